@@ -1,0 +1,246 @@
+# shellcheck shell=bash
+# Functions that start and stop the real parts of the stack on loopback: a private
+# MariaDB, a standalone ZooKeeper, N stockd instances and nginx. Sourced by
+# scripts/stack, the demo, the load scripts and the integration tests.
+#
+# Everything lives under one run directory ($1 of each function, or $STACK_RUN) and
+# listens on ports given by the caller, never the system defaults. Each server writes
+# its pid file there; stopping reads it back. Functions return non-zero on failure
+# and print why on stderr.
+
+STACK_LIB_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+STACK_SRC=$(cd "$STACK_LIB_DIR/.." && pwd)
+
+stack_log() { printf '%s\n' "$*" >&2; }
+
+# wait_until SECONDS CMD...: runs CMD every 0.1 s until it succeeds or time runs out.
+wait_until() {
+  local deadline=$((SECONDS + $1))
+  shift
+  until "$@" >/dev/null 2>&1; do
+    ((SECONDS < deadline)) || return 1
+    sleep 0.1
+  done
+}
+
+# pid_alive PIDFILE: true if the process named in PIDFILE runs.
+pid_alive() {
+  [[ -s $1 ]] && kill -0 "$(cat "$1")" 2>/dev/null
+}
+
+# stop_pidfile PIDFILE [SECONDS]: SIGTERM, wait, then SIGKILL.
+stop_pidfile() {
+  local f=$1 secs=${2:-20} pid
+  [[ -s $f ]] || return 0
+  pid=$(cat "$f")
+  if kill -0 "$pid" 2>/dev/null; then
+    kill -TERM "$pid" 2>/dev/null || true
+    if ! wait_until "$secs" eval "! kill -0 $pid"; then
+      kill -KILL "$pid" 2>/dev/null || true
+      wait_until 5 eval "! kill -0 $pid" || true
+    fi
+  fi
+  rm -f "$f"
+}
+
+# port_free PORT: true if nothing listens on 127.0.0.1:PORT.
+port_free() {
+  ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
+}
+
+# ---------------------------------------------------------------- MariaDB
+
+# mysql_cli RUN [ARGS...]: the mariadb client as root over the private socket.
+mysql_cli() {
+  local run=$1
+  shift
+  mariadb --no-defaults -uroot -S "$run/mysql/sock" "$@"
+}
+
+# mysql_start RUN PORT: initialise (first time) and start a private MariaDB.
+mysql_start() {
+  local run=$1 port=$2 d
+  d=$run/mysql
+  mkdir -p "$d"
+  if pid_alive "$d/pid"; then return 0; fi
+  if [[ ! -d $d/data/mysql ]]; then
+    mariadb-install-db --no-defaults --user=root --datadir="$d/data" \
+      --auth-root-authentication-method=normal --skip-test-db >"$d/install.log" 2>&1 || {
+      stack_log "mysql: install-db failed, see $d/install.log"
+      return 1
+    }
+  fi
+  port_free "$port" || { stack_log "mysql: port $port is taken"; return 1; }
+  # Durable defaults (innodb_flush_log_at_trx_commit=1) are kept on purpose: the
+  # experiments must run against a database that behaves like production.
+  mariadbd --no-defaults --user=root --datadir="$d/data" --socket="$d/sock" \
+    --port="$port" --bind-address=127.0.0.1 --pid-file="$d/pid" \
+    --max-connections=2000 --skip-name-resolve --innodb-buffer-pool-size=128M \
+    --log-error="$d/error.log" >/dev/null 2>&1 &
+  if ! wait_until 60 mysql_cli "$run" -e 'select 1'; then
+    stack_log "mysql: did not start on port $port, see $d/error.log"
+    return 1
+  fi
+}
+
+mysql_stop() { stop_pidfile "$1/mysql/pid" 60; }
+
+# mysql_create_db RUN DB USER PASS: (re)creates DB with the schema and seed, and a
+# service user that can only read and write the two tables of that database.
+mysql_create_db() {
+  local run=$1 db=$2 user=$3 pass=$4
+  mysql_cli "$run" <<SQL || return 1
+DROP DATABASE IF EXISTS \`$db\`;
+CREATE DATABASE \`$db\` CHARACTER SET utf8mb4;
+CREATE USER IF NOT EXISTS '$user'@'127.0.0.1' IDENTIFIED BY '$pass';
+CREATE USER IF NOT EXISTS '$user'@'localhost' IDENTIFIED BY '$pass';
+SQL
+  mysql_cli "$run" "$db" <"$STACK_SRC/sql/schema.sql" || return 1
+  mysql_cli "$run" "$db" <"$STACK_SRC/sql/seed.sql" || return 1
+  mysql_cli "$run" <<SQL || return 1
+GRANT SELECT, UPDATE ON \`$db\`.product TO '$user'@'127.0.0.1', '$user'@'localhost';
+GRANT SELECT, INSERT ON \`$db\`.orders TO '$user'@'127.0.0.1', '$user'@'localhost';
+SQL
+}
+
+# mysql_set_stock RUN DB ID STOCK: resets one product's stock and fence, clears its orders.
+mysql_set_stock() {
+  mysql_cli "$1" "$2" -e "DELETE FROM orders WHERE product_id=$3;
+    UPDATE product SET stock=$4, fence=0 WHERE id=$3;"
+}
+
+# ---------------------------------------------------------------- ZooKeeper
+
+zk_classpath() {
+  printf '%s' "/usr/share/java/zookeeper.jar:/usr/share/java/zookeeper-jute.jar:/usr/share/java/*"
+}
+
+# zk_serving PORT: true when the server serves requests (`ruok` answers imok earlier
+# than that, so ask `srvr` for its mode: standalone, leader or follower).
+zk_serving() {
+  local out
+  out=$(zk_4lw "$1" srvr) && [[ $out == *"Mode: "* ]]
+}
+
+# zk_4lw PORT WORD: prints the server's answer to a four-letter word.
+zk_4lw() {
+  exec 3<>"/dev/tcp/127.0.0.1/$1" || return 1
+  printf '%s' "$2" >&3
+  timeout 5 cat <&3
+  exec 3<&-
+}
+
+# zk_start RUN PORT [NAME]: a standalone ZooKeeper under RUN/NAME (default zk).
+zk_start() {
+  local run=$1 port=$2 name=${3:-zk} d
+  d=$run/$name
+  mkdir -p "$d/data"
+  if pid_alive "$d/pid"; then return 0; fi
+  port_free "$port" || { stack_log "zk: port $port is taken"; return 1; }
+  cat >"$d/zoo.cfg" <<CFG
+tickTime=500
+initLimit=10
+syncLimit=5
+dataDir=$d/data
+clientPort=$port
+clientPortAddress=127.0.0.1
+admin.enableServer=false
+4lw.commands.whitelist=*
+minSessionTimeout=1000
+maxSessionTimeout=60000
+maxClientCnxns=0
+znode.container.checkIntervalMs=1000
+CFG
+  zk_launch "$d"
+  if ! wait_until 60 zk_serving "$port"; then
+    stack_log "zk: did not start on port $port, see $d/zk.log"
+    return 1
+  fi
+}
+
+# zk_launch DIR: starts the JVM for DIR/zoo.cfg in the background, pid in DIR/pid.
+zk_launch() {
+  local d=$1
+  cat >"$d/log4j.properties" <<'L4J'
+log4j.rootLogger=WARN, F
+log4j.appender.F=org.apache.log4j.FileAppender
+log4j.appender.F.File=${zookeeper.log.dir}/zk.log
+log4j.appender.F.layout=org.apache.log4j.PatternLayout
+log4j.appender.F.layout.ConversionPattern=%d %p [%t] %c{1}: %m%n
+L4J
+  java -Xmx256m -XX:+UseSerialGC -cp "$(zk_classpath)" \
+    -Dzookeeper.log.dir="$d" -Dlog4j.configuration="file:$d/log4j.properties" \
+    -Dzookeeper.jmx.log4j.disable=true \
+    org.apache.zookeeper.server.quorum.QuorumPeerMain "$d/zoo.cfg" \
+    >"$d/stdout.log" 2>&1 &
+  echo $! >"$d/pid"
+}
+
+zk_stop() { stop_pidfile "$1/${2:-zk}/pid" 20; }
+
+# ---------------------------------------------------------------- stockd
+
+# stockd_bin: the built binary (STOCKD_BIN, else build/service/stockd).
+stockd_bin() {
+  printf '%s' "${STOCKD_BIN:-$STACK_SRC/build/service/stockd}"
+}
+
+# stockd_start RUN INDEX PORT LOCK MYSQL_URL ZK [EXTRA ARGS...]: one instance.
+# The password comes from STOCKD_MYSQL_PASSWORD in the environment, never argv.
+stockd_start() {
+  local run=$1 i=$2 port=$3 lock=$4 url=$5 zk=$6 d
+  shift 6
+  d=$run/stockd
+  mkdir -p "$d"
+  stop_pidfile "$d/$i.pid" 10
+  port_free "$port" || { stack_log "stockd: port $port is taken"; return 1; }
+  "$(stockd_bin)" --port "$port" --lock "$lock" --mysql "$url" --zk "$zk" \
+    --instance "stockd-$i" "$@" >"$d/$i.log" 2>&1 &
+  echo $! >"$d/$i.pid"
+  if ! wait_until 20 curl -fsS "http://127.0.0.1:$port/health"; then
+    stack_log "stockd-$i: not healthy on port $port, see $d/$i.log"
+    return 1
+  fi
+}
+
+stockd_stop() { stop_pidfile "$1/stockd/$2.pid" 20; }
+
+stockd_stop_all() {
+  local f
+  for f in "$1"/stockd/*.pid; do
+    [[ -e $f ]] && stop_pidfile "$f" 20
+  done
+  return 0
+}
+
+# ---------------------------------------------------------------- nginx
+
+# nginx_start RUN PORT UPSTREAM_PORT...: round-robin over the given stockd ports.
+nginx_start() {
+  local run=$1 port=$2 d servers="" p
+  shift 2
+  d=$run/nginx
+  mkdir -p "$d/logs" "$d/tmp"
+  for p in "$@"; do servers+="    server 127.0.0.1:$p max_fails=0;"$'\n'; done
+  sed -e "s|@PREFIX@|$d|g" -e "s|@PORT@|$port|g" \
+    -e "/@SERVERS@/{
+r /dev/stdin
+d
+}" "$STACK_SRC/nginx/nginx.conf.in" <<<"$servers" >"$d/nginx.conf"
+  if pid_alive "$d/nginx.pid"; then
+    nginx -p "$d" -c "$d/nginx.conf" -s reload
+    return
+  fi
+  port_free "$port" || { stack_log "nginx: port $port is taken"; return 1; }
+  nginx -p "$d" -c "$d/nginx.conf" -e "$d/logs/error.log" || return 1
+  wait_until 10 curl -fsS "http://127.0.0.1:$port/nginx-health"
+}
+
+nginx_stop() {
+  local d=$1/nginx
+  if pid_alive "$d/nginx.pid"; then
+    nginx -p "$d" -c "$d/nginx.conf" -e "$d/logs/error.log" -s quit 2>/dev/null || true
+    wait_until 10 eval "! pid_alive '$d/nginx.pid'" || stop_pidfile "$d/nginx.pid" 5
+  fi
+  return 0
+}

@@ -1,0 +1,2 @@
+/* Placeholder until the service lands. */
+int main(void) { return 0; }

@@ -1,0 +1,29 @@
+-- stockd schema. Loads into any database and can be loaded again:
+--   mariadb shop < sql/schema.sql
+-- Re-running it keeps existing rows (CREATE TABLE IF NOT EXISTS).
+
+-- The seed experiment's table, plus one column for fencing. `fence` is the highest
+-- ZooKeeper lock token (the czxid of the holder's lock node) that has written this row;
+-- a deduction carrying a lower token is refused, so a holder that lost its lock while
+-- paused can never write after a newer holder. Modes without a ZooKeeper lock leave it 0.
+CREATE TABLE IF NOT EXISTS product (
+  id            INT          NOT NULL PRIMARY KEY,
+  product_name  VARCHAR(64)  NOT NULL,
+  stock         INT          NOT NULL,
+  fence         BIGINT       NOT NULL DEFAULT 0
+) ENGINE=InnoDB;
+
+-- The ledger: one row per successful deduction, written in the same transaction as the
+-- stock change, so `initial stock - final stock = COUNT(*)` holds after any run.
+-- request_id is unique: a retried request with the same key finds its first order
+-- instead of deducting twice, and a commit whose reply was lost can be confirmed.
+CREATE TABLE IF NOT EXISTS orders (
+  id          BIGINT UNSIGNED NOT NULL AUTO_INCREMENT PRIMARY KEY,
+  product_id  INT             NOT NULL,
+  instance    VARCHAR(64)     NOT NULL,
+  fence       BIGINT          NULL,
+  request_id  VARCHAR(100)    NULL,
+  created_at  TIMESTAMP(6)    NOT NULL DEFAULT CURRENT_TIMESTAMP(6),
+  UNIQUE KEY uq_orders_request (request_id),
+  KEY ix_orders_product (product_id)
+) ENGINE=InnoDB;

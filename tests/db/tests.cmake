@@ -1,0 +1,1 @@
+# Tests of db/ (see tests/CMakeLists.txt for the helpers).

@@ -1,0 +1,56 @@
+# shellcheck shell=bash
+# Helpers for the shell integration tests. Source it first thing; it sets `set -euo
+# pipefail`, gives the test its own run directory ($T) under the shared one, and
+# stops whatever the test started (stockd, nginx, its own servers) when it exits.
+set -euo pipefail
+source "$STOCKD_SRC/scripts/stack-lib.sh"
+
+T=$STOCKD_TEST_RUN/t/$STOCKD_TEST_NAME
+rm -rf "$T"
+mkdir -p "$T"
+PORT0=$STOCKD_TEST_PORTS
+DB=t_${STOCKD_TEST_NAME//[^a-zA-Z0-9_]/_}
+DB_USER=stockd
+DB_PASS=stockd-test-pw
+MYSQL_URL="mysql://$DB_USER@127.0.0.1:$STOCKD_TEST_MYSQL_PORT/$DB"
+export STOCKD_MYSQL_PASSWORD=$DB_PASS
+
+t_cleanup() {
+  stockd_stop_all "$T"
+  nginx_stop "$T"
+  local f
+  for f in "$T"/*/pid; do [[ -e $f ]] && stop_pidfile "$f" 10; done
+  return 0
+}
+trap t_cleanup EXIT
+
+fail() {
+  echo "FAIL: $*" >&2
+  exit 1
+}
+
+# expect_eq WHAT EXPECTED ACTUAL
+expect_eq() {
+  [[ $2 == "$3" ]] || fail "$1: expected '$2', got '$3'"
+  echo "ok: $1 = $3"
+}
+
+# sql QUERY: runs a query in the test database, prints bare values.
+sql() { mysql_cli "$STOCKD_TEST_RUN" -N -B "$DB" -e "$1"; }
+
+# t_db: makes this test's database with the schema and seed data.
+t_db() { mysql_create_db "$STOCKD_TEST_RUN" "$DB" "$DB_USER" "$DB_PASS"; }
+
+# t_stockd INDEX LOCK [ARGS...]: starts stockd INDEX (1..10) on PORT0+INDEX.
+t_stockd() {
+  local i=$1 lock=$2
+  shift 2
+  stockd_start "$T" "$i" $((PORT0 + i)) "$lock" "$MYSQL_URL" "$STOCKD_TEST_ZK" "$@"
+}
+
+# t_nginx N: nginx on PORT0 over stockd instances 1..N.
+t_nginx() {
+  local ports=() i
+  for ((i = 1; i <= $1; i++)); do ports+=($((PORT0 + i))); done
+  nginx_start "$T" "$PORT0" "${ports[@]}"
+}

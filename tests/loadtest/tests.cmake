@@ -1,0 +1,1 @@
+# Tests of loadtest/ (see tests/CMakeLists.txt for the helpers).

@@ -1,0 +1,1 @@
+# Tests of lock/ (see tests/CMakeLists.txt for the helpers).

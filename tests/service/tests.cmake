@@ -1,0 +1,1 @@
+# Tests of service/ (see tests/CMakeLists.txt for the helpers).

@@ -1,0 +1,1 @@
+# Tests of stack/ (see tests/CMakeLists.txt for the helpers).
