@@ -197,10 +197,18 @@ stockd_start() {
   "$(stockd_bin)" --port "$port" --lock "$lock" --mysql "$url" --zk "$zk" \
     --instance "stockd-$i" "$@" >"$d/$i.log" 2>&1 &
   echo $! >"$d/$i.pid"
-  if ! wait_until 20 curl -fsS "http://127.0.0.1:$port/health"; then
-    stack_log "stockd-$i: not healthy on port $port, see $d/$i.log"
+  # Ready when it answers HTTP at all: /health may well say 503 while MySQL is down,
+  # and that instance is still up and answering.
+  if ! wait_until 20 http_answers "http://127.0.0.1:$port/health"; then
+    stack_log "stockd-$i: no answer on port $port, see $d/$i.log"
     return 1
   fi
+}
+
+# http_answers URL: true if URL gives any HTTP answer.
+http_answers() {
+  local code
+  code=$(curl -s -o /dev/null -m 5 -w '%{http_code}' "$1") && [[ $code != 000 ]]
 }
 
 stockd_stop() { stop_pidfile "$1/stockd/$2.pid" 20; }

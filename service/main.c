@@ -1,2 +1,123 @@
-/* Placeholder until the service lands. */
-int main(void) { return 0; }
+/* main.c: stockd's entry point. It reads the options, connects what the lock mode
+ * needs, starts the workers and the HTTP daemon, and on SIGTERM or SIGINT shuts down in
+ * order: stop accepting, answer every request already accepted, then exit 0. */
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "stockd.h"
+
+static pthread_mutex_t log_mu = PTHREAD_MUTEX_INITIALIZER;
+static const char *log_instance = "stockd";
+
+void stockd_log(const char *level, const char *fmt, ...) {
+    char ts[32];
+    struct timespec now;
+    struct tm tm;
+    va_list ap;
+
+    clock_gettime(CLOCK_REALTIME, &now);
+    gmtime_r(&now.tv_sec, &tm);
+    strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%S", &tm);
+    pthread_mutex_lock(&log_mu);
+    fprintf(stderr, "%s.%03ldZ %s %s: ", ts, now.tv_nsec / 1000000, log_instance, level);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    pthread_mutex_unlock(&log_mu);
+}
+
+int main(int argc, char **argv) {
+    stockd_config cfg;
+    stockd_ctx ctx = {.cfg = &cfg, .complete = stockd_http_complete};
+    stockd_workers *workers = NULL;
+    stockd_http *http = NULL;
+    const char *pw;
+    char err[256];
+    sigset_t sigs;
+    int sig = 0, rc, status = 1;
+    bool uses_zk;
+
+    if (stockd_config_parse(&cfg, argc, argv, err, sizeof(err)) != 0) {
+        fprintf(stderr, "stockd: %s (see --help)\n", err);
+        return 2;
+    }
+    if (cfg.help) {
+        stockd_config_usage(stdout);
+        return 0;
+    }
+    if (cfg.version) {
+        puts("stockd " STOCKD_VERSION);
+        return 0;
+    }
+    log_instance = cfg.instance;
+
+    pw = getenv("STOCKD_MYSQL_PASSWORD");
+    if (pw) snprintf(ctx.db.password, sizeof(ctx.db.password), "%s", pw);
+    if (stockdb_config_from_url(&ctx.db, cfg.mysql_url) != STOCKDB_OK) {
+        fprintf(stderr, "stockd: --mysql must look like mysql://USER@HOST:PORT/DB\n");
+        return 2;
+    }
+
+    /* Signals are taken by sigwait in this thread only: block them before any thread
+     * starts so that every thread inherits the mask. */
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGTERM);
+    sigaddset(&sigs, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    if (stockdb_global_init() != STOCKDB_OK) {
+        stockd_log("error", "cannot initialise the MySQL client library");
+        return 1;
+    }
+    uses_zk = cfg.lock == STOCKD_LOCK_ZK || cfg.lock == STOCKD_LOCK_ZK_HERD;
+    if (uses_zk) {
+        zklock_session_config zc = {.hosts = cfg.zk,
+                                    .session_timeout_ms = (int)cfg.zk_session_ms,
+                                    .connect_timeout_ms = 10000};
+        rc = zklock_session_new(&zc, &ctx.zk);
+        if (rc != ZKLOCK_OK) {
+            stockd_log("error", "cannot connect to ZooKeeper at %s: %s", cfg.zk,
+                       zklock_strerror(rc));
+            goto out;
+        }
+    }
+    ctx.queue = stockd_jobq_new(cfg.queue_max);
+    if (!ctx.queue) goto out;
+    workers = stockd_workers_start(&ctx);
+    if (!workers) {
+        stockd_log("error", "cannot start %u worker threads", cfg.workers);
+        goto out;
+    }
+    http = stockd_http_start(&ctx, err, sizeof(err));
+    if (!http) {
+        stockd_log("error", "%s", err);
+        goto out;
+    }
+    stockd_log("info", "listening on %s:%u, lock %s, %u workers, mysql %s@%s:%u/%s%s%s", cfg.bind,
+               cfg.port, stockd_lock_mode_name(cfg.lock), cfg.workers, ctx.db.user, ctx.db.host,
+               ctx.db.port, ctx.db.database, uses_zk ? ", zookeeper " : "", uses_zk ? cfg.zk : "");
+
+    while (sigwait(&sigs, &sig) != 0 && errno == EINTR) {
+    }
+    stockd_log("info", "signal %d: stop accepting, finish the requests in flight", sig);
+    stockd_http_quiesce(http);
+    status = 0;
+out:
+    /* Closing the queue lets the workers answer what is queued and exit. */
+    if (ctx.queue) stockd_jobq_close(ctx.queue);
+    stockd_workers_join(workers);
+    stockd_http_stop(http, 5000);
+    stockd_jobq_free(ctx.queue);
+    zklock_session_free(ctx.zk);
+    stockdb_global_end();
+    if (status == 0) stockd_log("info", "stopped");
+    return status;
+}

@@ -1,1 +1,14 @@
 # Tests of service/ (see tests/CMakeLists.txt for the helpers).
+stockd_unit_test(test_answer SOURCES service/test_answer.c LIBS stockd_core)
+stockd_unit_test(test_config SOURCES service/test_config.c LIBS stockd_core)
+stockd_unit_test(test_jobq SOURCES service/test_jobq.c LIBS stockd_core)
+
+stockd_integration_test(http_contract COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/http_contract.sh)
+# The seed's three experiments: no lock on 3 instances oversells; a process mutex is
+# right on one instance and wrong on three.
+stockd_integration_test(oversell_none_3_instances_goes_negative
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/oversell.sh none 3 negative LABELS experiment)
+stockd_integration_test(oversell_local_1_instance_ends_at_zero
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/oversell.sh local 1 zero LABELS experiment)
+stockd_integration_test(oversell_local_3_instances_goes_negative
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/oversell.sh local 3 negative LABELS experiment)

@@ -1,0 +1,221 @@
+/* config.c: stockd's options. Every option has an environment twin (STOCKD_*), read
+ * first, so that a secret such as the MySQL password never has to appear in argv
+ * (STOCKD_MYSQL_PASSWORD is read by main.c). Pure apart from getenv. */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "stockd.h"
+
+static const char *mode_names[] = {
+    [STOCKD_LOCK_NONE] = "none",
+    [STOCKD_LOCK_LOCAL] = "local",
+    [STOCKD_LOCK_ZK] = "zk",
+    [STOCKD_LOCK_ZK_HERD] = "zk-herd",
+    [STOCKD_LOCK_FOR_UPDATE] = "for-update",
+    [STOCKD_LOCK_ATOMIC] = "atomic",
+};
+#define NMODES (sizeof(mode_names) / sizeof(mode_names[0]))
+
+const char *stockd_lock_mode_name(stockd_lock_mode m) {
+    return (size_t)m < NMODES ? mode_names[m] : "?";
+}
+
+int stockd_lock_mode_parse(const char *s, stockd_lock_mode *out) {
+    for (size_t i = 0; i < NMODES; i++) {
+        if (strcmp(s, mode_names[i]) == 0) {
+            *out = (stockd_lock_mode)i;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+void stockd_config_usage(FILE *out) {
+    fputs("usage: stockd [options]\n"
+          "\n"
+          "An inventory-deduction HTTP service: GET|POST /stock/reduce?id=N deducts one unit\n"
+          "of product N in a MySQL transaction, under the lock chosen by --lock.\n"
+          "\n"
+          "options (each also read from the environment variable in brackets):\n"
+          "  --port P               listen port (STOCKD_PORT) [8080]\n"
+          "  --bind ADDR            listen address (STOCKD_BIND) [127.0.0.1]\n"
+          "  --lock MODE            none | local | zk | zk-herd | for-update | atomic\n"
+          "                         (STOCKD_LOCK) [none]\n"
+          "  --mysql URL            mysql://USER@HOST:PORT/DB (STOCKD_MYSQL)\n"
+          "                         [mysql://stockd@127.0.0.1:3306/shop]; the password is\n"
+          "                         read from STOCKD_MYSQL_PASSWORD, so it is not in argv\n"
+          "  --zk HOSTS             ZooKeeper HOST:PORT[,HOST:PORT...] (STOCKD_ZK)\n"
+          "                         [127.0.0.1:2181]; used by zk and zk-herd\n"
+          "  --instance NAME        name in answers, logs and orders (STOCKD_INSTANCE)\n"
+          "                         [stockd-PORT]\n"
+          "  --workers N            worker threads = MySQL connections (STOCKD_WORKERS) [16]\n"
+          "  --queue N              requests waiting for a worker before 503\n"
+          "                         (STOCKD_QUEUE) [4096]\n"
+          "  --lock-timeout-ms N    how long a deduction waits for the ZooKeeper lock\n"
+          "                         (STOCKD_LOCK_TIMEOUT_MS) [5000]\n"
+          "  --zk-session-ms N      ZooKeeper session timeout (STOCKD_ZK_SESSION_MS) [6000]\n"
+          "  --max-connections N    HTTP connection limit (STOCKD_MAX_CONNECTIONS) [1024]\n"
+          "  --connection-timeout-s N  idle HTTP connection timeout\n"
+          "                         (STOCKD_CONNECTION_TIMEOUT_S) [30]\n"
+          "  --help, --version\n",
+          out);
+}
+
+static int set_uint(unsigned *dst, const char *s, unsigned lo, unsigned hi, const char *name,
+                    char *err, size_t errlen) {
+    char *end;
+    unsigned long v;
+
+    if (!s || !*s || *s == '-' || *s == '+') goto bad;
+    v = strtoul(s, &end, 10);
+    if (*end || v < lo || v > hi) goto bad;
+    *dst = (unsigned)v;
+    return 0;
+bad:
+    snprintf(err, errlen, "%s must be an integer in %u..%u, got '%s'", name, lo, hi, s ? s : "");
+    return -1;
+}
+
+static int set_str(char *dst, size_t cap, const char *s, const char *name, char *err,
+                   size_t errlen) {
+    if (!s || strlen(s) >= cap) {
+        snprintf(err, errlen, "%s is too long (at most %zu bytes)", name, cap - 1);
+        return -1;
+    }
+    memcpy(dst, s, strlen(s) + 1);
+    return 0;
+}
+
+enum {
+    O_PORT = 1,
+    O_BIND,
+    O_LOCK,
+    O_MYSQL,
+    O_ZK,
+    O_INSTANCE,
+    O_WORKERS,
+    O_QUEUE,
+    O_LOCK_TIMEOUT,
+    O_ZK_SESSION,
+    O_MAX_CONN,
+    O_CONN_TIMEOUT,
+    O_HELP,
+    O_VERSION,
+};
+
+static const struct {
+    int id;
+    const char *opt;
+    const char *env;
+} options[] = {
+    {O_PORT, "port", "STOCKD_PORT"},
+    {O_BIND, "bind", "STOCKD_BIND"},
+    {O_LOCK, "lock", "STOCKD_LOCK"},
+    {O_MYSQL, "mysql", "STOCKD_MYSQL"},
+    {O_ZK, "zk", "STOCKD_ZK"},
+    {O_INSTANCE, "instance", "STOCKD_INSTANCE"},
+    {O_WORKERS, "workers", "STOCKD_WORKERS"},
+    {O_QUEUE, "queue", "STOCKD_QUEUE"},
+    {O_LOCK_TIMEOUT, "lock-timeout-ms", "STOCKD_LOCK_TIMEOUT_MS"},
+    {O_ZK_SESSION, "zk-session-ms", "STOCKD_ZK_SESSION_MS"},
+    {O_MAX_CONN, "max-connections", "STOCKD_MAX_CONNECTIONS"},
+    {O_CONN_TIMEOUT, "connection-timeout-s", "STOCKD_CONNECTION_TIMEOUT_S"},
+};
+#define NOPTIONS (sizeof(options) / sizeof(options[0]))
+
+/* Applies one option's value. name is what the user wrote, for the message. */
+static int apply(stockd_config *c, int id, const char *v, const char *name, char *err,
+                 size_t errlen) {
+    switch (id) {
+    case O_PORT:
+        return set_uint(&c->port, v, 1, 65535, name, err, errlen);
+    case O_BIND:
+        return set_str(c->bind, sizeof(c->bind), v, name, err, errlen);
+    case O_LOCK:
+        if (stockd_lock_mode_parse(v, &c->lock) != 0) {
+            snprintf(err, errlen,
+                     "%s must be none, local, zk, zk-herd, for-update or atomic, got '%s'", name,
+                     v);
+            return -1;
+        }
+        return 0;
+    case O_MYSQL:
+        return set_str(c->mysql_url, sizeof(c->mysql_url), v, name, err, errlen);
+    case O_ZK:
+        return set_str(c->zk, sizeof(c->zk), v, name, err, errlen);
+    case O_INSTANCE:
+        return set_str(c->instance, sizeof(c->instance), v, name, err, errlen);
+    case O_WORKERS:
+        return set_uint(&c->workers, v, 1, 512, name, err, errlen);
+    case O_QUEUE:
+        return set_uint(&c->queue_max, v, 1, 1000000, name, err, errlen);
+    case O_LOCK_TIMEOUT:
+        return set_uint(&c->lock_timeout_ms, v, 0, 600000, name, err, errlen);
+    case O_ZK_SESSION:
+        return set_uint(&c->zk_session_ms, v, 1000, 600000, name, err, errlen);
+    case O_MAX_CONN:
+        return set_uint(&c->max_connections, v, 1, 100000, name, err, errlen);
+    case O_CONN_TIMEOUT:
+        return set_uint(&c->connection_timeout_s, v, 1, 3600, name, err, errlen);
+    }
+    return -1;
+}
+
+int stockd_config_parse(stockd_config *c, int argc, char **argv, char *err, size_t errlen) {
+    struct option longopts[NOPTIONS + 3];
+    int ch;
+
+    memset(c, 0, sizeof(*c));
+    strcpy(c->bind, "127.0.0.1");
+    c->port = 8080;
+    c->lock = STOCKD_LOCK_NONE;
+    strcpy(c->mysql_url, "mysql://stockd@127.0.0.1:3306/shop");
+    strcpy(c->zk, "127.0.0.1:2181");
+    c->workers = 16;
+    c->queue_max = 4096;
+    c->lock_timeout_ms = 5000;
+    c->zk_session_ms = 6000;
+    c->max_connections = 1024;
+    c->connection_timeout_s = 30;
+    c->batch_max = 1;
+
+    for (size_t i = 0; i < NOPTIONS; i++) {
+        const char *v = getenv(options[i].env);
+        if (v && apply(c, options[i].id, v, options[i].env, err, errlen) != 0) return -1;
+        longopts[i] = (struct option){options[i].opt, required_argument, NULL, options[i].id};
+    }
+    longopts[NOPTIONS] = (struct option){"help", no_argument, NULL, O_HELP};
+    longopts[NOPTIONS + 1] = (struct option){"version", no_argument, NULL, O_VERSION};
+    longopts[NOPTIONS + 2] = (struct option){0};
+
+    optind = 1;
+    opterr = 0;
+    while ((ch = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+        if (ch == 'h' || ch == O_HELP) {
+            c->help = true;
+        } else if (ch == O_VERSION) {
+            c->version = true;
+        } else if (ch == '?' || ch == ':') {
+            snprintf(err, errlen, "unknown option or missing value: '%s'",
+                     optind > 0 && optind <= argc ? argv[optind - 1] : "?");
+            return -1;
+        } else {
+            char name[64];
+            snprintf(name, sizeof(name), "--%s", longopts[ch - 1].name);
+            if (apply(c, ch, optarg, name, err, errlen) != 0) return -1;
+        }
+    }
+    if (optind < argc) {
+        snprintf(err, errlen, "unexpected argument '%s'", argv[optind]);
+        return -1;
+    }
+    if (!c->instance[0]) snprintf(c->instance, sizeof(c->instance), "stockd-%u", c->port);
+    if (stockd_check_key(c->instance, strlen(c->instance)) != 0) {
+        snprintf(err, errlen, "instance name must be 1..64 of [A-Za-z0-9_-], got '%s'",
+                 c->instance);
+        return -1;
+    }
+    return 0;
+}

@@ -1,0 +1,317 @@
+/* http.c: stockd's HTTP side on libmicrohttpd.
+ *
+ * One internal polling thread runs every connection. It parses and routes each request
+ * and answers at once whatever needs no I/O (bad input, unknown routes, a full queue).
+ * A request that needs MySQL or ZooKeeper becomes a job: the connection is suspended
+ * first and the job pushed second, so a worker can never resume a connection that is
+ * not yet suspended. When the worker is done it resumes the connection from its own
+ * thread (libmicrohttpd allows that), and the polling thread sends the answer.
+ *
+ * Routes:
+ *   GET|POST /stock/reduce?id=N   deduct one unit (Idempotency-Key header or request_id=)
+ *   GET|HEAD /stock?id=N          current stock
+ *   GET|HEAD /health              MySQL and ZooKeeper connectivity
+ * Requests carry no body: a body is refused with 400. */
+#include <arpa/inet.h>
+#include <microhttpd.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "stockd.h"
+
+struct stockd_http {
+    stockd_ctx *ctx;
+    struct MHD_Daemon *daemon;
+    atomic_uint open_requests; /* request contexts made and not yet completed */
+    atomic_ullong next_seq;    /* for our own request ids */
+    char boot_id[17];          /* random per process, so ids are unique across restarts */
+};
+
+/* The per-request context: the job, plus what the polling thread learns while routing. */
+typedef struct http_req {
+    stockd_job job;
+    stockd_http *http;
+    bool queued;
+    size_t body_bytes;
+} http_req;
+
+/* What the query string held that routing needs. */
+typedef struct http_params {
+    const char *id;
+    size_t id_len;
+    unsigned id_count;
+    const char *key;
+    size_t key_len;
+    unsigned key_count;
+} http_params;
+
+static const char fallback_body[] = "{\"result\":\"internal_error\",\"message\":\"out of memory\"}";
+
+/* Queues status + body (which the response takes over and frees) on the connection. */
+static enum MHD_Result send_body(struct MHD_Connection *c, unsigned status, char *body,
+                                 const char *allow) {
+    struct MHD_Response *resp;
+    enum MHD_Result ret;
+
+    if (body) {
+        resp = MHD_create_response_from_buffer_with_free_callback(strlen(body), body, free);
+    } else {
+        status = 500;
+        resp = MHD_create_response_from_buffer(sizeof(fallback_body) - 1, (void *)fallback_body,
+                                               MHD_RESPMEM_PERSISTENT);
+    }
+    if (!resp) {
+        free(body);
+        return MHD_NO;
+    }
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+    if (allow) MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, allow);
+    ret = MHD_queue_response(c, status, resp);
+    MHD_destroy_response(resp);
+    return ret;
+}
+
+static enum MHD_Result send_answer(stockd_http *h, struct MHD_Connection *c, const stockd_answer *a,
+                                   const char *allow) {
+    return send_body(c, stockd_answer_status(a->result),
+                     stockd_answer_json(a, h->ctx->cfg->instance), allow);
+}
+
+static enum MHD_Result send_error(stockd_http *h, struct MHD_Connection *c, stockd_result r,
+                                  const char *message, const char *allow) {
+    stockd_answer a = {.result = r, .message = message};
+    return send_answer(h, c, &a, allow);
+}
+
+static enum MHD_Result collect_param(void *cls, enum MHD_ValueKind kind, const char *key,
+                                     size_t key_size, const char *value, size_t value_size) {
+    http_params *p = cls;
+
+    if (key_size == 2 && memcmp(key, "id", 2) == 0) {
+        p->id = value;
+        p->id_len = value ? value_size : 0;
+        p->id_count++;
+    } else if (key_size == 10 && memcmp(key, "request_id", 10) == 0) {
+        p->key = value;
+        p->key_len = value ? value_size : 0;
+        p->key_count++;
+    }
+    return MHD_YES;
+}
+
+/* Fills job->request_id: the client's key if it gave one, else a unique id of ours
+ * ("i/" never appears in a client key), which lets a lost COMMIT reply be confirmed. */
+static int set_request_id(stockd_http *h, struct MHD_Connection *c, const http_params *p,
+                          stockd_job *job, const char **why) {
+    const char *hdr = NULL;
+    size_t hdr_len = 0;
+
+    if (MHD_lookup_connection_value_n(c, MHD_HEADER_KIND, "Idempotency-Key", 15, &hdr, &hdr_len) !=
+        MHD_YES)
+        hdr = NULL;
+    if (p->key_count > 1) {
+        *why = "request_id given more than once";
+        return -1;
+    }
+    if (p->key_count && stockd_check_key(p->key, p->key_len) != 0) {
+        *why = "request_id must be 1..64 of [A-Za-z0-9_-]";
+        return -1;
+    }
+    if (hdr && stockd_check_key(hdr, hdr_len) != 0) {
+        *why = "Idempotency-Key must be 1..64 of [A-Za-z0-9_-]";
+        return -1;
+    }
+    if (hdr && p->key_count && (hdr_len != p->key_len || memcmp(hdr, p->key, hdr_len) != 0)) {
+        *why = "Idempotency-Key and request_id differ";
+        return -1;
+    }
+    if (hdr || p->key_count) {
+        const char *k = hdr ? hdr : p->key;
+        size_t n = hdr ? hdr_len : p->key_len;
+        memcpy(job->request_id, k, n);
+        job->request_id[n] = '\0';
+        job->client_key = true;
+    } else {
+        snprintf(job->request_id, sizeof(job->request_id), "i/%s/%s/%llu", h->ctx->cfg->instance,
+                 h->boot_id, (unsigned long long)atomic_fetch_add(&h->next_seq, 1));
+    }
+    return 0;
+}
+
+/* Routes a complete request. Returns the MHD result of answering or suspending. */
+static enum MHD_Result route(stockd_http *h, struct MHD_Connection *c, http_req *r, const char *url,
+                             const char *method) {
+    http_params p = {0};
+    const char *why = NULL, *allow;
+    bool is_get = strcmp(method, MHD_HTTP_METHOD_GET) == 0;
+    bool is_head = strcmp(method, MHD_HTTP_METHOD_HEAD) == 0;
+    bool is_post = strcmp(method, MHD_HTTP_METHOD_POST) == 0;
+    stockd_job *job = &r->job;
+
+    if (strcmp(url, "/stock/reduce") == 0) {
+        allow = "GET, POST";
+        if (!is_get && !is_post)
+            return send_error(h, c, STOCKD_R_METHOD_NOT_ALLOWED,
+                              "use GET or POST for /stock/reduce", allow);
+        job->kind = STOCKD_JOB_DEDUCT;
+    } else if (strcmp(url, "/stock") == 0 || strcmp(url, "/health") == 0) {
+        allow = "GET, HEAD";
+        if (!is_get && !is_head)
+            return send_error(h, c, STOCKD_R_METHOD_NOT_ALLOWED, "use GET or HEAD", allow);
+        job->kind = url[1] == 's' ? STOCKD_JOB_STOCK : STOCKD_JOB_HEALTH;
+    } else {
+        return send_error(h, c, STOCKD_R_NO_ROUTE,
+                          "no such route; try /stock/reduce?id=N, /stock?id=N or /health", NULL);
+    }
+    if (r->body_bytes > 0)
+        return send_error(h, c, STOCKD_R_BAD_REQUEST,
+                          "a request body is not accepted; pass parameters in the query", NULL);
+
+    if (job->kind != STOCKD_JOB_HEALTH) {
+        MHD_get_connection_values_n(c, MHD_GET_ARGUMENT_KIND, collect_param, &p);
+        if (p.id_count > 1)
+            return send_error(h, c, STOCKD_R_BAD_REQUEST, "id given more than once", NULL);
+        if (stockd_parse_id(p.id, p.id_len, &job->product_id, &why) != 0)
+            return send_error(h, c, STOCKD_R_BAD_REQUEST, why, NULL);
+    }
+    if (job->kind == STOCKD_JOB_DEDUCT && set_request_id(h, c, &p, job, &why) != 0)
+        return send_error(h, c, STOCKD_R_BAD_REQUEST, why, NULL);
+
+    /* Suspend before the push: once pushed, a worker may resume at any moment. */
+    job->conn = c;
+    MHD_suspend_connection(c);
+    r->queued = true;
+    if (stockd_jobq_push(h->ctx->queue, job) != 0) {
+        /* Answer through the same resume path a worker uses, so a response is never
+         * queued on a suspended connection. */
+        stockd_answer a = {.result = STOCKD_R_OVERLOADED,
+                           .message = "too many requests waiting, or shutting down; "
+                                      "nothing was deducted"};
+        job->status = stockd_answer_status(a.result);
+        job->body = stockd_answer_json(&a, h->ctx->cfg->instance);
+        stockd_http_complete(job);
+    }
+    return MHD_YES;
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
+                                  const char *method, const char *version, const char *upload_data,
+                                  size_t *upload_size, void **ctxp) {
+    stockd_http *h = cls;
+    http_req *r = *ctxp;
+
+    if (!r) {
+        /* First call: headers only. Make the context; routing waits for the end. */
+        r = calloc(1, sizeof(*r));
+        if (!r) return MHD_NO;
+        r->http = h;
+        atomic_fetch_add(&h->open_requests, 1);
+        *ctxp = r;
+        return MHD_YES;
+    }
+    if (*upload_size) {
+        /* A body is refused; count it and drop it (the connection memory limit and the
+         * 400 that follows bound what a client can make us read). */
+        r->body_bytes += *upload_size;
+        *upload_size = 0;
+        return MHD_YES;
+    }
+    if (r->job.done) {
+        /* Resumed by a worker: the answer is ready. The response takes the body. */
+        char *body = r->job.body;
+        r->job.body = NULL;
+        return send_body(c, r->job.status, body, NULL);
+    }
+    if (r->queued) return MHD_YES; /* cannot happen while suspended; be safe */
+    return route(h, c, r, url, method);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *c, void **ctxp,
+                         enum MHD_RequestTerminationCode toe) {
+    stockd_http *h = cls;
+    http_req *r = *ctxp;
+
+    if (!r) return;
+    free(r->job.body);
+    free(r);
+    *ctxp = NULL;
+    atomic_fetch_sub(&h->open_requests, 1);
+}
+
+void stockd_http_complete(stockd_job *job) {
+    /* The worker's last touch of the job: after resume the polling thread owns it. */
+    job->done = true;
+    MHD_resume_connection(job->conn);
+}
+
+static void mhd_log(void *cls, const char *fmt, va_list ap) {
+    char line[512];
+    vsnprintf(line, sizeof(line), fmt, ap);
+    line[strcspn(line, "\n")] = '\0';
+    stockd_log("http", "%s", line);
+}
+
+stockd_http *stockd_http_start(stockd_ctx *ctx, char *err, size_t errlen) {
+    const stockd_config *cfg = ctx->cfg;
+    stockd_http *h = calloc(1, sizeof(*h));
+    struct sockaddr_in sin = {0};
+    unsigned char rnd[8];
+
+    if (!h) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    h->ctx = ctx;
+    if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd)) {
+        uint64_t t = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
+        memcpy(rnd, &t, sizeof(rnd));
+    }
+    for (size_t i = 0; i < sizeof(rnd); i++)
+        sprintf(h->boot_id + 2 * i, "%02x", rnd[i]);
+
+    sin.sin_family = AF_INET;
+    sin.sin_port = htons((uint16_t)cfg->port);
+    if (inet_pton(AF_INET, cfg->bind, &sin.sin_addr) != 1) {
+        snprintf(err, errlen, "--bind must be an IPv4 address, got '%s'", cfg->bind);
+        free(h);
+        return NULL;
+    }
+    h->daemon = MHD_start_daemon(
+        MHD_USE_AUTO_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ITC | MHD_USE_ERROR_LOG,
+        (uint16_t)cfg->port, NULL, NULL, on_request, h, MHD_OPTION_SOCK_ADDR, &sin,
+        MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->max_connections, MHD_OPTION_CONNECTION_TIMEOUT,
+        (unsigned)cfg->connection_timeout_s, MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,
+        MHD_OPTION_EXTERNAL_LOGGER, mhd_log, h, MHD_OPTION_LISTENING_ADDRESS_REUSE, 1u,
+        MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u, MHD_OPTION_END);
+    if (!h->daemon) {
+        snprintf(err, errlen, "cannot listen on %s:%u (in use, or not an address of this host)",
+                 cfg->bind, cfg->port);
+        free(h);
+        return NULL;
+    }
+    return h;
+}
+
+void stockd_http_quiesce(stockd_http *h) {
+    MHD_socket s = MHD_quiesce_daemon(h->daemon);
+    if (s != MHD_INVALID_SOCKET) close(s);
+}
+
+void stockd_http_stop(stockd_http *h, unsigned ms) {
+    struct timespec ts = {0, 10 * 1000 * 1000};
+
+    if (!h) return;
+    /* Every queued job has been answered by now (the workers drained the queue); give
+     * the polling thread time to send those answers before the connections close. */
+    for (unsigned waited = 0; atomic_load(&h->open_requests) > 0 && waited < ms; waited += 10)
+        nanosleep(&ts, NULL);
+    MHD_stop_daemon(h->daemon);
+    free(h);
+}

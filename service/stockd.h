@@ -1,0 +1,193 @@
+/* stockd.h: the pieces of the stockd executable and how they fit.
+ *
+ * One request's path:
+ *   http.c    the libmicrohttpd polling thread parses and routes the request. Answers
+ *             that need no I/O (bad input, unknown route) are sent at once. Anything that
+ *             needs MySQL or ZooKeeper becomes a job: the connection is suspended and the
+ *             job is pushed on the queue. The polling thread never blocks on I/O.
+ *   jobq.c    a bounded FIFO of jobs between the polling thread and the workers. Its pop
+ *             can hand out several jobs for the same product at once, so that one lock
+ *             acquisition can later serve a batch.
+ *   worker.c  each worker thread owns one MySQL connection. It pops a job, takes the
+ *             lock of the configured mode (none, local mutex, ZooKeeper fair or herd
+ *             lock), runs the transaction (db/stockdb.h), commits strictly before it
+ *             releases, writes the answer into the job and resumes the connection.
+ *   answer.c  pure functions: the id and key parsers, and the mapping from an outcome to
+ *             an HTTP status and a JSON body (cJSON). Unit-tested and fuzzed.
+ *   config.c  command line and environment into a stockd_config (pure).
+ *   main.c    wiring, signals and orderly shutdown.
+ */
+#ifndef STOCKD_H
+#define STOCKD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "stockdb.h"
+#include "zklock.h"
+
+/* ------------------------------------------------------------------ config */
+
+typedef enum stockd_lock_mode {
+    STOCKD_LOCK_NONE = 0,   /* the seed's first experiment: no lock at all */
+    STOCKD_LOCK_LOCAL,      /* one mutex per product inside this process */
+    STOCKD_LOCK_ZK,         /* ZooKeeper fair lock + fencing */
+    STOCKD_LOCK_ZK_HERD,    /* ZooKeeper non-fair lock (herd effect) + fencing */
+    STOCKD_LOCK_FOR_UPDATE, /* SELECT ... FOR UPDATE: the row lock is the lock */
+    STOCKD_LOCK_ATOMIC,     /* one conditional UPDATE, no lock */
+} stockd_lock_mode;
+
+typedef struct stockd_config {
+    char bind[64];
+    unsigned port;
+    stockd_lock_mode lock;
+    char mysql_url[512];
+    char zk[512];
+    char instance[65];
+    unsigned workers;
+    unsigned queue_max;
+    unsigned lock_timeout_ms;
+    unsigned zk_session_ms;
+    unsigned max_connections;
+    unsigned connection_timeout_s;
+    unsigned batch_max; /* jobs of one product served per lock acquisition; 1 = no batching */
+    bool help;
+    bool version;
+} stockd_config;
+
+/* Fills *cfg from the environment (STOCKD_*) and then argv, argv winning. Returns 0, or
+ * -1 with a one-line reason in err. Pure apart from reading the environment. */
+int stockd_config_parse(stockd_config *cfg, int argc, char **argv, char *err, size_t errlen);
+void stockd_config_usage(FILE *out);
+const char *stockd_lock_mode_name(stockd_lock_mode m);
+int stockd_lock_mode_parse(const char *s, stockd_lock_mode *out);
+
+/* ------------------------------------------------------------------ answers */
+
+/* What one request came to, before it is turned into HTTP. */
+typedef enum stockd_result {
+    STOCKD_R_OK = 0, /* /stock, /health */
+    STOCKD_R_DEDUCTED,
+    STOCKD_R_SOLD_OUT,
+    STOCKD_R_NOT_FOUND,
+    STOCKD_R_BAD_REQUEST,
+    STOCKD_R_NO_ROUTE,
+    STOCKD_R_METHOD_NOT_ALLOWED,
+    STOCKD_R_LOCK_TIMEOUT,
+    STOCKD_R_LOCK_LOST,
+    STOCKD_R_UNAVAILABLE,
+    STOCKD_R_OVERLOADED,
+    STOCKD_R_UNKNOWN, /* commit outcome could not be confirmed */
+    STOCKD_R_INTERNAL,
+} stockd_result;
+
+typedef struct stockd_answer {
+    stockd_result result;
+    int32_t id; /* product id, 0 = none */
+    bool has_stock;
+    int32_t stock;
+    uint64_t order_id; /* 0 = none */
+    bool replayed;
+    const char *message; /* NULL = none; not owned */
+} stockd_answer;
+
+/* The HTTP status of a result. */
+unsigned stockd_answer_status(stockd_result r);
+/* The "result" word of a result, e.g. "sold_out". */
+const char *stockd_result_name(stockd_result r);
+/* Renders the JSON body; the caller frees it with free(). NULL when out of memory. */
+char *stockd_answer_json(const stockd_answer *a, const char *instance);
+
+/* Renders /health: {"result":"ok"|"unavailable","mysql":"up"|"down","zookeeper":...}.
+ * The error texts may be NULL. The caller frees the result. */
+char *stockd_health_json(bool ok, const char *mysql_err, const char *zk_state, const char *zk_err,
+                         const char *lock_mode, const char *instance);
+
+/* Parses a product id: decimal digits only, 1..INT32_MAX, no sign, no spaces, no leading
+ * zero, exactly len bytes (so an embedded NUL is refused). Returns 0 or -1 and sets
+ * *why to a static reason. */
+int stockd_parse_id(const char *s, size_t len, int32_t *out, const char **why);
+/* Checks an idempotency key: 1..64 bytes of [A-Za-z0-9_-]. Returns 0 or -1. */
+int stockd_check_key(const char *s, size_t len);
+
+/* Maps a finished deduction or read to an answer. rc is a STOCKDB_* code; lock_rc a
+ * ZKLOCK_* code from the acquire (ZKLOCK_OK if there was no lock or it was taken). */
+void stockd_answer_from_db(stockd_answer *a, int lock_rc, int rc, const stockdb_result *res);
+
+/* ------------------------------------------------------------------ jobs */
+
+typedef enum stockd_job_kind {
+    STOCKD_JOB_DEDUCT = 0,
+    STOCKD_JOB_STOCK,
+    STOCKD_JOB_HEALTH,
+} stockd_job_kind;
+
+/* A request handed from the polling thread to a worker. The polling thread owns it
+ * until it is pushed, a worker owns it until it resumes the connection, and then the
+ * polling thread sends job->body and frees it in the completion callback. */
+typedef struct stockd_job {
+    stockd_job_kind kind;
+    int32_t product_id;
+    char request_id[101]; /* the client's Idempotency-Key, or our own unique id */
+    bool client_key;      /* request_id came from the client */
+    void *conn;           /* struct MHD_Connection *, resumed by the worker */
+    unsigned status;      /* answer, filled by the worker */
+    char *body;
+    bool done;
+    struct stockd_job *next;
+} stockd_job;
+
+typedef struct stockd_jobq stockd_jobq;
+
+stockd_jobq *stockd_jobq_new(unsigned max);
+void stockd_jobq_free(stockd_jobq *q);
+/* Appends a job; returns 0, or -1 if the queue is full or closed (the job stays the
+ * caller's). Any thread. */
+int stockd_jobq_push(stockd_jobq *q, stockd_job *job);
+/* Waits for a job and moves up to max jobs into out: the oldest one, then the next ones
+ * of the same kind and product, in order. Returns how many, 0 once the queue is closed
+ * and empty. Any thread. */
+unsigned stockd_jobq_pop(stockd_jobq *q, stockd_job **out, unsigned max);
+/* Refuses further pushes and wakes the poppers; queued jobs are still handed out. */
+void stockd_jobq_close(stockd_jobq *q);
+
+/* ------------------------------------------------------------------ workers */
+
+typedef struct stockd_workers stockd_workers;
+
+/* What the workers share; all pointers are borrowed for the workers' lifetime. */
+typedef struct stockd_ctx {
+    const stockd_config *cfg;
+    stockdb_config db;
+    stockd_jobq *queue;
+    zklock_session *zk; /* NULL unless the mode uses ZooKeeper */
+    /* Called by a worker once a job's answer is set; resumes the HTTP connection. */
+    void (*complete)(stockd_job *job);
+} stockd_ctx;
+
+/* Starts cfg->workers threads. Returns NULL on failure (threads already started are
+ * stopped). Main thread only. */
+stockd_workers *stockd_workers_start(stockd_ctx *ctx);
+/* Waits for the workers to drain the (closed) queue and exit, then frees them. */
+void stockd_workers_join(stockd_workers *w);
+
+/* ------------------------------------------------------------------ http */
+
+typedef struct stockd_http stockd_http;
+
+stockd_http *stockd_http_start(stockd_ctx *ctx, char *err, size_t errlen);
+/* Stops accepting new connections; requests already queued still get answers. */
+void stockd_http_quiesce(stockd_http *h);
+/* Waits up to ms for answers in flight to be sent, then stops and frees. */
+void stockd_http_stop(stockd_http *h, unsigned ms);
+/* Resumes the job's connection (the ctx->complete callback). Any thread. */
+void stockd_http_complete(stockd_job *job);
+
+/* ------------------------------------------------------------------ log */
+
+/* Logs one line to stderr with time, level and instance. Thread-safe. */
+void stockd_log(const char *level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+#endif

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# The seed's experiment end to end, as a test: N stockd instances of one lock mode
+# behind a real nginx, the same load (loadtest/oversell), and the verdict it must reach.
+#   oversell.sh MODE INSTANCES EXPECT   with EXPECT = negative | zero
+# In every run, whatever the mode, the ledger must match: deducted answers = orders
+# rows = initial - final stock.
+source "$STOCKD_SRC/tests/lib.sh"
+mode=$1 instances=$2 expect=$3
+
+t_db
+for ((i = 1; i <= instances; i++)); do t_stockd "$i" "$mode"; done
+t_nginx "$instances"
+
+"$STOCKD_SRC/loadtest/oversell" --url "http://127.0.0.1:$PORT0" --run "$STOCKD_TEST_RUN" \
+  --db "$DB" --label "$mode x$instances" ${OVERSELL_ARGS:-} | tee "$T/out"
+res=$(grep '^RESULT ' "$T/out") || fail "no RESULT line"
+get() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<<"$res"; }
+
+expect_eq "ledger (answers = orders = stock change)" ok "$(get ledger)"
+case $expect in
+negative)
+  (($(get final) < 0)) || fail "expected negative stock with $mode x$instances, got $(get final)"
+  echo "ok: oversold to $(get final)"
+  ;;
+zero)
+  expect_eq "final stock" 0 "$(get final)"
+  expect_eq "orders" "$(get initial)" "$(get orders)"
+  ;;
+*) fail "unknown expectation $expect" ;;
+esac
+echo PASS

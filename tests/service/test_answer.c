@@ -1,0 +1,168 @@
+/* Unit tests of service/answer.c: how ids and keys are parsed and how every outcome
+ * becomes an HTTP status and a JSON body. Pure logic, no server. */
+#include <cjson/cJSON.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "stockd.h"
+
+static void test_id_parser_accepts_only_canonical_positive_int32(void) {
+    static const struct {
+        const char *in;
+        size_t len; /* 0 = strlen */
+        int ok;
+        int32_t want;
+    } cases[] = {
+        {"1", 0, 1, 1},
+        {"42", 0, 1, 42},
+        {"2147483647", 0, 1, 2147483647},
+        {"", 0, 0, 0},
+        {"0", 0, 0, 0},
+        {"-1", 0, 0, 0},
+        {"+1", 0, 0, 0},
+        {"abc", 0, 0, 0},
+        {"1abc", 0, 0, 0},
+        {"1.5", 0, 0, 0},
+        {"0x10", 0, 0, 0},
+        {"1e3", 0, 0, 0},
+        {"007", 0, 0, 0},
+        {" 1", 0, 0, 0},
+        {"1 ", 0, 0, 0},
+        {"2147483648", 0, 0, 0},
+        {"9223372036854775808", 0, 0, 0},
+        {"99999999999999999999999", 0, 0, 0},
+        {"1;DROP TABLE product", 0, 0, 0},
+        {"1\0"
+         "2",
+         3, 0, 0}, /* %00 inside the value */
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        int32_t got = -7;
+        const char *why = NULL;
+        size_t len = cases[i].len ? cases[i].len : strlen(cases[i].in);
+        int rc = stockd_parse_id(cases[i].in, len, &got, &why);
+        if (cases[i].ok) {
+            CHECK_INT_EQ(0, rc);
+            CHECK_INT_EQ(cases[i].want, got);
+        } else {
+            if (rc != -1) CHECK_FAIL_("id '%s' should be refused", cases[i].in);
+            CHECK(why && *why);
+            CHECK_INT_EQ(-7, got);
+        }
+    }
+    const char *why = NULL;
+    int32_t v;
+    CHECK_INT_EQ(-1, stockd_parse_id(NULL, 0, &v, &why));
+}
+
+static void test_key_check(void) {
+    CHECK_INT_EQ(0, stockd_check_key("abc-DEF_123", 11));
+    CHECK_INT_EQ(-1, stockd_check_key("", 0));
+    CHECK_INT_EQ(-1, stockd_check_key("a/b", 3));
+    CHECK_INT_EQ(-1, stockd_check_key("a b", 3));
+    char k[66];
+    memset(k, 'k', sizeof(k));
+    CHECK_INT_EQ(0, stockd_check_key(k, 64));
+    CHECK_INT_EQ(-1, stockd_check_key(k, 65));
+}
+
+/* Renders an answer and parses it back, so checks see what a client sees. */
+static cJSON *render(const stockd_answer *a) {
+    char *s = stockd_answer_json(a, "stockd-1");
+    CHECK(s != NULL);
+    cJSON *o = cJSON_Parse(s);
+    free(s);
+    CHECK(o != NULL);
+    return o;
+}
+
+static const char *str_field(cJSON *o, const char *k) {
+    cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+    return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+static void test_deducted_answer_has_stock_order_and_instance(void) {
+    stockdb_result res = {.outcome = STOCKDB_DEDUCTED, .stock = 41, .order_id = 977};
+    stockd_answer a = {.id = 1};
+    stockd_answer_from_db(&a, ZKLOCK_OK, STOCKDB_OK, &res);
+    CHECK_INT_EQ(200, stockd_answer_status(a.result));
+    cJSON *o = render(&a);
+    CHECK_STR_EQ("deducted", str_field(o, "result"));
+    CHECK_STR_EQ("stockd-1", str_field(o, "instance"));
+    CHECK_INT_EQ(1, cJSON_GetObjectItem(o, "id")->valueint);
+    CHECK_INT_EQ(41, cJSON_GetObjectItem(o, "stock")->valueint);
+    CHECK_INT_EQ(977, (long long)cJSON_GetObjectItem(o, "order_id")->valuedouble);
+    CHECK(cJSON_GetObjectItem(o, "replayed") == NULL);
+    cJSON_Delete(o);
+}
+
+static void test_outcome_to_status_table(void) {
+    static const struct {
+        int lock_rc, rc;
+        stockdb_outcome outcome;
+        unsigned status;
+        const char *result;
+    } cases[] = {
+        {ZKLOCK_OK, STOCKDB_OK, STOCKDB_SOLD_OUT, 409, "sold_out"},
+        {ZKLOCK_OK, STOCKDB_ERR_NOT_FOUND, 0, 404, "not_found"},
+        {ZKLOCK_OK, STOCKDB_ERR_CONNECT, 0, 503, "unavailable"},
+        {ZKLOCK_OK, STOCKDB_ERR_DEADLOCK, 0, 503, "unavailable"},
+        {ZKLOCK_OK, STOCKDB_ERR_FENCED, 0, 503, "lock_lost"},
+        {ZKLOCK_OK, STOCKDB_ERR_GUARD, 0, 503, "lock_lost"},
+        {ZKLOCK_OK, STOCKDB_ERR_UNKNOWN, 0, 500, "unknown"},
+        {ZKLOCK_OK, STOCKDB_ERR_QUERY, 0, 500, "internal_error"},
+        {ZKLOCK_ERR_TIMEOUT, STOCKDB_ERR_QUERY, 0, 503, "lock_timeout"},
+        {ZKLOCK_ERR_CONNECTION, STOCKDB_ERR_QUERY, 0, 503, "unavailable"},
+        {ZKLOCK_ERR_CANCELLED, STOCKDB_ERR_QUERY, 0, 503, "unavailable"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        stockdb_result res = {.outcome = cases[i].outcome};
+        stockd_answer a = {.id = 3};
+        stockd_answer_from_db(&a, cases[i].lock_rc, cases[i].rc, &res);
+        CHECK_INT_EQ(cases[i].status, stockd_answer_status(a.result));
+        cJSON *o = render(&a);
+        CHECK_STR_EQ(cases[i].result, str_field(o, "result"));
+        /* Every error carries a message for humans. */
+        if (cases[i].status != 409) CHECK(str_field(o, "message") != NULL);
+        cJSON_Delete(o);
+    }
+}
+
+static void test_error_answers(void) {
+    CHECK_INT_EQ(400, stockd_answer_status(STOCKD_R_BAD_REQUEST));
+    CHECK_INT_EQ(404, stockd_answer_status(STOCKD_R_NO_ROUTE));
+    CHECK_INT_EQ(405, stockd_answer_status(STOCKD_R_METHOD_NOT_ALLOWED));
+    CHECK_INT_EQ(503, stockd_answer_status(STOCKD_R_OVERLOADED));
+    CHECK_INT_EQ(500, stockd_answer_status((stockd_result)999));
+    stockd_answer a = {.result = STOCKD_R_BAD_REQUEST, .message = "quote \" and \\ escape"};
+    cJSON *o = render(&a);
+    CHECK_STR_EQ("bad_request", str_field(o, "result"));
+    CHECK_STR_EQ("quote \" and \\ escape", str_field(o, "message"));
+    CHECK(cJSON_GetObjectItem(o, "id") == NULL);
+    cJSON_Delete(o);
+}
+
+static void test_health_json(void) {
+    char *s = stockd_health_json(false, "Can't connect", "up", NULL, "zk", "stockd-2");
+    cJSON *o = cJSON_Parse(s);
+    CHECK(o != NULL);
+    CHECK_STR_EQ("unavailable", str_field(o, "result"));
+    CHECK_STR_EQ("down", str_field(o, "mysql"));
+    CHECK_STR_EQ("Can't connect", str_field(o, "mysql_error"));
+    CHECK_STR_EQ("up", str_field(o, "zookeeper"));
+    CHECK_STR_EQ("zk", str_field(o, "lock"));
+    cJSON_Delete(o);
+    free(s);
+}
+
+int main(void) {
+    test_id_parser_accepts_only_canonical_positive_int32();
+    test_key_check();
+    test_deducted_answer_has_stock_order_and_instance();
+    test_outcome_to_status_table();
+    test_error_answers();
+    test_health_json();
+    puts("test_answer: all passed");
+    return 0;
+}

@@ -1,0 +1,75 @@
+/* Unit tests of service/config.c: defaults, the environment, argv overriding it, and
+ * clear refusals of bad values. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "stockd.h"
+
+static int parse(stockd_config *c, char *err, int argc, char **argv) {
+    return stockd_config_parse(c, argc, argv, err, 256);
+}
+
+int main(void) {
+    stockd_config c;
+    char err[256];
+
+    unsetenv("STOCKD_PORT");
+    unsetenv("STOCKD_LOCK");
+    {
+        char *argv[] = {"stockd", NULL};
+        CHECK_INT_EQ(0, parse(&c, err, 1, argv));
+        CHECK_INT_EQ(8080, c.port);
+        CHECK_STR_EQ("127.0.0.1", c.bind);
+        CHECK_INT_EQ(STOCKD_LOCK_NONE, c.lock);
+        CHECK_STR_EQ("stockd-8080", c.instance);
+        CHECK_INT_EQ(16, c.workers);
+    }
+    setenv("STOCKD_PORT", "9001", 1);
+    setenv("STOCKD_LOCK", "local", 1);
+    {
+        char *argv[] = {"stockd", NULL};
+        CHECK_INT_EQ(0, parse(&c, err, 1, argv));
+        CHECK_INT_EQ(9001, c.port);
+        CHECK_INT_EQ(STOCKD_LOCK_LOCAL, c.lock);
+    }
+    {
+        char *argv[] = {"stockd", "--port",  "9002",       "--lock", "zk-herd",
+                        "--zk",   "h:1,h:2", "--instance", "a-1",    "--lock-timeout-ms",
+                        "0",      NULL};
+        CHECK_INT_EQ(0, parse(&c, err, 11, argv));
+        CHECK_INT_EQ(9002, c.port);
+        CHECK_INT_EQ(STOCKD_LOCK_ZK_HERD, c.lock);
+        CHECK_STR_EQ("h:1,h:2", c.zk);
+        CHECK_STR_EQ("a-1", c.instance);
+        CHECK_INT_EQ(0, c.lock_timeout_ms);
+    }
+    unsetenv("STOCKD_LOCK");
+    static const char *bad[][3] = {
+        {"--port", "0", "--port"},         {"--port", "65536", "--port"},
+        {"--port", "-1", "--port"},        {"--port", "12x", "--port"},
+        {"--lock", "redis", "--lock"},     {"--workers", "0", "--workers"},
+        {"--instance", "a b", "instance"}, {"--nope", "1", "unknown option"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        char *argv[] = {"stockd", (char *)bad[i][0], (char *)bad[i][1], NULL};
+        err[0] = '\0';
+        CHECK_INT_EQ(-1, parse(&c, err, 3, argv));
+        if (!strstr(err, bad[i][2]))
+            CHECK_FAIL_("error for %s %s: '%s'", bad[i][0], bad[i][1], err);
+    }
+    setenv("STOCKD_PORT", "abc", 1);
+    {
+        char *argv[] = {"stockd", NULL};
+        CHECK_INT_EQ(-1, parse(&c, err, 1, argv));
+        CHECK(strstr(err, "STOCKD_PORT") != NULL);
+    }
+    unsetenv("STOCKD_PORT");
+    for (int m = STOCKD_LOCK_NONE; m <= STOCKD_LOCK_ATOMIC; m++) {
+        stockd_lock_mode back;
+        CHECK_INT_EQ(0, stockd_lock_mode_parse(stockd_lock_mode_name(m), &back));
+        CHECK_INT_EQ(m, back);
+    }
+    puts("test_config: all passed");
+    return 0;
+}
