@@ -1,1 +1,11 @@
 # Tests of loadtest/ (see tests/CMakeLists.txt for the helpers).
+stockd_unit_test(loadtest_lathist SOURCES loadtest/test_lathist.c LIBS stockload_core)
+stockd_unit_test(loadtest_answer SOURCES loadtest/test_answer.c LIBS stockload_core)
+stockd_unit_test(loadtest_loadopts SOURCES loadtest/test_loadopts.c LIBS stockload_core)
+stockd_unit_test(loadtest_reconcile SOURCES loadtest/test_reconcile.c LIBS stockload_core)
+
+# stockload against a real nginx that plays every answer of the contract, and a real
+# MariaDB for the reconciliation.
+stockd_integration_test(loadtest_stockload_nginx
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/loadtest/stockload_nginx.sh $<TARGET_FILE:stockload>
+  TIMEOUT 120)
