@@ -85,22 +85,31 @@ mysql_start() {
 
 mysql_stop() { stop_pidfile "$1/mysql/pid" 60; }
 
-# mysql_create_db RUN DB USER PASS: (re)creates DB with the schema and seed, and a
-# service user that can only read and write the two tables of that database.
+# mysql_create_db RUN DB USER PASS: (re)creates DB with the schema and seed, and the
+# service user (mysql_grant_service_user).
 mysql_create_db() {
   local run=$1 db=$2 user=$3 pass=$4
   mysql_cli "$run" <<SQL || return 1
 DROP DATABASE IF EXISTS \`$db\`;
 CREATE DATABASE \`$db\` CHARACTER SET utf8mb4;
-CREATE USER IF NOT EXISTS '$user'@'127.0.0.1' IDENTIFIED BY '$pass';
-CREATE USER IF NOT EXISTS '$user'@'localhost' IDENTIFIED BY '$pass';
 SQL
   mysql_cli "$run" "$db" <"$STACK_SRC/sql/schema.sql" || return 1
   mysql_cli "$run" "$db" <"$STACK_SRC/sql/seed.sql" || return 1
-  mysql_cli "$run" <<SQL || return 1
-GRANT SELECT, UPDATE ON \`$db\`.product TO '$user'@'127.0.0.1', '$user'@'localhost';
-GRANT SELECT, INSERT ON \`$db\`.orders TO '$user'@'127.0.0.1', '$user'@'localhost';
+  mysql_grant_service_user "$run" "$db" "$user" "$pass"
+}
+
+# mysql_grant_service_user RUN DB USER PASS: makes sure USER exists with password PASS
+# and can do only what a deduction needs: read and update product, read and add orders.
+mysql_grant_service_user() {
+  local run=$1 db=$2 user=$3 pass=$4 host
+  for host in 127.0.0.1 localhost; do
+    mysql_cli "$run" <<SQL || return 1
+CREATE USER IF NOT EXISTS '$user'@'$host' IDENTIFIED BY '$pass';
+ALTER USER '$user'@'$host' IDENTIFIED BY '$pass';
+GRANT SELECT, UPDATE ON \`$db\`.product TO '$user'@'$host';
+GRANT SELECT, INSERT ON \`$db\`.orders TO '$user'@'$host';
 SQL
+  done
 }
 
 # mysql_set_stock RUN DB ID STOCK: resets one product's stock and fence, clears its orders.
@@ -149,7 +158,6 @@ admin.enableServer=false
 minSessionTimeout=1000
 maxSessionTimeout=60000
 maxClientCnxns=0
-znode.container.checkIntervalMs=1000
 CFG
   zk_launch "$d"
   if ! wait_until 60 zk_serving "$port"; then
@@ -171,6 +179,7 @@ L4J
   java -Xmx256m -XX:+UseSerialGC -cp "$(zk_classpath)" \
     -Dzookeeper.log.dir="$d" -Dlog4j.configuration="file:$d/log4j.properties" \
     -Dzookeeper.jmx.log4j.disable=true \
+    -Dznode.container.checkIntervalMs=1000 \
     org.apache.zookeeper.server.quorum.QuorumPeerMain "$d/zoo.cfg" \
     >"$d/stdout.log" 2>&1 &
   echo $! >"$d/pid"
@@ -199,10 +208,15 @@ stockd_start() {
   echo $! >"$d/$i.pid"
   # Ready when it answers HTTP at all: /health may well say 503 while MySQL is down,
   # and that instance is still up and answering.
-  if ! wait_until 20 http_answers "http://127.0.0.1:$port/health"; then
-    stack_log "stockd-$i: no answer on port $port, see $d/$i.log"
-    return 1
-  fi
+  local deadline=$((SECONDS + 20))
+  until http_answers "http://127.0.0.1:$port/health"; do
+    if ! pid_alive "$d/$i.pid" || ((SECONDS >= deadline)); then
+      stack_log "stockd-$i: no answer on port $port, see $d/$i.log:"
+      tail -n 5 "$d/$i.log" >&2
+      return 1
+    fi
+    sleep 0.1
+  done
 }
 
 # http_answers URL: true if URL gives any HTTP answer.
@@ -231,7 +245,7 @@ nginx_start() {
   mkdir -p "$d/logs" "$d/tmp"
   for p in "$@"; do servers+="    server 127.0.0.1:$p max_fails=0;"$'\n'; done
   sed -e "s|@PREFIX@|$d|g" -e "s|@PORT@|$port|g" \
-    -e "/@SERVERS@/{
+    -e "/^[[:space:]]*@SERVERS@[[:space:]]*$/{
 r /dev/stdin
 d
 }" "$STACK_SRC/nginx/nginx.conf.in" <<<"$servers" >"$d/nginx.conf"

@@ -1,0 +1,158 @@
+#!/usr/bin/env bash
+# docker-compose.yml, docker/nginx.conf and the Dockerfile, checked without a Docker
+# engine: Debian's docker-compose resolves the compose file, and the resolved config
+# must have the six services, nginx waiting for healthy stockd instances, a
+# healthcheck everywhere, no host port except nginx's, and the password only from the
+# environment. nginx -t checks the compose nginx.conf with the service names mapped to
+# loopback. PyYAML comes with docker-compose (python3-yaml is its dependency).
+set -euo pipefail
+src=$STOCKD_SRC
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+
+fail() {
+  echo "FAIL: $*" >&2
+  exit 1
+}
+
+command -v docker-compose >/dev/null || fail "docker-compose is not installed (scripts/deps)"
+# Debian's python3 (the one docker-compose runs on) has PyYAML; a python3 earlier in
+# PATH (pyenv, venv) may not.
+py=/usr/bin/python3
+"$py" -c 'import yaml' 2>/dev/null || fail "python3-yaml is missing (a docker-compose dependency)"
+
+# Without the password the file must not resolve: there is no default password.
+if env -u STOCKD_MYSQL_PASSWORD docker-compose -f "$src/docker-compose.yml" \
+  --project-directory "$src" config >/dev/null 2>"$T/err"; then
+  fail "docker-compose config succeeded without STOCKD_MYSQL_PASSWORD"
+fi
+grep -q STOCKD_MYSQL_PASSWORD "$T/err" || fail "unclear error without the password: $(cat "$T/err")"
+echo "ok: the compose file refuses to resolve without STOCKD_MYSQL_PASSWORD"
+
+STOCKD_MYSQL_PASSWORD=pw-from-env STOCKD_LOCK=zk docker-compose -f "$src/docker-compose.yml" \
+  --project-directory "$src" config >"$T/config.yml" || fail "docker-compose config failed"
+echo "ok: docker-compose config resolves"
+
+"$py" - "$T/config.yml" <<'PY'
+import sys, yaml
+
+cfg = yaml.safe_load(open(sys.argv[1]))
+svc = cfg["services"]
+errors = []
+
+def check(cond, msg):
+    if not cond:
+        errors.append(msg)
+    else:
+        print("ok:", msg)
+
+stockds = ["stockd-1", "stockd-2", "stockd-3"]
+check(sorted(svc) == sorted(["mariadb", "zookeeper", "nginx"] + stockds),
+      "six services: mariadb, zookeeper, stockd-1..3, nginx (got %s)" % sorted(svc))
+
+for name, s in svc.items():
+    hc = s.get("healthcheck", {})
+    check(hc.get("test") and not hc.get("disable"), "%s has a healthcheck" % name)
+
+nginx = svc.get("nginx", {})
+deps = nginx.get("depends_on", {})
+check(isinstance(deps, dict) and all(
+    deps.get(n, {}).get("condition") == "service_healthy" for n in stockds),
+      "nginx depends on stockd-1..3 being healthy (got %s)" % deps)
+for n in stockds:
+    d = svc.get(n, {}).get("depends_on", {})
+    check(all(d.get(x, {}).get("condition") == "service_healthy"
+              for x in ("mariadb", "zookeeper")),
+          "%s waits for healthy mariadb and zookeeper" % n)
+
+published = {n: s.get("ports") for n, s in svc.items() if s.get("ports")}
+check(list(published) == ["nginx"], "only nginx publishes ports (got %s)" % published)
+for p in nginx.get("ports", []):
+    text = str(p)
+    check(text.startswith("127.0.0.1:") and text.split(":")[-1].split("/")[0] == "80",
+          "nginx publishes its port 80 on loopback only (%s)" % text)
+
+images = {svc[n].get("image") for n in stockds}
+check(len(images) == 1 and None not in images, "stockd-1..3 share one image (%s)" % images)
+instances = []
+for n in stockds:
+    s = svc[n]
+    cmd = s.get("command") or []
+    env = s.get("environment") or {}
+    argv = " ".join(cmd)
+    check("pw-from-env" not in argv and "password" not in argv.lower(),
+          "%s: no password in the command line" % n)
+    check(env.get("STOCKD_MYSQL_PASSWORD") == "pw-from-env",
+          "%s: password from the environment" % n)
+    check(env.get("STOCKD_LOCK") == "zk", "%s: lock mode from STOCKD_LOCK" % n)
+    check("ports" not in s, "%s publishes no port" % n)
+    check(s.get("build", {}).get("context") is not None, "%s builds from the Dockerfile" % n)
+    if "--instance" in cmd:
+        instances.append(cmd[cmd.index("--instance") + 1])
+check(sorted(instances) == stockds, "distinct --instance names (got %s)" % instances)
+
+db = svc.get("mariadb", {})
+env = db.get("environment", {})
+check(env.get("MARIADB_DATABASE") == "shop", "mariadb creates database shop")
+check(not env.get("MARIADB_USER"),
+      "no MARIADB_USER (it would get ALL PRIVILEGES on shop)")
+init = sorted(v.split(":")[1] for v in db.get("volumes", [])
+              if ":/docker-entrypoint-initdb.d/" in v)
+check([i.rsplit("/", 1)[1] for i in init] ==
+      ["10-schema.sql", "20-seed.sql", "30-stockd-user.sh"],
+      "init files run schema, seed, user in that order (got %s)" % init)
+zk = svc.get("zookeeper", {}).get("environment", {})
+check("-Dznode.container.checkIntervalMs=" in str(zk.get("JVMFLAGS", "")),
+      "zookeeper reaps empty container znodes quickly (JVM property set)")
+
+if errors:
+    for e in errors:
+        print("FAIL:", e, file=sys.stderr)
+    sys.exit(1)
+PY
+
+# The compose nginx.conf, tested with the real nginx: stockd-N resolved to loopback
+# ports and the error log moved, everything else as shipped.
+sed -e 's|server stockd-\([0-9]\):8080|server 127.0.0.1:1808\1|' \
+  -e 's|error_log /dev/stderr|error_log '"$T"'/error.log|' \
+  "$src/docker/nginx.conf" >"$T/nginx.conf"
+nginx -t -q -p "$T" -c "$T/nginx.conf" -g "pid $T/nginx.pid;" 2>"$T/nginx-t.log" ||
+  fail "nginx -t rejects docker/nginx.conf: $(cat "$T/nginx-t.log")"
+echo "ok: docker/nginx.conf passes nginx -t"
+n=$(grep -c '^[[:space:]]*server stockd-[0-9]:8080' "$src/docker/nginx.conf")
+[[ $n == 3 ]] || fail "docker/nginx.conf: expected 3 upstream servers, got $n"
+awk '/location \/stock\/reduce/ { inloc = 1 } inloc && /proxy_next_upstream off;/ { ok = 1 }
+     inloc && /}/ { inloc = 0 } END { exit !ok }' "$src/docker/nginx.conf" ||
+  fail "docker/nginx.conf: /stock/reduce lacks proxy_next_upstream off"
+echo "ok: 3 upstreams, no retry of /stock/reduce on another instance"
+
+# The Dockerfile: a build stage and a runtime stage with the runtime libraries only,
+# a non-root user, and stockd bound to all interfaces inside the container.
+df=$src/Dockerfile
+runtime=$(awk '/^FROM / { n++ } n == 2' "$df")
+[[ $(grep -c '^FROM ' "$df") == 2 ]] || fail "Dockerfile: expected two stages"
+for p in libmicrohttpd12 libzookeeper-mt2 libmariadb3 libcjson1 libcurl4; do
+  grep -qw -- "$p" <<<"$runtime" || fail "Dockerfile runtime stage lacks $p"
+done
+if grep -Eq -- '-dev\b|build-essential|cmake' <<<"$runtime"; then
+  fail "Dockerfile runtime stage installs build tools or -dev packages"
+fi
+user=$(grep -E '^USER ' <<<"$runtime" | tail -n 1 | awk '{print $2}')
+[[ -n $user && $user != root && $user != 0 ]] || fail "Dockerfile: runtime user is '$user'"
+grep -Eq '^ENTRYPOINT \["stockd", "--bind", "0.0.0.0"\]' <<<"$runtime" ||
+  fail "Dockerfile: ENTRYPOINT must run stockd with --bind 0.0.0.0"
+grep -Eq '^EXPOSE 8080' <<<"$runtime" || fail "Dockerfile: EXPOSE 8080 missing"
+grep -Eq '^HEALTHCHECK ' <<<"$runtime" || fail "Dockerfile: HEALTHCHECK missing"
+echo "ok: Dockerfile runtime stage: runtime libs only, user $user, stockd --bind 0.0.0.0"
+
+# .dockerignore lets in only listed folders: each module the top CMakeLists.txt adds
+# (tests excepted, the image does not build them) must be one of them, or the image
+# build fails on a missing directory.
+while read -r d; do
+  [[ $d == tests ]] && continue
+  grep -qx "!$d/" "$src/.dockerignore" || fail ".dockerignore keeps $d/ out of the image build"
+done < <(sed -n 's/^[[:space:]]*add_subdirectory(\([^ )]*\).*/\1/p' "$src/CMakeLists.txt")
+for f in CMakeLists.txt cmake/; do
+  grep -qx "!$f" "$src/.dockerignore" || fail ".dockerignore keeps $f out of the image build"
+done
+echo "ok: .dockerignore lets in every folder the build reads"
