@@ -14,7 +14,17 @@
  * The deduction follows the seed experiment on purpose: BEGIN; SELECT stock; if it is
  * <= 0 answer sold out; else UPDATE ... SET stock = stock - 1; INSERT the order; COMMIT.
  * The UPDATE is not conditional on the stock it read, which is what turns a race
- * between two unlocked transactions into visible negative stock. */
+ * between two unlocked transactions into visible negative stock.
+ *
+ * Threads: call stockdb_global_init() once on the main thread before any other thread
+ * exists (it runs mysql_library_init, which is not thread-safe), and
+ * stockdb_global_end() after every handle is freed. stockdb_new() runs
+ * mysql_thread_init() for the calling thread, and stockdb_free() runs
+ * mysql_thread_end() when the last handle that thread made is freed. So a handle must be
+ * made, used and freed on one and the same thread, and a thread must not use the client
+ * library by other means after freeing its last handle. All SQL is sent as prepared
+ * statements (or constant text for START TRANSACTION, COMMIT and ROLLBACK); no statement
+ * text is ever built from data. */
 #ifndef STOCKDB_H
 #define STOCKDB_H
 
@@ -22,17 +32,23 @@
 #include <stdint.h>
 
 /* Return codes. */
-#define STOCKDB_OK              0
-#define STOCKDB_ERR_CONFIG      -1 /* bad URL or option; nothing was attempted */
-#define STOCKDB_ERR_CONNECT     -2 /* server unreachable or gone; nothing was committed */
-#define STOCKDB_ERR_QUERY       -3 /* a statement failed; the transaction was rolled back */
-#define STOCKDB_ERR_NOT_FOUND   -4 /* no such product; nothing was changed */
-#define STOCKDB_ERR_FENCED      -5 /* a newer lock holder has written the row; rolled back */
-#define STOCKDB_ERR_GUARD       -6 /* the guard refused the commit; rolled back */
-#define STOCKDB_ERR_UNKNOWN     -7 /* COMMIT sent, reply lost, outcome could not be confirmed */
-#define STOCKDB_ERR_NOMEM       -8
-#define STOCKDB_ERR_DEADLOCK    -9 /* the server chose this transaction as a deadlock or lock
-                                      wait timeout victim; rolled back, safe to retry */
+#define STOCKDB_OK            0
+#define STOCKDB_ERR_CONFIG    -1 /* bad URL or argument; nothing was attempted */
+#define STOCKDB_ERR_CONNECT   -2 /* server unreachable or gone; nothing was committed */
+#define STOCKDB_ERR_QUERY     -3 /* a statement failed; the transaction was rolled back */
+#define STOCKDB_ERR_NOT_FOUND -4 /* no such product; nothing was changed */
+#define STOCKDB_ERR_FENCED    -5 /* a newer lock holder has written the row; rolled back */
+#define STOCKDB_ERR_GUARD     -6 /* the guard refused the commit; rolled back */
+#define STOCKDB_ERR_UNKNOWN   -7 /* COMMIT sent, reply lost, outcome could not be confirmed */
+#define STOCKDB_ERR_NOMEM     -8
+#define STOCKDB_ERR_DEADLOCK                                                                       \
+    -9 /* the server chose this transaction as a deadlock or lock                                  \
+          wait timeout victim; rolled back, safe to retry */
+
+/* The longest request id (orders.request_id is VARCHAR(100)) and instance name
+ * (orders.instance is VARCHAR(64)), in bytes. */
+#define STOCKDB_REQUEST_ID_MAX 100
+#define STOCKDB_INSTANCE_MAX   64
 
 /* How the deduction protects itself (or not). */
 typedef enum stockdb_strategy {
@@ -40,7 +56,8 @@ typedef enum stockdb_strategy {
     STOCKDB_READ_CHECK_UPDATE = 0,
     /* SELECT ... FOR UPDATE, then the same check and update: the row lock is the lock. */
     STOCKDB_FOR_UPDATE,
-    /* UPDATE ... SET stock = stock - 1 WHERE id = ? AND stock > 0, no separate read. */
+    /* UPDATE ... SET stock = stock - 1 WHERE id = ? AND stock > 0, no separate read. When
+     * it changes no row, one read tells sold out from not found (and from fenced). */
     STOCKDB_ATOMIC,
 } stockdb_strategy;
 
@@ -50,19 +67,26 @@ typedef enum stockdb_outcome {
 } stockdb_outcome;
 
 typedef struct stockdb_config {
-    char host[256];
+    char host[256]; /* name or address; always reached over TCP, never a unix socket */
     unsigned port;
     char user[64];
     char password[128];
     char database[64];
     unsigned connect_timeout_s; /* 0 = 2 s */
-    unsigned rw_timeout_s;      /* read and write timeout; 0 = 10 s */
+    /* Read and write timeout; 0 = 10 s. The session's innodb_lock_wait_timeout is set
+     * below it (timeout - 2 s, at least 1 s), so a long row-lock wait ends as
+     * STOCKDB_ERR_DEADLOCK with the connection intact rather than as a read timeout. */
+    unsigned rw_timeout_s;
 } stockdb_config;
 
 /* The answer of one deduction. */
 typedef struct stockdb_result {
     stockdb_outcome outcome;
-    int32_t stock;     /* after the deduction, or as read when sold out */
+    /* Deducted: the stock after this deduction. READ_CHECK_UPDATE and FOR_UPDATE report
+     * the stock they read minus one (under a race without a lock, that read may be stale);
+     * ATOMIC reads it back after its UPDATE. Sold out: the stock as read. Replayed: the
+     * product's stock now. */
+    int32_t stock;
     uint64_t order_id; /* orders.id when deducted, else 0 */
     bool replayed;     /* the request id had already deducted: this is its first order */
 } stockdb_result;
@@ -74,10 +98,11 @@ typedef struct stockdb_request {
      * UPDATE only applies if product.fence <= fence, and raises product.fence to it;
      * otherwise the call fails with STOCKDB_ERR_FENCED. */
     int64_t fence;
-    /* Unique key of this request (<= 100 bytes), stored in orders.request_id. A second
-     * call with the same key returns the first order (replayed = true) and deducts
-     * nothing. It also lets a COMMIT whose reply was lost be confirmed after reconnect.
-     * NULL stores no key. */
+    /* Unique key of this request (1..STOCKDB_REQUEST_ID_MAX bytes, else
+     * STOCKDB_ERR_CONFIG), stored in orders.request_id. A second call with the same key
+     * returns the first order (replayed = true) and deducts nothing, also when the two
+     * calls race; a key first used for another product gives STOCKDB_ERR_QUERY. It also
+     * lets a COMMIT whose reply was lost be confirmed after reconnect. NULL stores no key. */
     const char *request_id;
     /* Called after the UPDATE and INSERT and right before COMMIT; a non-zero return
      * refuses the commit (STOCKDB_ERR_GUARD, rolled back). Used to re-check that the
@@ -90,32 +115,48 @@ typedef struct stockdb stockdb;
 
 /* Parses mysql://USER[:PASS]@HOST[:PORT]/DB into *cfg (port defaults to 3306). If the
  * URL has no password, cfg->password is left as it was, so a caller can fill it from
- * the environment first. Returns STOCKDB_OK or STOCKDB_ERR_CONFIG. Pure; thread-safe. */
+ * the environment first ("USER:@" sets an empty one). USER and PASS may contain %XX
+ * escapes (needed for '@', '/', '?', '#', '%' and, in USER, ':'); %00 is refused. HOST
+ * is a name or IPv4 address of [A-Za-z0-9.-_], or an IPv6 address in brackets; DB is
+ * [A-Za-z0-9_$-]. No query string or fragment. Fields longer than their cfg buffer are
+ * refused, not truncated. The timeouts are not touched. On error *cfg is unchanged.
+ * Returns STOCKDB_OK or STOCKDB_ERR_CONFIG. Pure; thread-safe. */
 int stockdb_config_from_url(stockdb_config *cfg, const char *url);
 
-/* Makes a handle for cfg (copied) and tries to connect once. Returns NULL only when out
- * of memory; a failed connection is reported by stockdb_errstr() and retried on use.
- * Call mysql_library_init() (stockdb_global_init) once before any thread uses this. */
+/* Makes a handle for cfg (copied) and tries to connect once. instance (at most
+ * STOCKDB_INSTANCE_MAX bytes; NULL = "") is written into every order. Returns NULL
+ * when out of memory or when cfg is NULL or instance too long; a failed connection is
+ * not an error here: it is reported by stockdb_errstr() and retried on use. Call
+ * stockdb_global_init() once before any thread uses this; see "Threads" above. */
 stockdb *stockdb_new(const stockdb_config *cfg, const char *instance);
-void stockdb_free(stockdb *db); /* NULL is a no-op */
+void stockdb_free(stockdb *db); /* NULL is a no-op; same thread as stockdb_new */
 
-/* Process-wide setup and teardown of the client library; main thread only. */
+/* Process-wide setup and teardown of the client library; main thread only, while no
+ * other thread uses the library. stockdb_global_init returns STOCKDB_ERR_NOMEM if the
+ * library cannot initialise. */
 int stockdb_global_init(void);
 void stockdb_global_end(void);
 
 /* Runs one deduction as one transaction. On STOCKDB_OK *out says deducted or sold out.
  * A failure before the transaction began (connection lost while idle) is retried once
- * after reconnecting. Any other failure rolls back and returns an error code. */
+ * after reconnecting. Any other failure rolls back and returns an error code; nothing is
+ * retried after the transaction began (STOCKDB_ERR_DEADLOCK is left to the caller).
+ * When the connection drops during COMMIT and req->request_id is set, the handle
+ * reconnects and looks the order up: found = STOCKDB_OK (deducted), not found =
+ * STOCKDB_ERR_CONNECT (not committed), cannot tell = STOCKDB_ERR_UNKNOWN. Without a
+ * request id a lost COMMIT reply is always STOCKDB_ERR_UNKNOWN. */
 int stockdb_deduct(stockdb *db, stockdb_strategy strategy, const stockdb_request *req,
                    stockdb_result *out);
 
-/* Reads one product's stock. STOCKDB_ERR_NOT_FOUND if there is no such product. */
+/* Reads one product's stock (autocommit, no lock). STOCKDB_ERR_NOT_FOUND if there is no
+ * such product. Retried once after reconnecting if the idle connection was lost. */
 int stockdb_get_stock(stockdb *db, int32_t product_id, int32_t *stock);
 
 /* Checks the connection (reconnecting if needed). */
 int stockdb_ping(stockdb *db);
 
-/* The last error's text on this handle ("" if none); valid until the next call. */
+/* The last error's text on this handle ("" if the last call succeeded); valid until the
+ * next call. Never NULL for a non-NULL handle. */
 const char *stockdb_errstr(const stockdb *db);
 /* A static text for a return code. */
 const char *stockdb_strerror(int code);

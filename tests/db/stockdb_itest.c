@@ -1,0 +1,869 @@
+/* stockdb_itest: the deduction transaction against a real MariaDB.
+ *
+ *   stockdb_itest shared URL ROOT_SOCKET DB PROXY_PORT
+ *       Runs against the shared test server, in the test's own database DB (made by
+ *       t_db). ROOT_SOCKET gives a root connection to set up rows and to look at what
+ *       was written; the handles under test use URL as the service user. PROXY_PORT is
+ *       a free port for a small TCP relay in front of the server that can drop the
+ *       connection right before or right after a COMMIT, or while idle.
+ *   stockdb_itest restart URL CTL
+ *       URL points at the test's OWN MariaDB, which is stopped when this starts. CTL is a
+ *       script run as `bash CTL start|stop` to start or stop that server.
+ *
+ * The service user's password comes from STOCKD_MYSQL_PASSWORD. Every check prints the
+ * expected and actual values on failure (check.h). */
+#include "check.h"
+#include "stockdb.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <spawn.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <mysql.h>
+
+extern char **environ;
+
+static stockdb_config g_cfg;
+static MYSQL *g_admin;
+
+#define CHECK_RC(expected, rc, db)                                                                 \
+    do {                                                                                           \
+        int r_ = (rc);                                                                             \
+        if (r_ != (expected))                                                                      \
+            CHECK_FAIL_("%s: expected %d (%s), got %d (%s): %s", #rc, (int)(expected),             \
+                        stockdb_strerror(expected), r_, stockdb_strerror(r_), stockdb_errstr(db)); \
+    } while (0)
+
+static const char *strategy_name(stockdb_strategy s) {
+    return s == STOCKDB_READ_CHECK_UPDATE ? "READ_CHECK_UPDATE"
+           : s == STOCKDB_FOR_UPDATE      ? "FOR_UPDATE"
+                                          : "ATOMIC";
+}
+
+static const stockdb_strategy all_strategies[] = {STOCKDB_READ_CHECK_UPDATE, STOCKDB_FOR_UPDATE,
+                                                  STOCKDB_ATOMIC};
+
+/* ---------------------------------------------------------------- root connection */
+
+static void admin_connect(const char *socket, const char *db) {
+    g_admin = mysql_init(NULL);
+    CHECK(g_admin != NULL);
+    if (!mysql_real_connect(g_admin, "localhost", "root", NULL, db, 0, socket, 0))
+        CHECK_FAIL_("root connection over %s: %s", socket, mysql_error(g_admin));
+}
+
+/* Runs sql as root with parameters described by types ('i' = long long, 's' = string)
+ * and returns the first column of the first row, or `none` when there is no row or no
+ * result set (NULL reads as `none` too). */
+static long long admin_q(long long none, const char *sql, const char *types, ...) {
+    MYSQL_STMT *st = mysql_stmt_init(g_admin);
+    CHECK(st != NULL);
+    if (mysql_stmt_prepare(st, sql, strlen(sql)))
+        CHECK_FAIL_("prepare \"%s\": %s", sql, mysql_stmt_error(st));
+    MYSQL_BIND p[8];
+    long long ints[8];
+    unsigned long lens[8];
+    size_t n = strlen(types);
+    CHECK(n <= 8);
+    memset(p, 0, sizeof(p));
+    va_list ap;
+    va_start(ap, types);
+    for (size_t i = 0; i < n; i++) {
+        if (types[i] == 'i') {
+            ints[i] = va_arg(ap, long long);
+            p[i].buffer_type = MYSQL_TYPE_LONGLONG;
+            p[i].buffer = &ints[i];
+        } else {
+            char *s = va_arg(ap, char *);
+            lens[i] = strlen(s);
+            p[i].buffer_type = MYSQL_TYPE_STRING;
+            p[i].buffer = s;
+            p[i].buffer_length = lens[i];
+            p[i].length = &lens[i];
+        }
+    }
+    va_end(ap);
+    if ((n && mysql_stmt_bind_param(st, p)) || mysql_stmt_execute(st))
+        CHECK_FAIL_("execute \"%s\": %s", sql, mysql_stmt_error(st));
+    long long value = none;
+    if (mysql_stmt_field_count(st) > 0) {
+        MYSQL_BIND r;
+        my_bool is_null = 0;
+        long long v = 0;
+        memset(&r, 0, sizeof(r));
+        r.buffer_type = MYSQL_TYPE_LONGLONG;
+        r.buffer = &v;
+        r.is_null = &is_null;
+        if (mysql_stmt_bind_result(st, &r) || mysql_stmt_store_result(st))
+            CHECK_FAIL_("results of \"%s\": %s", sql, mysql_stmt_error(st));
+        if (mysql_stmt_fetch(st) == 0 && !is_null) value = v;
+    }
+    mysql_stmt_close(st);
+    return value;
+}
+
+#define NO_ROW (-999999999LL)
+
+static void admin_exec(const char *sql) {
+    if (mysql_query(g_admin, sql)) CHECK_FAIL_("\"%s\": %s", sql, mysql_error(g_admin));
+}
+
+/* Makes product id with the given stock and fence 0, and no orders. */
+static void set_product(int id, int stock) {
+    admin_q(0, "DELETE FROM orders WHERE product_id = ?", "i", (long long)id);
+    admin_q(0,
+            "INSERT INTO product (id, product_name, stock, fence) VALUES (?, 'test', ?, 0)"
+            " ON DUPLICATE KEY UPDATE stock = VALUES(stock), fence = 0",
+            "ii", (long long)id, (long long)stock);
+}
+
+static long long db_stock(int id) {
+    return admin_q(NO_ROW, "SELECT stock FROM product WHERE id = ?", "i", (long long)id);
+}
+
+static long long db_fence(int id) {
+    return admin_q(NO_ROW, "SELECT fence FROM product WHERE id = ?", "i", (long long)id);
+}
+
+static long long db_orders(int id) {
+    return admin_q(NO_ROW, "SELECT COUNT(*) FROM orders WHERE product_id = ?", "i", (long long)id);
+}
+
+static long long db_orders_with_key(const char *key) {
+    return admin_q(NO_ROW, "SELECT COUNT(*) FROM orders WHERE request_id = ?", "s", key);
+}
+
+/* ---------------------------------------------------------------- helpers */
+
+static stockdb *new_handle(const char *instance) {
+    stockdb *db = stockdb_new(&g_cfg, instance);
+    CHECK(db != NULL);
+    return db;
+}
+
+static int deduct(stockdb *db, stockdb_strategy s, int product, int64_t fence, const char *key,
+                  stockdb_result *out) {
+    stockdb_request req = {.product_id = product, .fence = fence, .request_id = key};
+    return stockdb_deduct(db, s, &req, out);
+}
+
+/* ---------------------------------------------------------------- single-handle tests */
+
+static void test_deduct_lowers_stock_and_writes_one_order(stockdb *db) {
+    set_product(10, 5);
+    int expected = 5;
+    for (size_t i = 0; i < 3; i++) {
+        stockdb_result res;
+        CHECK_RC(STOCKDB_OK, deduct(db, all_strategies[i], 10, 0, NULL, &res), db);
+        expected--;
+        CHECK_INT_EQ(STOCKDB_DEDUCTED, res.outcome);
+        CHECK_INT_EQ(expected, res.stock);
+        CHECK_INT_EQ(0, res.replayed);
+        CHECK_INT_GT(res.order_id, 0);
+        CHECK_STR_EQ("", stockdb_errstr(db));
+        CHECK_INT_EQ(expected, db_stock(10));
+        CHECK_INT_EQ(1, admin_q(NO_ROW,
+                                "SELECT COUNT(*) FROM orders WHERE id = ? AND product_id = 10"
+                                " AND instance = 'itest' AND fence IS NULL AND request_id IS NULL",
+                                "i", (long long)res.order_id));
+    }
+    CHECK_INT_EQ(3, db_orders(10));
+    int32_t stock = -1;
+    CHECK_RC(STOCKDB_OK, stockdb_get_stock(db, 10, &stock), db);
+    CHECK_INT_EQ(2, stock);
+    CHECK_RC(STOCKDB_OK, stockdb_ping(db), db);
+    printf("ok: deduct lowers stock and writes one order (all strategies)\n");
+}
+
+static void test_sold_out_writes_nothing(stockdb *db) {
+    const int stocks[] = {0, -3};
+    for (size_t k = 0; k < 2; k++) {
+        set_product(11, stocks[k]);
+        for (size_t i = 0; i < 3; i++) {
+            stockdb_result res;
+            CHECK_RC(STOCKDB_OK, deduct(db, all_strategies[i], 11, 0, NULL, &res), db);
+            CHECK_INT_EQ(STOCKDB_SOLD_OUT, res.outcome);
+            CHECK_INT_EQ(stocks[k], res.stock);
+            CHECK_INT_EQ(0, res.order_id);
+            CHECK_INT_EQ(stocks[k], db_stock(11));
+            CHECK_INT_EQ(0, db_orders(11));
+        }
+    }
+    printf("ok: sold out at 0 and below writes nothing (all strategies)\n");
+}
+
+static void test_unknown_product_is_not_found(stockdb *db) {
+    for (size_t i = 0; i < 3; i++) {
+        stockdb_result res;
+        CHECK_RC(STOCKDB_ERR_NOT_FOUND, deduct(db, all_strategies[i], 999999, 0, NULL, &res), db);
+        CHECK(stockdb_errstr(db)[0] != '\0');
+        /* With fencing too: a missing row is not a fencing refusal. */
+        CHECK_RC(STOCKDB_ERR_NOT_FOUND, deduct(db, all_strategies[i], 999999, 5, NULL, &res), db);
+    }
+    CHECK_INT_EQ(0, db_orders(999999));
+    int32_t stock = 123;
+    CHECK_RC(STOCKDB_ERR_NOT_FOUND, stockdb_get_stock(db, 999999, &stock), db);
+    CHECK_INT_EQ(123, stock);
+    printf("ok: an unknown product is not found (all strategies)\n");
+}
+
+static void test_fencing_accepts_equal_or_newer_and_refuses_older(stockdb *db) {
+    for (size_t i = 0; i < 3; i++) {
+        stockdb_strategy s = all_strategies[i];
+        stockdb_result res;
+        set_product(12, 10);
+        CHECK_RC(STOCKDB_OK, deduct(db, s, 12, 100, NULL, &res), db);
+        CHECK_INT_EQ(100, db_fence(12));
+        CHECK_INT_EQ(1, admin_q(NO_ROW, "SELECT COUNT(*) FROM orders WHERE id = ? AND fence = 100",
+                                "i", (long long)res.order_id));
+        CHECK_RC(STOCKDB_OK, deduct(db, s, 12, 100, NULL, &res), db); /* equal */
+        CHECK_RC(STOCKDB_OK, deduct(db, s, 12, 150, NULL, &res), db); /* newer */
+        CHECK_INT_EQ(150, db_fence(12));
+        CHECK_INT_EQ(7, db_stock(12));
+        CHECK_INT_EQ(3, db_orders(12));
+        CHECK_RC(STOCKDB_ERR_FENCED, deduct(db, s, 12, 120, NULL, &res), db); /* older */
+        CHECK_INT_EQ(7, db_stock(12));
+        CHECK_INT_EQ(150, db_fence(12));
+        CHECK_INT_EQ(3, db_orders(12));
+        /* Without a token the row is written and its fence kept. */
+        CHECK_RC(STOCKDB_OK, deduct(db, s, 12, 0, NULL, &res), db);
+        CHECK_INT_EQ(6, db_stock(12));
+        CHECK_INT_EQ(150, db_fence(12));
+        printf("ok: fencing accepts equal or newer tokens and refuses older ones (%s)\n",
+               strategy_name(s));
+    }
+}
+
+struct guard_state {
+    int answer;
+    int calls;
+    long long stock_seen; /* the stock committed data shows while the guard runs */
+};
+
+static int guard_cb(void *arg) {
+    struct guard_state *g = arg;
+    g->calls++;
+    g->stock_seen = db_stock(13);
+    return g->answer;
+}
+
+static void test_guard_refusal_rolls_back(stockdb *db) {
+    for (size_t i = 0; i < 3; i++) {
+        stockdb_strategy s = all_strategies[i];
+        stockdb_result res;
+        set_product(13, 4);
+        struct guard_state g = {.answer = 1};
+        stockdb_request req = {
+            .product_id = 13, .guard = guard_cb, .guard_arg = &g, .request_id = "guard-refused"};
+        CHECK_RC(STOCKDB_ERR_GUARD, stockdb_deduct(db, s, &req, &res), db);
+        CHECK_INT_EQ(1, g.calls);
+        CHECK_INT_EQ(4, g.stock_seen); /* nothing was committed before the guard */
+        CHECK_INT_EQ(4, db_stock(13));
+        CHECK_INT_EQ(0, db_orders(13));
+        CHECK_INT_EQ(0, db_orders_with_key("guard-refused"));
+        g.answer = 0;
+        req.request_id = NULL;
+        CHECK_RC(STOCKDB_OK, stockdb_deduct(db, s, &req, &res), db);
+        CHECK_INT_EQ(2, g.calls);
+        CHECK_INT_EQ(3, db_stock(13));
+        CHECK_INT_EQ(1, db_orders(13));
+        /* Sold out never reaches the guard. */
+        set_product(13, 0);
+        CHECK_RC(STOCKDB_OK, stockdb_deduct(db, s, &req, &res), db);
+        CHECK_INT_EQ(STOCKDB_SOLD_OUT, res.outcome);
+        CHECK_INT_EQ(2, g.calls);
+    }
+    printf("ok: a guard refusal rolls back stock and order (all strategies)\n");
+}
+
+static void test_request_id_replays_the_first_order(stockdb *db) {
+    for (size_t i = 0; i < 3; i++) {
+        stockdb_strategy s = all_strategies[i];
+        char key[32];
+        snprintf(key, sizeof(key), "replay-%zu", i);
+        set_product(14, 1);
+        stockdb_result first, again;
+        CHECK_RC(STOCKDB_OK, deduct(db, s, 14, 0, key, &first), db);
+        CHECK_INT_EQ(STOCKDB_DEDUCTED, first.outcome);
+        CHECK_INT_EQ(0, first.replayed);
+        /* Stock is 0 now: the replay still answers "deducted" with the first order. */
+        for (size_t j = 0; j < 3; j++) {
+            CHECK_RC(STOCKDB_OK, deduct(db, all_strategies[j], 14, 0, key, &again), db);
+            CHECK_INT_EQ(STOCKDB_DEDUCTED, again.outcome);
+            CHECK_INT_EQ(1, again.replayed);
+            CHECK_INT_EQ(first.order_id, again.order_id);
+            CHECK_INT_EQ(0, again.stock);
+        }
+        CHECK_INT_EQ(0, db_stock(14));
+        CHECK_INT_EQ(1, db_orders_with_key(key));
+        CHECK_INT_EQ(1, db_orders(14));
+        /* The same key for another product is refused, not replayed. */
+        set_product(10, 5);
+        CHECK_RC(STOCKDB_ERR_QUERY, deduct(db, s, 10, 0, key, &again), db);
+        CHECK_INT_EQ(5, db_stock(10));
+    }
+    char long_key[STOCKDB_REQUEST_ID_MAX + 2];
+    memset(long_key, 'k', sizeof(long_key) - 1);
+    long_key[sizeof(long_key) - 1] = '\0';
+    stockdb_result res;
+    CHECK_RC(STOCKDB_ERR_CONFIG, deduct(db, STOCKDB_ATOMIC, 10, 0, long_key, &res), db);
+    CHECK_RC(STOCKDB_ERR_CONFIG, deduct(db, STOCKDB_ATOMIC, 10, 0, "", &res), db);
+    long_key[STOCKDB_REQUEST_ID_MAX] = '\0'; /* exactly the maximum */
+    CHECK_RC(STOCKDB_OK, deduct(db, STOCKDB_ATOMIC, 10, 0, long_key, &res), db);
+    CHECK_INT_EQ(1, db_orders_with_key(long_key));
+    printf("ok: a request id replays its first order and deducts once (all strategies)\n");
+}
+
+static void test_lock_wait_timeout_is_deadlock(void) {
+    /* rw timeout 3 s -> innodb_lock_wait_timeout 1 s for this handle. */
+    stockdb_config cfg = g_cfg;
+    cfg.rw_timeout_s = 3;
+    stockdb *db = stockdb_new(&cfg, "itest-wait");
+    CHECK(db != NULL);
+    set_product(15, 5);
+    admin_exec("START TRANSACTION");
+    CHECK_INT_EQ(5, admin_q(NO_ROW, "SELECT stock FROM product WHERE id = 15 FOR UPDATE", ""));
+    stockdb_result res;
+    CHECK_RC(STOCKDB_ERR_DEADLOCK, deduct(db, STOCKDB_FOR_UPDATE, 15, 0, NULL, &res), db);
+    CHECK_RC(STOCKDB_ERR_DEADLOCK, deduct(db, STOCKDB_ATOMIC, 15, 0, NULL, &res), db);
+    CHECK_RC(STOCKDB_ERR_DEADLOCK, deduct(db, STOCKDB_READ_CHECK_UPDATE, 15, 0, NULL, &res), db);
+    admin_exec("ROLLBACK");
+    CHECK_INT_EQ(5, db_stock(15));
+    CHECK_INT_EQ(0, db_orders(15));
+    /* The victim's connection is still usable. */
+    CHECK_RC(STOCKDB_OK, deduct(db, STOCKDB_FOR_UPDATE, 15, 0, NULL, &res), db);
+    CHECK_INT_EQ(4, res.stock);
+    stockdb_free(db);
+    printf("ok: a lock wait timeout is STOCKDB_ERR_DEADLOCK and rolls back\n");
+}
+
+static void test_new_checks_arguments(void) {
+    char name[STOCKDB_INSTANCE_MAX + 2];
+    memset(name, 'n', sizeof(name) - 1);
+    name[sizeof(name) - 1] = '\0';
+    CHECK(stockdb_new(&g_cfg, name) == NULL); /* one byte too long */
+    CHECK(stockdb_new(NULL, "x") == NULL);
+    stockdb_free(NULL);
+    name[STOCKDB_INSTANCE_MAX] = '\0'; /* the longest name fits orders.instance */
+    stockdb *db = new_handle(name);
+    set_product(10, 5);
+    stockdb_result res;
+    CHECK_RC(STOCKDB_OK, deduct(db, STOCKDB_ATOMIC, 10, 0, NULL, &res), db);
+    CHECK_INT_EQ(1, admin_q(NO_ROW, "SELECT COUNT(*) FROM orders WHERE id = ? AND instance = ?",
+                            "is", (long long)res.order_id, name));
+    stockdb_request req = {.product_id = 10};
+    CHECK_RC(STOCKDB_ERR_CONFIG, stockdb_deduct(db, (stockdb_strategy)7, &req, &res), db);
+    req.fence = -1;
+    CHECK_RC(STOCKDB_ERR_CONFIG, stockdb_deduct(db, STOCKDB_ATOMIC, &req, &res), db);
+    CHECK_RC(STOCKDB_ERR_CONFIG, stockdb_deduct(db, STOCKDB_ATOMIC, NULL, &res), db);
+    CHECK_INT_EQ(4, db_stock(10));
+    stockdb_free(db);
+    printf("ok: stockdb_new and stockdb_deduct refuse bad arguments\n");
+}
+
+/* ---------------------------------------------------------------- threads */
+
+struct twin {
+    pthread_barrier_t *barrier;
+    stockdb_strategy strategy;
+    const char *key;
+    int product;
+    int rc;
+    stockdb_result res;
+    char err[256];
+};
+
+static void *twin_main(void *arg) {
+    struct twin *t = arg;
+    stockdb *db = new_handle("itest-twin");
+    stockdb_request req = {.product_id = t->product, .request_id = t->key};
+    pthread_barrier_wait(t->barrier);
+    t->rc = stockdb_deduct(db, t->strategy, &req, &t->res);
+    snprintf(t->err, sizeof(t->err), "%s", stockdb_errstr(db));
+    stockdb_free(db);
+    return NULL;
+}
+
+/* Two threads with the same key at the same moment: one order, one deduction, both
+ * answers name it. With stock 1, the loser must not answer "sold out" either. */
+static void test_twins_with_one_key_deduct_once(void) {
+    const int rounds = 30;
+    for (int r = 0; r < rounds; r++) {
+        char key[32];
+        snprintf(key, sizeof(key), "twin-%d", r);
+        set_product(16, r % 2 ? 1 : 10);
+        long long before = db_stock(16);
+        pthread_barrier_t barrier;
+        pthread_barrier_init(&barrier, NULL, 2);
+        struct twin t[2];
+        pthread_t th[2];
+        for (int i = 0; i < 2; i++) {
+            t[i] = (struct twin){
+                .barrier = &barrier, .strategy = all_strategies[r % 3], .key = key, .product = 16};
+            CHECK_INT_EQ(0, pthread_create(&th[i], NULL, twin_main, &t[i]));
+        }
+        for (int i = 0; i < 2; i++)
+            pthread_join(th[i], NULL);
+        pthread_barrier_destroy(&barrier);
+        for (int i = 0; i < 2; i++) {
+            if (t[i].rc != STOCKDB_OK)
+                CHECK_FAIL_("round %d twin %d: expected 0, got %d: %s", r, i, t[i].rc, t[i].err);
+            CHECK_INT_EQ(STOCKDB_DEDUCTED, t[i].res.outcome);
+        }
+        CHECK_INT_EQ(t[0].res.order_id, t[1].res.order_id);
+        CHECK_INT_EQ(1, (int)t[0].res.replayed + (int)t[1].res.replayed);
+        CHECK_INT_EQ(1, db_orders_with_key(key));
+        CHECK_INT_EQ(before - 1, db_stock(16));
+    }
+    printf("ok: twins with one request id deduct once (%d rounds)\n", rounds);
+}
+
+enum { WORKERS = 8, ATTEMPTS = 100, START_STOCK = 50, RACE_PRODUCT = 3 };
+
+struct worker {
+    pthread_barrier_t *barrier;
+    pthread_mutex_t *mutex; /* NULL = no lock around the deduction */
+    stockdb_strategy strategy;
+    int attempts;
+    int deducted, sold_out, deadlocks, errors;
+    char err[256];
+};
+
+static void *worker_main(void *arg) {
+    struct worker *w = arg;
+    char name[32];
+    snprintf(name, sizeof(name), "itest-%s", strategy_name(w->strategy));
+    stockdb *db = new_handle(name);
+    pthread_barrier_wait(w->barrier);
+    for (int i = 0; i < w->attempts; i++) {
+        stockdb_result res;
+        int rc;
+        /* A deadlock victim was rolled back and may run again, as the service may. */
+        for (int tries = 0;; tries++) {
+            if (w->mutex) pthread_mutex_lock(w->mutex);
+            rc = deduct(db, w->strategy, RACE_PRODUCT, 0, NULL, &res);
+            if (w->mutex) pthread_mutex_unlock(w->mutex);
+            if (rc != STOCKDB_ERR_DEADLOCK || tries == 5) break;
+            w->deadlocks++;
+        }
+        if (rc != STOCKDB_OK) {
+            w->errors++;
+            snprintf(w->err, sizeof(w->err), "%d %s", rc, stockdb_errstr(db));
+        } else if (res.outcome == STOCKDB_DEDUCTED) {
+            w->deducted++;
+        } else {
+            w->sold_out++;
+        }
+    }
+    stockdb_free(db);
+    return NULL;
+}
+
+/* 8 threads, one handle each, 100 attempts on stock 50. Returns the deductions made. */
+static int race(stockdb_strategy s, pthread_mutex_t *mutex, int *sold_out, int *deadlocks) {
+    set_product(RACE_PRODUCT, START_STOCK);
+    pthread_barrier_t barrier;
+    pthread_barrier_init(&barrier, NULL, WORKERS);
+    struct worker w[WORKERS];
+    pthread_t th[WORKERS];
+    for (int i = 0; i < WORKERS; i++) {
+        w[i] = (struct worker){.barrier = &barrier,
+                               .mutex = mutex,
+                               .strategy = s,
+                               .attempts = ATTEMPTS / WORKERS + (i < ATTEMPTS % WORKERS)};
+        CHECK_INT_EQ(0, pthread_create(&th[i], NULL, worker_main, &w[i]));
+    }
+    int deducted = 0;
+    *sold_out = *deadlocks = 0;
+    for (int i = 0; i < WORKERS; i++) {
+        pthread_join(th[i], NULL);
+        if (w[i].errors)
+            CHECK_FAIL_("%s worker %d: expected 0 errors, got %d, last: %s", strategy_name(s), i,
+                        w[i].errors, w[i].err);
+        deducted += w[i].deducted;
+        *sold_out += w[i].sold_out;
+        *deadlocks += w[i].deadlocks;
+    }
+    pthread_barrier_destroy(&barrier);
+    return deducted;
+}
+
+static void test_race_safe_strategies_end_at_zero(void) {
+    const stockdb_strategy safe[] = {STOCKDB_FOR_UPDATE, STOCKDB_ATOMIC};
+    for (size_t i = 0; i < 2; i++) {
+        int sold_out, deadlocks;
+        int deducted = race(safe[i], NULL, &sold_out, &deadlocks);
+        CHECK_INT_EQ(START_STOCK, deducted);
+        CHECK_INT_EQ(ATTEMPTS - START_STOCK, sold_out);
+        CHECK_INT_EQ(0, db_stock(RACE_PRODUCT));
+        CHECK_INT_EQ(START_STOCK, db_orders(RACE_PRODUCT));
+        printf("ok: %s from %d threads ends at stock 0 with %d orders (%d deadlock retries)\n",
+               strategy_name(safe[i]), WORKERS, START_STOCK, deadlocks);
+    }
+    pthread_mutex_t mutex = PTHREAD_MUTEX_INITIALIZER;
+    int sold_out, deadlocks;
+    int deducted = race(STOCKDB_READ_CHECK_UPDATE, &mutex, &sold_out, &deadlocks);
+    CHECK_INT_EQ(START_STOCK, deducted);
+    CHECK_INT_EQ(0, db_stock(RACE_PRODUCT));
+    CHECK_INT_EQ(START_STOCK, db_orders(RACE_PRODUCT));
+    printf("ok: READ_CHECK_UPDATE under a mutex ends at stock 0 with %d orders\n", START_STOCK);
+
+    /* Without a lock the seed's transaction may oversell; whatever happens, every unit
+     * that left the stock has its order (the ledger invariant). */
+    deducted = race(STOCKDB_READ_CHECK_UPDATE, NULL, &sold_out, &deadlocks);
+    long long final = db_stock(RACE_PRODUCT);
+    CHECK_INT_EQ(START_STOCK - final, db_orders(RACE_PRODUCT));
+    CHECK_INT_EQ(deducted, db_orders(RACE_PRODUCT));
+    printf("ok: READ_CHECK_UPDATE without a lock keeps the ledger (final stock %lld, %d orders, "
+           "%d deadlock retries)\n",
+           final, deducted, deadlocks);
+}
+
+/* ---------------------------------------------------------------- relay */
+
+/* A TCP relay between the handle and the server that can break the connection at the
+ * moments that matter: right before the COMMIT reaches the server, right after the
+ * server answered it (the reply is never delivered), or while idle. */
+enum { RELAY_PASS, RELAY_DROP_BEFORE_COMMIT, RELAY_DROP_AFTER_COMMIT };
+
+static struct {
+    int listen_fd;
+    int upstream_port;
+    atomic_int mode;         /* one-shot: back to RELAY_PASS once used */
+    atomic_int refuse;       /* close new connections at once */
+    atomic_int refuse_after; /* set refuse once a drop happened */
+    atomic_int kill_gen;     /* bumped to drop every open connection */
+    atomic_int stop;
+    atomic_int drops;
+    atomic_int active; /* relayed connections still open */
+    pthread_t acceptor;
+    pthread_t pipes[256];
+    atomic_int npipes;
+} relay;
+
+struct pipe_fds {
+    int client, server;
+};
+
+static bool is_commit(const char *buf, ssize_t n) {
+    /* A MySQL packet: 3-byte length, sequence, then COM_QUERY (3) and the text. */
+    return n == 4 + 7 && buf[4] == 3 && memcmp(buf + 5, "COMMIT", 6) == 0;
+}
+
+static void *pipe_main(void *arg) {
+    struct pipe_fds fds = *(struct pipe_fds *)arg;
+    free(arg);
+    int gen = atomic_load(&relay.kill_gen);
+    char buf[65536];
+    while (!atomic_load(&relay.stop) && atomic_load(&relay.kill_gen) == gen) {
+        struct pollfd p[2] = {{fds.client, POLLIN, 0}, {fds.server, POLLIN, 0}};
+        int n = poll(p, 2, 50);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) break;
+        if (n == 0) continue;
+        if (p[0].revents) {
+            ssize_t got = read(fds.client, buf, sizeof(buf));
+            if (got <= 0) break;
+            if (is_commit(buf, got)) {
+                int mode = atomic_exchange(&relay.mode, RELAY_PASS);
+                if (mode == RELAY_DROP_BEFORE_COMMIT) {
+                    atomic_fetch_add(&relay.drops, 1);
+                    if (atomic_load(&relay.refuse_after)) atomic_store(&relay.refuse, 1);
+                    break;
+                }
+                if (mode == RELAY_DROP_AFTER_COMMIT) {
+                    if (write(fds.server, buf, (size_t)got) != got) break;
+                    /* Wait for the server's answer: then it has committed. */
+                    struct pollfd q = {fds.server, POLLIN, 0};
+                    if (poll(&q, 1, 20000) == 1) {
+                        ssize_t ignored = read(fds.server, buf, sizeof(buf));
+                        (void)ignored;
+                    }
+                    atomic_fetch_add(&relay.drops, 1);
+                    if (atomic_load(&relay.refuse_after)) atomic_store(&relay.refuse, 1);
+                    break;
+                }
+            }
+            if (write(fds.server, buf, (size_t)got) != got) break;
+        }
+        if (p[1].revents) {
+            ssize_t got = read(fds.server, buf, sizeof(buf));
+            if (got <= 0) break;
+            if (write(fds.client, buf, (size_t)got) != got) break;
+        }
+    }
+    close(fds.client);
+    close(fds.server);
+    atomic_fetch_sub(&relay.active, 1);
+    return NULL;
+}
+
+static void *acceptor_main(void *arg) {
+    (void)arg;
+    while (!atomic_load(&relay.stop)) {
+        int c = accept(relay.listen_fd, NULL, NULL);
+        if (c < 0) {
+            if (errno == EINTR || errno == ECONNABORTED) continue;
+            break;
+        }
+        if (atomic_load(&relay.refuse) || atomic_load(&relay.npipes) >= 256) {
+            close(c);
+            continue;
+        }
+        int s = socket(AF_INET, SOCK_STREAM, 0);
+        struct sockaddr_in a = {.sin_family = AF_INET,
+                                .sin_port = htons((uint16_t)relay.upstream_port),
+                                .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+        if (s < 0 || connect(s, (struct sockaddr *)&a, sizeof(a)) != 0) {
+            if (s >= 0) close(s);
+            close(c);
+            continue;
+        }
+        struct pipe_fds *fds = malloc(sizeof(*fds));
+        CHECK(fds != NULL);
+        fds->client = c;
+        fds->server = s;
+        int i = atomic_fetch_add(&relay.npipes, 1);
+        atomic_fetch_add(&relay.active, 1);
+        CHECK_INT_EQ(0, pthread_create(&relay.pipes[i], NULL, pipe_main, fds));
+    }
+    return NULL;
+}
+
+static void relay_start(int port, int upstream_port) {
+    relay.upstream_port = upstream_port;
+    relay.listen_fd = socket(AF_INET, SOCK_STREAM, 0);
+    CHECK(relay.listen_fd >= 0);
+    int one = 1;
+    setsockopt(relay.listen_fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_port = htons((uint16_t)port),
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    if (bind(relay.listen_fd, (struct sockaddr *)&a, sizeof(a)) != 0)
+        CHECK_FAIL_("relay: bind 127.0.0.1:%d: %s", port, strerror(errno));
+    CHECK_INT_EQ(0, listen(relay.listen_fd, 16));
+    CHECK_INT_EQ(0, pthread_create(&relay.acceptor, NULL, acceptor_main, NULL));
+}
+
+static void relay_stop(void) {
+    atomic_store(&relay.stop, 1);
+    shutdown(relay.listen_fd, SHUT_RDWR);
+    pthread_join(relay.acceptor, NULL);
+    close(relay.listen_fd);
+    for (int i = 0; i < atomic_load(&relay.npipes); i++)
+        pthread_join(relay.pipes[i], NULL);
+}
+
+/* Drops every open relayed connection and waits until the pipes have closed them, so
+ * the handle's next call meets a dead connection for sure. */
+static void relay_kill_all(void) {
+    CHECK_INT_GT(atomic_load(&relay.active), 0);
+    atomic_fetch_add(&relay.kill_gen, 1);
+    for (int i = 0; i < 1000 && atomic_load(&relay.active) > 0; i++)
+        usleep(10 * 1000);
+    CHECK_INT_EQ(0, atomic_load(&relay.active));
+}
+
+static void test_lost_commit_is_confirmed_by_request_id(int proxy_port, int mysql_port) {
+    relay_start(proxy_port, mysql_port);
+    stockdb_config cfg = g_cfg;
+    snprintf(cfg.host, sizeof(cfg.host), "127.0.0.1");
+    cfg.port = (unsigned)proxy_port;
+    stockdb *db = stockdb_new(&cfg, "itest-relay");
+    CHECK(db != NULL);
+    stockdb_result res;
+    set_product(17, 10);
+    CHECK_RC(STOCKDB_OK, stockdb_ping(db), db);
+
+    /* Dropped before the server saw COMMIT: not committed, and the lookup says so. */
+    atomic_store(&relay.mode, RELAY_DROP_BEFORE_COMMIT);
+    CHECK_RC(STOCKDB_ERR_CONNECT, deduct(db, STOCKDB_FOR_UPDATE, 17, 0, "lost-1", &res), db);
+    CHECK_INT_EQ(1, atomic_load(&relay.drops));
+    CHECK_INT_EQ(10, db_stock(17));
+    CHECK_INT_EQ(0, db_orders_with_key("lost-1"));
+    CHECK_RC(STOCKDB_OK, deduct(db, STOCKDB_FOR_UPDATE, 17, 0, "lost-1", &res), db);
+    CHECK_INT_EQ(0, res.replayed);
+    CHECK_INT_EQ(9, db_stock(17));
+    printf("ok: a COMMIT lost before the server is reported not committed\n");
+
+    /* Dropped after the server committed: the lookup finds the order. */
+    atomic_store(&relay.mode, RELAY_DROP_AFTER_COMMIT);
+    CHECK_RC(STOCKDB_OK, deduct(db, STOCKDB_ATOMIC, 17, 0, "lost-2", &res), db);
+    CHECK_INT_EQ(2, atomic_load(&relay.drops));
+    CHECK_INT_EQ(STOCKDB_DEDUCTED, res.outcome);
+    CHECK_INT_EQ(0, res.replayed);
+    CHECK_INT_EQ(8, res.stock);
+    CHECK_INT_EQ(8, db_stock(17));
+    CHECK_INT_EQ(1, admin_q(NO_ROW, "SELECT COUNT(*) FROM orders WHERE id = ? AND request_id = ?",
+                            "is", (long long)res.order_id, "lost-2"));
+    uint64_t first = res.order_id;
+    CHECK_RC(STOCKDB_OK, deduct(db, STOCKDB_ATOMIC, 17, 0, "lost-2", &res), db);
+    CHECK_INT_EQ(1, res.replayed);
+    CHECK_INT_EQ(first, res.order_id);
+    printf("ok: a COMMIT whose reply was lost is confirmed by its request id\n");
+
+    /* Without a request id nobody can tell. */
+    atomic_store(&relay.mode, RELAY_DROP_AFTER_COMMIT);
+    CHECK_RC(STOCKDB_ERR_UNKNOWN, deduct(db, STOCKDB_READ_CHECK_UPDATE, 17, 0, NULL, &res), db);
+    CHECK_INT_EQ(7, db_stock(17)); /* it did commit */
+    atomic_store(&relay.mode, RELAY_DROP_BEFORE_COMMIT);
+    CHECK_RC(STOCKDB_ERR_UNKNOWN, deduct(db, STOCKDB_READ_CHECK_UPDATE, 17, 0, NULL, &res), db);
+    CHECK_INT_EQ(7, db_stock(17)); /* it did not */
+    printf("ok: a lost COMMIT reply without a request id is STOCKDB_ERR_UNKNOWN\n");
+
+    /* With a request id but no way back to the server: unknown, and later the key
+     * replays the order that did commit. */
+    atomic_store(&relay.refuse_after, 1);
+    atomic_store(&relay.mode, RELAY_DROP_AFTER_COMMIT);
+    CHECK_RC(STOCKDB_ERR_UNKNOWN, deduct(db, STOCKDB_FOR_UPDATE, 17, 0, "lost-3", &res), db);
+    CHECK_RC(STOCKDB_ERR_CONNECT, stockdb_ping(db), db);
+    atomic_store(&relay.refuse_after, 0);
+    atomic_store(&relay.refuse, 0);
+    CHECK_INT_EQ(6, db_stock(17));
+    CHECK_RC(STOCKDB_OK, deduct(db, STOCKDB_FOR_UPDATE, 17, 0, "lost-3", &res), db);
+    CHECK_INT_EQ(1, res.replayed);
+    CHECK_INT_EQ(6, db_stock(17));
+    printf("ok: a lost COMMIT that cannot be looked up is STOCKDB_ERR_UNKNOWN\n");
+
+    /* A connection dropped while idle is reconnected and the call retried. */
+    for (size_t i = 0; i < 3; i++) {
+        relay_kill_all();
+        CHECK_RC(STOCKDB_OK, deduct(db, all_strategies[i], 17, 0, NULL, &res), db);
+        CHECK_INT_EQ(5 - 2 * (int)i, db_stock(17));
+        relay_kill_all();
+        char key[16];
+        snprintf(key, sizeof(key), "idle-%zu", i);
+        CHECK_RC(STOCKDB_OK, deduct(db, all_strategies[i], 17, 0, key, &res), db);
+        CHECK_INT_EQ(0, res.replayed);
+        relay_kill_all();
+        int32_t stock = 0;
+        CHECK_RC(STOCKDB_OK, stockdb_get_stock(db, 17, &stock), db);
+        CHECK_INT_EQ(db_stock(17), stock);
+        relay_kill_all();
+        CHECK_RC(STOCKDB_OK, stockdb_ping(db), db);
+    }
+    CHECK_INT_EQ(10 - 4 - 6, db_stock(17));
+    CHECK_INT_EQ(db_orders(17), 10 - db_stock(17));
+    printf("ok: a connection dropped while idle is reconnected and the call retried\n");
+    stockdb_free(db);
+    relay_stop();
+}
+
+/* ---------------------------------------------------------------- own server */
+
+static void ctl(const char *script, const char *what) {
+    char *argv[] = {"bash", (char *)script, (char *)what, NULL};
+    pid_t pid;
+    CHECK_INT_EQ(0, posix_spawnp(&pid, "bash", NULL, NULL, argv, environ));
+    int status = 0;
+    CHECK_INT_EQ(pid, waitpid(pid, &status, 0));
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        CHECK_FAIL_("bash %s %s: expected exit 0, got status %d", script, what, status);
+}
+
+static int run_restart(const char *script) {
+    stockdb_result res;
+    int32_t stock = 0;
+    /* The server is down: the handle is made anyway, and every call says CONNECT. */
+    stockdb *db = new_handle("itest-restart");
+    CHECK(stockdb_errstr(db)[0] != '\0');
+    printf("info: handle made while the server is down: %s\n", stockdb_errstr(db));
+    CHECK_RC(STOCKDB_ERR_CONNECT, deduct(db, STOCKDB_ATOMIC, 2, 0, "down-1", &res), db);
+    CHECK_RC(STOCKDB_ERR_CONNECT, stockdb_get_stock(db, 2, &stock), db);
+    CHECK_RC(STOCKDB_ERR_CONNECT, stockdb_ping(db), db);
+    printf("ok: a handle made while the server is down answers STOCKDB_ERR_CONNECT\n");
+
+    ctl(script, "start");
+    CHECK_RC(STOCKDB_OK, stockdb_get_stock(db, 2, &stock), db);
+    CHECK_INT_EQ(100, stock); /* the seed's stock of product 2 */
+    CHECK_RC(STOCKDB_OK, deduct(db, STOCKDB_ATOMIC, 2, 0, "down-1", &res), db);
+    CHECK_INT_EQ(99, res.stock);
+    CHECK_INT_EQ(0, res.replayed);
+    printf("ok: the same handle works once the server is up\n");
+
+    /* A restart between calls: each call reconnects and runs (nothing was open). */
+    for (size_t i = 0; i < 3; i++) {
+        ctl(script, "stop");
+        ctl(script, "start");
+        CHECK_RC(STOCKDB_OK, deduct(db, all_strategies[i], 2, 0, NULL, &res), db);
+        CHECK_INT_EQ(98 - (int)i, res.stock);
+        CHECK_INT_EQ(STOCKDB_DEDUCTED, res.outcome);
+    }
+    ctl(script, "stop");
+    ctl(script, "start");
+    CHECK_RC(STOCKDB_OK, deduct(db, STOCKDB_FOR_UPDATE, 2, 0, "down-1", &res), db);
+    CHECK_INT_EQ(1, res.replayed); /* the key's order survived the restarts */
+    ctl(script, "stop");
+    ctl(script, "start");
+    CHECK_RC(STOCKDB_OK, stockdb_get_stock(db, 2, &stock), db);
+    CHECK_INT_EQ(96, stock);
+    ctl(script, "stop");
+    ctl(script, "start");
+    CHECK_RC(STOCKDB_OK, stockdb_ping(db), db);
+    printf("ok: server restarts between calls are survived (reconnect and retry)\n");
+
+    /* Down again: CONNECT, then back. */
+    ctl(script, "stop");
+    CHECK_RC(STOCKDB_ERR_CONNECT, deduct(db, STOCKDB_ATOMIC, 2, 0, NULL, &res), db);
+    CHECK_RC(STOCKDB_ERR_CONNECT, stockdb_get_stock(db, 2, &stock), db);
+    ctl(script, "start");
+    CHECK_RC(STOCKDB_OK, deduct(db, STOCKDB_ATOMIC, 2, 0, NULL, &res), db);
+    CHECK_INT_EQ(95, res.stock);
+    printf("ok: a server that went away and came back is used again\n");
+    stockdb_free(db);
+    return 0;
+}
+
+/* ---------------------------------------------------------------- main */
+
+static void load_config(const char *url) {
+    memset(&g_cfg, 0, sizeof(g_cfg));
+    const char *pw = getenv("STOCKD_MYSQL_PASSWORD");
+    if (pw) snprintf(g_cfg.password, sizeof(g_cfg.password), "%s", pw);
+    if (stockdb_config_from_url(&g_cfg, url) != STOCKDB_OK)
+        CHECK_FAIL_("url \"%s\": expected a valid mysql:// URL", url);
+    g_cfg.connect_timeout_s = 2;
+    g_cfg.rw_timeout_s = 10;
+}
+
+int main(int argc, char **argv) {
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    CHECK_INT_EQ(STOCKDB_OK, stockdb_global_init());
+    if (argc == 6 && strcmp(argv[1], "shared") == 0) {
+        load_config(argv[2]);
+        admin_connect(argv[3], argv[4]);
+        stockdb *db = new_handle("itest");
+        CHECK_STR_EQ("", stockdb_errstr(db));
+        test_deduct_lowers_stock_and_writes_one_order(db);
+        test_sold_out_writes_nothing(db);
+        test_unknown_product_is_not_found(db);
+        test_fencing_accepts_equal_or_newer_and_refuses_older(db);
+        test_guard_refusal_rolls_back(db);
+        test_request_id_replays_the_first_order(db);
+        stockdb_free(db);
+        test_new_checks_arguments();
+        test_lock_wait_timeout_is_deadlock();
+        test_twins_with_one_key_deduct_once();
+        test_race_safe_strategies_end_at_zero();
+        test_lost_commit_is_confirmed_by_request_id(atoi(argv[5]), (int)g_cfg.port);
+        mysql_close(g_admin);
+    } else if (argc == 4 && strcmp(argv[1], "restart") == 0) {
+        load_config(argv[2]);
+        run_restart(argv[3]);
+    } else {
+        fprintf(stderr, "usage: stockdb_itest shared URL ROOT_SOCKET DB PROXY_PORT\n"
+                        "       stockdb_itest restart URL CTL_SCRIPT\n");
+        return 2;
+    }
+    stockdb_global_end();
+    printf("stockdb_itest %s: ok\n", argv[1]);
+    return 0;
+}
