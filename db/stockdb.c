@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <errmsg.h>
 #include <mysql.h>
@@ -437,6 +438,12 @@ static int deduct_once(stockdb *db, stockdb_strategy strategy, const stockdb_req
         if (stock <= 0) {
             rollback(db);
             goto sold_out;
+        }
+        if (req->think_us) {
+            /* The experiment's stand-in for the business logic a real service runs
+             * between its check and its write (see stockdb_request.think_us). */
+            struct timespec ts = {req->think_us / 1000000, (long)(req->think_us % 1000000) * 1000};
+            nanosleep(&ts, NULL);
         }
         /* Deliberately not "AND stock > 0": see stockdb.h. */
         id = fenced ? ST_UPDATE_FENCED : ST_UPDATE;

@@ -109,6 +109,12 @@ typedef struct stockdb_request {
      * distributed lock is still held. NULL = always commit. */
     int (*guard)(void *arg);
     void *guard_arg;
+    /* Microseconds to pause between the check (SELECT) and the UPDATE, in the
+     * READ_CHECK_UPDATE and FOR_UPDATE strategies; 0 = none. It stands in for the work
+     * a real service does between reading and writing (pricing, risk checks, calls to
+     * other services), so that the oversell experiment's race window does not depend on
+     * how fast this machine happens to run the statements. */
+    unsigned think_us;
 } stockdb_request;
 
 typedef struct stockdb stockdb;

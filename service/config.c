@@ -59,6 +59,9 @@ void stockd_config_usage(FILE *out) {
           "  --max-connections N    HTTP connection limit (STOCKD_MAX_CONNECTIONS) [1024]\n"
           "  --connection-timeout-s N  idle HTTP connection timeout\n"
           "                         (STOCKD_CONNECTION_TIMEOUT_S) [30]\n"
+          "  --think-us N           pause between the stock check and the update, standing\n"
+          "                         in for a real service's business logic; the oversell\n"
+          "                         experiment uses it (STOCKD_THINK_US) [0]\n"
           "  --help, --version\n",
           out);
 }
@@ -101,6 +104,7 @@ enum {
     O_ZK_SESSION,
     O_MAX_CONN,
     O_CONN_TIMEOUT,
+    O_THINK,
     O_HELP,
     O_VERSION,
 };
@@ -122,6 +126,7 @@ static const struct {
     {O_ZK_SESSION, "zk-session-ms", "STOCKD_ZK_SESSION_MS"},
     {O_MAX_CONN, "max-connections", "STOCKD_MAX_CONNECTIONS"},
     {O_CONN_TIMEOUT, "connection-timeout-s", "STOCKD_CONNECTION_TIMEOUT_S"},
+    {O_THINK, "think-us", "STOCKD_THINK_US"},
 };
 #define NOPTIONS (sizeof(options) / sizeof(options[0]))
 
@@ -159,6 +164,8 @@ static int apply(stockd_config *c, int id, const char *v, const char *name, char
         return set_uint(&c->max_connections, v, 1, 100000, name, err, errlen);
     case O_CONN_TIMEOUT:
         return set_uint(&c->connection_timeout_s, v, 1, 3600, name, err, errlen);
+    case O_THINK:
+        return set_uint(&c->think_us, v, 0, 1000000, name, err, errlen);
     }
     return -1;
 }

@@ -52,6 +52,7 @@ typedef struct stockd_config {
     unsigned zk_session_ms;
     unsigned max_connections;
     unsigned connection_timeout_s;
+    unsigned think_us;  /* pause between check and update (stockdb_request.think_us) */
     unsigned batch_max; /* jobs of one product served per lock acquisition; 1 = no batching */
     bool help;
     bool version;

@@ -8,7 +8,9 @@ source "$STOCKD_SRC/tests/lib.sh"
 mode=$1 instances=$2 expect=$3
 
 t_db
-for ((i = 1; i <= instances; i++)); do t_stockd "$i" "$mode"; done
+# The same service settings for every mode: only the lock differs. The pause between
+# check and update is the experiment's stand-in for business logic (see README).
+for ((i = 1; i <= instances; i++)); do t_stockd "$i" "$mode" --think-us "${THINK_US:-1000}"; done
 t_nginx "$instances"
 
 "$STOCKD_SRC/loadtest/oversell" --url "http://127.0.0.1:$PORT0" --run "$STOCKD_TEST_RUN" \
