@@ -11,6 +11,7 @@
  *   GET|POST /stock/reduce?id=N   deduct one unit (Idempotency-Key header or request_id=)
  *   GET|HEAD /stock?id=N          current stock
  *   GET|HEAD /health              MySQL and ZooKeeper connectivity
+ *   GET|HEAD /metrics             Prometheus text (rendered here: it needs no I/O)
  * Requests carry no body: a body is refused with 400. */
 #include <arpa/inet.h>
 #include <microhttpd.h>
@@ -55,7 +56,7 @@ static const char fallback_body[] = "{\"result\":\"internal_error\",\"message\":
 
 /* Queues status + body (which the response takes over and frees) on the connection. */
 static enum MHD_Result send_body(struct MHD_Connection *c, unsigned status, char *body,
-                                 const char *allow) {
+                                 const char *allow, const char *content_type) {
     struct MHD_Response *resp;
     enum MHD_Result ret;
 
@@ -70,7 +71,8 @@ static enum MHD_Result send_body(struct MHD_Connection *c, unsigned status, char
         free(body);
         return MHD_NO;
     }
-    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
+                            content_type ? content_type : "application/json");
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
     if (allow) MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, allow);
     ret = MHD_queue_response(c, status, resp);
@@ -78,16 +80,13 @@ static enum MHD_Result send_body(struct MHD_Connection *c, unsigned status, char
     return ret;
 }
 
-static enum MHD_Result send_answer(stockd_http *h, struct MHD_Connection *c, const stockd_answer *a,
-                                   const char *allow) {
-    return send_body(c, stockd_answer_status(a->result),
-                     stockd_answer_json(a, h->ctx->cfg->instance), allow);
-}
-
-static enum MHD_Result send_error(stockd_http *h, struct MHD_Connection *c, stockd_result r,
-                                  const char *message, const char *allow) {
+/* Answers at once, on the polling thread, and counts the answer. */
+static enum MHD_Result send_error(stockd_http *h, struct MHD_Connection *c, stockd_route route,
+                                  stockd_result r, const char *message, const char *allow) {
     stockd_answer a = {.result = r, .message = message};
-    return send_answer(h, c, &a, allow);
+    stockd_metrics_request(route, r);
+    return send_body(c, stockd_answer_status(r), stockd_answer_json(&a, h->ctx->cfg->instance),
+                     allow, NULL);
 }
 
 static enum MHD_Result collect_param(void *cls, enum MHD_ValueKind kind, const char *key,
@@ -155,34 +154,48 @@ static enum MHD_Result route(stockd_http *h, struct MHD_Connection *c, http_req 
     bool is_post = strcmp(method, MHD_HTTP_METHOD_POST) == 0;
     stockd_job *job = &r->job;
 
+    if (strcmp(url, "/metrics") == 0) {
+        if (!is_get && !is_head)
+            return send_error(h, c, STOCKD_ROUTE_METRICS, STOCKD_R_METHOD_NOT_ALLOWED,
+                              "use GET or HEAD", "GET, HEAD");
+        /* Rendering reads counters only: no I/O, so it is done right here. */
+        stockd_metrics_request(STOCKD_ROUTE_METRICS, STOCKD_R_OK);
+        return send_body(c, 200, stockd_metrics_render(h->ctx->cfg, h->ctx->zk), NULL,
+                         "text/plain; version=0.0.4; charset=utf-8");
+    }
     if (strcmp(url, "/stock/reduce") == 0) {
+        job->route = STOCKD_ROUTE_REDUCE;
         allow = "GET, POST";
         if (!is_get && !is_post)
-            return send_error(h, c, STOCKD_R_METHOD_NOT_ALLOWED,
+            return send_error(h, c, job->route, STOCKD_R_METHOD_NOT_ALLOWED,
                               "use GET or POST for /stock/reduce", allow);
         job->kind = STOCKD_JOB_DEDUCT;
     } else if (strcmp(url, "/stock") == 0 || strcmp(url, "/health") == 0) {
         allow = "GET, HEAD";
         if (!is_get && !is_head)
-            return send_error(h, c, STOCKD_R_METHOD_NOT_ALLOWED, "use GET or HEAD", allow);
+            return send_error(h, c, job->route, STOCKD_R_METHOD_NOT_ALLOWED, "use GET or HEAD",
+                              allow);
         job->kind = url[1] == 's' ? STOCKD_JOB_STOCK : STOCKD_JOB_HEALTH;
+        job->route = url[1] == 's' ? STOCKD_ROUTE_STOCK : STOCKD_ROUTE_HEALTH;
     } else {
-        return send_error(h, c, STOCKD_R_NO_ROUTE,
+        job->route = STOCKD_ROUTE_OTHER;
+        return send_error(h, c, job->route, STOCKD_R_NO_ROUTE,
                           "no such route; try /stock/reduce?id=N, /stock?id=N or /health", NULL);
     }
     if (r->body_bytes > 0)
-        return send_error(h, c, STOCKD_R_BAD_REQUEST,
+        return send_error(h, c, job->route, STOCKD_R_BAD_REQUEST,
                           "a request body is not accepted; pass parameters in the query", NULL);
 
     if (job->kind != STOCKD_JOB_HEALTH) {
         MHD_get_connection_values_n(c, MHD_GET_ARGUMENT_KIND, collect_param, &p);
         if (p.id_count > 1)
-            return send_error(h, c, STOCKD_R_BAD_REQUEST, "id given more than once", NULL);
+            return send_error(h, c, job->route, STOCKD_R_BAD_REQUEST, "id given more than once",
+                              NULL);
         if (stockd_parse_id(p.id, p.id_len, &job->product_id, &why) != 0)
-            return send_error(h, c, STOCKD_R_BAD_REQUEST, why, NULL);
+            return send_error(h, c, job->route, STOCKD_R_BAD_REQUEST, why, NULL);
     }
     if (job->kind == STOCKD_JOB_DEDUCT && set_request_id(h, c, &p, job, &why) != 0)
-        return send_error(h, c, STOCKD_R_BAD_REQUEST, why, NULL);
+        return send_error(h, c, job->route, STOCKD_R_BAD_REQUEST, why, NULL);
 
     /* Suspend before the push: once pushed, a worker may resume at any moment. */
     job->conn = c;
@@ -194,6 +207,7 @@ static enum MHD_Result route(stockd_http *h, struct MHD_Connection *c, http_req 
         stockd_answer a = {.result = STOCKD_R_OVERLOADED,
                            .message = "too many requests waiting, or shutting down; "
                                       "nothing was deducted"};
+        job->result = a.result;
         job->status = stockd_answer_status(a.result);
         job->body = stockd_answer_json(&a, h->ctx->cfg->instance);
         stockd_http_complete(job);
@@ -227,7 +241,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         /* Resumed by a worker: the answer is ready. The response takes the body. */
         char *body = r->job.body;
         r->job.body = NULL;
-        return send_body(c, r->job.status, body, NULL);
+        stockd_metrics_request(r->job.route, r->job.result);
+        return send_body(c, r->job.status, body, NULL, NULL);
     }
     if (r->queued) return MHD_YES; /* cannot happen while suspended; be safe */
     return route(h, c, r, url, method);

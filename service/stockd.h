@@ -119,6 +119,15 @@ void stockd_answer_from_db(stockd_answer *a, int lock_rc, int rc, const stockdb_
 
 /* ------------------------------------------------------------------ jobs */
 
+typedef enum stockd_route {
+    STOCKD_ROUTE_REDUCE = 0,
+    STOCKD_ROUTE_STOCK,
+    STOCKD_ROUTE_HEALTH,
+    STOCKD_ROUTE_METRICS,
+    STOCKD_ROUTE_OTHER,
+    STOCKD_ROUTE_COUNT,
+} stockd_route;
+
 typedef enum stockd_job_kind {
     STOCKD_JOB_DEDUCT = 0,
     STOCKD_JOB_STOCK,
@@ -130,6 +139,8 @@ typedef enum stockd_job_kind {
  * polling thread sends job->body and frees it in the completion callback. */
 typedef struct stockd_job {
     stockd_job_kind kind;
+    stockd_route route;
+    stockd_result result; /* for metrics; set with status */
     int32_t product_id;
     char request_id[101]; /* the client's Idempotency-Key, or our own unique id */
     bool client_key;      /* request_id came from the client */
@@ -185,6 +196,27 @@ void stockd_http_quiesce(stockd_http *h);
 void stockd_http_stop(stockd_http *h, unsigned ms);
 /* Resumes the job's connection (the ctx->complete callback). Any thread. */
 void stockd_http_complete(stockd_job *job);
+
+/* ------------------------------------------------------------------ metrics */
+
+typedef enum stockd_dberr {
+    STOCKD_DBERR_CONNECT = 0,
+    STOCKD_DBERR_QUERY,
+    STOCKD_DBERR_DEADLOCK,
+    STOCKD_DBERR_FENCED,
+    STOCKD_DBERR_GUARD,
+    STOCKD_DBERR_UNKNOWN,
+    STOCKD_DBERR_COUNT,
+} stockd_dberr;
+
+/* Counting; any thread, lock-free. */
+void stockd_metrics_request(stockd_route route, stockd_result result);
+void stockd_metrics_db_error(int stockdb_rc); /* ignores OK and NOT_FOUND */
+void stockd_metrics_deduction(uint64_t ns);
+void stockd_metrics_lock_wait(uint64_t ns);
+/* The Prometheus text exposition; the caller frees it. NULL when out of memory. zk may
+ * be NULL. Reads memory only, so the polling thread may call it. */
+char *stockd_metrics_render(const stockd_config *cfg, zklock_session *zk);
 
 /* ------------------------------------------------------------------ log */
 

@@ -90,6 +90,20 @@ expect_eq "one deduction for one key" $((before - 1)) "$(sql 'SELECT stock FROM 
 expect GET "/stock/reduce?id=4" 400 bad_request -H 'Idempotency-Key: bad key!'
 expect GET "/stock/reduce?id=4&request_id=a" 400 bad_request -H 'Idempotency-Key: b'
 
+# /metrics: Prometheus text that the reference parser accepts, counting what we did.
+curl -sS -D "$T/mheaders" "$base/metrics" >"$T/metrics"
+grep -qi '^content-type: text/plain; version=0.0.4' "$T/mheaders" || fail "/metrics content type"
+/usr/bin/python3 "$STOCKD_SRC/tests/service/prom_parse.py" <"$T/metrics" >"$T/samples" ||
+  fail "/metrics does not parse"
+deducted=$(sql "SELECT COUNT(*) FROM orders WHERE instance='stockd-1'")
+grep -qx "stockd_requests_total{code=\"200\",result=\"deducted\",route=\"/stock/reduce\"} $((deducted + 2))" "$T/samples" ||
+  fail "deducted count in /metrics (want $deducted orders + 2 replays): $(grep requests_total "$T/samples")"
+grep -qx 'stockd_requests_total{code="409",result="sold_out",route="/stock/reduce"} 1' "$T/samples" ||
+  fail "sold_out count in /metrics"
+grep -qx 'stockd_deduction_seconds_count{} '"$((deducted + 2 + 1 + 1))" "$T/samples" ||
+  fail "deduction histogram count: $(grep deduction_seconds_count "$T/samples")"
+echo "ok: /metrics parses and counts $deducted deductions"
+
 # MySQL unreachable: 503 unavailable, and /health says so.
 free_port=$((PORT0 + 19))
 MYSQL_URL="mysql://$DB_USER@127.0.0.1:$free_port/$DB" t_stockd 2 none

@@ -1,0 +1,210 @@
+/* metrics.c: stockd's counters and histograms, and their Prometheus text rendering.
+ *
+ * One process-wide set, updated with relaxed atomics from any thread (a counter only
+ * needs to be exact eventually, not ordered with anything else) and rendered on the
+ * HTTP polling thread for GET /metrics; rendering reads memory only, never blocks on
+ * I/O. ZooKeeper's counters come from the lock library's own stats. */
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "stockd.h"
+
+/* Upper bounds (seconds) of the latency buckets; +Inf is implicit. */
+static const double bucket_le[] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
+                                   0.1,    0.25,  0.5,    1,     2.5,  5,     10};
+#define NBUCKETS (sizeof(bucket_le) / sizeof(bucket_le[0]))
+
+typedef struct histogram {
+    atomic_ullong bucket[NBUCKETS + 1]; /* not cumulative; the last is +Inf */
+    atomic_ullong count;
+    atomic_ullong sum_ns;
+} histogram;
+
+#define NRESULTS (STOCKD_R_INTERNAL + 1)
+
+static struct {
+    atomic_ullong requests[STOCKD_ROUTE_COUNT][NRESULTS];
+    atomic_ullong mysql_errors[STOCKD_DBERR_COUNT];
+    histogram deduction, lock_wait;
+} m;
+
+static const char *route_names[STOCKD_ROUTE_COUNT] = {
+    [STOCKD_ROUTE_REDUCE] = "/stock/reduce", [STOCKD_ROUTE_STOCK] = "/stock",
+    [STOCKD_ROUTE_HEALTH] = "/health",       [STOCKD_ROUTE_METRICS] = "/metrics",
+    [STOCKD_ROUTE_OTHER] = "other",
+};
+
+static const char *dberr_names[STOCKD_DBERR_COUNT] = {
+    [STOCKD_DBERR_CONNECT] = "connect",   [STOCKD_DBERR_QUERY] = "query",
+    [STOCKD_DBERR_DEADLOCK] = "deadlock", [STOCKD_DBERR_FENCED] = "fenced",
+    [STOCKD_DBERR_GUARD] = "guard",       [STOCKD_DBERR_UNKNOWN] = "unknown",
+};
+
+void stockd_metrics_request(stockd_route route, stockd_result result) {
+    if ((unsigned)route >= STOCKD_ROUTE_COUNT || (unsigned)result >= NRESULTS) return;
+    atomic_fetch_add_explicit(&m.requests[route][result], 1, memory_order_relaxed);
+}
+
+void stockd_metrics_db_error(int rc) {
+    stockd_dberr e;
+    switch (rc) {
+    case STOCKDB_ERR_CONNECT:
+        e = STOCKD_DBERR_CONNECT;
+        break;
+    case STOCKDB_ERR_DEADLOCK:
+        e = STOCKD_DBERR_DEADLOCK;
+        break;
+    case STOCKDB_ERR_FENCED:
+        e = STOCKD_DBERR_FENCED;
+        break;
+    case STOCKDB_ERR_GUARD:
+        e = STOCKD_DBERR_GUARD;
+        break;
+    case STOCKDB_ERR_UNKNOWN:
+        e = STOCKD_DBERR_UNKNOWN;
+        break;
+    case STOCKDB_OK:
+    case STOCKDB_ERR_NOT_FOUND:
+        return;
+    default:
+        e = STOCKD_DBERR_QUERY;
+        break;
+    }
+    atomic_fetch_add_explicit(&m.mysql_errors[e], 1, memory_order_relaxed);
+}
+
+static void observe(histogram *h, uint64_t ns) {
+    size_t i = 0;
+    while (i < NBUCKETS && (double)ns > bucket_le[i] * 1e9)
+        i++;
+    atomic_fetch_add_explicit(&h->bucket[i], 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&h->count, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&h->sum_ns, ns, memory_order_relaxed);
+}
+
+void stockd_metrics_deduction(uint64_t ns) {
+    observe(&m.deduction, ns);
+}
+
+void stockd_metrics_lock_wait(uint64_t ns) {
+    observe(&m.lock_wait, ns);
+}
+
+/* A growing text buffer; on allocation failure it stops growing and marks itself. */
+typedef struct buf {
+    char *s;
+    size_t len, cap;
+    bool oom;
+} buf;
+
+static void put(buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void put(buf *b, const char *fmt, ...) {
+    va_list ap;
+    int n;
+
+    if (b->oom) return;
+    for (;;) {
+        va_start(ap, fmt);
+        n = vsnprintf(b->s + b->len, b->cap - b->len, fmt, ap);
+        va_end(ap);
+        if (n < 0) {
+            b->oom = true;
+            return;
+        }
+        if ((size_t)n < b->cap - b->len) break;
+        size_t cap = b->cap * 2 + (size_t)n;
+        char *s = realloc(b->s, cap);
+        if (!s) {
+            b->oom = true;
+            return;
+        }
+        b->s = s;
+        b->cap = cap;
+    }
+    b->len += (size_t)n;
+}
+
+static void put_histogram(buf *b, const char *name, const char *help, histogram *h) {
+    unsigned long long cum = 0;
+
+    put(b, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name);
+    for (size_t i = 0; i <= NBUCKETS; i++) {
+        cum += atomic_load_explicit(&h->bucket[i], memory_order_relaxed);
+        if (i < NBUCKETS)
+            put(b, "%s_bucket{le=\"%g\"} %llu\n", name, bucket_le[i], cum);
+        else
+            put(b, "%s_bucket{le=\"+Inf\"} %llu\n", name, cum);
+    }
+    put(b, "%s_sum %.9f\n", name,
+        (double)atomic_load_explicit(&h->sum_ns, memory_order_relaxed) / 1e9);
+    /* The count is the +Inf bucket, so the two always agree in one scrape. */
+    put(b, "%s_count %llu\n", name, cum);
+}
+
+static void put_counter(buf *b, const char *name, const char *help, unsigned long long v) {
+    put(b, "# HELP %s %s\n# TYPE %s counter\n%s %llu\n", name, help, name, name, v);
+}
+
+char *stockd_metrics_render(const stockd_config *cfg, zklock_session *zk) {
+    buf b = {.cap = 8192};
+
+    b.s = malloc(b.cap);
+    if (!b.s) return NULL;
+    b.s[0] = '\0';
+    put(&b, "# HELP stockd_info The instance and its lock mode.\n# TYPE stockd_info gauge\n");
+    put(&b, "stockd_info{instance=\"%s\",lock=\"%s\",version=\"%s\"} 1\n", cfg->instance,
+        stockd_lock_mode_name(cfg->lock), STOCKD_VERSION);
+
+    put(&b, "# HELP stockd_requests_total Answered requests by route and result.\n"
+            "# TYPE stockd_requests_total counter\n");
+    for (int r = 0; r < STOCKD_ROUTE_COUNT; r++) {
+        for (int x = 0; x < NRESULTS; x++) {
+            unsigned long long v = atomic_load_explicit(&m.requests[r][x], memory_order_relaxed);
+            if (v)
+                put(&b, "stockd_requests_total{route=\"%s\",result=\"%s\",code=\"%u\"} %llu\n",
+                    route_names[r], stockd_result_name((stockd_result)x),
+                    stockd_answer_status((stockd_result)x), v);
+        }
+    }
+    put(&b, "# HELP stockd_mysql_errors_total Failed MySQL transactions by kind.\n"
+            "# TYPE stockd_mysql_errors_total counter\n");
+    for (int e = 0; e < STOCKD_DBERR_COUNT; e++)
+        put(&b, "stockd_mysql_errors_total{kind=\"%s\"} %llu\n", dberr_names[e],
+            (unsigned long long)atomic_load_explicit(&m.mysql_errors[e], memory_order_relaxed));
+    put_histogram(&b, "stockd_deduction_seconds",
+                  "Time a worker spent on one deduction, lock wait included.", &m.deduction);
+    put_histogram(&b, "stockd_lock_wait_seconds",
+                  "Time spent acquiring the lock (modes local, zk, zk-herd).", &m.lock_wait);
+
+    if (zk) {
+        zklock_stats st;
+        zklock_get_stats(zk, &st);
+        put_counter(&b, "stockd_lock_acquisitions_total", "ZooKeeper lock acquisitions.",
+                    (unsigned long long)st.acquired);
+        put_counter(&b, "stockd_lock_timeouts_total", "ZooKeeper lock acquisitions timed out.",
+                    (unsigned long long)st.timeouts);
+        put_counter(&b, "stockd_lock_suspect_total", "Held locks that became suspect.",
+                    (unsigned long long)st.suspect_events);
+        put_counter(&b, "stockd_lock_lost_total", "Held locks that were lost.",
+                    (unsigned long long)st.lost_events);
+        put_counter(&b, "stockd_zk_session_expirations_total", "ZooKeeper sessions expired.",
+                    (unsigned long long)st.expirations);
+        put_counter(&b, "stockd_zk_watch_events_total", "Node watches fired for lock waiters.",
+                    (unsigned long long)st.watch_events);
+        put(&b, "# HELP stockd_zk_ops_total ZooKeeper operations by type.\n"
+                "# TYPE stockd_zk_ops_total counter\n");
+        put(&b, "stockd_zk_ops_total{op=\"create\"} %llu\n", (unsigned long long)st.op_create);
+        put(&b, "stockd_zk_ops_total{op=\"delete\"} %llu\n", (unsigned long long)st.op_delete);
+        put(&b, "stockd_zk_ops_total{op=\"get_children\"} %llu\n",
+            (unsigned long long)st.op_get_children);
+        put(&b, "stockd_zk_ops_total{op=\"get_data\"} %llu\n", (unsigned long long)st.op_get_data);
+    }
+    if (b.oom) {
+        free(b.s);
+        return NULL;
+    }
+    return b.s;
+}
