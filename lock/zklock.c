@@ -1,1 +1,651 @@
-/* placeholder */
+/* zklock.c: the lock recipes of zklock.h: the fair lock (an ephemeral-sequential
+ * queue under a container parent, each waiter watching only its predecessor) and
+ * the herd lock (one ephemeral node that every loser watches), with reentrancy,
+ * release, check and fencing tokens. Connections, watchers and the background
+ * cleanup are in zklock_conn.c.
+ *
+ * One acquisition is an "attempt": a random GUID, a node made with it, and the
+ * waiting. What the attempt knows about its node is one of
+ *   - nothing made yet;
+ *   - uncertain: a create's reply was lost; the node may exist. Once connected
+ *     again we look for our GUID and adopt the node only if our current session
+ *     owns it (a node of an expired session is about to vanish: CURATOR-498);
+ *   - made: we know its path and czxid.
+ * If the session expires, or our node disappears, the attempt starts over with a
+ * new GUID. Whatever ends an attempt without the lock deletes what it made, or
+ * queues the deletion until the connection is back (the Curator bugs CURATOR-79,
+ * CURATOR-462 and CURATOR-678 were nodes left behind on exactly these paths). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include "zklock_int.h"
+
+#define ZKLOCK_RESTART 1 /* internal: the attempt's node is gone, start over */
+
+typedef struct zklock_attempt {
+    zklock_session *s;
+    zklock_waiter w;
+    zklock_kind kind;
+    int64_t deadline; /* ms, -1 = none */
+    char guid[ZKLOCK_GUID_LEN + 1];
+    char *parent; /* fair: <root>/<name>; herd: <root> */
+    char *path;   /* fair: our node once known (buffer); herd: the node */
+    size_t path_cap;
+    uint64_t epoch; /* connection epoch of the node (made or uncertain) */
+    int made;
+    int uncertain;
+    int64_t token;
+    int ever_uncertain; /* a late copy of a lost create may still appear */
+    uint64_t watch_id;  /* the last watch this attempt registered */
+    char *watch_path;   /* its path, NULL when none is registered */
+    uint64_t own_watch; /* on success: the watch on our own node */
+} zklock_attempt;
+
+/* ---------------------------------------------------------------- helpers */
+
+static int zklock_new_guid(char out[ZKLOCK_GUID_LEN + 1]) {
+    unsigned char raw[ZKLOCK_GUID_LEN / 2];
+    size_t got = 0;
+    while (got < sizeof(raw)) {
+        ssize_t n = getrandom(raw + got, sizeof(raw) - got, 0);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            return -1;
+        }
+        got += (size_t)n;
+    }
+    static const char hex[] = "0123456789abcdef";
+    for (size_t i = 0; i < sizeof(raw); i++) {
+        out[2 * i] = hex[raw[i] >> 4];
+        out[2 * i + 1] = hex[raw[i] & 15];
+    }
+    out[ZKLOCK_GUID_LEN] = '\0';
+    return 0;
+}
+
+int64_t zklock__child_seq(const char *name) {
+    size_t n = strlen(name);
+    if (n != ZKLOCK_GUID_LEN + 6 + 10 || memcmp(name + ZKLOCK_GUID_LEN, "-lock-", 6) != 0)
+        return -1;
+    int64_t seq = 0;
+    for (const char *p = name + ZKLOCK_GUID_LEN + 6; *p; p++) {
+        if (*p < '0' || *p > '9') return -1;
+        seq = seq * 10 + (*p - '0');
+    }
+    return seq;
+}
+
+/* A lock name is one path segment of printable ASCII. "-herd" is reserved as the
+ * suffix of the herd lock's node, which lives beside the fair locks' parents. */
+static int zklock_name_valid(const char *name) {
+    size_t n = strlen(name);
+    if (n == 0 || n > 200 || strcmp(name, ".") == 0 || strcmp(name, "..") == 0) return 0;
+    if (n >= 5 && strcmp(name + n - 5, "-herd") == 0) return 0;
+    for (const char *p = name; *p; p++)
+        if (*p <= ' ' || *p >= 127 || *p == '/') return 0;
+    return 1;
+}
+
+static char *zklock_join(const char *a, const char *b, const char *suffix) {
+    size_t n = strlen(a) + 1 + strlen(b) + strlen(suffix) + 1;
+    char *p = malloc(n);
+    if (p) snprintf(p, n, "%s/%s%s", a, b, suffix);
+    return p;
+}
+
+static int zklock_map_zk(int rc) {
+    return zklock__zk_retryable(rc) ? ZKLOCK_ERR_CONNECTION : ZKLOCK_ERR_ZK;
+}
+
+static int zklock_hold_state_locked(const zklock_hold *h) {
+    zklock_conn *c = h->s->conn;
+    if (h->lost || c->epoch != h->epoch || c->state == ZKLOCK_CONN_EXPIRED) return ZKLOCK_LOST;
+    int zs = zoo_state(c->zh);
+    if (zs == ZOO_EXPIRED_SESSION_STATE || zs == ZOO_AUTH_FAILED_STATE) return ZKLOCK_LOST;
+    if (c->state != ZKLOCK_CONN_CONNECTED || zs != ZOO_CONNECTED_STATE) return ZKLOCK_SUSPECT;
+    return ZKLOCK_OK;
+}
+
+/* Sets w's watch id before the ZooKeeper call that registers it, so an event that
+ * arrives before the call returns is not missed. Returns the state_seq to wait on. */
+static uint64_t zklock_arm_watch(zklock_attempt *a) {
+    zklock_session *s = a->s;
+    pthread_mutex_lock(&s->mu);
+    uint64_t seq = s->state_seq;
+    a->w.watch_id = zklock__watch_id_locked(s, 0);
+    a->w.fired = 0;
+    pthread_mutex_unlock(&s->mu);
+    a->watch_id = a->w.watch_id;
+    free(a->watch_path);
+    a->watch_path = NULL;
+    return seq;
+}
+
+/* Remembers that the armed watch is registered at the server (for its removal if
+ * we give up before it fires). Without memory we merely cannot remove it. */
+static void zklock_watch_registered(zklock_attempt *a, const char *path) {
+    free(a->watch_path);
+    a->watch_path = strdup(path);
+}
+
+/* Sleeps until the watch fires, the connection state changes, the session is
+ * cancelled or the deadline passes. ZKLOCK_OK means "look again". */
+static int zklock_wait(zklock_attempt *a, uint64_t seq) {
+    zklock_session *s = a->s;
+    int rc = ZKLOCK_OK;
+    pthread_mutex_lock(&s->mu);
+    while (!a->w.fired) {
+        if (s->cancelled) {
+            rc = ZKLOCK_ERR_CANCELLED;
+            break;
+        }
+        if (s->state_seq != seq) break;
+        if (a->deadline >= 0 && zklock__now_ms() >= a->deadline) {
+            rc = ZKLOCK_ERR_TIMEOUT;
+            break;
+        }
+        zklock__wait_locked(s, &a->w, a->deadline);
+    }
+    pthread_mutex_unlock(&s->mu);
+    return rc;
+}
+
+static int zklock_deadline_passed(const zklock_attempt *a) {
+    return a->deadline >= 0 && zklock__now_ms() >= a->deadline;
+}
+
+/* Forgets the attempt's node (it is gone) and draws a new GUID. */
+static int zklock_attempt_reset(zklock_attempt *a) {
+    a->made = 0;
+    a->uncertain = 0;
+    return zklock_new_guid(a->guid) == 0 ? ZKLOCK_OK : ZKLOCK_ERR_ZK;
+}
+
+/* ---------------------------------------------------------------- fair lock */
+
+/* Creates our ephemeral-sequential child; makes the container parent (and the
+ * root) again when the server reaped it. Returns a zk code. */
+static int zklock_fair_create(zklock_attempt *a, zklock_conn *c) {
+    char prefix[ZKLOCK_GUID_LEN + 8];
+    snprintf(prefix, sizeof(prefix), "%s-lock-", a->guid);
+    char *want = zklock_join(a->parent, prefix, "");
+    if (!want) return ZSYSTEMERROR;
+    int rc;
+    for (int tries = 0;; tries++) {
+        struct Stat st;
+        zklock__count_op(a->s, ZKLOCK_OP_CREATE);
+        rc = zoo_create2(c->zh, want, NULL, -1, &ZOO_OPEN_ACL_UNSAFE, ZOO_EPHEMERAL_SEQUENTIAL,
+                         a->path, (int)a->path_cap, &st);
+        if (rc == ZOK) {
+            a->made = 1;
+            a->token = st.czxid;
+            break;
+        }
+        if (rc != ZNONODE || tries == 20) break;
+        /* The container parent was reaped (or never made): make it, retry. */
+        zklock__count_op(a->s, ZKLOCK_OP_CREATE);
+        rc = zoo_create(c->zh, a->parent, NULL, -1, &ZOO_OPEN_ACL_UNSAFE, ZOO_CONTAINER, NULL, 0);
+        if (rc == ZNONODE) rc = zklock__ensure_path(c, a->s->root);
+        if (rc != ZOK && rc != ZNODEEXISTS) break;
+    }
+    free(want);
+    return rc;
+}
+
+static int zklock_delete_child(zklock_attempt *a, zklock_conn *c, const char *child) {
+    char *p = zklock_join(a->parent, child, "");
+    if (!p) return ZSYSTEMERROR;
+    zklock__count_op(a->s, ZKLOCK_OP_DELETE);
+    int rc = zoo_delete(c->zh, p, -1);
+    free(p);
+    return rc == ZNONODE ? ZOK : rc;
+}
+
+/* After a lost create reply: adopt the child carrying our GUID if our current
+ * session owns it (the lowest one, should there be several). Returns a zk code. */
+static int zklock_fair_recover(zklock_attempt *a, zklock_conn *c, struct String_vector *kids) {
+    int64_t best = -1;
+    for (int i = 0; i < kids->count; i++) {
+        const char *k = kids->data[i];
+        int64_t seq = zklock__child_seq(k);
+        if (seq < 0 || strncmp(k, a->guid, ZKLOCK_GUID_LEN) != 0) continue;
+        char *p = zklock_join(a->parent, k, "");
+        if (!p) return ZSYSTEMERROR;
+        struct Stat st;
+        zklock__count_op(a->s, ZKLOCK_OP_DATA);
+        int rc = zoo_exists(c->zh, p, 0, &st);
+        if (rc == ZOK && st.ephemeralOwner == c->session_id && (best < 0 || seq < best)) {
+            best = seq;
+            snprintf(a->path, a->path_cap, "%s", p);
+            a->token = st.czxid;
+        }
+        free(p);
+        if (rc != ZOK && rc != ZNONODE) return rc;
+    }
+    a->uncertain = 0;
+    if (best >= 0) {
+        a->made = 1;
+        pthread_mutex_lock(&a->s->mu);
+        a->s->stats.recovered_creates++;
+        pthread_mutex_unlock(&a->s->mu);
+    }
+    /* If nothing was found, the create never happened: the next round makes one
+     * with the same GUID, so a late copy of the first would still be recognised. */
+    return ZOK;
+}
+
+/* One round of the fair recipe on connection c: make or find our node, list the
+ * children (no watch), hold if lowest, else watch the predecessor. Returns
+ * ZKLOCK_OK with the lock, ZKLOCK_RESTART, a negative ZKLOCK code, or 2 = "wait
+ * for the watch armed with *seq". Connection trouble returns 3 = "round again". */
+enum { ZKLOCK_ROUND_WAIT = 2, ZKLOCK_ROUND_AGAIN = 3 };
+
+static int zklock_fair_round(zklock_attempt *a, zklock_conn *c, uint64_t *seq) {
+    int rc;
+    if (!a->made && !a->uncertain) {
+        a->epoch = c->epoch;
+        rc = zklock_fair_create(a, c);
+        if (zklock__zk_retryable(rc)) {
+            a->uncertain = a->ever_uncertain = 1;
+            return ZKLOCK_ROUND_AGAIN;
+        }
+        if (rc != ZOK) return ZKLOCK_ERR_ZK;
+    }
+
+    struct String_vector kids = {0, NULL};
+    zklock__count_op(a->s, ZKLOCK_OP_CHILDREN);
+    rc = zoo_get_children(c->zh, a->parent, 0, &kids);
+    if (rc == ZNONODE) return ZKLOCK_RESTART; /* parent reaped: no node of ours in it */
+    if (rc != ZOK) return zklock__zk_retryable(rc) ? ZKLOCK_ROUND_AGAIN : ZKLOCK_ERR_ZK;
+
+    int out = ZKLOCK_ROUND_AGAIN;
+    if (a->uncertain) {
+        rc = zklock_fair_recover(a, c, &kids);
+        if (rc != ZOK) {
+            out = zklock__zk_retryable(rc) ? ZKLOCK_ROUND_AGAIN : ZKLOCK_ERR_ZK;
+            goto done;
+        }
+        if (!a->made) goto done; /* create again next round */
+    }
+
+    const char *mine = strrchr(a->path, '/') + 1;
+    int64_t my_seq = zklock__child_seq(mine);
+    int64_t pred_seq = -1;
+    const char *pred = NULL;
+    int found = 0;
+    for (int i = 0; i < kids.count; i++) {
+        const char *k = kids.data[i];
+        int64_t ks = zklock__child_seq(k);
+        if (ks < 0) continue; /* not a lock node: ignore it */
+        if (strcmp(k, mine) == 0) {
+            found = 1;
+        } else if (strncmp(k, a->guid, ZKLOCK_GUID_LEN) == 0) {
+            /* A second node with our GUID: the late result of a create whose reply
+             * was lost. It would block the queue until our session ends. */
+            rc = zklock_delete_child(a, c, k);
+            if (rc == ZOK) {
+                pthread_mutex_lock(&a->s->mu);
+                a->s->stats.orphans_deleted++;
+                pthread_mutex_unlock(&a->s->mu);
+            }
+        } else if (ks < my_seq && ks > pred_seq) {
+            pred_seq = ks;
+            pred = k;
+        }
+    }
+    if (!found) {
+        out = ZKLOCK_RESTART; /* deleted under us, or its session expired */
+        goto done;
+    }
+    if (!pred) {
+        out = ZKLOCK_OK;
+        goto done;
+    }
+    if (zklock_deadline_passed(a)) {
+        out = ZKLOCK_ERR_TIMEOUT;
+        goto done;
+    }
+
+    char *pp = zklock_join(a->parent, pred, "");
+    if (!pp) {
+        out = ZKLOCK_ERR_NOMEM;
+        goto done;
+    }
+    *seq = zklock_arm_watch(a);
+    char buf[1];
+    int len = sizeof(buf);
+    zklock__count_op(a->s, ZKLOCK_OP_DATA);
+    /* A data watch, not exists: on a vanished node it sets nothing. */
+    rc = zoo_wget(c->zh, pp, zklock__node_watcher, (void *)(uintptr_t)a->watch_id, buf, &len, NULL);
+    if (rc == ZOK) zklock_watch_registered(a, pp);
+    free(pp);
+    if (rc == ZOK)
+        out = ZKLOCK_ROUND_WAIT;
+    else if (rc == ZNONODE || zklock__zk_retryable(rc))
+        out = ZKLOCK_ROUND_AGAIN; /* predecessor gone: look again at once */
+    else
+        out = ZKLOCK_ERR_ZK;
+done:
+    deallocate_String_vector(&kids);
+    return out;
+}
+
+/* ---------------------------------------------------------------- herd lock */
+
+static int zklock_herd_round(zklock_attempt *a, zklock_conn *c, uint64_t *seq) {
+    int rc;
+    struct Stat st;
+    if (a->uncertain) {
+        /* Our create's reply was lost: the node is ours only if it carries our
+         * GUID and our current session owns it. */
+        char data[ZKLOCK_GUID_LEN];
+        int len = sizeof(data);
+        zklock__count_op(a->s, ZKLOCK_OP_DATA);
+        rc = zoo_get(c->zh, a->path, 0, data, &len, &st);
+        if (zklock__zk_retryable(rc)) return ZKLOCK_ROUND_AGAIN;
+        if (rc != ZOK && rc != ZNONODE) return ZKLOCK_ERR_ZK;
+        a->uncertain = 0;
+        if (rc == ZOK && st.ephemeralOwner == c->session_id && len == ZKLOCK_GUID_LEN &&
+            memcmp(data, a->guid, ZKLOCK_GUID_LEN) == 0) {
+            a->made = 1;
+            a->token = st.czxid;
+            pthread_mutex_lock(&a->s->mu);
+            a->s->stats.recovered_creates++;
+            pthread_mutex_unlock(&a->s->mu);
+            return ZKLOCK_OK;
+        }
+    }
+
+    a->epoch = c->epoch;
+    zklock__count_op(a->s, ZKLOCK_OP_CREATE);
+    rc = zoo_create2(c->zh, a->path, a->guid, ZKLOCK_GUID_LEN, &ZOO_OPEN_ACL_UNSAFE, ZOO_EPHEMERAL,
+                     NULL, 0, &st);
+    if (rc == ZOK) {
+        a->made = 1;
+        a->token = st.czxid;
+        return ZKLOCK_OK;
+    }
+    if (rc == ZNONODE) {
+        rc = zklock__ensure_path(c, a->s->root);
+        if (rc == ZOK) return ZKLOCK_ROUND_AGAIN;
+    }
+    if (zklock__zk_retryable(rc)) {
+        a->uncertain = a->ever_uncertain = 1;
+        return ZKLOCK_ROUND_AGAIN;
+    }
+    if (rc != ZNODEEXISTS) return ZKLOCK_ERR_ZK;
+    if (zklock_deadline_passed(a)) return ZKLOCK_ERR_TIMEOUT;
+
+    *seq = zklock_arm_watch(a);
+    zklock__count_op(a->s, ZKLOCK_OP_DATA);
+    rc = zoo_wexists(c->zh, a->path, zklock__node_watcher, (void *)(uintptr_t)a->watch_id, &st);
+    /* On ZNONODE an exists watch stays set (it fires at the next create). */
+    if (rc == ZOK || rc == ZNONODE) zklock_watch_registered(a, a->path);
+    if (rc == ZOK) return ZKLOCK_ROUND_WAIT;
+    if (rc == ZNONODE || zklock__zk_retryable(rc)) return ZKLOCK_ROUND_AGAIN;
+    return ZKLOCK_ERR_ZK;
+}
+
+/* ---------------------------------------------------------------- acquire */
+
+/* Runs rounds until the lock is ours or the attempt fails. */
+static int zklock_attempt_run(zklock_attempt *a) {
+    zklock_session *s = a->s;
+    for (;;) {
+        zklock_conn *c = NULL;
+        pthread_mutex_lock(&s->mu);
+        int rc = zklock__conn_get_locked(s, &a->w, a->deadline, &c);
+        pthread_mutex_unlock(&s->mu);
+        if (rc != ZKLOCK_OK) return rc;
+
+        if ((a->made || a->uncertain) && c->epoch != a->epoch) {
+            /* The session that made (or maybe made) our node expired. */
+            zklock__conn_put(s, c);
+            if ((rc = zklock_attempt_reset(a)) != ZKLOCK_OK) return rc;
+            continue;
+        }
+        uint64_t seq = 0;
+        rc = a->kind == ZKLOCK_FAIR ? zklock_fair_round(a, c, &seq) : zklock_herd_round(a, c, &seq);
+        if (rc == ZKLOCK_OK) {
+            /* Watch our own node, so that zklock_check sees it deleted under us. */
+            pthread_mutex_lock(&s->mu);
+            a->own_watch = zklock__watch_id_locked(s, 1);
+            pthread_mutex_unlock(&s->mu);
+            zklock__watch_own_node(c, a->path, a->own_watch);
+            zklock__conn_put(s, c);
+            return ZKLOCK_OK;
+        }
+        zklock__conn_put(s, c);
+        if (rc == ZKLOCK_RESTART) {
+            if ((rc = zklock_attempt_reset(a)) != ZKLOCK_OK) return rc;
+            continue;
+        }
+        if (rc == ZKLOCK_ROUND_AGAIN) continue;
+        if (rc == ZKLOCK_ROUND_WAIT) {
+            rc = zklock_wait(a, seq);
+            if (rc != ZKLOCK_OK) return rc;
+            continue;
+        }
+        return rc;
+    }
+}
+
+/* Gives up an attempt: removes its watch and deletes whatever node it made (or
+ * may have made). What cannot be deleted now is queued for after reconnection. */
+static void zklock_attempt_abandon(zklock_attempt *a) {
+    zklock_session *s = a->s;
+    zklock_conn *c = NULL;
+    pthread_mutex_lock(&s->mu);
+    int rc = zklock__conn_get_locked(s, NULL, 0, &c);
+    int fired = a->w.fired;
+    pthread_mutex_unlock(&s->mu);
+    /* Client side only (local = 1): the server keeps one watch per path and
+     * connection, shared with other waiters of this session, which ends when the
+     * watched node goes; what we drop is our callback registration. */
+    if (rc == ZKLOCK_OK && a->watch_path && !fired)
+        zoo_remove_watches(c->zh, a->watch_path, ZWATCHTYPE_ANY, zklock__node_watcher,
+                           (void *)(uintptr_t)a->watch_id, 1);
+    if (a->made || a->uncertain) {
+        int zrc = ZCONNECTIONLOSS;
+        if (rc == ZKLOCK_OK && c->epoch != a->epoch) {
+            zrc = ZOK; /* made by an expired session: gone with it */
+        } else if (rc == ZKLOCK_OK && a->made && a->kind == ZKLOCK_FAIR && !a->ever_uncertain) {
+            zklock__count_op(s, ZKLOCK_OP_DELETE);
+            zrc = zoo_delete(c->zh, a->path, -1);
+            if (zrc == ZNONODE) zrc = ZOK;
+        } else if (rc == ZKLOCK_OK) {
+            zklock_cleanup e = {.epoch = a->epoch, .kind = a->kind};
+            e.path = a->kind == ZKLOCK_FAIR ? a->parent : a->path;
+            memcpy(e.guid, a->guid, sizeof(e.guid));
+            zrc = zklock__cleanup_run(c, &e);
+        }
+        if (zrc != ZOK)
+            zklock__cleanup_queue(s, a->epoch, a->kind,
+                                  a->kind == ZKLOCK_FAIR ? a->parent : a->path, a->guid);
+    }
+    if (c) zklock__conn_put(s, c);
+}
+
+static void zklock_hold_free(zklock_hold *h) {
+    if (!h) return;
+    free(h->name);
+    free(h->parent);
+    free(h->path);
+    free(h);
+}
+
+int zklock_acquire(zklock_session *s, const char *name, zklock_kind kind, int timeout_ms,
+                   zklock_hold **out) {
+    if (out) *out = NULL;
+    if (!s || !name || !out || !zklock_name_valid(name) ||
+        (kind != ZKLOCK_FAIR && kind != ZKLOCK_HERD))
+        return ZKLOCK_ERR_ARGS;
+
+    pthread_t self = pthread_self();
+    pthread_mutex_lock(&s->mu);
+    if (s->cancelled) {
+        pthread_mutex_unlock(&s->mu);
+        return ZKLOCK_ERR_CANCELLED;
+    }
+    for (zklock_hold *h = s->holds; h; h = h->next) {
+        if (pthread_equal(h->owner, self) && h->kind == kind && strcmp(h->name, name) == 0) {
+            /* Reentry. A lost hold is not handed out again: the caller must learn
+             * that the outer critical section is no longer protected. */
+            int rc = zklock_hold_state_locked(h) == ZKLOCK_LOST ? ZKLOCK_LOST : ZKLOCK_OK;
+            if (rc == ZKLOCK_OK) {
+                h->count++;
+                *out = h;
+            }
+            pthread_mutex_unlock(&s->mu);
+            return rc;
+        }
+    }
+    pthread_mutex_unlock(&s->mu);
+
+    /* Everything the success path needs is allocated first, so that nothing can
+     * fail between winning the lock and handing it out. */
+    zklock_attempt a = {.s = s, .kind = kind};
+    a.deadline = timeout_ms < 0 ? -1 : zklock__now_ms() + timeout_ms;
+    zklock_hold *h = calloc(1, sizeof(*h));
+    int rc = ZKLOCK_ERR_NOMEM;
+    if (!h || !(h->name = strdup(name))) goto out_nowaiter;
+    if (kind == ZKLOCK_FAIR) {
+        a.parent = zklock_join(s->root, name, "");
+        a.path_cap = strlen(s->root) + strlen(name) + ZKLOCK_GUID_LEN + 32;
+        a.path = calloc(1, a.path_cap);
+    } else {
+        a.parent = strdup(s->root);
+        a.path = zklock_join(s->root, name, "-herd");
+    }
+    if (!a.parent || !a.path) goto out_nowaiter;
+    if (zklock_new_guid(a.guid) != 0) {
+        rc = ZKLOCK_ERR_ZK;
+        goto out_nowaiter;
+    }
+
+    zklock__waiter_add(s, &a.w);
+    rc = zklock_attempt_run(&a);
+    if (rc == ZKLOCK_OK) {
+        h->s = s;
+        h->owner = self;
+        h->kind = kind;
+        h->count = 1;
+        h->epoch = a.epoch;
+        h->watch_id = a.own_watch;
+        h->token = a.token;
+        h->sweep = a.ever_uncertain;
+        memcpy(h->guid, a.guid, sizeof(h->guid));
+        h->parent = a.parent;
+        h->path = a.path;
+        a.parent = a.path = NULL;
+        pthread_mutex_lock(&s->mu);
+        h->next = s->holds;
+        s->holds = h;
+        s->stats.acquired++;
+        pthread_mutex_unlock(&s->mu);
+        *out = h;
+        h = NULL;
+    } else {
+        zklock_attempt_abandon(&a);
+        if (rc == ZKLOCK_ERR_TIMEOUT) {
+            pthread_mutex_lock(&s->mu);
+            s->stats.timeouts++;
+            pthread_mutex_unlock(&s->mu);
+        }
+    }
+    zklock__waiter_remove(s, &a.w);
+out_nowaiter:
+    zklock_hold_free(h);
+    free(a.parent);
+    free(a.path);
+    free(a.watch_path);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- hold */
+
+int zklock_check(const zklock_hold *h) {
+    if (!h) return ZKLOCK_ERR_ARGS;
+    pthread_mutex_lock(&h->s->mu);
+    int rc = zklock_hold_state_locked(h);
+    pthread_mutex_unlock(&h->s->mu);
+    return rc;
+}
+
+int64_t zklock_token(const zklock_hold *h) {
+    return h ? h->token : 0;
+}
+
+/* Deletes the node of a hold through c. Returns a zk code. */
+static int zklock_hold_delete(zklock_hold *h, zklock_conn *c) {
+    zklock_session *s = h->s;
+    if (h->kind == ZKLOCK_FAIR && h->sweep) {
+        /* A lost create may have a late twin with our GUID, even behind our node
+         * (requests can be reordered across a reconnection): delete all of them. */
+        zklock_cleanup e = {.epoch = h->epoch, .kind = ZKLOCK_FAIR, .path = h->parent};
+        memcpy(e.guid, h->guid, sizeof(e.guid));
+        return zklock__cleanup_run(c, &e);
+    }
+    if (h->kind == ZKLOCK_FAIR) {
+        zklock__count_op(s, ZKLOCK_OP_DELETE);
+        int rc = zoo_delete(c->zh, h->path, -1);
+        return rc == ZNONODE ? ZOK : rc;
+    }
+    /* The herd node's name is shared: delete it only while it is still the node
+     * we made (same czxid, our session), never a successor's. */
+    struct Stat st;
+    zklock__count_op(s, ZKLOCK_OP_DATA);
+    int rc = zoo_exists(c->zh, h->path, 0, &st);
+    if (rc == ZNONODE) return ZOK;
+    if (rc != ZOK) return rc;
+    if (st.czxid != h->token || st.ephemeralOwner != c->session_id) return ZOK;
+    zklock__count_op(s, ZKLOCK_OP_DELETE);
+    rc = zoo_delete(c->zh, h->path, st.version);
+    return rc == ZNONODE || rc == ZBADVERSION ? ZOK : rc;
+}
+
+int zklock_release(zklock_hold *h) {
+    if (!h) return ZKLOCK_ERR_ARGS;
+    if (!pthread_equal(h->owner, pthread_self())) return ZKLOCK_ERR_NOT_OWNER;
+    zklock_session *s = h->s;
+
+    pthread_mutex_lock(&s->mu);
+    if (--h->count > 0) {
+        pthread_mutex_unlock(&s->mu);
+        return ZKLOCK_OK;
+    }
+    /* Unlinked first: the own-node watch that our delete fires finds no hold. */
+    for (zklock_hold **p = &s->holds; *p; p = &(*p)->next) {
+        if (*p == h) {
+            *p = h->next;
+            break;
+        }
+    }
+    int state = zklock_hold_state_locked(h);
+    zklock_conn *c = NULL;
+    int rc = ZKLOCK_LOST;
+    if (state != ZKLOCK_LOST) rc = zklock__conn_get_locked(s, NULL, 0, &c);
+    pthread_mutex_unlock(&s->mu);
+
+    if (rc == ZKLOCK_OK) {
+        int zrc = zklock_hold_delete(h, c);
+        zklock__conn_put(s, c);
+        if (zrc != ZOK) {
+            rc = zklock_map_zk(zrc);
+            if (zklock__zk_retryable(zrc))
+                zklock__cleanup_queue(s, h->epoch, h->kind,
+                                      h->kind == ZKLOCK_FAIR ? h->parent : h->path, h->guid);
+        }
+    } else if (rc != ZKLOCK_LOST) {
+        /* Disconnected (SUSPECT): the node must go once we are back, else it would
+         * block the lock for as long as our session lives (CURATOR-678). */
+        rc = ZKLOCK_ERR_CONNECTION;
+        zklock__cleanup_queue(s, h->epoch, h->kind, h->kind == ZKLOCK_FAIR ? h->parent : h->path,
+                              h->guid);
+    }
+    zklock_hold_free(h);
+    return rc;
+}

@@ -10,19 +10,27 @@
  *     contender puts a data watch (zoo_wget) on its predecessor only, so a release wakes
  *     exactly one waiter.
  * The herd lock is the seeds' first attempt, kept for comparison: one ephemeral node
- * per lock; losers watch it and all race again when it goes.
+ * per lock, <root>/<name>-herd, holding the GUID; losers set an exists watch on it
+ * and all race again when it goes. (So a lock name may not end in "-herd".)
  *
  * Safety beyond the recipe:
- *   - timeout, error or cancellation deletes our own node: no orphan is left;
+ *   - timeout, error or cancellation deletes our own node: no orphan is left. If
+ *     the connection is down at that moment (or the node's create reply was lost),
+ *     the deletion is queued and done in the background as soon as the connection
+ *     is back with the same session; if the session expires instead, the server
+ *     has deleted the node already. The same holds for a release;
+ *   - a node whose create reply was lost is adopted only if our current session
+ *     owns it; a late duplicate carrying our GUID is deleted when seen;
  *   - on disconnect every held lock becomes SUSPECT; on session expiry every held lock
  *     becomes LOST, a new session is made, and zklock_check() tells the holder;
  *   - every acquisition yields a fencing token, the czxid of its lock node, which only
  *     grows across the ensemble; the database refuses writes with an older token.
  *
  * Threads and ownership:
- *   - A zklock_session is one ZooKeeper session shared by all threads of a process.
+ *   - A zklock_session is one ZooKeeper session shared by all threads of a process
+ *     (replaced by a new one, in the background, when it expires).
  *     zklock_session_new/free are called by one thread (main); all other functions are
- *     thread-safe.
+ *     thread-safe. Never fork() with a session open; make sessions after fork.
  *   - A zklock_hold belongs to the thread that acquired it: only that thread may check
  *     or release it. Locks are reentrant per thread: acquiring a lock the calling thread
  *     already holds returns the same hold with its count raised; release lowers it, and
@@ -30,23 +38,23 @@
  *   - ZooKeeper's watcher callbacks only record state and signal; they never block.
  *
  * Every function returns ZKLOCK_OK (0) or a negative ZKLOCK_* code; zklock_strerror()
- * names it. Nothing here prints (except through ZooKeeper's own log, which is set
- * to errors only), exits or aborts on a server error. */
+ * names it. Nothing here prints (ZooKeeper's own log is set to errors only and sent
+ * to a callback that drops it), exits or aborts on a server error. */
 #ifndef ZKLOCK_H
 #define ZKLOCK_H
 
 #include <stdint.h>
 
-#define ZKLOCK_OK              0
-#define ZKLOCK_ERR_ARGS        -1 /* bad argument */
-#define ZKLOCK_ERR_NOMEM       -2
-#define ZKLOCK_ERR_TIMEOUT     -3 /* not acquired before the deadline; our node is gone */
-#define ZKLOCK_ERR_CONNECTION  -4 /* no usable connection to ZooKeeper */
-#define ZKLOCK_ERR_CANCELLED   -5 /* zklock_session_cancel() was called */
-#define ZKLOCK_ERR_ZK          -6 /* ZooKeeper answered an unexpected error */
-#define ZKLOCK_ERR_NOT_OWNER   -7 /* the hold belongs to another thread */
-#define ZKLOCK_SUSPECT         -8 /* check: connection lost; the lock may have passed on */
-#define ZKLOCK_LOST            -9 /* check: session expired or node gone; lock is lost */
+#define ZKLOCK_OK             0
+#define ZKLOCK_ERR_ARGS       -1 /* bad argument */
+#define ZKLOCK_ERR_NOMEM      -2
+#define ZKLOCK_ERR_TIMEOUT    -3 /* not acquired before the deadline; our node is gone */
+#define ZKLOCK_ERR_CONNECTION -4 /* no usable connection to ZooKeeper */
+#define ZKLOCK_ERR_CANCELLED  -5 /* zklock_session_cancel() was called */
+#define ZKLOCK_ERR_ZK         -6 /* ZooKeeper answered an unexpected error */
+#define ZKLOCK_ERR_NOT_OWNER  -7 /* the hold belongs to another thread */
+#define ZKLOCK_SUSPECT        -8 /* check: connection lost; the lock may have passed on */
+#define ZKLOCK_LOST           -9 /* check: session expired or node gone; lock is lost */
 
 typedef enum zklock_kind {
     ZKLOCK_FAIR = 0, /* ephemeral-sequential queue, watch the predecessor */
@@ -54,15 +62,15 @@ typedef enum zklock_kind {
 } zklock_kind;
 
 typedef struct zklock_session_config {
-    const char *hosts;       /* "127.0.0.1:2181,127.0.0.1:2182" */
-    const char *root;        /* parent of all locks; NULL = "/stock/locks" */
-    int session_timeout_ms;  /* requested; 0 = 6000 (the server may clamp it) */
-    int connect_timeout_ms;  /* how long zklock_session_new waits; 0 = 5000 */
+    const char *hosts;      /* "127.0.0.1:2181,127.0.0.1:2182" */
+    const char *root;       /* parent of all locks; NULL = "/stock/locks" */
+    int session_timeout_ms; /* requested; 0 = 6000 (the server may clamp it) */
+    int connect_timeout_ms; /* how long zklock_session_new waits; 0 = 5000 */
 } zklock_session_config;
 
 /* Counters for /metrics and the lock benchmark. All only grow. */
 typedef struct zklock_stats {
-    uint64_t acquired;       /* successful first acquisitions (reentrant ones excluded) */
+    uint64_t acquired; /* successful first acquisitions (reentrant ones excluded) */
     uint64_t timeouts;
     uint64_t suspect_events; /* holds that became SUSPECT */
     uint64_t lost_events;    /* holds that became LOST */
@@ -70,8 +78,10 @@ typedef struct zklock_stats {
     uint64_t op_create;
     uint64_t op_delete;
     uint64_t op_get_children;
-    uint64_t op_get_data;    /* zoo_wget / zoo_wexists calls */
-    uint64_t watch_events;   /* node watches that fired for our waiters */
+    uint64_t op_get_data;       /* zoo_(a)wget / zoo_wexists / zoo_get / zoo_exists */
+    uint64_t watch_events;      /* node watches that fired for our waiters */
+    uint64_t recovered_creates; /* lost create replies whose node we found and adopted */
+    uint64_t orphans_deleted;   /* late duplicates of such creates that we deleted */
 } zklock_stats;
 
 typedef struct zklock_session zklock_session;
@@ -82,32 +92,56 @@ typedef struct zklock_hold zklock_hold;
  * if ZooKeeper did not answer in time). */
 int zklock_session_new(const zklock_session_config *cfg, zklock_session **out);
 
-/* Cancels waiting acquisitions, deletes any nodes still held, closes the session.
- * Holds still outstanding become invalid. NULL is a no-op. */
+/* Cancels waiting acquisitions, deletes any nodes still held (by closing the
+ * ZooKeeper session), and frees everything, including holds still outstanding:
+ * their pointers become invalid. No other thread may be inside a zklock call or
+ * use a hold of this session any more: call zklock_session_cancel(), join the
+ * threads, then free. NULL is a no-op. */
 void zklock_session_free(zklock_session *s);
 
 /* Makes every acquisition now waiting, or started later, fail with
  * ZKLOCK_ERR_CANCELLED (used at shutdown). */
 void zklock_session_cancel(zklock_session *s);
 
-/* Acquires the lock `name` (a single path segment such as "product_1") of the given
- * kind, waiting at most timeout_ms (0 = try once, < 0 = no limit). On ZKLOCK_OK *out is
- * the hold. On any error our node, if one was made, has been deleted. */
+/* Acquires the lock `name` (a single path segment of printable ASCII such as
+ * "product_1", at most 200 bytes, not ending in "-herd") of the given kind, waiting at
+ * most timeout_ms (0 = try once, < 0 = no limit). On ZKLOCK_OK *out is the hold; on
+ * error *out is NULL and our node, if one was made, has been deleted (or its
+ * deletion is queued, see above). If the session expires while we wait, the wait
+ * goes on with the new session (a new node, so a new place in the queue).
+ * Returns ZKLOCK_OK, ZKLOCK_ERR_ARGS, ZKLOCK_ERR_NOMEM, ZKLOCK_ERR_TIMEOUT,
+ * ZKLOCK_ERR_CONNECTION (not connected at the deadline), ZKLOCK_ERR_CANCELLED,
+ * ZKLOCK_ERR_ZK, or ZKLOCK_LOST: a reentrant acquisition of a hold that is already
+ * LOST is refused (the count is not raised), so that the outer critical section
+ * learns it is no longer protected; release that hold. */
 int zklock_acquire(zklock_session *s, const char *name, zklock_kind kind, int timeout_ms,
                    zklock_hold **out);
 
 /* Is the lock still ours? ZKLOCK_OK, ZKLOCK_SUSPECT (connection currently lost) or
  * ZKLOCK_LOST (session expired, or our node was deleted). Call it right before
- * committing work done under the lock. Cheap: reads local state only. */
+ * committing work done under the lock. Cheap: reads local state only. A connection
+ * problem that the client has not noticed yet (a process paused past its session
+ * timeout) cannot be seen here: that is what the fencing token is for. */
 int zklock_check(const zklock_hold *h);
 
-/* The fencing token of this acquisition: the czxid of its lock node, > 0. */
+/* The fencing token of this acquisition: the czxid of its lock node, > 0 (0 for
+ * NULL). Tokens grow across all locks of an ensemble, so a database can refuse a
+ * write carrying a token lower than the last one it accepted. */
 int64_t zklock_token(const zklock_hold *h);
 
-/* Releases one level of the hold; at zero deletes the node and frees the hold. A
- * delete that cannot reach the server is left to session expiry, and the function
- * still frees the hold and returns the error. */
+/* Releases one level of the hold; at zero deletes the node and frees the hold.
+ * Returns ZKLOCK_OK; ZKLOCK_ERR_NOT_OWNER if called by another thread than the
+ * acquirer (the hold is untouched); ZKLOCK_LOST if the hold had been lost (nothing
+ * to delete; the hold is freed); ZKLOCK_ERR_CONNECTION if the delete could not
+ * reach the server: the hold is freed and the delete is retried in the background
+ * once the connection is back with the same session (else the node went with the
+ * session), so the lock is never left blocked. */
 int zklock_release(zklock_hold *h);
+
+/* Is the session connected right now? ZKLOCK_OK, ZKLOCK_ERR_CONNECTION (connecting, or
+ * the session expired and its replacement is not yet connected) or
+ * ZKLOCK_ERR_CANCELLED. Reads local state only: it never waits, so /health can ask. */
+int zklock_session_status(zklock_session *s);
 
 /* Copies the session's counters. */
 void zklock_get_stats(zklock_session *s, zklock_stats *out);

@@ -1,1 +1,53 @@
-# Tests of lock/ (see tests/CMakeLists.txt for the helpers).
+# Tests of lock/ (see tests/CMakeLists.txt for the helpers). All run against a real
+# ZooKeeper: the shared one of the `servers` fixture, or one of their own under
+# $T for the restart test.
+add_library(lock_test_util STATIC lock/lock_test.c)
+target_include_directories(lock_test_util PUBLIC ${CMAKE_CURRENT_SOURCE_DIR}
+                                                 ${CMAKE_CURRENT_SOURCE_DIR}/lock)
+target_link_libraries(lock_test_util PUBLIC zklock)
+
+# lock_c_test(NAME [ARGS...]): builds tests/lock/NAME.c and runs it as an
+# integration test.
+function(lock_c_test name)
+  add_executable(${name} lock/${name}.c)
+  target_link_libraries(${name} PRIVATE lock_test_util)
+  stockd_integration_test(${name} COMMAND ${name} ${ARGN} TIMEOUT 180 LABELS lock)
+endfunction()
+
+add_executable(lock_hammer lock/lock_hammer.c)
+target_link_libraries(lock_hammer PRIVATE lock_test_util)
+
+# Mutual exclusion: 3 processes x 3 threads x 30 acquisitions on one lock.
+stockd_integration_test(lock_mutex_fair
+  COMMAND lock_hammer --kind fair --procs 3 --threads 3 --iterations 30 --expect-all
+  TIMEOUT 180 LABELS lock)
+stockd_integration_test(lock_mutex_herd
+  COMMAND lock_hammer --kind herd --procs 3 --threads 3 --iterations 30 --expect-all
+  TIMEOUT 180 LABELS lock)
+
+# The negative control: without the lock the same run must fail.
+stockd_integration_test(lock_mutex_control
+  COMMAND lock_hammer --no-lock --procs 3 --threads 3 --iterations 10 --expect-all
+  TIMEOUT 60 LABELS lock)
+set_tests_properties(lock_mutex_control PROPERTIES WILL_FAIL TRUE)
+
+lock_c_test(lock_fair_order_test)
+lock_c_test(lock_timeout_test)
+lock_c_test(lock_reentrant_test)
+lock_c_test(lock_expiry_test)
+lock_c_test(lock_watches_test)
+lock_c_test(lock_lost_reply_test)
+lock_c_test(lock_fencing_test)
+
+stockd_unit_test(lock_child_seq_test SOURCES lock/lock_child_seq_test.c LIBS zklock)
+
+# Restarts its own ZooKeeper while one process holds and others wait.
+stockd_integration_test(lock_zk_restart_test
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/lock/lock_zk_restart_test.sh
+          $<TARGET_FILE:lock_hammer>
+  TIMEOUT 240 LABELS lock)
+
+# The benchmark tool, briefly: only no overlap and some acquisitions are asserted.
+stockd_integration_test(lock_bench_smoke
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/lock/lock_bench_smoke.sh $<TARGET_FILE:zklock-bench>
+  TIMEOUT 120 LABELS lock)

@@ -1,0 +1,587 @@
+/* zklock_conn.c: the session side of zklock. A zklock_session owns one ZooKeeper
+ * connection at a time (zklock_conn), the watchers that turn ZooKeeper's events
+ * into state changes, and a maintenance thread that
+ *   - replaces a connection whose session expired (zookeeper_init and
+ *     zookeeper_close must not run on ZooKeeper's completion thread, where our
+ *     watchers run), and
+ *   - deletes nodes that a release or a failed acquisition could not delete
+ *     because the connection was down, once it is back with the same session.
+ * The lock recipes themselves are in zklock.c. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "zklock_int.h"
+
+/* ---------------------------------------------------------------- small helpers */
+
+int64_t zklock__now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int zklock__zk_retryable(int rc) {
+    return rc == ZCONNECTIONLOSS || rc == ZOPERATIONTIMEOUT || rc == ZSESSIONEXPIRED ||
+           rc == ZINVALIDSTATE || rc == ZCLOSING || rc == ZSESSIONMOVED;
+}
+
+void zklock__count_op(zklock_session *s, int op) {
+    pthread_mutex_lock(&s->mu);
+    switch (op) {
+    case ZKLOCK_OP_CREATE:
+        s->stats.op_create++;
+        break;
+    case ZKLOCK_OP_DELETE:
+        s->stats.op_delete++;
+        break;
+    case ZKLOCK_OP_CHILDREN:
+        s->stats.op_get_children++;
+        break;
+    default:
+        s->stats.op_get_data++;
+        break;
+    }
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* ZooKeeper's own log goes nowhere: a library does not print. */
+static void zklock_log_discard(const char *message) {
+    (void)message;
+}
+
+static void zklock_wake_all_locked(zklock_session *s) {
+    for (zklock_waiter *w = s->waiters; w; w = w->next)
+        pthread_cond_signal(&w->cond);
+    pthread_cond_signal(&s->maint_cond);
+}
+
+void zklock__waiter_add(zklock_session *s, zklock_waiter *w) {
+    pthread_condattr_t attr;
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    pthread_cond_init(&w->cond, &attr);
+    pthread_condattr_destroy(&attr);
+    w->watch_id = 0;
+    w->fired = 0;
+    pthread_mutex_lock(&s->mu);
+    w->next = s->waiters;
+    s->waiters = w;
+    pthread_mutex_unlock(&s->mu);
+}
+
+void zklock__waiter_remove(zklock_session *s, zklock_waiter *w) {
+    pthread_mutex_lock(&s->mu);
+    for (zklock_waiter **p = &s->waiters; *p; p = &(*p)->next) {
+        if (*p == w) {
+            *p = w->next;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&s->mu);
+    pthread_cond_destroy(&w->cond);
+}
+
+static void zklock_cond_wait_until(pthread_cond_t *cond, pthread_mutex_t *mu, int64_t deadline_ms) {
+    if (deadline_ms < 0) {
+        pthread_cond_wait(cond, mu);
+        return;
+    }
+    struct timespec ts = {.tv_sec = deadline_ms / 1000,
+                          .tv_nsec = (long)(deadline_ms % 1000) * 1000000};
+    pthread_cond_timedwait(cond, mu, &ts);
+}
+
+void zklock__wait_locked(zklock_session *s, zklock_waiter *w, int64_t deadline_ms) {
+    zklock_cond_wait_until(&w->cond, &s->mu, deadline_ms);
+}
+
+uint64_t zklock__watch_id_locked(zklock_session *s, int own_node) {
+    s->last_watch++;
+    return (s->last_watch << 1) | (own_node ? 1u : 0u);
+}
+
+/* ---------------------------------------------------------------- watchers */
+
+static void zklock_mark_holds_locked(zklock_session *s, zklock_conn *c, int lost) {
+    for (zklock_hold *h = s->holds; h; h = h->next) {
+        if (h->epoch != c->epoch || h->lost) continue;
+        if (lost)
+            s->stats.lost_events++;
+        else
+            s->stats.suspect_events++;
+    }
+}
+
+/* The session watcher: records connection state changes. Runs on ZooKeeper's
+ * completion thread, so it only records and signals. */
+static void zklock_session_watcher(zhandle_t *zh, int type, int state, const char *path,
+                                   void *ctx) {
+    zklock_conn *c = ctx;
+    zklock_session *s = c->s;
+    (void)path;
+    if (type != ZOO_SESSION_EVENT) return;
+
+    pthread_mutex_lock(&s->mu);
+    if (c->state == ZKLOCK_CONN_EXPIRED) {
+        /* Nothing comes back from an expired session. */
+    } else if (state == ZOO_CONNECTED_STATE) {
+        const clientid_t *id = zoo_client_id(zh);
+        if (c->session_id == 0) c->session_id = id->client_id;
+        if (id->client_id != c->session_id) {
+            /* Never seen with the C client (it reports EXPIRED instead), but a new
+             * session id means the old session and its nodes are gone. */
+            zklock_mark_holds_locked(s, c, 1);
+            c->state = ZKLOCK_CONN_EXPIRED;
+        } else {
+            c->state = ZKLOCK_CONN_CONNECTED;
+        }
+    } else if (state == ZOO_EXPIRED_SESSION_STATE || state == ZOO_AUTH_FAILED_STATE) {
+        zklock_mark_holds_locked(s, c, 1);
+        c->state = ZKLOCK_CONN_EXPIRED;
+    } else if (c->state == ZKLOCK_CONN_CONNECTED) {
+        /* CONNECTING or ASSOCIATING: the connection broke, the session may live. */
+        zklock_mark_holds_locked(s, c, 0);
+        c->state = ZKLOCK_CONN_CONNECTING;
+    }
+    s->state_seq++;
+    zklock_wake_all_locked(s);
+    pthread_mutex_unlock(&s->mu);
+}
+
+void zklock__node_watcher(zhandle_t *zh, int type, int state, const char *path, void *ctx) {
+    uint64_t id = (uint64_t)(uintptr_t)ctx;
+    (void)state;
+    (void)path;
+    /* Session events reach every registered watcher; the session watcher handles
+     * them. NOTWATCHING follows our own zoo_remove_watches. */
+    if (type == ZOO_SESSION_EVENT || type == ZOO_NOTWATCHING_EVENT) return;
+
+    zklock_conn *c = (zklock_conn *)zoo_get_context(zh);
+    zklock_session *s = c->s;
+    pthread_mutex_lock(&s->mu);
+    if (id & 1) {
+        if (type == ZOO_DELETED_EVENT) {
+            for (zklock_hold *h = s->holds; h; h = h->next) {
+                if (h->watch_id == id && !h->lost) {
+                    h->lost = 1;
+                    s->stats.lost_events++;
+                }
+            }
+        }
+    } else {
+        s->stats.watch_events++;
+        for (zklock_waiter *w = s->waiters; w; w = w->next) {
+            if (w->watch_id == id) {
+                w->fired = 1;
+                pthread_cond_signal(&w->cond);
+            }
+        }
+    }
+    pthread_mutex_unlock(&s->mu);
+}
+
+typedef struct zklock_own_watch {
+    zklock_conn *c;
+    uint64_t id;
+} zklock_own_watch;
+
+static void zklock_own_node_done(int rc, const char *value, int value_len, const struct Stat *stat,
+                                 const void *data) {
+    zklock_own_watch *ow = (zklock_own_watch *)data;
+    (void)value;
+    (void)value_len;
+    (void)stat;
+    if (rc == ZNONODE) {
+        zklock_session *s = ow->c->s;
+        pthread_mutex_lock(&s->mu);
+        for (zklock_hold *h = s->holds; h; h = h->next) {
+            if (h->watch_id == ow->id && !h->lost) {
+                h->lost = 1;
+                s->stats.lost_events++;
+            }
+        }
+        pthread_mutex_unlock(&s->mu);
+    }
+    free(ow);
+}
+
+void zklock__watch_own_node(zklock_conn *c, const char *path, uint64_t watch_id) {
+    zklock_own_watch *ow = malloc(sizeof(*ow));
+    if (!ow) return; /* Without the watch, only a session loss makes the hold LOST. */
+    ow->c = c;
+    ow->id = watch_id;
+    zklock__count_op(c->s, ZKLOCK_OP_DATA);
+    /* On an error the completion may still be queued (and run later), so `ow` is
+     * not freed here: a few bytes lost on a failure path beat a double free. */
+    zoo_awget(c->zh, path, zklock__node_watcher, (void *)(uintptr_t)watch_id, zklock_own_node_done,
+              ow);
+}
+
+/* ---------------------------------------------------------------- connections */
+
+static int zklock_conn_open(zklock_session *s, zklock_conn **out) {
+    zklock_conn *c = calloc(1, sizeof(*c));
+    if (!c) return ZKLOCK_ERR_NOMEM;
+    c->s = s;
+    c->state = ZKLOCK_CONN_CONNECTING;
+    pthread_mutex_lock(&s->mu);
+    c->epoch = ++s->last_epoch;
+    pthread_mutex_unlock(&s->mu);
+    c->zh = zookeeper_init2(s->hosts, zklock_session_watcher, s->session_timeout_ms, NULL, c, 0,
+                            zklock_log_discard);
+    if (!c->zh) {
+        int nomem = errno == ENOMEM;
+        free(c);
+        return nomem ? ZKLOCK_ERR_NOMEM : ZKLOCK_ERR_CONNECTION;
+    }
+    *out = c;
+    return ZKLOCK_OK;
+}
+
+/* Closes the handle (joins ZooKeeper's threads, so no watcher runs afterwards). */
+static void zklock_conn_close(zklock_conn *c) {
+    if (!c) return;
+    zookeeper_close(c->zh);
+    free(c);
+}
+
+int zklock__conn_get_locked(zklock_session *s, zklock_waiter *w, int64_t deadline_ms,
+                            zklock_conn **out) {
+    for (;;) {
+        /* Cancellation stops waiting, never cleaning up (callers without w). */
+        if (w && s->cancelled) return ZKLOCK_ERR_CANCELLED;
+        zklock_conn *c = s->conn;
+        /* Our recorded state lags the library's by the event's trip through the
+         * completion thread, so both must say connected. */
+        int zk_connected = zoo_state(c->zh) == ZOO_CONNECTED_STATE;
+        if (c->state == ZKLOCK_CONN_CONNECTED && zk_connected) {
+            c->refs++;
+            *out = c;
+            return ZKLOCK_OK;
+        }
+        int64_t now = zklock__now_ms();
+        if (!w || (deadline_ms >= 0 && now >= deadline_ms)) return ZKLOCK_ERR_CONNECTION;
+        int64_t until = deadline_ms;
+        if (c->state == ZKLOCK_CONN_CONNECTED && (until < 0 || until > now + 10))
+            until = now + 10; /* the state event is on its way */
+        zklock__wait_locked(s, w, until);
+    }
+}
+
+void zklock__conn_put(zklock_session *s, zklock_conn *c) {
+    pthread_mutex_lock(&s->mu);
+    if (--c->refs == 0 && c != s->conn) pthread_cond_signal(&s->maint_cond);
+    pthread_mutex_unlock(&s->mu);
+}
+
+int zklock__ensure_path(zklock_conn *c, const char *path) {
+    size_t len = strlen(path);
+    char *buf = malloc(len + 1);
+    if (!buf) return ZSYSTEMERROR;
+    int rc = ZOK;
+    /* Parent first: create every prefix that ends before a '/', then the path. */
+    for (size_t i = 1; i <= len; i++) {
+        if (i < len && path[i] != '/') continue;
+        memcpy(buf, path, i);
+        buf[i] = '\0';
+        zklock__count_op(c->s, ZKLOCK_OP_CREATE);
+        rc = zoo_create(c->zh, buf, NULL, -1, &ZOO_OPEN_ACL_UNSAFE, ZOO_PERSISTENT, NULL, 0);
+        if (rc == ZNODEEXISTS) rc = ZOK;
+        if (rc != ZOK) break;
+    }
+    free(buf);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- cleanup of nodes */
+
+void zklock__cleanup_queue(zklock_session *s, uint64_t epoch, zklock_kind kind, const char *path,
+                           const char *guid) {
+    zklock_cleanup *e = calloc(1, sizeof(*e));
+    if (!e || !(e->path = strdup(path))) {
+        free(e);
+        return;
+    }
+    e->epoch = epoch;
+    e->kind = kind;
+    memcpy(e->guid, guid, ZKLOCK_GUID_LEN);
+    pthread_mutex_lock(&s->mu);
+    e->next = s->cleanups;
+    s->cleanups = e;
+    pthread_cond_signal(&s->maint_cond);
+    pthread_mutex_unlock(&s->mu);
+}
+
+static void zklock_cleanup_free(zklock_cleanup *e) {
+    if (!e) return;
+    free(e->path);
+    free(e);
+}
+
+int zklock__cleanup_run(zklock_conn *c, const zklock_cleanup *e) {
+    zklock_session *s = c->s;
+    int rc;
+    if (e->kind == ZKLOCK_HERD) {
+        /* The herd node has a fixed name: delete it only if it is the one we made. */
+        char data[ZKLOCK_GUID_LEN + 1];
+        int len = ZKLOCK_GUID_LEN;
+        struct Stat st;
+        zklock__count_op(s, ZKLOCK_OP_DATA);
+        rc = zoo_get(c->zh, e->path, 0, data, &len, &st);
+        if (rc == ZNONODE) return ZOK;
+        if (rc != ZOK) return rc;
+        if (st.ephemeralOwner != c->session_id || len != ZKLOCK_GUID_LEN ||
+            memcmp(data, e->guid, ZKLOCK_GUID_LEN) != 0)
+            return ZOK;
+        zklock__count_op(s, ZKLOCK_OP_DELETE);
+        rc = zoo_delete(c->zh, e->path, st.version);
+        return rc == ZNONODE || rc == ZBADVERSION ? ZOK : rc;
+    }
+
+    struct String_vector kids = {0, NULL};
+    zklock__count_op(s, ZKLOCK_OP_CHILDREN);
+    rc = zoo_get_children(c->zh, e->path, 0, &kids);
+    if (rc == ZNONODE) return ZOK;
+    if (rc != ZOK) return rc;
+    size_t plen = strlen(e->path);
+    for (int i = 0; i < kids.count && rc == ZOK; i++) {
+        if (strncmp(kids.data[i], e->guid, ZKLOCK_GUID_LEN) != 0) continue;
+        size_t n = plen + 1 + strlen(kids.data[i]) + 1;
+        char *p = malloc(n);
+        if (!p) {
+            rc = ZSYSTEMERROR;
+            break;
+        }
+        snprintf(p, n, "%s/%s", e->path, kids.data[i]);
+        zklock__count_op(s, ZKLOCK_OP_DELETE);
+        rc = zoo_delete(c->zh, p, -1);
+        if (rc == ZNONODE) rc = ZOK;
+        free(p);
+    }
+    deallocate_String_vector(&kids);
+    return rc;
+}
+
+/* Runs the queued cleanups once (mu held; dropped around ZooKeeper calls). An
+ * entry of an older session is dropped: its nodes went with that session. */
+static void zklock_cleanups_run_locked(zklock_session *s) {
+    zklock_cleanup *todo = s->cleanups, *keep = NULL;
+    s->cleanups = NULL;
+    while (todo) {
+        zklock_cleanup *e = todo;
+        todo = e->next;
+        zklock_conn *c = NULL;
+        if (e->epoch != s->conn->epoch) {
+            zklock_cleanup_free(e);
+            continue;
+        }
+        if (zklock__conn_get_locked(s, NULL, 0, &c) != ZKLOCK_OK) {
+            e->next = keep;
+            keep = e;
+            continue;
+        }
+        pthread_mutex_unlock(&s->mu);
+        int rc = zklock__cleanup_run(c, e);
+        zklock__conn_put(s, c);
+        pthread_mutex_lock(&s->mu);
+        if (rc == ZOK || !zklock__zk_retryable(rc)) {
+            zklock_cleanup_free(e); /* done, or an error that retrying cannot fix */
+        } else {
+            e->next = keep;
+            keep = e;
+        }
+    }
+    /* Entries queued meanwhile stay in front of the ones kept. */
+    zklock_cleanup **tail = &s->cleanups;
+    while (*tail)
+        tail = &(*tail)->next;
+    *tail = keep;
+}
+
+/* ---------------------------------------------------------------- maintenance thread */
+
+static void *zklock_maint_main(void *arg) {
+    zklock_session *s = arg;
+    pthread_mutex_lock(&s->mu);
+    while (!s->stopping) {
+        zklock_conn *old = s->conn;
+        if (old->state == ZKLOCK_CONN_EXPIRED) {
+            pthread_mutex_unlock(&s->mu);
+            zklock_conn *c = NULL;
+            int rc = zklock_conn_open(s, &c);
+            pthread_mutex_lock(&s->mu);
+            if (rc != ZKLOCK_OK) {
+                zklock_cond_wait_until(&s->maint_cond, &s->mu, zklock__now_ms() + 1000);
+                continue;
+            }
+            s->conn = c;
+            s->stats.expirations++;
+            s->state_seq++;
+            zklock_wake_all_locked(s);
+            /* Threads inside a call on the old handle get an error at once. */
+            while (old->refs > 0)
+                pthread_cond_wait(&s->maint_cond, &s->mu);
+            pthread_mutex_unlock(&s->mu);
+            zklock_conn_close(old);
+            pthread_mutex_lock(&s->mu);
+            continue;
+        }
+        if (s->cleanups && old->state == ZKLOCK_CONN_CONNECTED) zklock_cleanups_run_locked(s);
+        /* Retry queued cleanups now and then even without a state change. */
+        zklock_cond_wait_until(&s->maint_cond, &s->mu, zklock__now_ms() + 500);
+    }
+    pthread_mutex_unlock(&s->mu);
+    return NULL;
+}
+
+/* ---------------------------------------------------------------- public: session */
+
+static int zklock_root_valid(const char *root) {
+    size_t n = strlen(root);
+    if (n < 2 || root[0] != '/' || root[n - 1] == '/') return 0;
+    return strstr(root, "//") == NULL;
+}
+
+int zklock_session_new(const zklock_session_config *cfg, zklock_session **out) {
+    if (!out) return ZKLOCK_ERR_ARGS;
+    *out = NULL;
+    if (!cfg || !cfg->hosts || !cfg->hosts[0]) return ZKLOCK_ERR_ARGS;
+    const char *root = cfg->root ? cfg->root : "/stock/locks";
+    if (!zklock_root_valid(root) || cfg->session_timeout_ms < 0 || cfg->connect_timeout_ms < 0)
+        return ZKLOCK_ERR_ARGS;
+
+    zklock_session *s = calloc(1, sizeof(*s));
+    if (!s) return ZKLOCK_ERR_NOMEM;
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_condattr_t attr;
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    pthread_cond_init(&s->maint_cond, &attr);
+    pthread_condattr_destroy(&attr);
+    s->session_timeout_ms = cfg->session_timeout_ms ? cfg->session_timeout_ms : 6000;
+    s->connect_timeout_ms = cfg->connect_timeout_ms ? cfg->connect_timeout_ms : 5000;
+    s->hosts = strdup(cfg->hosts);
+    s->root = strdup(root);
+    int rc = ZKLOCK_ERR_NOMEM;
+    if (!s->hosts || !s->root) goto out;
+
+    /* Error level only, and every handle logs into zklock_log_discard. */
+    zoo_set_debug_level(ZOO_LOG_LEVEL_ERROR);
+    rc = zklock_conn_open(s, &s->conn);
+    if (rc != ZKLOCK_OK) goto out;
+
+    zklock_waiter w;
+    zklock_conn *c = NULL;
+    zklock__waiter_add(s, &w);
+    pthread_mutex_lock(&s->mu);
+    rc = zklock__conn_get_locked(s, &w, zklock__now_ms() + s->connect_timeout_ms, &c);
+    pthread_mutex_unlock(&s->mu);
+    zklock__waiter_remove(s, &w);
+    if (rc != ZKLOCK_OK) goto out;
+    int zrc = zklock__ensure_path(c, s->root);
+    zklock__conn_put(s, c);
+    if (zrc != ZOK) {
+        rc = zklock__zk_retryable(zrc) ? ZKLOCK_ERR_CONNECTION : ZKLOCK_ERR_ZK;
+        goto out;
+    }
+    if (pthread_create(&s->maint, NULL, zklock_maint_main, s) != 0) {
+        rc = ZKLOCK_ERR_NOMEM;
+        goto out;
+    }
+    s->maint_started = 1;
+    rc = ZKLOCK_OK;
+out:
+    if (rc != ZKLOCK_OK) {
+        zklock_session_free(s);
+        s = NULL;
+    }
+    *out = s;
+    return rc;
+}
+
+void zklock_session_cancel(zklock_session *s) {
+    if (!s) return;
+    pthread_mutex_lock(&s->mu);
+    s->cancelled = 1;
+    zklock_wake_all_locked(s);
+    pthread_mutex_unlock(&s->mu);
+}
+
+void zklock_session_free(zklock_session *s) {
+    if (!s) return;
+    pthread_mutex_lock(&s->mu);
+    s->cancelled = 1;
+    s->stopping = 1;
+    zklock_wake_all_locked(s);
+    pthread_mutex_unlock(&s->mu);
+    if (s->maint_started) pthread_join(s->maint, NULL);
+    /* Closing the session deletes every ephemeral node it still has. */
+    zklock_conn_close(s->conn);
+    while (s->holds) {
+        zklock_hold *h = s->holds;
+        s->holds = h->next;
+        free(h->name);
+        free(h->parent);
+        free(h->path);
+        free(h);
+    }
+    while (s->cleanups) {
+        zklock_cleanup *e = s->cleanups;
+        s->cleanups = e->next;
+        zklock_cleanup_free(e);
+    }
+    pthread_cond_destroy(&s->maint_cond);
+    pthread_mutex_destroy(&s->mu);
+    free(s->hosts);
+    free(s->root);
+    free(s);
+}
+
+int zklock_session_status(zklock_session *s) {
+    int rc;
+
+    if (!s) return ZKLOCK_ERR_ARGS;
+    pthread_mutex_lock(&s->mu);
+    if (s->cancelled)
+        rc = ZKLOCK_ERR_CANCELLED;
+    else
+        rc = s->conn->state == ZKLOCK_CONN_CONNECTED ? ZKLOCK_OK : ZKLOCK_ERR_CONNECTION;
+    pthread_mutex_unlock(&s->mu);
+    return rc;
+}
+
+void zklock_get_stats(zklock_session *s, zklock_stats *out) {
+    if (!s || !out) return;
+    pthread_mutex_lock(&s->mu);
+    *out = s->stats;
+    pthread_mutex_unlock(&s->mu);
+}
+
+const char *zklock_strerror(int code) {
+    switch (code) {
+    case ZKLOCK_OK:
+        return "ok";
+    case ZKLOCK_ERR_ARGS:
+        return "bad argument";
+    case ZKLOCK_ERR_NOMEM:
+        return "out of memory";
+    case ZKLOCK_ERR_TIMEOUT:
+        return "lock not acquired before the deadline";
+    case ZKLOCK_ERR_CONNECTION:
+        return "no usable connection to ZooKeeper";
+    case ZKLOCK_ERR_CANCELLED:
+        return "cancelled";
+    case ZKLOCK_ERR_ZK:
+        return "unexpected ZooKeeper error";
+    case ZKLOCK_ERR_NOT_OWNER:
+        return "the hold belongs to another thread";
+    case ZKLOCK_SUSPECT:
+        return "connection lost; the lock may have passed on";
+    case ZKLOCK_LOST:
+        return "lock lost (session expired or node deleted)";
+    default:
+        return "unknown zklock code";
+    }
+}

@@ -1,0 +1,148 @@
+/* zklock_int.h: private to lock/. The session's shared state, the connection
+ * (one zhandle and its ZooKeeper session) and the helpers that zklock.c (the lock
+ * recipes) and zklock_conn.c (connections, watchers, background cleanup) share.
+ *
+ * Locking rule: one mutex per session (s->mu) guards everything below. It is never
+ * held across a ZooKeeper call: the library's completion thread runs our watchers,
+ * which take s->mu, and a synchronous call waits for that thread. */
+#ifndef ZKLOCK_INT_H
+#define ZKLOCK_INT_H
+
+#include <pthread.h>
+#include <stdint.h>
+#include <zookeeper.h>
+
+#include "zklock.h"
+
+#define ZKLOCK_GUID_LEN 32 /* hex digits of a 128-bit random id */
+
+/* Our view of a connection's state, written by the session watcher. */
+enum { ZKLOCK_CONN_CONNECTING = 0, ZKLOCK_CONN_CONNECTED, ZKLOCK_CONN_EXPIRED };
+
+/* One zhandle and the ZooKeeper session it carries. A session that expires is
+ * replaced by a new zklock_conn with a higher epoch; the old one is closed by the
+ * maintenance thread once nobody uses it (refs == 0). Nodes made through a
+ * connection remember its epoch: a node of an older epoch is gone with its session. */
+typedef struct zklock_conn {
+    zklock_session *s;
+    zhandle_t *zh;
+    uint64_t epoch;
+    int64_t session_id; /* set at the first CONNECTED event, then fixed */
+    int state;          /* ZKLOCK_CONN_* */
+    int refs;           /* threads inside a ZooKeeper call on zh */
+} zklock_conn;
+
+/* A thread inside zklock_acquire (or zklock_session_new). It sleeps on its own
+ * condition variable, so a watch wakes exactly the thread it was set for. */
+typedef struct zklock_waiter {
+    struct zklock_waiter *next;
+    pthread_cond_t cond;
+    uint64_t watch_id; /* the watch this waiter sleeps on, 0 = none */
+    int fired;         /* that watch fired */
+} zklock_waiter;
+
+/* A node that must still be deleted once the connection is back (same session):
+ * a release whose delete lost its connection, or an acquisition that gave up
+ * while a create's reply was lost. Dropped if the session expires (the node went
+ * with it). Fair: every child of `path` (the lock's parent) carrying `guid`.
+ * Herd: the node `path` if its data is `guid` and our session owns it. */
+typedef struct zklock_cleanup {
+    struct zklock_cleanup *next;
+    uint64_t epoch;
+    zklock_kind kind;
+    char *path;
+    char guid[ZKLOCK_GUID_LEN + 1];
+} zklock_cleanup;
+
+struct zklock_hold {
+    zklock_session *s;
+    struct zklock_hold *next; /* in s->holds */
+    pthread_t owner;
+    zklock_kind kind;
+    int count;         /* reentrancy depth */
+    int lost;          /* our node was deleted under us */
+    int sweep;         /* a create's reply was lost: release deletes by GUID */
+    uint64_t epoch;    /* of the connection that made the node */
+    uint64_t watch_id; /* the data watch on our own node (odd ids) */
+    int64_t token;     /* czxid of the node */
+    char guid[ZKLOCK_GUID_LEN + 1];
+    char *name;
+    char *parent; /* fair: <root>/<name>; herd: <root> */
+    char *path;   /* our node */
+};
+
+struct zklock_session {
+    char *hosts;
+    char *root;
+    int session_timeout_ms;
+    int connect_timeout_ms;
+
+    pthread_mutex_t mu;
+    pthread_cond_t maint_cond; /* wakes the maintenance thread */
+    zklock_conn *conn;         /* current connection, never NULL after new() */
+    uint64_t last_epoch;
+    uint64_t last_watch;
+    uint64_t state_seq; /* bumped on every connection state change */
+    int cancelled;
+    int stopping;
+    zklock_waiter *waiters;
+    zklock_hold *holds;
+    zklock_cleanup *cleanups;
+    zklock_stats stats;
+    pthread_t maint;
+    int maint_started;
+};
+
+/* Milliseconds of CLOCK_MONOTONIC. */
+int64_t zklock__now_ms(void);
+
+/* A zk return code that means "the connection or session failed, try again once
+ * connected (the epoch tells whether the session survived)". */
+int zklock__zk_retryable(int rc);
+
+/* Waiter registration (mu not held). */
+void zklock__waiter_add(zklock_session *s, zklock_waiter *w);
+void zklock__waiter_remove(zklock_session *s, zklock_waiter *w);
+
+/* Waits on w->cond until `deadline_ms` (-1 = none); mu held. */
+void zklock__wait_locked(zklock_session *s, zklock_waiter *w, int64_t deadline_ms);
+
+/* Takes a reference on the current connection once it is connected, waiting on w
+ * until deadline_ms (-1 = forever). mu held. Returns ZKLOCK_OK,
+ * ZKLOCK_ERR_CANCELLED (only with a waiter) or ZKLOCK_ERR_CONNECTION. With w NULL
+ * it does not wait and ignores cancellation: cleanup must still run. */
+int zklock__conn_get_locked(zklock_session *s, zklock_waiter *w, int64_t deadline_ms,
+                            zklock_conn **out);
+void zklock__conn_put(zklock_session *s, zklock_conn *c);
+
+/* A fresh watch id (mu held). Waiter watches are even, own-node watches odd. */
+uint64_t zklock__watch_id_locked(zklock_session *s, int own_node);
+
+/* The watcher of every node watch; the context is the watch id. */
+void zklock__node_watcher(zhandle_t *zh, int type, int state, const char *path, void *ctx);
+
+/* Sets an asynchronous data watch on our own node, so that zklock_check learns
+ * when it is deleted under us. Caller holds a reference on c. */
+void zklock__watch_own_node(zklock_conn *c, const char *path, uint64_t watch_id);
+
+/* Deletes what `e` describes through c (caller holds a reference). Returns a zk
+ * code: ZOK when nothing of ours is left, else the failing call's code. */
+int zklock__cleanup_run(zklock_conn *c, const zklock_cleanup *e);
+
+/* Queues a cleanup for the maintenance thread (mu not held). Copies its arguments;
+ * on allocation failure the node is left to session expiry. */
+void zklock__cleanup_queue(zklock_session *s, uint64_t epoch, zklock_kind kind, const char *path,
+                           const char *guid);
+
+/* Makes sure the persistent path `path` (and its ancestors) exists. */
+int zklock__ensure_path(zklock_conn *c, const char *path);
+
+/* Counts one call of the given kind (mu not held). */
+enum { ZKLOCK_OP_CREATE, ZKLOCK_OP_DELETE, ZKLOCK_OP_CHILDREN, ZKLOCK_OP_DATA };
+void zklock__count_op(zklock_session *s, int op);
+
+/* The sequence number of a fair-lock child "<guid>-lock-<seq>", or -1 when the
+ * name is not one of ours. Exposed for the unit test. */
+int64_t zklock__child_seq(const char *name);
+
+#endif
