@@ -14,6 +14,12 @@
 
 #include "stockd.h"
 
+static uint64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 /* The `local` mode's mutexes. Products are striped over a fixed set instead of getting
  * a mutex each, so memory stays bounded whatever ids clients send; two products that
  * share a stripe only wait for each other, which never breaks mutual exclusion. */
@@ -57,9 +63,12 @@ static int deduct_once(worker_state *ws, stockdb_strategy s, stockdb_request *re
 
 static void serve_deduct(worker_state *ws, stockd_job *job, stockd_answer *a) {
     stockd_ctx *ctx = ws->w->ctx;
-    stockdb_request req = {.product_id = job->product_id, .request_id = job->request_id};
+    stockdb_request req = {.product_id = job->product_id,
+                           .request_id = job->request_id,
+                           .think_us = ctx->cfg->think_us};
     stockdb_result res = {0};
     int lock_rc = ZKLOCK_OK, rc = STOCKDB_ERR_QUERY;
+    uint64_t t0 = now_ns();
 
     switch (ctx->cfg->lock) {
     case STOCKD_LOCK_NONE:
@@ -68,6 +77,7 @@ static void serve_deduct(worker_state *ws, stockd_job *job, stockd_answer *a) {
     case STOCKD_LOCK_LOCAL: {
         pthread_mutex_t *m = &ws->w->stripes[(uint32_t)job->product_id % LOCAL_STRIPES];
         pthread_mutex_lock(m);
+        stockd_metrics_lock_wait(now_ns() - t0);
         rc = deduct_once(ws, STOCKDB_READ_CHECK_UPDATE, &req, &res);
         pthread_mutex_unlock(m);
         break;
@@ -80,6 +90,7 @@ static void serve_deduct(worker_state *ws, stockd_job *job, stockd_answer *a) {
 
         snprintf(name, sizeof(name), "product_%d", job->product_id);
         lock_rc = zklock_acquire(ctx->zk, name, kind, (int)ctx->cfg->lock_timeout_ms, &h);
+        stockd_metrics_lock_wait(now_ns() - t0);
         if (lock_rc != ZKLOCK_OK) {
             if (lock_rc != ZKLOCK_ERR_TIMEOUT)
                 log_failure(ws, "zookeeper lock", zklock_strerror(lock_rc));
@@ -100,8 +111,11 @@ static void serve_deduct(worker_state *ws, stockd_job *job, stockd_answer *a) {
         rc = deduct_once(ws, STOCKDB_ATOMIC, &req, &res);
         break;
     }
-    if (lock_rc == ZKLOCK_OK && rc != STOCKDB_OK && rc != STOCKDB_ERR_NOT_FOUND)
+    if (lock_rc == ZKLOCK_OK && rc != STOCKDB_OK && rc != STOCKDB_ERR_NOT_FOUND) {
+        stockd_metrics_db_error(rc);
         log_failure(ws, "deduction", stockdb_errstr(ws->db));
+    }
+    stockd_metrics_deduction(now_ns() - t0);
     stockd_answer_from_db(a, lock_rc, rc, &res);
 }
 
@@ -109,8 +123,10 @@ static void serve_stock(worker_state *ws, stockd_job *job, stockd_answer *a) {
     int32_t stock = 0;
     int rc = stockdb_get_stock(ws->db, job->product_id, &stock);
 
-    if (rc != STOCKDB_OK && rc != STOCKDB_ERR_NOT_FOUND)
+    if (rc != STOCKDB_OK && rc != STOCKDB_ERR_NOT_FOUND) {
+        stockd_metrics_db_error(rc);
         log_failure(ws, "stock read", stockdb_errstr(ws->db));
+    }
     stockd_answer_from_db(a, ZKLOCK_OK, rc, NULL);
     if (rc == STOCKDB_OK) {
         a->has_stock = true;
@@ -119,13 +135,14 @@ static void serve_stock(worker_state *ws, stockd_job *job, stockd_answer *a) {
     if (rc == STOCKDB_ERR_CONNECT) a->message = "MySQL is unavailable";
 }
 
-static char *serve_health(worker_state *ws, unsigned *status) {
+static char *serve_health(worker_state *ws, unsigned *status, stockd_result *result) {
     stockd_ctx *ctx = ws->w->ctx;
     int db_rc = stockdb_ping(ws->db);
     int zk_rc = ctx->zk ? zklock_session_status(ctx->zk) : ZKLOCK_OK;
     bool ok = db_rc == STOCKDB_OK && zk_rc == ZKLOCK_OK;
 
     *status = ok ? 200 : 503;
+    *result = ok ? STOCKD_R_OK : STOCKD_R_UNAVAILABLE;
     return stockd_health_json(ok, db_rc == STOCKDB_OK ? NULL : stockdb_errstr(ws->db),
                               !ctx->zk             ? "unused"
                               : zk_rc == ZKLOCK_OK ? "up"
@@ -146,9 +163,10 @@ static void serve(worker_state *ws, stockd_job *job) {
         serve_stock(ws, job, &a);
         break;
     case STOCKD_JOB_HEALTH:
-        job->body = serve_health(ws, &job->status);
+        job->body = serve_health(ws, &job->status, &job->result);
         return;
     }
+    job->result = a.result;
     job->status = stockd_answer_status(a.result);
     job->body = stockd_answer_json(&a, instance);
 }
@@ -164,6 +182,7 @@ static void *worker_main(void *arg) {
             serve(&ws, job);
         } else {
             /* Out of memory when the worker started: answer rather than drop. */
+            job->result = STOCKD_R_INTERNAL;
             job->status = 500;
             job->body = NULL;
         }

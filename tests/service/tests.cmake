@@ -12,3 +12,12 @@ stockd_integration_test(oversell_local_1_instance_ends_at_zero
   COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/oversell.sh local 1 zero LABELS experiment)
 stockd_integration_test(oversell_local_3_instances_goes_negative
   COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/oversell.sh local 3 negative LABELS experiment)
+# The cures: a ZooKeeper lock across all instances, and the two database-only ones.
+stockd_integration_test(oversell_zk_3_instances_ends_at_zero
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/oversell.sh zk 3 zero LABELS experiment)
+stockd_integration_test(oversell_zk_herd_3_instances_ends_at_zero
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/oversell.sh zk-herd 3 zero LABELS experiment)
+stockd_integration_test(oversell_for_update_3_instances_ends_at_zero
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/oversell.sh for-update 3 zero LABELS experiment)
+stockd_integration_test(oversell_atomic_3_instances_ends_at_zero
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/oversell.sh atomic 3 zero LABELS experiment)
