@@ -165,7 +165,7 @@ static int apply(stockd_config *c, int id, const char *v, const char *name, char
     case O_CONN_TIMEOUT:
         return set_uint(&c->connection_timeout_s, v, 1, 3600, name, err, errlen);
     case O_THINK:
-        return set_uint(&c->think_us, v, 0, 1000000, name, err, errlen);
+        return set_uint(&c->think_us, v, 0, 60000000, name, err, errlen);
     }
     return -1;
 }

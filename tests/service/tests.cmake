@@ -21,3 +21,5 @@ stockd_integration_test(oversell_for_update_3_instances_ends_at_zero
   COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/oversell.sh for-update 3 zero LABELS experiment)
 stockd_integration_test(oversell_atomic_3_instances_ends_at_zero
   COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/oversell.sh atomic 3 zero LABELS experiment)
+stockd_integration_test(zk_faults_timeout_paused_holder_zk_down
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/zk_faults.sh LABELS fault)
