@@ -1,0 +1,1 @@
+# Fault tests during load (see tests/CMakeLists.txt for the helpers).
