@@ -42,16 +42,6 @@ typedef struct http_req {
     size_t body_bytes;
 } http_req;
 
-/* What the query string held that routing needs. */
-typedef struct http_params {
-    const char *id;
-    size_t id_len;
-    unsigned id_count;
-    const char *key;
-    size_t key_len;
-    unsigned key_count;
-} http_params;
-
 static const char fallback_body[] = "{\"result\":\"internal_error\",\"message\":\"out of memory\"}";
 
 /* Queues status + body (which the response takes over and frees) on the connection. */
@@ -89,113 +79,64 @@ static enum MHD_Result send_error(stockd_http *h, struct MHD_Connection *c, stoc
                      allow, NULL);
 }
 
+/* Collects the decoded query parameters, up to STOCKD_MAX_PARAMS. */
+typedef struct http_params {
+    stockd_param p[STOCKD_MAX_PARAMS];
+    size_t n;
+    bool truncated;
+} http_params;
+
 static enum MHD_Result collect_param(void *cls, enum MHD_ValueKind kind, const char *key,
                                      size_t key_size, const char *value, size_t value_size) {
-    http_params *p = cls;
+    http_params *ps = cls;
 
-    if (key_size == 2 && memcmp(key, "id", 2) == 0) {
-        p->id = value;
-        p->id_len = value ? value_size : 0;
-        p->id_count++;
-    } else if (key_size == 10 && memcmp(key, "request_id", 10) == 0) {
-        p->key = value;
-        p->key_len = value ? value_size : 0;
-        p->key_count++;
+    if (ps->n == STOCKD_MAX_PARAMS) {
+        ps->truncated = true;
+        return MHD_NO;
     }
+    ps->p[ps->n++] = (stockd_param){key, key_size, value, value_size};
     return MHD_YES;
 }
 
-/* Fills job->request_id: the client's key if it gave one, else a unique id of ours
- * ("i/" never appears in a client key), which lets a lost COMMIT reply be confirmed. */
-static int set_request_id(stockd_http *h, struct MHD_Connection *c, const http_params *p,
-                          stockd_job *job, const char **why) {
-    const char *hdr = NULL;
-    size_t hdr_len = 0;
-
-    if (MHD_lookup_connection_value_n(c, MHD_HEADER_KIND, "Idempotency-Key", 15, &hdr, &hdr_len) !=
-        MHD_YES)
-        hdr = NULL;
-    if (p->key_count > 1) {
-        *why = "request_id given more than once";
-        return -1;
-    }
-    if (p->key_count && stockd_check_key(p->key, p->key_len) != 0) {
-        *why = "request_id must be 1..64 of [A-Za-z0-9_-]";
-        return -1;
-    }
-    if (hdr && stockd_check_key(hdr, hdr_len) != 0) {
-        *why = "Idempotency-Key must be 1..64 of [A-Za-z0-9_-]";
-        return -1;
-    }
-    if (hdr && p->key_count && (hdr_len != p->key_len || memcmp(hdr, p->key, hdr_len) != 0)) {
-        *why = "Idempotency-Key and request_id differ";
-        return -1;
-    }
-    if (hdr || p->key_count) {
-        const char *k = hdr ? hdr : p->key;
-        size_t n = hdr ? hdr_len : p->key_len;
-        memcpy(job->request_id, k, n);
-        job->request_id[n] = '\0';
-        job->client_key = true;
-    } else {
-        snprintf(job->request_id, sizeof(job->request_id), "i/%s/%s/%llu", h->ctx->cfg->instance,
-                 h->boot_id, (unsigned long long)atomic_fetch_add(&h->next_seq, 1));
-    }
-    return 0;
-}
-
-/* Routes a complete request. Returns the MHD result of answering or suspending. */
+/* Routes a complete request (contract.c decides) and acts on the decision: answer at
+ * once, or suspend the connection and queue a job. */
 static enum MHD_Result route(stockd_http *h, struct MHD_Connection *c, http_req *r, const char *url,
                              const char *method) {
-    http_params p = {0};
-    const char *why = NULL, *allow;
-    bool is_get = strcmp(method, MHD_HTTP_METHOD_GET) == 0;
-    bool is_head = strcmp(method, MHD_HTTP_METHOD_HEAD) == 0;
-    bool is_post = strcmp(method, MHD_HTTP_METHOD_POST) == 0;
+    http_params ps = {.n = 0};
+    stockd_request_in in = {.method = method, .path = url, .body_bytes = r->body_bytes};
+    stockd_routed d;
     stockd_job *job = &r->job;
 
-    if (strcmp(url, "/metrics") == 0) {
-        if (!is_get && !is_head)
-            return send_error(h, c, STOCKD_ROUTE_METRICS, STOCKD_R_METHOD_NOT_ALLOWED,
-                              "use GET or HEAD", "GET, HEAD");
+    MHD_get_connection_values_n(c, MHD_GET_ARGUMENT_KIND, collect_param, &ps);
+    in.params = ps.p;
+    in.nparams = ps.n;
+    in.params_truncated = ps.truncated;
+    if (MHD_lookup_connection_value_n(c, MHD_HEADER_KIND, "Idempotency-Key", 15, &in.idem_key,
+                                      &in.idem_key_len) != MHD_YES)
+        in.idem_key = NULL;
+    stockd_route_request(&in, &d);
+
+    if (d.error != STOCKD_R_OK) return send_error(h, c, d.route, d.error, d.message, d.allow);
+    if (d.route == STOCKD_ROUTE_METRICS) {
         /* Rendering reads counters only: no I/O, so it is done right here. */
         stockd_metrics_request(STOCKD_ROUTE_METRICS, STOCKD_R_OK);
         return send_body(c, 200, stockd_metrics_render(h->ctx->cfg, h->ctx->zk), NULL,
                          "text/plain; version=0.0.4; charset=utf-8");
     }
-    if (strcmp(url, "/stock/reduce") == 0) {
-        job->route = STOCKD_ROUTE_REDUCE;
-        allow = "GET, POST";
-        if (!is_get && !is_post)
-            return send_error(h, c, job->route, STOCKD_R_METHOD_NOT_ALLOWED,
-                              "use GET or POST for /stock/reduce", allow);
-        job->kind = STOCKD_JOB_DEDUCT;
-    } else if (strcmp(url, "/stock") == 0 || strcmp(url, "/health") == 0) {
-        allow = "GET, HEAD";
-        if (!is_get && !is_head)
-            return send_error(h, c, job->route, STOCKD_R_METHOD_NOT_ALLOWED, "use GET or HEAD",
-                              allow);
-        job->kind = url[1] == 's' ? STOCKD_JOB_STOCK : STOCKD_JOB_HEALTH;
-        job->route = url[1] == 's' ? STOCKD_ROUTE_STOCK : STOCKD_ROUTE_HEALTH;
-    } else {
-        job->route = STOCKD_ROUTE_OTHER;
-        return send_error(h, c, job->route, STOCKD_R_NO_ROUTE,
-                          "no such route; try /stock/reduce?id=N, /stock?id=N or /health", NULL);
+    job->route = d.route;
+    job->kind = d.kind;
+    job->product_id = d.product_id;
+    if (d.key) {
+        memcpy(job->request_id, d.key, d.key_len);
+        job->request_id[d.key_len] = '\0';
+        job->client_key = true;
+    } else if (job->kind == STOCKD_JOB_DEDUCT) {
+        /* Our own unique id: "i/<random per process>/<sequence>" ('/' never appears in
+         * a client key, and at most 39 bytes). It lets a COMMIT whose reply was lost be
+         * confirmed; the instance is in the order row already. */
+        snprintf(job->request_id, sizeof(job->request_id), "i/%s/%llu", h->boot_id,
+                 (unsigned long long)atomic_fetch_add(&h->next_seq, 1));
     }
-    if (r->body_bytes > 0)
-        return send_error(h, c, job->route, STOCKD_R_BAD_REQUEST,
-                          "a request body is not accepted; pass parameters in the query", NULL);
-
-    if (job->kind != STOCKD_JOB_HEALTH) {
-        MHD_get_connection_values_n(c, MHD_GET_ARGUMENT_KIND, collect_param, &p);
-        if (p.id_count > 1)
-            return send_error(h, c, job->route, STOCKD_R_BAD_REQUEST, "id given more than once",
-                              NULL);
-        if (stockd_parse_id(p.id, p.id_len, &job->product_id, &why) != 0)
-            return send_error(h, c, job->route, STOCKD_R_BAD_REQUEST, why, NULL);
-    }
-    if (job->kind == STOCKD_JOB_DEDUCT && set_request_id(h, c, &p, job, &why) != 0)
-        return send_error(h, c, job->route, STOCKD_R_BAD_REQUEST, why, NULL);
 
     /* Suspend before the push: once pushed, a worker may resume at any moment. */
     job->conn = c;

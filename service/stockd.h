@@ -12,8 +12,8 @@
  *             lock of the configured mode (none, local mutex, ZooKeeper fair or herd
  *             lock), runs the transaction (db/stockdb.h), commits strictly before it
  *             releases, writes the answer into the job and resumes the connection.
- *   answer.c  pure functions: the id and key parsers, and the mapping from an outcome to
- *             an HTTP status and a JSON body (cJSON). Unit-tested and fuzzed.
+ *   contract.c pure functions: routing, the id and key parsers, and the mapping from an
+ *             outcome to an HTTP status and a JSON body (cJSON). Unit-tested and fuzzed.
  *   config.c  command line and environment into a stockd_config (pure).
  *   main.c    wiring, signals and orderly shutdown.
  */
@@ -164,6 +164,48 @@ int stockd_jobq_push(stockd_jobq *q, stockd_job *job);
 unsigned stockd_jobq_pop(stockd_jobq *q, stockd_job **out, unsigned max);
 /* Refuses further pushes and wakes the poppers; queued jobs are still handed out. */
 void stockd_jobq_close(stockd_jobq *q);
+
+/* ------------------------------------------------------------------ routing */
+
+/* One query parameter as libmicrohttpd decoded it; value may be NULL ("?id"). */
+typedef struct stockd_param {
+    const char *key;
+    size_t key_len;
+    const char *value;
+    size_t value_len;
+} stockd_param;
+
+#define STOCKD_MAX_PARAMS 16
+
+/* A request as far as routing needs it. Nothing is owned. */
+typedef struct stockd_request_in {
+    const char *method;
+    const char *path;
+    const stockd_param *params;
+    size_t nparams;
+    bool params_truncated; /* there were more than STOCKD_MAX_PARAMS */
+    const char *idem_key;  /* the Idempotency-Key header, NULL if absent */
+    size_t idem_key_len;
+    size_t body_bytes;
+} stockd_request_in;
+
+/* What routing decided. If error != STOCKD_R_OK the request is answered at once with
+ * it (message and, for 405, allow). Otherwise route METRICS is rendered at once and
+ * any other route becomes a job of `kind` for product_id; key (not NUL-terminated,
+ * pointing into the input) is the client's idempotency key, NULL if none. */
+typedef struct stockd_routed {
+    stockd_route route;
+    stockd_job_kind kind;
+    stockd_result error;
+    const char *message;
+    const char *allow;
+    int32_t product_id;
+    const char *key;
+    size_t key_len;
+} stockd_routed;
+
+/* Routes a request. Pure; any thread. */
+void stockd_route_request(const stockd_request_in *in, stockd_routed *out);
 
 /* ------------------------------------------------------------------ workers */
 

@@ -1,5 +1,5 @@
 # Tests of service/ (see tests/CMakeLists.txt for the helpers).
-stockd_unit_test(test_answer SOURCES service/test_answer.c LIBS stockd_core)
+stockd_unit_test(test_contract SOURCES service/test_contract.c LIBS stockd_core)
 stockd_unit_test(test_config SOURCES service/test_config.c LIBS stockd_core)
 stockd_unit_test(test_jobq SOURCES service/test_jobq.c LIBS stockd_core)
 

@@ -1,6 +1,8 @@
-/* answer.c: the pure part of stockd's HTTP contract. It parses what a client sends
- * (product ids, idempotency keys) and turns an outcome into a status and a JSON body.
- * Nothing here does I/O or keeps state, so it is unit-tested and fuzzed on its own. */
+/* contract.c: the pure part of stockd's HTTP contract. It decides what a request asks
+ * for from its method, path, query parameters and headers (routing, product ids,
+ * idempotency keys), and turns an outcome into a status and a JSON body. Nothing here
+ * does I/O or keeps state, so it is unit-tested and fuzzed on its own; http.c feeds it
+ * what libmicrohttpd parsed. */
 #include <cjson/cJSON.h>
 #include <limits.h>
 #include <stdlib.h>
@@ -181,4 +183,97 @@ char *stockd_health_json(bool ok, const char *mysql_err, const char *zk_state, c
 out:
     cJSON_Delete(o);
     return out;
+}
+
+/* Finds the single value of a query parameter. Returns its count (0, 1 or more). */
+static unsigned find_param(const stockd_request_in *in, const char *key, const char **value,
+                           size_t *len) {
+    size_t klen = strlen(key);
+    unsigned n = 0;
+
+    for (size_t i = 0; i < in->nparams; i++) {
+        const stockd_param *p = &in->params[i];
+        if (p->key_len == klen && memcmp(p->key, key, klen) == 0) {
+            *value = p->value;
+            *len = p->value ? p->value_len : 0;
+            n++;
+        }
+    }
+    return n;
+}
+
+static void refuse(stockd_routed *out, stockd_result r, const char *message, const char *allow) {
+    out->error = r;
+    out->message = message;
+    out->allow = allow;
+}
+
+/* The client's idempotency key, from the Idempotency-Key header or request_id=. */
+static void route_key(const stockd_request_in *in, stockd_routed *out) {
+    const char *q = NULL;
+    size_t qlen = 0;
+    unsigned n = find_param(in, "request_id", &q, &qlen);
+
+    if (n > 1) return refuse(out, STOCKD_R_BAD_REQUEST, "request_id given more than once", NULL);
+    if (n && stockd_check_key(q, qlen) != 0)
+        return refuse(out, STOCKD_R_BAD_REQUEST, "request_id must be 1..64 of [A-Za-z0-9_-]", NULL);
+    if (in->idem_key && stockd_check_key(in->idem_key, in->idem_key_len) != 0)
+        return refuse(out, STOCKD_R_BAD_REQUEST, "Idempotency-Key must be 1..64 of [A-Za-z0-9_-]",
+                      NULL);
+    if (in->idem_key && n && (in->idem_key_len != qlen || memcmp(in->idem_key, q, qlen) != 0))
+        return refuse(out, STOCKD_R_BAD_REQUEST, "Idempotency-Key and request_id differ", NULL);
+    if (in->idem_key) {
+        out->key = in->idem_key;
+        out->key_len = in->idem_key_len;
+    } else if (n) {
+        out->key = q;
+        out->key_len = qlen;
+    }
+}
+
+void stockd_route_request(const stockd_request_in *in, stockd_routed *out) {
+    const char *m = in->method ? in->method : "", *path = in->path ? in->path : "";
+    bool get = strcmp(m, "GET") == 0, head = strcmp(m, "HEAD") == 0, post = strcmp(m, "POST") == 0;
+    const char *id = NULL, *why = NULL;
+    size_t id_len = 0;
+    unsigned n;
+
+    memset(out, 0, sizeof(*out));
+    out->error = STOCKD_R_OK;
+    if (strcmp(path, "/metrics") == 0) {
+        out->route = STOCKD_ROUTE_METRICS;
+        if (!get && !head)
+            return refuse(out, STOCKD_R_METHOD_NOT_ALLOWED, "use GET or HEAD", "GET, HEAD");
+        return;
+    }
+    if (strcmp(path, "/stock/reduce") == 0) {
+        out->route = STOCKD_ROUTE_REDUCE;
+        out->kind = STOCKD_JOB_DEDUCT;
+        /* Never HEAD: it would deduct without showing the answer. */
+        if (!get && !post)
+            return refuse(out, STOCKD_R_METHOD_NOT_ALLOWED, "use GET or POST for /stock/reduce",
+                          "GET, POST");
+    } else if (strcmp(path, "/stock") == 0 || strcmp(path, "/health") == 0) {
+        bool stock = path[1] == 's';
+        out->route = stock ? STOCKD_ROUTE_STOCK : STOCKD_ROUTE_HEALTH;
+        out->kind = stock ? STOCKD_JOB_STOCK : STOCKD_JOB_HEALTH;
+        if (!get && !head)
+            return refuse(out, STOCKD_R_METHOD_NOT_ALLOWED, "use GET or HEAD", "GET, HEAD");
+    } else {
+        out->route = STOCKD_ROUTE_OTHER;
+        return refuse(out, STOCKD_R_NO_ROUTE,
+                      "no such route; try /stock/reduce?id=N, /stock?id=N or /health", NULL);
+    }
+    if (in->body_bytes > 0)
+        return refuse(out, STOCKD_R_BAD_REQUEST,
+                      "a request body is not accepted; pass parameters in the query", NULL);
+    if (in->params_truncated)
+        return refuse(out, STOCKD_R_BAD_REQUEST, "too many query parameters", NULL);
+    if (out->kind == STOCKD_JOB_HEALTH) return;
+
+    n = find_param(in, "id", &id, &id_len);
+    if (n > 1) return refuse(out, STOCKD_R_BAD_REQUEST, "id given more than once", NULL);
+    if (stockd_parse_id(id, id_len, &out->product_id, &why) != 0)
+        return refuse(out, STOCKD_R_BAD_REQUEST, why, NULL);
+    if (out->kind == STOCKD_JOB_DEDUCT) route_key(in, out);
 }

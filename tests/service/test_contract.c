@@ -1,6 +1,8 @@
-/* Unit tests of service/answer.c: how ids and keys are parsed and how every outcome
- * becomes an HTTP status and a JSON body. Pure logic, no server. */
+/* Unit tests of service/contract.c: how requests are routed, how ids and keys are
+ * parsed, and how every outcome becomes an HTTP status and a JSON body. Pure logic, no
+ * server. */
 #include <cjson/cJSON.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -156,13 +158,111 @@ static void test_health_json(void) {
     free(s);
 }
 
+/* route METHOD PATH with "k=v" parameters (NULL-terminated; "k" alone = no value). */
+static stockd_routed route(const char *method, const char *path, const char *idem, size_t body,
+                           ...) {
+    static stockd_param params[STOCKD_MAX_PARAMS];
+    stockd_request_in in = {.method = method, .path = path, .params = params, .body_bytes = body};
+    stockd_routed out;
+    va_list ap;
+    const char *kv;
+
+    va_start(ap, body);
+    while ((kv = va_arg(ap, const char *))) {
+        const char *eq = strchr(kv, '=');
+        stockd_param *p = &params[in.nparams++];
+        p->key = kv;
+        p->key_len = eq ? (size_t)(eq - kv) : strlen(kv);
+        p->value = eq ? eq + 1 : NULL;
+        p->value_len = eq ? strlen(eq + 1) : 0;
+    }
+    va_end(ap);
+    if (idem) {
+        in.idem_key = idem;
+        in.idem_key_len = strlen(idem);
+    }
+    stockd_route_request(&in, &out);
+    return out;
+}
+
+static void test_routing_table(void) {
+    static const struct {
+        const char *method, *path, *idem;
+        size_t body;
+        const char *p1, *p2;
+        stockd_route route;
+        stockd_result error;
+        const char *allow;
+    } cases[] = {
+        {"GET", "/stock/reduce", NULL, 0, "id=1", NULL, STOCKD_ROUTE_REDUCE, STOCKD_R_OK, NULL},
+        {"POST", "/stock/reduce", NULL, 0, "id=1", NULL, STOCKD_ROUTE_REDUCE, STOCKD_R_OK, NULL},
+        {"HEAD", "/stock/reduce", NULL, 0, "id=1", NULL, STOCKD_ROUTE_REDUCE,
+         STOCKD_R_METHOD_NOT_ALLOWED, "GET, POST"},
+        {"PUT", "/stock/reduce", NULL, 0, "id=1", NULL, STOCKD_ROUTE_REDUCE,
+         STOCKD_R_METHOD_NOT_ALLOWED, "GET, POST"},
+        {"GET", "/stock", NULL, 0, "id=1", NULL, STOCKD_ROUTE_STOCK, STOCKD_R_OK, NULL},
+        {"HEAD", "/health", NULL, 0, NULL, NULL, STOCKD_ROUTE_HEALTH, STOCKD_R_OK, NULL},
+        {"DELETE", "/health", NULL, 0, NULL, NULL, STOCKD_ROUTE_HEALTH, STOCKD_R_METHOD_NOT_ALLOWED,
+         "GET, HEAD"},
+        {"GET", "/metrics", NULL, 0, NULL, NULL, STOCKD_ROUTE_METRICS, STOCKD_R_OK, NULL},
+        {"POST", "/metrics", NULL, 0, NULL, NULL, STOCKD_ROUTE_METRICS, STOCKD_R_METHOD_NOT_ALLOWED,
+         "GET, HEAD"},
+        {"GET", "/stock/reduce/", NULL, 0, "id=1", NULL, STOCKD_ROUTE_OTHER, STOCKD_R_NO_ROUTE,
+         NULL},
+        {"GET", "/", NULL, 0, NULL, NULL, STOCKD_ROUTE_OTHER, STOCKD_R_NO_ROUTE, NULL},
+        {"GET", "/stock/reduce", NULL, 3, "id=1", NULL, STOCKD_ROUTE_REDUCE, STOCKD_R_BAD_REQUEST,
+         NULL},
+        {"GET", "/stock/reduce", NULL, 0, NULL, NULL, STOCKD_ROUTE_REDUCE, STOCKD_R_BAD_REQUEST,
+         NULL},
+        {"GET", "/stock/reduce", NULL, 0, "id", NULL, STOCKD_ROUTE_REDUCE, STOCKD_R_BAD_REQUEST,
+         NULL},
+        {"GET", "/stock/reduce", NULL, 0, "id=1", "id=1", STOCKD_ROUTE_REDUCE, STOCKD_R_BAD_REQUEST,
+         NULL},
+        {"GET", "/stock/reduce", NULL, 0, "id=1", "request_id=k 1", STOCKD_ROUTE_REDUCE,
+         STOCKD_R_BAD_REQUEST, NULL},
+        {"GET", "/stock/reduce", "a", 0, "id=1", "request_id=b", STOCKD_ROUTE_REDUCE,
+         STOCKD_R_BAD_REQUEST, NULL},
+        {"GET", "/stock/reduce", "a", 0, "id=1", "request_id=a", STOCKD_ROUTE_REDUCE, STOCKD_R_OK,
+         NULL},
+        {"GET", "/stock/reduce", "bad/key", 0, "id=1", NULL, STOCKD_ROUTE_REDUCE,
+         STOCKD_R_BAD_REQUEST, NULL},
+        /* Unknown parameters are ignored; a health check needs none. */
+        {"GET", "/stock", NULL, 0, "id=7", "x=y", STOCKD_ROUTE_STOCK, STOCKD_R_OK, NULL},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        stockd_routed r = route(cases[i].method, cases[i].path, cases[i].idem, cases[i].body,
+                                cases[i].p1, cases[i].p2, (const char *)NULL);
+        if (r.route != cases[i].route || r.error != cases[i].error)
+            CHECK_FAIL_("case %zu (%s %s %s %s): expected route %d error %d, got route %d "
+                        "error %d (%s)",
+                        i, cases[i].method, cases[i].path, cases[i].p1 ? cases[i].p1 : "",
+                        cases[i].p2 ? cases[i].p2 : "", cases[i].route, cases[i].error, r.route,
+                        r.error, r.message ? r.message : "");
+        if (cases[i].allow) CHECK_STR_EQ(cases[i].allow, r.allow);
+        if (r.error != STOCKD_R_OK) CHECK(r.message && *r.message);
+    }
+    stockd_routed r =
+        route("GET", "/stock/reduce", NULL, 0, "id=42", "request_id=k-1", (const char *)NULL);
+    CHECK_INT_EQ(STOCKD_R_OK, r.error);
+    CHECK_INT_EQ(STOCKD_JOB_DEDUCT, r.kind);
+    CHECK_INT_EQ(42, r.product_id);
+    CHECK_INT_EQ(3, r.key_len);
+    CHECK(memcmp(r.key, "k-1", 3) == 0);
+    r = route("GET", "/stock/reduce", "hdr", 0, "id=42", (const char *)NULL);
+    CHECK_INT_EQ(3, r.key_len);
+    CHECK(memcmp(r.key, "hdr", 3) == 0);
+    r = route("GET", "/stock/reduce", NULL, 0, "id=42", (const char *)NULL);
+    CHECK(r.key == NULL);
+}
+
 int main(void) {
+    test_routing_table();
     test_id_parser_accepts_only_canonical_positive_int32();
     test_key_check();
     test_deducted_answer_has_stock_order_and_instance();
     test_outcome_to_status_table();
     test_error_answers();
     test_health_json();
-    puts("test_answer: all passed");
+    puts("test_contract: all passed");
     return 0;
 }
