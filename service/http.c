@@ -244,9 +244,8 @@ stockd_http *stockd_http_start(stockd_ctx *ctx, char *err, size_t errlen) {
         (uint16_t)cfg->port, NULL, NULL, on_request, h, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, h,
         MHD_OPTION_SOCK_ADDR, &sin, MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->max_connections,
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->connection_timeout_s,
-        MHD_OPTION_NOTIFY_COMPLETED, on_completed, h, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, h,
-        MHD_OPTION_LISTENING_ADDRESS_REUSE, 1u, MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u,
-        MHD_OPTION_END);
+        MHD_OPTION_NOTIFY_COMPLETED, on_completed, h, MHD_OPTION_LISTENING_ADDRESS_REUSE, 1u,
+        MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u, MHD_OPTION_END);
     if (!h->daemon) {
         snprintf(err, errlen, "cannot listen on %s:%u (in use, or not an address of this host)",
                  cfg->bind, cfg->port);
