@@ -16,11 +16,20 @@ MYSQL_URL="mysql://$DB_USER@127.0.0.1:$STOCKD_TEST_MYSQL_PORT/$DB"
 export STOCKD_MYSQL_PASSWORD=$DB_PASS
 
 t_cleanup() {
+  local rc=$? f
   stockd_stop_all "$T"
   nginx_stop "$T"
-  local f
   for f in "$T"/*/pid; do [[ -e $f ]] && stop_pidfile "$f" 10; done
-  return 0
+  # A sanitizer build of stockd reports into its log and carries on (or exits later
+  # with a code nobody reads): any report there fails the test.
+  if grep -l -E 'ERROR: (Address|Leak)Sanitizer|WARNING: ThreadSanitizer|runtime error:' \
+    "$T"/stockd/*.log 2>/dev/null; then
+    echo "FAIL: sanitizer reports in the stockd logs above" >&2
+    grep -h -A20 -E 'ERROR: (Address|Leak)Sanitizer|WARNING: ThreadSanitizer|runtime error:' \
+      "$T"/stockd/*.log | head -80 >&2
+    rc=1
+  fi
+  exit "$rc"
 }
 trap t_cleanup EXIT
 

@@ -23,3 +23,4 @@ stockd_integration_test(oversell_atomic_3_instances_ends_at_zero
   COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/oversell.sh atomic 3 zero LABELS experiment)
 stockd_integration_test(zk_faults_timeout_paused_holder_zk_down
   COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/zk_faults.sh LABELS fault)
+stockd_integration_test(no_leak_in_10k_requests COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/leak_10k.sh)
