@@ -187,6 +187,84 @@ L4J
 
 zk_stop() { stop_pidfile "$1/${2:-zk}/pid" 20; }
 
+# ---------------------------------------------------------------- ZooKeeper ensemble
+
+# A three-server ensemble on loopback, for the fault tests. Server N (1..3) lives in
+# RUN/zkN (so a test's cleanup, which stops RUN/*/pid, stops it too) and uses the ports
+#   client BASE+N-1, quorum BASE+N+2, leader election BASE+N+5
+# (nine ports from BASE). It forms a quorum in about 8 s on this machine.
+
+# zk_ensemble_hosts BASE: the connection string, "127.0.0.1:BASE,...:BASE+2".
+zk_ensemble_hosts() {
+  local b=$1
+  printf '127.0.0.1:%s,127.0.0.1:%s,127.0.0.1:%s' "$b" $((b + 1)) $((b + 2))
+}
+
+# zk_ensemble_start RUN BASE: writes the three configs (first time) and starts every
+# server not running; returns once each one serves as leader or follower.
+zk_ensemble_start() {
+  local run=$1 b=$2 n
+  for n in 1 2 3; do zk_ensemble_start_one "$run" "$b" "$n" nowait || return 1; done
+  for n in 1 2 3; do
+    if ! wait_until 60 zk_serving $((b + n - 1)); then
+      stack_log "zk ensemble: server $n did not join a quorum, see $run/zk$n/zk.log"
+      return 1
+    fi
+  done
+}
+
+# zk_ensemble_start_one RUN BASE N [nowait]: starts server N (again) and, unless told
+# not to, waits until it serves (which needs a quorum: another server must be up).
+zk_ensemble_start_one() {
+  local run=$1 b=$2 n=$3 wait=${4:-wait} d i
+  d=$run/zk$n
+  mkdir -p "$d/data"
+  if ! pid_alive "$d/pid"; then
+    port_free $((b + n - 1)) || { stack_log "zk$n: port $((b + n - 1)) is taken"; return 1; }
+    echo "$n" >"$d/data/myid"
+    cat >"$d/zoo.cfg" <<CFG
+tickTime=500
+initLimit=10
+syncLimit=5
+dataDir=$d/data
+clientPort=$((b + n - 1))
+clientPortAddress=127.0.0.1
+admin.enableServer=false
+4lw.commands.whitelist=*
+minSessionTimeout=1000
+maxSessionTimeout=60000
+maxClientCnxns=0
+CFG
+    for i in 1 2 3; do
+      echo "server.$i=127.0.0.1:$((b + i + 2)):$((b + i + 5))" >>"$d/zoo.cfg"
+    done
+    zk_launch "$d"
+  fi
+  [[ $wait == nowait ]] && return 0
+  wait_until 60 zk_serving $((b + n - 1)) ||
+    { stack_log "zk$n: did not serve, see $d/zk.log"; return 1; }
+}
+
+# zk_ensemble_stop RUN: stops the three servers.
+zk_ensemble_stop() {
+  local n
+  for n in 1 2 3; do zk_stop "$1" "zk$n"; done
+}
+
+# zk_ensemble_mode BASE N: prints server N's mode (leader, follower; nothing if down).
+zk_ensemble_mode() {
+  zk_4lw $(($1 + $2 - 1)) srvr 2>/dev/null | sed -n 's/^Mode: //p'
+}
+
+# zk_leader BASE: prints the number (1..3) of the current leader; fails if none leads.
+zk_leader() {
+  local n
+  for n in 1 2 3; do
+    [[ $(zk_ensemble_mode "$1" "$n") == leader ]] && { echo "$n"; return 0; }
+  done
+  return 1
+}
+
 # ---------------------------------------------------------------- stockd
 
 # stockd_bin: the built binary (STOCKD_BIN, else build/service/stockd).
@@ -250,12 +328,25 @@ r /dev/stdin
 d
 }" "$STACK_SRC/nginx/nginx.conf.in" <<<"$servers" >"$d/nginx.conf"
   if pid_alive "$d/nginx.pid"; then
-    nginx -p "$d" -c "$d/nginx.conf" -s reload
+    nginx_reload "$d"
     return
   fi
   port_free "$port" || { stack_log "nginx: port $port is taken"; return 1; }
   nginx -p "$d" -c "$d/nginx.conf" -e "$d/logs/error.log" || return 1
   wait_until 10 curl -fsS "http://127.0.0.1:$port/nginx-health"
+}
+
+# nginx_reload DIR: reloads the configuration and returns once it is in force. A
+# reload is asynchronous: until the old workers have finished their requests and
+# exited, new requests may still reach them and their old upstream list.
+nginx_reload() {
+  local d=$1 master old p
+  master=$(cat "$d/nginx.pid")
+  old=$(pgrep -P "$master" | tr '\n' ' ')
+  nginx -p "$d" -c "$d/nginx.conf" -e "$d/logs/error.log" -s reload || return 1
+  for p in $old; do
+    wait_until 30 eval "! kill -0 $p" || { stack_log "nginx: old worker $p still running"; return 1; }
+  done
 }
 
 nginx_stop() {

@@ -14,6 +14,7 @@ DB_USER=stockd
 DB_PASS=stockd-test-pw
 MYSQL_URL="mysql://$DB_USER@127.0.0.1:$STOCKD_TEST_MYSQL_PORT/$DB"
 export STOCKD_MYSQL_PASSWORD=$DB_PASS
+export STOCKLOAD_BIN=$STOCKD_BUILD/loadtest/stockload
 
 t_cleanup() {
   local rc=$? f

@@ -14,7 +14,8 @@ for ((i = 1; i <= instances; i++)); do t_stockd "$i" "$mode" --think-us "${THINK
 t_nginx "$instances"
 
 "$STOCKD_SRC/loadtest/oversell" --url "http://127.0.0.1:$PORT0" --run "$STOCKD_TEST_RUN" \
-  --db "$DB" --label "$mode x$instances" ${OVERSELL_ARGS:-} | tee "$T/out"
+  --db "$DB" --mysql "$MYSQL_URL" --label "$mode x$instances" \
+  --tool "${OVERSELL_TOOL:-stockload}" | tee "$T/out"
 res=$(grep '^RESULT ' "$T/out") || fail "no RESULT line"
 get() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<<"$res"; }
 
