@@ -9,3 +9,9 @@ stockd_unit_test(loadtest_reconcile SOURCES loadtest/test_reconcile.c LIBS stock
 stockd_integration_test(loadtest_stockload_nginx
   COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/loadtest/stockload_nginx.sh $<TARGET_FILE:stockload>
   TIMEOUT 120)
+
+# loadtest/report, small: modes none and zk on the report's own stack (inside this
+# test's ports), checking every output and the verdicts it reports.
+stockd_integration_test(loadtest_report_smoke
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/loadtest/report_smoke.sh $<TARGET_FILE:stockload>
+  TIMEOUT 300 LABELS stack)

@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# loadtest/report end to end, small: two modes (none, zk) on the report's own stack
+# under this test's run directory, with counts small enough for CI. It checks what the
+# report promises, not how fast anything was: every output file exists (the plots are
+# PNG images), report.json parses and says what the database says (none oversold, zk
+# ended at exactly 0, the ledger and stockload's reconciliation agree in both), the
+# metrics deltas are this run's own (zk's lock waits = its requests, no ZooKeeper
+# counters without ZooKeeper), the stock samples start at the initial stock and end at
+# the final one, the Markdown has the table, and the stack is stopped afterwards.
+#
+# usage: report_smoke.sh PATH/TO/stockload   (run by ctest with the STOCKD_* variables)
+source "$STOCKD_SRC/tests/lib.sh"
+
+export STOCKLOAD_BIN=${1:?usage: report_smoke.sh PATH/TO/stockload}
+if [[ ! -x $STOCKD_BIN ]] || ! grep -qa /stock/reduce "$STOCKD_BIN"; then
+  echo "SKIP: no stockd service binary at $STOCKD_BIN (build the stockd target first)"
+  exit 77
+fi
+[[ -x $STOCKLOAD_BIN ]] || { echo "SKIP: no stockload at $STOCKLOAD_BIN"; exit 77; }
+for tool in jq gnuplot; do
+  command -v "$tool" >/dev/null || { echo "SKIP: $tool is not installed (scripts/deps)"; exit 77; }
+done
+
+# The report's stack inside the 20 ports ctest gives this test: MariaDB at +6 and
+# stockd i at +10+i from the base; nginx and ZooKeeper moved to +1 and +2.
+run=$T/stack out=$T/out
+export STOCKD_BIN STACK_NGINX_PORT=$((PORT0 + 1)) STACK_ZK_PORT=$((PORT0 + 2))
+unset STOCKD_MYSQL_PASSWORD STACK_RUN STACK_PORT_BASE # the stack makes its own
+trap 'STACK_RUN=$run STACK_PORT_BASE=$PORT0 "$STOCKD_SRC/scripts/stack" down </dev/null \
+  >/dev/null 2>&1 || true; t_cleanup' EXIT
+
+# Stock 50 and 300 requests at 100 in flight: the oversell experiment's proportions
+# (tests/service/oversell.sh), which make the unlocked run go negative every time.
+stock=50 threads=100 loops=3
+"$STOCKD_SRC/loadtest/report" --modes "none zk" --stock "$stock" --threads "$threads" \
+  --loops "$loops" --run "$run" --port-base "$PORT0" --out "$out" </dev/null |
+  tee "$T/stdout" || fail "loadtest/report failed"
+
+for f in report.md report.json throughput.png p99.png stock.png; do
+  [[ -s $out/$f ]] || fail "missing or empty: $out/$f"
+done
+for f in throughput.png p99.png stock.png; do
+  expect_eq "$f is a PNG image" 89504e470d0a1a0a "$(od -An -N8 -tx1 "$out/$f" | tr -d ' \n')"
+done
+
+j=$out/report.json
+jq -e . "$j" >/dev/null || fail "report.json does not parse"
+r() { jq -r --arg m "$1" ".runs[] | select(.mode == \$m) | $2" "$j"; }
+expect_eq "modes, in order" "none zk" "$(jq -r '[.runs[].mode] | join(" ")' "$j")"
+expect_eq "requests per mode" $((threads * loops)) "$(jq -r .load.requests "$j")"
+expect_eq "think time in the load" 1000 "$(jq -r .load.think_us "$j")"
+expect_eq "nproc in the machine" "$(nproc)" "$(jq -r .machine.nproc "$j")"
+
+for m in none zk; do
+  expect_eq "$m: initial stock" "$stock" "$(r "$m" .initial)"
+  expect_eq "$m: ledger" ok "$(r "$m" .ledger)"
+  expect_eq "$m: stockload reconciliation" ok "$(r "$m" .reconciliation)"
+  expect_eq "$m: orders = deducted answers" "$(r "$m" .deducted)" "$(r "$m" .orders)"
+  expect_eq "$m: every request answered deducted or sold_out" 0 "$(r "$m" .errors)"
+  # The sampler runs from before the load until after it.
+  expect_eq "$m: first stock sample" "$stock" "$(r "$m" '.stock_samples[0][1]')"
+  expect_eq "$m: last stock sample" "$(r "$m" .final)" "$(r "$m" '.stock_samples[-1][1]')"
+done
+
+final=$(r none .final)
+((final < 0)) || fail "none: expected a negative final stock, got $final"
+expect_eq "none: verdict" OVERSOLD "$(r none .verdict)"
+expect_eq "none: oversold" $((-final)) "$(r none .oversold)"
+expect_eq "none: ZooKeeper ops" null "$(r none .zk_ops)"
+expect_eq "none: lock waits" 0 "$(r none .lock_wait.count)"
+
+expect_eq "zk: final stock" 0 "$(r zk .final)"
+expect_eq "zk: verdict" EXACT "$(r zk .verdict)"
+expect_eq "zk: orders" "$stock" "$(r zk .orders)"
+# Every request through the zk stockd instances waited for the lock once, and the
+# counters are this run's: fresh processes, before/after deltas.
+expect_eq "zk: lock waits" $((threads * loops)) "$(r zk .lock_wait.count)"
+expect_eq "zk: lock wait p99 is a bucket bound" true "$(r zk '.lock_wait.p99_le_s != null')"
+expect_eq "zk: one create per lock round at least" true \
+  "$(r zk ".zk_ops.create >= $((threads * loops))")"
+expect_eq "zk: ops per deduction" true \
+  "$(r zk '.zk_ops_per_deduction == ((.zk_ops | add) / .deducted)')"
+
+md=$out/report.md
+grep -qF "stockd --think-us 1000, stock $stock, $threads threads x $loops loops" "$md" ||
+  fail "the table header does not say the load"
+grep -qE "^\| none \| $stock -> $final \| " "$md" ||
+  fail "no table row for none: $(grep '^|' "$md")"
+grep -qE "^\| zk \| $stock -> 0 \| $stock \| 0 \| EXACT \| ok \| " "$md" ||
+  fail "no table row for zk: $(grep '^|' "$md")"
+grep -qF -- "--modes 'none zk'" "$md" || fail "report.md does not show the command"
+echo "ok: report.md has the header, both rows and the command"
+
+# The report stopped its stack: no process of it runs and its ports are free.
+for f in "$run"/mysql/pid "$run"/zk/pid "$run"/nginx/nginx.pid "$run"/stockd/*.pid; do
+  if pid_alive "$f"; then fail "still running after the report: $f"; fi
+done
+for p in $((PORT0 + 1)) $((PORT0 + 2)) $((PORT0 + 6)) $((PORT0 + 11)) $((PORT0 + 12)) \
+  $((PORT0 + 13)); do
+  port_free "$p" || fail "port $p still taken after the report"
+done
+echo "ok: the report's stack is stopped"
+echo PASS
