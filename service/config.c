@@ -186,7 +186,6 @@ int stockd_config_parse(stockd_config *c, int argc, char **argv, char *err, size
     c->zk_session_ms = 6000;
     c->max_connections = 1024;
     c->connection_timeout_s = 30;
-    c->batch_max = 1;
 
     for (size_t i = 0; i < NOPTIONS; i++) {
         const char *v = getenv(options[i].env);

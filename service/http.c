@@ -37,7 +37,6 @@ struct stockd_http {
 /* The per-request context: the job, plus what the polling thread learns while routing. */
 typedef struct http_req {
     stockd_job job;
-    stockd_http *http;
     bool queued;
     size_t body_bytes;
 } http_req;
@@ -129,7 +128,6 @@ static enum MHD_Result route(stockd_http *h, struct MHD_Connection *c, http_req 
     if (d.key) {
         memcpy(job->request_id, d.key, d.key_len);
         job->request_id[d.key_len] = '\0';
-        job->client_key = true;
     } else if (job->kind == STOCKD_JOB_DEDUCT) {
         /* Our own unique id: "i/<random per process>/<sequence>" ('/' never appears in
          * a client key, and at most 39 bytes). It lets a COMMIT whose reply was lost be
@@ -166,7 +164,6 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         /* First call: headers only. Make the context; routing waits for the end. */
         r = calloc(1, sizeof(*r));
         if (!r) return MHD_NO;
-        r->http = h;
         atomic_fetch_add(&h->open_requests, 1);
         *ctxp = r;
         return MHD_YES;

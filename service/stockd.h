@@ -52,8 +52,7 @@ typedef struct stockd_config {
     unsigned zk_session_ms;
     unsigned max_connections;
     unsigned connection_timeout_s;
-    unsigned think_us;  /* pause between check and update (stockdb_request.think_us) */
-    unsigned batch_max; /* jobs of one product served per lock acquisition; 1 = no batching */
+    unsigned think_us; /* pause between check and update (stockdb_request.think_us) */
     bool help;
     bool version;
 } stockd_config;
@@ -143,7 +142,6 @@ typedef struct stockd_job {
     stockd_result result; /* for metrics; set with status */
     int32_t product_id;
     char request_id[101]; /* the client's Idempotency-Key, or our own unique id */
-    bool client_key;      /* request_id came from the client */
     void *conn;           /* struct MHD_Connection *, resumed by the worker */
     unsigned status;      /* answer, filled by the worker */
     char *body;

@@ -52,9 +52,8 @@ static int zk_guard(void *arg) {
     return zklock_check(arg) != ZKLOCK_OK;
 }
 
-static int deduct_once(worker_state *ws, stockdb_strategy s, stockdb_request *req,
-                       stockdb_result *res) {
-    /* A deadlock victim was rolled back whole, so retrying it is safe. */
+/* One deduction; a deadlock victim was rolled back whole, so it is retried (twice). */
+static int deduct(worker_state *ws, stockdb_strategy s, stockdb_request *req, stockdb_result *res) {
     int rc = STOCKDB_ERR_DEADLOCK;
     for (int attempt = 0; attempt < 3 && rc == STOCKDB_ERR_DEADLOCK; attempt++)
         rc = stockdb_deduct(ws->db, s, req, res);
@@ -72,13 +71,13 @@ static void serve_deduct(worker_state *ws, stockd_job *job, stockd_answer *a) {
 
     switch (ctx->cfg->lock) {
     case STOCKD_LOCK_NONE:
-        rc = deduct_once(ws, STOCKDB_READ_CHECK_UPDATE, &req, &res);
+        rc = deduct(ws, STOCKDB_READ_CHECK_UPDATE, &req, &res);
         break;
     case STOCKD_LOCK_LOCAL: {
         pthread_mutex_t *m = &ws->w->stripes[(uint32_t)job->product_id % LOCAL_STRIPES];
         pthread_mutex_lock(m);
         stockd_metrics_lock_wait(now_ns() - t0);
-        rc = deduct_once(ws, STOCKDB_READ_CHECK_UPDATE, &req, &res);
+        rc = deduct(ws, STOCKDB_READ_CHECK_UPDATE, &req, &res);
         pthread_mutex_unlock(m);
         break;
     }
@@ -99,16 +98,16 @@ static void serve_deduct(worker_state *ws, stockd_job *job, stockd_answer *a) {
         req.fence = zklock_token(h);
         req.guard = zk_guard;
         req.guard_arg = h;
-        rc = deduct_once(ws, STOCKDB_READ_CHECK_UPDATE, &req, &res);
+        rc = deduct(ws, STOCKDB_READ_CHECK_UPDATE, &req, &res);
         int rel = zklock_release(h);
         if (rel != ZKLOCK_OK) log_failure(ws, "zookeeper release", zklock_strerror(rel));
         break;
     }
     case STOCKD_LOCK_FOR_UPDATE:
-        rc = deduct_once(ws, STOCKDB_FOR_UPDATE, &req, &res);
+        rc = deduct(ws, STOCKDB_FOR_UPDATE, &req, &res);
         break;
     case STOCKD_LOCK_ATOMIC:
-        rc = deduct_once(ws, STOCKDB_ATOMIC, &req, &res);
+        rc = deduct(ws, STOCKDB_ATOMIC, &req, &res);
         break;
     }
     if (lock_rc == ZKLOCK_OK && rc != STOCKDB_OK && rc != STOCKDB_ERR_NOT_FOUND) {
