@@ -26,6 +26,8 @@ static const struct {
     [STOCKD_R_UNAVAILABLE] = {"unavailable", 503},
     [STOCKD_R_OVERLOADED] = {"overloaded", 503},
     [STOCKD_R_UNKNOWN] = {"unknown", 500},
+    [STOCKD_R_URI_TOO_LONG] = {"uri_too_long", 414},
+    [STOCKD_R_HEADERS_TOO_LARGE] = {"headers_too_large", 431},
     [STOCKD_R_INTERNAL] = {"internal_error", 500},
 };
 
@@ -240,6 +242,15 @@ void stockd_route_request(const stockd_request_in *in, stockd_routed *out) {
 
     memset(out, 0, sizeof(*out));
     out->error = STOCKD_R_OK;
+    if (in->uri_bytes > STOCKD_MAX_URI_BYTES) {
+        out->route = STOCKD_ROUTE_OTHER;
+        return refuse(out, STOCKD_R_URI_TOO_LONG, "the URI is longer than 8192 bytes", NULL);
+    }
+    if (in->header_bytes > STOCKD_MAX_HEADER_BYTES) {
+        out->route = STOCKD_ROUTE_OTHER;
+        return refuse(out, STOCKD_R_HEADERS_TOO_LARGE, "the headers are larger than 16384 bytes",
+                      NULL);
+    }
     if (strcmp(path, "/metrics") == 0) {
         out->route = STOCKD_ROUTE_METRICS;
         if (!get && !head)

@@ -41,6 +41,12 @@ typedef struct http_req {
     size_t body_bytes;
 } http_req;
 
+/* libmicrohttpd's memory per connection, which must hold the whole request head. It is
+ * well above stockd's own limits (STOCKD_MAX_URI_BYTES, STOCKD_MAX_HEADER_BYTES), so a
+ * head over those still fits and gets stockd's JSON 414 / 431; only a head over this
+ * size gets libmicrohttpd's own (HTML) answer. */
+#define STOCKD_CONNECTION_MEMORY (64 * 1024)
+
 static const char fallback_body[] = "{\"result\":\"internal_error\",\"message\":\"out of memory\"}";
 
 /* Queues status + body (which the response takes over and frees) on the connection. */
@@ -97,6 +103,13 @@ static enum MHD_Result collect_param(void *cls, enum MHD_ValueKind kind, const c
     return MHD_YES;
 }
 
+/* Adds up the bytes of the query parameters or of the headers. */
+static enum MHD_Result count_bytes(void *cls, enum MHD_ValueKind kind, const char *key,
+                                   size_t key_size, const char *value, size_t value_size) {
+    *(size_t *)cls += key_size + value_size + 2; /* "k=v&", "k: v" */
+    return MHD_YES;
+}
+
 /* Routes a complete request (contract.c decides) and acts on the decision: answer at
  * once, or suspend the connection and queue a job. */
 static enum MHD_Result route(stockd_http *h, struct MHD_Connection *c, http_req *r, const char *url,
@@ -110,6 +123,9 @@ static enum MHD_Result route(stockd_http *h, struct MHD_Connection *c, http_req 
     in.params = ps.p;
     in.nparams = ps.n;
     in.params_truncated = ps.truncated;
+    in.uri_bytes = strlen(url);
+    MHD_get_connection_values_n(c, MHD_GET_ARGUMENT_KIND, count_bytes, &in.uri_bytes);
+    MHD_get_connection_values_n(c, MHD_HEADER_KIND, count_bytes, &in.header_bytes);
     if (MHD_lookup_connection_value_n(c, MHD_HEADER_KIND, "Idempotency-Key", 15, &in.idem_key,
                                       &in.idem_key_len) != MHD_YES)
         in.idem_key = NULL;
@@ -241,6 +257,7 @@ stockd_http *stockd_http_start(stockd_ctx *ctx, char *err, size_t errlen) {
         (uint16_t)cfg->port, NULL, NULL, on_request, h, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, h,
         MHD_OPTION_SOCK_ADDR, &sin, MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->max_connections,
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->connection_timeout_s,
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)STOCKD_CONNECTION_MEMORY,
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, h, MHD_OPTION_LISTENING_ADDRESS_REUSE, 1u,
         MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u, MHD_OPTION_END);
     if (!h->daemon) {

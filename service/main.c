@@ -33,6 +33,22 @@ void stockd_log(const char *level, const char *fmt, ...) {
     pthread_mutex_unlock(&log_mu);
 }
 
+/* A password inside a --mysql URL is in argv, which every local user can read in ps and
+ * /proc/PID/cmdline. Once the URL is parsed it is overwritten in place with 'x' (as the
+ * mysql client does with -p), so it shows only between exec and here; with
+ * STOCKD_MYSQL_PASSWORD it never shows at all. */
+static void hide_url_password(int argc, char **argv) {
+    for (int i = 1; i < argc; i++) {
+        char *auth = strstr(argv[i], "mysql://"), *end, *colon;
+        if (!auth) continue;
+        auth += 8;
+        end = auth + strcspn(auth, "@/");
+        if (*end != '@') continue;
+        colon = memchr(auth, ':', (size_t)(end - auth));
+        if (colon) memset(colon + 1, 'x', (size_t)(end - colon - 1));
+    }
+}
+
 int main(int argc, char **argv) {
     stockd_config cfg;
     stockd_ctx ctx = {.cfg = &cfg, .complete = stockd_http_complete};
@@ -64,6 +80,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "stockd: --mysql must look like mysql://USER@HOST:PORT/DB\n");
         return 2;
     }
+    hide_url_password(argc, argv);
 
     /* Signals are taken by sigwait in this thread only: block them before any thread
      * starts so that every thread inherits the mask. */

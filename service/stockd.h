@@ -80,6 +80,8 @@ typedef enum stockd_result {
     STOCKD_R_UNAVAILABLE,
     STOCKD_R_OVERLOADED,
     STOCKD_R_UNKNOWN, /* commit outcome could not be confirmed */
+    STOCKD_R_URI_TOO_LONG,
+    STOCKD_R_HEADERS_TOO_LARGE,
     STOCKD_R_INTERNAL,
 } stockd_result;
 
@@ -174,6 +176,11 @@ typedef struct stockd_param {
 } stockd_param;
 
 #define STOCKD_MAX_PARAMS 16
+/* The largest URI (path and query, as decoded) and header block (names and values)
+ * stockd serves; larger ones are answered 414 / 431. Both stay well below the
+ * connection memory of http.c, so that stockd, not libmicrohttpd, gives that answer. */
+#define STOCKD_MAX_URI_BYTES    8192
+#define STOCKD_MAX_HEADER_BYTES 16384
 
 /* A request as far as routing needs it. Nothing is owned. */
 typedef struct stockd_request_in {
@@ -185,6 +192,8 @@ typedef struct stockd_request_in {
     const char *idem_key;  /* the Idempotency-Key header, NULL if absent */
     size_t idem_key_len;
     size_t body_bytes;
+    size_t uri_bytes;    /* path plus decoded query parameters */
+    size_t header_bytes; /* header names plus values */
 } stockd_request_in;
 
 /* What routing decided. If error != STOCKD_R_OK the request is answered at once with

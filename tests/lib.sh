@@ -16,8 +16,11 @@ MYSQL_URL="mysql://$DB_USER@127.0.0.1:$STOCKD_TEST_MYSQL_PORT/$DB"
 export STOCKD_MYSQL_PASSWORD=$DB_PASS
 export STOCKLOAD_BIN=$STOCKD_BUILD/loadtest/stockload
 
+# Runs on exit. It calls `exit` only to fail a test that would otherwise pass; when
+# it returns normally bash keeps the script's own exit status, so a test that also
+# runs other commands in its trap before calling t_cleanup cannot mask a failure.
 t_cleanup() {
-  local rc=$? f
+  local f
   stockd_stop_all "$T"
   nginx_stop "$T"
   for f in "$T"/*/pid; do [[ -e $f ]] && stop_pidfile "$f" 10; done
@@ -28,9 +31,9 @@ t_cleanup() {
     echo "FAIL: sanitizer reports in the stockd logs above" >&2
     grep -h -A20 -E 'ERROR: (Address|Leak)Sanitizer|WARNING: ThreadSanitizer|runtime error:' \
       "$T"/stockd/*.log | head -80 >&2
-    rc=1
+    exit 1
   fi
-  exit "$rc"
+  return 0
 }
 trap t_cleanup EXIT
 

@@ -255,8 +255,28 @@ static void test_routing_table(void) {
     CHECK(r.key == NULL);
 }
 
+static void test_size_limits_come_first(void) {
+    stockd_param id = {"id", 2, "1", 1};
+    stockd_request_in in = {.method = "GET", .path = "/stock/reduce", .params = &id, .nparams = 1};
+    stockd_routed out;
+
+    in.uri_bytes = STOCKD_MAX_URI_BYTES;
+    stockd_route_request(&in, &out);
+    CHECK_INT_EQ(STOCKD_R_OK, out.error);
+    in.uri_bytes = STOCKD_MAX_URI_BYTES + 1;
+    stockd_route_request(&in, &out);
+    CHECK_INT_EQ(STOCKD_R_URI_TOO_LONG, out.error);
+    CHECK_INT_EQ(414, stockd_answer_status(out.error));
+    in.uri_bytes = 0;
+    in.header_bytes = STOCKD_MAX_HEADER_BYTES + 1;
+    stockd_route_request(&in, &out);
+    CHECK_INT_EQ(STOCKD_R_HEADERS_TOO_LARGE, out.error);
+    CHECK_INT_EQ(431, stockd_answer_status(out.error));
+}
+
 int main(void) {
     test_routing_table();
+    test_size_limits_come_first();
     test_id_parser_accepts_only_canonical_positive_int32();
     test_key_check();
     test_deducted_answer_has_stock_order_and_instance();
