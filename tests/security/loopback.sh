@@ -18,8 +18,6 @@ export STACK_RUN=$T STACK_PORT_BASE=$PORT0 STACK_NGINX_PORT=$((PORT0 + 1))
 export STACK_ZK_PORT=$((PORT0 + 2))
 export STOCKD_BIN
 unset STOCKD_MYSQL_PASSWORD
-# t_cleanup exits with the status it finds in $?, so it must see the test's own, not
-# that of `stack down` (and under set -e a bare `(exit $rc)` would skip it).
 trap '"$stack" down </dev/null || true; t_cleanup' EXIT
 
 "$stack" up --instances 2 --lock zk </dev/null || fail "stack up failed"
