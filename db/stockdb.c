@@ -369,6 +369,18 @@ static int confirm_commit(stockdb *db, const stockdb_request *req, uint64_t orde
 
 /* One attempt at the deduction on a connected handle. Returns a STOCKDB_* code, or
  * RETRY_IDLE when the connection dropped before the transaction began. */
+/* Binds the parameters of the UPDATE statements: (id), or (fence, id, fence) for
+ * the fenced ones, which set product.fence and require it not to exceed ours. */
+static void bind_update(MYSQL_BIND *p, bool fenced, int64_t *fence, int32_t *pid) {
+    if (fenced) {
+        bind_bigint(&p[0], fence, NULL);
+        bind_int(&p[1], pid, NULL);
+        bind_bigint(&p[2], fence, NULL);
+    } else {
+        bind_int(&p[0], pid, NULL);
+    }
+}
+
 static int deduct_once(stockdb *db, stockdb_strategy strategy, const stockdb_request *req,
                        stockdb_result *out) {
     int32_t pid = req->product_id, stock = 0, found_pid = 0, found_stock = 0;
@@ -394,13 +406,7 @@ static int deduct_once(stockdb *db, stockdb_strategy strategy, const stockdb_req
     MYSQL_BIND p[3], r[2];
     if (strategy == STOCKDB_ATOMIC) {
         int id = fenced ? ST_UPDATE_ATOMIC_FENCED : ST_UPDATE_ATOMIC;
-        if (fenced) {
-            bind_bigint(&p[0], &fence, NULL);
-            bind_int(&p[1], &pid, NULL);
-            bind_bigint(&p[2], &fence, NULL);
-        } else {
-            bind_int(&p[0], &pid, NULL);
-        }
+        bind_update(p, fenced, &fence, &pid);
         if ((err = stmt_run(db, id, p, NULL, NULL, &rows))) return deduct_fail(db, err, true);
         if (rows == 0) {
             /* Nothing changed: one read says why. We hold the row's lock (or the gap's,
@@ -447,13 +453,7 @@ static int deduct_once(stockdb *db, stockdb_strategy strategy, const stockdb_req
         }
         /* Deliberately not "AND stock > 0": see stockdb.h. */
         id = fenced ? ST_UPDATE_FENCED : ST_UPDATE;
-        if (fenced) {
-            bind_bigint(&p[0], &fence, NULL);
-            bind_int(&p[1], &pid, NULL);
-            bind_bigint(&p[2], &fence, NULL);
-        } else {
-            bind_int(&p[0], &pid, NULL);
-        }
+        bind_update(p, fenced, &fence, &pid);
         if ((err = stmt_run(db, id, p, NULL, NULL, &rows))) return deduct_fail(db, err, true);
         if (rows == 0) {
             rollback(db);
