@@ -28,9 +28,8 @@ enum {
     ST_CONFIRM,         /* the same, as a locking read: waits for an in-flight twin */
     ST_READ,            /* the seed's read */
     ST_READ_FOR_UPDATE, /* the read that takes the row lock */
-    ST_PROBE,           /* why an ATOMIC update changed nothing */
     ST_UPDATE,          /* the seed's unconditional update */
-    ST_UPDATE_FENCED,   /* the same, refused for an older lock token */
+    ST_UPDATE_FENCED,   /* the same, refused unless the fence is as we read it */
     ST_UPDATE_ATOMIC,   /* the check inside the update */
     ST_UPDATE_ATOMIC_FENCED,
     ST_INSERT,
@@ -41,12 +40,13 @@ static const char *const stmt_sql[ST_COUNT] = {
     [ST_LOOKUP] = "SELECT o.id, o.product_id, p.stock FROM orders o"
                   " LEFT JOIN product p ON p.id = o.product_id WHERE o.request_id = ?",
     [ST_CONFIRM] = "SELECT id, product_id FROM orders WHERE request_id = ? LOCK IN SHARE MODE",
-    [ST_READ] = "SELECT stock FROM product WHERE id = ?",
-    [ST_READ_FOR_UPDATE] = "SELECT stock FROM product WHERE id = ? FOR UPDATE",
-    [ST_PROBE] = "SELECT stock, fence FROM product WHERE id = ?",
+    [ST_READ] = "SELECT stock, fence FROM product WHERE id = ?",
+    [ST_READ_FOR_UPDATE] = "SELECT stock, fence FROM product WHERE id = ? FOR UPDATE",
     [ST_UPDATE] = "UPDATE product SET stock = stock - 1 WHERE id = ?",
-    [ST_UPDATE_FENCED] =
-        "UPDATE product SET stock = stock - 1, fence = ? WHERE id = ? AND fence <= ?",
+    /* Compare-and-set on the fence: the row must still carry the fence our check read
+     * (nobody wrote in between) and it must not be newer than our token. */
+    [ST_UPDATE_FENCED] = "UPDATE product SET stock = stock - 1, fence = ?"
+                         " WHERE id = ? AND fence = ? AND fence <= ?",
     [ST_UPDATE_ATOMIC] = "UPDATE product SET stock = stock - 1 WHERE id = ? AND stock > 0",
     [ST_UPDATE_ATOMIC_FENCED] = "UPDATE product SET stock = stock - 1, fence = ?"
                                 " WHERE id = ? AND stock > 0 AND fence <= ?",
@@ -58,9 +58,8 @@ static const char *const stmt_sql[ST_COUNT] = {
 static const char *const stmt_name[ST_COUNT] = {
     [ST_LOOKUP] = "SELECT order by request id",
     [ST_CONFIRM] = "SELECT order to confirm COMMIT",
-    [ST_READ] = "SELECT stock",
-    [ST_READ_FOR_UPDATE] = "SELECT stock FOR UPDATE",
-    [ST_PROBE] = "SELECT stock, fence",
+    [ST_READ] = "SELECT stock, fence",
+    [ST_READ_FOR_UPDATE] = "SELECT stock, fence FOR UPDATE",
     [ST_UPDATE] = "UPDATE product",
     [ST_UPDATE_FENCED] = "UPDATE product (fenced)",
     [ST_UPDATE_ATOMIC] = "UPDATE product (atomic)",
@@ -369,16 +368,18 @@ static int confirm_commit(stockdb *db, const stockdb_request *req, uint64_t orde
 
 /* One attempt at the deduction on a connected handle. Returns a STOCKDB_* code, or
  * RETRY_IDLE when the connection dropped before the transaction began. */
-/* Binds the parameters of the UPDATE statements: (id), or (fence, id, fence) for
- * the fenced ones, which set product.fence and require it not to exceed ours. */
-static void bind_update(MYSQL_BIND *p, bool fenced, int64_t *fence, int32_t *pid) {
-    if (fenced) {
-        bind_bigint(&p[0], fence, NULL);
-        bind_int(&p[1], pid, NULL);
-        bind_bigint(&p[2], fence, NULL);
-    } else {
+/* Binds the parameters of the UPDATE statements: (id) unfenced; fenced, (fence, id,
+ * fence) for the atomic one and (fence, id, seen, fence) for the read-check-update
+ * one, where seen is the fence its check read (seen == NULL for atomic). */
+static void bind_update(MYSQL_BIND *p, bool fenced, int64_t *fence, int32_t *pid, int64_t *seen) {
+    if (!fenced) {
         bind_int(&p[0], pid, NULL);
+        return;
     }
+    bind_bigint(&p[0], fence, NULL);
+    bind_int(&p[1], pid, NULL);
+    if (seen) bind_bigint(&p[2], seen, NULL);
+    bind_bigint(&p[seen ? 3 : 2], fence, NULL);
 }
 
 static int deduct_once(stockdb *db, stockdb_strategy strategy, const stockdb_request *req,
@@ -403,10 +404,11 @@ static int deduct_once(stockdb *db, stockdb_strategy strategy, const stockdb_req
         return deduct_fail(db, err, false);
     }
 
-    MYSQL_BIND p[3], r[2];
+    MYSQL_BIND p[4], r[2];
+    int64_t seen = 0; /* product.fence as the check read it */
     if (strategy == STOCKDB_ATOMIC) {
         int id = fenced ? ST_UPDATE_ATOMIC_FENCED : ST_UPDATE_ATOMIC;
-        bind_update(p, fenced, &fence, &pid);
+        bind_update(p, fenced, &fence, &pid, NULL);
         if ((err = stmt_run(db, id, p, NULL, NULL, &rows))) return deduct_fail(db, err, true);
         if (rows == 0) {
             /* Nothing changed: one read says why. We hold the row's lock (or the gap's,
@@ -415,7 +417,7 @@ static int deduct_once(stockdb *db, stockdb_strategy strategy, const stockdb_req
             bind_int(&p[0], &pid, NULL);
             bind_int(&r[0], &stock, NULL);
             bind_bigint(&r[1], &row_fence, NULL);
-            if ((err = stmt_run(db, ST_PROBE, p, r, &found, NULL)))
+            if ((err = stmt_run(db, ST_READ, p, r, &found, NULL)))
                 return deduct_fail(db, err, true);
             rollback(db);
             if (!found) goto not_found;
@@ -428,6 +430,7 @@ static int deduct_once(stockdb *db, stockdb_strategy strategy, const stockdb_req
         /* The stock this deduction left, read under our own row lock. */
         bind_int(&p[0], &pid, NULL);
         bind_int(&r[0], &stock, NULL);
+        bind_bigint(&r[1], &seen, NULL);
         if ((err = stmt_run(db, ST_READ, p, r, &found, NULL))) return deduct_fail(db, err, true);
         out->stock = stock;
     } else {
@@ -436,10 +439,16 @@ static int deduct_once(stockdb *db, stockdb_strategy strategy, const stockdb_req
         int id = strategy == STOCKDB_FOR_UPDATE ? ST_READ_FOR_UPDATE : ST_READ;
         bind_int(&p[0], &pid, NULL);
         bind_int(&r[0], &stock, NULL);
+        bind_bigint(&r[1], &seen, NULL);
         if ((err = stmt_run(db, id, p, r, &found, NULL))) return deduct_fail(db, err, true);
         if (!found) {
             rollback(db);
             goto not_found;
+        }
+        if (fenced && seen > fence) {
+            /* A newer holder has written already: nothing we read can be trusted. */
+            rollback(db);
+            goto fenced_out;
         }
         if (stock <= 0) {
             rollback(db);
@@ -453,7 +462,12 @@ static int deduct_once(stockdb *db, stockdb_strategy strategy, const stockdb_req
         }
         /* Deliberately not "AND stock > 0": see stockdb.h. */
         id = fenced ? ST_UPDATE_FENCED : ST_UPDATE;
-        bind_update(p, fenced, &fence, &pid);
+        /* Fenced, the write also proves that nobody wrote since our check: a holder
+         * that was paused past its session may write between a newer holder's check and
+         * its write, with its older token (the newer one has not raised the fence yet).
+         * The fence alone would let both writes through; the compare-and-set on the
+         * fence we read refuses the second. */
+        bind_update(p, fenced, &fence, &pid, &seen);
         if ((err = stmt_run(db, id, p, NULL, NULL, &rows))) return deduct_fail(db, err, true);
         if (rows == 0) {
             rollback(db);
@@ -608,11 +622,13 @@ int stockdb_get_stock(stockdb *db, int32_t product_id, int32_t *stock) {
     for (int attempt = 0;; attempt++) {
         int rc = db_connect(db);
         if (rc != STOCKDB_OK) return rc;
-        MYSQL_BIND p[1], r[1];
+        MYSQL_BIND p[1], r[2];
         int32_t pid = product_id, value = 0;
+        int64_t fence = 0;
         bool found = false;
         bind_int(&p[0], &pid, NULL);
         bind_int(&r[0], &value, NULL);
+        bind_bigint(&r[1], &fence, NULL);
         unsigned err = stmt_run(db, ST_READ, p, r, &found, NULL);
         if (!err) {
             if (!found) {

@@ -95,8 +95,11 @@ typedef struct stockdb_result {
 typedef struct stockdb_request {
     int32_t product_id;
     /* Lock token (ZooKeeper czxid) of the caller's lock, or 0 for none. When > 0 the
-     * UPDATE only applies if product.fence <= fence, and raises product.fence to it;
-     * otherwise the call fails with STOCKDB_ERR_FENCED. */
+     * UPDATE raises product.fence to it, and only applies if product.fence <= fence
+     * and, for READ_CHECK_UPDATE and FOR_UPDATE, if product.fence is still the value
+     * the check read (a compare-and-set: a write by anyone between our check and our
+     * write, such as a stale holder resuming with an older token, makes the check
+     * stale). Otherwise the call fails with STOCKDB_ERR_FENCED and changes nothing. */
     int64_t fence;
     /* Unique key of this request (1..STOCKDB_REQUEST_ID_MAX bytes, else
      * STOCKDB_ERR_CONFIG), stored in orders.request_id. A second call with the same key

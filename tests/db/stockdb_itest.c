@@ -242,6 +242,46 @@ static void test_fencing_accepts_equal_or_newer_and_refuses_older(stockdb *db) {
     }
 }
 
+/* The paused-holder race (found by tests/faults/paused_holder.sh): a newer holder B
+ * checks the stock, and while it thinks, a stale holder A (older token, its session
+ * already expired) writes. The fence alone would let B's write through too, with B's
+ * check now stale; the compare-and-set on the fence B read must refuse it. */
+struct fenced_writer {
+    int product;
+    int64_t fence;
+    unsigned think_us;
+    int rc;
+    stockdb_result res;
+};
+
+static void *fenced_writer_main(void *arg) {
+    struct fenced_writer *w = arg;
+    stockdb *db = new_handle("itest-B");
+    stockdb_request req = {.product_id = w->product, .fence = w->fence, .think_us = w->think_us};
+    w->rc = stockdb_deduct(db, STOCKDB_READ_CHECK_UPDATE, &req, &w->res);
+    stockdb_free(db);
+    return NULL;
+}
+
+static void test_fence_refuses_a_write_based_on_a_stale_check(stockdb *db) {
+    struct fenced_writer b = {.product = 17, .fence = 200, .think_us = 600000};
+    stockdb_result res;
+    pthread_t th;
+
+    set_product(17, 1);
+    CHECK_INT_EQ(0, pthread_create(&th, NULL, fenced_writer_main, &b));
+    /* B has read stock 1 and fence 0 long before this; A writes with token 100. */
+    struct timespec ts = {0, 200 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+    CHECK_RC(STOCKDB_OK, deduct(db, STOCKDB_READ_CHECK_UPDATE, 17, 100, NULL, &res), db);
+    pthread_join(th, NULL);
+    CHECK_INT_EQ(STOCKDB_ERR_FENCED, b.rc);
+    CHECK_INT_EQ(0, db_stock(17));
+    CHECK_INT_EQ(1, db_orders(17));
+    CHECK_INT_EQ(100, db_fence(17));
+    printf("ok: a write whose check went stale under a newer fence is refused\n");
+}
+
 struct guard_state {
     int answer;
     int calls;
@@ -846,6 +886,7 @@ int main(int argc, char **argv) {
         test_sold_out_writes_nothing(db);
         test_unknown_product_is_not_found(db);
         test_fencing_accepts_equal_or_newer_and_refuses_older(db);
+        test_fence_refuses_a_write_based_on_a_stale_check(db);
         test_guard_refusal_rolls_back(db);
         test_request_id_replays_the_first_order(db);
         stockdb_free(db);
