@@ -192,7 +192,7 @@ zk_stop() { stop_pidfile "$1/${2:-zk}/pid" 20; }
 # A three-server ensemble on loopback, for the fault tests. Server N (1..3) lives in
 # RUN/zkN (so a test's cleanup, which stops RUN/*/pid, stops it too) and uses the ports
 #   client BASE+N-1, quorum BASE+N+2, leader election BASE+N+5
-# (nine ports from BASE). It forms a quorum in about 8 s on this machine.
+# (nine ports from BASE). It forms a quorum in 2 to 8 s on this machine.
 
 # zk_ensemble_hosts BASE: the connection string, "127.0.0.1:BASE,...:BASE+2".
 zk_ensemble_hosts() {

@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# loadtest/check-invariant must catch what the fault tests rely on it to catch. Against
+# a real stack it gets one clean run (ok), then the ledger is broken one way at a time
+# and each time it must say VIOLATED, naming the reason:
+#   - a deduction without its order (a partial deduction),
+#   - an order nobody was answered for, without a key to resolve it (lossy mode),
+#   - an answer lost in strict mode, a request that timed out,
+#   - an order carrying a lower lock token than the one before it,
+#   - two answers naming the same order,
+#   - real oversell: three instances without a lock drive the stock below 0, and
+#     their deductions overlap in time.
+source "$STOCKD_SRC/tests/lib.sh"
+source "$STOCKD_SRC/tests/faults/faultlib.sh"
+F_STOCK=40
+
+t_db
+f_reset
+f_stockd 1 "$STOCKD_TEST_ZK"
+t_nginx 1
+f_load_start load --threads 10 --loops 6
+f_load_wait load
+expect_eq "stock after 60 requests for 40 units" 0 "$(f_stock)"
+
+# check [ARGS...]: runs the checker over the clean run plus ARGS; prints its output.
+check() {
+  "$STOCKD_SRC/loadtest/check-invariant" --run "$MYSQL_RUN" --db "$DB" --product "$F_PRODUCT" \
+    --initial "$F_STOCK" --url "$F_NGINX" --load "$T/load.json" "$@"
+}
+# expect_violation WHAT REASON [ARGS...]: the checker must fail and name REASON.
+expect_violation() {
+  local what=$1 reason=$2 out rc=0
+  shift 2
+  out=$(check "$@") || rc=$?
+  ((rc == 1)) || fail "$what: expected exit 1, got $rc: $out"
+  grep -q "verdict=VIOLATED" <<<"$out" || fail "$what: no VIOLATED verdict: $out"
+  grep -q "violation: .*$reason" <<<"$out" || fail "$what: expected '$reason' in: $out"
+  echo "ok: $what -> $(grep -m1 'violation:' <<<"$out" | sed 's/^ *//')"
+}
+
+out=$(check --think-us "$F_THINK_US") || fail "the clean run should pass: $out"
+echo "ok: clean run: $out"
+
+f_sql "UPDATE product SET stock = stock + 1 WHERE id = $F_PRODUCT"
+expect_violation "stock changed without an order" "partial deductions"
+f_sql "UPDATE product SET stock = stock - 1 WHERE id = $F_PRODUCT"
+
+f_sql "UPDATE product SET stock = stock - 1 WHERE id = $F_PRODUCT;
+  INSERT INTO orders (product_id, instance) VALUES ($F_PRODUCT, 'forged')"
+expect_violation "an order without answer or key (lossy)" "no request id to resolve" --lossy
+expect_violation "an order without answer (strict)" "have no deducted answer"
+f_sql "DELETE FROM orders WHERE instance = 'forged'; UPDATE product SET stock = stock + 1
+  WHERE id = $F_PRODUCT"
+
+echo "lost-1 000 - 0 false 52" >"$T/lost.keys"
+expect_violation "a lost answer in strict mode" "answers were lost" --keys "$T/lost.keys"
+echo "slow-1 000 - 0 false 28" >"$T/slow.keys"
+expect_violation "a request that timed out" "within the client's timeout" --keys "$T/slow.keys"
+
+f_sql "UPDATE orders SET fence = 1 WHERE id = (SELECT MAX(id) FROM (SELECT id FROM orders) o)"
+expect_violation "a lock token going down" "lower lock token"
+f_sql "UPDATE orders SET fence = NULL WHERE fence = 1"
+
+# One more "deducted" answer, naming an order the clean run was answered already.
+jq '.counts |= map_values(0) | .counts.deducted = 1 | .transport_errors = {} |
+  .order_ids = [.order_ids[0]]' "$T/load.json" >"$T/dup.json"
+expect_violation "two answers naming one order" "answered more than once" --load "$T/dup.json"
+
+# Real oversell: the seed's experiment (no lock, three instances, a think time).
+stockd_stop "$T" 1
+for i in 1 2 3; do stockd_start "$T" "$i" $((PORT0 + i)) none "$MYSQL_URL" "$STOCKD_TEST_ZK" \
+  --think-us 1000; done
+t_nginx 3
+F_STOCK=50
+f_reset
+rm -f "$T/load.json"
+f_load_start load --threads 100 --loops 10
+f_load_wait load
+echo "stock without a lock: $(f_stock)"
+expect_violation "oversell without a lock" "oversold"
+expect_violation "deductions at once without a lock" "deductions overlapped" --think-us 1000
+echo PASS

@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# kill -9 of one stockd of three (zk lock, 2 s ZooKeeper sessions) in the middle of a
+# deduction, during load:
+#   - the victim is the lock holder, frozen between its UPDATE of the stock and its
+#     COMMIT (a root transaction holds the gap lock its INSERT into orders needs), so
+#     the kill leaves a partial deduction open: MariaDB must roll it back;
+#   - its lock node goes with its ZooKeeper session, and the other instances go on;
+#   - a keyed request in flight at the victim loses its answer; retrying its key
+#     deducts anew or finds the product sold out (it never committed);
+#   - the victim is restarted; a drain sells the rest, so the stock ends at exactly 0;
+#   - the invariant holds in its lossy form (the kill destroys answers): orders =
+#     initial - final, deducted <= orders <= deducted + lost, every answerless order
+#     resolved by a retry of its key.
+# Bound: every request gets an answer (or a transport error) within 20 s.
+# It uses the shared MariaDB and ZooKeeper (it restarts neither).
+source "$STOCKD_SRC/tests/lib.sh"
+source "$STOCKD_SRC/tests/faults/faultlib.sh"
+zkport=${STOCKD_TEST_ZK##*:}
+
+t_db
+f_reset
+for i in 1 2 3; do f_stockd "$i" "$STOCKD_TEST_ZK" --zk-session-ms 2000; done
+t_nginx 3
+
+f_load_start load
+sleep 1.5
+f_gap_lock_start
+wait_until 15 eval '[[ -n $(f_stalled_trx) ]]' || fail "no deduction stalled at the gap lock"
+read -r thread modified < <(f_stalled_trx)
+victim=$(f_instance_of_conn "$thread") || fail "cannot tell which instance owns connection $thread"
+vpid=$(cat "$T/stockd/$victim.pid")
+sid=$(f_zk_sid "$vpid" "$zkport") || fail "cannot find stockd-$victim's ZooKeeper session"
+nodes=$(f_zk_ephemerals "$zkport" "$sid")
+echo "victim: stockd-$victim (pid $vpid), MySQL connection $thread with $modified rows modified" \
+  "and not committed, ZooKeeper session $sid owning:"
+echo "${nodes:-  (none)}"
+[[ $nodes == *product_$F_PRODUCT/* ]] || fail "the frozen holder owns no lock node of product $F_PRODUCT"
+stock_at_kill=$(f_stock)
+last_order=$(f_sql "SELECT COALESCE(MAX(id), 0) FROM orders")
+
+# A request of our own to the victim, so that one lost answer has a known key.
+f_keyed lost-at-victim "http://127.0.0.1:$((PORT0 + victim))" >/dev/null &
+keyed=$!
+sleep 0.3
+{ kill -KILL "$vpid" && wait "$vpid"; } 2>/dev/null || true
+echo "killed stockd-$victim at stock $stock_at_kill"
+f_gap_lock_stop
+wait_until 30 eval "! f_trx_open $thread" || fail "the killed instance's transaction stayed open"
+echo "ok: its open transaction is gone"
+wait_until 30 eval "[[ -z \$(f_zk_ephemerals $zkport $sid) ]]" ||
+  fail "the killed instance's lock nodes outlived its session"
+echo "ok: its session's lock nodes are gone"
+wait "$keyed" || true
+f_stockd "$victim" "$STOCKD_TEST_ZK" --zk-session-ms 2000
+f_load_wait load
+
+# The others went on: orders after the kill by instances other than the victim (only
+# if stock was left to sell, which the think time makes sure of).
+if ((stock_at_kill > 0)); then
+  n=$(f_sql "SELECT COUNT(*) FROM orders WHERE id > $last_order AND instance <> 'stockd-$victim'")
+  ((n > 0)) || fail "no other instance deducted after the kill"
+  echo "ok: $n deductions by the other instances after the kill"
+fi
+grep -q '^lost-at-victim 000 ' "$F_KEYS" || fail "the request at the victim got an answer: $(cat "$F_KEYS")"
+f_drain
+f_check --lossy
+f_expect_sold_out
+echo PASS
