@@ -1,16 +1,26 @@
-/* zklock-bench: how fast one zklock changes hands, fair queue against herd.
- *
- *   zklock-bench --zk HOSTS --kind fair|herd --procs P --threads T --seconds D
- *                [--hold-us N] [--name LOCK] [--json]
+/* zklock-bench: how fast one zklock changes hands (fair queue against herd), and
+ * the proof that it excludes. lock/bench/run uses it for the numbers; the tests
+ * lock_mutex_*, lock_zk_restart_test and lock_bench_smoke use it for the checks.
  *
  * P forked processes (one zklock session each) run T threads that take the same
- * lock again and again for D seconds, hold it N microseconds (default 1000) and
- * release it. Reported: acquisitions and acquisitions/s, overlaps (two holders at
- * once, seen through a gauge in shared memory; must be 0), the mean, p50 and p99
- * of the wait in zklock_acquire, and ZooKeeper calls and node-watch events per
- * acquisition, from the sessions' counters. It measures; it asserts nothing about
- * timing. Exit status 1 if there was an overlap or the shared counter lost an
- * update, 2 on bad usage or setup failure. */
+ * lock in a loop, each thread N times (--iterations) or until D seconds have
+ * passed (--seconds), whichever comes first; with neither, for 10 seconds. In the
+ * critical section a counter in MAP_SHARED memory is updated non-atomically (read,
+ * sleep U microseconds, write), so any overlap would lose updates, and an atomic
+ * gauge of holders records whether two were ever inside at once. The write is
+ * committed only if zklock_check() says the lock is still ours, as the service does
+ * before COMMIT, and the fencing token must grow from one committed holder to the
+ * next.
+ *
+ * Measured: acquisitions and acquisitions/s, the mean, p50, p99 and max wait in
+ * zklock_acquire, and ZooKeeper calls and node-watch events per acquisition from
+ * the sessions' counters. Nothing about timing is asserted.
+ *
+ * Checked: every process finished, no overlap, counter == committed sections,
+ * tokens grew, at least one section was committed, and with --expect-all every
+ * acquisition succeeded and P x T x N sections were committed. --no-lock skips the
+ * lock: the negative control, which must fail these checks. Exit status 0 if all
+ * checks hold, 1 if one failed, 2 on bad usage or setup failure. */
 #include <getopt.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -25,27 +35,34 @@
 #include "zklock.h"
 
 #define MAX_SAMPLES (1u << 21)
+#define MAX_CODES   16 /* failures are counted by -code, and every ZKLOCK_* code is above -16 */
 
 typedef struct bench_shared {
-    atomic_int ready;
+    atomic_int ready; /* processes that have started their threads, or given up */
     atomic_int go;
+    atomic_int setup_failures;
     atomic_int holders;
+    atomic_int max_holders;
     atomic_long overlaps;
-    atomic_long acquisitions;
-    atomic_long failures;
-    atomic_long setup_failures;
+    atomic_long acquired;
+    atomic_long committed;
+    atomic_long not_committed; /* zklock_check said SUSPECT or LOST before the write */
+    atomic_long fence_errors;
+    atomic_long failures[MAX_CODES];
     atomic_ulong nsamples;
-    atomic_ulong watch_events, op_create, op_delete, op_children, op_data;
-    long counter; /* written only under the lock */
-    int64_t end_us;
+    atomic_ulong watch_events, zk_calls;
+    int64_t end_us;                /* 0 = no time limit; written before `go` is set */
+    long counter;                  /* only ever written under the lock */
+    int64_t last_token;            /* likewise */
     uint32_t samples[MAX_SAMPLES]; /* wait in zklock_acquire, microseconds */
 } bench_shared;
 
 static struct {
     const char *hosts, *name;
     zklock_kind kind;
-    int procs, threads, seconds, hold_us, json;
-} opt = {.procs = 4, .threads = 4, .seconds = 10, .hold_us = 1000};
+    int procs, threads, seconds, iterations, hold_us, timeout_ms, session_ms;
+    int expect_all, no_lock, json;
+} opt = {.procs = 4, .threads = 4, .hold_us = 1000, .timeout_ms = 60000};
 
 static bench_shared *sh;
 static zklock_session *sess;
@@ -56,58 +73,86 @@ static int64_t now_us(void) {
     return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
+/* One critical section: the read-sleep-write of the counter loses an update
+ * whenever two holders overlap; the commit is guarded like the service's. */
+static void bench_section(zklock_hold *h) {
+    int inside = atomic_fetch_add(&sh->holders, 1) + 1;
+    if (inside > 1) atomic_fetch_add(&sh->overlaps, 1);
+    int mx = atomic_load(&sh->max_holders);
+    while (inside > mx && !atomic_compare_exchange_weak(&sh->max_holders, &mx, inside))
+        ;
+    int64_t token = opt.no_lock ? sh->last_token + 1 : zklock_token(h);
+    long v = sh->counter;
+    if (opt.hold_us > 0) usleep((useconds_t)opt.hold_us);
+    if (opt.no_lock || zklock_check(h) == ZKLOCK_OK) {
+        if (token <= sh->last_token) atomic_fetch_add(&sh->fence_errors, 1);
+        sh->counter = v + 1;
+        sh->last_token = token;
+        atomic_fetch_add(&sh->committed, 1);
+    } else {
+        atomic_fetch_add(&sh->not_committed, 1);
+    }
+    atomic_fetch_sub(&sh->holders, 1);
+}
+
 static void *bench_thread(void *arg) {
     (void)arg;
     while (!atomic_load(&sh->go))
         usleep(1000);
-    while (now_us() < sh->end_us) {
+    /* If any process could not start, the run is void: do not load the server. */
+    if (atomic_load(&sh->setup_failures) > 0) return NULL;
+    for (int i = 0;
+         (!opt.iterations || i < opt.iterations) && (!sh->end_us || now_us() < sh->end_us); i++) {
         zklock_hold *h = NULL;
         int64_t t0 = now_us();
-        int rc = zklock_acquire(sess, opt.name, opt.kind, 30000, &h);
+        int rc =
+            opt.no_lock ? ZKLOCK_OK : zklock_acquire(sess, opt.name, opt.kind, opt.timeout_ms, &h);
         int64_t waited = now_us() - t0;
         if (rc != ZKLOCK_OK) {
-            atomic_fetch_add(&sh->failures, 1);
+            atomic_fetch_add(&sh->failures[-rc % MAX_CODES], 1);
+            usleep(50000); /* while the connection is down, do not spin on it */
             continue;
         }
-        if (atomic_fetch_add(&sh->holders, 1) != 0) atomic_fetch_add(&sh->overlaps, 1);
-        long v = sh->counter;
-        if (opt.hold_us > 0) usleep((useconds_t)opt.hold_us);
-        sh->counter = v + 1;
-        atomic_fetch_sub(&sh->holders, 1);
-        zklock_release(h);
-        atomic_fetch_add(&sh->acquisitions, 1);
-        unsigned long i = atomic_fetch_add(&sh->nsamples, 1);
-        if (i < MAX_SAMPLES) sh->samples[i] = waited > UINT32_MAX ? UINT32_MAX : (uint32_t)waited;
+        atomic_fetch_add(&sh->acquired, 1);
+        unsigned long n = atomic_fetch_add(&sh->nsamples, 1);
+        if (n < MAX_SAMPLES) sh->samples[n] = waited > UINT32_MAX ? UINT32_MAX : (uint32_t)waited;
+        bench_section(h);
+        if (h) zklock_release(h);
     }
     return NULL;
 }
 
+/* The body of one forked process; its exit status is 0 if it ran its threads. */
 static int bench_process(void) {
-    zklock_session_config cfg = {.hosts = opt.hosts, .connect_timeout_ms = 10000};
+    zklock_session_config cfg = {
+        .hosts = opt.hosts, .session_timeout_ms = opt.session_ms, .connect_timeout_ms = 10000};
+    pthread_t *t = NULL;
+    int started = 0;
     int rc = zklock_session_new(&cfg, &sess);
     if (rc != ZKLOCK_OK) {
-        fprintf(stderr, "zklock-bench: session: %s\n", zklock_strerror(rc));
-        atomic_fetch_add(&sh->setup_failures, 1);
-        atomic_fetch_add(&sh->ready, 1);
-        return 1;
+        fprintf(stderr, "zklock-bench: session on %s: %s\n", opt.hosts, zklock_strerror(rc));
+        goto out;
     }
-    pthread_t *t = calloc((size_t)opt.threads, sizeof(*t));
-    if (!t) return 1;
-    for (int i = 0; i < opt.threads; i++)
-        pthread_create(&t[i], NULL, bench_thread, NULL);
+    t = calloc((size_t)opt.threads, sizeof(*t));
+    if (!t) goto out;
+    while (started < opt.threads && pthread_create(&t[started], NULL, bench_thread, NULL) == 0)
+        started++;
+
+out:
+    if (started < opt.threads) atomic_fetch_add(&sh->setup_failures, 1);
     atomic_fetch_add(&sh->ready, 1);
-    for (int i = 0; i < opt.threads; i++)
+    for (int i = 0; i < started; i++)
         pthread_join(t[i], NULL);
-    zklock_stats st;
-    zklock_get_stats(sess, &st);
-    atomic_fetch_add(&sh->watch_events, st.watch_events);
-    atomic_fetch_add(&sh->op_create, st.op_create);
-    atomic_fetch_add(&sh->op_delete, st.op_delete);
-    atomic_fetch_add(&sh->op_children, st.op_get_children);
-    atomic_fetch_add(&sh->op_data, st.op_get_data);
+    if (sess) {
+        zklock_stats st;
+        zklock_get_stats(sess, &st);
+        atomic_fetch_add(&sh->watch_events, st.watch_events);
+        atomic_fetch_add(&sh->zk_calls,
+                         st.op_create + st.op_delete + st.op_get_children + st.op_get_data);
+    }
     zklock_session_free(sess);
     free(t);
-    return 0;
+    return started == opt.threads ? 0 : 1;
 }
 
 static int cmp_u32(const void *a, const void *b) {
@@ -115,18 +160,123 @@ static int cmp_u32(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
-static void usage(void) {
-    fprintf(stderr, "usage: zklock-bench --zk HOSTS --kind fair|herd --procs P --threads T "
-                    "--seconds D [--hold-us N] [--name LOCK] [--json]\n");
+/* Prints the check when it fails, to `out`; returns 1 if it failed. */
+static int check(FILE *out, int ok, const char *what, long expected, long actual) {
+    if (!ok) fprintf(out, "FAIL: %s: expected %ld, got %ld\n", what, expected, actual);
+    return !ok;
+}
+
+/* Prints the results (JSON or text) and the failed checks; returns how many failed. */
+static int bench_report(double elapsed, int bad_exits) {
+    long acq = atomic_load(&sh->acquired), committed = atomic_load(&sh->committed);
+    long overlaps = atomic_load(&sh->overlaps), failures = 0;
+    for (int i = 1; i < MAX_CODES; i++)
+        failures += atomic_load(&sh->failures[i]);
+    unsigned long n = atomic_load(&sh->nsamples);
+    if (n > MAX_SAMPLES) n = MAX_SAMPLES;
+    double mean = 0, p50 = 0, p99 = 0, max = 0;
+    if (n > 0) {
+        qsort(sh->samples, n, sizeof(sh->samples[0]), cmp_u32);
+        double sum = 0;
+        for (unsigned long i = 0; i < n; i++)
+            sum += sh->samples[i];
+        mean = sum / (double)n / 1000.0;
+        p50 = sh->samples[n / 2] / 1000.0;
+        p99 = sh->samples[(n * 99) / 100] / 1000.0;
+        max = sh->samples[n - 1] / 1000.0;
+    }
+    double per = acq > 0 ? 1.0 / (double)acq : 0;
+    double rate = elapsed > 0 ? (double)acq / elapsed : 0;
+    double wev = (double)atomic_load(&sh->watch_events) * per;
+    double ops = (double)atomic_load(&sh->zk_calls) * per;
+    const char *kind = opt.kind == ZKLOCK_HERD ? "herd" : "fair";
+    int counter_ok = sh->counter == committed;
+
+    if (opt.json) {
+        printf("{\"kind\": \"%s\", \"no_lock\": %s, \"procs\": %d, \"threads\": %d, "
+               "\"seconds\": %.2f, \"hold_us\": %d, \"acquisitions\": %ld, "
+               "\"acquisitions_per_s\": %.1f, \"committed\": %ld, \"not_committed\": %ld, "
+               "\"counter\": %ld, \"counter_ok\": %s, \"overlaps\": %ld, \"max_holders\": %d, "
+               "\"fence_errors\": %ld, \"failures\": %ld, \"bad_exits\": %d, "
+               "\"wait_ms_mean\": %.3f, \"wait_ms_p50\": %.3f, \"wait_ms_p99\": %.3f, "
+               "\"wait_ms_max\": %.3f, \"watch_events_per_acq\": %.3f, "
+               "\"zk_calls_per_acq\": %.3f}\n",
+               kind, opt.no_lock ? "true" : "false", opt.procs, opt.threads, elapsed, opt.hold_us,
+               acq, rate, committed, atomic_load(&sh->not_committed), sh->counter,
+               counter_ok ? "true" : "false", overlaps, atomic_load(&sh->max_holders),
+               atomic_load(&sh->fence_errors), failures, bad_exits, mean, p50, p99, max, wev, ops);
+    } else {
+        printf("kind=%s%s procs=%d threads=%d seconds=%.2f hold_us=%d lock=%s\n", kind,
+               opt.no_lock ? " (no lock)" : "", opt.procs, opt.threads, elapsed, opt.hold_us,
+               opt.name);
+        printf("acquisitions=%ld (%.1f/s) committed=%ld not_committed=%ld counter=%ld "
+               "failures=%ld\n",
+               acq, rate, committed, atomic_load(&sh->not_committed), sh->counter, failures);
+        printf("overlaps=%ld max_holders=%d fence_errors=%ld bad_exits=%d\n", overlaps,
+               atomic_load(&sh->max_holders), atomic_load(&sh->fence_errors), bad_exits);
+        printf("wait ms: mean=%.3f p50=%.3f p99=%.3f max=%.3f\n", mean, p50, p99, max);
+        printf("per acquisition: watch_events=%.3f zk_calls=%.3f\n", wev, ops);
+    }
+
+    /* With --json, stdout holds the JSON only; the notes go to stderr. */
+    FILE *notes = opt.json ? stderr : stdout;
+    for (int i = 1; i < MAX_CODES; i++) {
+        long k = atomic_load(&sh->failures[i]);
+        if (k) fprintf(notes, "failures: %ld x %s\n", k, zklock_strerror(-i));
+    }
+    int failed = 0;
+    failed += check(notes, bad_exits == 0, "processes that failed", 0, bad_exits);
+    failed += check(notes, overlaps == 0, "overlaps", 0, overlaps);
+    failed += check(notes, atomic_load(&sh->max_holders) <= 1, "max holders (at most)", 1,
+                    atomic_load(&sh->max_holders));
+    failed += check(notes, counter_ok, "counter (= committed sections)", committed, sh->counter);
+    failed += check(notes, atomic_load(&sh->fence_errors) == 0, "fencing tokens that did not grow",
+                    0, atomic_load(&sh->fence_errors));
+    failed += check(notes, committed > 0, "committed sections (at least)", 1, committed);
+    if (opt.expect_all) {
+        long all = (long)opt.procs * opt.threads * opt.iterations;
+        failed += check(notes, failures == 0, "failed acquisitions", 0, failures);
+        failed += check(notes, sh->counter == all, "counter (= all sections)", all, sh->counter);
+    }
+    /* The "ok" line is for people and logs; JSON readers have the fields. */
+    if (!failed && !opt.json) printf("ok\n");
+    return failed;
+}
+
+static void usage(FILE *out) {
+    fprintf(out, "usage: zklock-bench --zk HOSTS [options]\n"
+                 "  --kind fair|herd   lock recipe (fair)\n"
+                 "  --procs P          processes, one zklock session each (4)\n"
+                 "  --threads T        threads per process (4)\n"
+                 "  --seconds D        stop starting acquisitions after D seconds\n"
+                 "  --iterations N     acquisitions per thread (with neither: --seconds 10)\n"
+                 "  --hold-us U        time inside the critical section (1000)\n"
+                 "  --timeout-ms MS    zklock_acquire timeout (60000)\n"
+                 "  --session-ms MS    ZooKeeper session timeout (0: zklock's default)\n"
+                 "  --name LOCK        lock name (bench_KIND_PID_TIME)\n"
+                 "  --expect-all       also check that every acquisition succeeded\n"
+                 "                     (needs --iterations)\n"
+                 "  --no-lock          negative control: no lock, so the checks must fail\n"
+                 "  --json             one JSON object on stdout; notes on stderr\n"
+                 "Exit status: 0 all checks hold, 1 a check failed, 2 bad usage or setup.\n");
 }
 
 int main(int argc, char **argv) {
-    static const struct option longopts[] = {
-        {"zk", required_argument, 0, 'z'},      {"kind", required_argument, 0, 'k'},
-        {"procs", required_argument, 0, 'p'},   {"threads", required_argument, 0, 't'},
-        {"seconds", required_argument, 0, 's'}, {"hold-us", required_argument, 0, 'u'},
-        {"name", required_argument, 0, 'n'},    {"json", no_argument, 0, 'j'},
-        {"help", no_argument, 0, 'h'},          {0, 0, 0, 0}};
+    static const struct option longopts[] = {{"zk", required_argument, 0, 'z'},
+                                             {"kind", required_argument, 0, 'k'},
+                                             {"procs", required_argument, 0, 'p'},
+                                             {"threads", required_argument, 0, 't'},
+                                             {"seconds", required_argument, 0, 's'},
+                                             {"iterations", required_argument, 0, 'i'},
+                                             {"hold-us", required_argument, 0, 'u'},
+                                             {"timeout-ms", required_argument, 0, 'o'},
+                                             {"session-ms", required_argument, 0, 'S'},
+                                             {"name", required_argument, 0, 'n'},
+                                             {"expect-all", no_argument, 0, 'a'},
+                                             {"no-lock", no_argument, 0, 'L'},
+                                             {"json", no_argument, 0, 'j'},
+                                             {"help", no_argument, 0, 'h'},
+                                             {0, 0, 0, 0}};
     int c;
     while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
         switch (c) {
@@ -139,7 +289,7 @@ int main(int argc, char **argv) {
             } else if (strcmp(optarg, "herd") == 0) {
                 opt.kind = ZKLOCK_HERD;
             } else {
-                usage();
+                usage(stderr);
                 return 2;
             }
             break;
@@ -152,100 +302,87 @@ int main(int argc, char **argv) {
         case 's':
             opt.seconds = atoi(optarg);
             break;
+        case 'i':
+            opt.iterations = atoi(optarg);
+            break;
         case 'u':
             opt.hold_us = atoi(optarg);
+            break;
+        case 'o':
+            opt.timeout_ms = atoi(optarg);
+            break;
+        case 'S':
+            opt.session_ms = atoi(optarg);
             break;
         case 'n':
             opt.name = optarg;
             break;
+        case 'a':
+            opt.expect_all = 1;
+            break;
+        case 'L':
+            opt.no_lock = 1;
+            break;
         case 'j':
             opt.json = 1;
             break;
+        case 'h':
+            usage(stdout);
+            return 0;
         default:
-            usage();
-            return c == 'h' ? 0 : 2;
+            usage(stderr);
+            return 2;
         }
     }
-    if (!opt.hosts || opt.procs < 1 || opt.threads < 1 || opt.seconds < 1 || opt.hold_us < 0) {
-        usage();
+    if (optind < argc || !opt.hosts || opt.procs < 1 || opt.threads < 1 || opt.seconds < 0 ||
+        opt.iterations < 0 || opt.hold_us < 0 || opt.session_ms < 0 ||
+        (opt.expect_all && !opt.iterations)) {
+        usage(stderr);
         return 2;
     }
+    if (!opt.seconds && !opt.iterations) opt.seconds = 10;
     char name[96];
     if (!opt.name) {
-        snprintf(name, sizeof(name), "bench_%s_%ld", opt.kind == ZKLOCK_HERD ? "herd" : "fair",
-                 (long)getpid());
+        snprintf(name, sizeof(name), "bench_%s_%ld_%lld", opt.kind == ZKLOCK_HERD ? "herd" : "fair",
+                 (long)getpid(), (long long)time(NULL));
         opt.name = name;
     }
 
+    int rc = 2, forked = 0, bad_exits = 0;
+    pid_t *pids = NULL;
     sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (sh == MAP_FAILED) {
         perror("zklock-bench: mmap");
-        return 2;
+        sh = NULL;
+        goto out;
     }
-    pid_t *pids = calloc((size_t)opt.procs, sizeof(*pids));
-    if (!pids) return 2;
-    for (int i = 0; i < opt.procs; i++) {
+    pids = calloc((size_t)opt.procs, sizeof(*pids));
+    if (!pids) goto out;
+    for (; forked < opt.procs; forked++) {
         fflush(NULL);
-        pids[i] = fork();
-        if (pids[i] < 0) {
+        pids[forked] = fork();
+        if (pids[forked] < 0) {
             perror("zklock-bench: fork");
-            return 2;
+            atomic_fetch_add(&sh->setup_failures, 1);
+            break;
         }
-        if (pids[i] == 0) _exit(bench_process());
+        if (pids[forked] == 0) _exit(bench_process());
     }
     /* Start everyone together, once every session is connected. */
-    while (atomic_load(&sh->ready) < opt.procs)
+    while (atomic_load(&sh->ready) < forked)
         usleep(1000);
     int64_t start = now_us();
-    sh->end_us = start + (int64_t)opt.seconds * 1000000;
+    if (opt.seconds) sh->end_us = start + (int64_t)opt.seconds * 1000000;
     atomic_store(&sh->go, 1);
-    for (int i = 0; i < opt.procs; i++)
-        waitpid(pids[i], NULL, 0);
-    double elapsed = (double)(now_us() - start) / 1e6;
+    for (int i = 0; i < forked; i++) {
+        int st = 0;
+        if (waitpid(pids[i], &st, 0) < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0) bad_exits++;
+    }
+    if (atomic_load(&sh->setup_failures) > 0) goto out;
+    rc = bench_report((double)(now_us() - start) / 1e6, bad_exits) ? 1 : 0;
+
+out:
     free(pids);
-    if (atomic_load(&sh->setup_failures) > 0) return 2;
-
-    long acq = atomic_load(&sh->acquisitions);
-    unsigned long n = atomic_load(&sh->nsamples);
-    if (n > MAX_SAMPLES) n = MAX_SAMPLES;
-    double mean = 0, p50 = 0, p99 = 0, max = 0;
-    if (n > 0) {
-        qsort(sh->samples, n, sizeof(sh->samples[0]), cmp_u32);
-        double sum = 0;
-        for (unsigned long i = 0; i < n; i++)
-            sum += sh->samples[i];
-        mean = sum / (double)n / 1000.0;
-        p50 = sh->samples[n / 2] / 1000.0;
-        p99 = sh->samples[(n * 99) / 100 < n ? (n * 99) / 100 : n - 1] / 1000.0;
-        max = sh->samples[n - 1] / 1000.0;
-    }
-    double per = acq > 0 ? 1.0 / (double)acq : 0;
-    double rate = (double)acq / elapsed;
-    long overlaps = atomic_load(&sh->overlaps), failures = atomic_load(&sh->failures);
-    int counter_ok = sh->counter == acq;
-    double wev = (double)atomic_load(&sh->watch_events) * per;
-    double ops = (double)(atomic_load(&sh->op_create) + atomic_load(&sh->op_delete) +
-                          atomic_load(&sh->op_children) + atomic_load(&sh->op_data)) *
-                 per;
-
-    if (opt.json) {
-        printf("{\"kind\": \"%s\", \"procs\": %d, \"threads\": %d, \"seconds\": %.2f, "
-               "\"hold_us\": %d, \"acquisitions\": %ld, \"acquisitions_per_s\": %.1f, "
-               "\"overlaps\": %ld, \"failures\": %ld, \"counter_ok\": %s, "
-               "\"wait_ms_mean\": %.3f, \"wait_ms_p50\": %.3f, \"wait_ms_p99\": %.3f, "
-               "\"wait_ms_max\": %.3f, \"watch_events_per_acq\": %.3f, "
-               "\"zk_calls_per_acq\": %.3f}\n",
-               opt.kind == ZKLOCK_HERD ? "herd" : "fair", opt.procs, opt.threads, elapsed,
-               opt.hold_us, acq, rate, overlaps, failures, counter_ok ? "true" : "false", mean, p50,
-               p99, max, wev, ops);
-    } else {
-        printf("kind=%s procs=%d threads=%d seconds=%.2f hold_us=%d lock=%s\n",
-               opt.kind == ZKLOCK_HERD ? "herd" : "fair", opt.procs, opt.threads, elapsed,
-               opt.hold_us, opt.name);
-        printf("acquisitions=%ld (%.1f/s) overlaps=%ld failures=%ld counter_ok=%s\n", acq, rate,
-               overlaps, failures, counter_ok ? "yes" : "NO");
-        printf("wait ms: mean=%.3f p50=%.3f p99=%.3f max=%.3f\n", mean, p50, p99, max);
-        printf("per acquisition: watch_events=%.3f zk_calls=%.3f\n", wev, ops);
-    }
-    return overlaps == 0 && counter_ok ? 0 : 1;
+    if (sh) munmap(sh, sizeof(*sh));
+    return rc;
 }

@@ -3,30 +3,30 @@
 # others wait. Three processes x two threads hammer one fair lock on a ZooKeeper
 # of this test's own (under $T) for 20 s; 4 s in, the server is stopped, left down
 # 2 s and started again on the same data. Sessions (20 s) outlive the outage.
-# Every worker must finish, and lock_hammer checks that there were never two
+# Every worker must finish, and zklock-bench checks that there were never two
 # holders at once and that every committed critical section counted.
-# Usage: lock_zk_restart_test.sh PATH_TO_lock_hammer
+# Usage: lock_zk_restart_test.sh PATH_TO_zklock-bench
 source "$STOCKD_SRC/tests/lib.sh"
-hammer=$1
+bench=$1
 port=$((PORT0 + 16))
 zk_start "$T" "$port" zk2
 hosts=127.0.0.1:$port
 
-"$hammer" --zk "$hosts" --kind fair --procs 3 --threads 2 --iterations 1000000 \
+"$bench" --zk "$hosts" --kind fair --procs 3 --threads 2 --iterations 1000000 \
   --seconds 20 --hold-us 2000 --timeout-ms 60000 --session-ms 20000 \
-  --name zk_restart >"$T/hammer.log" 2>&1 &
-hp=$!
+  --name zk_restart >"$T/bench.log" 2>&1 &
+bp=$!
 sleep 4
-kill -0 "$hp" 2>/dev/null || { cat "$T/hammer.log"; fail "hammer ended before the restart"; }
+kill -0 "$bp" 2>/dev/null || { cat "$T/bench.log"; fail "zklock-bench ended before the restart"; }
 echo "stopping zookeeper"
 zk_stop "$T" zk2
 sleep 2
 echo "starting zookeeper"
 zk_start "$T" "$port" zk2
-kill -0 "$hp" 2>/dev/null || { cat "$T/hammer.log"; fail "hammer ended during the restart"; }
+kill -0 "$bp" 2>/dev/null || { cat "$T/bench.log"; fail "zklock-bench ended during the restart"; }
 rc=0
-wait "$hp" || rc=$?
-cat "$T/hammer.log"
-expect_eq "lock_hammer exit status" 0 "$rc"
-grep -q '^ok$' "$T/hammer.log" || fail "lock_hammer did not report ok"
+wait "$bp" || rc=$?
+cat "$T/bench.log"
+expect_eq "zklock-bench exit status" 0 "$rc"
+grep -q '^ok$' "$T/bench.log" || fail "zklock-bench did not report ok"
 zk_stop "$T" zk2

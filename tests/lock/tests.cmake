@@ -14,20 +14,19 @@ function(lock_c_test name)
   stockd_integration_test(${name} COMMAND ${name} ${ARGN} TIMEOUT 180 LABELS lock)
 endfunction()
 
-add_executable(lock_hammer lock/lock_hammer.c)
-target_link_libraries(lock_hammer PRIVATE lock_test_util)
-
-# Mutual exclusion: 3 processes x 3 threads x 30 acquisitions on one lock.
+# Mutual exclusion, checked by the benchmark tool (lock/bench/zklock_bench.c):
+# 3 processes x 3 threads x 30 acquisitions on one lock.
+set(ZKLOCK_BENCH zklock-bench --zk 127.0.0.1:${STOCKD_TEST_ZK_PORT})
 stockd_integration_test(lock_mutex_fair
-  COMMAND lock_hammer --kind fair --procs 3 --threads 3 --iterations 30 --expect-all
+  COMMAND ${ZKLOCK_BENCH} --kind fair --procs 3 --threads 3 --iterations 30 --expect-all
   TIMEOUT 180 LABELS lock)
 stockd_integration_test(lock_mutex_herd
-  COMMAND lock_hammer --kind herd --procs 3 --threads 3 --iterations 30 --expect-all
+  COMMAND ${ZKLOCK_BENCH} --kind herd --procs 3 --threads 3 --iterations 30 --expect-all
   TIMEOUT 180 LABELS lock)
 
 # The negative control: without the lock the same run must fail.
 stockd_integration_test(lock_mutex_control
-  COMMAND lock_hammer --no-lock --procs 3 --threads 3 --iterations 10 --expect-all
+  COMMAND ${ZKLOCK_BENCH} --no-lock --procs 3 --threads 3 --iterations 10 --expect-all
   TIMEOUT 60 LABELS lock)
 set_tests_properties(lock_mutex_control PROPERTIES WILL_FAIL TRUE)
 
@@ -44,7 +43,7 @@ stockd_unit_test(lock_child_seq_test SOURCES lock/lock_child_seq_test.c LIBS zkl
 # Restarts its own ZooKeeper while one process holds and others wait.
 stockd_integration_test(lock_zk_restart_test
   COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/lock/lock_zk_restart_test.sh
-          $<TARGET_FILE:lock_hammer>
+          $<TARGET_FILE:zklock-bench>
   TIMEOUT 240 LABELS lock)
 
 # The benchmark tool, briefly: only no overlap and some acquisitions are asserted.
