@@ -139,19 +139,16 @@ zk_4lw() {
   exec 3<&-
 }
 
-# zk_start RUN PORT [NAME]: a standalone ZooKeeper under RUN/NAME (default zk).
-zk_start() {
-  local run=$1 port=$2 name=${3:-zk} d
-  d=$run/$name
-  mkdir -p "$d/data"
-  if pid_alive "$d/pid"; then return 0; fi
-  port_free "$port" || { stack_log "zk: port $port is taken"; return 1; }
-  cat >"$d/zoo.cfg" <<CFG
+# zk_write_cfg DIR PORT: the zoo.cfg every server of ours uses. tickTime 500 and a
+# 1 s minimum session let tests expire sessions in about 2 s. (The container check
+# interval is a JVM property, set by zk_launch: ZooKeeper ignores it here.)
+zk_write_cfg() {
+  cat >"$1/zoo.cfg" <<CFG
 tickTime=500
 initLimit=10
 syncLimit=5
-dataDir=$d/data
-clientPort=$port
+dataDir=$1/data
+clientPort=$2
 clientPortAddress=127.0.0.1
 admin.enableServer=false
 4lw.commands.whitelist=*
@@ -159,6 +156,16 @@ minSessionTimeout=1000
 maxSessionTimeout=60000
 maxClientCnxns=0
 CFG
+}
+
+# zk_start RUN PORT [NAME]: a standalone ZooKeeper under RUN/NAME (default zk).
+zk_start() {
+  local run=$1 port=$2 name=${3:-zk} d
+  d=$run/$name
+  mkdir -p "$d/data"
+  if pid_alive "$d/pid"; then return 0; fi
+  port_free "$port" || { stack_log "zk: port $port is taken"; return 1; }
+  zk_write_cfg "$d" "$port"
   zk_launch "$d"
   if ! wait_until 60 zk_serving "$port"; then
     stack_log "zk: did not start on port $port, see $d/zk.log"
@@ -222,19 +229,7 @@ zk_ensemble_start_one() {
   if ! pid_alive "$d/pid"; then
     port_free $((b + n - 1)) || { stack_log "zk$n: port $((b + n - 1)) is taken"; return 1; }
     echo "$n" >"$d/data/myid"
-    cat >"$d/zoo.cfg" <<CFG
-tickTime=500
-initLimit=10
-syncLimit=5
-dataDir=$d/data
-clientPort=$((b + n - 1))
-clientPortAddress=127.0.0.1
-admin.enableServer=false
-4lw.commands.whitelist=*
-minSessionTimeout=1000
-maxSessionTimeout=60000
-maxClientCnxns=0
-CFG
+    zk_write_cfg "$d" $((b + n - 1))
     for i in 1 2 3; do
       echo "server.$i=127.0.0.1:$((b + i + 2)):$((b + i + 5))" >>"$d/zoo.cfg"
     done
