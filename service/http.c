@@ -32,6 +32,7 @@ struct stockd_http {
     atomic_uint open_requests; /* request contexts made and not yet completed */
     atomic_ullong next_seq;    /* for our own request ids */
     char boot_id[17];          /* random per process, so ids are unique across restarts */
+    MHD_socket quiesced;       /* the listening socket once quiesced, closed after stop */
 };
 
 /* The per-request context: the job, plus what the polling thread learns while routing. */
@@ -238,6 +239,7 @@ stockd_http *stockd_http_start(stockd_ctx *ctx, char *err, size_t errlen) {
         return NULL;
     }
     h->ctx = ctx;
+    h->quiesced = MHD_INVALID_SOCKET;
     if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd)) {
         uint64_t t = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
         memcpy(rnd, &t, sizeof(rnd));
@@ -270,8 +272,10 @@ stockd_http *stockd_http_start(stockd_ctx *ctx, char *err, size_t errlen) {
 }
 
 void stockd_http_quiesce(stockd_http *h) {
-    MHD_socket s = MHD_quiesce_daemon(h->daemon);
-    if (s != MHD_INVALID_SOCKET) close(s);
+    /* The listening socket comes back to us, but the polling thread may still be using
+     * it (taking it out of its epoll set): libmicrohttpd's manual says to close it only
+     * after MHD_stop_daemon, which stockd_http_stop does. */
+    h->quiesced = MHD_quiesce_daemon(h->daemon);
 }
 
 void stockd_http_stop(stockd_http *h, unsigned ms) {
@@ -283,5 +287,6 @@ void stockd_http_stop(stockd_http *h, unsigned ms) {
     for (unsigned waited = 0; atomic_load(&h->open_requests) > 0 && waited < ms; waited += 10)
         nanosleep(&ts, NULL);
     MHD_stop_daemon(h->daemon);
+    if (h->quiesced != MHD_INVALID_SOCKET) close(h->quiesced);
     free(h);
 }
