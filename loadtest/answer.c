@@ -2,7 +2,9 @@
 #include "answer.h"
 
 #include <cjson/cJSON.h>
+#include <inttypes.h>
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 static const char *const kind_names[ANSWER_KINDS] = {
@@ -77,4 +79,31 @@ answer_kind answer_classify(long status, const char *body, size_t len, answer_in
         kind = status == 200 ? classify_200(root, info) : classify_503(root);
     cJSON_Delete(root);
     return kind;
+}
+
+static bool key_ok(const char *key) {
+    size_t n = key ? strlen(key) : 0;
+    if (n < 1 || n > ANSWER_KEY_MAX) return false;
+    return strspn(key, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-") == n;
+}
+
+int answer_key_line(char *buf, size_t len, const char *key, long status, answer_kind kind,
+                    const answer_info *info, int curl_code) {
+    if (!key_ok(key) || (unsigned)kind >= ANSWER_KINDS || curl_code < 0) return -1;
+    bool deducted = kind == ANSWER_DEDUCTED && info;
+    const char *result = answer_kind_name(kind);
+    if (kind == ANSWER_TRANSPORT) {
+        status = 0;
+        result = "-";
+    } else if (status < 100 || status > 999) {
+        return -1;
+    }
+    /* Into a scratch buffer first, so a line that does not fit leaves buf untouched. */
+    char line[ANSWER_KEY_LINE_MAX];
+    int n = snprintf(line, sizeof(line), "%s %ld %s %" PRIu64 " %s %d\n", key, status, result,
+                     deducted ? info->order_id : 0, deducted && info->replayed ? "true" : "false",
+                     curl_code);
+    if (n < 0 || (size_t)n >= sizeof(line) || (size_t)n >= len) return -1;
+    memcpy(buf, line, (size_t)n + 1);
+    return n;
 }

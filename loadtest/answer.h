@@ -5,7 +5,9 @@
  * | unavailable | overloaded, 500 unknown, 4xx for bad requests) onto those kinds. The
  * status decides first; the body only refines a 200 (is it really a deduction, with an
  * order id?) and a 503 (which kind of refusal). Anything that does not fit the contract
- * is ANSWER_UNEXPECTED rather than guessed. Pure functions; thread-safe. */
+ * is ANSWER_UNEXPECTED rather than guessed. It also writes the one-line record of a keyed
+ * request (answer_key_line) that loadtest/check-invariant reads to retry lost answers.
+ * Pure functions; thread-safe. */
 #ifndef ANSWER_H
 #define ANSWER_H
 
@@ -45,5 +47,26 @@ const char *answer_kind_name(answer_kind kind);
  * committed although the client saw no deduction (a transport error, a 500 "unknown",
  * a proxy's 502/504, a body that could not be read). */
 bool answer_kind_ambiguous(answer_kind kind);
+
+/* The longest Idempotency-Key the contract allows: 1..64 of [A-Za-z0-9_-]. */
+#define ANSWER_KEY_MAX 64
+
+/* Room for any line answer_key_line writes, its newline and NUL included. */
+#define ANSWER_KEY_LINE_MAX 160
+
+/* Writes the record of one finished keyed request into buf (len bytes), as
+ *   KEY STATUS RESULT ORDER_ID REPLAYED CURL_EXIT\n
+ * the format loadtest/check-invariant --keys reads, where STATUS is the HTTP status (0:
+ * no HTTP answer), RESULT the kind's name (answer_kind_name; "-" for ANSWER_TRANSPORT),
+ * ORDER_ID and REPLAYED come from info (0 and false when it is NULL or the answer is no
+ * deduction) and CURL_EXIT is libcurl's result code, the same number as curl(1)'s exit
+ * status (0 ok, 7 refused, 28 timed out, 52 empty reply, 56 reset).
+ * A transport error is written as STATUS 0 whatever status was passed, and an HTTP
+ * answer (kind other than ANSWER_TRANSPORT) must have a status of 100..999.
+ * Returns the line's length, or -1 (buf untouched) if the key is not 1..ANSWER_KEY_MAX
+ * of [A-Za-z0-9_-] (a space or a newline in it would break the line apart), the kind or
+ * status is out of range, curl_code is negative, or the line does not fit. */
+int answer_key_line(char *buf, size_t len, const char *key, long status, answer_kind kind,
+                    const answer_info *info, int curl_code);
 
 #endif

@@ -10,8 +10,8 @@
 
 const char loadopts_usage[] =
     "usage: stockload --url URL (--threads T [--loops L] | --duration S --concurrency C)\n"
-    "                 [--method GET|POST] [--idempotency] [--timeout-ms N] [--json]\n"
-    "                 [--no-progress] [--mysql URL --product ID]\n"
+    "                 [--method GET|POST] [--idempotency [--keys-out FILE]]\n"
+    "                 [--timeout-ms N] [--json] [--no-progress] [--mysql URL --product ID]\n"
     "\n"
     "Sends load to one URL over keep-alive connections and counts what stockd answered.\n"
     "\n"
@@ -27,6 +27,14 @@ const char loadopts_usage[] =
     "                     http://127.0.0.1:8080/stock/reduce?id=1\n"
     "  --method M         GET (default) or POST (with an empty body)\n"
     "  --idempotency      send a unique Idempotency-Key header with every request\n"
+    "  --keys-out FILE    (with --idempotency) write one line per finished request to FILE,\n"
+    "                     in completion order, as loadtest/check-invariant --keys reads it:\n"
+    "                       KEY STATUS RESULT ORDER_ID REPLAYED CURL_EXIT\n"
+    "                     STATUS is the HTTP status (0: no HTTP answer), RESULT the outcome\n"
+    "                     below (\"-\" for a transport error), ORDER_ID and REPLAYED those of\n"
+    "                     a deduction (else 0 false), CURL_EXIT libcurl's code, the same as\n"
+    "                     curl(1)'s exit status (0 ok, 7 refused, 28 timed out, 56 reset).\n"
+    "                     A fault test retries each key whose answer was lost with it.\n"
     "  --timeout-ms N     whole-request timeout, 1..600000 (default 30000); a request\n"
     "                     that gets no answer in time counts as a transport error\n"
     "\n"
@@ -36,6 +44,7 @@ const char loadopts_usage[] =
     "                     total_503, total_5xx}, replayed, transport_errors{<curl error>},\n"
     "                     latency_ms{count,min,mean,p50,p90,p99,max},\n"
     "                     latency_ms_by_outcome, order_id_count, order_ids (sorted),\n"
+    "                     keys_out (absolute path) and keys_written with --keys-out,\n"
     "                     reconciliation{verdict,answers,rows,missing_rows,...}\n"
     "  --no-progress      no progress bar (it is only ever drawn when stderr is a terminal)\n"
     "\n"
@@ -58,8 +67,8 @@ const char loadopts_usage[] =
     "requests over the wall time from the first request to the last answer.\n"
     "\n"
     "Exit status: 0 done (and reconciliation ok), 1 reconciliation mismatch, 2 usage\n"
-    "error, 3 could not run (setup failed, interrupted, database unreachable, or not\n"
-    "one request got an HTTP answer).\n";
+    "error, 3 could not run (setup failed, interrupted, database unreachable, --keys-out\n"
+    "not writable, or not one request got an HTTP answer).\n";
 
 enum opt_id {
     OPT_URL,
@@ -74,6 +83,7 @@ enum opt_id {
     OPT_NO_PROGRESS,
     OPT_MYSQL,
     OPT_PRODUCT,
+    OPT_KEYS_OUT,
     OPT_COUNT
 };
 
@@ -93,6 +103,7 @@ static const struct {
     [OPT_NO_PROGRESS] = {"no-progress", false},
     [OPT_MYSQL] = {"mysql", true},
     [OPT_PRODUCT] = {"product", true},
+    [OPT_KEYS_OUT] = {"keys-out", true},
 };
 
 __attribute__((format(printf, 3, 4))) static int usage_error(char *err, size_t errlen,
@@ -232,6 +243,10 @@ int loadopts_parse(loadopts *o, int argc, char **argv, char *err, size_t errlen)
                 return usage_error(err, errlen, "--product must be a positive id, got '%s'", val);
             o->product = (int32_t)n;
             break;
+        case OPT_KEYS_OUT:
+            if (!*val) return usage_error(err, errlen, "--keys-out needs a file name");
+            o->keys_out = val;
+            break;
         case OPT_COUNT:
             break;
         }
@@ -263,5 +278,8 @@ int loadopts_parse(loadopts *o, int argc, char **argv, char *err, size_t errlen)
     }
     if (seen[OPT_MYSQL] != seen[OPT_PRODUCT])
         return usage_error(err, errlen, "--mysql and --product go together");
+    /* Without keys there is nothing to write: refuse rather than write an empty file. */
+    if (seen[OPT_KEYS_OUT] && !o->idempotency)
+        return usage_error(err, errlen, "--keys-out needs --idempotency");
     return LOADOPTS_RUN;
 }

@@ -37,6 +37,7 @@ typedef struct loadopts {
     long timeout_ms;
     const char *mysql_url; /* --mysql, or NULL */
     int32_t product;       /* --product, meaningful when mysql_url is set */
+    const char *keys_out;  /* --keys-out FILE (needs --idempotency), or NULL */
 } loadopts;
 
 #define LOADOPTS_RUN   0  /* options are valid: run */

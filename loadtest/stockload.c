@@ -4,7 +4,10 @@
  * the previous one was answered, L times) or keeps C requests in flight for S seconds,
  * counts every answer by what it means (answer.h), records latencies in a log-bucket
  * histogram (lathist.h) and, given the database, reconciles the "deducted" answers with
- * the orders rows (reconcile.h). The usage text is in loadopts.c.
+ * the orders rows (reconcile.h). With --keys-out it writes one line per finished request
+ * (its Idempotency-Key, status, outcome, order id, replay flag and libcurl code, see
+ * answer_key_line), so a fault test can tell which keys got no usable answer and retry
+ * exactly those. The usage text is in loadopts.c.
  *
  * One thread drives everything through libcurl's multi interface: each virtual thread
  * is one easy handle that is re-added when its answer is in, and the multi handle's
@@ -20,7 +23,9 @@
 #include <curl/curl.h>
 #include <mysql.h>
 
+#include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -61,7 +66,8 @@ typedef struct run run;
 typedef struct slot {
     run *run;
     CURL *easy;
-    struct curl_slist *headers; /* the Idempotency-Key of the request under way */
+    struct curl_slist *headers;   /* the Idempotency-Key header of the request under way */
+    char key[ANSWER_KEY_MAX + 1]; /* that key, for the keys file ("" without --idempotency) */
     char *body;
     size_t len, cap;
     uint64_t started_ns;
@@ -90,6 +96,9 @@ struct run {
     uint64_t next_progress_ns;
     char key_prefix[48];
     uint64_t key_seq;
+    FILE *keys;               /* --keys-out, open during the run */
+    char keys_path[PATH_MAX]; /* its absolute path, for the JSON output */
+    uint64_t keys_written;    /* lines written to it */
 };
 
 /* ------------------------------------------------------------------ requests */
@@ -161,9 +170,11 @@ static void slot_release(slot *s) {
 static int slot_start(run *r, slot *s) {
     if (r->o->idempotency) {
         /* The key is unique across runs (wall clock and pid in the prefix) and within
-         * one (the sequence number), and fits the contract's 64 [A-Za-z0-9_-]. */
+         * one (the sequence number), and fits the contract's 64 [A-Za-z0-9_-]. It stays
+         * in the slot until the answer is in, for the keys file. */
         char hdr[128];
-        snprintf(hdr, sizeof(hdr), "Idempotency-Key: %s-%" PRIu64, r->key_prefix, ++r->key_seq);
+        snprintf(s->key, sizeof(s->key), "%s-%" PRIu64, r->key_prefix, ++r->key_seq);
+        snprintf(hdr, sizeof(hdr), "Idempotency-Key: %s", s->key);
         struct curl_slist *h = curl_slist_append(NULL, hdr);
         if (!h) return -1;
         curl_easy_setopt(s->easy, CURLOPT_HTTPHEADER, h);
@@ -199,6 +210,23 @@ static void push_order_id(run *r, uint64_t id) {
     r->order_ids[r->n_ids++] = id;
 }
 
+/* Appends the request's line to the keys file. A line that cannot be written fails the
+ * run: a keys file with holes would hide lost answers from the fault tests. */
+static void write_key_line(run *r, const slot *s, long status, answer_kind kind,
+                           const answer_info *info, CURLcode res) {
+    char line[ANSWER_KEY_LINE_MAX];
+    int n = answer_key_line(line, sizeof(line), s->key, status, kind, info, (int)res);
+    if (n < 0) {
+        fail_run(r, "a request's keys-file line could not be formatted");
+        return;
+    }
+    if (fwrite(line, 1, (size_t)n, r->keys) != (size_t)n) {
+        fail_run(r, "could not write the keys file");
+        return;
+    }
+    r->keys_written++;
+}
+
 static void on_done(run *r, CURL *easy, CURLcode res) {
     slot *s = NULL;
     uint64_t now = now_ns();
@@ -209,11 +237,11 @@ static void on_done(run *r, CURL *easy, CURLcode res) {
 
     answer_kind kind;
     answer_info info = {0};
+    long status = 0;
     if (res != CURLE_OK) {
         kind = ANSWER_TRANSPORT;
         if ((unsigned)res < CURL_LAST) r->curl_errors[res]++;
     } else {
-        long status = 0;
         curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &status);
         kind = answer_classify(status, s->body, s->len, &info);
         uint64_t us = (now - s->started_ns) / 1000;
@@ -225,6 +253,7 @@ static void on_done(run *r, CURL *easy, CURLcode res) {
         push_order_id(r, info.order_id);
         if (info.replayed) r->replayed++;
     }
+    if (r->keys) write_key_line(r, s, status, kind, &info, res);
 
     if (slot_wants_more(r, s, now) && slot_start(r, s) != 0)
         fail_run(r, "could not start a request (out of memory?)");
@@ -372,6 +401,26 @@ static void run_release(run *r) {
     free(r->slots);
     if (r->multi) curl_multi_cleanup(r->multi);
     free(r->order_ids);
+    if (r->keys) fclose(r->keys);
+}
+
+/* Opens --keys-out for writing (truncated) and remembers its absolute path. */
+static int keys_open(run *r, const char *path, char *err, size_t errlen) {
+    r->keys = fopen(path, "w");
+    if (!r->keys || !realpath(path, r->keys_path)) {
+        snprintf(err, errlen, "cannot write --keys-out %s: %s", path, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+/* Closes the keys file; a failed flush or close loses lines, so it fails the run. */
+static void keys_close(run *r) {
+    if (!r->keys) return;
+    bool bad = ferror(r->keys) != 0;
+    bad |= fclose(r->keys) != 0;
+    r->keys = NULL;
+    if (bad) fail_run(r, "could not write the keys file");
 }
 
 /* ------------------------------------------------------------------ output */
@@ -474,6 +523,10 @@ static int print_json(const run *r, const verdict *v) {
 
     cJSON_AddNumberToObject(root, "order_id_count", (double)r->n_ids);
     cJSON_AddItemToObject(root, "order_ids", u64_array(r->order_ids, r->n_ids));
+    if (o->keys_out) {
+        cJSON_AddStringToObject(root, "keys_out", r->keys_path);
+        cJSON_AddNumberToObject(root, "keys_written", (double)r->keys_written);
+    }
 
     if (v->asked) {
         cJSON *rec = cJSON_AddObjectToObject(root, "reconciliation");
@@ -531,6 +584,7 @@ static void print_table(const run *r, const verdict *v) {
             printf("  transport error: %s x %" PRIu64 "\n", curl_easy_strerror((CURLcode)c),
                    r->curl_errors[c]);
     if (r->replayed) printf("  replayed answers: %" PRIu64 "\n", r->replayed);
+    if (o->keys_out) printf("  keys: %" PRIu64 " lines in %s\n", r->keys_written, r->keys_path);
     const lathist *h = &r->all;
     printf("  latency ms: p50 %.3f  p90 %.3f  p99 %.3f  max %.3f  (mean %.3f over %" PRIu64
            " answers)\n",
@@ -642,6 +696,10 @@ int main(int argc, char **argv) {
         goto out;
     }
     r->show_progress = o.progress && isatty(STDERR_FILENO);
+    if (o.keys_out && keys_open(r, o.keys_out, err, sizeof(err)) != 0) {
+        fprintf(stderr, "stockload: %s\n", err);
+        goto out;
+    }
 
     /* The first Ctrl-C lets the requests under way finish and still reports; a
      * second one (SA_RESETHAND) kills the process. */
@@ -654,6 +712,8 @@ int main(int argc, char **argv) {
     sigaction(SIGTERM, &sa, NULL);
 
     drive(r);
+    /* Closed before the report, so the file is complete once stockload has printed. */
+    keys_close(r);
 
     if (o.mysql_url) {
         uint64_t *rows = NULL;

@@ -7,6 +7,10 @@
 #   - an answer lost in strict mode, a request that timed out,
 #   - an order carrying a lower lock token than the one before it,
 #   - two answers naming the same order,
+#   - a stockload keys file that does not belong to its run (a usage error, exit 2),
+# and an answer of the clean run is forged into a lost one (a reset connection): the
+# lossy check must retry that key from the keys file and get its order back replayed,
+# the strict one must call the answer lost,
 #   - real oversell: three instances without a lock drive the stock below 0, and
 #     their deductions overlap in time.
 source "$STOCKD_SRC/tests/lib.sh"
@@ -62,8 +66,41 @@ f_sql "UPDATE orders SET fence = NULL WHERE fence = 1"
 
 # One more "deducted" answer, naming an order the clean run was answered already.
 jq '.counts |= map_values(0) | .counts.deducted = 1 | .transport_errors = {} |
-  .order_ids = [.order_ids[0]]' "$T/load.json" >"$T/dup.json"
+  .order_ids = [.order_ids[0]] | del(.keys_out, .keys_written)' "$T/load.json" >"$T/dup.json"
 expect_violation "two answers naming one order" "answered more than once" --load "$T/dup.json"
+
+# A keys file with a line missing is not the run's: the checker refuses it.
+head -n -1 "$T/load.keys" >"$T/short.keys"
+jq --arg k "$T/short.keys" '.keys_out = $k' "$T/load.json" >"$T/short.json"
+rc=0
+out=$("$STOCKD_SRC/loadtest/check-invariant" --run "$MYSQL_RUN" --db "$DB" --product "$F_PRODUCT" \
+  --initial "$F_STOCK" --url "$F_NGINX" --load "$T/short.json" 2>&1) || rc=$?
+expect_eq "a keys file one line short: exit status" 2 "$rc"
+grep -q "does not match" <<<"$out" || fail "a keys file one line short: no reason in: $out"
+echo "ok: a keys file one line short is refused"
+
+# The clean run with its first deduction's answer lost: the keys file says which key,
+# and retrying it must bring back that very order, replayed.
+read -r key _ _ oid _ < <(awk '$2 == 200 && $3 == "deducted"' "$T/load.keys" | head -1)
+awk -v k="$key" '$1 == k { $0 = k " 0 - 0 false 56" } 1' "$T/load.keys" >"$T/forged.keys"
+jq --arg k "$T/forged.keys" --argjson oid "$oid" '.keys_out = $k | .counts.deducted -= 1 |
+  .counts.transport_error += 1 | .order_ids -= [$oid] |
+  .transport_errors["Failure when receiving data from the peer"] += 1' \
+  "$T/load.json" >"$T/forged.json"
+forged() {
+  "$STOCKD_SRC/loadtest/check-invariant" --run "$MYSQL_RUN" --db "$DB" --product "$F_PRODUCT" \
+    --initial "$F_STOCK" --url "$F_NGINX" --load "$T/forged.json" "$@"
+}
+out=$(forged --lossy) || fail "a lost answer whose key replays its order should pass: $out"
+for want in lost=1 unanswered=1 resolved=1 retried=1 retried_replayed=1 retried_fresh=0; do
+  grep -q " $want " <<<"$out" || fail "lost answer of key $key (order $oid): expected $want in: $out"
+done
+echo "ok: lost answer of key $key retried from the keys file: $out"
+rc=0
+out=$(forged) || rc=$?
+((rc == 1)) && grep -q "violation: .*answers were lost" <<<"$out" ||
+  fail "a lost answer in strict mode (from a keys file): expected a violation, got $rc: $out"
+echo "ok: a lost answer from a keys file violates the strict invariant"
 
 # Real oversell: the seed's experiment (no lock, three instances, a think time).
 stockd_stop "$T" 1

@@ -6,8 +6,10 @@
 # injected while it runs, the load awaited, a drain that asks for more units than are
 # left (f_drain, so the stock must end at exactly 0 and the service must answer again
 # after the fault), and loadtest/check-invariant over everything the clients saw
-# (f_check). Single requests whose key the test must know (to retry a lost answer)
-# go through f_keyed, which logs them for the checker.
+# (f_check). stockload writes the key and outcome of each of its requests to
+# $T/NAME.keys (--keys-out) and names that file in its JSON, so the checker retries every
+# key whose answer was lost; single requests whose key the test must know go through
+# f_keyed, which logs them to $F_KEYS in the same format.
 #
 # No request may hang: stockload and f_keyed give every request F_TIMEOUT_MS (20 s) to
 # get an answer, and the checker fails the test if any did not.
@@ -41,15 +43,16 @@ f_stockd() {
 }
 
 # f_load_start NAME [STOCKLOAD ARGS...]: stockload against nginx in the background,
-# 50 requests in flight for 8 s unless the args say otherwise; JSON in $T/NAME.json.
+# 50 requests in flight for 8 s unless the args say otherwise; JSON in $T/NAME.json, one
+# line per request ("KEY STATUS RESULT ORDER_ID REPLAYED CURL_EXIT") in $T/NAME.keys.
 f_load_start() {
   local name=$1
   shift
   local args=("$@")
   ((${#args[@]})) || args=(--duration 8 --concurrency 50)
   "$STOCKD_BUILD/loadtest/stockload" --url "$F_NGINX/stock/reduce?id=$F_PRODUCT" \
-    --idempotency --timeout-ms "$F_TIMEOUT_MS" --json --no-progress "${args[@]}" \
-    >"$T/$name.json" 2>"$T/$name.err" &
+    --idempotency --keys-out "$T/$name.keys" --timeout-ms "$F_TIMEOUT_MS" --json --no-progress \
+    "${args[@]}" >"$T/$name.json" 2>"$T/$name.err" &
   echo $! >"$T/$name.loadpid"
 }
 
@@ -85,9 +88,10 @@ f_keyed() {
   echo "$line"
 }
 
-# f_check [--lossy]: loadtest/check-invariant over every load and keyed request of the
-# test, with the overlap check for F_THINK_US; fails the test on a violation. The
-# INVARIANT line goes to the test's output.
+# f_check [--lossy]: loadtest/check-invariant over every load (with its keys file) and
+# keyed request of the test, with the overlap check for F_THINK_US; fails the test on a
+# violation. The INVARIANT line goes to the test's output; every lost answer must have
+# been retried with its key (retried = lost), which the keys files make possible.
 f_check() {
   local loads=() f
   for f in "$T"/*.json; do [[ -e $f ]] && loads+=(--load "$f"); done
@@ -95,7 +99,11 @@ f_check() {
     --product "$F_PRODUCT" --initial "$F_STOCK" --url "$F_NGINX" --keys "$F_KEYS" \
     --think-us "$F_THINK_US" \
     "${loads[@]}" "$@" | tee "$T/invariant" || fail "the invariant does not hold"
+  expect_eq "lost answers retried with their key" "$(f_invariant lost)" "$(f_invariant retried)"
 }
+
+# f_invariant FIELD: a field of the last f_check's INVARIANT line (e.g. lost, retried).
+f_invariant() { sed -n "s/^INVARIANT .* $1=\([0-9]*\) .*/\1/p" "$T/invariant"; }
 
 # f_expect_sold_out: after the drain the stock is exactly 0, and the drain saw sold_out.
 f_expect_sold_out() {

@@ -10,7 +10,11 @@
 #   - the victim is restarted; a drain sells the rest, so the stock ends at exactly 0;
 #   - the invariant holds in its lossy form (the kill destroys answers): orders =
 #     initial - final, deducted <= orders <= deducted + lost, every answerless order
-#     resolved by a retry of its key.
+#     resolved by a retry of its key;
+#   - every lost answer, the load's (nginx's 502 for the requests in flight at the
+#     victim) as well as ours, is retried with its key from the keys files: an order
+#     that committed comes back replayed, a request that did not deducts anew or finds
+#     the product sold out.
 # Bound: every request gets an answer (or a transport error) within 20 s.
 # It uses the shared MariaDB and ZooKeeper (it restarts neither).
 source "$STOCKD_SRC/tests/lib.sh"
@@ -64,5 +68,8 @@ fi
 grep -q '^lost-at-victim 000 ' "$F_KEYS" || fail "the request at the victim got an answer: $(cat "$F_KEYS")"
 f_drain
 f_check --lossy
+(($(f_invariant retried) > 0)) || fail "no lost answer was retried, not even lost-at-victim's"
+echo "ok: $(f_invariant retried) lost answers retried with their key," \
+  "$(f_invariant retried_replayed) of them had committed"
 f_expect_sold_out
 echo PASS

@@ -9,8 +9,11 @@
 #   - after it is back every instance is healthy again and deducts; a drain sells the
 #     rest, so the stock ends at exactly 0;
 #   - the invariant holds in its lossy form: a COMMIT whose reply the crash cut may
-#     be answered 500 unknown, so deducted <= orders <= deducted + lost, and each such
-#     order is found again by retrying its key (replayed, same order id).
+#     be answered 500 unknown, so deducted <= orders <= deducted + lost, and every such
+#     lost answer is retried with its key from stockload's keys file: an order that
+#     committed comes back replayed with the same id, one that did not deducts anew
+#     or finds the product sold out. (Often the crash cuts no COMMIT: every answer is
+#     then 503 unavailable or a deduction, and nothing is lost.)
 # (The name says restart: a clean shutdown is the milder case of the same.)
 # Bound: every request gets an answer within 20 s.
 # It runs its own MariaDB under $T (it stops it), never the shared one.
@@ -49,5 +52,7 @@ f_wait_healthy 1 2 3
 f_load_wait load
 f_drain
 f_check --lossy
+echo "lost answers: $(f_invariant lost), retried with their key: $(f_invariant retried)" \
+  "($(f_invariant retried_replayed) had committed)"
 f_expect_sold_out
 echo PASS

@@ -4,7 +4,8 @@
 # every outcome can be produced on purpose. nginx's access log is the server-side truth:
 # it proves the exact number of requests in threads x loops mode, the keep-alive
 # connection bound, the method and the Idempotency-Key of each request, and, for a mixed
-# run, how many answers of each kind were sent. Reconciliation reads a real MariaDB
+# run, how many answers of each kind were sent; with --keys-out, each request's line in
+# the keys file must carry the key and status nginx logged for it. Reconciliation reads a real MariaDB
 # database (the shared test server) whose orders rows the test writes itself.
 #
 # usage: stockload_nginx.sh PATH/TO/stockload   (run by ctest with the STOCKD_* variables)
@@ -139,15 +140,23 @@ expect_eq "500 is a 5xx but not a 503" "12 0" \
 
 # ------------------------------------------------------------------ transport errors
 
-load refused --url "http://127.0.0.1:$CLOSED_PORT/deducted" --threads 2 --loops 3
+load refused --url "http://127.0.0.1:$CLOSED_PORT/deducted" --threads 2 --loops 3 \
+  --idempotency --keys-out "$T/refused.keys"
 expect_eq "refused: exit status (no HTTP answer at all)" 3 "$rc"
 expect_eq "refused: transport errors" 6 "$(field refused .counts.transport_error)"
 expect_eq "refused: curl's reason" 6 "$(field refused '.transport_errors["Couldn'\''t connect to server"]')"
 expect_eq "refused: no latency from transport errors" 0 "$(field refused .latency_ms.count)"
+expect_eq "refused: keys-file lines (no answer, connection refused)" 6 \
+  "$(grep -cE '^[A-Za-z0-9_-]+ 0 - 0 false 7$' "$T/refused.keys")"
 
-load silent --url "http://127.0.0.1:$SILENT_PORT/deducted" --threads 2 --loops 2 --timeout-ms 300
+load silent --url "http://127.0.0.1:$SILENT_PORT/deducted" --threads 2 --loops 2 --timeout-ms 300 \
+  --idempotency --keys-out "$T/silent.keys"
 expect_eq "silent: exit status" 3 "$rc"
 expect_eq "silent: timeouts" 4 "$(field silent '.transport_errors["Timeout was reached"]')"
+# Transport errors are in the keys file too: status 0, no result, curl's code.
+expect_eq "silent: keys-file lines (no answer, timed out)" 4 \
+  "$(grep -cE '^[A-Za-z0-9_-]+ 0 - 0 false 28$' "$T/silent.keys")"
+expect_eq "silent: keys file, line count" "4 4" "$(field silent .keys_written) $(wc -l <"$T/silent.keys")"
 
 # ------------------------------------------------------------------ threads x loops, mixed
 
@@ -184,6 +193,63 @@ expect_eq "idem: every request a POST" 12 "$(awk '$5 == "run=idem" && $2 == "POS
 keys=$(awk '$5 == "run=idem" { print $3 }' "$NGX/logs/access.log")
 expect_eq "idem: distinct keys" 12 "$(sort -u <<<"$keys" | wc -l)"
 expect_eq "idem: keys fit the contract" 12 "$(grep -cE '^[A-Za-z0-9_-]{1,64}$' <<<"$keys")"
+
+# ------------------------------------------------------------------ keys file
+
+# check_keys TAG N: $T/TAG.keys has exactly one line per request of run TAG (N of them,
+# as stockload and nginx count them), its keys are unique, and each key's status is
+# the one nginx logged for that key; each line's result is the outcome the status and
+# location mean (kind_of, plus deducted's order id and replay flag).
+check_keys() {
+  local tag=$1 n=$2 keysf=$T/$1.keys
+  expect_eq "$tag: keys_written" "$n" "$(field "$tag" .keys_written)"
+  expect_eq "$tag: keys_out is the absolute path" "$(realpath "$keysf")" "$(field "$tag" .keys_out)"
+  expect_eq "$tag: keys-file lines" "$n" "$(wc -l <"$keysf")"
+  expect_eq "$tag: distinct keys in the keys file" "$n" "$(cut -d' ' -f1 "$keysf" | sort -u | wc -l)"
+  expect_eq "$tag: well-formed lines" "$n" \
+    "$(grep -cE '^[A-Za-z0-9_-]{1,64} [0-9]+ [a-z_0-9-]+ [0-9]+ (true|false) [0-9]+$' "$keysf")"
+  # nginx's view per key: "KEY STATUS RESULT ORDER_ID REPLAYED 0" built from the location.
+  awk -v tag="run=$tag" '$5 == tag { print $3, $6, substr($4, 2) }' "$NGX/logs/access.log" |
+    while read -r key status loc; do
+      case $loc in
+      deducted) echo "$key $status deducted 977 false 0" ;;
+      replayed) echo "$key $status deducted 977 true 0" ;;
+      *) echo "$key $status ${kind_of[$loc]} 0 false 0" ;;
+      esac
+    done | sort >"$T/$tag.served"
+  expect_eq "$tag: requests nginx logged with a key" "$n" "$(wc -l <"$T/$tag.served")"
+  sort "$keysf" | diff - "$T/$tag.served" >"$T/$tag.keydiff" ||
+    fail "$tag: the keys file differs from what nginx served (< keys file, > nginx): $(head -5 "$T/$tag.keydiff")"
+  echo "ok: $tag: $n keys-file lines, one per request, each as nginx served it"
+}
+
+load idem_keys --url "$BASE/mixed?run=idem_keys" --threads 4 --loops 25 --idempotency \
+  --keys-out "$T/idem_keys.keys"
+expect_eq "idem_keys: exit status" 0 "$rc"
+expect_eq "idem_keys: requests" 100 "$(field idem_keys .requests)"
+check_keys idem_keys 100
+for kind in deducted sold_out lock_timeout other_5xx unexpected; do
+  grep -q "^[^ ]* [0-9]* $kind " "$T/idem_keys.keys" || fail "idem_keys: no $kind line; the split should spread 100 requests"
+done
+load replayed_keys --url "$BASE/replayed?run=replayed_keys" --threads 2 --loops 3 --idempotency \
+  --keys-out "$T/replayed_keys.keys"
+check_keys replayed_keys 6
+
+# The keys file is rewritten, not appended to, and a table run reports it too.
+rc=0
+"$STOCKLOAD" --url "$BASE/sold_out?run=idem_keys_table" --threads 1 --loops 2 --idempotency \
+  --keys-out "$T/idem_keys.keys" >"$T/idem_keys_table.out" 2>&1 || rc=$?
+expect_eq "idem_keys_table: exit status" 0 "$rc"
+expect_eq "idem_keys_table: keys file rewritten" 2 "$(wc -l <"$T/idem_keys.keys")"
+grep -q "^  keys: 2 lines in $(realpath "$T/idem_keys.keys")\$" "$T/idem_keys_table.out" ||
+  fail "idem_keys_table: no keys line in the table: $(cat "$T/idem_keys_table.out")"
+
+# A keys file that cannot be written is a setup failure, before any request is sent.
+load keys_unwritable --url "$BASE/deducted?run=keys_unwritable" --threads 1 --idempotency \
+  --keys-out "$T/no/such/dir/k.keys"
+expect_eq "keys_unwritable: exit status" 3 "$rc"
+grep -q "cannot write --keys-out" "$T/keys_unwritable.err" || fail "keys_unwritable: no reason on stderr"
+expect_eq "keys_unwritable: no request sent" 0 "$(served keys_unwritable)"
 
 # ------------------------------------------------------------------ duration mode
 
@@ -272,11 +338,13 @@ grep -q 'ERROR' "$T/rec_pw.out" || fail "rec_pw: the table does not say the reco
 # ------------------------------------------------------------------ usage errors
 
 for args in "--threads 2" "--url $BASE/deducted" "--url $BASE/deducted --threads 2 --duration 1" \
-  "--url $BASE/deducted --threads 2 --mysql $MYSQL_URL" "--url ftp://x/ --threads 1"; do
+  "--url $BASE/deducted --threads 2 --mysql $MYSQL_URL" "--url ftp://x/ --threads 1" \
+  "--url $BASE/deducted --threads 1 --keys-out $T/nokey.keys"; do
   rc=0
   # shellcheck disable=SC2086 # the arguments are split on purpose
   "$STOCKLOAD" $args >/dev/null 2>&1 || rc=$?
   expect_eq "usage error exits 2: $args" 2 "$rc"
 done
+[[ ! -e $T/nokey.keys ]] || fail "--keys-out without --idempotency wrote a file"
 
 echo "PASS"

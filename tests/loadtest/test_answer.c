@@ -1,6 +1,7 @@
 /* Tests of loadtest/answer: every answer of the HTTP contract maps to its kind, and
  * anything off-contract (a 200 that is not a well-formed deduction, odd statuses,
- * bodies that are not JSON) is counted as such rather than guessed. */
+ * bodies that are not JSON) is counted as such rather than guessed; the keys-file line of
+ * a request says what check-invariant needs and cannot be broken apart by its key. */
 #include "answer.h"
 #include "check.h"
 
@@ -129,10 +130,68 @@ static void test_ambiguous_kinds_are_those_that_may_have_deducted(void) {
     puts("ok: ambiguous kinds");
 }
 
+/* The line of each kind of finished request, exactly as check-invariant reads it. */
+static void test_key_lines(void) {
+    char buf[ANSWER_KEY_LINE_MAX];
+    answer_info ded = {.order_id = 977, .replayed = false};
+    answer_info rep = {.order_id = 5, .replayed = true};
+
+    int n = answer_key_line(buf, sizeof(buf), "k-1", 200, ANSWER_DEDUCTED, &ded, 0);
+    CHECK_STR_EQ("k-1 200 deducted 977 false 0\n", buf);
+    CHECK_INT_EQ(strlen(buf), n);
+    answer_key_line(buf, sizeof(buf), "k_2", 200, ANSWER_DEDUCTED, &rep, 0);
+    CHECK_STR_EQ("k_2 200 deducted 5 true 0\n", buf);
+    answer_key_line(buf, sizeof(buf), "K3", 409, ANSWER_SOLD_OUT, NULL, 0);
+    CHECK_STR_EQ("K3 409 sold_out 0 false 0\n", buf);
+    answer_key_line(buf, sizeof(buf), "k4", 503, ANSWER_LOCK_TIMEOUT, NULL, 0);
+    CHECK_STR_EQ("k4 503 lock_timeout 0 false 0\n", buf);
+    answer_key_line(buf, sizeof(buf), "k5", 500, ANSWER_OTHER_5XX, NULL, 0);
+    CHECK_STR_EQ("k5 500 other_5xx 0 false 0\n", buf);
+    /* Details of a deduction are not written for any other kind. */
+    answer_key_line(buf, sizeof(buf), "k6", 200, ANSWER_UNEXPECTED, &rep, 0);
+    CHECK_STR_EQ("k6 200 unexpected 0 false 0\n", buf);
+    /* No HTTP answer: status 0 and no result, whatever the caller had. */
+    answer_key_line(buf, sizeof(buf), "k7", 0, ANSWER_TRANSPORT, NULL, 28);
+    CHECK_STR_EQ("k7 0 - 0 false 28\n", buf);
+    answer_key_line(buf, sizeof(buf), "k8", 200, ANSWER_TRANSPORT, &ded, 56);
+    CHECK_STR_EQ("k8 0 - 0 false 56\n", buf);
+
+    /* The longest key fits in ANSWER_KEY_LINE_MAX with the longest other fields. */
+    char longest[ANSWER_KEY_MAX + 2];
+    memset(longest, 'a', ANSWER_KEY_MAX);
+    longest[ANSWER_KEY_MAX] = '\0';
+    answer_info big = {.order_id = UINT64_MAX, .replayed = false};
+    CHECK(answer_key_line(buf, sizeof(buf), longest, 999, ANSWER_DEDUCTED, &big, 2147483647) > 0);
+    puts("ok: keys-file lines");
+}
+
+static void test_key_lines_refused(void) {
+    char buf[ANSWER_KEY_LINE_MAX];
+    strcpy(buf, "untouched");
+    char too_long[ANSWER_KEY_MAX + 2];
+    memset(too_long, 'a', ANSWER_KEY_MAX + 1);
+    too_long[ANSWER_KEY_MAX + 1] = '\0';
+    const char *bad_keys[] = {NULL, "", "a b", "a\nb", "k\t", "k/1", "k.1", too_long};
+    for (size_t i = 0; i < sizeof(bad_keys) / sizeof(bad_keys[0]); i++)
+        CHECK_INT_EQ(-1,
+                     answer_key_line(buf, sizeof(buf), bad_keys[i], 409, ANSWER_SOLD_OUT, NULL, 0));
+    CHECK_INT_EQ(-1, answer_key_line(buf, sizeof(buf), "k", 409, ANSWER_KINDS, NULL, 0));
+    CHECK_INT_EQ(-1, answer_key_line(buf, sizeof(buf), "k", 0, ANSWER_SOLD_OUT, NULL, 0));
+    CHECK_INT_EQ(-1, answer_key_line(buf, sizeof(buf), "k", 1000, ANSWER_UNEXPECTED, NULL, 0));
+    CHECK_INT_EQ(-1, answer_key_line(buf, sizeof(buf), "k", 409, ANSWER_SOLD_OUT, NULL, -1));
+    /* "k 409 sold_out 0 false 0\n" is 25 bytes: it needs 26 with the NUL. */
+    CHECK_INT_EQ(-1, answer_key_line(buf, 25, "k", 409, ANSWER_SOLD_OUT, NULL, 0));
+    CHECK_STR_EQ("untouched", buf);
+    CHECK_INT_EQ(25, answer_key_line(buf, 26, "k", 409, ANSWER_SOLD_OUT, NULL, 0));
+    puts("ok: keys-file lines refused for bad keys, kinds, statuses and short buffers");
+}
+
 int main(void) {
     test_contract_examples();
     test_body_is_read_only_up_to_len();
     test_names_are_distinct();
     test_ambiguous_kinds_are_those_that_may_have_deducted();
+    test_key_lines();
+    test_key_lines_refused();
     return 0;
 }

@@ -71,8 +71,9 @@ static void test_every_option(void) {
                  PARSE(&o, err, "--url", "https://localhost/x", "--threads", "10000", "--loops",
                        "10000", "--method", "POST", "--idempotency", "--timeout-ms", "600000",
                        "--json", "--no-progress", "--mysql", "mysql://stockd@127.0.0.1:3306/shop",
-                       "--product", "2147483647"));
+                       "--product", "2147483647", "--keys-out", "/tmp/k.log"));
     CHECK(o.post && o.idempotency && o.json && !o.progress);
+    CHECK_STR_EQ("/tmp/k.log", o.keys_out);
     CHECK_INT_EQ(10000, o.concurrency);
     CHECK_INT_EQ(10000, o.loops); /* exactly the 1e8 request limit */
     CHECK_INT_EQ(600000, o.timeout_ms);
@@ -80,6 +81,7 @@ static void test_every_option(void) {
     CHECK_INT_EQ(2147483647, o.product);
     CHECK_INT_EQ(LOADOPTS_RUN, PARSE(&o, err, "--url", URL, "--threads", "1", "--method", "GET"));
     CHECK(!o.post);
+    CHECK(o.keys_out == NULL);
     puts("ok: every option");
 }
 
@@ -90,7 +92,9 @@ static void test_help_wins(void) {
     CHECK_INT_EQ(LOADOPTS_HELP, PARSE(&o, err, "--url", URL, "-h"));
     CHECK_INT_EQ(LOADOPTS_HELP, PARSE(&o, err, "--threads", "3", "--duration", "1", "--help"));
     CHECK(strstr(loadopts_usage, "--threads T") && strstr(loadopts_usage, "--mysql URL") &&
-          strstr(loadopts_usage, "STOCKD_MYSQL_PASSWORD") && strstr(loadopts_usage, "Exit status"));
+          strstr(loadopts_usage, "STOCKD_MYSQL_PASSWORD") &&
+          strstr(loadopts_usage, "Exit status") && strstr(loadopts_usage, "--keys-out FILE") &&
+          strstr(loadopts_usage, "KEY STATUS RESULT ORDER_ID REPLAYED CURL_EXIT"));
     puts("ok: --help");
 }
 
@@ -146,6 +150,11 @@ static void test_malformed_arguments(void) {
             "1");
     REFUSED("go together", "--url", URL, "--threads", "1", "--mysql", "mysql://u@h/d");
     REFUSED("go together", "--url", URL, "--threads", "1", "--product", "1");
+    REFUSED("--keys-out needs --idempotency", "--url", URL, "--threads", "1", "--keys-out", "k");
+    REFUSED("--keys-out needs a file name", "--url", URL, "--threads", "1", "--idempotency",
+            "--keys-out", "");
+    REFUSED("--keys-out needs a value", "--url", URL, "--threads", "1", "--idempotency",
+            "--keys-out");
     REFUSED("unknown option '--foo'", "--url", URL, "--threads", "1", "--foo");
     REFUSED("unknown option '--thread'", "--url", URL, "--thread", "1");
     REFUSED("unexpected argument 'extra'", "--url", URL, "--threads", "1", "extra");
