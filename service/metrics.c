@@ -182,18 +182,21 @@ char *stockd_metrics_render(const stockd_config *cfg, zklock_session *zk) {
     if (zk) {
         zklock_stats st;
         zklock_get_stats(zk, &st);
-        put_counter(&b, "stockd_lock_acquisitions_total", "ZooKeeper lock acquisitions.",
-                    (unsigned long long)st.acquired);
-        put_counter(&b, "stockd_lock_timeouts_total", "ZooKeeper lock acquisitions timed out.",
-                    (unsigned long long)st.timeouts);
-        put_counter(&b, "stockd_lock_suspect_total", "Held locks that became suspect.",
-                    (unsigned long long)st.suspect_events);
-        put_counter(&b, "stockd_lock_lost_total", "Held locks that were lost.",
-                    (unsigned long long)st.lost_events);
-        put_counter(&b, "stockd_zk_session_expirations_total", "ZooKeeper sessions expired.",
-                    (unsigned long long)st.expirations);
-        put_counter(&b, "stockd_zk_watch_events_total", "Node watches fired for lock waiters.",
-                    (unsigned long long)st.watch_events);
+        const struct {
+            const char *name, *help;
+            uint64_t value;
+        } counters[] = {
+            {"stockd_lock_acquisitions_total", "ZooKeeper lock acquisitions.", st.acquired},
+            {"stockd_lock_timeouts_total", "ZooKeeper lock acquisitions timed out.", st.timeouts},
+            {"stockd_lock_suspect_total", "Held locks that became suspect.", st.suspect_events},
+            {"stockd_lock_lost_total", "Held locks that were lost.", st.lost_events},
+            {"stockd_zk_session_expirations_total", "ZooKeeper sessions expired.", st.expirations},
+            {"stockd_zk_watch_events_total", "Node watches fired for lock waiters.",
+             st.watch_events},
+        };
+        for (size_t i = 0; i < sizeof(counters) / sizeof(counters[0]); i++)
+            put_counter(&b, counters[i].name, counters[i].help,
+                        (unsigned long long)counters[i].value);
         put(&b, "# HELP stockd_zk_ops_total ZooKeeper operations by type.\n"
                 "# TYPE stockd_zk_ops_total counter\n");
         put(&b, "stockd_zk_ops_total{op=\"create\"} %llu\n", (unsigned long long)st.op_create);
