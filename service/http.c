@@ -48,6 +48,11 @@ typedef struct http_req {
  * size gets libmicrohttpd's own (HTML) answer. */
 #define STOCKD_CONNECTION_MEMORY (64 * 1024)
 
+/* The most body stockd reads (and drops) before it closes the connection: far above
+ * nginx's default client_max_body_size (1 MiB), so whatever nginx forwards still gets
+ * its JSON 400, and small enough that a client cannot keep a connection busy. */
+#define STOCKD_MAX_BODY (8 * 1024 * 1024)
+
 static const char fallback_body[] = "{\"result\":\"internal_error\",\"message\":\"out of memory\"}";
 
 /* Queues status + body (which the response takes over and frees) on the connection. */
@@ -186,11 +191,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         return MHD_YES;
     }
     if (*upload_size) {
-        /* A body is refused; count it and drop it (the connection memory limit and the
-         * 400 that follows bound what a client can make us read). */
+        /* No route takes a body: it is counted and dropped, and refused with 400 once it
+         * has arrived (libmicrohttpd cannot answer before that). Past STOCKD_MAX_BODY the
+         * connection is closed without an answer, so a client cannot keep one busy by
+         * streaming; behind nginx a body that large never arrives (nginx answers 413). */
         r->body_bytes += *upload_size;
         *upload_size = 0;
-        return MHD_YES;
+        return r->body_bytes > STOCKD_MAX_BODY ? MHD_NO : MHD_YES;
     }
     if (r->job.done) {
         /* Resumed by a worker: the answer is ready. The response takes the body. */

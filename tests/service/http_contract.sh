@@ -76,6 +76,14 @@ expect PUT "/stock?id=2" 405 method_not_allowed -D "$T/headers"
 grep -qi '^allow: GET, HEAD' "$T/headers" || fail "405 without an Allow header"
 grep -qi '^content-type: application/json' "$T/headers" || fail "answer is not application/json"
 expect GET "/stock/reduce?id=2" 400 bad_request --data-binary 'id=2' -H 'Content-Type: text/plain'
+# A body streamed past 8 MiB is not read to its end: the connection is closed (no
+# answer), nothing is deducted, and the service goes on serving.
+n=$(sql "SELECT COUNT(*) FROM orders")
+code=$(head -c 100000000 /dev/zero | curl -s -m 30 -o /dev/null -w '%{http_code}' -X POST \
+  -H 'Transfer-Encoding: chunked' --data-binary @- "$base/stock/reduce?id=2" || true)
+[[ $code != 200 && $code != 400 ]] || fail "a 100 MB body was read to its end (answer $code)"
+expect_eq "no order from an oversized body" "$n" "$(sql 'SELECT COUNT(*) FROM orders')"
+expect GET /health 200 ok
 
 # Idempotency: the same key twice deducts once and answers the same order.
 before=$(sql 'SELECT stock FROM product WHERE id=4')
