@@ -1,7 +1,14 @@
 #!/usr/bin/env bash
 # The seed's experiment end to end, as a test: N stockd instances of one lock mode
 # behind a real nginx, the same load (loadtest/oversell), and the verdict it must reach.
-#   oversell.sh MODE INSTANCES EXPECT   with EXPECT = negative | zero
+#   oversell.sh MODE INSTANCES EXPECT
+# with EXPECT one of
+#   negative           the stock must end below 0;
+#   zero               exactly 0, and orders = initial stock;
+#   oversold-at-most:N the stock ends between -N and 0. For a race whose size is
+#                      bounded but whose occurrence in one run is timing (local on
+#                      several instances: at most one stale read per instance, so at
+#                      most INSTANCES-1 units oversold). last_unit.sh forces it.
 # In every run, whatever the mode, the ledger must match: deducted answers = orders
 # rows = initial - final stock.
 source "$STOCKD_SRC/tests/lib.sh"
@@ -28,6 +35,13 @@ negative)
 zero)
   expect_eq "final stock" 0 "$(get final)"
   expect_eq "orders" "$(get initial)" "$(get orders)"
+  ;;
+oversold-at-most:*)
+  bound=${expect#*:}
+  final=$(get final)
+  ((final >= -bound && final <= 0)) ||
+    fail "expected $mode x$instances to end between -$bound and 0, got $final"
+  echo "ok: final stock $final is within [-$bound, 0] ($((-final)) oversold)"
   ;;
 *) fail "unknown expectation $expect" ;;
 esac
