@@ -24,6 +24,13 @@ reduce() {
   echo "$(cat "$T/code.$port") $(jq -r .result "$T/ans.$port")"
 }
 start() { stockd_start "$T" "$1" $((PORT0 + $1)) zk "$MYSQL_URL" "$ZK" "${@:2}"; }
+# holding I: instance I (fresh, one request sent) has acquired its lock. Waiting on
+# this, not on a fixed sleep, keeps a slow (sanitizer) build from racing the holder.
+holding() {
+  local n
+  n=$(curl -sS "http://127.0.0.1:$((PORT0 + $1))/metrics" | sed -n 's/^stockd_lock_acquisitions_total //p')
+  ((${n:-0} >= 1))
+}
 
 # 1. Lock timeout. Instance 1 holds product 2's lock for 3 s (its think time).
 start 1 --think-us 3000000
@@ -31,7 +38,7 @@ start 2 --lock-timeout-ms 500
 s0=$(stock 2)
 reduce $((PORT0 + 1)) 2 >"$T/holder" &
 holder=$!
-sleep 0.5
+wait_until 10 holding 1 || fail "instance 1 never took the lock"
 expect_eq "second instance while the lock is held" "503 lock_timeout" "$(reduce $((PORT0 + 2)) 2)"
 wait "$holder"
 expect_eq "the holder's answer" "200 deducted" "$(cat "$T/holder")"
@@ -41,13 +48,14 @@ stockd_stop "$T" 1
 stockd_stop "$T" 2
 
 # 2. A paused holder. Instance 1 has a 2 s session and thinks 5 s between its check
-# and its write; it is stopped 0.5 s in, for 6 s.
+# and its write; it is stopped once it holds the lock, until another instance has
+# taken the lock (after the 2 s session expired) and deducted.
 start 1 --think-us 5000000 --zk-session-ms 2000
 start 2 --lock-timeout-ms 15000
 s0=$(stock 1)
 reduce $((PORT0 + 1)) 1 >"$T/paused" &
 paused=$!
-sleep 0.5
+wait_until 10 holding 1 || fail "instance 1 never took the lock"
 kill -STOP "$(cat "$T/stockd/1.pid")"
 expect_eq "a new holder after the paused one's session expired" "200 deducted" "$(reduce $((PORT0 + 2)) 1)"
 sleep 1
