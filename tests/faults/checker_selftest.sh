@@ -18,9 +18,7 @@ source "$STOCKD_SRC/tests/faults/faultlib.sh"
 F_STOCK=40
 
 t_db
-f_reset
-f_stockd 1 "$STOCKD_TEST_ZK"
-t_nginx 1
+f_cluster "$STOCKD_TEST_ZK" 1
 f_load_start load --threads 10 --loops 6
 f_load_wait load
 expect_eq "stock after 60 requests for 40 units" 0 "$(f_stock)"

@@ -16,14 +16,11 @@ source "$STOCKD_SRC/tests/lib.sh"
 source "$STOCKD_SRC/tests/faults/faultlib.sh"
 
 t_db
-f_reset
-for i in 1 2 3; do f_stockd "$i" "$STOCKD_TEST_ZK"; done
-t_nginx 3
+f_cluster "$STOCKD_TEST_ZK" 3
 
 f_load_start load
 sleep 1
-f_gap_lock_start
-wait_until 15 eval '[[ -n $(f_stalled_trx) ]]' || fail "no deduction stalled at the gap lock"
+f_freeze_holder
 echo "a holder is frozen before its commit at stock $(f_stock)"
 cuts=()
 for n in 1 2 3 4 5; do

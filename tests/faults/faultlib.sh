@@ -42,6 +42,20 @@ f_stockd() {
   stockd_start "$T" "$i" $((PORT0 + i)) zk "$MYSQL_URL" "$zk" --think-us "$F_THINK_US" "$@"
 }
 
+# f_cluster ZK N [ARGS...]: the product reset, stockd 1..N (f_stockd, with ARGS) and
+# nginx over them on PORT0.
+f_cluster() {
+  local zk=$1 n=$2 i
+  shift 2
+  f_reset
+  for ((i = 1; i <= n; i++)); do f_stockd "$i" "$zk" "$@"; done
+  t_nginx "$n"
+}
+
+# f_kill9 PID: kill -9 of a child of this shell, reaped quietly (bash would report the
+# killed job on stderr).
+f_kill9() { { kill -KILL "$1" && wait "$1"; } 2>/dev/null || true; }
+
 # f_load_start NAME [STOCKLOAD ARGS...]: stockload against nginx in the background,
 # 50 requests in flight for 8 s unless the args say otherwise; JSON in $T/NAME.json, one
 # line per request ("KEY STATUS RESULT ORDER_ID REPLAYED CURL_EXIT") in $T/NAME.keys.
@@ -139,6 +153,12 @@ f_gap_lock_start() {
     SELECT SLEEP(60), 'faults-gap-lock';" >/dev/null 2>&1 &
   echo $! >"$T/gaplock.clientpid"
   wait_until 10 eval "[[ -n \$(f_gap_lock_conn) ]]" || fail "the gap lock session did not start"
+}
+
+# f_freeze_holder: f_gap_lock_start, then waits until a deduction is frozen by it.
+f_freeze_holder() {
+  f_gap_lock_start
+  wait_until 15 eval '[[ -n $(f_stalled_trx) ]]' || fail "no deduction stalled at the gap lock"
 }
 
 # f_gap_lock_conn: the gap lock session's connection id.

@@ -22,14 +22,11 @@ source "$STOCKD_SRC/tests/faults/faultlib.sh"
 zkport=${STOCKD_TEST_ZK##*:}
 
 t_db
-f_reset
-for i in 1 2 3; do f_stockd "$i" "$STOCKD_TEST_ZK" --zk-session-ms 2000; done
-t_nginx 3
+f_cluster "$STOCKD_TEST_ZK" 3 --zk-session-ms 2000
 
 f_load_start load
 sleep 1.5
-f_gap_lock_start
-wait_until 15 eval '[[ -n $(f_stalled_trx) ]]' || fail "no deduction stalled at the gap lock"
+f_freeze_holder
 read -r thread modified < <(f_stalled_trx)
 victim=$(f_instance_of_conn "$thread") || fail "cannot tell which instance owns connection $thread"
 vpid=$(cat "$T/stockd/$victim.pid")
@@ -46,7 +43,7 @@ last_order=$(f_sql "SELECT COALESCE(MAX(id), 0) FROM orders")
 f_keyed lost-at-victim "http://127.0.0.1:$((PORT0 + victim))" >/dev/null &
 keyed=$!
 sleep 0.3
-{ kill -KILL "$vpid" && wait "$vpid"; } 2>/dev/null || true
+f_kill9 "$vpid"
 echo "killed stockd-$victim at stock $stock_at_kill"
 f_gap_lock_stop
 wait_until 30 eval "! f_trx_open $thread" || fail "the killed instance's transaction stayed open"

@@ -25,21 +25,18 @@ MYSQL_URL="mysql://$DB_USER@127.0.0.1:$myport/$DB"
 mysql_create_db "$T" "$DB" "$DB_USER" "$DB_PASS"
 source "$STOCKD_SRC/tests/faults/faultlib.sh"
 
-f_reset
-for i in 1 2 3; do f_stockd "$i" "$STOCKD_TEST_ZK" --zk-session-ms 2000; done
-t_nginx 3
+f_cluster "$STOCKD_TEST_ZK" 3 --zk-session-ms 2000
 
 f_load_start load
 sleep 1.5
 # Freeze the lock holder between its UPDATE and its COMMIT (faultlib.sh), so the crash
 # surely cuts a transaction that has changed the stock.
-f_gap_lock_start
-wait_until 15 eval '[[ -n $(f_stalled_trx) ]]' || fail "no deduction stalled at the gap lock"
+f_freeze_holder
 echo "a holder is frozen before its commit at stock $(f_stock)"
 mpid=$(cat "$T/mysql/pid")
 # A crash, not a shutdown: the transactions under way are cut wherever they are, and
 # InnoDB's recovery must roll each one back whole and keep every commit it answered.
-{ kill -KILL "$mpid" && wait "$mpid"; } 2>/dev/null || true
+f_kill9 "$mpid"
 echo "MariaDB killed (kill -9)"
 f_gap_lock_stop # its client only: the crash took the session
 expect_eq "/health of stockd-1 while MariaDB is down" 503 "$(f_health 1)"

@@ -10,9 +10,7 @@ source "$STOCKD_SRC/tests/lib.sh"
 source "$STOCKD_SRC/tests/faults/faultlib.sh"
 
 t_db
-f_reset
-for i in 1 2 3; do f_stockd "$i" "$STOCKD_TEST_ZK"; done
-t_nginx 3
+f_cluster "$STOCKD_TEST_ZK" 3
 master=$(cat "$T/nginx/nginx.pid")
 workers() { pgrep -P "$master" | sort | tr '\n' ' '; }
 # new_worker BEFORE: true once a worker runs that is not in BEFORE (a reload is done).

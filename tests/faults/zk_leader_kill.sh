@@ -19,15 +19,12 @@ leader=$(zk_leader "$zkbase") || fail "the ensemble has no leader"
 echo "ensemble $ZK up, leader zk$leader"
 
 t_db
-f_reset
-for i in 1 2 3; do f_stockd "$i" "$ZK" --zk-session-ms 4000; done
-t_nginx 3
+f_cluster "$ZK" 3 --zk-session-ms 4000
 
 f_load_start load
 sleep 1.5
 lpid=$(cat "$T/zk$leader/pid")
-# The wait reaps it quietly (bash would report the killed job on stderr).
-{ kill -KILL "$lpid" && wait "$lpid"; } 2>/dev/null || true
+f_kill9 "$lpid"
 echo "killed the leader zk$leader at stock $(f_stock)"
 new_leader() {
   local l

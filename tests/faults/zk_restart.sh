@@ -14,9 +14,7 @@ zk_start "$T" "$zkport" zk
 ZK=127.0.0.1:$zkport
 
 t_db
-f_reset
-for i in 1 2 3; do f_stockd "$i" "$ZK" --zk-session-ms 2000 --lock-timeout-ms 2000; done
-t_nginx 3
+f_cluster "$ZK" 3 --zk-session-ms 2000 --lock-timeout-ms 2000
 
 f_load_start load
 sleep 1.5
