@@ -12,6 +12,7 @@ const char loadopts_usage[] =
     "usage: stockload --url URL (--threads T [--loops L] | --duration S --concurrency C)\n"
     "                 [--method GET|POST] [--idempotency [--keys-out FILE]]\n"
     "                 [--timeout-ms N] [--json] [--no-progress] [--mysql URL --product ID]\n"
+    "                 [--products A-B]\n"
     "\n"
     "Sends load to one URL over keep-alive connections and counts what stockd answered.\n"
     "\n"
@@ -25,6 +26,10 @@ const char loadopts_usage[] =
     "Request:\n"
     "  --url URL          http:// or https:// target, e.g.\n"
     "                     http://127.0.0.1:8080/stock/reduce?id=1\n"
+    "  --products A-B     spread the load: every request names a product drawn uniformly\n"
+    "                     from A..B in place of the literal {id} in the URL, e.g.\n"
+    "                     --url 'http://127.0.0.1:8080/stock/reduce?id={id}' --products 1-100\n"
+    "                     (not with --mysql: reconciliation is per product)\n"
     "  --method M         GET (default) or POST (with an empty body)\n"
     "  --idempotency      send a unique Idempotency-Key header with every request\n"
     "  --keys-out FILE    (with --idempotency) write one line per finished request to FILE,\n"
@@ -84,6 +89,7 @@ enum opt_id {
     OPT_MYSQL,
     OPT_PRODUCT,
     OPT_KEYS_OUT,
+    OPT_PRODUCTS,
     OPT_COUNT
 };
 
@@ -104,6 +110,7 @@ static const struct {
     [OPT_MYSQL] = {"mysql", true},
     [OPT_PRODUCT] = {"product", true},
     [OPT_KEYS_OUT] = {"keys-out", true},
+    [OPT_PRODUCTS] = {"products", true},
 };
 
 __attribute__((format(printf, 3, 4))) static int usage_error(char *err, size_t errlen,
@@ -247,6 +254,26 @@ int loadopts_parse(loadopts *o, int argc, char **argv, char *err, size_t errlen)
             if (!*val) return usage_error(err, errlen, "--keys-out needs a file name");
             o->keys_out = val;
             break;
+        case OPT_PRODUCTS: {
+            /* A-B, both positive ids, A <= B; parsed by parse_uint piece by piece so
+             * that signs, spaces and trailing junk are refused. */
+            const char *dash = strchr(val, '-');
+            char lo[16];
+            uint64_t a, b;
+            size_t len = dash ? (size_t)(dash - val) : 0;
+            if (!dash || len == 0 || len >= sizeof(lo))
+                return usage_error(err, errlen, "--products must be A-B, got '%s'", val);
+            memcpy(lo, val, len);
+            lo[len] = '\0';
+            if (!parse_uint(lo, 1, INT32_MAX, &a) || !parse_uint(dash + 1, 1, INT32_MAX, &b) ||
+                a > b)
+                return usage_error(err, errlen,
+                                   "--products must be A-B with 1 <= A <= B <= %d, got '%s'",
+                                   INT32_MAX, val);
+            o->products_lo = (int32_t)a;
+            o->products_hi = (int32_t)b;
+            break;
+        }
         case OPT_COUNT:
             break;
         }
@@ -278,6 +305,15 @@ int loadopts_parse(loadopts *o, int argc, char **argv, char *err, size_t errlen)
     }
     if (seen[OPT_MYSQL] != seen[OPT_PRODUCT])
         return usage_error(err, errlen, "--mysql and --product go together");
+    if (seen[OPT_PRODUCTS]) {
+        const char *at = strstr(o->url, "{id}");
+        if (!at || strstr(at + 1, "{id}"))
+            return usage_error(err, errlen, "--products needs {id} exactly once in --url");
+        if (seen[OPT_MYSQL])
+            return usage_error(err, errlen, "--products and --mysql exclude each other");
+    } else if (strstr(o->url, "{id}")) {
+        return usage_error(err, errlen, "--url holds {id}: give --products A-B");
+    }
     /* Without keys there is nothing to write: refuse rather than write an empty file. */
     if (seen[OPT_KEYS_OUT] && !o->idempotency)
         return usage_error(err, errlen, "--keys-out needs --idempotency");

@@ -38,6 +38,10 @@ typedef struct loadopts {
     const char *mysql_url; /* --mysql, or NULL */
     int32_t product;       /* --product, meaningful when mysql_url is set */
     const char *keys_out;  /* --keys-out FILE (needs --idempotency), or NULL */
+    /* --products A-B: each request names a product drawn uniformly from A..B, put in
+     * place of the literal "{id}" in the URL (which must then hold it exactly once).
+     * Both 0 without the option. */
+    int32_t products_lo, products_hi;
 } loadopts;
 
 #define LOADOPTS_RUN   0  /* options are valid: run */

@@ -72,6 +72,7 @@ typedef struct slot {
     size_t len, cap;
     uint64_t started_ns;
     uint64_t left; /* loops mode: requests this thread has still to send */
+    char *url;     /* with --products: this request's URL (the template with its id) */
 } slot;
 
 struct run {
@@ -99,7 +100,29 @@ struct run {
     FILE *keys;               /* --keys-out, open during the run */
     char keys_path[PATH_MAX]; /* its absolute path, for the JSON output */
     uint64_t keys_written;    /* lines written to it */
+    uint64_t rng;             /* --products: xorshift64 state, never 0 */
 };
+
+/* ------------------------------------------------------------------ --products */
+
+/* Writes the URL template o->url with "{id}" replaced by id into buf (cap bytes);
+ * the caller sized buf as strlen(template) + 12, which any int32 id fits. */
+static void url_for_product(const char *tmpl, int32_t id, char *buf, size_t cap) {
+    const char *at = strstr(tmpl, "{id}");
+    snprintf(buf, cap, "%.*s%d%s", (int)(at - tmpl), tmpl, (int)id, at + 4);
+}
+
+/* A product drawn uniformly from the --products range (xorshift64; the modulo bias is
+ * below 1e-9 for any range of int32 ids). */
+static int32_t pick_product(run *r) {
+    uint64_t x = r->rng;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    r->rng = x;
+    uint64_t span = (uint64_t)(r->o->products_hi - r->o->products_lo) + 1;
+    return r->o->products_lo + (int32_t)(x % span);
+}
 
 /* ------------------------------------------------------------------ requests */
 
@@ -158,6 +181,10 @@ static int slot_setup(run *r, slot *s) {
         bad |= curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE, 0L);
     }
     if (o->mode == LOADOPTS_LOOPS) s->left = o->loops;
+    if (o->products_lo) {
+        s->url = malloc(strlen(o->url) + 12);
+        if (!s->url) return -1;
+    }
     return bad ? -1 : 0;
 }
 
@@ -165,6 +192,7 @@ static void slot_release(slot *s) {
     if (s->easy) curl_easy_cleanup(s->easy);
     curl_slist_free_all(s->headers);
     free(s->body);
+    free(s->url);
 }
 
 static int slot_start(run *r, slot *s) {
@@ -180,6 +208,10 @@ static int slot_start(run *r, slot *s) {
         curl_easy_setopt(s->easy, CURLOPT_HTTPHEADER, h);
         curl_slist_free_all(s->headers);
         s->headers = h;
+    }
+    if (s->url) {
+        url_for_product(r->o->url, pick_product(r), s->url, strlen(r->o->url) + 12);
+        if (curl_easy_setopt(s->easy, CURLOPT_URL, s->url) != CURLE_OK) return -1;
     }
     s->len = 0;
     s->started_ns = now_ns();
@@ -370,6 +402,8 @@ static int run_init(run *r, const loadopts *o, char *err, size_t errlen) {
     snprintf(r->key_prefix, sizeof(r->key_prefix), "sl%" PRIx64 "-%x",
              (uint64_t)((uint64_t)wall.tv_sec * 1000000000U + (uint64_t)wall.tv_nsec),
              (unsigned)getpid());
+    r->rng = ((uint64_t)wall.tv_nsec << 20) ^ (uint64_t)wall.tv_sec ^ (uint64_t)getpid();
+    if (r->rng == 0) r->rng = 0x9e3779b97f4a7c15ULL;
 
     r->multi = curl_multi_init();
     r->slots = calloc(r->nslots, sizeof(*r->slots));
@@ -484,6 +518,11 @@ static int print_json(const run *r, const verdict *v) {
     cJSON *root = cJSON_CreateObject();
     cJSON_AddStringToObject(root, "mode", o->mode == LOADOPTS_LOOPS ? "loops" : "duration");
     cJSON_AddStringToObject(root, "url", o->url);
+    if (o->products_lo) {
+        cJSON *pr = cJSON_AddObjectToObject(root, "products");
+        cJSON_AddNumberToObject(pr, "from", o->products_lo);
+        cJSON_AddNumberToObject(pr, "to", o->products_hi);
+    }
     cJSON_AddStringToObject(root, "method", o->post ? "POST" : "GET");
     cJSON_AddBoolToObject(root, "idempotency", o->idempotency);
     if (o->mode == LOADOPTS_LOOPS) {
@@ -680,7 +719,16 @@ int main(int argc, char **argv) {
         goto out;
     }
     curl_ready = true;
-    if (!url_parses(o.url)) {
+    char checked[2048];
+    if (o.products_lo) {
+        if (strlen(o.url) + 12 > sizeof(checked)) {
+            fprintf(stderr, "stockload: --url is too long for --products\n");
+            status = EXIT_USAGE;
+            goto out;
+        }
+        url_for_product(o.url, o.products_lo, checked, sizeof(checked));
+    }
+    if (!url_parses(o.products_lo ? checked : o.url)) {
         fprintf(stderr, "stockload: --url '%s' is not a valid URL\n", o.url);
         status = EXIT_USAGE;
         goto out;

@@ -194,6 +194,17 @@ keys=$(awk '$5 == "run=idem" { print $3 }' "$NGX/logs/access.log")
 expect_eq "idem: distinct keys" 12 "$(sort -u <<<"$keys" | wc -l)"
 expect_eq "idem: keys fit the contract" 12 "$(grep -cE '^[A-Za-z0-9_-]{1,64}$' <<<"$keys")"
 
+# ------------------------------------------------------------------ --products spreads the ids
+
+load spread --url "$BASE/deducted?run=spread&id={id}" --products 3-7 --threads 10 --loops 50
+expect_eq "spread: exit status" 0 "$rc"
+ids=$(awk '$5 ~ /^run=spread&id=/ { sub(/^run=spread&id=/, "", $5); print $5 }' "$NGX/logs/access.log")
+expect_eq "spread: requests served" 500 "$(wc -l <<<"$ids")"
+expect_eq "spread: every id inside 3..7" 500 "$(grep -cxE '[3-7]' <<<"$ids")"
+# 500 uniform draws over 5 ids: each id is missed with probability 0.8^500 (about 1e-49).
+expect_eq "spread: every id of the range used" "3 4 5 6 7" "$(sort -u <<<"$ids" | xargs)"
+expect_eq "spread: the range in the JSON" "3-7" "$(field spread '"\(.products.from)-\(.products.to)"')"
+
 # ------------------------------------------------------------------ keys file
 
 # check_keys TAG N: $T/TAG.keys has exactly one line per request of run TAG (N of them,

@@ -165,7 +165,37 @@ static void test_malformed_arguments(void) {
     puts("ok: malformed arguments are refused with a reason");
 }
 
+#define URL_ID "http://127.0.0.1:8080/stock/reduce?id={id}"
+
+static void test_products_spread_the_load(void) {
+    loadopts o;
+    char err[256];
+    CHECK_INT_EQ(LOADOPTS_RUN,
+                 PARSE(&o, err, "--url", URL_ID, "--threads", "4", "--products", "1-100"));
+    CHECK_INT_EQ(1, o.products_lo);
+    CHECK_INT_EQ(100, o.products_hi);
+    CHECK_INT_EQ(LOADOPTS_RUN, PARSE(&o, err, "--url", URL_ID, "--threads", "4", "--products=7-7"));
+    CHECK_INT_EQ(7, o.products_lo);
+    CHECK_INT_EQ(7, o.products_hi);
+    CHECK_INT_EQ(LOADOPTS_RUN, PARSE(&o, err, "--url", URL, "--threads", "4"));
+    CHECK_INT_EQ(0, o.products_lo);
+    REFUSED("--products must be A-B", "--url", URL_ID, "--threads", "1", "--products", "5");
+    REFUSED("--products must be A-B", "--url", URL_ID, "--threads", "1", "--products", "-5");
+    REFUSED("1 <= A <= B", "--url", URL_ID, "--threads", "1", "--products", "9-3");
+    REFUSED("1 <= A <= B", "--url", URL_ID, "--threads", "1", "--products", "0-3");
+    REFUSED("1 <= A <= B", "--url", URL_ID, "--threads", "1", "--products", "1-3x");
+    REFUSED("1 <= A <= B", "--url", URL_ID, "--threads", "1", "--products", "1--3");
+    REFUSED("{id} exactly once", "--url", URL, "--threads", "1", "--products", "1-3");
+    REFUSED("{id} exactly once", "--url", URL_ID "&x={id}", "--threads", "1", "--products",
+            "1-3");
+    REFUSED("give --products", "--url", URL_ID, "--threads", "1");
+    REFUSED("exclude each other", "--url", URL_ID, "--threads", "1", "--products", "1-3",
+            "--mysql", "mysql://u@h/d", "--product", "1");
+    puts("ok: --products takes A-B and needs {id} once in the URL");
+}
+
 int main(void) {
+    test_products_spread_the_load();
     test_threads_and_loops_with_defaults();
     test_duration_and_concurrency();
     test_every_option();
