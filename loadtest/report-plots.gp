@@ -1,8 +1,9 @@
 # The plots of the strategy comparison report (loadtest/report). Run by the report as
-#   gnuplot -e "datadir='DIR'; outdir='DIR'; stock_modes='none zk'; subtitle='LOAD'" \
-#       report-plots.gp
+#   gnuplot -e "datadir='DIR'; outdir='DIR'; stock_modes='none zk'; subtitle='LOAD'; \
+#       thinks='0 1000'; stock_think='1000'" report-plots.gp
 # and reads the data it wrote from report.json:
-#   DIR/modes.tsv       mode, throughput (req/s), p50 ms, p99 ms; one line per mode
+#   DIR/modes.tsv       label, throughput (req/s) at each think time in `thinks`, then
+#                       p50 ms and p99 ms at the first; one line per run spec
 #   DIR/stock-M.tsv     seconds since the load started, stock; one line per sample
 # It writes throughput.png, p99.png and stock.png to outdir. pngcairo draws smoother
 # text and lines, but gnuplot-nox builds may lack it, so plain png is the fallback.
@@ -26,20 +27,23 @@ set yrange [0:*]
 set xtics nomirror
 set key top left
 
+nthink = words(thinks)
+p50col = nthink + 2
+p99col = nthink + 3
+set xtics rotate by -30
+
 set output outdir."/throughput.png"
-set title "Throughput by lock mode (all requests, deducted and sold out)\n".subtitle
+set title "Throughput by strategy (all requests, deducted and sold out)\n".subtitle
 set ylabel "requests per second"
 set offsets 0, 0, graph 0.08, 0
-plot modes using 2:xtic(1) notitle linecolor rgb "#4477aa", \
-     "" using 0:2:(sprintf("%.0f", $2)) with labels offset 0,0.8 notitle
+plot for [i = 1:nthink] modes using (column(i + 1)):xtic(1) \
+         title "think ".word(thinks, i)." us" linecolor i
 
 set output outdir."/p99.png"
-set title "Latency by lock mode (stockload, every answered request)\n".subtitle
+set title "Latency by strategy at think ".word(thinks, 1)." us (every answered request)\n".subtitle
 set ylabel "milliseconds"
-plot modes using 3:xtic(1) title "p50" linecolor rgb "#88ccee", \
-     "" using 4 title "p99" linecolor rgb "#cc6677", \
-     "" using ($0 - 1.0/6):3:(sprintf("%.0f", $3)) with labels offset 0,0.8 notitle, \
-     "" using ($0 + 1.0/6):4:(sprintf("%.0f", $4)) with labels offset 0,0.8 notitle
+plot modes using p50col:xtic(1) title "p50" linecolor rgb "#88ccee", \
+     "" using p99col title "p99" linecolor rgb "#cc6677"
 
 # ---------------------------------------------------------------- stock over time
 
@@ -50,13 +54,14 @@ if (strlen(stock_modes) > 0) {
     set grid xtics ytics
     set key top right
     set output outdir."/stock.png"
-    set title "Stock of the hot product while the load runs\n".subtitle
+    set xtics norotate
+    set title "Stock of the hot product while the load runs (think ".stock_think." us)\n".subtitle
     set xlabel "seconds since the load started"
     set ylabel "stock"
     set xzeroaxis linetype 1 linecolor rgb "#888888" linewidth 1.5
     # Steps, since the stock is known only at the samples; the points mark them.
     plot for [i = 1:words(stock_modes)] datadir."/stock-".word(stock_modes, i).".tsv" \
-             using 1:2 with steps linewidth 2 linecolor i title "lock ".word(stock_modes, i), \
+             using 1:2 with steps linewidth 2 linecolor i title word(stock_modes, i), \
          for [i = 1:words(stock_modes)] datadir."/stock-".word(stock_modes, i).".tsv" \
              using 1:2 with points pointtype 7 pointsize 0.6 linecolor i notitle
 }
