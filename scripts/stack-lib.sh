@@ -1,6 +1,6 @@
 # shellcheck shell=bash
 # Functions that start and stop the real parts of the stack on loopback: a private
-# MariaDB, a standalone ZooKeeper, N stockd instances and nginx. Sourced by
+# MariaDB, a standalone ZooKeeper, a Redis, N stockd instances and nginx. Sourced by
 # scripts/stack, the demo, the load scripts and the integration tests.
 #
 # Everything lives under one run directory ($1 of each function, or $STACK_RUN) and
@@ -99,7 +99,9 @@ SQL
 }
 
 # mysql_grant_service_user RUN DB USER PASS: makes sure USER exists with password PASS
-# and can do only what a deduction needs: read and update product, read and add orders.
+# and can do only what a deduction needs: read and update product, read and add orders,
+# and take and give back a lock row in stock_lock (the db-lock mode: INSERT, and DELETE
+# with a WHERE on the row, which needs SELECT).
 mysql_grant_service_user() {
   local run=$1 db=$2 user=$3 pass=$4 host
   for host in 127.0.0.1 localhost; do
@@ -108,6 +110,7 @@ CREATE USER IF NOT EXISTS '$user'@'$host' IDENTIFIED BY '$pass';
 ALTER USER '$user'@'$host' IDENTIFIED BY '$pass';
 GRANT SELECT, UPDATE ON \`$db\`.product TO '$user'@'$host';
 GRANT SELECT, INSERT ON \`$db\`.orders TO '$user'@'$host';
+GRANT SELECT, INSERT, DELETE ON \`$db\`.stock_lock TO '$user'@'$host';
 SQL
   done
 }
@@ -259,6 +262,36 @@ zk_leader() {
   done
   return 1
 }
+
+# ---------------------------------------------------------------- Redis
+
+# redis_start RUN PORT [NAME]: a private redis-server under RUN/NAME (default redis),
+# on loopback only, without persistence (no RDB snapshots, no append-only file): the
+# lock keys are leases that may as well vanish with the server, and the fencing
+# counter survives a restart through its clock floor (see lock/redislock.h).
+redis_start() {
+  local run=$1 port=$2 name=${3:-redis} d
+  d=$run/$name
+  mkdir -p "$d"
+  if pid_alive "$d/pid"; then return 0; fi
+  port_free "$port" || { stack_log "redis: port $port is taken"; return 1; }
+  redis-server --port "$port" --bind 127.0.0.1 --protected-mode yes --save '' \
+    --appendonly no --dir "$d" --daemonize no --logfile "$d/redis.log" \
+    >/dev/null 2>&1 &
+  echo $! >"$d/pid"
+  if ! wait_until 20 redis_ping "$port"; then
+    stack_log "redis: did not start on port $port, see $d/redis.log"
+    return 1
+  fi
+}
+
+# redis_ping PORT: true if the server on PORT answers PONG.
+redis_ping() {
+  [[ $(redis-cli -h 127.0.0.1 -p "$1" ping 2>/dev/null) == PONG ]]
+}
+
+# redis_stop RUN [NAME]
+redis_stop() { stop_pidfile "$1/${2:-redis}/pid" 10; }
 
 # ---------------------------------------------------------------- stockd
 

@@ -27,3 +27,17 @@ CREATE TABLE IF NOT EXISTS orders (
   UNIQUE KEY uq_orders_request (request_id),
   KEY ix_orders_product (product_id)
 ) ENGINE=InnoDB;
+
+-- Article 001's lock table, for the db-lock mode (lock/dblock.h). A row is a held lock:
+-- INSERT takes it (a duplicate key means "held"), DELETE by owner and token releases it,
+-- and a row whose expires_at (UTC) has passed may be deleted by anyone to take the lock
+-- over from a crashed holder. `token` is the fencing token of the acquisition: an
+-- AUTO_INCREMENT value only grows (MariaDB keeps the counter across restarts), and the
+-- next holder's row can only be inserted after the previous one was deleted.
+CREATE TABLE IF NOT EXISTS stock_lock (
+  name        VARCHAR(200)    NOT NULL PRIMARY KEY,
+  owner       VARCHAR(64)     NOT NULL,
+  token       BIGINT UNSIGNED NOT NULL AUTO_INCREMENT,
+  expires_at  DATETIME(6)     NOT NULL,
+  UNIQUE KEY uq_stock_lock_token (token)
+) ENGINE=InnoDB;

@@ -1,24 +1,27 @@
 #!/usr/bin/env bash
-# The `servers` ctest fixture: starts (up) or stops (down) the private MariaDB and
-# ZooKeeper that the integration tests share. Also stops anything a failed test
+# The `servers` ctest fixture: starts (up) or stops (down) the private MariaDB,
+# ZooKeeper and Redis that the integration tests share. Also stops anything a failed test
 # left running under the test run directory.
 set -euo pipefail
 source "$STOCKD_SRC/scripts/stack-lib.sh"
 run=$STOCKD_TEST_RUN
 zk_port=${STOCKD_TEST_ZK##*:}
+redis_port=${STOCKD_TEST_REDIS##*:}
 
 case ${1:-} in
 up)
   mkdir -p "$run"
   mysql_start "$run" "$STOCKD_TEST_MYSQL_PORT"
   zk_start "$run" "$zk_port"
-  echo "servers: mysql on $STOCKD_TEST_MYSQL_PORT, zookeeper on $zk_port, under $run"
+  redis_start "$run" "$redis_port"
+  echo "servers: mysql on $STOCKD_TEST_MYSQL_PORT, zookeeper on $zk_port, redis on $redis_port, under $run"
   ;;
 down)
   # Tests stop what they start; this catches what a failed or timed-out one left.
   for f in "$run"/t/*/stockd/*.pid; do [[ -e $f ]] && stop_pidfile "$f" 5; done
   for d in "$run"/t/*/nginx; do [[ -d $d ]] && nginx_stop "${d%/nginx}"; done
   for f in "$run"/t/*/*/pid; do [[ -e $f ]] && stop_pidfile "$f" 10; done
+  redis_stop "$run"
   zk_stop "$run"
   mysql_stop "$run"
   echo "servers: stopped"

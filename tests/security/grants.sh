@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # The service's MySQL user can do what a deduction needs and nothing more: read and
-# update product, read and add orders. Checked twice: by what SHOW GRANTS lists for
+# update product, read and add orders, take and give back a row of the lock table
+# stock_lock (the db-lock mode). Checked twice: by what SHOW GRANTS lists for
 # stockd@127.0.0.1 (and @localhost), and by what the server refuses when stockd tries it
 # over TCP, as the service connects. The shared test server holds a database per test,
 # each granted to the same user, so every grant line must have one of the allowed shapes
-# and this test's database must have exactly its two.
+# and this test's database must have exactly its three.
 source "$STOCKD_SRC/tests/lib.sh"
 
 t_db
@@ -24,12 +25,13 @@ for host in 127.0.0.1 localhost; do
     "GRANT USAGE ON *.* TO \`$DB_USER\`@\`$host\`") ;;
     "GRANT SELECT, UPDATE ON \`"*"\`.\`product\` TO \`$DB_USER\`@\`$host\`") ;;
     "GRANT SELECT, INSERT ON \`"*"\`.\`orders\` TO \`$DB_USER\`@\`$host\`") ;;
+    "GRANT SELECT, INSERT, DELETE ON \`"*"\`.\`stock_lock\` TO \`$DB_USER\`@\`$host\`") ;;
     *) fail "unexpected grant for $DB_USER@$host: $g" ;;
     esac
   done <"$T/grants.norm"
   mine=$(grep -F "ON \`$DB\`." "$T/grants.norm" | sort | sed "s/ TO .*//" | paste -sd '|')
   expect_eq "grants on $DB for $DB_USER@$host" \
-    "GRANT SELECT, INSERT ON \`$DB\`.\`orders\`|GRANT SELECT, UPDATE ON \`$DB\`.\`product\`" "$mine"
+    "GRANT SELECT, INSERT ON \`$DB\`.\`orders\`|GRANT SELECT, INSERT, DELETE ON \`$DB\`.\`stock_lock\`|GRANT SELECT, UPDATE ON \`$DB\`.\`product\`" "$mine"
 done
 anon=$(mysql_cli "$STOCKD_TEST_RUN" -N -B -e "SELECT COUNT(*) FROM mysql.user WHERE user=''")
 expect_eq "anonymous MySQL accounts" 0 "$anon"
@@ -40,7 +42,10 @@ as_stockd 'UPDATE product SET stock = stock WHERE id = 1' || fail "stockd may no
 as_stockd "START TRANSACTION; INSERT INTO orders (product_id, instance, fence, request_id)
   VALUES (1, 'grants-test', 0, 'grants-test'); ROLLBACK" || fail "stockd may not INSERT orders"
 expect_eq "orders after the rolled-back INSERT" 0 "$(as_stockd 'SELECT COUNT(*) FROM orders')"
-echo "ok: stockd may read and update product, read and add orders"
+as_stockd "INSERT INTO stock_lock (name, owner, expires_at) VALUES ('grants-test', 'grants-test',
+  UTC_TIMESTAMP(6)); DELETE FROM stock_lock WHERE name = 'grants-test'" ||
+  fail "stockd may not take and give back a stock_lock row"
+echo "ok: stockd may read and update product, read and add orders, take and give back a lock row"
 
 # Everything else is refused.
 refused=(
@@ -48,6 +53,7 @@ refused=(
   "UPDATE orders SET instance = 'x'"
   "INSERT INTO product (id, product_name, stock, fence) VALUES (99, 'x', 1, 0)"
   "DELETE FROM product"
+  "UPDATE stock_lock SET expires_at = UTC_TIMESTAMP(6)"
   "DROP TABLE product"
   "TRUNCATE TABLE orders"
   "ALTER TABLE product ADD COLUMN x INT"

@@ -1,0 +1,465 @@
+/* dblock.c: the lock table (see dblock.h).
+ *
+ * A handle owns one autocommit MYSQL connection and its prepared statements, made
+ * together by dl_connect() and dropped together by dl_disconnect(), like stockdb.c.
+ * dl_exec() runs one statement and sorts its failure into: the connection is gone
+ * (dropped; the caller decides whether repeating is safe), a duplicate key (the lock
+ * is held), a lock victim (deadlock or lock wait timeout: try again later), or any
+ * other refusal. */
+#include "dblock.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <errmsg.h>
+#include <mysql.h>
+#include <mysqld_error.h>
+
+enum { ST_INSERT, ST_TAKEOVER, ST_RELEASE, ST_UNDO, ST_COUNT };
+
+/* UTC_TIMESTAMP, not NOW: the session time zone (and its daylight saving jumps) must not
+ * move a lease. */
+static const char *const stmt_sql[ST_COUNT] = {
+    [ST_INSERT] = "INSERT INTO stock_lock (name, owner, expires_at)"
+                  " VALUES (?, ?, UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND)",
+    /* The takeover: only a row whose lease has passed by the server's clock. */
+    [ST_TAKEOVER] = "DELETE FROM stock_lock WHERE name = ? AND expires_at < UTC_TIMESTAMP(6)",
+    [ST_RELEASE] = "DELETE FROM stock_lock WHERE name = ? AND owner = ? AND token = ?",
+    /* After an INSERT whose reply was lost: our row, if it was made. The handle holds
+     * no other row of this name (no reentrancy), so owner + name is exactly that one. */
+    [ST_UNDO] = "DELETE FROM stock_lock WHERE name = ? AND owner = ?",
+};
+
+/* Internal results of dl_exec, never returned to users. */
+#define DL_DUP    1 /* duplicate key: the lock is held */
+#define DL_VICTIM 2 /* deadlock or lock wait timeout: nothing happened, try again */
+
+#define OWNER_MAX 64
+
+struct dblock_hold {
+    dblock *d;
+    dblock_hold *next;
+    int64_t token;
+    int64_t valid_until_us;
+    char name[DBLOCK_NAME_MAX + 1];
+};
+
+struct dblock {
+    stockdb_config cfg;
+    char owner[OWNER_MAX + 1];
+    int lease_ms, margin_ms, poll_max_ms;
+    MYSQL *conn;
+    MYSQL_STMT *stmt[ST_COUNT];
+    dblock_hold *holds;
+    unsigned rand_state;
+    dblock_stats st;
+    char errstr[512];
+};
+
+/* ---------------------------------------------------------------- helpers */
+
+static void set_err(dblock *d, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void set_err(dblock *d, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(d->errstr, sizeof(d->errstr), fmt, ap);
+    va_end(ap);
+}
+
+static int64_t now_us(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+static void sleep_us(int64_t us) {
+    struct timespec ts = {.tv_sec = (time_t)(us / 1000000), .tv_nsec = (long)(us % 1000000) * 1000};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        ;
+}
+
+static bool is_gone(unsigned err) {
+    switch (err) {
+    case CR_CONNECTION_ERROR:
+    case CR_CONN_HOST_ERROR:
+    case CR_SERVER_GONE_ERROR:
+    case CR_SERVER_LOST:
+    case CR_SERVER_LOST_EXTENDED:
+    case CR_COMMANDS_OUT_OF_SYNC:
+    case CR_ERR_NET_READ:
+    case CR_ERR_NET_WRITE:
+    case ER_SERVER_SHUTDOWN:
+    case ER_CONNECTION_KILLED:
+        return true;
+    default:
+        return false;
+    }
+}
+
+static void bind_str(MYSQL_BIND *b, const char *s, unsigned long *len) {
+    memset(b, 0, sizeof(*b));
+    *len = (unsigned long)strlen(s);
+    b->buffer_type = MYSQL_TYPE_STRING;
+    b->buffer = (void *)s;
+    b->buffer_length = *len;
+    b->length = len;
+}
+
+static void bind_i64(MYSQL_BIND *b, int64_t *v) {
+    memset(b, 0, sizeof(*b));
+    b->buffer_type = MYSQL_TYPE_LONGLONG;
+    b->buffer = v;
+}
+
+/* ---------------------------------------------------------------- connection */
+
+static void dl_disconnect(dblock *d) {
+    for (int i = 0; i < ST_COUNT; i++) {
+        if (d->stmt[i]) mysql_stmt_close(d->stmt[i]);
+        d->stmt[i] = NULL;
+    }
+    if (d->conn) mysql_close(d->conn);
+    d->conn = NULL;
+}
+
+static int dl_connect(dblock *d) {
+    if (d->conn) return DBLOCK_OK;
+    const stockdb_config *c = &d->cfg;
+    unsigned connect_s = c->connect_timeout_s ? c->connect_timeout_s : 2;
+    unsigned rw_s = c->rw_timeout_s ? c->rw_timeout_s : 10;
+    unsigned protocol = MYSQL_PROTOCOL_TCP;
+    unsigned err;
+
+    d->conn = mysql_init(NULL);
+    if (!d->conn) {
+        set_err(d, "mysql_init: out of memory");
+        return DBLOCK_ERR_NOMEM;
+    }
+    mysql_options(d->conn, MYSQL_OPT_CONNECT_TIMEOUT, &connect_s);
+    mysql_options(d->conn, MYSQL_OPT_READ_TIMEOUT, &rw_s);
+    mysql_options(d->conn, MYSQL_OPT_WRITE_TIMEOUT, &rw_s);
+    mysql_options(d->conn, MYSQL_OPT_PROTOCOL, &protocol);
+    mysql_options(d->conn, MYSQL_SET_CHARSET_NAME, "utf8mb4");
+    if (!mysql_real_connect(d->conn, c->host, c->user, c->password, c->database, c->port, NULL,
+                            0)) {
+        err = mysql_errno(d->conn);
+        set_err(d, "connect to %s:%u/%s: %s (%u)", c->host, c->port, c->database,
+                mysql_error(d->conn), err);
+        dl_disconnect(d);
+        return err == CR_OUT_OF_MEMORY ? DBLOCK_ERR_NOMEM : DBLOCK_ERR_CONNECTION;
+    }
+    /* Autocommit on purpose: each statement commits, so the lock row is visible to
+     * everyone as soon as the INSERT returns. */
+    if (mysql_autocommit(d->conn, 1)) {
+        set_err(d, "autocommit: %s", mysql_error(d->conn));
+        dl_disconnect(d);
+        return DBLOCK_ERR_CONNECTION;
+    }
+    for (int i = 0; i < ST_COUNT; i++) {
+        d->stmt[i] = mysql_stmt_init(d->conn);
+        if (!d->stmt[i]) {
+            set_err(d, "mysql_stmt_init: out of memory");
+            dl_disconnect(d);
+            return DBLOCK_ERR_NOMEM;
+        }
+        if (mysql_stmt_prepare(d->stmt[i], stmt_sql[i], strlen(stmt_sql[i]))) {
+            err = mysql_stmt_errno(d->stmt[i]);
+            set_err(d, "prepare \"%s\": %s (%u)", stmt_sql[i], mysql_stmt_error(d->stmt[i]), err);
+            dl_disconnect(d);
+            return is_gone(err) ? DBLOCK_ERR_CONNECTION : DBLOCK_ERR_QUERY;
+        }
+    }
+    return DBLOCK_OK;
+}
+
+/* Runs statement `st` with params (connecting first if needed). On DBLOCK_OK,
+ * *affected (if not NULL) is the rows changed and *insert_id (if not NULL) the
+ * AUTO_INCREMENT value. Otherwise DL_DUP, DL_VICTIM, DBLOCK_ERR_CONNECTION (the
+ * connection is dropped; *sent says whether the statement may have reached the server),
+ * DBLOCK_ERR_QUERY or DBLOCK_ERR_NOMEM. */
+static int dl_exec(dblock *d, int st, MYSQL_BIND *params, uint64_t *affected, uint64_t *insert_id,
+                   bool *sent) {
+    *sent = false;
+    int rc = dl_connect(d);
+    if (rc != DBLOCK_OK) return rc;
+    MYSQL_STMT *s = d->stmt[st];
+    d->st.ops++;
+    if (mysql_stmt_bind_param(s, params) == 0) {
+        *sent = true;
+        if (mysql_stmt_execute(s) == 0) {
+            if (affected) *affected = (uint64_t)mysql_stmt_affected_rows(s);
+            if (insert_id) *insert_id = (uint64_t)mysql_stmt_insert_id(s);
+            return DBLOCK_OK;
+        }
+    }
+    unsigned err = mysql_stmt_errno(s);
+    set_err(d, "\"%s\": %s (%u)", stmt_sql[st], mysql_stmt_error(s), err);
+    if (err == ER_DUP_ENTRY) return DL_DUP;
+    if (err == ER_LOCK_DEADLOCK || err == ER_LOCK_WAIT_TIMEOUT) return DL_VICTIM;
+    if (is_gone(err)) {
+        dl_disconnect(d);
+        return DBLOCK_ERR_CONNECTION;
+    }
+    return err == CR_OUT_OF_MEMORY ? DBLOCK_ERR_NOMEM : DBLOCK_ERR_QUERY;
+}
+
+/* Runs an idempotent DELETE, once more after a reconnect if the connection was gone. */
+static int dl_delete(dblock *d, int st, MYSQL_BIND *params, uint64_t *affected) {
+    bool sent;
+    int rc = dl_exec(d, st, params, affected, NULL, &sent);
+    if (rc == DBLOCK_ERR_CONNECTION) rc = dl_exec(d, st, params, affected, NULL, &sent);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- handle */
+
+int dblock_new(const dblock_config *cfg, dblock **out, char *errbuf, size_t errcap) {
+    static unsigned seq;
+    if (errbuf && errcap) errbuf[0] = '\0';
+    if (!out) return DBLOCK_ERR_ARGS;
+    *out = NULL;
+    if (!cfg) return DBLOCK_ERR_ARGS;
+    dblock *d = calloc(1, sizeof(*d));
+    if (!d) return DBLOCK_ERR_NOMEM;
+    int rc = DBLOCK_ERR_ARGS;
+    const char *owner = cfg->owner ? cfg->owner : "dblock";
+    d->cfg = cfg->db;
+    d->lease_ms = cfg->lease_ms ? cfg->lease_ms : 10000;
+    d->margin_ms = cfg->safety_margin_ms ? cfg->safety_margin_ms : d->lease_ms / 10 + 2;
+    d->poll_max_ms = cfg->poll_max_ms ? cfg->poll_max_ms : 50;
+    if (strlen(owner) > 40 || d->lease_ms < 1 || cfg->safety_margin_ms < 0 ||
+        d->margin_ms >= d->lease_ms || d->poll_max_ms < 1) {
+        set_err(d, "bad configuration: want an owner of at most 40 bytes, lease_ms >= 1 above "
+                   "the safety margin, poll_max_ms >= 1");
+        goto fail;
+    }
+    /* The handle number makes owners unique within the process, the pid across
+     * processes of one host; the instance name (owner) across hosts. */
+    unsigned n = __atomic_add_fetch(&seq, 1, __ATOMIC_RELAXED);
+    snprintf(d->owner, sizeof(d->owner), "%s:%ld:%u", owner, (long)getpid(), n);
+    d->rand_state = (unsigned)getpid() * 2654435761u ^ n ^ (unsigned)now_us();
+    (void)mysql_thread_init();
+    if ((rc = dl_connect(d)) != DBLOCK_OK) goto fail;
+    *out = d;
+    return DBLOCK_OK;
+
+fail:
+    if (errbuf && errcap) snprintf(errbuf, errcap, "%s", d->errstr);
+    dblock_free(d);
+    return rc;
+}
+
+void dblock_free(dblock *d) {
+    if (!d) return;
+    while (d->holds) {
+        dblock_hold *h = d->holds;
+        d->holds = h->next;
+        free(h);
+    }
+    dl_disconnect(d);
+    memset(d->cfg.password, 0, sizeof(d->cfg.password));
+    free(d);
+}
+
+/* ---------------------------------------------------------------- the lock */
+
+/* One round: INSERT; if held, the takeover DELETE and, if it removed an expired row,
+ * the INSERT again. DBLOCK_OK with *token set, DL_DUP (held: wait), or an error. */
+static int dl_try(dblock *d, const char *name, int64_t *token) {
+    MYSQL_BIND p[3];
+    unsigned long name_len, owner_len;
+    int64_t lease_us = (int64_t)d->lease_ms * 1000;
+    for (int round = 0; round < 2; round++) {
+        bind_str(&p[0], name, &name_len);
+        bind_str(&p[1], d->owner, &owner_len);
+        bind_i64(&p[2], &lease_us);
+        uint64_t id = 0;
+        bool sent;
+        int rc = dl_exec(d, ST_INSERT, p, NULL, &id, &sent);
+        if (rc == DBLOCK_OK) {
+            if (id == 0 || id > INT64_MAX) {
+                set_err(d, "INSERT INTO stock_lock gave no AUTO_INCREMENT token");
+                return DBLOCK_ERR_QUERY;
+            }
+            *token = (int64_t)id;
+            return DBLOCK_OK;
+        }
+        if (rc == DBLOCK_ERR_CONNECTION) {
+            /* The INSERT may have committed with its reply lost: undo it by owner once
+             * the connection is back, and go on waiting as if it had been held. */
+            if (!sent) return rc;
+            bind_str(&p[0], name, &name_len);
+            bind_str(&p[1], d->owner, &owner_len);
+            uint64_t undone = 0;
+            rc = dl_delete(d, ST_UNDO, p, &undone);
+            return rc == DBLOCK_OK ? DL_DUP : rc;
+        }
+        if (rc != DL_DUP) return rc == DL_VICTIM ? DL_DUP : rc;
+        if (round == 1) return DL_DUP;
+        bind_str(&p[0], name, &name_len);
+        uint64_t taken = 0;
+        rc = dl_delete(d, ST_TAKEOVER, p, &taken);
+        if (rc == DL_VICTIM) return DL_DUP;
+        if (rc != DBLOCK_OK) return rc;
+        if (taken == 0) return DL_DUP;
+        d->st.takeovers++;
+    }
+    return DL_DUP;
+}
+
+int dblock_acquire(dblock *d, const char *name, int timeout_ms, dblock_hold **out) {
+    if (!out) return DBLOCK_ERR_ARGS;
+    *out = NULL;
+    if (!d || !name) return DBLOCK_ERR_ARGS;
+    d->errstr[0] = '\0';
+    size_t n = strlen(name);
+    if (n == 0 || n > DBLOCK_NAME_MAX) {
+        set_err(d, "bad lock name (want 1..%d bytes)", DBLOCK_NAME_MAX);
+        return DBLOCK_ERR_ARGS;
+    }
+    for (dblock_hold *h = d->holds; h; h = h->next) {
+        if (strcmp(h->name, name) == 0) {
+            set_err(d, "lock %s is already held by this handle", name);
+            return DBLOCK_ERR_ARGS;
+        }
+    }
+    dblock_hold *h = calloc(1, sizeof(*h));
+    if (!h) return DBLOCK_ERR_NOMEM;
+    int64_t deadline = timeout_ms < 0 ? INT64_MAX : now_us() + (int64_t)timeout_ms * 1000;
+    int64_t backoff_us = 1000;
+    int rc;
+
+    for (;;) {
+        int64_t sent = now_us();
+        int64_t token = 0;
+        rc = dl_try(d, name, &token);
+        if (rc == DBLOCK_OK) {
+            h->d = d;
+            h->token = token;
+            h->valid_until_us = sent + (int64_t)(d->lease_ms - d->margin_ms) * 1000;
+            memcpy(h->name, name, n + 1);
+            h->next = d->holds;
+            d->holds = h;
+            *out = h;
+            h = NULL;
+            d->st.acquired++;
+            goto out;
+        }
+        if (rc != DL_DUP) goto out;
+        int64_t now = now_us();
+        if (now >= deadline) {
+            set_err(d, "lock %s: not acquired within %d ms", name, timeout_ms);
+            d->st.timeouts++;
+            rc = DBLOCK_ERR_TIMEOUT;
+            goto out;
+        }
+        /* Backoff with jitter (50..100% of the step), so waiters of one row do not
+         * arrive in lockstep; the step doubles up to poll_max_ms. */
+        int64_t wait = backoff_us / 2 + (int64_t)(rand_r(&d->rand_state) % (backoff_us / 2 + 1));
+        if (deadline - now < wait) wait = deadline - now;
+        sleep_us(wait);
+        d->st.sleeps++;
+        if (backoff_us < (int64_t)d->poll_max_ms * 1000) backoff_us *= 2;
+        if (backoff_us > (int64_t)d->poll_max_ms * 1000)
+            backoff_us = (int64_t)d->poll_max_ms * 1000;
+    }
+
+out:
+    free(h);
+    return rc;
+}
+
+int dblock_check(const dblock_hold *h) {
+    if (!h) return DBLOCK_ERR_ARGS;
+    return now_us() < h->valid_until_us ? DBLOCK_OK : DBLOCK_LOST;
+}
+
+int64_t dblock_token(const dblock_hold *h) {
+    return h ? h->token : 0;
+}
+
+int dblock_release(dblock_hold *h) {
+    if (!h) return DBLOCK_ERR_ARGS;
+    dblock *d = h->d;
+    d->errstr[0] = '\0';
+    for (dblock_hold **p = &d->holds; *p; p = &(*p)->next) {
+        if (*p == h) {
+            *p = h->next;
+            break;
+        }
+    }
+    MYSQL_BIND p[3];
+    unsigned long name_len, owner_len;
+    int64_t token = h->token;
+    bind_str(&p[0], h->name, &name_len);
+    bind_str(&p[1], d->owner, &owner_len);
+    bind_i64(&p[2], &token);
+    uint64_t deleted = 0;
+    int rc = dl_delete(d, ST_RELEASE, p, &deleted);
+    if (rc == DL_VICTIM) {
+        rc = DBLOCK_ERR_QUERY;
+    } else if (rc == DBLOCK_OK && deleted == 0) {
+        set_err(d, "lock %s: no row with our token %lld any more", h->name, (long long)token);
+        d->st.release_lost++;
+        rc = DBLOCK_LOST;
+    } else if (rc == DBLOCK_OK) {
+        d->st.released++;
+    }
+    free(h);
+    return rc;
+}
+
+int dblock_ping(dblock *d) {
+    if (!d) return DBLOCK_ERR_ARGS;
+    d->errstr[0] = '\0';
+    for (int attempt = 0; attempt < 2; attempt++) {
+        int rc = dl_connect(d);
+        if (rc != DBLOCK_OK) return rc;
+        d->st.ops++;
+        if (mysql_ping(d->conn) == 0) return DBLOCK_OK;
+        set_err(d, "ping: %s", mysql_error(d->conn));
+        dl_disconnect(d);
+    }
+    return DBLOCK_ERR_CONNECTION;
+}
+
+void dblock_get_stats(const dblock *d, dblock_stats *out) {
+    if (!out) return;
+    if (!d) {
+        memset(out, 0, sizeof(*out));
+        return;
+    }
+    *out = d->st;
+}
+
+const char *dblock_errstr(const dblock *d) {
+    return d ? d->errstr : "";
+}
+
+const char *dblock_strerror(int code) {
+    switch (code) {
+    case DBLOCK_OK:
+        return "ok";
+    case DBLOCK_ERR_ARGS:
+        return "bad argument";
+    case DBLOCK_ERR_NOMEM:
+        return "out of memory";
+    case DBLOCK_ERR_TIMEOUT:
+        return "lock not acquired in time";
+    case DBLOCK_ERR_CONNECTION:
+        return "no connection to the database";
+    case DBLOCK_ERR_QUERY:
+        return "the database refused a lock statement";
+    case DBLOCK_LOST:
+        return "lock lost (lease passed)";
+    default:
+        return "unknown dblock code";
+    }
+}

@@ -1,0 +1,125 @@
+/* dblock: article 001's lock table on MariaDB / MySQL, with a lease and a fencing token.
+ *
+ * A row of stock_lock (sql/schema.sql) is the lock:
+ *     stock_lock(name PRIMARY KEY, owner, token AUTO_INCREMENT UNIQUE, expires_at)
+ *   - acquire: INSERT (name, owner, NOW(6) + lease). Success means held, and the row's
+ *     AUTO_INCREMENT token (the statement's insert id) is the fencing token. A
+ *     duplicate key means "held by someone": first an atomic takeover is tried, DELETE
+ *     ... WHERE name = ? AND expires_at < NOW(6), which removes the row only if its
+ *     lease has passed by the database's clock (a crashed holder's row), and if it did,
+ *     the INSERT is tried again at once. Otherwise the waiter sleeps with exponential
+ *     backoff and jitter (1 ms doubling up to poll_max_ms, never past its deadline) and
+ *     tries again: the database has no notification to wait on, but it is never spun on;
+ *   - release: DELETE ... WHERE name = ? AND owner = ? AND token = ?, so only the owner
+ *     of this very acquisition can delete it; a holder whose row was taken over
+ *     deletes nothing (DBLOCK_LOST);
+ *   - every statement is a prepared statement on the handle's own connection, in
+ *     autocommit mode: the lock row is committed, and visible to every other process,
+ *     before the caller's stock transaction (on another connection) begins.
+ *
+ * Fencing is sound here: the token comes from an AUTO_INCREMENT counter in the same
+ * server as the stock, and the next holder's INSERT can only succeed after the previous
+ * row was deleted, so its value is allocated later and is larger. MariaDB keeps the
+ * counter across restarts (since 10.2.4; MySQL before 8.0 did not, and an empty table
+ * restarted there would hand out small tokens again). Gaps (failed INSERTs use values
+ * too) do not matter.
+ *
+ * The lease is judged by two clocks: the database's (NOW(6), for the takeover) and the
+ * holder's monotonic clock (dblock_check: LOST once the lease minus a safety margin has
+ * passed since the INSERT was sent). A holder paused past its lease is refused by the
+ * fence in the stock write, as for the other lock kinds.
+ *
+ * Threads and ownership: a dblock handle is one MySQL connection and is NOT
+ * thread-safe; make one per worker thread, and make, use and free it on that thread
+ * (the client library's per-thread rule, see stockdb.h; call stockdb_global_init()
+ * first). Handles reconnect by themselves. A dblock_hold belongs to its handle and is
+ * used on that thread only. Locks are not reentrant: acquiring a name this handle
+ * already holds is refused (DBLOCK_ERR_ARGS).
+ *
+ * Every function returns DBLOCK_OK (0) or a negative DBLOCK_* code; dblock_strerror()
+ * names it, dblock_errstr() has the detail. Nothing here prints, exits or aborts. */
+#ifndef DBLOCK_H
+#define DBLOCK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "stockdb.h"
+
+#define DBLOCK_OK             0
+#define DBLOCK_ERR_ARGS       -1 /* bad argument or configuration, or name held already */
+#define DBLOCK_ERR_NOMEM      -2
+#define DBLOCK_ERR_TIMEOUT    -3 /* not acquired before the deadline */
+#define DBLOCK_ERR_CONNECTION -4 /* the server is unreachable or the connection broke */
+#define DBLOCK_ERR_QUERY      -5 /* the server refused a statement (schema, grants) */
+#define DBLOCK_LOST           -6 /* check: the lease has passed; release: row not ours */
+
+/* The longest lock name, in bytes (stock_lock.name is VARCHAR(200)). */
+#define DBLOCK_NAME_MAX 200
+
+typedef struct dblock_config {
+    stockdb_config db;    /* the server, as for stockdb (copied) */
+    const char *owner;    /* written into the rows, for people reading the table
+                           * (<= 40 bytes; NULL = "dblock"); ":<pid>:<n>" is appended
+                           * so every handle's rows are its own */
+    int lease_ms;         /* 0 = 10000 */
+    int safety_margin_ms; /* 0 = lease/10 + 2 ms; < 0 refused */
+    int poll_max_ms;      /* the longest backoff sleep; 0 = 50 */
+} dblock_config;
+
+/* Counters. All only grow. */
+typedef struct dblock_stats {
+    uint64_t acquired;
+    uint64_t timeouts;
+    uint64_t takeovers; /* expired rows this handle deleted to take the lock */
+    uint64_t released;
+    uint64_t release_lost; /* releases that found the row gone or taken over */
+    uint64_t ops;          /* statements executed */
+    uint64_t sleeps;       /* backoff sleeps while waiting */
+} dblock_stats;
+
+typedef struct dblock dblock;
+typedef struct dblock_hold dblock_hold;
+
+/* Makes a handle and connects. On DBLOCK_OK *out is the handle; otherwise *out is NULL
+ * and the code says why (DBLOCK_ERR_CONNECTION: the server is unreachable or refused
+ * the login; DBLOCK_ERR_QUERY: the statements could not be prepared, e.g. no
+ * stock_lock table or no grant). If errbuf is not NULL the detail is written there. */
+int dblock_new(const dblock_config *cfg, dblock **out, char *errbuf, size_t errcap);
+
+/* Closes the connection and frees the handle and any holds still outstanding (their
+ * pointers become invalid; their rows stay until their lease passes). NULL is a no-op. */
+void dblock_free(dblock *d);
+
+/* Acquires `name` (1..DBLOCK_NAME_MAX bytes), waiting at most timeout_ms (0 = try once,
+ * < 0 = no limit). On DBLOCK_OK *out is the hold; otherwise *out is NULL. Returns
+ * DBLOCK_OK, DBLOCK_ERR_ARGS, DBLOCK_ERR_NOMEM, DBLOCK_ERR_TIMEOUT,
+ * DBLOCK_ERR_CONNECTION (after one reconnect; an INSERT whose reply was lost is undone
+ * by owner if the connection comes back, else its row expires with the lease) or
+ * DBLOCK_ERR_QUERY. */
+int dblock_acquire(dblock *d, const char *name, int timeout_ms, dblock_hold **out);
+
+/* Is the lease surely still ours? DBLOCK_OK, or DBLOCK_LOST once lease_ms minus the
+ * safety margin has passed since the INSERT was sent. Local clock only; never asks the
+ * server. DBLOCK_ERR_ARGS for NULL. */
+int dblock_check(const dblock_hold *h);
+
+/* The fencing token (stock_lock.token of this acquisition), > 0; 0 for NULL. */
+int64_t dblock_token(const dblock_hold *h);
+
+/* Deletes our row and frees the hold (in every case). DBLOCK_OK; DBLOCK_LOST if the row
+ * was no longer ours (taken over after the lease); DBLOCK_ERR_CONNECTION or
+ * DBLOCK_ERR_QUERY if the delete failed (the row then stays until its lease passes). */
+int dblock_release(dblock_hold *h);
+
+/* Checks the connection (reconnecting if needed): DBLOCK_OK or DBLOCK_ERR_CONNECTION. */
+int dblock_ping(dblock *d);
+
+void dblock_get_stats(const dblock *d, dblock_stats *out);
+
+/* The last error's detail ("" after a success); never NULL for a non-NULL handle. */
+const char *dblock_errstr(const dblock *d);
+
+const char *dblock_strerror(int code);
+
+#endif

@@ -1,0 +1,584 @@
+/* redislock.c: the Redis lease lock (see redislock.h).
+ *
+ * A handle has two hiredis contexts. `cmd` runs the two scripts with EVALSHA (loaded
+ * once per connection with SCRIPT LOAD; a NOSCRIPT answer loads them again). `sub` is
+ * made only when an acquisition first has to wait; it stays in subscriber mode for the
+ * handle's life and is read without blocking (poll() on its socket, then hiredis's
+ * reader), so a wait can end on a message, a lease end, the poll interval or the
+ * deadline. Any error on a context drops it; the next call connects again. */
+#include "redislock.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <hiredis/hiredis.h>
+
+/* KEYS[1] the lock, KEYS[2] the fencing counter; ARGV[1] the lease in ms. Answers the
+ * token (> 0) when acquired, else minus the remaining lease in ms (0 if the key has no
+ * expiry, which only a foreign writer could cause). Numbers are written with
+ * string.format('%d') because Redis would turn a Lua number above 1e14 into a float
+ * text. */
+static const char acquire_lua[] =
+    "if redis.call('EXISTS', KEYS[1]) == 1 then\n"
+    "  local ttl = redis.call('PTTL', KEYS[1])\n"
+    "  if ttl > 0 then return -ttl end\n"
+    "  return 0\n"
+    "end\n"
+    "local t = redis.call('TIME')\n"
+    "local floor = tonumber(t[1]) * 1000000 + tonumber(t[2])\n"
+    "local n = redis.call('INCR', KEYS[2])\n"
+    "if n < floor then\n"
+    "  n = floor\n"
+    "  redis.call('SET', KEYS[2], string.format('%d', n))\n"
+    "end\n"
+    "redis.call('SET', KEYS[1], string.format('%d', n), 'NX', 'PX', ARGV[1])\n"
+    "return n\n";
+
+/* KEYS[1] the lock; ARGV[1] our token, ARGV[2] the release channel. 1 if it was ours
+ * and is now deleted, 0 if it was not ours (expired, or another holder's). */
+static const char release_lua[] = "if redis.call('GET', KEYS[1]) == ARGV[1] then\n"
+                                  "  redis.call('DEL', KEYS[1])\n"
+                                  "  redis.call('PUBLISH', ARGV[2], ARGV[1])\n"
+                                  "  return 1\n"
+                                  "end\n"
+                                  "return 0\n";
+
+enum { SCRIPT_ACQUIRE, SCRIPT_RELEASE, SCRIPT_COUNT };
+static const char *const script_text[SCRIPT_COUNT] = {acquire_lua, release_lua};
+
+#define KEY_MAX (32 + 10 + REDISLOCK_NAME_MAX + 1) /* prefix + "#released:" + name */
+
+struct redislock_hold {
+    redislock *l;
+    redislock_hold *next;
+    pthread_t thread;
+    int64_t token;
+    int64_t valid_until_us; /* monotonic: sent + lease - margin */
+    char name[REDISLOCK_NAME_MAX + 1];
+    char value[24]; /* the token as the key holds it */
+};
+
+struct redislock {
+    char host[256];
+    int port;
+    char prefix[33];
+    int lease_ms, margin_ms, poll_ms, connect_timeout_ms, io_timeout_ms;
+    redisContext *cmd, *sub;
+    char sha[SCRIPT_COUNT][41];
+    redislock_hold *holds;
+    redislock_stats st;
+    char errstr[256];
+};
+
+/* ---------------------------------------------------------------- helpers */
+
+static void set_err(redislock *l, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void set_err(redislock *l, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(l->errstr, sizeof(l->errstr), fmt, ap);
+    va_end(ap);
+}
+
+static int64_t now_us(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+static void sleep_us(int64_t us) {
+    struct timespec ts = {.tv_sec = (time_t)(us / 1000000), .tv_nsec = (long)(us % 1000000) * 1000};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        ;
+}
+
+static struct timeval ms_tv(int ms) {
+    struct timeval tv = {.tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000};
+    return tv;
+}
+
+static bool name_valid(const char *name) {
+    size_t n = strlen(name);
+    if (n == 0 || n > REDISLOCK_NAME_MAX) return false;
+    for (const char *p = name; *p; p++) {
+        char c = *p;
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '_' || c == '.' || c == '-'))
+            return false;
+    }
+    return true;
+}
+
+int redislock_parse_addr(const char *addr, char *host, size_t hostcap, int *port) {
+    if (!addr || !host || !port || hostcap == 0) return REDISLOCK_ERR_ARGS;
+    const char *colon = strrchr(addr, ':');
+    if (!colon || colon == addr || (size_t)(colon - addr) >= hostcap) return REDISLOCK_ERR_ARGS;
+    for (const char *p = addr; p < colon; p++) {
+        char c = *p;
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '.' || c == '-' || c == '_'))
+            return REDISLOCK_ERR_ARGS;
+    }
+    long v = 0;
+    const char *p = colon + 1;
+    if (!*p) return REDISLOCK_ERR_ARGS;
+    for (; *p; p++) {
+        if (*p < '0' || *p > '9') return REDISLOCK_ERR_ARGS;
+        v = v * 10 + (*p - '0');
+        if (v > 65535) return REDISLOCK_ERR_ARGS;
+    }
+    if (v == 0) return REDISLOCK_ERR_ARGS;
+    memcpy(host, addr, (size_t)(colon - addr));
+    host[colon - addr] = '\0';
+    *port = (int)v;
+    return REDISLOCK_OK;
+}
+
+/* ---------------------------------------------------------------- connections */
+
+static void drop(redisContext **c) {
+    if (*c) redisFree(*c);
+    *c = NULL;
+}
+
+/* A new context with the handle's timeouts, or NULL (the reason in errstr). */
+static redisContext *rl_dial(redislock *l, const char *what) {
+    redisContext *c = redisConnectWithTimeout(l->host, l->port, ms_tv(l->connect_timeout_ms));
+    if (!c) {
+        set_err(l, "%s connection to %s:%d: out of memory", what, l->host, l->port);
+        return NULL;
+    }
+    if (c->err) {
+        set_err(l, "%s connection to %s:%d: %s", what, l->host, l->port, c->errstr);
+        redisFree(c);
+        return NULL;
+    }
+    if (redisSetTimeout(c, ms_tv(l->io_timeout_ms)) != REDIS_OK) {
+        set_err(l, "%s connection to %s:%d: cannot set the timeout", what, l->host, l->port);
+        redisFree(c);
+        return NULL;
+    }
+    return c;
+}
+
+/* Loads both scripts on the command connection (their SHA1s do not change, but a
+ * restarted or flushed server has forgotten them). */
+static int rl_load_scripts(redislock *l) {
+    for (int i = 0; i < SCRIPT_COUNT; i++) {
+        redisReply *r = redisCommand(l->cmd, "SCRIPT LOAD %s", script_text[i]);
+        l->st.ops++;
+        if (!r) {
+            set_err(l, "SCRIPT LOAD: %s", l->cmd->errstr);
+            drop(&l->cmd);
+            return REDISLOCK_ERR_CONNECTION;
+        }
+        int rc = REDISLOCK_OK;
+        if (r->type == REDIS_REPLY_STRING && r->len == 40) {
+            memcpy(l->sha[i], r->str, 40);
+            l->sha[i][40] = '\0';
+        } else {
+            set_err(l, "SCRIPT LOAD: unexpected answer: %s",
+                    r->type == REDIS_REPLY_ERROR ? r->str : "(not a SHA1)");
+            rc = REDISLOCK_ERR_REDIS;
+        }
+        freeReplyObject(r);
+        if (rc != REDISLOCK_OK) return rc;
+    }
+    return REDISLOCK_OK;
+}
+
+static int rl_connect_cmd(redislock *l) {
+    if (l->cmd) return REDISLOCK_OK;
+    l->cmd = rl_dial(l, "command");
+    if (!l->cmd) return REDISLOCK_ERR_CONNECTION;
+    l->st.reconnects++;
+    return rl_load_scripts(l);
+}
+
+/* Runs script `which` with nkeys keys followed by the other args; on REDISLOCK_OK
+ * *result is its integer answer. A broken connection is made again and the call sent
+ * once more: both scripts are safe to repeat (a repeated acquire finds the key held;
+ * a repeated release finds it gone). */
+static int rl_eval(redislock *l, int which, int nargs, const char **args, long long *result) {
+    const char *argv[8];
+    size_t argl[8];
+    argv[0] = "EVALSHA";
+    argv[2] = "2";
+    for (int i = 0; i < nargs; i++)
+        argv[3 + i] = args[i];
+    if (which == SCRIPT_RELEASE) argv[2] = "1";
+    for (int attempt = 0; attempt < 3; attempt++) {
+        int rc = rl_connect_cmd(l);
+        if (rc != REDISLOCK_OK) return rc;
+        argv[1] = l->sha[which];
+        for (int i = 0; i < 3 + nargs; i++)
+            argl[i] = strlen(argv[i]);
+        redisReply *r = redisCommandArgv(l->cmd, 3 + nargs, argv, argl);
+        l->st.ops++;
+        if (!r) {
+            set_err(l, "EVALSHA: %s", l->cmd->errstr);
+            drop(&l->cmd);
+            if (attempt == 0) continue;
+            return REDISLOCK_ERR_CONNECTION;
+        }
+        if (r->type == REDIS_REPLY_INTEGER) {
+            *result = r->integer;
+            freeReplyObject(r);
+            return REDISLOCK_OK;
+        }
+        bool noscript = r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOSCRIPT", 8) == 0;
+        set_err(l, "EVALSHA: unexpected answer: %s",
+                r->type == REDIS_REPLY_ERROR ? r->str : "(not an integer)");
+        freeReplyObject(r);
+        if (!noscript) return REDISLOCK_ERR_REDIS;
+        if ((rc = rl_load_scripts(l)) != REDISLOCK_OK) return rc;
+    }
+    return REDISLOCK_ERR_REDIS;
+}
+
+/* Writes everything appended to the subscriber context. */
+static int rl_sub_flush(redislock *l) {
+    int done = 0;
+    do {
+        if (redisBufferWrite(l->sub, &done) != REDIS_OK) {
+            set_err(l, "pub/sub connection: %s", l->sub->errstr);
+            drop(&l->sub);
+            return REDISLOCK_ERR_CONNECTION;
+        }
+    } while (!done);
+    return REDISLOCK_OK;
+}
+
+/* The next reply on the subscriber connection within timeout_us: 1 and *out set, 0 if
+ * none came in time, or REDISLOCK_ERR_CONNECTION (the context is dropped). */
+static int rl_sub_next(redislock *l, int64_t timeout_us, redisReply **out) {
+    int64_t end = now_us() + timeout_us;
+    for (;;) {
+        void *reply = NULL;
+        if (redisReaderGetReply(l->sub->reader, &reply) != REDIS_OK) {
+            set_err(l, "pub/sub connection: protocol error");
+            drop(&l->sub);
+            return REDISLOCK_ERR_CONNECTION;
+        }
+        if (reply) {
+            *out = reply;
+            return 1;
+        }
+        int64_t left = end - now_us();
+        if (left <= 0) return 0;
+        struct pollfd p = {.fd = l->sub->fd, .events = POLLIN};
+        int n = poll(&p, 1, (int)((left + 999) / 1000));
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) {
+            set_err(l, "pub/sub connection: poll: %s", strerror(errno));
+            drop(&l->sub);
+            return REDISLOCK_ERR_CONNECTION;
+        }
+        if (n == 0) continue; /* the loop ends on the deadline above */
+        if (redisBufferRead(l->sub) != REDIS_OK) {
+            set_err(l, "pub/sub connection: %s", l->sub->errstr);
+            drop(&l->sub);
+            return REDISLOCK_ERR_CONNECTION;
+        }
+    }
+}
+
+/* Is r a pub/sub push of the given kind ("message", "subscribe") on channel? */
+static bool is_push(const redisReply *r, const char *kind, const char *channel) {
+    return r->type == REDIS_REPLY_ARRAY && r->elements == 3 &&
+           r->element[0]->type == REDIS_REPLY_STRING && strcmp(r->element[0]->str, kind) == 0 &&
+           r->element[1]->type == REDIS_REPLY_STRING && strcmp(r->element[1]->str, channel) == 0;
+}
+
+/* Subscribes to channel and returns once the server confirms it, so that a release
+ * published after our next try cannot be missed. Pushes for other channels (left over
+ * from earlier waits) are dropped on the way. */
+static int rl_subscribe(redislock *l, const char *channel) {
+    if (!l->sub && !(l->sub = rl_dial(l, "pub/sub"))) return REDISLOCK_ERR_CONNECTION;
+    if (redisAppendCommand(l->sub, "SUBSCRIBE %s", channel) != REDIS_OK) {
+        drop(&l->sub);
+        return REDISLOCK_ERR_NOMEM;
+    }
+    l->st.ops++;
+    int rc = rl_sub_flush(l);
+    if (rc != REDISLOCK_OK) return rc;
+    for (;;) {
+        redisReply *r = NULL;
+        rc = rl_sub_next(l, (int64_t)l->io_timeout_ms * 1000, &r);
+        if (rc < 0) return rc;
+        if (rc == 0) {
+            set_err(l, "pub/sub connection: no SUBSCRIBE confirmation in %d ms", l->io_timeout_ms);
+            drop(&l->sub);
+            return REDISLOCK_ERR_CONNECTION;
+        }
+        bool confirmed = is_push(r, "subscribe", channel);
+        freeReplyObject(r);
+        if (confirmed) return REDISLOCK_OK;
+    }
+}
+
+/* Sends UNSUBSCRIBE without waiting for its confirmation: rl_subscribe and rl_wait
+ * skip whatever arrives for channels we no longer wait on. */
+static void rl_unsubscribe(redislock *l, const char *channel) {
+    if (!l->sub) return;
+    if (redisAppendCommand(l->sub, "UNSUBSCRIBE %s", channel) != REDIS_OK) {
+        drop(&l->sub);
+        return;
+    }
+    l->st.ops++;
+    (void)rl_sub_flush(l);
+}
+
+/* Waits up to timeout_us for a release message on channel. Returns 1 on a message, 0
+ * when the time is up, REDISLOCK_ERR_CONNECTION if the subscriber connection broke. */
+static int rl_wait(redislock *l, const char *channel, int64_t timeout_us) {
+    int64_t end = now_us() + timeout_us;
+    for (;;) {
+        redisReply *r = NULL;
+        int rc = rl_sub_next(l, end - now_us(), &r);
+        if (rc <= 0) return rc;
+        bool ours = is_push(r, "message", channel);
+        freeReplyObject(r);
+        if (ours) return 1;
+    }
+}
+
+/* ---------------------------------------------------------------- handle */
+
+int redislock_new(const redislock_config *cfg, redislock **out, char *errbuf, size_t errcap) {
+    if (errbuf && errcap) errbuf[0] = '\0';
+    if (!out) return REDISLOCK_ERR_ARGS;
+    *out = NULL;
+    if (!cfg) return REDISLOCK_ERR_ARGS;
+    redislock *l = calloc(1, sizeof(*l));
+    if (!l) return REDISLOCK_ERR_NOMEM;
+    int rc = REDISLOCK_ERR_ARGS;
+    const char *prefix = cfg->prefix ? cfg->prefix : "lock:";
+    l->lease_ms = cfg->lease_ms ? cfg->lease_ms : 10000;
+    l->margin_ms = cfg->safety_margin_ms ? cfg->safety_margin_ms : l->lease_ms / 10 + 2;
+    l->poll_ms = cfg->poll_ms ? cfg->poll_ms : 100;
+    l->connect_timeout_ms = cfg->connect_timeout_ms ? cfg->connect_timeout_ms : 2000;
+    l->io_timeout_ms = cfg->io_timeout_ms ? cfg->io_timeout_ms : 2000;
+    if (redislock_parse_addr(cfg->addr, l->host, sizeof(l->host), &l->port) != REDISLOCK_OK) {
+        set_err(l, "bad Redis address \"%s\" (want HOST:PORT)", cfg->addr ? cfg->addr : "");
+        goto fail;
+    }
+    if (strlen(prefix) >= sizeof(l->prefix) || l->lease_ms < 1 || cfg->safety_margin_ms < 0 ||
+        l->margin_ms >= l->lease_ms || l->poll_ms < 1 || l->connect_timeout_ms < 1 ||
+        l->io_timeout_ms < 1) {
+        set_err(l, "bad configuration: want a prefix of at most 32 bytes, lease_ms >= 1 above "
+                   "the safety margin, and positive timeouts");
+        goto fail;
+    }
+    strcpy(l->prefix, prefix);
+    if ((rc = rl_connect_cmd(l)) != REDISLOCK_OK) goto fail;
+    l->st.reconnects = 0; /* the first connection is not a reconnect */
+    *out = l;
+    return REDISLOCK_OK;
+
+fail:
+    if (errbuf && errcap) snprintf(errbuf, errcap, "%s", l->errstr);
+    redislock_free(l);
+    return rc;
+}
+
+void redislock_free(redislock *l) {
+    if (!l) return;
+    while (l->holds) {
+        redislock_hold *h = l->holds;
+        l->holds = h->next;
+        free(h);
+    }
+    drop(&l->cmd);
+    drop(&l->sub);
+    free(l);
+}
+
+/* ---------------------------------------------------------------- the lock */
+
+int redislock_acquire(redislock *l, const char *name, int timeout_ms, redislock_hold **out) {
+    if (!out) return REDISLOCK_ERR_ARGS;
+    *out = NULL;
+    if (!l || !name) return REDISLOCK_ERR_ARGS;
+    l->errstr[0] = '\0';
+    if (!name_valid(name)) {
+        set_err(l, "bad lock name (want 1..%d bytes of [A-Za-z0-9_.-])", REDISLOCK_NAME_MAX);
+        return REDISLOCK_ERR_ARGS;
+    }
+    for (redislock_hold *h = l->holds; h; h = h->next) {
+        if (strcmp(h->name, name) == 0) {
+            set_err(l, "lock %s is already held by this handle", name);
+            return REDISLOCK_ERR_ARGS;
+        }
+    }
+    redislock_hold *h = calloc(1, sizeof(*h));
+    if (!h) return REDISLOCK_ERR_NOMEM;
+    char key[KEY_MAX], counter[KEY_MAX], channel[KEY_MAX], lease[16];
+    snprintf(key, sizeof(key), "%s%s", l->prefix, name);
+    snprintf(counter, sizeof(counter), "%s#fence", l->prefix);
+    snprintf(channel, sizeof(channel), "%s#released:%s", l->prefix, name);
+    snprintf(lease, sizeof(lease), "%d", l->lease_ms);
+    const char *args[3] = {key, counter, lease};
+    int64_t deadline = timeout_ms < 0 ? INT64_MAX : now_us() + (int64_t)timeout_ms * 1000;
+    bool sub_tried = false, subscribed = false;
+    int rc;
+
+    for (;;) {
+        int64_t sent = now_us();
+        long long r = 0;
+        if ((rc = rl_eval(l, SCRIPT_ACQUIRE, 3, args, &r)) != REDISLOCK_OK) goto out;
+        if (r > 0) {
+            h->l = l;
+            h->thread = pthread_self();
+            h->token = r;
+            h->valid_until_us = sent + (int64_t)(l->lease_ms - l->margin_ms) * 1000;
+            strcpy(h->name, name);
+            snprintf(h->value, sizeof(h->value), "%lld", r);
+            h->next = l->holds;
+            l->holds = h;
+            *out = h;
+            h = NULL;
+            l->st.acquired++;
+            rc = REDISLOCK_OK;
+            goto out;
+        }
+        int64_t now = now_us();
+        if (now >= deadline) {
+            set_err(l, "lock %s: not acquired within %d ms", name, timeout_ms);
+            l->st.timeouts++;
+            rc = REDISLOCK_ERR_TIMEOUT;
+            goto out;
+        }
+        if (!sub_tried) {
+            /* Subscribe, then try again at once: a release between the try above and
+             * the subscription would otherwise be missed until the next poll. */
+            sub_tried = true;
+            subscribed = rl_subscribe(l, channel) == REDISLOCK_OK;
+            continue;
+        }
+        /* Sleep until a release, the end of the holder's lease (expiry publishes
+         * nothing; +1 ms because the server expires a key only after its last
+         * millisecond), the poll interval or our deadline. */
+        int64_t wait = (int64_t)l->poll_ms * 1000;
+        if (r < 0 && -r * 1000 + 1000 < wait) wait = -r * 1000 + 1000;
+        if (deadline - now < wait) wait = deadline - now;
+        int w = subscribed ? rl_wait(l, channel, wait) : 0;
+        if (w < 0) {
+            subscribed = false; /* the subscriber connection broke: poll from now on */
+            w = 0;
+        }
+        if (!subscribed) sleep_us(deadline - now_us() < wait ? deadline - now_us() : wait);
+        if (w > 0) {
+            l->st.wakeups++;
+        } else {
+            l->st.polls++;
+        }
+    }
+
+out:
+    if (subscribed) rl_unsubscribe(l, channel);
+    free(h);
+    return rc;
+}
+
+int redislock_check(const redislock_hold *h) {
+    if (!h) return REDISLOCK_ERR_ARGS;
+    return now_us() < h->valid_until_us ? REDISLOCK_OK : REDISLOCK_LOST;
+}
+
+int64_t redislock_token(const redislock_hold *h) {
+    return h ? h->token : 0;
+}
+
+int redislock_release(redislock_hold *h) {
+    if (!h) return REDISLOCK_ERR_ARGS;
+    if (!pthread_equal(h->thread, pthread_self())) return REDISLOCK_ERR_NOT_OWNER;
+    redislock *l = h->l;
+    l->errstr[0] = '\0';
+    for (redislock_hold **p = &l->holds; *p; p = &(*p)->next) {
+        if (*p == h) {
+            *p = h->next;
+            break;
+        }
+    }
+    char key[KEY_MAX], channel[KEY_MAX];
+    snprintf(key, sizeof(key), "%s%s", l->prefix, h->name);
+    snprintf(channel, sizeof(channel), "%s#released:%s", l->prefix, h->name);
+    const char *args[3] = {key, h->value, channel};
+    long long r = 0;
+    int rc = rl_eval(l, SCRIPT_RELEASE, 3, args, &r);
+    if (rc == REDISLOCK_OK && r != 1) {
+        set_err(l, "lock %s: the key no longer holds token %s", h->name, h->value);
+        l->st.release_lost++;
+        rc = REDISLOCK_LOST;
+    } else if (rc == REDISLOCK_OK) {
+        l->st.released++;
+    }
+    free(h);
+    return rc;
+}
+
+int redislock_ping(redislock *l) {
+    if (!l) return REDISLOCK_ERR_ARGS;
+    l->errstr[0] = '\0';
+    for (int attempt = 0; attempt < 2; attempt++) {
+        int rc = rl_connect_cmd(l);
+        if (rc != REDISLOCK_OK) return rc;
+        redisReply *r = redisCommand(l->cmd, "PING");
+        l->st.ops++;
+        if (r) {
+            bool pong = r->type == REDIS_REPLY_STATUS && strcmp(r->str, "PONG") == 0;
+            freeReplyObject(r);
+            if (pong) return REDISLOCK_OK;
+            set_err(l, "PING: unexpected answer");
+            return REDISLOCK_ERR_REDIS;
+        }
+        set_err(l, "PING: %s", l->cmd->errstr);
+        drop(&l->cmd);
+    }
+    return REDISLOCK_ERR_CONNECTION;
+}
+
+void redislock_get_stats(const redislock *l, redislock_stats *out) {
+    if (!out) return;
+    if (!l) {
+        memset(out, 0, sizeof(*out));
+        return;
+    }
+    *out = l->st;
+}
+
+const char *redislock_errstr(const redislock *l) {
+    return l ? l->errstr : "";
+}
+
+const char *redislock_strerror(int code) {
+    switch (code) {
+    case REDISLOCK_OK:
+        return "ok";
+    case REDISLOCK_ERR_ARGS:
+        return "bad argument";
+    case REDISLOCK_ERR_NOMEM:
+        return "out of memory";
+    case REDISLOCK_ERR_TIMEOUT:
+        return "lock not acquired in time";
+    case REDISLOCK_ERR_CONNECTION:
+        return "no connection to Redis";
+    case REDISLOCK_ERR_REDIS:
+        return "unexpected Redis error";
+    case REDISLOCK_ERR_NOT_OWNER:
+        return "the hold belongs to another thread";
+    case REDISLOCK_LOST:
+        return "lock lost (lease passed)";
+    default:
+        return "unknown redislock code";
+    }
+}

@@ -1,0 +1,148 @@
+/* redislock: a lease lock on one Redis server (hiredis), with a fencing token.
+ *
+ * The recipe article 001 describes and Redisson made common, on a single Redis:
+ *   - one lock = one key, <prefix><name> (prefix "lock:" by default). Acquiring is one
+ *     Lua script, so it is atomic on the server: if the key is free, INCR the fencing
+ *     counter <prefix>#fence and SET <prefix><name> <token> NX PX <lease>; the token is
+ *     the reply. If the key is held, the script answers its remaining lease (PTTL);
+ *   - a waiter does not spin: it SUBSCRIBEs to <prefix>#released:<name>, tries once
+ *     more (a release between its try and its subscription would otherwise be missed),
+ *     then sleeps until a release message, the end of the holder's lease (the server
+ *     publishes nothing when a lease runs out), the fallback poll interval or its
+ *     deadline, whichever comes first, and tries again. Every release wakes every
+ *     subscribed waiter (as in Redisson); one of them wins;
+ *   - release is a second script, a compare-and-delete: the key is deleted only if it
+ *     still holds our token, and then the release is PUBLISHed. So a holder whose lease
+ *     ran out can never delete its successor's key;
+ *   - the token is the counter after INCR, raised first to the server's clock in
+ *     microseconds if it is below it (Redis TIME, inside the script). The counter lives
+ *     in memory only (the server runs without persistence), so without that floor a
+ *     restarted Redis would start again from 1 and every later write would be refused
+ *     by the database's fence. With it, tokens grow across restarts as long as the
+ *     server's clock does not step back by more than the time since the last token.
+ *
+ * What a lease lock cannot promise: a holder that is paused (GC, swap, SIGSTOP) past its
+ * lease still believes it holds the lock when it wakes, while another process holds it.
+ * redislock_check() reads the local clock, so it says LOST once the lease (minus a safety
+ * margin) has passed since the acquire was sent, but a pause between that check and the
+ * write is invisible to it: only the fencing token, checked by the database in the
+ * write itself, refuses the late write. A lost acquire reply (the connection broke
+ * after the script ran) leaves the name blocked for at most one lease.
+ *
+ * RedLock (a majority of independent Redis servers) is out of scope: it still needs a
+ * fence for the paused holder, and a single Redis with a fence is what we compare.
+ *
+ * Threads and ownership:
+ *   - A redislock handle is one connection for commands and, made the first time this
+ *     handle has to wait, one for pub/sub. It is NOT thread-safe: make one per worker
+ *     thread (hiredis contexts cannot be shared). Handles are independent of each other
+ *     and may be made and freed on any thread, one call at a time.
+ *   - A redislock_hold belongs to the handle that acquired it and to the thread that
+ *     acquired it: only that thread checks, reads the token of, or releases it.
+ *   - Locks are NOT reentrant: acquiring a name this handle already holds is refused
+ *     with REDISLOCK_ERR_ARGS (it would otherwise wait on itself until the lease ends).
+ *   - Never fork() with a handle open; make handles after fork.
+ *
+ * Every function returns REDISLOCK_OK (0) or a negative REDISLOCK_* code;
+ * redislock_strerror() names it, redislock_errstr() has the detail of the last error on
+ * a handle. Nothing here prints, exits or aborts on a server error. */
+#ifndef REDISLOCK_H
+#define REDISLOCK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define REDISLOCK_OK             0
+#define REDISLOCK_ERR_ARGS       -1 /* bad argument or configuration, or name held already */
+#define REDISLOCK_ERR_NOMEM      -2
+#define REDISLOCK_ERR_TIMEOUT    -3 /* not acquired before the deadline */
+#define REDISLOCK_ERR_CONNECTION -4 /* Redis unreachable, or the connection broke */
+#define REDISLOCK_ERR_REDIS      -5 /* Redis answered an unexpected error */
+#define REDISLOCK_ERR_NOT_OWNER  -6 /* the hold belongs to another thread; untouched */
+#define REDISLOCK_LOST           -7 /* check: the lease has passed; release: key not ours */
+
+/* The longest lock name, in bytes. Names are [A-Za-z0-9_.-]. */
+#define REDISLOCK_NAME_MAX 200
+
+typedef struct redislock_config {
+    const char *addr;       /* "HOST:PORT" (IPv4 address or name), e.g. "127.0.0.1:6379" */
+    const char *prefix;     /* key prefix; NULL = "lock:" (at most 32 bytes) */
+    int lease_ms;           /* the lease of every acquisition; 0 = 10000 */
+    int safety_margin_ms;   /* check() says LOST this long before the lease ends;
+                             * 0 = lease/10 + 2 ms (clock drift, the server's expiry
+                             * granularity); < 0 is refused */
+    int poll_ms;            /* the longest a waiter sleeps between tries; 0 = 100 */
+    int connect_timeout_ms; /* 0 = 2000 */
+    int io_timeout_ms;      /* a command's reply; 0 = 2000 */
+} redislock_config;
+
+/* Counters for /metrics and the benchmark. All only grow. */
+typedef struct redislock_stats {
+    uint64_t acquired;
+    uint64_t timeouts;
+    uint64_t released;
+    uint64_t release_lost; /* releases that found the key no longer ours */
+    uint64_t ops;          /* commands sent to Redis (scripts, SUBSCRIBE, ...) */
+    uint64_t wakeups;      /* release messages a waiter received */
+    uint64_t polls;        /* waits that ended without a message (poll, lease end) */
+    uint64_t reconnects;
+} redislock_stats;
+
+typedef struct redislock redislock;
+typedef struct redislock_hold redislock_hold;
+
+/* Parses "HOST:PORT" (what --redis and STOCKD_REDIS take) into host (a buffer of
+ * hostcap bytes) and *port. REDISLOCK_OK or REDISLOCK_ERR_ARGS. Pure; thread-safe. */
+int redislock_parse_addr(const char *addr, char *host, size_t hostcap, int *port);
+
+/* Connects (the command connection) and loads the two scripts. On REDISLOCK_OK *out
+ * is the handle; otherwise *out is NULL and the code says why: REDISLOCK_ERR_ARGS
+ * (bad configuration), REDISLOCK_ERR_CONNECTION (Redis unreachable within
+ * connect_timeout_ms), REDISLOCK_ERR_REDIS, REDISLOCK_ERR_NOMEM. If errbuf is not NULL,
+ * the detail is written there (errcap bytes). Later, a broken connection is made again
+ * by the next call. */
+int redislock_new(const redislock_config *cfg, redislock **out, char *errbuf, size_t errcap);
+
+/* Closes the connections and frees the handle and every hold still outstanding (their
+ * pointers become invalid; their keys expire with their lease). NULL is a no-op. */
+void redislock_free(redislock *l);
+
+/* Acquires `name`, waiting at most timeout_ms (0 = try once, < 0 = no limit). On
+ * REDISLOCK_OK *out is the hold; otherwise *out is NULL. Returns REDISLOCK_OK,
+ * REDISLOCK_ERR_ARGS, REDISLOCK_ERR_NOMEM, REDISLOCK_ERR_TIMEOUT,
+ * REDISLOCK_ERR_CONNECTION (one reconnect was tried) or REDISLOCK_ERR_REDIS. */
+int redislock_acquire(redislock *l, const char *name, int timeout_ms, redislock_hold **out);
+
+/* Is the lease surely still ours? REDISLOCK_OK, or REDISLOCK_LOST once lease_ms minus
+ * the safety margin has passed since the acquire was sent (by the local monotonic
+ * clock). Cheap: reads local state only, never asks Redis. REDISLOCK_ERR_ARGS for NULL.
+ * Call it right before committing work done under the lock. */
+int redislock_check(const redislock_hold *h);
+
+/* The fencing token of this acquisition, > 0 (0 for NULL). Tokens of one Redis grow
+ * across all names, so a database can refuse a write carrying a token lower than the
+ * last one it accepted. */
+int64_t redislock_token(const redislock_hold *h);
+
+/* Releases the hold: deletes the key if it still holds our token and publishes the
+ * release. The hold is freed in every case except REDISLOCK_ERR_NOT_OWNER. Returns
+ * REDISLOCK_OK; REDISLOCK_LOST if the key was no longer ours (the lease ran out; it may
+ * have a new owner, which is left alone); REDISLOCK_ERR_CONNECTION or
+ * REDISLOCK_ERR_REDIS if the release could not be done (the key then expires with its
+ * lease); REDISLOCK_ERR_NOT_OWNER if called by another thread than the acquirer. */
+int redislock_release(redislock_hold *h);
+
+/* Is Redis reachable? PING on the command connection (reconnecting if needed):
+ * REDISLOCK_OK or REDISLOCK_ERR_CONNECTION. For /health. */
+int redislock_ping(redislock *l);
+
+/* Copies the handle's counters. */
+void redislock_get_stats(const redislock *l, redislock_stats *out);
+
+/* The last error's detail on this handle ("" after a success); never NULL for a
+ * non-NULL handle; valid until the next call. */
+const char *redislock_errstr(const redislock *l);
+
+const char *redislock_strerror(int code);
+
+#endif
