@@ -57,3 +57,66 @@ stockd_integration_test(lock_zk_restart_test
 stockd_integration_test(lock_bench_smoke
   COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/lock/lock_bench_smoke.sh $<TARGET_FILE:zklock-bench>
   TIMEOUT 120 LABELS lock)
+
+# ---------------------------------------------------------------- lease locks
+# redislock and dblock, on the fixture's Redis and the test's own database
+# (lease_lock_test.sh makes it and passes both in the environment).
+set(LEASE_RUN bash ${CMAKE_CURRENT_SOURCE_DIR}/lock/lease_lock_test.sh)
+
+# lease_c_program(NAME): builds tests/lock/NAME.c with both lease kinds and stockdb.
+function(lease_c_program name)
+  add_executable(${name} lock/${name}.c)
+  target_include_directories(${name} PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
+  target_link_libraries(${name} PRIVATE redislock dblock stockdb PkgConfig::HIREDIS
+                        PkgConfig::MYSQL Threads::Threads)
+endfunction()
+lease_c_program(lock_redis_test)
+lease_c_program(lock_db_test)
+lease_c_program(lock_lease_fault_test)
+
+stockd_integration_test(lock_redis_test COMMAND ${LEASE_RUN} $<TARGET_FILE:lock_redis_test>
+  TIMEOUT 180 LABELS lock)
+stockd_integration_test(lock_db_test COMMAND ${LEASE_RUN} $<TARGET_FILE:lock_db_test>
+  TIMEOUT 180 LABELS lock)
+
+# Mutual exclusion under contention: 3 processes x 3 threads x 30 acquisitions, one
+# handle per thread, checked by lease-bench (lock/bench/lease_bench.c); and its
+# negative control, which must fail the overlap check.
+set(LEASE_BENCH $<TARGET_FILE:lease-bench> --procs 3 --threads 3)
+stockd_integration_test(lock_mutex_redis
+  COMMAND ${LEASE_RUN} sh -c "exec \"$0\" --kind redis --redis \"$STOCKD_TEST_REDIS\" \"$@\""
+          ${LEASE_BENCH} --iterations 30 --expect-all
+  TIMEOUT 180 LABELS lock)
+stockd_integration_test(lock_mutex_db
+  COMMAND ${LEASE_RUN} sh -c "exec \"$0\" --kind db --mysql \"$STOCKD_TEST_MYSQL_URL\" \"$@\""
+          ${LEASE_BENCH} --iterations 30 --expect-all
+  TIMEOUT 180 LABELS lock)
+stockd_integration_test(lock_mutex_lease_control
+  COMMAND ${LEASE_RUN} sh -c "exec \"$0\" --kind redis --redis \"$STOCKD_TEST_REDIS\" \"$@\""
+          ${LEASE_BENCH} --iterations 10 --expect-all --no-lock
+  TIMEOUT 60 LABELS lock)
+set_tests_properties(lock_mutex_lease_control PROPERTIES
+  PASS_REGULAR_EXPRESSION "FAIL: overlaps: expected 0, got [1-9]"
+  FAIL_REGULAR_EXPRESSION "FAIL: processes that failed|FAIL: committed sections|Sanitizer")
+set_property(TEST lock_mutex_lease_control APPEND PROPERTY ENVIRONMENT "TSAN_OPTIONS=report_bugs=0")
+
+# A holder killed with SIGKILL: the lock is taken over after its lease, not before.
+foreach(kind redis db)
+  stockd_integration_test(lock_takeover_after_kill9_${kind}
+    COMMAND ${LEASE_RUN} $<TARGET_FILE:lock_lease_fault_test> takeover ${kind}
+    TIMEOUT 120 LABELS lock)
+endforeach()
+
+# A holder SIGSTOPped past its lease while another buys the last unit: with the fence
+# its late write is refused (stock 0, 1 order); without, the unit is sold twice
+# (stock -1, 2 orders).
+foreach(kind redis db)
+  stockd_integration_test(lock_paused_holder_${kind}_fenced_refused
+    COMMAND ${LEASE_RUN} --stock 1 --orders 1
+            $<TARGET_FILE:lock_lease_fault_test> paused ${kind} fenced
+    TIMEOUT 120 LABELS lock)
+  stockd_integration_test(lock_paused_holder_${kind}_unfenced_oversells
+    COMMAND ${LEASE_RUN} --stock 1 --orders 2
+            $<TARGET_FILE:lock_lease_fault_test> paused ${kind} unfenced
+    TIMEOUT 120 LABELS lock)
+endforeach()

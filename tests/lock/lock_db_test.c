@@ -1,0 +1,158 @@
+/* lock_db_test: the contract of dblock.h against a real MariaDB (the test's own
+ * database, as the service user).
+ *   - a bad configuration is refused; an unreachable server or a wrong password gives
+ *     DBLOCK_ERR_CONNECTION with a reason;
+ *   - fencing tokens grow across acquisitions, names and handles;
+ *   - a second holder is refused: try-once and a bounded wait both time out, the wait
+ *     lasts at least its timeout, and it sleeps (backoff) rather than spins;
+ *   - the lock row is committed when acquire returns: another connection sees it;
+ *   - check() says LOST once the lease has passed; the next holder takes the row over;
+ *     the stale holder's release is refused (LOST) and the new holder's row stays;
+ *   - a handle cannot take a name twice. */
+#include <mysql.h>
+#include <string.h>
+
+#include "dblock.h"
+#include "lease_test.h"
+
+static stockdb_config dbc;
+
+static dblock *open_lock(int lease_ms) {
+    dblock_config c = {.db = dbc, .owner = "lock_db_test", .lease_ms = lease_ms};
+    dblock *d = NULL;
+    char err[512];
+    int rc = dblock_new(&c, &d, err, sizeof(err));
+    if (rc != DBLOCK_OK) CHECK_FAIL_("dblock_new: %s: %s", dblock_strerror(rc), err);
+    return d;
+}
+
+/* The token of the row of `name` as another connection sees it (0 if none). */
+static long long row_token(const char *name) {
+    MYSQL *m = mysql_init(NULL);
+    CHECK(m != NULL);
+    if (!mysql_real_connect(m, dbc.host, dbc.user, dbc.password, dbc.database, dbc.port, NULL, 0))
+        CHECK_FAIL_("connect: %s", mysql_error(m));
+    MYSQL_STMT *st = mysql_stmt_init(m);
+    const char *q = "SELECT token FROM stock_lock WHERE name = ?";
+    CHECK(st && mysql_stmt_prepare(st, q, strlen(q)) == 0);
+    MYSQL_BIND p, r;
+    unsigned long len = strlen(name);
+    long long tok = 0;
+    memset(&p, 0, sizeof(p));
+    memset(&r, 0, sizeof(r));
+    p.buffer_type = MYSQL_TYPE_STRING;
+    p.buffer = (void *)name;
+    p.buffer_length = len;
+    p.length = &len;
+    r.buffer_type = MYSQL_TYPE_LONGLONG;
+    r.buffer = &tok;
+    CHECK(mysql_stmt_bind_param(st, &p) == 0 && mysql_stmt_execute(st) == 0);
+    CHECK(mysql_stmt_bind_result(st, &r) == 0);
+    int f = mysql_stmt_fetch(st);
+    if (f != 0) tok = 0;
+    mysql_stmt_close(st);
+    mysql_close(m);
+    return tok;
+}
+
+static void test_config_and_unreachable(void) {
+    dblock *d = (dblock *)1;
+    char err[512];
+    dblock_config c = {.db = dbc, .lease_ms = 100, .safety_margin_ms = 100};
+    CHECK_INT_EQ(DBLOCK_ERR_ARGS, dblock_new(&c, &d, NULL, 0));
+    CHECK(d == NULL);
+
+    c = (dblock_config){.db = dbc};
+    c.db.port = (unsigned)atoi(ls_env("STOCKD_TEST_DEAD_PORT"));
+    c.db.connect_timeout_s = 1;
+    CHECK_INT_EQ(DBLOCK_ERR_CONNECTION, dblock_new(&c, &d, err, sizeof(err)));
+    CHECK(d == NULL && err[0]);
+    printf("ok: unreachable server: %s (%s)\n", dblock_strerror(DBLOCK_ERR_CONNECTION), err);
+
+    c = (dblock_config){.db = dbc};
+    snprintf(c.db.password, sizeof(c.db.password), "wrong-password");
+    CHECK_INT_EQ(DBLOCK_ERR_CONNECTION, dblock_new(&c, &d, err, sizeof(err)));
+    printf("ok: wrong password: %s\n", err);
+}
+
+static void test_tokens_grow(void) {
+    dblock *a = open_lock(0), *b = open_lock(0);
+    char n1[128], n2[128];
+    snprintf(n1, sizeof(n1), "%s_1", ls_name("tokens"));
+    snprintf(n2, sizeof(n2), "%s_2", ls_name("tokens"));
+    int64_t last = 0;
+    for (int i = 0; i < 20; i++) {
+        dblock_hold *h = NULL;
+        const char *n = i % 3 ? n1 : n2;
+        CHECK_INT_EQ(DBLOCK_OK, dblock_acquire(i % 2 ? a : b, n, 1000, &h));
+        CHECK_INT_GT(dblock_token(h), last);
+        last = dblock_token(h);
+        CHECK_INT_EQ(last, row_token(n)); /* committed, visible to another connection */
+        CHECK_INT_EQ(DBLOCK_OK, dblock_check(h));
+        CHECK_INT_EQ(DBLOCK_OK, dblock_release(h));
+        CHECK_INT_EQ(0, row_token(n));
+    }
+    dblock_free(a);
+    dblock_free(b);
+    printf("ok: 20 tokens grew, last %lld; rows visible while held, gone after release\n",
+           (long long)last);
+}
+
+static void test_timeout(void) {
+    dblock *a = open_lock(0), *b = open_lock(0);
+    const char *name = ls_name("timeout");
+    dblock_hold *h = NULL, *h2 = (dblock_hold *)1;
+    CHECK_INT_EQ(DBLOCK_OK, dblock_acquire(a, name, 1000, &h));
+    CHECK_INT_EQ(DBLOCK_ERR_TIMEOUT, dblock_acquire(b, name, 0, &h2));
+    CHECK(h2 == NULL);
+    dblock_stats st0, st;
+    dblock_get_stats(b, &st0);
+    int64_t t0 = ls_now_us();
+    CHECK_INT_EQ(DBLOCK_ERR_TIMEOUT, dblock_acquire(b, name, 500, &h2));
+    int64_t waited = ls_now_us() - t0;
+    CHECK_INT_GE(waited, 500000);
+    dblock_get_stats(b, &st);
+    /* Backoff 1, 2, 4, ... 50 ms: about 15 rounds of 2 statements in 500 ms; a spinning
+     * waiter would run thousands. */
+    CHECK_INT_LE(st.ops - st0.ops, 100);
+    CHECK_INT_EQ(DBLOCK_ERR_ARGS, dblock_acquire(a, name, 0, &h2)); /* not reentrant */
+    CHECK_INT_EQ(2, st.timeouts);
+    CHECK_INT_EQ(DBLOCK_OK, dblock_release(h));
+    dblock_free(a);
+    dblock_free(b);
+    printf("ok: try-once and 500 ms waits time out (waited %.1f ms, %llu statements)\n",
+           (double)waited / 1000, (unsigned long long)(st.ops - st0.ops));
+}
+
+static void test_stale_holder(void) {
+    dblock *a = open_lock(300), *b = open_lock(10000);
+    const char *name = ls_name("stale");
+    dblock_hold *ha = NULL, *hb = NULL;
+    CHECK_INT_EQ(DBLOCK_OK, dblock_acquire(a, name, 1000, &ha));
+    CHECK_INT_EQ(DBLOCK_OK, dblock_check(ha));
+    CHECK_INT_EQ(DBLOCK_OK, dblock_acquire(b, name, 5000, &hb)); /* a takeover */
+    CHECK_INT_EQ(DBLOCK_LOST, dblock_check(ha));
+    CHECK_INT_GT(dblock_token(hb), dblock_token(ha));
+    dblock_stats st;
+    dblock_get_stats(b, &st);
+    CHECK_INT_EQ(1, st.takeovers);
+    CHECK_INT_EQ(DBLOCK_LOST, dblock_release(ha));
+    CHECK_INT_EQ(dblock_token(hb), row_token(name));
+    CHECK_INT_EQ(DBLOCK_OK, dblock_release(hb));
+    CHECK_INT_EQ(0, row_token(name));
+    dblock_free(a);
+    dblock_free(b);
+    printf("ok: an expired row is taken over; the stale holder's release is refused\n");
+}
+
+int main(void) {
+    CHECK_INT_EQ(STOCKDB_OK, stockdb_global_init());
+    dbc = ls_db_config();
+    test_config_and_unreachable();
+    test_tokens_grow();
+    test_timeout();
+    test_stale_holder();
+    stockdb_global_end();
+    printf("ok\n");
+    return 0;
+}
