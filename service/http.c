@@ -160,6 +160,7 @@ static enum MHD_Result route(stockd_http *h, struct MHD_Connection *c, http_req 
 
     /* Suspend before the push: once pushed, a worker may resume at any moment. */
     job->conn = c;
+    job->arrived_ns = stockd_now_ns();
     MHD_suspend_connection(c);
     r->queued = true;
     if (stockd_jobq_push(h->ctx->queue, job) != 0) {
