@@ -31,10 +31,10 @@ enum {
     ST_UPDATE_ATOMIC,   /* the check inside the update */
     ST_UPDATE_ATOMIC_FENCED,
     ST_INSERT,
-    ST_PEEK,              /* the sold-out pre-check: stock, and the key's order if any */
-    ST_UPDATE_BATCH,    /* the seed's unconditional update, by k units */
+    ST_PEEK,                /* the sold-out pre-check: stock, and the key's order if any */
+    ST_UPDATE_BATCH,        /* the seed's unconditional update, by k units */
     ST_UPDATE_BATCH_FENCED, /* the same, refused unless the fence is as we read it */
-    ST_INSERT_BATCH,    /* the orders of a batch, one row per key of a JSON array */
+    ST_INSERT_BATCH,        /* the orders of a batch, one row per key of a JSON array */
     ST_COUNT
 };
 
@@ -505,8 +505,7 @@ sold_out:
         return STOCKDB_OK;
     }
 lookup:
-    err = lookup_order(db, ST_LOOKUP, req->request_id, &found, &order_id, &found_pid,
-                       &found_stock);
+    err = lookup_order(db, ST_LOOKUP, req->request_id, &found, &order_id, &found_pid, &found_stock);
     if (err) return deduct_fail(db, err, false);
     if (found) return replay(db, req, order_id, found_pid, found_stock, out);
     if (rows == 0 && stock <= 0) {

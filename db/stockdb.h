@@ -54,8 +54,8 @@
 #define STOCKDB_ERR_UNKNOWN   -7 /* COMMIT sent, reply lost, outcome could not be confirmed */
 #define STOCKDB_ERR_NOMEM     -8
 #define STOCKDB_ERR_DEADLOCK                                                                       \
-    -9 /* the server chose this transaction as a deadlock or lock                                  \
-          wait timeout victim; rolled back, safe to retry */
+    -9                             /* the server chose this transaction as a deadlock or lock      \
+                                      wait timeout victim; rolled back, safe to retry */
 #define STOCKDB_ERR_KEY_REUSED -10 /* the request id has an order of another product */
 
 /* The most items in one stockdb_deduct_batch. */
@@ -184,12 +184,12 @@ typedef struct stockdb_item {
 /* Several deductions of one product under one lock acquisition. */
 typedef struct stockdb_batch {
     int32_t product_id;
-    int64_t fence;             /* as stockdb_request.fence, for the whole batch */
-    int (*guard)(void *arg);   /* as stockdb_request.guard, called once */
+    int64_t fence;           /* as stockdb_request.fence, for the whole batch */
+    int (*guard)(void *arg); /* as stockdb_request.guard, called once */
     void *guard_arg;
-    unsigned think_us;         /* slept once per batch between the check and the update */
-    stockdb_item *items;       /* in arrival order; borrowed */
-    size_t n;                  /* 1..STOCKDB_BATCH_MAX */
+    unsigned think_us;   /* slept once per batch between the check and the update */
+    stockdb_item *items; /* in arrival order; borrowed */
+    size_t n;            /* 1..STOCKDB_BATCH_MAX */
 } stockdb_batch;
 
 /* Runs a batch as ONE transaction (strategies READ_CHECK_UPDATE and FOR_UPDATE): read

@@ -60,11 +60,11 @@ struct zklock_hold {
     struct zklock_hold *next; /* in s->holds */
     pthread_t owner;
     zklock_kind kind;
-    int count;         /* reentrancy depth */
-    int lost;          /* the session that made our node expired */
-    int sweep;         /* a create's reply was lost: release deletes by GUID */
-    uint64_t epoch;    /* of the connection that made the node */
-    int64_t token;     /* czxid of the node */
+    int count;      /* reentrancy depth */
+    int lost;       /* the session that made our node expired */
+    int sweep;      /* a create's reply was lost: release deletes by GUID */
+    uint64_t epoch; /* of the connection that made the node */
+    int64_t token;  /* czxid of the node */
     char guid[ZKLOCK_GUID_LEN + 1];
     char *name;
     char *parent; /* fair: <root>/<name>; herd: <root> */

@@ -58,7 +58,7 @@ typedef struct stockd_config {
     unsigned zk_session_ms;
     unsigned max_connections;
     unsigned connection_timeout_s;
-    unsigned think_us; /* pause between check and update, once per batch */
+    unsigned think_us;          /* pause between check and update, once per batch */
     unsigned batch_max;         /* deductions per lock acquisition (combiner.c) */
     bool precheck;              /* sold out answered from one read before the lock */
     unsigned lock_passes;       /* batches per acquisition while more wait */
@@ -190,8 +190,8 @@ static inline uint64_t stockd_now_ns(void) {
  * combiner belongs to the product's leader, which must answer it. */
 typedef struct stockd_combiner stockd_combiner;
 
-#define STOCKD_COMBINER_LEADER   0 /* the caller now leads the product: serve it */
-#define STOCKD_COMBINER_FOLLOWER 1 /* a leader exists and will answer the job */
+#define STOCKD_COMBINER_LEADER   0  /* the caller now leads the product: serve it */
+#define STOCKD_COMBINER_FOLLOWER 1  /* a leader exists and will answer the job */
 #define STOCKD_COMBINER_NOMEM    -1 /* the job was not taken; answer it yourself */
 
 stockd_combiner *stockd_combiner_new(void);
@@ -216,7 +216,7 @@ unsigned stockd_combiner_waiting(stockd_combiner *c, int32_t product_id);
 typedef struct stockd_locks stockd_locks;
 typedef struct stockd_lock {
     const struct stockd_lock_kind *kind;
-    void *impl;     /* the kind's hold */
+    void *impl; /* the kind's hold */
     int32_t product_id;
 } stockd_lock;
 
@@ -295,7 +295,7 @@ typedef struct stockd_ctx {
     const stockd_config *cfg;
     stockdb_config db;
     stockd_jobq *queue;
-    zklock_session *zk; /* NULL unless the mode uses ZooKeeper */
+    zklock_session *zk;        /* NULL unless the mode uses ZooKeeper */
     stockd_locks *locks;       /* the product locks of the mode */
     stockd_combiner *combiner; /* per-product batching */
     /* Called by a worker once a job's answer is set; resumes the HTTP connection. */
@@ -337,9 +337,9 @@ void stockd_metrics_request(stockd_route route, stockd_result result);
 void stockd_metrics_db_error(int stockdb_rc); /* ignores OK and NOT_FOUND */
 void stockd_metrics_deduction(uint64_t ns);
 void stockd_metrics_lock_wait(uint64_t ns);
-void stockd_metrics_batch(unsigned n);            /* deductions served by one acquisition */
-void stockd_metrics_statements(uint64_t n);       /* MySQL statements sent */
-void stockd_metrics_precheck(bool sold_out);      /* a pre-check read, and its answer */
+void stockd_metrics_batch(unsigned n);       /* deductions served by one acquisition */
+void stockd_metrics_statements(uint64_t n);  /* MySQL statements sent */
+void stockd_metrics_precheck(bool sold_out); /* a pre-check read, and its answer */
 /* The Prometheus text exposition; the caller frees it. NULL when out of memory. zk may
  * be NULL. Reads memory only, so the polling thread may call it. */
 char *stockd_metrics_render(const stockd_config *cfg, zklock_session *zk);

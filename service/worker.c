@@ -125,8 +125,8 @@ static bool precheck(worker_state *ws, stockd_job *job) {
     stockd_answer a = {.id = job->product_id};
     int32_t stock = 0, order_product = 0;
     uint64_t order_id = 0;
-    int rc = stockdb_peek(ws->db, job->product_id, job->request_id, &stock, &order_id,
-                          &order_product);
+    int rc =
+        stockdb_peek(ws->db, job->product_id, job->request_id, &stock, &order_id, &order_product);
     count_statements(ws);
     if (rc == STOCKDB_OK && !order_id && stock > 0) {
         stockd_metrics_precheck(false);
@@ -134,10 +134,8 @@ static bool precheck(worker_state *ws, stockd_job *job) {
     }
     note_db_error(ws, "sold-out pre-check", rc);
     if (rc == STOCKDB_OK && order_id) {
-        stockdb_result res = {.outcome = STOCKDB_DEDUCTED,
-                              .stock = stock,
-                              .order_id = order_id,
-                              .replayed = true};
+        stockdb_result res = {
+            .outcome = STOCKDB_DEDUCTED, .stock = stock, .order_id = order_id, .replayed = true};
         rc = order_product == job->product_id ? STOCKDB_OK : STOCKDB_ERR_KEY_REUSED;
         stockd_answer_from_db(&a, ZKLOCK_OK, rc, &res);
     } else if (rc == STOCKDB_OK) {
@@ -208,7 +206,8 @@ static void lead(worker_state *ws, int32_t product_id) {
     for (;;) {
         if (!held) {
             uint64_t t0 = stockd_now_ns();
-            int rc = answers ? stockd_lock_acquire(ctx->locks, product_id, &lock) : ZKLOCK_ERR_NOMEM;
+            int rc =
+                answers ? stockd_lock_acquire(ctx->locks, product_id, &lock) : ZKLOCK_ERR_NOMEM;
             stockd_metrics_lock_wait(stockd_now_ns() - t0);
             if (rc != ZKLOCK_OK) {
                 if (rc != ZKLOCK_ERR_TIMEOUT) log_failure(ws, "lock", zklock_strerror(rc));
@@ -222,8 +221,8 @@ static void lead(worker_state *ws, int32_t product_id) {
             passes = 0;
         }
 
-        unsigned n = stockd_combiner_take(ctx->combiner, product_id, ws->jobs,
-                                          ctx->cfg->batch_max, UINT64_MAX);
+        unsigned n = stockd_combiner_take(ctx->combiner, product_id, ws->jobs, ctx->cfg->batch_max,
+                                          UINT64_MAX);
         /* Expired jobs leave the batch unanswered by the database. */
         uint64_t now = stockd_now_ns();
         unsigned live = 0;
@@ -272,7 +271,8 @@ static void serve_deduct(worker_state *ws, stockd_job *job) {
     case STOCKD_COMBINER_FOLLOWER:
         return; /* the product's leader answers it */
     default: {
-        stockd_answer a = {.result = STOCKD_R_INTERNAL, .id = job->product_id,
+        stockd_answer a = {.result = STOCKD_R_INTERNAL,
+                           .id = job->product_id,
                            .message = "out of memory; nothing was deducted"};
         finish(ws, job, &a);
         return;

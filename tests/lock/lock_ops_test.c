@@ -33,8 +33,7 @@ static void *take(void *arg) {
 int main(void) {
     const char *hosts = lt_zk_hosts();
     zhandle_t *zh = lt_zk_open(hosts);
-    zklock_session *a = lt_session(hosts, 0), *b = lt_session(hosts, 0),
-                   *c = lt_session(hosts, 0);
+    zklock_session *a = lt_session(hosts, 0), *b = lt_session(hosts, 0), *c = lt_session(hosts, 0);
 
     /* Uncontended. The parent is made first by a throwaway acquisition, so the
      * count is the steady state, not the one-off creation of the container. */
