@@ -10,7 +10,13 @@
 #   combiner.sh hol        no head-of-line blocking: while product A is saturated (every
 #                          deduction of it holds the lock for 0.3 s), a request for
 #                          product B and /health are answered before A's queue has
-#                          moved, because A ties up one worker of the instance, not all.
+#                          moved, because A ties up one worker of the instance, not all;
+#   combiner.sh deadline   deductions that waited behind a holder past
+#                          --queue-deadline-ms are answered 503 overloaded and deduct
+#                          nothing (their client or nginx has likely given up);
+#   combiner.sh shutdown   ZooKeeper down, deductions waiting for the lock with a 60 s
+#                          lock timeout: SIGTERM answers every one 503 and exits 0 at
+#                          once, instead of waiting out the lock timeout.
 # The think time makes a batch last long enough for the next requests to queue behind
 # it; every ordering is forced by waiting on /metrics or on the requests themselves, not
 # by a clock.
@@ -126,6 +132,41 @@ hol)
     fail "product 2 and /health waited for $((after - before)) deductions of product 1"
   for i in $(seq 1 24); do expect_eq "a$i" "200 deducted" "$(answer "a$i")"; done
   expect_eq "product 1 stock" 976 "$(stock 1)"
+  ;;
+deadline)
+  sql "UPDATE product SET stock = 10 WHERE id = 1"
+  start --think-us 2000000 --queue-deadline-ms 500
+  ask d0 1 dl-0
+  wait_until 10 rounds 1 || fail "the first deduction never took the lock"
+  for i in 1 2 3; do
+    ask "d$i" 1 "dl-$i"
+    wait_until 10 passed_precheck $((i + 1)) || fail "d$i never reached the combiner"
+  done
+  expect_eq "d0 (took the lock at once)" "200 deducted" "$(answer d0)"
+  for i in 1 2 3; do expect_eq "d$i (waited 1.5 s or more)" "503 overloaded" "$(answer "d$i")"; done
+  expect_eq "stock: only d0" 9 "$(stock 1)"
+  expect_eq "no order of the expired ones" 0 \
+    "$(sql "SELECT COUNT(*) FROM orders WHERE request_id IN ('dl-1','dl-2','dl-3')")"
+  ;;
+shutdown)
+  sql "UPDATE product SET stock = 100 WHERE id IN (1, 2)"
+  start --lock-timeout-ms 60000 --queue-deadline-ms 0
+  zk_stop "$T" zk
+  for i in $(seq 1 20); do ask "q$i" $((1 + i % 2)); done
+  wait_until 20 passed_precheck 20 || fail "the deductions never reached the combiner"
+  pid=$(cat "$T/stockd/1.pid")
+  kill -TERM "$pid"
+  # The lock timeout is 60 s: an exit well before it means the waits were cancelled.
+  # (Not a timing assertion on speed: waiting the timeout out would take over 60 s.)
+  wait_until 30 eval "! kill -0 $pid" || fail "stockd still runs 30 s after SIGTERM"
+  wait "$pid" && rc=0 || rc=$?
+  expect_eq "exit status" 0 "$rc"
+  for i in $(seq 1 20); do
+    got=$(answer "q$i")
+    [[ $got == "503 "* ]] || fail "q$i: expected a 503, got '$got'"
+  done
+  echo "ok: 20 waiting deductions answered 503 ($(answer q1), ...)"
+  expect_eq "no deduction" 0 "$(sql "SELECT COUNT(*) FROM orders WHERE product_id IN (1, 2)")"
   ;;
 *) fail "unknown case $case" ;;
 esac

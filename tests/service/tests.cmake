@@ -39,7 +39,7 @@ stockd_integration_test(oversell_atomic_3_instances_ends_at_zero
 stockd_integration_test(zk_faults_timeout_paused_holder_zk_down
   COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/zk_faults.sh LABELS fault)
 # The combiner: one lock round serves every deduction of a product queued behind it.
-foreach(case fifo same-key lock-lost hol)
+foreach(case fifo same-key lock-lost hol deadline shutdown)
   string(REPLACE "-" "_" name ${case})
   stockd_integration_test(combiner_${name}
     COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/combiner.sh ${case} LABELS combiner)
