@@ -28,11 +28,13 @@ enum {
     ST_CONFIRM,         /* the same, as a locking read: waits for an in-flight twin */
     ST_READ,            /* the seed's read */
     ST_READ_FOR_UPDATE, /* the read that takes the row lock */
-    ST_UPDATE,          /* the seed's unconditional update */
-    ST_UPDATE_FENCED,   /* the same, refused unless the fence is as we read it */
     ST_UPDATE_ATOMIC,   /* the check inside the update */
     ST_UPDATE_ATOMIC_FENCED,
     ST_INSERT,
+    ST_PEEK,                /* the sold-out pre-check: stock, and the key's order if any */
+    ST_UPDATE_BATCH,        /* the seed's unconditional update, by k units */
+    ST_UPDATE_BATCH_FENCED, /* the same, refused unless the fence is as we read it */
+    ST_INSERT_BATCH,        /* the orders of a batch, one row per key of a JSON array */
     ST_COUNT
 };
 
@@ -42,16 +44,25 @@ static const char *const stmt_sql[ST_COUNT] = {
     [ST_CONFIRM] = "SELECT id, product_id FROM orders WHERE request_id = ? LOCK IN SHARE MODE",
     [ST_READ] = "SELECT stock, fence FROM product WHERE id = ?",
     [ST_READ_FOR_UPDATE] = "SELECT stock, fence FROM product WHERE id = ? FOR UPDATE",
-    [ST_UPDATE] = "UPDATE product SET stock = stock - 1 WHERE id = ?",
-    /* Compare-and-set on the fence: the row must still carry the fence our check read
-     * (nobody wrote in between) and it must not be newer than our token. */
-    [ST_UPDATE_FENCED] = "UPDATE product SET stock = stock - 1, fence = ?"
-                         " WHERE id = ? AND fence = ? AND fence <= ?",
     [ST_UPDATE_ATOMIC] = "UPDATE product SET stock = stock - 1 WHERE id = ? AND stock > 0",
     [ST_UPDATE_ATOMIC_FENCED] = "UPDATE product SET stock = stock - 1, fence = ?"
                                 " WHERE id = ? AND stock > 0 AND fence <= ?",
     [ST_INSERT] =
         "INSERT INTO orders (product_id, instance, fence, request_id) VALUES (?, ?, ?, ?)",
+    /* With no key, o.request_id = NULL matches nothing, so the order columns are NULL. */
+    [ST_PEEK] = "SELECT p.stock, o.id, o.product_id FROM product p"
+                " LEFT JOIN orders o ON o.request_id = ? WHERE p.id = ?",
+    [ST_UPDATE_BATCH] = "UPDATE product SET stock = stock - ? WHERE id = ?",
+    /* Compare-and-set on the fence: the row must still carry the fence our check read
+     * (nobody wrote in between) and it must not be newer than our token. */
+    [ST_UPDATE_BATCH_FENCED] = "UPDATE product SET stock = stock - ?, fence = ?"
+                               " WHERE id = ? AND fence = ? AND fence <= ?",
+    /* One constant statement for any number of orders: the request ids travel as one
+     * JSON array parameter (null for none) and become rows in array order, so the
+     * AUTO_INCREMENT ids follow that order. */
+    [ST_INSERT_BATCH] = "INSERT INTO orders (product_id, instance, fence, request_id)"
+                        " SELECT ?, ?, ?, k.rid FROM JSON_TABLE(?, '$[*]' COLUMNS ("
+                        "n FOR ORDINALITY, rid VARCHAR(100) PATH '$')) AS k ORDER BY k.n",
 };
 
 /* Short names for error messages. */
@@ -60,15 +71,21 @@ static const char *const stmt_name[ST_COUNT] = {
     [ST_CONFIRM] = "SELECT order to confirm COMMIT",
     [ST_READ] = "SELECT stock, fence",
     [ST_READ_FOR_UPDATE] = "SELECT stock, fence FOR UPDATE",
-    [ST_UPDATE] = "UPDATE product",
-    [ST_UPDATE_FENCED] = "UPDATE product (fenced)",
     [ST_UPDATE_ATOMIC] = "UPDATE product (atomic)",
     [ST_UPDATE_ATOMIC_FENCED] = "UPDATE product (atomic, fenced)",
     [ST_INSERT] = "INSERT INTO orders",
+    [ST_PEEK] = "SELECT stock and the key's order (pre-check)",
+    [ST_UPDATE_BATCH] = "UPDATE product by k",
+    [ST_UPDATE_BATCH_FENCED] = "UPDATE product by k (fenced)",
+    [ST_INSERT_BATCH] = "INSERT INTO orders of a batch",
 };
 
-static const char sql_begin[] = "START TRANSACTION";
 static const char sql_lock_wait[] = "SET SESSION innodb_lock_wait_timeout = ?";
+/* Each statement sees what is committed when it starts, so a read that leaves its
+ * implicit transaction open (autocommit is off) never serves a stale snapshot to the
+ * next deduction on this connection. */
+static const char sql_isolation[] = "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED";
+static const char sql_autoinc_mode[] = "SELECT @@innodb_autoinc_lock_mode";
 
 /* ---------------------------------------------------------------- the handle */
 
@@ -77,6 +94,12 @@ struct stockdb {
     char instance[STOCKDB_INSTANCE_MAX + 1];
     MYSQL *conn;                /* NULL while disconnected */
     MYSQL_STMT *stmt[ST_COUNT]; /* all prepared while conn != NULL, else all NULL */
+    /* The server hands out consecutive AUTO_INCREMENT ids to one INSERT ... SELECT
+     * (innodb_autoinc_lock_mode 0 or 1 hold the table's AUTO-INC lock for the whole
+     * statement), so its rows' ids are first..first+n-1; otherwise a batch inserts its
+     * orders one row at a time. */
+    bool consecutive_ids;
+    uint64_t statements; /* round trips sent for deductions and reads, see stockdb.h */
     char errstr[512];
 };
 
@@ -148,6 +171,28 @@ static unsigned set_lock_wait(stockdb *db, unsigned rw_timeout_s) {
     return err;
 }
 
+/* The rest of the session's set-up, once per connection: READ COMMITTED, autocommit
+ * off (the first statement of a deduction opens its transaction, so no START
+ * TRANSACTION round trip), and whether one INSERT ... SELECT gets consecutive ids. */
+static unsigned set_session(stockdb *db) {
+    unsigned err;
+    if (mysql_real_query(db->conn, sql_isolation, sizeof(sql_isolation) - 1)) goto fail;
+    if (mysql_autocommit(db->conn, 0)) goto fail;
+    if (mysql_real_query(db->conn, sql_autoinc_mode, sizeof(sql_autoinc_mode) - 1)) goto fail;
+    MYSQL_RES *res = mysql_store_result(db->conn);
+    if (!res) goto fail;
+    MYSQL_ROW row = mysql_fetch_row(res);
+    db->consecutive_ids = row && row[0] && (strcmp(row[0], "0") == 0 || strcmp(row[0], "1") == 0);
+    mysql_free_result(res);
+    /* Nothing was written; end the read's transaction so the session starts clean. */
+    if (mysql_rollback(db->conn)) goto fail;
+    return 0;
+fail:
+    err = mysql_errno(db->conn);
+    set_err(db, "session set-up: %s (%u)", mysql_error(db->conn), err);
+    return err ? err : CR_UNKNOWN_ERROR;
+}
+
 /* Connects and prepares every statement, unless already connected. On failure the
  * handle stays disconnected and the next call tries again. */
 static int db_connect(stockdb *db) {
@@ -192,7 +237,7 @@ static int db_connect(stockdb *db) {
             return is_gone(err) ? STOCKDB_ERR_CONNECT : STOCKDB_ERR_QUERY;
         }
     }
-    if ((err = set_lock_wait(db, rw_s)) != 0) {
+    if ((err = set_lock_wait(db, rw_s)) != 0 || (err = set_session(db)) != 0) {
         db_disconnect(db);
         return is_gone(err) ? STOCKDB_ERR_CONNECT : STOCKDB_ERR_QUERY;
     }
@@ -244,6 +289,14 @@ static unsigned stmt_run(stockdb *db, int id, MYSQL_BIND *params, MYSQL_BIND *re
     MYSQL_STMT *st = db->stmt[id];
     unsigned err = 0;
 
+    /* A failed ROLLBACK drops the connection, and with it every statement: a caller
+     * that goes on (to look a key up, say) gets "connection lost", never a NULL
+     * statement. */
+    if (!st) {
+        set_err(db, "%s: not connected (the connection was dropped)", stmt_name[id]);
+        return CR_SERVER_LOST;
+    }
+    db->statements++;
     if (mysql_stmt_bind_param(st, params) || mysql_stmt_execute(st)) goto fail;
     if (!results) {
         if (rows) *rows = mysql_stmt_affected_rows(st);
@@ -269,7 +322,15 @@ fail:
  * the server roll back: either way nothing of the transaction survives. The error text
  * of the failure that led here is kept. */
 static void rollback(stockdb *db) {
-    if (db->conn && mysql_rollback(db->conn)) db_disconnect(db);
+    if (!db->conn) return;
+    db->statements++;
+    if (mysql_rollback(db->conn)) db_disconnect(db);
+}
+
+/* COMMIT, counted. Returns 0 or the error number. */
+static unsigned commit(stockdb *db) {
+    db->statements++;
+    return mysql_commit(db->conn) ? mysql_errno(db->conn) : 0;
 }
 
 /* The end of a deduction after statement error err (text already in errstr). */
@@ -309,7 +370,7 @@ static int replay(stockdb *db, const stockdb_request *req, uint64_t order_id, in
     if (product_id != req->product_id) {
         set_err(db, "request id \"%s\" was already used for product %d, not %d", req->request_id,
                 product_id, req->product_id);
-        return STOCKDB_ERR_QUERY;
+        return STOCKDB_ERR_KEY_REUSED;
     }
     out->outcome = STOCKDB_DEDUCTED;
     out->stock = stock;
@@ -319,165 +380,90 @@ static int replay(stockdb *db, const stockdb_request *req, uint64_t order_id, in
 }
 
 /* COMMIT failed because the connection dropped: the transaction may or may not have
- * committed. Only the order row can tell, and only if it carries a request id. The
- * lookup is a locking read so that, should the old session still be finishing its
- * COMMIT or rollback on the server, it waits for that instead of reading too early. */
-static int confirm_commit(stockdb *db, const stockdb_request *req, uint64_t order_id,
-                          stockdb_result *out) {
-    char why[sizeof(db->errstr)];
+ * committed. Only an order row can tell, and only if it carries a request id: this
+ * reconnects and looks `key` up. The lookup is a locking read so that, should the old
+ * session still be finishing its COMMIT or rollback on the server, it waits for that
+ * instead of reading too early; its lock is released at once. Returns STOCKDB_OK with
+ * *found (and *order_id, *product_id when found), or STOCKDB_ERR_UNKNOWN with the
+ * reason in errstr (which keeps the COMMIT's own error in front). */
+static int confirm_key(stockdb *db, const char *key, bool *found, uint64_t *order_id,
+                       int32_t *product_id) {
+    char why[sizeof(db->errstr)], detail[sizeof(db->errstr)];
+    int32_t unused;
     snprintf(why, sizeof(why), "%s", db->errstr);
     db_disconnect(db);
-    if (!req->request_id) {
+    *found = false;
+    if (!key) {
         set_err(db, "%s; COMMIT reply lost and no request id to confirm it", why);
         return STOCKDB_ERR_UNKNOWN;
     }
     if (db_connect(db) != STOCKDB_OK) {
-        char detail[sizeof(db->errstr)];
         snprintf(detail, sizeof(detail), "%s", db->errstr);
         set_err(db, "%s; COMMIT reply lost and reconnecting to confirm failed: %s", why, detail);
         return STOCKDB_ERR_UNKNOWN;
     }
-    bool found = false;
-    uint64_t found_id = 0;
-    int32_t product_id = 0, unused;
-    unsigned err =
-        lookup_order(db, ST_CONFIRM, req->request_id, &found, &found_id, &product_id, &unused);
+    unsigned err = lookup_order(db, ST_CONFIRM, key, found, order_id, product_id, &unused);
     if (err) {
         if (is_gone(err)) db_disconnect(db);
-        char detail[sizeof(db->errstr)];
         snprintf(detail, sizeof(detail), "%s", db->errstr);
         set_err(db, "%s; COMMIT reply lost and the lookup to confirm it failed: %s", why, detail);
         return STOCKDB_ERR_UNKNOWN;
     }
-    if (!found) {
+    rollback(db); /* the shared lock of the locking read */
+    if (!*found)
         set_err(db, "%s; COMMIT reply lost, and the order is not in the database: not committed",
                 why);
-        return STOCKDB_ERR_CONNECT;
-    }
-    if (found_id != order_id) {
-        /* A twin with the same key committed instead of us: it is the first order. */
-        return replay(db, req, found_id, product_id, out->stock, out);
-    }
-    out->outcome = STOCKDB_DEDUCTED;
-    out->order_id = order_id;
-    db->errstr[0] = '\0';
+    else
+        db->errstr[0] = '\0';
     return STOCKDB_OK;
 }
 
-/* ---------------------------------------------------------------- the deduction */
+/* ---------------------------------------------------------------- the atomic deduction */
 
-/* One attempt at the deduction on a connected handle. Returns a STOCKDB_* code, or
- * RETRY_IDLE when the connection dropped before the transaction began. */
-/* Binds the parameters of the UPDATE statements: (id) unfenced; fenced, (fence, id,
- * fence) for the atomic one and (fence, id, seen, fence) for the read-check-update
- * one, where seen is the fence its check read (seen == NULL for atomic). */
-static void bind_update(MYSQL_BIND *p, bool fenced, int64_t *fence, int32_t *pid, int64_t *seen) {
+/* Binds the parameters of the atomic UPDATE: (id) unfenced, (fence, id, fence) fenced. */
+static void bind_update_atomic(MYSQL_BIND *p, bool fenced, int64_t *fence, int32_t *pid) {
     if (!fenced) {
         bind_int(&p[0], pid, NULL);
         return;
     }
     bind_bigint(&p[0], fence, NULL);
     bind_int(&p[1], pid, NULL);
-    if (seen) bind_bigint(&p[2], seen, NULL);
-    bind_bigint(&p[seen ? 3 : 2], fence, NULL);
+    bind_bigint(&p[2], fence, NULL);
 }
 
-static int deduct_once(stockdb *db, stockdb_strategy strategy, const stockdb_request *req,
-                       stockdb_result *out) {
+/* One attempt at the atomic deduction on a connected handle: the check is inside the
+ * UPDATE, so there is nothing to batch. Returns a STOCKDB_* code, or RETRY_IDLE when
+ * the connection dropped before anything was written. A key seen before needs no
+ * look-up first: the order INSERT's duplicate key says so, and the first order is the
+ * answer. */
+static int deduct_atomic(stockdb *db, const stockdb_request *req, stockdb_result *out) {
     int32_t pid = req->product_id, stock = 0, found_pid = 0, found_stock = 0;
-    int64_t fence = req->fence;
+    int64_t fence = req->fence, row_fence = 0;
     uint64_t rows = 0, order_id = 0;
     bool found = false, fenced = fence > 0;
     unsigned err;
+    MYSQL_BIND p[3], r[2];
 
-    /* A key seen before is answered from its order, without touching the stock. */
-    if (req->request_id) {
-        err = lookup_order(db, ST_LOOKUP, req->request_id, &found, &order_id, &found_pid,
-                           &found_stock);
-        if (err) return deduct_fail(db, err, false);
-        if (found) return replay(db, req, order_id, found_pid, found_stock, out);
+    int id = fenced ? ST_UPDATE_ATOMIC_FENCED : ST_UPDATE_ATOMIC;
+    bind_update_atomic(p, fenced, &fence, &pid);
+    if ((err = stmt_run(db, id, p, NULL, NULL, &rows))) return deduct_fail(db, err, false);
+    /* Changed or not, one read of the row under the row lock our UPDATE holds: the stock
+     * it left, or why it changed nothing. */
+    bind_int(&p[0], &pid, NULL);
+    bind_int(&r[0], &stock, NULL);
+    bind_bigint(&r[1], &row_fence, NULL);
+    if ((err = stmt_run(db, ST_READ, p, r, &found, NULL))) return deduct_fail(db, err, true);
+    if (rows == 0) {
+        rollback(db);
+        if (!found) goto not_found;
+        if (fenced && row_fence > fence) goto fenced_out;
+        if (stock <= 0) goto sold_out;
+        set_err(db, "%s changed no row although product %d has stock %d", stmt_name[id], pid,
+                stock);
+        return STOCKDB_ERR_QUERY;
     }
+    out->stock = stock;
 
-    if (mysql_real_query(db->conn, sql_begin, sizeof(sql_begin) - 1)) {
-        err = mysql_errno(db->conn);
-        set_err(db, "%s: %s (%u)", sql_begin, mysql_error(db->conn), err);
-        return deduct_fail(db, err, false);
-    }
-
-    MYSQL_BIND p[4], r[2];
-    int64_t seen = 0; /* product.fence as the check read it */
-    if (strategy == STOCKDB_ATOMIC) {
-        int id = fenced ? ST_UPDATE_ATOMIC_FENCED : ST_UPDATE_ATOMIC;
-        bind_update(p, fenced, &fence, &pid, NULL);
-        if ((err = stmt_run(db, id, p, NULL, NULL, &rows))) return deduct_fail(db, err, true);
-        if (rows == 0) {
-            /* Nothing changed: one read says why. We hold the row's lock (or the gap's,
-             * when there is no row) since the UPDATE, so the read agrees with it. */
-            int64_t row_fence = 0;
-            bind_int(&p[0], &pid, NULL);
-            bind_int(&r[0], &stock, NULL);
-            bind_bigint(&r[1], &row_fence, NULL);
-            if ((err = stmt_run(db, ST_READ, p, r, &found, NULL)))
-                return deduct_fail(db, err, true);
-            rollback(db);
-            if (!found) goto not_found;
-            if (fenced && row_fence > fence) goto fenced_out;
-            if (stock <= 0) goto sold_out;
-            set_err(db, "%s changed no row although product %d has stock %d", stmt_name[id], pid,
-                    stock);
-            return STOCKDB_ERR_QUERY;
-        }
-        /* The stock this deduction left, read under our own row lock. */
-        bind_int(&p[0], &pid, NULL);
-        bind_int(&r[0], &stock, NULL);
-        bind_bigint(&r[1], &seen, NULL);
-        if ((err = stmt_run(db, ST_READ, p, r, &found, NULL))) return deduct_fail(db, err, true);
-        out->stock = stock;
-    } else {
-        /* The seed's check: read, and answer sold out at zero. Without FOR UPDATE (and
-         * without an outside lock) the value read may already be stale. */
-        int id = strategy == STOCKDB_FOR_UPDATE ? ST_READ_FOR_UPDATE : ST_READ;
-        bind_int(&p[0], &pid, NULL);
-        bind_int(&r[0], &stock, NULL);
-        bind_bigint(&r[1], &seen, NULL);
-        if ((err = stmt_run(db, id, p, r, &found, NULL))) return deduct_fail(db, err, true);
-        if (!found) {
-            rollback(db);
-            goto not_found;
-        }
-        if (fenced && seen > fence) {
-            /* A newer holder has written already: nothing we read can be trusted. */
-            rollback(db);
-            goto fenced_out;
-        }
-        if (stock <= 0) {
-            rollback(db);
-            goto sold_out;
-        }
-        if (req->think_us) {
-            /* The experiment's stand-in for the business logic a real service runs
-             * between its check and its write (see stockdb_request.think_us). */
-            struct timespec ts = {req->think_us / 1000000, (long)(req->think_us % 1000000) * 1000};
-            nanosleep(&ts, NULL);
-        }
-        /* Deliberately not "AND stock > 0": see stockdb.h. */
-        id = fenced ? ST_UPDATE_FENCED : ST_UPDATE;
-        /* Fenced, the write also proves that nobody wrote since our check: a holder
-         * that was paused past its session may write between a newer holder's check and
-         * its write, with its older token (the newer one has not raised the fence yet).
-         * The fence alone would let both writes through; the compare-and-set on the
-         * fence we read refuses the second. */
-        bind_update(p, fenced, &fence, &pid, &seen);
-        if ((err = stmt_run(db, id, p, NULL, NULL, &rows))) return deduct_fail(db, err, true);
-        if (rows == 0) {
-            rollback(db);
-            if (fenced) goto fenced_out;
-            goto not_found; /* the row was deleted after our read */
-        }
-        out->stock = stock - 1;
-    }
-
-    /* The ledger row, in the same transaction as the stock change. */
     MYSQL_BIND ins[4];
     unsigned long instance_len, rid_len;
     my_bool fence_null = !fenced;
@@ -487,53 +473,325 @@ static int deduct_once(stockdb *db, stockdb_strategy strategy, const stockdb_req
     bind_text(&ins[3], req->request_id, &rid_len);
     if ((err = stmt_run(db, ST_INSERT, ins, NULL, NULL, &rows))) {
         if (err != ER_DUP_ENTRY || !req->request_id) return deduct_fail(db, err, true);
-        /* A twin with the same key committed between our lookup and our INSERT (InnoDB
-         * made the INSERT wait for it). Ours is undone; the twin's order is the answer. */
+        /* The key has an order already (a retry, or a twin that committed first): ours
+         * is undone and the first order is the answer. */
         rollback(db);
-        char dup[sizeof(db->errstr)];
-        snprintf(dup, sizeof(dup), "%s", db->errstr);
-        err = lookup_order(db, ST_LOOKUP, req->request_id, &found, &order_id, &found_pid,
-                           &found_stock);
-        if (err) return deduct_fail(db, err, false);
-        if (!found) {
-            set_err(db, "%s, but no order with that request id exists", dup);
-            return STOCKDB_ERR_QUERY;
-        }
-        return replay(db, req, order_id, found_pid, found_stock, out);
+        goto lookup;
     }
     order_id = mysql_stmt_insert_id(db->stmt[ST_INSERT]);
-
     if (req->guard && req->guard(req->guard_arg) != 0) {
         rollback(db);
         set_err(db, "the guard refused the commit; rolled back");
         return STOCKDB_ERR_GUARD;
     }
-
-    if (mysql_commit(db->conn)) {
-        err = mysql_errno(db->conn);
+    if ((err = commit(db))) {
         set_err(db, "COMMIT: %s (%u)", mysql_error(db->conn), err);
-        if (is_gone(err)) return confirm_commit(db, req, order_id, out);
-        /* The server answered, so it did not commit. */
-        return deduct_fail(db, err, true);
+        if (!is_gone(err)) return deduct_fail(db, err, true); /* the server said no */
+        uint64_t found_id = 0;
+        int rc = confirm_key(db, req->request_id, &found, &found_id, &found_pid);
+        if (rc != STOCKDB_OK) return rc;
+        if (!found) return STOCKDB_ERR_CONNECT;
+        if (found_id != order_id) return replay(db, req, found_id, found_pid, stock, out);
     }
     out->outcome = STOCKDB_DEDUCTED;
     out->order_id = order_id;
     return STOCKDB_OK;
 
 sold_out:
-    /* A twin with the same key may have taken the last unit: its order is our answer. */
-    if (req->request_id) {
-        err = lookup_order(db, ST_LOOKUP, req->request_id, &found, &order_id, &found_pid,
-                           &found_stock);
-        if (err) return deduct_fail(db, err, false);
-        if (found) return replay(db, req, order_id, found_pid, found_stock, out);
+    /* Sold out now, but this key may have bought before: its order is the answer. */
+    if (!req->request_id) {
+        out->outcome = STOCKDB_SOLD_OUT;
+        out->stock = stock;
+        return STOCKDB_OK;
     }
-    out->outcome = STOCKDB_SOLD_OUT;
-    out->stock = stock;
-    return STOCKDB_OK;
+lookup:
+    err = lookup_order(db, ST_LOOKUP, req->request_id, &found, &order_id, &found_pid, &found_stock);
+    if (err) return deduct_fail(db, err, false);
+    if (found) return replay(db, req, order_id, found_pid, found_stock, out);
+    if (rows == 0 && stock <= 0) {
+        out->outcome = STOCKDB_SOLD_OUT;
+        out->stock = stock;
+        return STOCKDB_OK;
+    }
+    set_err(db, "duplicate request id \"%s\", but no order with it exists", req->request_id);
+    return STOCKDB_ERR_QUERY;
 not_found:
     set_err(db, "no product with id %d", pid);
     return STOCKDB_ERR_NOT_FOUND;
+fenced_out:
+    set_err(db, "product %d was written under a newer lock token than %lld; rolled back", pid,
+            (long long)fence);
+    return STOCKDB_ERR_FENCED;
+}
+
+/* ---------------------------------------------------------------- the batch */
+
+/* What one attempt at a batch needs besides the batch: which items are already
+ * answered (a key found in orders) and which item each one follows (the first item with
+ * the same key; itself if none). */
+typedef struct batch_state {
+    stockdb_batch *b;
+    size_t *leader;
+    bool *done;
+} batch_state;
+
+/* Looks up the orders of the keyed leaders not yet answered and answers those that
+ * exist: replayed, or STOCKDB_ERR_KEY_REUSED for a key of another product. One
+ * statement per key; this runs only on a duplicate key or when nothing is left to sell.
+ * Returns 0 or the error number. */
+static unsigned answer_known_keys(stockdb *db, batch_state *st, size_t *answered) {
+    stockdb_batch *b = st->b;
+    *answered = 0;
+    for (size_t i = 0; i < b->n; i++) {
+        stockdb_item *it = &b->items[i];
+        if (st->done[i] || st->leader[i] != i || !it->request_id) continue;
+        bool found = false;
+        uint64_t order_id = 0;
+        int32_t pid = 0, stock = 0;
+        unsigned err = lookup_order(db, ST_LOOKUP, it->request_id, &found, &order_id, &pid, &stock);
+        if (err) return err;
+        if (!found) continue;
+        stockdb_request req = {.product_id = b->product_id, .request_id = it->request_id};
+        it->rc = replay(db, &req, order_id, pid, stock, &it->res);
+        st->done[i] = true;
+        (*answered)++;
+    }
+    return 0;
+}
+
+/* Appends key (NULL: JSON null) to the JSON array being built in *buf. Request ids are
+ * at most STOCKDB_REQUEST_ID_MAX bytes; every byte that JSON cannot carry raw is
+ * escaped, so any key arrives as it was. Returns false when out of memory. */
+static bool json_add_key(char **buf, size_t *len, size_t *cap, const char *key) {
+    size_t need = *len + 2 + (key ? 6 * strlen(key) + 2 : 4) + 2;
+    if (need > *cap) {
+        size_t c = *cap ? *cap : 256;
+        while (c < need)
+            c *= 2;
+        char *grown = realloc(*buf, c);
+        if (!grown) return false;
+        *buf = grown;
+        *cap = c;
+    }
+    char *o = *buf + *len;
+    if (*len > 1) *o++ = ',';
+    if (!key) {
+        memcpy(o, "null", 4);
+        o += 4;
+    } else {
+        *o++ = '"';
+        for (const unsigned char *p = (const unsigned char *)key; *p; p++) {
+            if (*p == '"' || *p == '\\') {
+                *o++ = '\\';
+                *o++ = (char)*p;
+            } else if (*p < 0x20) {
+                o += snprintf(o, 7, "\\u%04x", *p);
+            } else {
+                *o++ = (char)*p;
+            }
+        }
+        *o++ = '"';
+    }
+    *len = (size_t)(o - *buf);
+    return true;
+}
+
+/* The orders of a batch: rows for items sel[0..k-1], in that order, their ids in ids[].
+ * One INSERT ... SELECT over a JSON array of the keys when the server's ids are
+ * consecutive, else one single-row INSERT each. Returns 0 or the error number. */
+static unsigned insert_orders(stockdb *db, stockdb_batch *b, const size_t *sel, size_t k,
+                              uint64_t *ids) {
+    int32_t pid = b->product_id;
+    int64_t fence = b->fence;
+    my_bool fence_null = b->fence <= 0;
+    unsigned long instance_len, key_len;
+    uint64_t rows = 0;
+    MYSQL_BIND p[4];
+    unsigned err = 0;
+
+    bind_int(&p[0], &pid, NULL);
+    bind_text(&p[1], db->instance, &instance_len);
+    bind_bigint(&p[2], &fence, &fence_null);
+    if (!db->consecutive_ids) {
+        for (size_t j = 0; j < k; j++) {
+            bind_text(&p[3], b->items[sel[j]].request_id, &key_len);
+            if ((err = stmt_run(db, ST_INSERT, p, NULL, NULL, &rows))) return err;
+            ids[j] = mysql_stmt_insert_id(db->stmt[ST_INSERT]);
+        }
+        return 0;
+    }
+    char *json = NULL;
+    size_t len = 1, cap = 0;
+    if (!json_add_key(&json, &len, &cap, "")) goto nomem; /* room, and the '[' below */
+    json[0] = '[';
+    len = 1;
+    for (size_t j = 0; j < k; j++)
+        if (!json_add_key(&json, &len, &cap, b->items[sel[j]].request_id)) goto nomem;
+    json[len++] = ']';
+    json[len] = '\0';
+    bind_text(&p[3], json, &key_len);
+    err = stmt_run(db, ST_INSERT_BATCH, p, NULL, NULL, &rows);
+    free(json);
+    if (err) return err;
+    if (rows != k) {
+        set_err(db, "%s wrote %llu rows, not %zu", stmt_name[ST_INSERT_BATCH],
+                (unsigned long long)rows, k);
+        return CR_UNKNOWN_ERROR;
+    }
+    uint64_t first = mysql_stmt_insert_id(db->stmt[ST_INSERT_BATCH]);
+    for (size_t j = 0; j < k; j++)
+        ids[j] = first + j;
+    return 0;
+nomem:
+    free(json);
+    set_err(db, "out of memory for the keys of a batch");
+    return CR_OUT_OF_MEMORY;
+}
+
+/* The end of a batch whose read holds no lock (READ_CHECK_UPDATE in READ COMMITTED):
+ * nothing to undo, so no round trip. A locking read (FOR_UPDATE) rolls back to free its
+ * row lock. */
+static void end_read(stockdb *db, stockdb_strategy strategy) {
+    if (strategy == STOCKDB_FOR_UPDATE) rollback(db);
+}
+
+#define RETRY_KEYS 2 /* internal: keys were found and answered; run the rest again */
+
+/* One attempt at the batch on a connected handle. Returns STOCKDB_OK (every item not
+ * done before has its answer), a STOCKDB_* error for the whole batch, RETRY_IDLE (the
+ * connection dropped before anything was written) or RETRY_KEYS. */
+static int batch_once(stockdb *db, stockdb_strategy strategy, batch_state *st, size_t *sel,
+                      uint64_t *ids) {
+    stockdb_batch *b = st->b;
+    int32_t pid = b->product_id, stock = 0, k32;
+    int64_t fence = b->fence, seen = 0;
+    bool found = false, fenced = fence > 0;
+    uint64_t rows = 0;
+    size_t k = 0, m = 0, answered;
+    unsigned err;
+    MYSQL_BIND p[5], r[2];
+
+    /* The check: read the stock and the fence once for the whole batch. */
+    bind_int(&p[0], &pid, NULL);
+    bind_int(&r[0], &stock, NULL);
+    bind_bigint(&r[1], &seen, NULL);
+    int id = strategy == STOCKDB_FOR_UPDATE ? ST_READ_FOR_UPDATE : ST_READ;
+    if ((err = stmt_run(db, id, p, r, &found, NULL))) return deduct_fail(db, err, false);
+    if (!found) {
+        end_read(db, strategy);
+        set_err(db, "no product with id %d", pid);
+        return STOCKDB_ERR_NOT_FOUND;
+    }
+    if (fenced && seen > fence) {
+        /* A newer holder has written already: nothing we read can be trusted. */
+        end_read(db, strategy);
+        goto fenced_out;
+    }
+    for (size_t i = 0; i < b->n; i++)
+        if (!st->done[i] && st->leader[i] == i) m++;
+    k = stock > 0 ? ((size_t)stock < m ? (size_t)stock : m) : 0;
+
+    if (k == 0) {
+        /* Nothing to sell. A key that bought before still gets its order. */
+        end_read(db, strategy);
+        if ((err = answer_known_keys(db, st, &answered))) return deduct_fail(db, err, false);
+        for (size_t i = 0; i < b->n; i++) {
+            if (st->done[i] || st->leader[i] != i) continue;
+            b->items[i].rc = STOCKDB_OK;
+            b->items[i].res = (stockdb_result){.outcome = STOCKDB_SOLD_OUT, .stock = stock};
+            st->done[i] = true;
+        }
+        return STOCKDB_OK;
+    }
+
+    if (b->think_us) {
+        /* The experiment's stand-in for the business logic between check and write,
+         * once per batch: it stands for the work around one check-and-update. */
+        struct timespec ts = {b->think_us / 1000000, (long)(b->think_us % 1000000) * 1000};
+        nanosleep(&ts, NULL);
+    }
+
+    /* The write: k units at once. Unfenced it is the seed's unconditional write (so an
+     * unlocked run still oversells); fenced it is a compare-and-set on the fence the
+     * check read, which also refuses a stale holder that wrote in between. */
+    k32 = (int32_t)k;
+    bind_int(&p[0], &k32, NULL);
+    if (fenced) {
+        bind_bigint(&p[1], &fence, NULL);
+        bind_int(&p[2], &pid, NULL);
+        bind_bigint(&p[3], &seen, NULL);
+        bind_bigint(&p[4], &fence, NULL);
+    } else {
+        bind_int(&p[1], &pid, NULL);
+    }
+    id = fenced ? ST_UPDATE_BATCH_FENCED : ST_UPDATE_BATCH;
+    if ((err = stmt_run(db, id, p, NULL, NULL, &rows))) return deduct_fail(db, err, true);
+    if (rows == 0) {
+        rollback(db);
+        if (fenced) goto fenced_out;
+        set_err(db, "no product with id %d (deleted after the check)", pid);
+        return STOCKDB_ERR_NOT_FOUND;
+    }
+
+    /* The ledger: the first k leaders in arrival order get the units. */
+    size_t n_sel = 0;
+    for (size_t i = 0; i < b->n && n_sel < k; i++)
+        if (!st->done[i] && st->leader[i] == i) sel[n_sel++] = i;
+    if ((err = insert_orders(db, b, sel, k, ids))) {
+        if (err != ER_DUP_ENTRY) return deduct_fail(db, err, true);
+        /* A key has an order already (a retry of an earlier request): undo, answer the
+         * keys that exist from their orders, and run the rest again. */
+        rollback(db);
+        if ((err = answer_known_keys(db, st, &answered))) return deduct_fail(db, err, false);
+        if (answered == 0) {
+            set_err(db, "duplicate request id in a batch of product %d, but no such order", pid);
+            return STOCKDB_ERR_QUERY;
+        }
+        return RETRY_KEYS;
+    }
+
+    if (b->guard && b->guard(b->guard_arg) != 0) {
+        rollback(db);
+        set_err(db, "the guard refused the commit; the batch of %zu was rolled back", k);
+        return STOCKDB_ERR_GUARD;
+    }
+    if ((err = commit(db))) {
+        set_err(db, "COMMIT: %s (%u)", mysql_error(db->conn), err);
+        if (!is_gone(err)) return deduct_fail(db, err, true); /* the server said no */
+        /* The transaction is atomic: any one keyed order of it tells whether it all
+         * committed. */
+        const char *key = NULL;
+        uint64_t key_id = 0, found_id = 0;
+        int32_t found_pid = 0;
+        for (size_t j = 0; j < k && !key; j++) {
+            key = b->items[sel[j]].request_id;
+            key_id = ids[j];
+        }
+        int rc = confirm_key(db, key, &found, &found_id, &found_pid);
+        if (rc != STOCKDB_OK) return rc;
+        if (!found) return STOCKDB_ERR_CONNECT;
+        if (found_id != key_id) {
+            set_err(db, "COMMIT reply lost, and request id \"%s\" has order %llu, not ours (%llu)",
+                    key, (unsigned long long)found_id, (unsigned long long)key_id);
+            return STOCKDB_ERR_UNKNOWN;
+        }
+    }
+
+    for (size_t j = 0; j < k; j++) {
+        stockdb_item *it = &b->items[sel[j]];
+        it->rc = STOCKDB_OK;
+        it->res = (stockdb_result){
+            .outcome = STOCKDB_DEDUCTED, .stock = stock - (int32_t)j - 1, .order_id = ids[j]};
+        st->done[sel[j]] = true;
+    }
+    for (size_t i = 0; i < b->n; i++) {
+        if (st->done[i] || st->leader[i] != i) continue;
+        b->items[i].rc = STOCKDB_OK;
+        b->items[i].res = (stockdb_result){.outcome = STOCKDB_SOLD_OUT, .stock = stock - k32};
+        st->done[i] = true;
+    }
+    return STOCKDB_OK;
+
 fenced_out:
     set_err(db, "product %d was written under a newer lock token than %lld; rolled back", pid,
             (long long)fence);
@@ -577,6 +835,15 @@ void stockdb_free(stockdb *db) {
     if (thread_handles > 0 && --thread_handles == 0) mysql_thread_end();
 }
 
+/* Checks a request id: NULL or 1..STOCKDB_REQUEST_ID_MAX bytes. */
+static bool request_id_ok(stockdb *db, const char *what, const char *key) {
+    if (!key) return true;
+    size_t n = strlen(key);
+    if (n > 0 && n <= STOCKDB_REQUEST_ID_MAX) return true;
+    set_err(db, "%s: request id must be 1..%d bytes, not %zu", what, STOCKDB_REQUEST_ID_MAX, n);
+    return false;
+}
+
 int stockdb_deduct(stockdb *db, stockdb_strategy strategy, const stockdb_request *req,
                    stockdb_result *out) {
     if (!db) return STOCKDB_ERR_CONFIG;
@@ -585,19 +852,22 @@ int stockdb_deduct(stockdb *db, stockdb_strategy strategy, const stockdb_request
         set_err(db, "stockdb_deduct: req and out are required");
         return STOCKDB_ERR_CONFIG;
     }
-    if (strategy != STOCKDB_READ_CHECK_UPDATE && strategy != STOCKDB_FOR_UPDATE &&
-        strategy != STOCKDB_ATOMIC) {
-        set_err(db, "stockdb_deduct: unknown strategy %d", (int)strategy);
-        return STOCKDB_ERR_CONFIG;
+    if (strategy != STOCKDB_ATOMIC) {
+        /* The read-check-update strategies are a batch of one. */
+        stockdb_item item = {.request_id = req->request_id};
+        stockdb_batch b = {.product_id = req->product_id,
+                           .fence = req->fence,
+                           .guard = req->guard,
+                           .guard_arg = req->guard_arg,
+                           .think_us = req->think_us,
+                           .items = &item,
+                           .n = 1};
+        int rc = stockdb_deduct_batch(db, strategy, &b);
+        if (rc == STOCKDB_OK) rc = item.rc;
+        *out = rc == STOCKDB_OK ? item.res : (stockdb_result){0};
+        return rc;
     }
-    if (req->request_id) {
-        size_t n = strlen(req->request_id);
-        if (n == 0 || n > STOCKDB_REQUEST_ID_MAX) {
-            set_err(db, "stockdb_deduct: request id must be 1..%d bytes, not %zu",
-                    STOCKDB_REQUEST_ID_MAX, n);
-            return STOCKDB_ERR_CONFIG;
-        }
-    }
+    if (!request_id_ok(db, "stockdb_deduct", req->request_id)) return STOCKDB_ERR_CONFIG;
     if (req->fence < 0) {
         set_err(db, "stockdb_deduct: negative fence %lld", (long long)req->fence);
         return STOCKDB_ERR_CONFIG;
@@ -606,10 +876,131 @@ int stockdb_deduct(stockdb *db, stockdb_strategy strategy, const stockdb_request
         memset(out, 0, sizeof(*out));
         int rc = db_connect(db);
         if (rc != STOCKDB_OK) return rc;
-        rc = deduct_once(db, strategy, req, out);
+        rc = deduct_atomic(db, req, out);
         if (rc != RETRY_IDLE) return rc;
         if (attempt == 1) return STOCKDB_ERR_CONNECT; /* errstr says why */
     }
+}
+
+int stockdb_deduct_batch(stockdb *db, stockdb_strategy strategy, stockdb_batch *b) {
+    if (!db) return STOCKDB_ERR_CONFIG;
+    db->errstr[0] = '\0';
+    if (!b || !b->items || b->n == 0 || b->n > STOCKDB_BATCH_MAX) {
+        set_err(db, "stockdb_deduct_batch: 1..%d items are required", STOCKDB_BATCH_MAX);
+        return STOCKDB_ERR_CONFIG;
+    }
+    if (strategy != STOCKDB_READ_CHECK_UPDATE && strategy != STOCKDB_FOR_UPDATE) {
+        set_err(db, "stockdb_deduct_batch: strategy %d does not batch", (int)strategy);
+        return STOCKDB_ERR_CONFIG;
+    }
+    if (b->fence < 0) {
+        set_err(db, "stockdb_deduct_batch: negative fence %lld", (long long)b->fence);
+        return STOCKDB_ERR_CONFIG;
+    }
+    for (size_t i = 0; i < b->n; i++)
+        if (!request_id_ok(db, "stockdb_deduct_batch", b->items[i].request_id))
+            return STOCKDB_ERR_CONFIG;
+
+    size_t *leader = malloc(b->n * sizeof(*leader)), *sel = malloc(b->n * sizeof(*sel));
+    uint64_t *ids = malloc(b->n * sizeof(*ids));
+    bool *done = calloc(b->n, sizeof(*done));
+    int rc = STOCKDB_ERR_NOMEM;
+    if (!leader || !sel || !ids || !done) {
+        set_err(db, "stockdb_deduct_batch: out of memory");
+        goto out;
+    }
+    /* Two items with one key are one deduction: the later follows the first. A batch is
+     * at most STOCKDB_BATCH_MAX items, so the quadratic scan stays small. */
+    for (size_t i = 0; i < b->n; i++) {
+        const char *key = b->items[i].request_id;
+        leader[i] = i;
+        for (size_t j = 0; key && j < i; j++) {
+            const char *other = b->items[j].request_id;
+            if (other && strcmp(other, key) == 0) {
+                leader[i] = j;
+                break;
+            }
+        }
+        b->items[i].rc = STOCKDB_OK;
+        memset(&b->items[i].res, 0, sizeof(b->items[i].res));
+    }
+    batch_state st = {.b = b, .leader = leader, .done = done};
+    /* Each RETRY_KEYS answers at least one key, so there are at most n of them; an idle
+     * connection lost before the first statement is retried once. */
+    for (int idle_retries = 0;;) {
+        rc = db_connect(db);
+        if (rc != STOCKDB_OK) goto out;
+        rc = batch_once(db, strategy, &st, sel, ids);
+        if (rc == RETRY_KEYS) continue;
+        if (rc != RETRY_IDLE) break;
+        if (++idle_retries == 2) {
+            rc = STOCKDB_ERR_CONNECT; /* errstr says why */
+            break;
+        }
+    }
+    if (rc == STOCKDB_OK) {
+        /* A follower gets its leader's answer; a deduction is a replay for it. */
+        for (size_t i = 0; i < b->n; i++) {
+            if (leader[i] == i) continue;
+            b->items[i] = (stockdb_item){.request_id = b->items[i].request_id,
+                                         .rc = b->items[leader[i]].rc,
+                                         .res = b->items[leader[i]].res};
+            if (b->items[i].res.outcome == STOCKDB_DEDUCTED) b->items[i].res.replayed = true;
+        }
+    }
+out:
+    free(leader);
+    free(sel);
+    free(ids);
+    free(done);
+    return rc;
+}
+
+int stockdb_peek(stockdb *db, int32_t product_id, const char *request_id, int32_t *stock,
+                 uint64_t *order_id, int32_t *order_product) {
+    if (!db) return STOCKDB_ERR_CONFIG;
+    db->errstr[0] = '\0';
+    if (!stock || !order_id || !order_product) {
+        set_err(db, "stockdb_peek: stock, order_id and order_product are required");
+        return STOCKDB_ERR_CONFIG;
+    }
+    if (!request_id_ok(db, "stockdb_peek", request_id)) return STOCKDB_ERR_CONFIG;
+    for (int attempt = 0;; attempt++) {
+        int rc = db_connect(db);
+        if (rc != STOCKDB_OK) return rc;
+        MYSQL_BIND p[2], r[3];
+        int32_t pid = product_id, value = 0, opid = 0;
+        uint64_t oid = 0;
+        my_bool oid_null = 0, opid_null = 0;
+        unsigned long key_len;
+        bool found = false;
+        bind_text(&p[0], request_id, &key_len);
+        bind_int(&p[1], &pid, NULL);
+        bind_int(&r[0], &value, NULL);
+        bind_ubigint(&r[1], &oid);
+        r[1].is_null = &oid_null;
+        bind_int(&r[2], &opid, &opid_null);
+        /* One statement and no COMMIT: it writes nothing, and in READ COMMITTED the
+         * implicit transaction it leaves open holds no snapshot and no lock. */
+        unsigned err = stmt_run(db, ST_PEEK, p, r, &found, NULL);
+        if (!err) {
+            if (!found) {
+                set_err(db, "no product with id %d", product_id);
+                return STOCKDB_ERR_NOT_FOUND;
+            }
+            *stock = value;
+            *order_id = oid_null ? 0 : oid;
+            *order_product = opid_null ? 0 : opid;
+            return STOCKDB_OK;
+        }
+        rc = deduct_fail(db, err, false);
+        if (rc != RETRY_IDLE) return rc;
+        if (attempt == 1) return STOCKDB_ERR_CONNECT;
+    }
+}
+
+uint64_t stockdb_statements(const stockdb *db) {
+    return db ? db->statements : 0;
 }
 
 int stockdb_get_stock(stockdb *db, int32_t product_id, int32_t *stock) {
@@ -685,6 +1076,8 @@ const char *stockdb_strerror(int code) {
         return "out of memory";
     case STOCKDB_ERR_DEADLOCK:
         return "deadlock or lock wait timeout; rolled back";
+    case STOCKDB_ERR_KEY_REUSED:
+        return "the request id was already used for another product";
     default:
         return "unknown error code";
     }

@@ -11,10 +11,21 @@
  * the last error is in stockdb_errstr(). Nothing here prints, exits or aborts on a
  * server error. Every transaction either commits whole or is rolled back.
  *
- * The deduction follows the seed experiment on purpose: BEGIN; SELECT stock; if it is
- * <= 0 answer sold out; else UPDATE ... SET stock = stock - 1; INSERT the order; COMMIT.
+ * The deduction follows the seed experiment on purpose: SELECT stock; if it is <= 0
+ * answer sold out; else UPDATE ... SET stock = stock - 1; INSERT the order; COMMIT.
  * The UPDATE is not conditional on the stock it read, which is what turns a race
- * between two unlocked transactions into visible negative stock.
+ * between two unlocked transactions into visible negative stock. Under a lock, several
+ * queued deductions of one product run as one such transaction (stockdb_deduct_batch):
+ * one read, stock - k, one INSERT of k orders, one COMMIT.
+ *
+ * Round trips: a connection runs in READ COMMITTED with autocommit off, so the first
+ * statement opens the transaction (no START TRANSACTION) and a read that leaves its
+ * transaction open holds neither a snapshot nor a lock. A deduction of one unit under a
+ * lock is 4 statements (SELECT, UPDATE, INSERT, COMMIT), a batch of k units too (one
+ * INSERT ... SELECT writes the k orders from a JSON array of their keys), a sold-out
+ * answer under the lock 1 (the SELECT), the sold-out pre-check 1 (stockdb_peek). A key
+ * seen before costs no look-up on the way in: the INSERT's duplicate key finds it, and
+ * only then is it looked up. stockdb_statements() counts what was sent.
  *
  * Threads: call stockdb_global_init() once on the main thread before any other thread
  * exists (it runs mysql_library_init, which is not thread-safe), and
@@ -29,6 +40,7 @@
 #define STOCKDB_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 /* Return codes. */
@@ -42,8 +54,12 @@
 #define STOCKDB_ERR_UNKNOWN   -7 /* COMMIT sent, reply lost, outcome could not be confirmed */
 #define STOCKDB_ERR_NOMEM     -8
 #define STOCKDB_ERR_DEADLOCK                                                                       \
-    -9 /* the server chose this transaction as a deadlock or lock                                  \
-          wait timeout victim; rolled back, safe to retry */
+    -9                             /* the server chose this transaction as a deadlock or lock      \
+                                      wait timeout victim; rolled back, safe to retry */
+#define STOCKDB_ERR_KEY_REUSED -10 /* the request id has an order of another product */
+
+/* The most items in one stockdb_deduct_batch. */
+#define STOCKDB_BATCH_MAX 1024
 
 /* The longest request id (orders.request_id is VARCHAR(100)) and instance name
  * (orders.instance is VARCHAR(64)), in bytes. */
@@ -104,7 +120,8 @@ typedef struct stockdb_request {
     /* Unique key of this request (1..STOCKDB_REQUEST_ID_MAX bytes, else
      * STOCKDB_ERR_CONFIG), stored in orders.request_id. A second call with the same key
      * returns the first order (replayed = true) and deducts nothing, also when the two
-     * calls race; a key first used for another product gives STOCKDB_ERR_QUERY. It also
+     * calls race; a key first used for another product gives STOCKDB_ERR_KEY_REUSED
+     * (a client's mistake, not a database error). It also
      * lets a COMMIT whose reply was lost be confirmed after reconnect. NULL stores no key. */
     const char *request_id;
     /* Called after the UPDATE and INSERT and right before COMMIT; a non-zero return
@@ -157,7 +174,49 @@ void stockdb_global_end(void);
 int stockdb_deduct(stockdb *db, stockdb_strategy strategy, const stockdb_request *req,
                    stockdb_result *out);
 
-/* Reads one product's stock (autocommit, no lock). STOCKDB_ERR_NOT_FOUND if there is no
+/* One deduction inside a batch. request_id is the caller's (borrowed; NULL = none). */
+typedef struct stockdb_item {
+    const char *request_id;
+    int rc;             /* out: STOCKDB_OK or STOCKDB_ERR_KEY_REUSED */
+    stockdb_result res; /* out when rc == STOCKDB_OK */
+} stockdb_item;
+
+/* Several deductions of one product under one lock acquisition. */
+typedef struct stockdb_batch {
+    int32_t product_id;
+    int64_t fence;           /* as stockdb_request.fence, for the whole batch */
+    int (*guard)(void *arg); /* as stockdb_request.guard, called once */
+    void *guard_arg;
+    unsigned think_us;   /* slept once per batch between the check and the update */
+    stockdb_item *items; /* in arrival order; borrowed */
+    size_t n;            /* 1..STOCKDB_BATCH_MAX */
+} stockdb_batch;
+
+/* Runs a batch as ONE transaction (strategies READ_CHECK_UPDATE and FOR_UPDATE): read
+ * the stock and fence once; k = min(distinct deductions, max(stock, 0)); UPDATE stock =
+ * stock - k (the fenced compare-and-set when fence > 0; unfenced READ_CHECK_UPDATE stays
+ * the seed's unconditional write); one INSERT of k orders; the guard; COMMIT. The
+ * first k items in order get the units, each its own order id and the stock it left;
+ * the rest are sold out. A key already in orders gets its first order (replayed); the
+ * same key twice in the batch deducts once and the later item gets the same order,
+ * marked replayed. Returns STOCKDB_OK when every item has its answer in rc / res, or an
+ * error for the WHOLE batch, which is then rolled back whole: STOCKDB_ERR_GUARD,
+ * _FENCED, _CONNECT, _QUERY, _DEADLOCK, _NOT_FOUND, _UNKNOWN (a COMMIT reply lost and
+ * not confirmed: a keyed order of the batch confirms it), _CONFIG, _NOMEM. */
+int stockdb_deduct_batch(stockdb *db, stockdb_strategy strategy, stockdb_batch *b);
+
+/* The sold-out pre-check: ONE statement. Reads the product's stock and, when request_id
+ * is not NULL, that key's order (*order_id, *order_product; 0 when it has none).
+ * STOCKDB_ERR_NOT_FOUND when there is no such product. Stock only falls under
+ * deductions, so stock <= 0 read here is a linearizable "sold out". */
+int stockdb_peek(stockdb *db, int32_t product_id, const char *request_id, int32_t *stock,
+                 uint64_t *order_id, int32_t *order_product);
+
+/* Statements sent on this handle so far: every prepared execute, COMMIT and ROLLBACK
+ * of deductions and reads (the per-connection set-up and pings excluded). */
+uint64_t stockdb_statements(const stockdb *db);
+
+/* Reads one product's stock (no lock). STOCKDB_ERR_NOT_FOUND if there is no
  * such product. Retried once after reconnecting if the idle connection was lost. */
 int stockdb_get_stock(stockdb *db, int32_t product_id, int32_t *stock);
 

@@ -41,7 +41,10 @@ typedef struct zklock_attempt {
     int ever_uncertain; /* a late copy of a lost create may still appear */
     uint64_t watch_id;  /* the last watch this attempt registered */
     char *watch_path;   /* its path, NULL when none is registered */
-    uint64_t own_watch; /* on success: the watch on our own node */
+    /* Fair: the predecessor we watch was the lowest lock node of our last listing.
+     * Sequence numbers only grow, so no lower node can appear later: its deletion
+     * alone means the lock is ours, without listing the children again. */
+    int pred_lowest;
 } zklock_attempt;
 
 /* ---------------------------------------------------------------- helpers */
@@ -115,8 +118,8 @@ static uint64_t zklock_arm_watch(zklock_attempt *a) {
     zklock_session *s = a->s;
     pthread_mutex_lock(&s->mu);
     uint64_t seq = s->state_seq;
-    a->w.watch_id = zklock__watch_id_locked(s, 0);
-    a->w.fired = 0;
+    a->w.watch_id = zklock__watch_id_locked(s);
+    a->w.fired = a->w.deleted = 0;
     pthread_mutex_unlock(&s->mu);
     a->watch_id = a->w.watch_id;
     free(a->watch_path);
@@ -275,7 +278,7 @@ static int zklock_fair_round(zklock_attempt *a, zklock_conn *c, uint64_t *seq) {
     int64_t my_seq = zklock__child_seq(mine);
     int64_t pred_seq = -1;
     const char *pred = NULL;
-    int found = 0;
+    int found = 0, below = 0; /* lock nodes of others below ours */
     for (int i = 0; i < kids.count; i++) {
         const char *k = kids.data[i];
         int64_t ks = zklock__child_seq(k);
@@ -291,9 +294,12 @@ static int zklock_fair_round(zklock_attempt *a, zklock_conn *c, uint64_t *seq) {
                 a->s->stats.orphans_deleted++;
                 pthread_mutex_unlock(&a->s->mu);
             }
-        } else if (ks < my_seq && ks > pred_seq) {
-            pred_seq = ks;
-            pred = k;
+        } else if (ks < my_seq) {
+            below++;
+            if (ks > pred_seq) {
+                pred_seq = ks;
+                pred = k;
+            }
         }
     }
     if (!found) {
@@ -314,6 +320,7 @@ static int zklock_fair_round(zklock_attempt *a, zklock_conn *c, uint64_t *seq) {
         out = ZKLOCK_ERR_NOMEM;
         goto done;
     }
+    a->pred_lowest = below == 1;
     *seq = zklock_arm_watch(a);
     char buf[1];
     int len = sizeof(buf);
@@ -324,6 +331,8 @@ static int zklock_fair_round(zklock_attempt *a, zklock_conn *c, uint64_t *seq) {
     free(pp);
     if (rc == ZOK)
         out = ZKLOCK_ROUND_WAIT;
+    else if (rc == ZNONODE && a->pred_lowest)
+        out = ZKLOCK_OK; /* the only node below ours is gone: we are the lowest */
     else if (rc == ZNONODE || zklock__zk_retryable(rc))
         out = ZKLOCK_ROUND_AGAIN; /* predecessor gone: look again at once */
     else
@@ -408,13 +417,21 @@ static int zklock_attempt_run(zklock_attempt *a) {
             continue;
         }
         uint64_t seq = 0;
-        rc = a->kind == ZKLOCK_FAIR ? zklock_fair_round(a, c, &seq) : zklock_herd_round(a, c, &seq);
+        /* The handoff: our predecessor, the lowest node below ours, was deleted while
+         * this session lived (the connection's epoch is the node's), so ours is now
+         * the lowest. Acquired with no further operation: 4 in all for a waiter
+         * (create, list, watch, and the release's delete), 3 without contention. */
+        if (a->kind == ZKLOCK_FAIR && a->made && a->pred_lowest && a->w.fired && a->w.deleted)
+            rc = ZKLOCK_OK;
+        else
+            rc = a->kind == ZKLOCK_FAIR ? zklock_fair_round(a, c, &seq)
+                                        : zklock_herd_round(a, c, &seq);
         if (rc == ZKLOCK_OK) {
-            /* Watch our own node, so that zklock_check sees it deleted under us. */
-            pthread_mutex_lock(&s->mu);
-            a->own_watch = zklock__watch_id_locked(s, 1);
-            pthread_mutex_unlock(&s->mu);
-            zklock__watch_own_node(c, a->path, a->own_watch);
+            /* No watch on our own node: a node deleted under a live session (by hand)
+             * is what the fencing token covers, since any later holder's write moves
+             * the fence our compare-and-set needs; a session loss makes the hold
+             * SUSPECT or LOST through the session watcher. The watch would cost one
+             * more operation per acquisition for a case the fence already refuses. */
             zklock__conn_put(s, c);
             return ZKLOCK_OK;
         }
@@ -534,7 +551,6 @@ int zklock_acquire(zklock_session *s, const char *name, zklock_kind kind, int ti
         h->kind = kind;
         h->count = 1;
         h->epoch = a.epoch;
-        h->watch_id = a.own_watch;
         h->token = a.token;
         h->sweep = a.ever_uncertain;
         memcpy(h->guid, a.guid, sizeof(h->guid));

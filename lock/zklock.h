@@ -8,7 +8,14 @@
  *     ephemeral owner is our current session);
  *   - children are ordered by sequence only; the lowest holds the lock; every other
  *     contender puts a data watch (zoo_wget) on its predecessor only, so a release wakes
- *     exactly one waiter.
+ *     exactly one waiter;
+ *   - operations at the recipe's minimum: create, list the children, and the release's
+ *     delete without contention (3); one more, the watch, for a waiter whose
+ *     predecessor was the lowest node of its listing, since sequence numbers only grow
+ *     and that node's deletion alone makes ours the lowest (4). A waiter further back
+ *     lists once more when its predecessor goes (5). No watch is kept on our own node: a node
+ *     deleted by hand under a live session is refused by the fence (the next holder's
+ *     write moves it), and a session loss is seen by the session watcher.
  * The herd lock is the seeds' first attempt, kept for comparison: one ephemeral node
  * per lock, <root>/<name>-herd, holding the GUID; losers set an exists watch on it
  * and all race again when it goes. (So a lock name may not end in "-herd".)
@@ -54,7 +61,7 @@
 #define ZKLOCK_ERR_ZK         -6 /* ZooKeeper answered an unexpected error */
 #define ZKLOCK_ERR_NOT_OWNER  -7 /* the hold belongs to another thread */
 #define ZKLOCK_SUSPECT        -8 /* check: connection lost; the lock may have passed on */
-#define ZKLOCK_LOST           -9 /* check: session expired or node gone; lock is lost */
+#define ZKLOCK_LOST           -9 /* check: the session expired; the lock is lost */
 
 typedef enum zklock_kind {
     ZKLOCK_FAIR = 0, /* ephemeral-sequential queue, watch the predecessor */
@@ -118,7 +125,7 @@ int zklock_acquire(zklock_session *s, const char *name, zklock_kind kind, int ti
                    zklock_hold **out);
 
 /* Is the lock still ours? ZKLOCK_OK, ZKLOCK_SUSPECT (connection currently lost) or
- * ZKLOCK_LOST (session expired, or our node was deleted). Call it right before
+ * ZKLOCK_LOST (session expired). Call it right before
  * committing work done under the lock. Cheap: reads local state only. A connection
  * problem that the client has not noticed yet (a process paused past its session
  * timeout) cannot be seen here: that is what the fencing token is for. */

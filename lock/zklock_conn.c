@@ -97,9 +97,8 @@ void zklock__wait_locked(zklock_session *s, zklock_waiter *w, int64_t deadline_m
     zklock_cond_wait_until(&w->cond, &s->mu, deadline_ms);
 }
 
-uint64_t zklock__watch_id_locked(zklock_session *s, int own_node) {
-    s->last_watch++;
-    return (s->last_watch << 1) | (own_node ? 1u : 0u);
+uint64_t zklock__watch_id_locked(zklock_session *s) {
+    return ++s->last_watch;
 }
 
 /* ---------------------------------------------------------------- watchers */
@@ -161,62 +160,16 @@ void zklock__node_watcher(zhandle_t *zh, int type, int state, const char *path, 
     zklock_conn *c = (zklock_conn *)zoo_get_context(zh);
     zklock_session *s = c->s;
     pthread_mutex_lock(&s->mu);
-    if (id & 1) {
-        if (type == ZOO_DELETED_EVENT) {
-            for (zklock_hold *h = s->holds; h; h = h->next) {
-                if (h->watch_id == id && !h->lost) {
-                    h->lost = 1;
-                    s->stats.lost_events++;
-                }
-            }
-        }
-    } else {
-        s->stats.watch_events++;
-        for (zklock_waiter *w = s->waiters; w; w = w->next) {
-            if (w->watch_id == id) {
-                w->fired = 1;
-                pthread_cond_signal(&w->cond);
-            }
+    s->stats.watch_events++;
+    for (zklock_waiter *w = s->waiters; w; w = w->next) {
+        if (w->watch_id == id) {
+            w->fired = 1;
+            /* Only a deletion can hand the lock on without a new listing. */
+            w->deleted = type == ZOO_DELETED_EVENT;
+            pthread_cond_signal(&w->cond);
         }
     }
     pthread_mutex_unlock(&s->mu);
-}
-
-typedef struct zklock_own_watch {
-    zklock_conn *c;
-    uint64_t id;
-} zklock_own_watch;
-
-static void zklock_own_node_done(int rc, const char *value, int value_len, const struct Stat *stat,
-                                 const void *data) {
-    zklock_own_watch *ow = (zklock_own_watch *)data;
-    (void)value;
-    (void)value_len;
-    (void)stat;
-    if (rc == ZNONODE) {
-        zklock_session *s = ow->c->s;
-        pthread_mutex_lock(&s->mu);
-        for (zklock_hold *h = s->holds; h; h = h->next) {
-            if (h->watch_id == ow->id && !h->lost) {
-                h->lost = 1;
-                s->stats.lost_events++;
-            }
-        }
-        pthread_mutex_unlock(&s->mu);
-    }
-    free(ow);
-}
-
-void zklock__watch_own_node(zklock_conn *c, const char *path, uint64_t watch_id) {
-    zklock_own_watch *ow = malloc(sizeof(*ow));
-    if (!ow) return; /* Without the watch, only a session loss makes the hold LOST. */
-    ow->c = c;
-    ow->id = watch_id;
-    zklock__count_op(c->s, ZKLOCK_OP_DATA);
-    /* On an error the completion may still be queued (and run later), so `ow` is
-     * not freed here: a few bytes lost on a failure path beat a double free. */
-    zoo_awget(c->zh, path, zklock__node_watcher, (void *)(uintptr_t)watch_id, zklock_own_node_done,
-              ow);
 }
 
 /* ---------------------------------------------------------------- connections */

@@ -39,6 +39,7 @@ typedef struct zklock_waiter {
     pthread_cond_t cond;
     uint64_t watch_id; /* the watch this waiter sleeps on, 0 = none */
     int fired;         /* that watch fired */
+    int deleted;       /* ... because its node was deleted */
 } zklock_waiter;
 
 /* A node that must still be deleted once the connection is back (same session):
@@ -59,12 +60,11 @@ struct zklock_hold {
     struct zklock_hold *next; /* in s->holds */
     pthread_t owner;
     zklock_kind kind;
-    int count;         /* reentrancy depth */
-    int lost;          /* our node was deleted under us */
-    int sweep;         /* a create's reply was lost: release deletes by GUID */
-    uint64_t epoch;    /* of the connection that made the node */
-    uint64_t watch_id; /* the data watch on our own node (odd ids) */
-    int64_t token;     /* czxid of the node */
+    int count;      /* reentrancy depth */
+    int lost;       /* the session that made our node expired */
+    int sweep;      /* a create's reply was lost: release deletes by GUID */
+    uint64_t epoch; /* of the connection that made the node */
+    int64_t token;  /* czxid of the node */
     char guid[ZKLOCK_GUID_LEN + 1];
     char *name;
     char *parent; /* fair: <root>/<name>; herd: <root> */
@@ -115,15 +115,11 @@ int zklock__conn_get_locked(zklock_session *s, zklock_waiter *w, int64_t deadlin
                             zklock_conn **out);
 void zklock__conn_put(zklock_session *s, zklock_conn *c);
 
-/* A fresh watch id (mu held). Waiter watches are even, own-node watches odd. */
-uint64_t zklock__watch_id_locked(zklock_session *s, int own_node);
+/* A fresh watch id (mu held). */
+uint64_t zklock__watch_id_locked(zklock_session *s);
 
 /* The watcher of every node watch; the context is the watch id. */
 void zklock__node_watcher(zhandle_t *zh, int type, int state, const char *path, void *ctx);
-
-/* Sets an asynchronous data watch on our own node, so that zklock_check learns
- * when it is deleted under us. Caller holds a reference on c. */
-void zklock__watch_own_node(zklock_conn *c, const char *path, uint64_t watch_id);
 
 /* Deletes what `e` describes through c (caller holds a reference). Returns a zk
  * code: ZOK when nothing of ours is left, else the failing call's code. */

@@ -61,7 +61,22 @@ void stockd_config_usage(FILE *out) {
           "                         (STOCKD_CONNECTION_TIMEOUT_S) [30]\n"
           "  --think-us N           pause between the stock check and the update, standing\n"
           "                         in for a real service's business logic; the oversell\n"
-          "                         experiment uses it (STOCKD_THINK_US) [0]\n"
+          "                         experiment uses it (STOCKD_THINK_US) [0]; with batching\n"
+          "                         it is paid once per batch\n"
+          "  --batch-max N          deductions of one product served under one lock\n"
+          "                         acquisition, as one transaction (STOCKD_BATCH_MAX) [64];\n"
+          "                         1 = the seed's one acquisition per deduction. Modes\n"
+          "                         none and atomic never batch\n"
+          "  --precheck on|off      answer sold out from one plain read before queuing for\n"
+          "                         the lock (STOCKD_PRECHECK) [on]; off = every request\n"
+          "                         takes the lock, as in the seed\n"
+          "  --lock-passes N        batches one acquisition may serve back to back while\n"
+          "                         more deductions of the product wait (STOCKD_LOCK_PASSES)\n"
+          "                         [1]: 1 = release and queue again after every batch\n"
+          "  --queue-deadline-ms N  a request still unserved this long after it arrived is\n"
+          "                         answered 503 without deducting; keep it below the\n"
+          "                         proxy's read timeout (STOCKD_QUEUE_DEADLINE_MS) [25000];\n"
+          "                         0 = none\n"
           "  --help, --version\n",
           out);
 }
@@ -105,6 +120,10 @@ enum {
     O_MAX_CONN,
     O_CONN_TIMEOUT,
     O_THINK,
+    O_BATCH_MAX,
+    O_PRECHECK,
+    O_LOCK_PASSES,
+    O_QUEUE_DEADLINE,
     O_HELP,
     O_VERSION,
 };
@@ -127,6 +146,10 @@ static const struct {
     {O_MAX_CONN, "max-connections", "STOCKD_MAX_CONNECTIONS"},
     {O_CONN_TIMEOUT, "connection-timeout-s", "STOCKD_CONNECTION_TIMEOUT_S"},
     {O_THINK, "think-us", "STOCKD_THINK_US"},
+    {O_BATCH_MAX, "batch-max", "STOCKD_BATCH_MAX"},
+    {O_PRECHECK, "precheck", "STOCKD_PRECHECK"},
+    {O_LOCK_PASSES, "lock-passes", "STOCKD_LOCK_PASSES"},
+    {O_QUEUE_DEADLINE, "queue-deadline-ms", "STOCKD_QUEUE_DEADLINE_MS"},
 };
 #define NOPTIONS (sizeof(options) / sizeof(options[0]))
 
@@ -166,6 +189,19 @@ static int apply(stockd_config *c, int id, const char *v, const char *name, char
         return set_uint(&c->connection_timeout_s, v, 1, 3600, name, err, errlen);
     case O_THINK:
         return set_uint(&c->think_us, v, 0, 60000000, name, err, errlen);
+    case O_BATCH_MAX:
+        return set_uint(&c->batch_max, v, 1, STOCKDB_BATCH_MAX, name, err, errlen);
+    case O_PRECHECK:
+        if (v && (strcmp(v, "on") == 0 || strcmp(v, "off") == 0)) {
+            c->precheck = strcmp(v, "on") == 0;
+            return 0;
+        }
+        snprintf(err, errlen, "%s must be on or off, got '%s'", name, v ? v : "");
+        return -1;
+    case O_LOCK_PASSES:
+        return set_uint(&c->lock_passes, v, 1, 1000, name, err, errlen);
+    case O_QUEUE_DEADLINE:
+        return set_uint(&c->queue_deadline_ms, v, 0, 3600000, name, err, errlen);
     }
     return -1;
 }
@@ -186,6 +222,10 @@ int stockd_config_parse(stockd_config *c, int argc, char **argv, char *err, size
     c->zk_session_ms = 6000;
     c->max_connections = 1024;
     c->connection_timeout_s = 30;
+    c->batch_max = 64;
+    c->precheck = true;
+    c->lock_passes = 1;
+    c->queue_deadline_ms = 25000;
 
     for (size_t i = 0; i < NOPTIONS; i++) {
         const char *v = getenv(options[i].env);

@@ -29,6 +29,7 @@ static const struct {
     [STOCKD_R_URI_TOO_LONG] = {"uri_too_long", 414},
     [STOCKD_R_HEADERS_TOO_LARGE] = {"headers_too_large", 431},
     [STOCKD_R_INTERNAL] = {"internal_error", 500},
+    [STOCKD_R_KEY_CONFLICT] = {"key_conflict", 422},
 };
 
 unsigned stockd_answer_status(stockd_result r) {
@@ -155,6 +156,11 @@ void stockd_answer_from_db(stockd_answer *a, int lock_rc, int rc, const stockdb_
     case STOCKDB_ERR_GUARD:
         a->result = STOCKD_R_LOCK_LOST;
         a->message = "the lock was lost or in doubt before commit; rolled back";
+        return;
+    case STOCKDB_ERR_KEY_REUSED:
+        a->result = STOCKD_R_KEY_CONFLICT;
+        a->message = "this Idempotency-Key was already used for another product; "
+                     "use a new key for a new request";
         return;
     case STOCKDB_ERR_UNKNOWN:
         a->result = STOCKD_R_UNKNOWN;

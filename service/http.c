@@ -160,6 +160,7 @@ static enum MHD_Result route(stockd_http *h, struct MHD_Connection *c, http_req 
 
     /* Suspend before the push: once pushed, a worker may resume at any moment. */
     job->conn = c;
+    job->arrived_ns = stockd_now_ns();
     MHD_suspend_connection(c);
     r->queued = true;
     if (stockd_jobq_push(h->ctx->queue, job) != 0) {
@@ -261,14 +262,18 @@ stockd_http *stockd_http_start(stockd_ctx *ctx, char *err, size_t errlen) {
         free(h);
         return NULL;
     }
+    /* No MHD_OPTION_LISTENING_ADDRESS_REUSE: it sets SO_REUSEPORT, and a second stockd
+     * on the same port would then start silently and take half the connections (a
+     * stale `none` instance behind a `zk` one brings oversell back). libmicrohttpd's
+     * default, SO_REUSEADDR only, still restarts at once past TIME_WAIT. */
     h->daemon = MHD_start_daemon(
         MHD_USE_AUTO_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ITC | MHD_USE_ERROR_LOG,
         (uint16_t)cfg->port, NULL, NULL, on_request, h, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, h,
         MHD_OPTION_SOCK_ADDR, &sin, MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->max_connections,
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->connection_timeout_s,
         MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)STOCKD_CONNECTION_MEMORY,
-        MHD_OPTION_NOTIFY_COMPLETED, on_completed, h, MHD_OPTION_LISTENING_ADDRESS_REUSE, 1u,
-        MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u, MHD_OPTION_END);
+        MHD_OPTION_NOTIFY_COMPLETED, on_completed, h, MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u,
+        MHD_OPTION_END);
     if (!h->daemon) {
         snprintf(err, errlen, "cannot listen on %s:%u (in use, or not an address of this host)",
                  cfg->bind, cfg->port);

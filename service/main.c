@@ -107,7 +107,9 @@ int main(int argc, char **argv) {
         }
     }
     ctx.queue = stockd_jobq_new(cfg.queue_max);
-    if (!ctx.queue) goto out;
+    ctx.locks = stockd_locks_new(&ctx);
+    ctx.combiner = stockd_combiner_new();
+    if (!ctx.queue || !ctx.locks || !ctx.combiner) goto out;
     workers = stockd_workers_start(&ctx);
     if (!workers) {
         stockd_log("error", "cannot start %u worker threads", cfg.workers);
@@ -118,21 +120,29 @@ int main(int argc, char **argv) {
         stockd_log("error", "%s", err);
         goto out;
     }
-    stockd_log("info", "listening on %s:%u, lock %s, %u workers, mysql %s@%s:%u/%s%s%s", cfg.bind,
-               cfg.port, stockd_lock_mode_name(cfg.lock), cfg.workers, ctx.db.user, ctx.db.host,
-               ctx.db.port, ctx.db.database, uses_zk ? ", zookeeper " : "", uses_zk ? cfg.zk : "");
+    stockd_log("info",
+               "listening on %s:%u, lock %s, batch-max %u, precheck %s, %u workers, "
+               "mysql %s@%s:%u/%s%s%s",
+               cfg.bind, cfg.port, stockd_lock_mode_name(cfg.lock), cfg.batch_max,
+               cfg.precheck ? "on" : "off", cfg.workers, ctx.db.user, ctx.db.host, ctx.db.port,
+               ctx.db.database, uses_zk ? ", zookeeper " : "", uses_zk ? cfg.zk : "");
 
     while (sigwait(&sigs, &sig) != 0 && errno == EINTR) {
     }
-    stockd_log("info", "signal %d: stop accepting, finish the requests in flight", sig);
+    stockd_log("info", "signal %d: stop accepting, answer the requests in flight", sig);
     stockd_http_quiesce(http);
     status = 0;
 out:
-    /* Closing the queue lets the workers answer what is queued and exit. */
+    /* Every lock wait, now and later, ends at once with "shutting down" (503), so the
+     * requests queued behind a lock are answered instead of waiting out their timeouts;
+     * closing the queue lets the workers answer the rest and exit. */
+    if (ctx.zk) zklock_session_cancel(ctx.zk);
     if (ctx.queue) stockd_jobq_close(ctx.queue);
     stockd_workers_join(workers);
     stockd_http_stop(http, 5000);
     stockd_jobq_free(ctx.queue);
+    stockd_combiner_free(ctx.combiner);
+    stockd_locks_free(ctx.locks);
     zklock_session_free(ctx.zk);
     stockdb_global_end();
     if (status == 0) stockd_log("info", "stopped");

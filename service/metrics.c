@@ -23,12 +23,19 @@ typedef struct histogram {
     atomic_ullong sum_ns;
 } histogram;
 
-#define NRESULTS (STOCKD_R_INTERNAL + 1)
+#define NRESULTS (STOCKD_R_KEY_CONFLICT + 1)
+
+/* Upper bounds of the batch-size buckets (deductions per lock acquisition). */
+static const unsigned batch_le[] = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024};
+#define NBATCH (sizeof(batch_le) / sizeof(batch_le[0]))
 
 static struct {
     atomic_ullong requests[STOCKD_ROUTE_COUNT][NRESULTS];
     atomic_ullong mysql_errors[STOCKD_DBERR_COUNT];
     histogram deduction, lock_wait;
+    atomic_ullong batch[NBATCH + 1], batch_count, batch_sum;
+    atomic_ullong statements;
+    atomic_ullong precheck_reads, precheck_sold_out;
 } m;
 
 static const char *route_names[STOCKD_ROUTE_COUNT] = {
@@ -68,6 +75,7 @@ void stockd_metrics_db_error(int rc) {
         break;
     case STOCKDB_OK:
     case STOCKDB_ERR_NOT_FOUND:
+    case STOCKDB_ERR_KEY_REUSED: /* the client's mistake, not the database's */
         return;
     default:
         e = STOCKD_DBERR_QUERY;
@@ -91,6 +99,24 @@ void stockd_metrics_deduction(uint64_t ns) {
 
 void stockd_metrics_lock_wait(uint64_t ns) {
     observe(&m.lock_wait, ns);
+}
+
+void stockd_metrics_batch(unsigned n) {
+    size_t i = 0;
+    while (i < NBATCH && n > batch_le[i])
+        i++;
+    atomic_fetch_add_explicit(&m.batch[i], 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&m.batch_count, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&m.batch_sum, n, memory_order_relaxed);
+}
+
+void stockd_metrics_statements(uint64_t n) {
+    atomic_fetch_add_explicit(&m.statements, n, memory_order_relaxed);
+}
+
+void stockd_metrics_precheck(bool sold_out) {
+    atomic_fetch_add_explicit(&m.precheck_reads, 1, memory_order_relaxed);
+    if (sold_out) atomic_fetch_add_explicit(&m.precheck_sold_out, 1, memory_order_relaxed);
 }
 
 /* A growing text buffer; on allocation failure it stops growing and marks itself. */
@@ -179,6 +205,34 @@ char *stockd_metrics_render(const stockd_config *cfg, zklock_session *zk) {
     put_histogram(&b, "stockd_lock_wait_seconds",
                   "Time spent acquiring the lock (modes local, zk, zk-herd).", &m.lock_wait);
 
+    unsigned long long cum = 0;
+    put(&b, "# HELP stockd_batch_size Deductions served by one lock acquisition.\n"
+            "# TYPE stockd_batch_size histogram\n");
+    for (size_t i = 0; i <= NBATCH; i++) {
+        cum += atomic_load_explicit(&m.batch[i], memory_order_relaxed);
+        if (i < NBATCH)
+            put(&b, "stockd_batch_size_bucket{le=\"%u\"} %llu\n", batch_le[i], cum);
+        else
+            put(&b, "stockd_batch_size_bucket{le=\"+Inf\"} %llu\n", cum);
+    }
+    put(&b, "stockd_batch_size_sum %llu\nstockd_batch_size_count %llu\n",
+        (unsigned long long)atomic_load_explicit(&m.batch_sum, memory_order_relaxed), cum);
+
+    /* Round trips per deduction: the totals, and their ratio to the deductions answered
+     * so far (sold-out answers included in the cost, since they are part of it). */
+    unsigned long long deducted = 0, statements, zk_ops = 0;
+    for (int r = 0; r < STOCKD_ROUTE_COUNT; r++)
+        deducted += atomic_load_explicit(&m.requests[r][STOCKD_R_DEDUCTED], memory_order_relaxed);
+    statements = atomic_load_explicit(&m.statements, memory_order_relaxed);
+    put_counter(&b, "stockd_mysql_statements_total",
+                "MySQL statements sent for requests (reads, writes, COMMIT, ROLLBACK).",
+                statements);
+    put_counter(&b, "stockd_precheck_reads_total", "Sold-out pre-check reads before the lock.",
+                atomic_load_explicit(&m.precheck_reads, memory_order_relaxed));
+    put_counter(&b, "stockd_precheck_sold_out_total",
+                "Requests answered sold out by the pre-check, without the lock.",
+                atomic_load_explicit(&m.precheck_sold_out, memory_order_relaxed));
+
     if (zk) {
         zklock_stats st;
         zklock_get_stats(zk, &st);
@@ -204,7 +258,15 @@ char *stockd_metrics_render(const stockd_config *cfg, zklock_session *zk) {
         put(&b, "stockd_zk_ops_total{op=\"get_children\"} %llu\n",
             (unsigned long long)st.op_get_children);
         put(&b, "stockd_zk_ops_total{op=\"get_data\"} %llu\n", (unsigned long long)st.op_get_data);
+        zk_ops = st.op_create + st.op_delete + st.op_get_children + st.op_get_data;
     }
+    put(&b, "# HELP stockd_round_trips_per_deduction Operations sent per deduction answered so "
+            "far, by service.\n# TYPE stockd_round_trips_per_deduction gauge\n");
+    put(&b, "stockd_round_trips_per_deduction{service=\"mysql\"} %.4f\n",
+        deducted ? (double)statements / (double)deducted : 0.0);
+    if (zk)
+        put(&b, "stockd_round_trips_per_deduction{service=\"zookeeper\"} %.4f\n",
+            deducted ? (double)zk_ops / (double)deducted : 0.0);
     if (b.oom) {
         free(b.s);
         return NULL;

@@ -8,10 +8,15 @@
  *   jobq.c    a bounded FIFO of jobs between the polling thread and the workers. Its pop
  *             can hand out several jobs for the same product at once, so that one lock
  *             acquisition can later serve a batch.
- *   worker.c  each worker thread owns one MySQL connection. It pops a job, takes the
- *             lock of the configured mode (none, local mutex, ZooKeeper fair or herd
- *             lock), runs the transaction (db/stockdb.h), commits strictly before it
- *             releases, writes the answer into the job and resumes the connection.
+ *   worker.c  each worker thread owns one MySQL connection. It pops a job; a
+ *             deduction in a locked mode is first checked for sold out with one plain
+ *             read, then handed to the combiner. The worker that leads the product takes
+ *             the product's lock, runs every waiting deduction as one transaction
+ *             (db/stockdb.h), commits strictly before it releases, and answers them.
+ *   combiner.c per product and process at most one worker queues for or holds the
+ *             lock; the deductions that arrive meanwhile wait there for its next batch.
+ *   locks.c   the lock kinds behind one small interface: local mutex, ZooKeeper fair
+ *             or herd lock, or none beyond the database's own row lock.
  *   contract.c pure functions: routing, the id and key parsers, and the mapping from an
  *             outcome to an HTTP status and a JSON body (cJSON). Unit-tested and fuzzed.
  *   config.c  command line and environment into a stockd_config (pure).
@@ -24,6 +29,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <time.h>
 
 #include "stockdb.h"
 #include "zklock.h"
@@ -52,7 +58,11 @@ typedef struct stockd_config {
     unsigned zk_session_ms;
     unsigned max_connections;
     unsigned connection_timeout_s;
-    unsigned think_us; /* pause between check and update (stockdb_request.think_us) */
+    unsigned think_us;          /* pause between check and update, once per batch */
+    unsigned batch_max;         /* deductions per lock acquisition (combiner.c) */
+    bool precheck;              /* sold out answered from one read before the lock */
+    unsigned lock_passes;       /* batches per acquisition while more wait */
+    unsigned queue_deadline_ms; /* 0 = none; see stockd_job.deadline_ns */
     bool help;
     bool version;
 } stockd_config;
@@ -83,6 +93,7 @@ typedef enum stockd_result {
     STOCKD_R_URI_TOO_LONG,
     STOCKD_R_HEADERS_TOO_LARGE,
     STOCKD_R_INTERNAL,
+    STOCKD_R_KEY_CONFLICT, /* the Idempotency-Key belongs to an order of another product */
 } stockd_result;
 
 typedef struct stockd_answer {
@@ -143,6 +154,7 @@ typedef struct stockd_job {
     stockd_route route;
     stockd_result result; /* for metrics; set with status */
     int32_t product_id;
+    uint64_t arrived_ns;  /* CLOCK_MONOTONIC when it was queued (stockd_now_ns) */
     char request_id[101]; /* the client's Idempotency-Key, or our own unique id */
     void *conn;           /* struct MHD_Connection *, resumed by the worker */
     unsigned status;      /* answer, filled by the worker */
@@ -164,6 +176,66 @@ int stockd_jobq_push(stockd_jobq *q, stockd_job *job);
 unsigned stockd_jobq_pop(stockd_jobq *q, stockd_job **out, unsigned max);
 /* Refuses further pushes and wakes the poppers; queued jobs are still handed out. */
 void stockd_jobq_close(stockd_jobq *q);
+
+/* CLOCK_MONOTONIC in nanoseconds. */
+static inline uint64_t stockd_now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* ------------------------------------------------------------------ combiner */
+
+/* Per-product combining (combiner.c). Thread-safe; never blocks on I/O. A job in the
+ * combiner belongs to the product's leader, which must answer it. */
+typedef struct stockd_combiner stockd_combiner;
+
+#define STOCKD_COMBINER_LEADER   0  /* the caller now leads the product: serve it */
+#define STOCKD_COMBINER_FOLLOWER 1  /* a leader exists and will answer the job */
+#define STOCKD_COMBINER_NOMEM    -1 /* the job was not taken; answer it yourself */
+
+stockd_combiner *stockd_combiner_new(void);
+void stockd_combiner_free(stockd_combiner *c); /* no slot may be open; NULL is a no-op */
+/* Adds a deduction to its product's slot. LEADER opens the slot (the job waits in it
+ * too), FOLLOWER joins an open one. */
+int stockd_combiner_enter(stockd_combiner *c, stockd_job *job);
+/* Leader only: moves up to max waiting jobs of the product, oldest first, into out;
+ * only jobs that arrived before arrived_before_ns (UINT64_MAX = all). Returns how many. */
+unsigned stockd_combiner_take(stockd_combiner *c, int32_t product_id, stockd_job **out,
+                              unsigned max, uint64_t arrived_before_ns);
+/* Leader only: closes the slot if no job waits (true: the caller leads no more), else
+ * leaves it open and returns false (the caller must serve the rest). */
+bool stockd_combiner_leave(stockd_combiner *c, int32_t product_id);
+/* Jobs waiting in the product's slot (0 if none is open). */
+unsigned stockd_combiner_waiting(stockd_combiner *c, int32_t product_id);
+
+/* ------------------------------------------------------------------ locks */
+
+/* The product locks of the configured mode behind one interface (locks.c), so the
+ * worker has no switch per lock kind. Codes are ZKLOCK_* for every kind. */
+typedef struct stockd_locks stockd_locks;
+typedef struct stockd_lock {
+    const struct stockd_lock_kind *kind;
+    void *impl; /* the kind's hold */
+    int32_t product_id;
+} stockd_lock;
+
+/* Makes the locks of cfg->lock (zk: the session in ctx). NULL when out of memory. Main
+ * thread. */
+struct stockd_ctx;
+stockd_locks *stockd_locks_new(const struct stockd_ctx *ctx);
+void stockd_locks_free(stockd_locks *l);
+/* Waits at most the configured lock timeout. ZKLOCK_OK with *out held, or the error. */
+int stockd_lock_acquire(stockd_locks *l, int32_t product_id, stockd_lock *out);
+/* ZKLOCK_OK while the lock is surely ours; called right before COMMIT. */
+int stockd_lock_check(const stockd_lock *h);
+/* The fencing token for the database (0 = the kind has none). */
+int64_t stockd_lock_token(const stockd_lock *h);
+/* Releases; ZKLOCK_OK or the kind's error (the lock is let go either way). Same
+ * thread as the acquire. */
+int stockd_lock_release(stockd_lock *h);
+/* Lock-service operations so far (ZooKeeper operations for zk kinds, else 0). */
+uint64_t stockd_locks_ops(stockd_locks *l);
 
 /* ------------------------------------------------------------------ routing */
 
@@ -223,7 +295,9 @@ typedef struct stockd_ctx {
     const stockd_config *cfg;
     stockdb_config db;
     stockd_jobq *queue;
-    zklock_session *zk; /* NULL unless the mode uses ZooKeeper */
+    zklock_session *zk;        /* NULL unless the mode uses ZooKeeper */
+    stockd_locks *locks;       /* the product locks of the mode */
+    stockd_combiner *combiner; /* per-product batching */
     /* Called by a worker once a job's answer is set; resumes the HTTP connection. */
     void (*complete)(stockd_job *job);
 } stockd_ctx;
@@ -263,6 +337,9 @@ void stockd_metrics_request(stockd_route route, stockd_result result);
 void stockd_metrics_db_error(int stockdb_rc); /* ignores OK and NOT_FOUND */
 void stockd_metrics_deduction(uint64_t ns);
 void stockd_metrics_lock_wait(uint64_t ns);
+void stockd_metrics_batch(unsigned n);       /* deductions served by one acquisition */
+void stockd_metrics_statements(uint64_t n);  /* MySQL statements sent */
+void stockd_metrics_precheck(bool sold_out); /* a pre-check read, and its answer */
 /* The Prometheus text exposition; the caller frees it. NULL when out of memory. zk may
  * be NULL. Reads memory only, so the polling thread may call it. */
 char *stockd_metrics_render(const stockd_config *cfg, zklock_session *zk);

@@ -1,11 +1,24 @@
 /* worker.c: the threads that do the blocking work of a request.
  *
- * Each worker owns one stockdb handle (one MySQL connection, never shared) and loops:
- * pop a job, take the lock of the configured mode, run the transaction, release, write
- * the answer into the job, and hand it back to the HTTP side. The order inside a
- * locked deduction is fixed: acquire, transaction (whose guard re-checks the lock right
- * before COMMIT), commit, and only then release, so that no other holder can read the
- * row between our write and our commit. */
+ * Each worker owns one stockdb handle (one MySQL connection, never shared) and pops
+ * jobs one at a time. A deduction in a locked mode (local, zk, zk-herd, for-update)
+ * goes this way:
+ *
+ *   pop ──> pre-check: one plain read ── stock <= 0 ──> answer sold_out (no lock)
+ *             │ stock > 0
+ *             v
+ *           combiner ── the product has a leader ──> wait there; the worker pops on
+ *             │ none: this worker leads the product
+ *             v
+ *           acquire the product's lock ──> take up to --batch-max waiting jobs ──>
+ *           one transaction for all (read once, stock - k, one INSERT, guard, COMMIT)
+ *           ──> release (or keep it for --lock-passes batches while more wait)
+ *           ──> answer every job of the batch ──> next batch, until none waits
+ *
+ * The order inside a batch is fixed: acquire, transaction (whose guard re-checks the
+ * lock right before COMMIT), commit, and only then release, so that no other holder
+ * can read the row between our write and our commit. Modes none and atomic take no lock
+ * and serve each deduction on its own, as the seed's experiment does. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,28 +27,19 @@
 
 #include "stockd.h"
 
-static uint64_t now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-/* The `local` mode's mutexes. Products are striped over a fixed set instead of getting
- * a mutex each, so memory stays bounded whatever ids clients send; two products that
- * share a stripe only wait for each other, which never breaks mutual exclusion. */
-#define LOCAL_STRIPES 1024
-
 struct stockd_workers {
     stockd_ctx *ctx;
     unsigned n;
     pthread_t *threads;
-    pthread_mutex_t stripes[LOCAL_STRIPES];
 };
 
 typedef struct worker_state {
     stockd_workers *w;
     stockdb *db;
     time_t last_log;
+    uint64_t statements; /* stockdb_statements(db) already added to the metrics */
+    stockd_job **jobs;   /* room for one batch */
+    stockdb_item *items;
 } worker_state;
 
 /* Logs a database or lock failure at most once a second per worker, so an outage does
@@ -47,127 +51,268 @@ static void log_failure(worker_state *ws, const char *what, const char *detail) 
     stockd_log("warn", "%s: %s", what, detail);
 }
 
+/* Adds the statements sent since the last call to the metrics. */
+static void count_statements(worker_state *ws) {
+    uint64_t now = stockdb_statements(ws->db);
+    stockd_metrics_statements(now - ws->statements);
+    ws->statements = now;
+}
+
+/* Counts and logs a database failure (not the client's mistakes). */
+static void note_db_error(worker_state *ws, const char *what, int rc) {
+    if (rc == STOCKDB_OK || rc == STOCKDB_ERR_NOT_FOUND || rc == STOCKDB_ERR_KEY_REUSED) return;
+    stockd_metrics_db_error(rc);
+    log_failure(ws, what, stockdb_errstr(ws->db));
+}
+
+/* Writes the answer into the job and hands it back to the HTTP side. */
+static void finish(worker_state *ws, stockd_job *job, const stockd_answer *a) {
+    job->result = a->result;
+    job->status = stockd_answer_status(a->result);
+    job->body = stockd_answer_json(a, ws->w->ctx->cfg->instance);
+    if (job->kind == STOCKD_JOB_DEDUCT) stockd_metrics_deduction(stockd_now_ns() - job->arrived_ns);
+    ws->w->ctx->complete(job);
+}
+
+/* A job that waited past --queue-deadline-ms is answered without deducting: its client
+ * (or the proxy in front) has most likely given up on it already. */
+static bool expired(const stockd_ctx *ctx, const stockd_job *job, uint64_t now) {
+    uint64_t limit = (uint64_t)ctx->cfg->queue_deadline_ms * 1000000u;
+    return limit && now - job->arrived_ns > limit;
+}
+
+static void finish_expired(worker_state *ws, stockd_job *job) {
+    stockd_answer a = {.result = STOCKD_R_OVERLOADED,
+                       .id = job->product_id,
+                       .message = "the request waited longer than the queue deadline; "
+                                  "nothing was deducted"};
+    finish(ws, job, &a);
+}
+
 /* The guard stockdb calls right before COMMIT: refuse unless the lock is surely ours. */
-static int zk_guard(void *arg) {
-    return zklock_check(arg) != ZKLOCK_OK;
+static int lock_guard(void *arg) {
+    return stockd_lock_check(arg) != ZKLOCK_OK;
 }
 
-/* One deduction; a deadlock victim was rolled back whole, so it is retried (twice). */
-static int deduct(worker_state *ws, stockdb_strategy s, stockdb_request *req, stockdb_result *res) {
-    int rc = STOCKDB_ERR_DEADLOCK;
-    for (int attempt = 0; attempt < 3 && rc == STOCKDB_ERR_DEADLOCK; attempt++)
-        rc = stockdb_deduct(ws->db, s, req, res);
-    return rc;
-}
+/* ---------------------------------------------------------------- per request */
 
-static void serve_deduct(worker_state *ws, stockd_job *job, stockd_answer *a) {
+/* One deduction without a lock (none, atomic); a deadlock victim was rolled back whole,
+ * so it is retried (twice). */
+static void serve_unlocked(worker_state *ws, stockd_job *job) {
     stockd_ctx *ctx = ws->w->ctx;
+    stockdb_strategy s =
+        ctx->cfg->lock == STOCKD_LOCK_ATOMIC ? STOCKDB_ATOMIC : STOCKDB_READ_CHECK_UPDATE;
     stockdb_request req = {.product_id = job->product_id,
                            .request_id = job->request_id,
                            .think_us = ctx->cfg->think_us};
     stockdb_result res = {0};
-    int lock_rc = ZKLOCK_OK, rc = STOCKDB_ERR_QUERY;
-    uint64_t t0 = now_ns();
+    stockd_answer a = {.id = job->product_id};
+    int rc = STOCKDB_ERR_DEADLOCK;
 
-    switch (ctx->cfg->lock) {
-    case STOCKD_LOCK_NONE:
-        rc = deduct(ws, STOCKDB_READ_CHECK_UPDATE, &req, &res);
-        break;
-    case STOCKD_LOCK_LOCAL: {
-        pthread_mutex_t *m = &ws->w->stripes[(uint32_t)job->product_id % LOCAL_STRIPES];
-        pthread_mutex_lock(m);
-        stockd_metrics_lock_wait(now_ns() - t0);
-        rc = deduct(ws, STOCKDB_READ_CHECK_UPDATE, &req, &res);
-        pthread_mutex_unlock(m);
-        break;
-    }
-    case STOCKD_LOCK_ZK:
-    case STOCKD_LOCK_ZK_HERD: {
-        zklock_kind kind = ctx->cfg->lock == STOCKD_LOCK_ZK ? ZKLOCK_FAIR : ZKLOCK_HERD;
-        zklock_hold *h = NULL;
-        char name[32];
-
-        snprintf(name, sizeof(name), "product_%d", job->product_id);
-        lock_rc = zklock_acquire(ctx->zk, name, kind, (int)ctx->cfg->lock_timeout_ms, &h);
-        stockd_metrics_lock_wait(now_ns() - t0);
-        if (lock_rc != ZKLOCK_OK) {
-            if (lock_rc != ZKLOCK_ERR_TIMEOUT)
-                log_failure(ws, "zookeeper lock", zklock_strerror(lock_rc));
-            break;
-        }
-        req.fence = zklock_token(h);
-        req.guard = zk_guard;
-        req.guard_arg = h;
-        rc = deduct(ws, STOCKDB_READ_CHECK_UPDATE, &req, &res);
-        int rel = zklock_release(h);
-        if (rel != ZKLOCK_OK) log_failure(ws, "zookeeper release", zklock_strerror(rel));
-        break;
-    }
-    case STOCKD_LOCK_FOR_UPDATE:
-        rc = deduct(ws, STOCKDB_FOR_UPDATE, &req, &res);
-        break;
-    case STOCKD_LOCK_ATOMIC:
-        rc = deduct(ws, STOCKDB_ATOMIC, &req, &res);
-        break;
-    }
-    if (lock_rc == ZKLOCK_OK && rc != STOCKDB_OK && rc != STOCKDB_ERR_NOT_FOUND) {
-        stockd_metrics_db_error(rc);
-        log_failure(ws, "deduction", stockdb_errstr(ws->db));
-    }
-    stockd_metrics_deduction(now_ns() - t0);
-    stockd_answer_from_db(a, lock_rc, rc, &res);
+    for (int attempt = 0; attempt < 3 && rc == STOCKDB_ERR_DEADLOCK; attempt++)
+        rc = stockdb_deduct(ws->db, s, &req, &res);
+    count_statements(ws);
+    note_db_error(ws, "deduction", rc);
+    stockd_answer_from_db(&a, ZKLOCK_OK, rc, &res);
+    finish(ws, job, &a);
 }
 
-static void serve_stock(worker_state *ws, stockd_job *job, stockd_answer *a) {
+/* The sold-out pre-check: one plain read before the lock. The stock only ever falls
+ * under deductions, so a stock <= 0 read now is the true answer at the moment of the
+ * read: answering sold out without the lock is linearizable. A key that bought before
+ * gets its order back. Returns true if the job was answered. */
+static bool precheck(worker_state *ws, stockd_job *job) {
+    stockd_answer a = {.id = job->product_id};
+    int32_t stock = 0, order_product = 0;
+    uint64_t order_id = 0;
+    int rc =
+        stockdb_peek(ws->db, job->product_id, job->request_id, &stock, &order_id, &order_product);
+    count_statements(ws);
+    if (rc == STOCKDB_OK && !order_id && stock > 0) {
+        stockd_metrics_precheck(false);
+        return false;
+    }
+    note_db_error(ws, "sold-out pre-check", rc);
+    if (rc == STOCKDB_OK && order_id) {
+        stockdb_result res = {
+            .outcome = STOCKDB_DEDUCTED, .stock = stock, .order_id = order_id, .replayed = true};
+        rc = order_product == job->product_id ? STOCKDB_OK : STOCKDB_ERR_KEY_REUSED;
+        stockd_answer_from_db(&a, ZKLOCK_OK, rc, &res);
+    } else if (rc == STOCKDB_OK) {
+        stockd_metrics_precheck(true);
+        stockdb_result res = {.outcome = STOCKDB_SOLD_OUT, .stock = stock};
+        stockd_answer_from_db(&a, ZKLOCK_OK, rc, &res);
+    } else {
+        stockd_answer_from_db(&a, ZKLOCK_OK, rc, NULL);
+    }
+    finish(ws, job, &a);
+    return true;
+}
+
+/* ---------------------------------------------------------------- batches */
+
+/* Runs jobs[0..n-1] of one product as one transaction under the held lock h and fills
+ * their answers (not yet sent). */
+static void run_batch(worker_state *ws, stockd_job **jobs, unsigned n, const stockd_lock *h,
+                      stockd_answer *answers) {
+    stockd_ctx *ctx = ws->w->ctx;
+    for (unsigned i = 0; i < n; i++)
+        ws->items[i] = (stockdb_item){.request_id = jobs[i]->request_id};
+    stockdb_batch b = {.product_id = h->product_id,
+                       .fence = stockd_lock_token(h),
+                       .guard = lock_guard,
+                       .guard_arg = (void *)h,
+                       .think_us = ctx->cfg->think_us,
+                       .items = ws->items,
+                       .n = n};
+    stockdb_strategy s =
+        ctx->cfg->lock == STOCKD_LOCK_FOR_UPDATE ? STOCKDB_FOR_UPDATE : STOCKDB_READ_CHECK_UPDATE;
+    int rc = STOCKDB_ERR_DEADLOCK;
+    for (int attempt = 0; attempt < 3 && rc == STOCKDB_ERR_DEADLOCK; attempt++)
+        rc = stockdb_deduct_batch(ws->db, s, &b);
+    count_statements(ws);
+    note_db_error(ws, "deduction", rc);
+    stockd_metrics_batch(n);
+    for (unsigned i = 0; i < n; i++) {
+        answers[i] = (stockd_answer){.id = h->product_id};
+        int item_rc = rc == STOCKDB_OK ? ws->items[i].rc : rc;
+        stockd_answer_from_db(&answers[i], ZKLOCK_OK, item_rc, &ws->items[i].res);
+    }
+}
+
+/* Answers the product's waiting jobs that arrived before `before` with the lock's
+ * failure code. */
+static void fail_waiting(worker_state *ws, int32_t product_id, int lock_rc, uint64_t before) {
+    stockd_ctx *ctx = ws->w->ctx;
+    unsigned n;
+    while ((n = stockd_combiner_take(ctx->combiner, product_id, ws->jobs, ctx->cfg->batch_max,
+                                     before)) > 0) {
+        for (unsigned i = 0; i < n; i++) {
+            stockd_answer a = {.id = product_id};
+            stockd_answer_from_db(&a, lock_rc, STOCKDB_OK, NULL);
+            finish(ws, ws->jobs[i], &a);
+        }
+    }
+}
+
+/* Serves the product this worker leads until no job of it waits. */
+static void lead(worker_state *ws, int32_t product_id) {
+    stockd_ctx *ctx = ws->w->ctx;
+    stockd_lock lock;
+    stockd_answer *answers = malloc(ctx->cfg->batch_max * sizeof(*answers));
+    bool held = false;
+    unsigned passes = 0;
+
+    for (;;) {
+        if (!held) {
+            uint64_t t0 = stockd_now_ns();
+            int rc =
+                answers ? stockd_lock_acquire(ctx->locks, product_id, &lock) : ZKLOCK_ERR_NOMEM;
+            stockd_metrics_lock_wait(stockd_now_ns() - t0);
+            if (rc != ZKLOCK_OK) {
+                if (rc != ZKLOCK_ERR_TIMEOUT) log_failure(ws, "lock", zklock_strerror(rc));
+                /* The jobs that waited through the whole attempt get its failure; the
+                 * ones that came during it try again, unless the lock is unusable now. */
+                fail_waiting(ws, product_id, rc, rc == ZKLOCK_ERR_TIMEOUT ? t0 : UINT64_MAX);
+                if (stockd_combiner_leave(ctx->combiner, product_id)) break;
+                continue;
+            }
+            held = true;
+            passes = 0;
+        }
+
+        unsigned n = stockd_combiner_take(ctx->combiner, product_id, ws->jobs, ctx->cfg->batch_max,
+                                          UINT64_MAX);
+        /* Expired jobs leave the batch unanswered by the database. */
+        uint64_t now = stockd_now_ns();
+        unsigned live = 0;
+        for (unsigned i = 0; i < n; i++) {
+            if (expired(ctx, ws->jobs[i], now))
+                finish_expired(ws, ws->jobs[i]);
+            else
+                ws->jobs[live++] = ws->jobs[i];
+        }
+        if (live > 0) run_batch(ws, ws->jobs, live, &lock, answers);
+        passes++;
+
+        /* Keep the lock for the next batch only within the pass limit, while more wait
+         * and the lock is surely still ours; otherwise release before answering, so the
+         * next holder starts as early as possible. */
+        bool keep = passes < ctx->cfg->lock_passes &&
+                    stockd_combiner_waiting(ctx->combiner, product_id) > 0 &&
+                    stockd_lock_check(&lock) == ZKLOCK_OK;
+        if (!keep) {
+            int rel = stockd_lock_release(&lock);
+            if (rel != ZKLOCK_OK) log_failure(ws, "lock release", zklock_strerror(rel));
+            held = false;
+        }
+        for (unsigned i = 0; i < live; i++)
+            finish(ws, ws->jobs[i], &answers[i]);
+        if (!held && stockd_combiner_leave(ctx->combiner, product_id)) break;
+    }
+    free(answers);
+}
+
+static void serve_deduct(worker_state *ws, stockd_job *job) {
+    stockd_ctx *ctx = ws->w->ctx;
+    if (expired(ctx, job, stockd_now_ns())) {
+        finish_expired(ws, job);
+        return;
+    }
+    if (ctx->cfg->lock == STOCKD_LOCK_NONE || ctx->cfg->lock == STOCKD_LOCK_ATOMIC) {
+        serve_unlocked(ws, job);
+        return;
+    }
+    if (ctx->cfg->precheck && precheck(ws, job)) return;
+    switch (stockd_combiner_enter(ctx->combiner, job)) {
+    case STOCKD_COMBINER_LEADER:
+        lead(ws, job->product_id);
+        return;
+    case STOCKD_COMBINER_FOLLOWER:
+        return; /* the product's leader answers it */
+    default: {
+        stockd_answer a = {.result = STOCKD_R_INTERNAL,
+                           .id = job->product_id,
+                           .message = "out of memory; nothing was deducted"};
+        finish(ws, job, &a);
+        return;
+    }
+    }
+}
+
+/* ---------------------------------------------------------------- reads */
+
+static void serve_stock(worker_state *ws, stockd_job *job) {
+    stockd_answer a = {.id = job->product_id};
     int32_t stock = 0;
     int rc = stockdb_get_stock(ws->db, job->product_id, &stock);
 
-    if (rc != STOCKDB_OK && rc != STOCKDB_ERR_NOT_FOUND) {
-        stockd_metrics_db_error(rc);
-        log_failure(ws, "stock read", stockdb_errstr(ws->db));
-    }
-    stockd_answer_from_db(a, ZKLOCK_OK, rc, NULL);
+    count_statements(ws);
+    note_db_error(ws, "stock read", rc);
+    stockd_answer_from_db(&a, ZKLOCK_OK, rc, NULL);
     if (rc == STOCKDB_OK) {
-        a->has_stock = true;
-        a->stock = stock;
+        a.has_stock = true;
+        a.stock = stock;
     }
-    if (rc == STOCKDB_ERR_CONNECT) a->message = "MySQL is unavailable";
+    if (rc == STOCKDB_ERR_CONNECT) a.message = "MySQL is unavailable";
+    finish(ws, job, &a);
 }
 
-static char *serve_health(worker_state *ws, unsigned *status, stockd_result *result) {
+static void serve_health(worker_state *ws, stockd_job *job) {
     stockd_ctx *ctx = ws->w->ctx;
     int db_rc = stockdb_ping(ws->db);
     int zk_rc = ctx->zk ? zklock_session_status(ctx->zk) : ZKLOCK_OK;
     bool ok = db_rc == STOCKDB_OK && zk_rc == ZKLOCK_OK;
 
-    *status = ok ? 200 : 503;
-    *result = ok ? STOCKD_R_OK : STOCKD_R_UNAVAILABLE;
-    return stockd_health_json(ok, db_rc == STOCKDB_OK ? NULL : stockdb_errstr(ws->db),
-                              !ctx->zk             ? "unused"
-                              : zk_rc == ZKLOCK_OK ? "up"
-                                                   : "down",
-                              zk_rc == ZKLOCK_OK ? NULL : zklock_strerror(zk_rc),
-                              stockd_lock_mode_name(ctx->cfg->lock), ctx->cfg->instance);
-}
-
-static void serve(worker_state *ws, stockd_job *job) {
-    stockd_answer a = {.id = job->product_id};
-    const char *instance = ws->w->ctx->cfg->instance;
-
-    switch (job->kind) {
-    case STOCKD_JOB_DEDUCT:
-        serve_deduct(ws, job, &a);
-        break;
-    case STOCKD_JOB_STOCK:
-        serve_stock(ws, job, &a);
-        break;
-    case STOCKD_JOB_HEALTH:
-        job->body = serve_health(ws, &job->status, &job->result);
-        return;
-    }
-    job->result = a.result;
-    job->status = stockd_answer_status(a.result);
-    job->body = stockd_answer_json(&a, instance);
+    job->status = ok ? 200 : 503;
+    job->result = ok ? STOCKD_R_OK : STOCKD_R_UNAVAILABLE;
+    job->body = stockd_health_json(ok, db_rc == STOCKDB_OK ? NULL : stockdb_errstr(ws->db),
+                                   !ctx->zk             ? "unused"
+                                   : zk_rc == ZKLOCK_OK ? "up"
+                                                        : "down",
+                                   zk_rc == ZKLOCK_OK ? NULL : zklock_strerror(zk_rc),
+                                   stockd_lock_mode_name(ctx->cfg->lock), ctx->cfg->instance);
+    ctx->complete(job);
 }
 
 static void *worker_main(void *arg) {
@@ -176,17 +321,31 @@ static void *worker_main(void *arg) {
     stockd_job *job;
 
     ws.db = stockdb_new(&ctx->db, ctx->cfg->instance);
+    ws.jobs = malloc(ctx->cfg->batch_max * sizeof(*ws.jobs));
+    ws.items = malloc(ctx->cfg->batch_max * sizeof(*ws.items));
     while (stockd_jobq_pop(ctx->queue, &job, 1) == 1) {
-        if (ws.db) {
-            serve(&ws, job);
-        } else {
+        if (!ws.db || !ws.jobs || !ws.items) {
             /* Out of memory when the worker started: answer rather than drop. */
             job->result = STOCKD_R_INTERNAL;
             job->status = 500;
             job->body = NULL;
+            ctx->complete(job);
+            continue;
         }
-        ctx->complete(job);
+        switch (job->kind) {
+        case STOCKD_JOB_DEDUCT:
+            serve_deduct(&ws, job);
+            break;
+        case STOCKD_JOB_STOCK:
+            serve_stock(&ws, job);
+            break;
+        case STOCKD_JOB_HEALTH:
+            serve_health(&ws, job);
+            break;
+        }
     }
+    free(ws.jobs);
+    free(ws.items);
     stockdb_free(ws.db);
     return NULL;
 }
@@ -197,8 +356,6 @@ stockd_workers *stockd_workers_start(stockd_ctx *ctx) {
     w->ctx = ctx;
     w->threads = calloc(ctx->cfg->workers, sizeof(pthread_t));
     if (!w->threads) goto fail;
-    for (unsigned i = 0; i < LOCAL_STRIPES; i++)
-        pthread_mutex_init(&w->stripes[i], NULL);
     for (; w->n < ctx->cfg->workers; w->n++) {
         if (pthread_create(&w->threads[w->n], NULL, worker_main, w) != 0) goto fail;
     }
@@ -214,9 +371,6 @@ void stockd_workers_join(stockd_workers *w) {
     if (!w) return;
     for (unsigned i = 0; i < w->n; i++)
         pthread_join(w->threads[i], NULL);
-    if (w->threads)
-        for (unsigned i = 0; i < LOCAL_STRIPES; i++)
-            pthread_mutex_destroy(&w->stripes[i]);
     free(w->threads);
     free(w);
 }

@@ -347,7 +347,7 @@ static void test_request_id_replays_the_first_order(stockdb *db) {
         CHECK_INT_EQ(1, db_orders(14));
         /* The same key for another product is refused, not replayed. */
         set_product(10, 5);
-        CHECK_RC(STOCKDB_ERR_QUERY, deduct(db, s, 10, 0, key, &again), db);
+        CHECK_RC(STOCKDB_ERR_KEY_REUSED, deduct(db, s, 10, 0, key, &again), db);
         CHECK_INT_EQ(5, db_stock(10));
     }
     char long_key[STOCKDB_REQUEST_ID_MAX + 2];
@@ -567,12 +567,181 @@ static void test_race_safe_strategies_end_at_zero(void) {
            final, deducted, deadlocks);
 }
 
+/* ---------------------------------------------------------------- batches */
+
+static int never_commit(void *arg) {
+    (void)arg;
+    return 1;
+}
+
+/* A batch of n items with the given keys (NULL entries = no key). */
+static int batch(stockdb *db, stockdb_strategy s, int product, int64_t fence, stockdb_item *items,
+                 size_t n, int (*guard)(void *)) {
+    stockdb_batch b = {
+        .product_id = product, .fence = fence, .guard = guard, .items = items, .n = n};
+    return stockdb_deduct_batch(db, s, &b);
+}
+
+static void test_batch_serves_the_first_k_in_order(stockdb *db) {
+    const stockdb_strategy ss[] = {STOCKDB_READ_CHECK_UPDATE, STOCKDB_FOR_UPDATE};
+    for (size_t v = 0; v < 2; v++) {
+        set_product(30, 3);
+        stockdb_item it[5];
+        char keys[5][32];
+        for (size_t i = 0; i < 5; i++) {
+            snprintf(keys[i], sizeof(keys[i]), "fifo-%zu-%zu", v, i);
+            it[i] = (stockdb_item){.request_id = keys[i]};
+        }
+        uint64_t before = stockdb_statements(db);
+        CHECK_RC(STOCKDB_OK, batch(db, ss[v], 30, 7, it, 5, NULL), db);
+        /* SELECT, UPDATE, one INSERT of three rows, COMMIT. */
+        CHECK_INT_EQ(4, stockdb_statements(db) - before);
+        for (size_t i = 0; i < 3; i++) {
+            CHECK_RC(STOCKDB_OK, it[i].rc, db);
+            CHECK_INT_EQ(STOCKDB_DEDUCTED, it[i].res.outcome);
+            CHECK_INT_EQ(2 - (int)i, it[i].res.stock);
+            CHECK_INT_EQ(0, it[i].res.replayed);
+            /* Each answer's order is the row of its own key. */
+            CHECK_INT_EQ(1, admin_q(NO_ROW,
+                                    "SELECT COUNT(*) FROM orders WHERE id = ? AND request_id = ?"
+                                    " AND product_id = 30 AND fence = 7",
+                                    "is", (long long)it[i].res.order_id, keys[i]));
+        }
+        for (size_t i = 3; i < 5; i++) {
+            CHECK_RC(STOCKDB_OK, it[i].rc, db);
+            CHECK_INT_EQ(STOCKDB_SOLD_OUT, it[i].res.outcome);
+            CHECK_INT_EQ(0, it[i].res.stock);
+            CHECK_INT_EQ(0, db_orders_with_key(keys[i]));
+        }
+        CHECK_INT_EQ(0, db_stock(30));
+        CHECK_INT_EQ(3, db_orders(30));
+        CHECK_INT_EQ(7, db_fence(30));
+    }
+    printf("ok: a batch deducts for the first k in arrival order, one order each, 4 statements\n");
+}
+
+static void test_batch_keys_keep_their_meaning(stockdb *db) {
+    stockdb_result res;
+    set_product(31, 10);
+    set_product(32, 10);
+    CHECK_RC(STOCKDB_OK, deduct(db, STOCKDB_READ_CHECK_UPDATE, 31, 0, "bk-known", &res), db);
+    uint64_t known = res.order_id;
+    stockdb_item it[] = {{.request_id = "bk-A"}, {.request_id = "bk-B"}, {.request_id = "bk-A"},
+                         {.request_id = "bk-known"}, {.request_id = NULL}};
+    CHECK_RC(STOCKDB_OK, batch(db, STOCKDB_READ_CHECK_UPDATE, 31, 0, it, 5, NULL), db);
+    for (size_t i = 0; i < 5; i++) {
+        CHECK_RC(STOCKDB_OK, it[i].rc, db);
+        CHECK_INT_EQ(STOCKDB_DEDUCTED, it[i].res.outcome);
+    }
+    /* The same key twice deducts once; both get that order, the second as a replay. */
+    CHECK_INT_EQ(it[0].res.order_id, it[2].res.order_id);
+    CHECK_INT_EQ(0, it[0].res.replayed);
+    CHECK_INT_EQ(1, it[2].res.replayed);
+    CHECK_INT_EQ(1, db_orders_with_key("bk-A"));
+    /* A key that bought before gets its first order back. */
+    CHECK_INT_EQ(known, it[3].res.order_id);
+    CHECK_INT_EQ(1, it[3].res.replayed);
+    CHECK_INT_EQ(1, db_orders_with_key("bk-known"));
+    /* bk-A, bk-B and the keyless one: three units. */
+    CHECK_INT_EQ(9 - 3, db_stock(31));
+    CHECK_INT_EQ(4, db_orders(31));
+
+    /* A key of another product is the client's mistake, for that item only. */
+    stockdb_item other[] = {{.request_id = "bk-known"}, {.request_id = "bk-C"}};
+    CHECK_RC(STOCKDB_OK, batch(db, STOCKDB_FOR_UPDATE, 32, 0, other, 2, NULL), db);
+    CHECK_RC(STOCKDB_ERR_KEY_REUSED, other[0].rc, db);
+    CHECK_RC(STOCKDB_OK, other[1].rc, db);
+    CHECK_INT_EQ(STOCKDB_DEDUCTED, other[1].res.outcome);
+    CHECK_INT_EQ(9, db_stock(32));
+    CHECK_RC(STOCKDB_ERR_KEY_REUSED, deduct(db, STOCKDB_ATOMIC, 32, 0, "bk-known", &res), db);
+    CHECK_RC(STOCKDB_ERR_KEY_REUSED, deduct(db, STOCKDB_READ_CHECK_UPDATE, 32, 0, "bk-known", &res),
+             db);
+    CHECK_INT_EQ(9, db_stock(32));
+
+    /* Sold out: a key that bought before still gets its order, a new one sold out. */
+    set_product(31, 0);
+    stockdb_item late[] = {{.request_id = "bk-B"}, {.request_id = "bk-D"}};
+    admin_q(0, "INSERT INTO orders (product_id, instance, request_id) VALUES (31, 'x', 'bk-B')",
+            "");
+    CHECK_RC(STOCKDB_OK, batch(db, STOCKDB_READ_CHECK_UPDATE, 31, 0, late, 2, NULL), db);
+    CHECK_INT_EQ(STOCKDB_DEDUCTED, late[0].res.outcome);
+    CHECK_INT_EQ(1, late[0].res.replayed);
+    CHECK_INT_EQ(STOCKDB_SOLD_OUT, late[1].res.outcome);
+    printf("ok: keys in a batch: twins deduct once, known keys replay, other products' keys "
+           "are refused\n");
+}
+
+static void test_batch_refused_or_fenced_rolls_back_whole(stockdb *db) {
+    set_product(33, 5);
+    stockdb_item it[] = {{.request_id = "bg-1"}, {.request_id = "bg-2"}, {.request_id = NULL}};
+    CHECK_RC(STOCKDB_ERR_GUARD, batch(db, STOCKDB_READ_CHECK_UPDATE, 33, 9, it, 3, never_commit),
+             db);
+    CHECK_INT_EQ(5, db_stock(33));
+    CHECK_INT_EQ(0, db_orders(33));
+    CHECK_INT_EQ(0, db_fence(33));
+
+    admin_q(0, "UPDATE product SET fence = 100 WHERE id = 33", "");
+    CHECK_RC(STOCKDB_ERR_FENCED, batch(db, STOCKDB_FOR_UPDATE, 33, 50, it, 3, NULL), db);
+    CHECK_INT_EQ(5, db_stock(33));
+    CHECK_INT_EQ(0, db_orders(33));
+    CHECK_RC(STOCKDB_OK, batch(db, STOCKDB_READ_CHECK_UPDATE, 33, 200, it, 3, NULL), db);
+    CHECK_INT_EQ(2, db_stock(33));
+    CHECK_INT_EQ(200, db_fence(33));
+    printf("ok: a refused or fenced batch is rolled back whole\n");
+}
+
+static void test_round_trips_are_counted_at_the_minimum(stockdb *db) {
+    stockdb_result res;
+    int32_t stock = 0, order_product = 0;
+    uint64_t order_id = 0, before;
+    set_product(34, 2);
+    before = stockdb_statements(db);
+    CHECK_RC(STOCKDB_OK, deduct(db, STOCKDB_READ_CHECK_UPDATE, 34, 5, "rt-1", &res), db);
+    CHECK_INT_EQ(4, stockdb_statements(db) - before); /* SELECT, UPDATE, INSERT, COMMIT */
+    before = stockdb_statements(db);
+    CHECK_RC(STOCKDB_OK, stockdb_peek(db, 34, "rt-2", &stock, &order_id, &order_product), db);
+    CHECK_INT_EQ(1, stockdb_statements(db) - before);
+    CHECK_INT_EQ(1, stock);
+    CHECK_INT_EQ(0, order_id);
+    CHECK_RC(STOCKDB_OK, stockdb_peek(db, 34, "rt-1", &stock, &order_id, &order_product), db);
+    CHECK_INT_EQ(res.order_id, order_id);
+    CHECK_INT_EQ(34, order_product);
+    CHECK_RC(STOCKDB_ERR_NOT_FOUND, stockdb_peek(db, 999999, NULL, &stock, &order_id, &order_product),
+             db);
+    set_product(34, 0);
+    before = stockdb_statements(db);
+    CHECK_RC(STOCKDB_OK, deduct(db, STOCKDB_READ_CHECK_UPDATE, 34, 5, NULL, &res), db);
+    CHECK_INT_EQ(STOCKDB_SOLD_OUT, res.outcome);
+    CHECK_INT_EQ(1, stockdb_statements(db) - before); /* the read under the lock only */
+    printf("ok: 4 statements per locked deduction, 1 per sold-out answer and per pre-check\n");
+}
+
+static void test_an_open_read_never_serves_a_stale_snapshot(stockdb *db) {
+    stockdb_result res;
+    int32_t stock = 0, order_product = 0;
+    uint64_t order_id = 0;
+    set_product(35, 5);
+    CHECK_RC(STOCKDB_OK, stockdb_peek(db, 35, NULL, &stock, &order_id, &order_product), db);
+    CHECK_INT_EQ(5, stock);
+    /* Another connection sells two units while our read's transaction is still open. */
+    stockdb *other = new_handle("itest-other");
+    CHECK_RC(STOCKDB_OK, deduct(other, STOCKDB_READ_CHECK_UPDATE, 35, 0, NULL, &res), db);
+    CHECK_RC(STOCKDB_OK, deduct(other, STOCKDB_ATOMIC, 35, 0, NULL, &res), db);
+    stockdb_free(other);
+    CHECK_RC(STOCKDB_OK, stockdb_peek(db, 35, NULL, &stock, &order_id, &order_product), db);
+    CHECK_INT_EQ(3, stock);
+    CHECK_RC(STOCKDB_OK, deduct(db, STOCKDB_READ_CHECK_UPDATE, 35, 0, NULL, &res), db);
+    CHECK_INT_EQ(2, res.stock);
+    CHECK_INT_EQ(2, db_stock(35));
+    printf("ok: a read left open does not make the next deduction read a stale stock\n");
+}
+
 /* ---------------------------------------------------------------- relay */
 
 /* A TCP relay between the handle and the server that can break the connection at the
  * moments that matter: right before the COMMIT reaches the server, right after the
  * server answered it (the reply is never delivered), or while idle. */
-enum { RELAY_PASS, RELAY_DROP_BEFORE_COMMIT, RELAY_DROP_AFTER_COMMIT };
+enum { RELAY_PASS, RELAY_DROP_BEFORE_COMMIT, RELAY_DROP_AFTER_COMMIT, RELAY_DROP_BEFORE_ROLLBACK };
 
 static struct {
     int listen_fd;
@@ -593,9 +762,11 @@ struct pipe_fds {
     int client, server;
 };
 
-static bool is_commit(const char *buf, ssize_t n) {
-    /* A MySQL packet: 3-byte length, sequence, then COM_QUERY (3) and the text. */
-    return n == 4 + 7 && buf[4] == 3 && memcmp(buf + 5, "COMMIT", 6) == 0;
+/* True if buf is one MySQL packet carrying the statement `text`: 3-byte length,
+ * sequence, then COM_QUERY (3) and the text. */
+static bool is_query(const char *buf, ssize_t n, const char *text) {
+    size_t len = strlen(text);
+    return n == (ssize_t)(4 + 1 + len) && buf[4] == 3 && memcmp(buf + 5, text, len) == 0;
 }
 
 static void *pipe_main(void *arg) {
@@ -612,7 +783,13 @@ static void *pipe_main(void *arg) {
         if (p[0].revents) {
             ssize_t got = read(fds.client, buf, sizeof(buf));
             if (got <= 0) break;
-            if (is_commit(buf, got)) {
+            if (is_query(buf, got, "ROLLBACK") &&
+                atomic_load(&relay.mode) == RELAY_DROP_BEFORE_ROLLBACK) {
+                atomic_store(&relay.mode, RELAY_PASS);
+                atomic_fetch_add(&relay.drops, 1);
+                break;
+            }
+            if (is_query(buf, got, "COMMIT")) {
                 int mode = atomic_exchange(&relay.mode, RELAY_PASS);
                 if (mode == RELAY_DROP_BEFORE_COMMIT) {
                     atomic_fetch_add(&relay.drops, 1);
@@ -793,6 +970,38 @@ static void test_lost_commit_is_confirmed_by_request_id(int proxy_port, int mysq
     CHECK_INT_EQ(10 - 4 - 6, db_stock(17));
     CHECK_INT_EQ(db_orders(17), 10 - db_stock(17));
     printf("ok: a connection dropped while idle is reconnected and the call retried\n");
+
+    /* A ROLLBACK whose connection breaks drops the handle's statements; the paths that
+     * go on after a rollback (a key look-up when sold out, after a duplicate key, after
+     * an atomic UPDATE that changed nothing) must not touch them: they start again on a
+     * fresh connection instead. Each case below crashed with SIGSEGV before. */
+    set_product(17, 5);
+    CHECK_RC(STOCKDB_OK, deduct(db, STOCKDB_FOR_UPDATE, 17, 0, "rb-known", &res), db);
+    CHECK_INT_EQ(STOCKDB_DEDUCTED, res.outcome);
+    uint64_t known = res.order_id;
+    int drops = atomic_load(&relay.drops);
+    set_product(18, 0);
+    atomic_store(&relay.mode, RELAY_DROP_BEFORE_ROLLBACK);
+    CHECK_RC(STOCKDB_OK, deduct(db, STOCKDB_FOR_UPDATE, 18, 0, "rb-1", &res), db);
+    CHECK_INT_EQ(STOCKDB_SOLD_OUT, res.outcome);
+    CHECK_INT_EQ(drops + 1, atomic_load(&relay.drops));
+    atomic_store(&relay.mode, RELAY_DROP_BEFORE_ROLLBACK);
+    CHECK_RC(STOCKDB_OK, deduct(db, STOCKDB_ATOMIC, 18, 0, "rb-2", &res), db);
+    CHECK_INT_EQ(STOCKDB_SOLD_OUT, res.outcome);
+    CHECK_INT_EQ(drops + 2, atomic_load(&relay.drops));
+    set_product(18, 5);
+    atomic_store(&relay.mode, RELAY_DROP_BEFORE_ROLLBACK);
+    CHECK_RC(STOCKDB_OK, deduct(db, STOCKDB_FOR_UPDATE, 17, 0, "rb-known", &res), db);
+    CHECK_INT_EQ(known, res.order_id);
+    CHECK_INT_EQ(1, res.replayed);
+    CHECK_INT_EQ(drops + 3, atomic_load(&relay.drops));
+    atomic_store(&relay.mode, RELAY_DROP_BEFORE_ROLLBACK);
+    CHECK_RC(STOCKDB_OK, deduct(db, STOCKDB_ATOMIC, 17, 0, "rb-known", &res), db);
+    CHECK_INT_EQ(known, res.order_id);
+    CHECK_INT_EQ(drops + 4, atomic_load(&relay.drops));
+    CHECK_INT_EQ(5, db_stock(18));
+    CHECK_INT_EQ(4, db_stock(17));
+    printf("ok: a ROLLBACK that loses the connection is followed by no statement on it\n");
     stockdb_free(db);
     relay_stop();
 }
@@ -889,6 +1098,11 @@ int main(int argc, char **argv) {
         test_fence_refuses_a_write_based_on_a_stale_check(db);
         test_guard_refusal_rolls_back(db);
         test_request_id_replays_the_first_order(db);
+        test_batch_serves_the_first_k_in_order(db);
+        test_batch_keys_keep_their_meaning(db);
+        test_batch_refused_or_fenced_rolls_back_whole(db);
+        test_round_trips_are_counted_at_the_minimum(db);
+        test_an_open_read_never_serves_a_stale_snapshot(db);
         stockdb_free(db);
         test_new_checks_arguments();
         test_lock_wait_timeout_is_deadlock();

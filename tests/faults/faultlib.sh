@@ -22,6 +22,10 @@ F_TIMEOUT_MS=20000
 # whatever the machine, so 300 units last at least 3 s) and widens the window in which
 # two holders at once would oversell.
 F_THINK_US=${F_THINK_US:-10000}
+# Deductions per lock acquisition. The fault tests run the seed's one-per-acquisition
+# path unless a test asks for batches (then the think time is per batch, so such a test
+# needs a longer one for the stock to last through the fault).
+F_BATCH_MAX=${F_BATCH_MAX:-1}
 F_KEYS=$T/keys.log
 F_NGINX=http://127.0.0.1:$PORT0
 : >"$F_KEYS"
@@ -39,7 +43,8 @@ f_reset() { mysql_set_stock "$MYSQL_RUN" "$DB" "$F_PRODUCT" "$F_STOCK"; }
 f_stockd() {
   local i=$1 zk=$2
   shift 2
-  stockd_start "$T" "$i" $((PORT0 + i)) zk "$MYSQL_URL" "$zk" --think-us "$F_THINK_US" "$@"
+  stockd_start "$T" "$i" $((PORT0 + i)) zk "$MYSQL_URL" "$zk" --think-us "$F_THINK_US" \
+    --batch-max "$F_BATCH_MAX" "$@"
 }
 
 # f_cluster ZK N [ARGS...]: the product reset, stockd 1..N (f_stockd, with ARGS) and

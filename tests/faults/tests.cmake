@@ -9,6 +9,13 @@ stockd_integration_test(fault_checker_catches_oversell_and_partial_deduction
   COMMAND bash ${faults}/checker_selftest.sh TIMEOUT 120 LABELS fault)
 stockd_integration_test(fault_kill9_instance_mid_commit_rolls_back
   COMMAND bash ${faults}/kill_instance.sh TIMEOUT 120 LABELS fault)
+# The same with the combiner on: the victim is frozen in the middle of a batch (stock
+# lowered by k, its INSERT of k orders waiting), so the kill must roll back the whole
+# batch and every one of its k requests is resolved by its key. The think time is per
+# batch, so it is longer here for the stock to last through the fault.
+stockd_integration_test(fault_kill9_holder_mid_batch_rolls_back_the_batch
+  COMMAND env F_BATCH_MAX=64 F_THINK_US=150000 bash ${faults}/kill_instance.sh
+  TIMEOUT 120 LABELS fault)
 stockd_integration_test(fault_zk_restart_503_then_recovers
   COMMAND bash ${faults}/zk_restart.sh TIMEOUT 120 LABELS fault)
 stockd_integration_test(fault_mysql_restart_503_then_recovers

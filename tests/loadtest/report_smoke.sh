@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# loadtest/report end to end, small: two modes (none, zk) on the report's own stack
+# loadtest/report end to end, small: two run specs (none, batched zk) on the report's own stack
 # under this test's run directory, with counts small enough for CI. It checks what the
 # report promises, not how fast anything was: every output file exists (the plots are
 # PNG images), report.json parses and says what the database says (none oversold, zk
 # ended at exactly 0, the ledger and stockload's reconciliation agree in both), the
-# metrics deltas are this run's own (zk's lock waits = its requests, no ZooKeeper
+# metrics deltas are this run's own (zk's lock waits = its batches, no ZooKeeper
 # counters without ZooKeeper), the stock samples start at the initial stock and end at
 # the final one, the Markdown has the table, and the stack is stopped afterwards.
 #
@@ -32,8 +32,9 @@ trap 'STACK_RUN=$run STACK_PORT_BASE=$PORT0 "$STOCKD_SRC/scripts/stack" down </d
 # Stock 50 and 300 requests at 100 in flight: the oversell experiment's proportions
 # (tests/service/oversell.sh), which make the unlocked run go negative every time.
 stock=50 threads=100 loops=3
-"$STOCKD_SRC/loadtest/report" --modes "none zk" --stock "$stock" --threads "$threads" \
-  --loops "$loops" --run "$run" --port-base "$PORT0" --out "$out" </dev/null |
+"$STOCKD_SRC/loadtest/report" --modes "none zk" --think-us 1000 --spread 0 --curve "" \
+  --stock "$stock" --threads "$threads" --loops "$loops" --run "$run" --port-base "$PORT0" \
+  --out "$out" </dev/null |
   tee "$T/stdout" || fail "loadtest/report failed"
 
 for f in report.md report.json throughput.png p99.png stock.png; do
@@ -45,10 +46,12 @@ done
 
 j=$out/report.json
 jq -e . "$j" >/dev/null || fail "report.json does not parse"
-r() { jq -r --arg m "$1" ".runs[] | select(.mode == \$m) | $2" "$j"; }
-expect_eq "modes, in order" "none zk" "$(jq -r '[.runs[].mode] | join(" ")' "$j")"
-expect_eq "requests per mode" $((threads * loops)) "$(jq -r .load.requests "$j")"
-expect_eq "think time in the load" 1000 "$(jq -r .load.think_us "$j")"
+r() { jq -r --arg m "$1" ".runs[] | select(.run == \$m) | $2" "$j"; }
+expect_eq "runs, in order" "none zk" "$(jq -r '[.runs[].run] | join(" ")' "$j")"
+expect_eq "stockd options of the presets" "none:--batch-max 1|zk:" \
+  "$(jq -r '[.runs[] | "\(.mode):\(.stockd_args | join(" "))"] | join("|")' "$j")"
+expect_eq "requests per run" $((threads * loops)) "$(jq -r .load.requests "$j")"
+expect_eq "think times of the load" "[1000]" "$(jq -c .load.think_us "$j")"
 expect_eq "nproc in the machine" "$(nproc)" "$(jq -r .machine.nproc "$j")"
 
 for m in none zk; do
@@ -72,21 +75,29 @@ expect_eq "none: lock waits" 0 "$(r none .lock_wait.count)"
 expect_eq "zk: final stock" 0 "$(r zk .final)"
 expect_eq "zk: verdict" EXACT "$(r zk .verdict)"
 expect_eq "zk: orders" "$stock" "$(r zk .orders)"
-# Every request through the zk stockd instances waited for the lock once, and the
-# counters are this run's: fresh processes, before/after deltas.
-expect_eq "zk: lock waits" $((threads * loops)) "$(r zk .lock_wait.count)"
+# Each lock round of the zk instances is one batch (a lock wait, then one transaction),
+# and the counters are this run's: fresh processes, before/after deltas.
+expect_eq "zk: lock waits = batches" "$(r zk .batches)" "$(r zk .lock_wait.count)"
+expect_eq "zk: batches served every deduction" true "$(r zk '.batches >= 1 and .batch_mean >= 1')"
+expect_eq "zk: deductions <= batches x mean" true \
+  "$(r zk '(.batches * .batch_mean) >= .orders')"
 expect_eq "zk: lock wait p99 is a bucket bound" true "$(r zk '.lock_wait.p99_le_s != null')"
-expect_eq "zk: one create per lock round at least" true \
-  "$(r zk ".zk_ops.create >= $((threads * loops))")"
+expect_eq "zk: one create per lock round at least" true "$(r zk '.zk_ops.create >= .batches')"
 expect_eq "zk: ops per deduction" true \
   "$(r zk '.zk_ops_per_deduction == ((.zk_ops | add) / .deducted)')"
+expect_eq "zk: statements per deduction measured" true "$(r zk '.mysql_statements_per_deduction > 0')"
+for m in none zk; do
+  expect_eq "$m: instance shares add up to the orders" "$(r "$m" .orders)" \
+    "$(r "$m" '[.instance_share[].orders] | add')"
+done
 
 md=$out/report.md
-grep -qF "stockd --think-us 1000, stock $stock, $threads threads x $loops loops" "$md" ||
+grep -qF "One hot product (id 1, stock $stock), stockd --think-us 1000" "$md" ||
   fail "the table header does not say the load"
-grep -qE "^\| none \| $stock -> $final \| " "$md" ||
+grep -qF -- "--threads $threads --loops $loops" "$md" || fail "report.md does not say the load"
+grep -qF "| none | \`none --batch-max 1\` | $stock -> $final | " "$md" ||
   fail "no table row for none: $(grep '^|' "$md")"
-grep -qE "^\| zk \| $stock -> 0 \| $stock \| 0 \| EXACT \| ok \| " "$md" ||
+grep -qF "| zk | \`zk\` | $stock -> 0 | $stock | 0 | EXACT | ok | " "$md" ||
   fail "no table row for zk: $(grep '^|' "$md")"
 grep -qF -- "--modes 'none zk'" "$md" || fail "report.md does not show the command"
 echo "ok: report.md has the header, both rows and the command"

@@ -44,6 +44,7 @@ lock_c_test(lock_expiry_test)
 lock_c_test(lock_watches_test)
 lock_c_test(lock_lost_reply_test)
 lock_c_test(lock_fencing_test)
+lock_c_test(lock_ops_test)
 
 stockd_unit_test(lock_child_seq_test SOURCES lock/lock_child_seq_test.c LIBS zklock)
 

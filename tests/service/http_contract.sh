@@ -112,6 +112,16 @@ grep -qx 'stockd_deduction_seconds_count{} '"$((deducted + 2 + 1 + 1))" "$T/samp
   fail "deduction histogram count: $(grep deduction_seconds_count "$T/samples")"
 echo "ok: /metrics parses and counts $deducted deductions"
 
+# A second instance on a port in use exits non-zero and says so, instead of sharing it
+# (SO_REUSEPORT would let the kernel split connections between the two).
+rc=0
+timeout 10 "$(stockd_bin)" --port $((PORT0 + 1)) --lock none --mysql "$MYSQL_URL" \
+  --instance twin >"$T/twin.log" 2>&1 || rc=$?
+((rc != 0 && rc != 124)) || fail "a second stockd on port $((PORT0 + 1)) did not exit non-zero (rc $rc)"
+grep -q 'in use' "$T/twin.log" || fail "no 'in use' in the second instance's log: $(cat "$T/twin.log")"
+expect GET /health 200 ok
+echo "ok: a second stockd on a port in use exits $rc: $(head -n 1 "$T/twin.log")"
+
 # MySQL unreachable: 503 unavailable, and /health says so.
 free_port=$((PORT0 + 19))
 MYSQL_URL="mysql://$DB_USER@127.0.0.1:$free_port/$DB" t_stockd 2 none

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The seed's experiment end to end, as a test: N stockd instances of one lock mode
 # behind a real nginx, the same load (loadtest/oversell), and the verdict it must reach.
-#   oversell.sh MODE INSTANCES EXPECT
+#   oversell.sh MODE INSTANCES EXPECT [STOCKD ARGS...]
 # with EXPECT one of
 #   negative           the stock must end below 0;
 #   zero               exactly 0, and orders = initial stock;
@@ -13,11 +13,12 @@
 # rows = initial - final stock.
 source "$STOCKD_SRC/tests/lib.sh"
 mode=$1 instances=$2 expect=$3
+shift 3
 
 t_db
 # The same service settings for every mode: only the lock differs. The pause between
 # check and update is the experiment's stand-in for business logic (see README).
-for ((i = 1; i <= instances; i++)); do t_stockd "$i" "$mode" --think-us "${THINK_US:-1000}"; done
+for ((i = 1; i <= instances; i++)); do t_stockd "$i" "$mode" --think-us "${THINK_US:-1000}" "$@"; done
 t_nginx "$instances"
 
 "$STOCKD_SRC/loadtest/oversell" --url "http://127.0.0.1:$PORT0" --run "$STOCKD_TEST_RUN" \
@@ -45,4 +46,22 @@ oversold-at-most:*)
   ;;
 *) fail "unknown expectation $expect" ;;
 esac
+
+# With --batch-max 1 every lock acquisition served exactly one deduction: the batch
+# histogram counts one batch of size 1 per acquisition, and ZooKeeper's acquisitions
+# are those batches (the pre-check answers sold out without any).
+if [[ ${CHECK_ONE_PER_ACQUISITION:-0} == 1 ]]; then
+  metric() {
+    local i sum=0 v
+    for ((i = 1; i <= instances; i++)); do
+      v=$(curl -fsS "http://127.0.0.1:$((PORT0 + i))/metrics" | awk -v m="$1" '$1 == m { print $2 }')
+      sum=$((sum + ${v:-0}))
+    done
+    echo "$sum"
+  }
+  batches=$(metric stockd_batch_size_count)
+  ((batches >= $(get orders))) || fail "expected at least $(get orders) lock rounds, got $batches"
+  expect_eq "deductions per lock round (batch size sum = count)" "$batches" "$(metric stockd_batch_size_sum)"
+  expect_eq "ZooKeeper acquisitions = lock rounds" "$batches" "$(metric stockd_lock_acquisitions_total)"
+fi
 echo PASS

@@ -24,7 +24,29 @@ int main(void) {
         CHECK_INT_EQ(STOCKD_LOCK_NONE, c.lock);
         CHECK_STR_EQ("stockd-8080", c.instance);
         CHECK_INT_EQ(16, c.workers);
+        CHECK_INT_EQ(64, c.batch_max);
+        CHECK(c.precheck);
+        CHECK_INT_EQ(1, c.lock_passes);
+        CHECK_INT_EQ(25000, c.queue_deadline_ms);
     }
+    setenv("STOCKD_BATCH_MAX", "8", 1);
+    setenv("STOCKD_PRECHECK", "off", 1);
+    {
+        char *argv[] = {"stockd", "--lock-passes", "4", "--queue-deadline-ms", "0", NULL};
+        CHECK_INT_EQ(0, parse(&c, err, 5, argv));
+        CHECK_INT_EQ(8, c.batch_max);
+        CHECK(!c.precheck);
+        CHECK_INT_EQ(4, c.lock_passes);
+        CHECK_INT_EQ(0, c.queue_deadline_ms);
+    }
+    {
+        char *argv[] = {"stockd", "--batch-max", "1", "--precheck", "on", NULL};
+        CHECK_INT_EQ(0, parse(&c, err, 5, argv));
+        CHECK_INT_EQ(1, c.batch_max);
+        CHECK(c.precheck);
+    }
+    unsetenv("STOCKD_BATCH_MAX");
+    unsetenv("STOCKD_PRECHECK");
     setenv("STOCKD_PORT", "9001", 1);
     setenv("STOCKD_LOCK", "local", 1);
     {
@@ -50,6 +72,8 @@ int main(void) {
         {"--port", "-1", "--port"},        {"--port", "12x", "--port"},
         {"--lock", "redis", "--lock"},     {"--workers", "0", "--workers"},
         {"--instance", "a b", "instance"}, {"--nope", "1", "unknown option"},
+        {"--batch-max", "0", "--batch-max"}, {"--batch-max", "1025", "--batch-max"},
+        {"--precheck", "yes", "on or off"},  {"--lock-passes", "0", "--lock-passes"},
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         char *argv[] = {"stockd", (char *)bad[i][0], (char *)bad[i][1], NULL};

@@ -114,6 +114,8 @@ static void test_outcome_to_status_table(void) {
         {ZKLOCK_OK, STOCKDB_ERR_GUARD, 0, 503, "lock_lost"},
         {ZKLOCK_OK, STOCKDB_ERR_UNKNOWN, 0, 500, "unknown"},
         {ZKLOCK_OK, STOCKDB_ERR_QUERY, 0, 500, "internal_error"},
+        /* A key reused for another product is the client's mistake, not a 500. */
+        {ZKLOCK_OK, STOCKDB_ERR_KEY_REUSED, 0, 422, "key_conflict"},
         {ZKLOCK_ERR_TIMEOUT, STOCKDB_ERR_QUERY, 0, 503, "lock_timeout"},
         {ZKLOCK_ERR_CONNECTION, STOCKDB_ERR_QUERY, 0, 503, "unavailable"},
         {ZKLOCK_ERR_CANCELLED, STOCKDB_ERR_QUERY, 0, 503, "unavailable"},

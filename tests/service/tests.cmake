@@ -4,16 +4,17 @@ stockd_unit_test(test_config SOURCES service/test_config.c LIBS stockd_core)
 stockd_unit_test(test_jobq SOURCES service/test_jobq.c LIBS stockd_core)
 
 stockd_integration_test(http_contract COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/http_contract.sh)
-# The seed's three experiments: no lock on 3 instances oversells; a process mutex is
+# The seed's three experiments (one lock acquisition per deduction, --batch-max 1, as
+# in the seed): no lock on 3 instances oversells; a process mutex is
 # right on one instance and wrong on three. Under load, whether a process mutex on three
 # instances oversells in one run is timing (it usually does, by 1 or 2): the load test
 # asserts the bound, and the last-unit tests force the race itself.
 stockd_integration_test(oversell_none_3_instances_goes_negative
-  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/oversell.sh none 3 negative LABELS experiment)
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/oversell.sh none 3 negative --batch-max 1 LABELS experiment)
 stockd_integration_test(oversell_local_1_instance_ends_at_zero
-  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/oversell.sh local 1 zero LABELS experiment)
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/oversell.sh local 1 zero --batch-max 1 LABELS experiment)
 stockd_integration_test(oversell_local_3_instances_oversells_at_most_2
-  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/oversell.sh local 3 oversold-at-most:2 LABELS experiment)
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/oversell.sh local 3 oversold-at-most:2 --batch-max 1 LABELS experiment)
 stockd_integration_test(last_unit_none_3_instances_sold_3_times
   COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/last_unit.sh none 3 oversold LABELS experiment)
 stockd_integration_test(last_unit_local_1_instance_sold_once
@@ -23,7 +24,11 @@ stockd_integration_test(last_unit_local_3_instances_sold_3_times
 stockd_integration_test(last_unit_zk_3_instances_sold_once
   COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/last_unit.sh zk 3 sold-once LABELS experiment)
 # The cures: a ZooKeeper lock across all instances, and the two database-only ones.
-stockd_integration_test(oversell_zk_3_instances_ends_at_zero
+# zk is run both ways: one acquisition per deduction (the seed's design) and batched
+# (the combiner's default), each with exact 0 and the ledger reconciled.
+stockd_integration_test(oversell_zk_per_request_3_instances_ends_at_zero
+  COMMAND env CHECK_ONE_PER_ACQUISITION=1 bash ${CMAKE_CURRENT_SOURCE_DIR}/service/oversell.sh zk 3 zero --batch-max 1 LABELS experiment)
+stockd_integration_test(oversell_zk_batched_3_instances_ends_at_zero
   COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/oversell.sh zk 3 zero LABELS experiment)
 stockd_integration_test(oversell_zk_herd_3_instances_ends_at_zero
   COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/oversell.sh zk-herd 3 zero LABELS experiment)
@@ -33,4 +38,10 @@ stockd_integration_test(oversell_atomic_3_instances_ends_at_zero
   COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/oversell.sh atomic 3 zero LABELS experiment)
 stockd_integration_test(zk_faults_timeout_paused_holder_zk_down
   COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/zk_faults.sh LABELS fault)
+# The combiner: one lock round serves every deduction of a product queued behind it.
+foreach(case fifo same-key lock-lost hol deadline shutdown)
+  string(REPLACE "-" "_" name ${case})
+  stockd_integration_test(combiner_${name}
+    COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/combiner.sh ${case} LABELS combiner)
+endforeach()
 stockd_integration_test(no_leak_in_10k_requests COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/leak_10k.sh)
