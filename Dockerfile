@@ -12,7 +12,7 @@ RUN apt-get update \
     && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
         build-essential cmake pkg-config \
         libmicrohttpd-dev libzookeeper-mt-dev default-libmysqlclient-dev \
-        libcjson-dev libcurl4-openssl-dev \
+        libcjson-dev libcurl4-openssl-dev libhiredis-dev \
     && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY . .
@@ -23,7 +23,7 @@ RUN cmake -S . -B /build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBUILD_TESTING=OFF \
 FROM debian:12-slim
 RUN apt-get update \
     && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-        libmicrohttpd12 libzookeeper-mt2 libmariadb3 libcjson1 libcurl4 \
+        libmicrohttpd12 libzookeeper-mt2 libmariadb3 libcjson1 libcurl4 libhiredis0.14 \
     && rm -rf /var/lib/apt/lists/* \
     && useradd --system --uid 10001 --user-group --no-create-home \
         --home-dir /nonexistent --shell /usr/sbin/nologin stockd

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "redislock.h"
 #include "stockd.h"
 
 static const char *mode_names[] = {
@@ -15,6 +16,8 @@ static const char *mode_names[] = {
     [STOCKD_LOCK_ZK_HERD] = "zk-herd",
     [STOCKD_LOCK_FOR_UPDATE] = "for-update",
     [STOCKD_LOCK_ATOMIC] = "atomic",
+    [STOCKD_LOCK_REDIS] = "redis",
+    [STOCKD_LOCK_DB_LOCK] = "db-lock",
 };
 #define NMODES (sizeof(mode_names) / sizeof(mode_names[0]))
 
@@ -41,19 +44,31 @@ void stockd_config_usage(FILE *out) {
           "options (each also read from the environment variable in brackets):\n"
           "  --port P               listen port (STOCKD_PORT) [8080]\n"
           "  --bind ADDR            listen address (STOCKD_BIND) [127.0.0.1]\n"
-          "  --lock MODE            none | local | zk | zk-herd | for-update | atomic\n"
-          "                         (STOCKD_LOCK) [none]\n"
+          "  --lock MODE            none | local | zk | zk-herd | for-update | atomic |\n"
+          "                         redis | db-lock (STOCKD_LOCK) [none]\n"
           "  --mysql URL            mysql://USER@HOST:PORT/DB (STOCKD_MYSQL)\n"
           "                         [mysql://stockd@127.0.0.1:3306/shop]; the password is\n"
           "                         read from STOCKD_MYSQL_PASSWORD, so it is not in argv\n"
           "  --zk HOSTS             ZooKeeper HOST:PORT[,HOST:PORT...] (STOCKD_ZK)\n"
           "                         [127.0.0.1:2181]; used by zk and zk-herd\n"
+          "  --redis HOST:PORT      the Redis of mode redis (STOCKD_REDIS) [127.0.0.1:6379];\n"
+          "                         connected at the first request, so a Redis that is down\n"
+          "                         gives 503 answers, not a failed start\n"
+          "  --redis-lease-ms N     lease of one Redis lock acquisition; keep it well above\n"
+          "                         a batch's time (STOCKD_REDIS_LEASE_MS) [10000]\n"
+          "  --db-lock-lease-ms N   lease of one stock_lock row, after which another\n"
+          "                         instance may take a crashed holder's lock\n"
+          "                         (STOCKD_DB_LOCK_LEASE_MS) [10000]\n"
+          "  --fence on|off         off: the write carries no fencing token and the commit\n"
+          "                         does not re-check the lock (STOCKD_FENCE) [on]; ONLY for\n"
+          "                         the demonstration that a holder paused past its lease\n"
+          "                         then oversells\n"
           "  --instance NAME        name in answers, logs and orders (STOCKD_INSTANCE)\n"
           "                         [stockd-PORT]\n"
           "  --workers N            worker threads = MySQL connections (STOCKD_WORKERS) [16]\n"
           "  --queue N              requests waiting for a worker before 503\n"
           "                         (STOCKD_QUEUE) [4096]\n"
-          "  --lock-timeout-ms N    how long a deduction waits for the ZooKeeper lock\n"
+          "  --lock-timeout-ms N    how long a deduction waits for the product's lock\n"
           "                         (STOCKD_LOCK_TIMEOUT_MS) [5000]\n"
           "  --zk-session-ms N      ZooKeeper session timeout (STOCKD_ZK_SESSION_MS) [6000]\n"
           "  --max-connections N    HTTP connection limit (STOCKD_MAX_CONNECTIONS) [1024]\n"
@@ -124,6 +139,10 @@ enum {
     O_PRECHECK,
     O_LOCK_PASSES,
     O_QUEUE_DEADLINE,
+    O_REDIS,
+    O_REDIS_LEASE,
+    O_DB_LOCK_LEASE,
+    O_FENCE,
     O_HELP,
     O_VERSION,
 };
@@ -150,6 +169,10 @@ static const struct {
     {O_PRECHECK, "precheck", "STOCKD_PRECHECK"},
     {O_LOCK_PASSES, "lock-passes", "STOCKD_LOCK_PASSES"},
     {O_QUEUE_DEADLINE, "queue-deadline-ms", "STOCKD_QUEUE_DEADLINE_MS"},
+    {O_REDIS, "redis", "STOCKD_REDIS"},
+    {O_REDIS_LEASE, "redis-lease-ms", "STOCKD_REDIS_LEASE_MS"},
+    {O_DB_LOCK_LEASE, "db-lock-lease-ms", "STOCKD_DB_LOCK_LEASE_MS"},
+    {O_FENCE, "fence", "STOCKD_FENCE"},
 };
 #define NOPTIONS (sizeof(options) / sizeof(options[0]))
 
@@ -164,8 +187,9 @@ static int apply(stockd_config *c, int id, const char *v, const char *name, char
     case O_LOCK:
         if (stockd_lock_mode_parse(v, &c->lock) != 0) {
             snprintf(err, errlen,
-                     "%s must be none, local, zk, zk-herd, for-update or atomic, got '%s'", name,
-                     v);
+                     "%s must be none, local, zk, zk-herd, for-update, atomic, redis or db-lock, "
+                     "got '%s'",
+                     name, v);
             return -1;
         }
         return 0;
@@ -202,6 +226,27 @@ static int apply(stockd_config *c, int id, const char *v, const char *name, char
         return set_uint(&c->lock_passes, v, 1, 1000, name, err, errlen);
     case O_QUEUE_DEADLINE:
         return set_uint(&c->queue_deadline_ms, v, 0, 3600000, name, err, errlen);
+    case O_REDIS: {
+        char host[256];
+        int port;
+        if (!v || redislock_parse_addr(v, host, sizeof(host), &port) != REDISLOCK_OK) {
+            snprintf(err, errlen, "%s must be HOST:PORT, got '%s'", name, v ? v : "");
+            return -1;
+        }
+        return set_str(c->redis, sizeof(c->redis), v, name, err, errlen);
+    }
+    /* A lease shorter than 100 ms would run out inside one batch on a busy machine. */
+    case O_REDIS_LEASE:
+        return set_uint(&c->redis_lease_ms, v, 100, 3600000, name, err, errlen);
+    case O_DB_LOCK_LEASE:
+        return set_uint(&c->db_lock_lease_ms, v, 100, 3600000, name, err, errlen);
+    case O_FENCE:
+        if (v && (strcmp(v, "on") == 0 || strcmp(v, "off") == 0)) {
+            c->fence = strcmp(v, "on") == 0;
+            return 0;
+        }
+        snprintf(err, errlen, "%s must be on or off, got '%s'", name, v ? v : "");
+        return -1;
     }
     return -1;
 }
@@ -226,6 +271,10 @@ int stockd_config_parse(stockd_config *c, int argc, char **argv, char *err, size
     c->precheck = true;
     c->lock_passes = 1;
     c->queue_deadline_ms = 25000;
+    strcpy(c->redis, "127.0.0.1:6379");
+    c->redis_lease_ms = 10000;
+    c->db_lock_lease_ms = 10000;
+    c->fence = true;
 
     for (size_t i = 0; i < NOPTIONS; i++) {
         const char *v = getenv(options[i].env);

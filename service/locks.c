@@ -6,12 +6,32 @@
  *   zk, zk-herd the ZooKeeper fair or herd lock of lock/zklock.h, with its czxid as the
  *               fencing token and its session state as the pre-commit check;
  *   for-update  no lock outside the database: the batch's SELECT ... FOR UPDATE is the
- *               lock, so acquire and release do nothing.
- * Modes none and atomic take no lock and never come here. */
+ *               lock, so acquire and release do nothing;
+ *   redis       the Redis lease lock of lock/redislock.h, its fencing token from the
+ *               acquire script, the local lease clock as the pre-commit check;
+ *   db-lock     article 001's lock table (lock/dblock.h): a stock_lock row, its
+ *               AUTO_INCREMENT token as the fence, the same lease check.
+ * Modes none and atomic take no lock and never come here.
+ *
+ * The two lease kinds have one connection per handle and their handles are NOT
+ * thread-safe, while one stockd_locks serves every worker. So they share a small pool of
+ * slots, one per worker (a worker holds at most one lock at a time): acquire takes a
+ * slot under a mutex, the slot travels with the hold, and release gives it back. A slot's
+ * handle is made the first time the slot is used, on that worker, and made again after
+ * a failed attempt: a lock service that is down at start-up, or goes down later, makes
+ * the requests that need it fail with 503 (ZKLOCK_ERR_CONNECTION), never the process.
+ * Their codes are mapped onto ZKLOCK_* so the worker answers them as it answers
+ * ZooKeeper's: timeout 503 lock_timeout, an unreachable or failing service 503
+ * unavailable, a lease that ran out before the commit lock_lost (through the guard). */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <time.h>
 
+#include "dblock.h"
+#include "redislock.h"
 #include "stockd.h"
 
 /* Products are striped over a fixed set of mutexes instead of getting one each, so
@@ -19,12 +39,23 @@
  * wait for each other, which never breaks mutual exclusion. */
 #define LOCAL_STRIPES 1024
 
+struct lease_ops;
+typedef struct lease_slot lease_slot;
+
 struct stockd_locks {
     const struct stockd_lock_kind *kind;
     zklock_session *zk;
     zklock_kind zk_kind;
     int timeout_ms;
     pthread_mutex_t stripes[LOCAL_STRIPES];
+    /* The lease kinds (redis, db-lock): their operations, configuration and pool. */
+    const struct lease_ops *lease;
+    const stockd_config *cfg;
+    stockdb_config db;
+    pthread_mutex_t pool_mu;
+    lease_slot *slots; /* cfg->workers of them */
+    lease_slot *free_slots;
+    atomic_llong last_log; /* CLOCK_MONOTONIC second of the last failure logged */
 };
 
 typedef struct stockd_lock_kind {
@@ -96,15 +127,330 @@ static int row_release(void *impl) {
 
 static const stockd_lock_kind kind_row = {row_acquire, always_ok, no_token, row_release};
 
+/* ---------------------------------------------------------------- lease locks */
+
+/* One lease kind's library behind one face. Codes are the library's own until to_zk. */
+typedef struct lease_ops {
+    const char *service;      /* for logs */
+    const char *down_message; /* the answer's message when the service fails */
+    int (*open)(const stockd_locks *l, void **handle, char *err, size_t errcap);
+    void (*close)(void *handle);
+    int (*acquire)(void *handle, const char *name, int timeout_ms, void **hold);
+    int (*check)(const void *hold);
+    int64_t (*token)(const void *hold);
+    int (*release)(void *hold);
+    int (*ping)(void *handle); /* NULL: nothing beyond MySQL to check */
+    uint64_t (*ops)(const void *handle);
+    const char *(*errstr)(const void *handle);
+    int (*to_zk)(int rc);
+} lease_ops;
+
+/* A pooled handle, and the hold it carries while a worker has it. */
+struct lease_slot {
+    stockd_locks *l;
+    void *handle;      /* NULL until first used, and after a failed open */
+    void *hold;        /* the acquisition in progress, or NULL */
+    uint64_t ops_seen; /* the handle's operations already added to the metrics */
+    lease_slot *next;  /* in the free list */
+};
+
+/* Logs a lock-service failure with its detail, at most once a second per process, so
+ * that an outage is one line a second and not one per request. */
+static void lease_log(stockd_locks *l, const char *what, const char *detail) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    long long now = (long long)ts.tv_sec, last = atomic_load(&l->last_log);
+    if (now == last || !atomic_compare_exchange_strong(&l->last_log, &last, now)) return;
+    stockd_log("warn", "%s %s: %s", l->lease->service, what, detail);
+}
+
+/* Adds the handle's operations since the last call to the metrics (or only skips
+ * them: the health check's ping is not part of any deduction). */
+static void lease_count_ops(lease_slot *s, bool count) {
+    if (!s->handle) return;
+    uint64_t now = s->l->lease->ops(s->handle);
+    if (count) stockd_metrics_lock_ops(now - s->ops_seen);
+    s->ops_seen = now;
+}
+
+/* Takes a free slot with a connected handle. ZKLOCK_OK, or the open's error (the slot
+ * is given back) with its detail in err. */
+static int lease_take(stockd_locks *l, lease_slot **out, char *err, size_t errcap) {
+    pthread_mutex_lock(&l->pool_mu);
+    lease_slot *s = l->free_slots;
+    if (s) l->free_slots = s->next;
+    pthread_mutex_unlock(&l->pool_mu);
+    *out = NULL;
+    /* One slot per worker, and a worker uses one at a time: an empty pool is a bug. */
+    if (!s) {
+        snprintf(err, errcap, "no free lock connection");
+        return ZKLOCK_ERR_ARGS;
+    }
+    if (!s->handle) {
+        int rc = l->lease->open(l, &s->handle, err, errcap);
+        if (rc != 0) {
+            s->handle = NULL;
+            lease_log(l, "connect", err);
+            stockd_metrics_lock_event(STOCKD_LOCK_EV_UNAVAILABLE);
+            pthread_mutex_lock(&l->pool_mu);
+            s->next = l->free_slots;
+            l->free_slots = s;
+            pthread_mutex_unlock(&l->pool_mu);
+            return l->lease->to_zk(rc);
+        }
+        s->ops_seen = 0;
+    }
+    *out = s;
+    return ZKLOCK_OK;
+}
+
+/* Gives a slot back. Its handle is kept: the library reconnects it by itself. */
+static void lease_give(lease_slot *s) {
+    stockd_locks *l = s->l;
+    s->hold = NULL;
+    pthread_mutex_lock(&l->pool_mu);
+    s->next = l->free_slots;
+    l->free_slots = s;
+    pthread_mutex_unlock(&l->pool_mu);
+}
+
+static int lease_acquire(stockd_locks *l, int32_t product_id, void **impl) {
+    char name[32], err[512];
+    lease_slot *s;
+    *impl = NULL;
+    int rc = lease_take(l, &s, err, sizeof(err));
+    if (rc != ZKLOCK_OK) return rc;
+    snprintf(name, sizeof(name), "product_%d", product_id);
+    rc = l->lease->to_zk(l->lease->acquire(s->handle, name, l->timeout_ms, &s->hold));
+    lease_count_ops(s, true);
+    if (rc == ZKLOCK_OK) {
+        stockd_metrics_lock_event(STOCKD_LOCK_EV_ACQUIRED);
+        *impl = s;
+        return ZKLOCK_OK;
+    }
+    if (rc == ZKLOCK_ERR_TIMEOUT) {
+        stockd_metrics_lock_event(STOCKD_LOCK_EV_TIMEOUT);
+    } else {
+        stockd_metrics_lock_event(STOCKD_LOCK_EV_UNAVAILABLE);
+        lease_log(l, "acquire", l->lease->errstr(s->handle));
+    }
+    lease_give(s);
+    return rc;
+}
+
+static int lease_check(const void *impl) {
+    const lease_slot *s = impl;
+    return s->l->lease->to_zk(s->l->lease->check(s->hold));
+}
+
+static int64_t lease_token(const void *impl) {
+    const lease_slot *s = impl;
+    return s->l->lease->token(s->hold);
+}
+
+static int lease_release(void *impl) {
+    lease_slot *s = impl;
+    stockd_locks *l = s->l;
+    int rc = l->lease->to_zk(l->lease->release(s->hold));
+    lease_count_ops(s, true);
+    if (rc == ZKLOCK_LOST) {
+        stockd_metrics_lock_event(STOCKD_LOCK_EV_LOST);
+    } else if (rc != ZKLOCK_OK) {
+        /* The lock then frees itself when its lease runs out. */
+        stockd_metrics_lock_event(STOCKD_LOCK_EV_UNAVAILABLE);
+        lease_log(l, "release", l->lease->errstr(s->handle));
+    }
+    lease_give(s);
+    return rc;
+}
+
+static const stockd_lock_kind kind_lease = {lease_acquire, lease_check, lease_token, lease_release};
+
+/* Redis. */
+
+static int redis_to_zk(int rc) {
+    switch (rc) {
+    case REDISLOCK_OK:
+        return ZKLOCK_OK;
+    case REDISLOCK_ERR_ARGS:
+        return ZKLOCK_ERR_ARGS;
+    case REDISLOCK_ERR_NOMEM:
+        return ZKLOCK_ERR_NOMEM;
+    case REDISLOCK_ERR_TIMEOUT:
+        return ZKLOCK_ERR_TIMEOUT;
+    case REDISLOCK_ERR_CONNECTION:
+        return ZKLOCK_ERR_CONNECTION;
+    case REDISLOCK_ERR_NOT_OWNER:
+        return ZKLOCK_ERR_NOT_OWNER;
+    case REDISLOCK_LOST:
+        return ZKLOCK_LOST;
+    default: /* REDISLOCK_ERR_REDIS: the server answered an error; 503 like ZooKeeper's */
+        return ZKLOCK_ERR_ZK;
+    }
+}
+
+static int redis_open(const stockd_locks *l, void **handle, char *err, size_t errcap) {
+    /* A connect that hangs (a black-holed address) must not outlast the lock wait. */
+    int connect_ms = l->timeout_ms > 0 && l->timeout_ms < 2000 ? l->timeout_ms : 2000;
+    if (connect_ms < 100) connect_ms = 100;
+    redislock_config c = {.addr = l->cfg->redis,
+                          .lease_ms = (int)l->cfg->redis_lease_ms,
+                          .connect_timeout_ms = connect_ms};
+    redislock *r = NULL;
+    int rc = redislock_new(&c, &r, err, errcap);
+    *handle = r;
+    return rc;
+}
+
+static void redis_close(void *handle) {
+    redislock_free(handle);
+}
+
+static int redis_acquire(void *handle, const char *name, int timeout_ms, void **hold) {
+    redislock_hold *h = NULL;
+    int rc = redislock_acquire(handle, name, timeout_ms, &h);
+    *hold = h;
+    return rc;
+}
+
+static int redis_check(const void *hold) {
+    return redislock_check(hold);
+}
+
+static int64_t redis_token(const void *hold) {
+    return redislock_token(hold);
+}
+
+static int redis_release(void *hold) {
+    return redislock_release(hold);
+}
+
+static int redis_ping(void *handle) {
+    return redislock_ping(handle);
+}
+
+static uint64_t redis_ops(const void *handle) {
+    redislock_stats st;
+    redislock_get_stats(handle, &st);
+    return st.ops;
+}
+
+static const char *redis_errstr(const void *handle) {
+    return redislock_errstr(handle);
+}
+
+static const lease_ops lease_redis = {
+    .service = "redis",
+    .down_message = "Redis is unavailable; nothing was deducted",
+    .open = redis_open,
+    .close = redis_close,
+    .acquire = redis_acquire,
+    .check = redis_check,
+    .token = redis_token,
+    .release = redis_release,
+    .ping = redis_ping,
+    .ops = redis_ops,
+    .errstr = redis_errstr,
+    .to_zk = redis_to_zk,
+};
+
+/* The lock table. */
+
+static int db_to_zk(int rc) {
+    switch (rc) {
+    case DBLOCK_OK:
+        return ZKLOCK_OK;
+    case DBLOCK_ERR_ARGS:
+        return ZKLOCK_ERR_ARGS;
+    case DBLOCK_ERR_NOMEM:
+        return ZKLOCK_ERR_NOMEM;
+    case DBLOCK_ERR_TIMEOUT:
+        return ZKLOCK_ERR_TIMEOUT;
+    case DBLOCK_ERR_CONNECTION:
+        return ZKLOCK_ERR_CONNECTION;
+    case DBLOCK_LOST:
+        return ZKLOCK_LOST;
+    default: /* DBLOCK_ERR_QUERY: no table or no grant; 503, and the log says which */
+        return ZKLOCK_ERR_ZK;
+    }
+}
+
+/* Made on a worker thread, which has run mysql_thread_init() for its own stockdb
+ * handle already; MariaDB Connector/C lets a connection move between threads as long
+ * as one thread at a time uses it, which the pool guarantees. */
+static int db_open(const stockd_locks *l, void **handle, char *err, size_t errcap) {
+    /* dblock takes an owner of at most 40 bytes; the instance name may be longer. */
+    char owner[41];
+    size_t n = strnlen(l->cfg->instance, sizeof(owner) - 1);
+    memcpy(owner, l->cfg->instance, n);
+    owner[n] = '\0';
+    dblock_config c = {.db = l->db, .owner = owner, .lease_ms = (int)l->cfg->db_lock_lease_ms};
+    dblock *d = NULL;
+    int rc = dblock_new(&c, &d, err, errcap);
+    *handle = d;
+    return rc;
+}
+
+static void db_close(void *handle) {
+    dblock_free(handle);
+}
+
+static int db_acquire(void *handle, const char *name, int timeout_ms, void **hold) {
+    dblock_hold *h = NULL;
+    int rc = dblock_acquire(handle, name, timeout_ms, &h);
+    *hold = h;
+    return rc;
+}
+
+static int db_check(const void *hold) {
+    return dblock_check(hold);
+}
+
+static int64_t db_token(const void *hold) {
+    return dblock_token(hold);
+}
+
+static int db_release(void *hold) {
+    return dblock_release(hold);
+}
+
+static uint64_t db_ops(const void *handle) {
+    dblock_stats st;
+    dblock_get_stats(handle, &st);
+    return st.ops;
+}
+
+static const char *db_errstr(const void *handle) {
+    return dblock_errstr(handle);
+}
+
+static const lease_ops lease_db = {
+    .service = "db-lock",
+    .down_message = "the lock table is unavailable; nothing was deducted",
+    .open = db_open,
+    .close = db_close,
+    .acquire = db_acquire,
+    .check = db_check,
+    .token = db_token,
+    .release = db_release,
+    .ping = NULL,
+    .ops = db_ops,
+    .errstr = db_errstr,
+    .to_zk = db_to_zk,
+};
+
 /* ---------------------------------------------------------------- the interface */
 
 stockd_locks *stockd_locks_new(const stockd_ctx *ctx) {
     stockd_locks *l = calloc(1, sizeof(*l));
     if (!l) return NULL;
     l->zk = ctx->zk;
+    l->cfg = ctx->cfg;
+    l->db = ctx->db;
     l->timeout_ms = (int)ctx->cfg->lock_timeout_ms;
     for (size_t i = 0; i < LOCAL_STRIPES; i++)
         pthread_mutex_init(&l->stripes[i], NULL);
+    pthread_mutex_init(&l->pool_mu, NULL);
     switch (ctx->cfg->lock) {
     case STOCKD_LOCK_LOCAL:
         l->kind = &kind_local;
@@ -113,6 +459,21 @@ stockd_locks *stockd_locks_new(const stockd_ctx *ctx) {
     case STOCKD_LOCK_ZK_HERD:
         l->kind = &kind_zk;
         l->zk_kind = ctx->cfg->lock == STOCKD_LOCK_ZK ? ZKLOCK_FAIR : ZKLOCK_HERD;
+        break;
+    case STOCKD_LOCK_REDIS:
+    case STOCKD_LOCK_DB_LOCK:
+        l->kind = &kind_lease;
+        l->lease = ctx->cfg->lock == STOCKD_LOCK_REDIS ? &lease_redis : &lease_db;
+        l->slots = calloc(ctx->cfg->workers, sizeof(*l->slots));
+        if (!l->slots) {
+            stockd_locks_free(l);
+            return NULL;
+        }
+        for (unsigned i = 0; i < ctx->cfg->workers; i++) {
+            l->slots[i].l = l;
+            l->slots[i].next = l->free_slots;
+            l->free_slots = &l->slots[i];
+        }
         break;
     default:
         l->kind = &kind_row;
@@ -123,6 +484,15 @@ stockd_locks *stockd_locks_new(const stockd_ctx *ctx) {
 
 void stockd_locks_free(stockd_locks *l) {
     if (!l) return;
+    /* The workers are gone: every slot is back, and any lock still held (none, after an
+     * orderly shutdown) frees itself when its lease runs out. */
+    if (l->slots) {
+        for (unsigned i = 0; i < l->cfg->workers; i++) {
+            if (l->slots[i].handle) l->lease->close(l->slots[i].handle);
+        }
+        free(l->slots);
+    }
+    pthread_mutex_destroy(&l->pool_mu);
     for (size_t i = 0; i < LOCAL_STRIPES; i++)
         pthread_mutex_destroy(&l->stripes[i]);
     free(l);
@@ -146,6 +516,31 @@ int64_t stockd_lock_token(const stockd_lock *h) {
 int stockd_lock_release(stockd_lock *h) {
     int rc = h->kind->release(h->impl);
     h->impl = NULL;
+    return rc;
+}
+
+const char *stockd_locks_failure_message(const stockd_locks *l, int rc) {
+    if (!l || !l->lease || rc == ZKLOCK_OK || rc == ZKLOCK_ERR_TIMEOUT ||
+        rc == ZKLOCK_ERR_CANCELLED)
+        return NULL;
+    return l->lease->down_message;
+}
+
+const char *stockd_locks_strerror(const stockd_locks *l, int rc) {
+    const char *m = stockd_locks_failure_message(l, rc);
+    return m ? m : zklock_strerror(rc);
+}
+
+int stockd_locks_ping(stockd_locks *l, char *err, size_t errcap) {
+    lease_slot *s;
+    if (errcap) err[0] = '\0';
+    if (!l->lease || !l->lease->ping) return ZKLOCK_OK;
+    int rc = lease_take(l, &s, err, errcap);
+    if (rc != ZKLOCK_OK) return rc;
+    rc = l->lease->to_zk(l->lease->ping(s->handle));
+    if (rc != ZKLOCK_OK) snprintf(err, errcap, "%s", l->lease->errstr(s->handle));
+    lease_count_ops(s, false);
+    lease_give(s);
     return rc;
 }
 

@@ -36,6 +36,7 @@ static struct {
     atomic_ullong batch[NBATCH + 1], batch_count, batch_sum;
     atomic_ullong statements;
     atomic_ullong precheck_reads, precheck_sold_out;
+    atomic_ullong lock_events[STOCKD_LOCK_EV_COUNT], lock_ops;
 } m;
 
 static const char *route_names[STOCKD_ROUTE_COUNT] = {
@@ -117,6 +118,15 @@ void stockd_metrics_statements(uint64_t n) {
 void stockd_metrics_precheck(bool sold_out) {
     atomic_fetch_add_explicit(&m.precheck_reads, 1, memory_order_relaxed);
     if (sold_out) atomic_fetch_add_explicit(&m.precheck_sold_out, 1, memory_order_relaxed);
+}
+
+void stockd_metrics_lock_event(stockd_lock_event e) {
+    if ((unsigned)e < STOCKD_LOCK_EV_COUNT)
+        atomic_fetch_add_explicit(&m.lock_events[e], 1, memory_order_relaxed);
+}
+
+void stockd_metrics_lock_ops(uint64_t n) {
+    atomic_fetch_add_explicit(&m.lock_ops, n, memory_order_relaxed);
 }
 
 /* A growing text buffer; on allocation failure it stops growing and marks itself. */
@@ -260,6 +270,33 @@ char *stockd_metrics_render(const stockd_config *cfg, zklock_session *zk) {
         put(&b, "stockd_zk_ops_total{op=\"get_data\"} %llu\n", (unsigned long long)st.op_get_data);
         zk_ops = st.op_create + st.op_delete + st.op_get_children + st.op_get_data;
     }
+    /* The lease locks: their service is Redis, or MySQL's stock_lock table on
+     * connections of their own (not counted in stockd_mysql_statements_total). */
+    const char *lease_service = cfg->lock == STOCKD_LOCK_REDIS     ? "redis"
+                                : cfg->lock == STOCKD_LOCK_DB_LOCK ? "mysql_lock_table"
+                                                                   : NULL;
+    unsigned long long lease_ops = atomic_load_explicit(&m.lock_ops, memory_order_relaxed);
+    if (lease_service) {
+        const struct {
+            const char *name, *help;
+            stockd_lock_event e;
+        } counters[] = {
+            {"stockd_lock_acquisitions_total", "Lock acquisitions.", STOCKD_LOCK_EV_ACQUIRED},
+            {"stockd_lock_timeouts_total", "Lock acquisitions timed out.", STOCKD_LOCK_EV_TIMEOUT},
+            {"stockd_lock_lost_total", "Releases that found the lease run out.",
+             STOCKD_LOCK_EV_LOST},
+            {"stockd_lock_unavailable_total", "Lock calls that could not reach the lock service.",
+             STOCKD_LOCK_EV_UNAVAILABLE},
+        };
+        for (size_t i = 0; i < sizeof(counters) / sizeof(counters[0]); i++)
+            put_counter(&b, counters[i].name, counters[i].help,
+                        atomic_load_explicit(&m.lock_events[counters[i].e], memory_order_relaxed));
+        put(&b,
+            "# HELP stockd_lock_service_ops_total Operations sent to the lock service.\n"
+            "# TYPE stockd_lock_service_ops_total counter\n"
+            "stockd_lock_service_ops_total{service=\"%s\"} %llu\n",
+            lease_service, lease_ops);
+    }
     put(&b, "# HELP stockd_round_trips_per_deduction Operations sent per deduction answered so "
             "far, by service.\n# TYPE stockd_round_trips_per_deduction gauge\n");
     put(&b, "stockd_round_trips_per_deduction{service=\"mysql\"} %.4f\n",
@@ -267,6 +304,9 @@ char *stockd_metrics_render(const stockd_config *cfg, zklock_session *zk) {
     if (zk)
         put(&b, "stockd_round_trips_per_deduction{service=\"zookeeper\"} %.4f\n",
             deducted ? (double)zk_ops / (double)deducted : 0.0);
+    if (lease_service)
+        put(&b, "stockd_round_trips_per_deduction{service=\"%s\"} %.4f\n", lease_service,
+            deducted ? (double)lease_ops / (double)deducted : 0.0);
     if (b.oom) {
         free(b.s);
         return NULL;

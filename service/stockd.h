@@ -16,7 +16,8 @@
  *   combiner.c per product and process at most one worker queues for or holds the
  *             lock; the deductions that arrive meanwhile wait there for its next batch.
  *   locks.c   the lock kinds behind one small interface: local mutex, ZooKeeper fair
- *             or herd lock, or none beyond the database's own row lock.
+ *             or herd lock, Redis lease lock, the database lock table, or none beyond
+ *             the database's own row lock.
  *   contract.c pure functions: routing, the id and key parsers, and the mapping from an
  *             outcome to an HTTP status and a JSON body (cJSON). Unit-tested and fuzzed.
  *   config.c  command line and environment into a stockd_config (pure).
@@ -43,6 +44,8 @@ typedef enum stockd_lock_mode {
     STOCKD_LOCK_ZK_HERD,    /* ZooKeeper non-fair lock (herd effect) + fencing */
     STOCKD_LOCK_FOR_UPDATE, /* SELECT ... FOR UPDATE: the row lock is the lock */
     STOCKD_LOCK_ATOMIC,     /* one conditional UPDATE, no lock */
+    STOCKD_LOCK_REDIS,      /* Redis lease lock (lock/redislock.h) + fencing */
+    STOCKD_LOCK_DB_LOCK,    /* a stock_lock row is the lock (lock/dblock.h) + fencing */
 } stockd_lock_mode;
 
 typedef struct stockd_config {
@@ -63,6 +66,13 @@ typedef struct stockd_config {
     bool precheck;              /* sold out answered from one read before the lock */
     unsigned lock_passes;       /* batches per acquisition while more wait */
     unsigned queue_deadline_ms; /* 0 = none; see stockd_job.deadline_ns */
+    char redis[256];            /* HOST:PORT of the Redis of mode redis */
+    unsigned redis_lease_ms;    /* the lease of a Redis lock acquisition */
+    unsigned db_lock_lease_ms;  /* the lease of a stock_lock row */
+    /* false only for the paused-holder demonstration: the write carries no fencing
+     * token and the commit does not re-check the lock, as a client that trusts its
+     * lease would do. */
+    bool fence;
     bool help;
     bool version;
 } stockd_config;
@@ -113,10 +123,12 @@ const char *stockd_result_name(stockd_result r);
 /* Renders the JSON body; the caller frees it with free(). NULL when out of memory. */
 char *stockd_answer_json(const stockd_answer *a, const char *instance);
 
-/* Renders /health: {"result":"ok"|"unavailable","mysql":"up"|"down","zookeeper":...}.
- * The error texts may be NULL. The caller frees the result. */
+/* Renders /health: {"result":"ok"|"unavailable","mysql":"up"|"down","zookeeper":...,
+ * "redis":...}. The error texts may be NULL; redis_state NULL leaves "redis" out (the
+ * modes that do not use it). The caller frees the result. */
 char *stockd_health_json(bool ok, const char *mysql_err, const char *zk_state, const char *zk_err,
-                         const char *lock_mode, const char *instance);
+                         const char *redis_state, const char *redis_err, const char *lock_mode,
+                         const char *instance);
 
 /* Parses a product id: decimal digits only, 1..INT32_MAX, no sign, no spaces, no leading
  * zero, exactly len bytes (so an embedded NUL is refused). Returns 0 or -1 and sets
@@ -234,8 +246,18 @@ int64_t stockd_lock_token(const stockd_lock *h);
 /* Releases; ZKLOCK_OK or the kind's error (the lock is let go either way). Same
  * thread as the acquire. */
 int stockd_lock_release(stockd_lock *h);
-/* Lock-service operations so far (ZooKeeper operations for zk kinds, else 0). */
+/* Lock-service operations so far (ZooKeeper operations for zk kinds, else 0; the lease
+ * kinds count theirs in stockd_metrics_lock_ops). */
 uint64_t stockd_locks_ops(stockd_locks *l);
+/* The answer's message for a failed acquire of rc when the kind has its own (Redis, the
+ * lock table: "... is unavailable"), else NULL (keep stockd_answer_from_db's). */
+const char *stockd_locks_failure_message(const stockd_locks *l, int rc);
+/* A text for a lock code, for the log: the kind's own where it has one. */
+const char *stockd_locks_strerror(const stockd_locks *l, int rc);
+/* Checks the kind's own lock service where it has one besides MySQL and ZooKeeper's
+ * session (Redis): ZKLOCK_OK or ZKLOCK_ERR_CONNECTION with the detail in err. ZKLOCK_OK
+ * for every other kind. Worker threads (it borrows a pooled connection). */
+int stockd_locks_ping(stockd_locks *l, char *err, size_t errcap);
 
 /* ------------------------------------------------------------------ routing */
 
@@ -340,6 +362,16 @@ void stockd_metrics_lock_wait(uint64_t ns);
 void stockd_metrics_batch(unsigned n);       /* deductions served by one acquisition */
 void stockd_metrics_statements(uint64_t n);  /* MySQL statements sent */
 void stockd_metrics_precheck(bool sold_out); /* a pre-check read, and its answer */
+/* The lease locks' (redis, db-lock) counters; the zk kinds have theirs in zklock. */
+typedef enum stockd_lock_event {
+    STOCKD_LOCK_EV_ACQUIRED = 0,
+    STOCKD_LOCK_EV_TIMEOUT,
+    STOCKD_LOCK_EV_LOST,        /* a release found the lock no longer ours (the lease ran out) */
+    STOCKD_LOCK_EV_UNAVAILABLE, /* the lock service could not be reached or refused */
+    STOCKD_LOCK_EV_COUNT,
+} stockd_lock_event;
+void stockd_metrics_lock_event(stockd_lock_event e);
+void stockd_metrics_lock_ops(uint64_t n); /* Redis commands or stock_lock statements sent */
 /* The Prometheus text exposition; the caller frees it. NULL when out of memory. zk may
  * be NULL. Reads memory only, so the polling thread may call it. */
 char *stockd_metrics_render(const stockd_config *cfg, zklock_session *zk);

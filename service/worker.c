@@ -1,8 +1,8 @@
 /* worker.c: the threads that do the blocking work of a request.
  *
  * Each worker owns one stockdb handle (one MySQL connection, never shared) and pops
- * jobs one at a time. A deduction in a locked mode (local, zk, zk-herd, for-update)
- * goes this way:
+ * jobs one at a time. A deduction in a locked mode (local, zk, zk-herd, for-update,
+ * redis, db-lock) goes this way:
  *
  *   pop ──> pre-check: one plain read ── stock <= 0 ──> answer sold_out (no lock)
  *             │ stock > 0
@@ -158,9 +158,12 @@ static void run_batch(worker_state *ws, stockd_job **jobs, unsigned n, const sto
     stockd_ctx *ctx = ws->w->ctx;
     for (unsigned i = 0; i < n; i++)
         ws->items[i] = (stockdb_item){.request_id = jobs[i]->request_id};
+    /* --fence off (the paused-holder demonstration only) sends no token and skips the
+     * pre-commit check, as a client that trusts its lease would. */
+    bool fence = ctx->cfg->fence;
     stockdb_batch b = {.product_id = h->product_id,
-                       .fence = stockd_lock_token(h),
-                       .guard = lock_guard,
+                       .fence = fence ? stockd_lock_token(h) : 0,
+                       .guard = fence ? lock_guard : NULL,
                        .guard_arg = (void *)h,
                        .think_us = ctx->cfg->think_us,
                        .items = ws->items,
@@ -190,6 +193,8 @@ static void fail_waiting(worker_state *ws, int32_t product_id, int lock_rc, uint
         for (unsigned i = 0; i < n; i++) {
             stockd_answer a = {.id = product_id};
             stockd_answer_from_db(&a, lock_rc, STOCKDB_OK, NULL);
+            const char *m = stockd_locks_failure_message(ctx->locks, lock_rc);
+            if (m) a.message = m;
             finish(ws, ws->jobs[i], &a);
         }
     }
@@ -210,7 +215,8 @@ static void lead(worker_state *ws, int32_t product_id) {
                 answers ? stockd_lock_acquire(ctx->locks, product_id, &lock) : ZKLOCK_ERR_NOMEM;
             stockd_metrics_lock_wait(stockd_now_ns() - t0);
             if (rc != ZKLOCK_OK) {
-                if (rc != ZKLOCK_ERR_TIMEOUT) log_failure(ws, "lock", zklock_strerror(rc));
+                if (rc != ZKLOCK_ERR_TIMEOUT)
+                    log_failure(ws, "lock", stockd_locks_strerror(ctx->locks, rc));
                 /* The jobs that waited through the whole attempt get its failure; the
                  * ones that came during it try again, unless the lock is unusable now. */
                 fail_waiting(ws, product_id, rc, rc == ZKLOCK_ERR_TIMEOUT ? t0 : UINT64_MAX);
@@ -243,7 +249,8 @@ static void lead(worker_state *ws, int32_t product_id) {
                     stockd_lock_check(&lock) == ZKLOCK_OK;
         if (!keep) {
             int rel = stockd_lock_release(&lock);
-            if (rel != ZKLOCK_OK) log_failure(ws, "lock release", zklock_strerror(rel));
+            if (rel != ZKLOCK_OK)
+                log_failure(ws, "lock release", stockd_locks_strerror(ctx->locks, rel));
             held = false;
         }
         for (unsigned i = 0; i < live; i++)
@@ -302,7 +309,10 @@ static void serve_health(worker_state *ws, stockd_job *job) {
     stockd_ctx *ctx = ws->w->ctx;
     int db_rc = stockdb_ping(ws->db);
     int zk_rc = ctx->zk ? zklock_session_status(ctx->zk) : ZKLOCK_OK;
-    bool ok = db_rc == STOCKDB_OK && zk_rc == ZKLOCK_OK;
+    char lock_err[512];
+    int lock_rc = stockd_locks_ping(ctx->locks, lock_err, sizeof(lock_err));
+    bool redis = ctx->cfg->lock == STOCKD_LOCK_REDIS;
+    bool ok = db_rc == STOCKDB_OK && zk_rc == ZKLOCK_OK && lock_rc == ZKLOCK_OK;
 
     job->status = ok ? 200 : 503;
     job->result = ok ? STOCKD_R_OK : STOCKD_R_UNAVAILABLE;
@@ -311,6 +321,10 @@ static void serve_health(worker_state *ws, stockd_job *job) {
                                    : zk_rc == ZKLOCK_OK ? "up"
                                                         : "down",
                                    zk_rc == ZKLOCK_OK ? NULL : zklock_strerror(zk_rc),
+                                   !redis                 ? NULL
+                                   : lock_rc == ZKLOCK_OK ? "up"
+                                                          : "down",
+                                   lock_rc == ZKLOCK_OK ? NULL : lock_err,
                                    stockd_lock_mode_name(ctx->cfg->lock), ctx->cfg->instance);
     ctx->complete(job);
 }

@@ -15,6 +15,8 @@ DB_PASS=stockd-test-pw
 MYSQL_URL="mysql://$DB_USER@127.0.0.1:$STOCKD_TEST_MYSQL_PORT/$DB"
 export STOCKD_MYSQL_PASSWORD=$DB_PASS
 export STOCKLOAD_BIN=$STOCKD_BUILD/loadtest/stockload
+# Mode redis finds the fixture's Redis without an option (a test may still pass --redis).
+[[ -n ${STOCKD_TEST_REDIS:-} ]] && export STOCKD_REDIS=$STOCKD_TEST_REDIS
 
 # Runs on exit. It calls `exit` only to fail a test that would otherwise pass; when
 # it returns normally bash keeps the script's own exit status, so a test that also

@@ -28,7 +28,43 @@ int main(void) {
         CHECK(c.precheck);
         CHECK_INT_EQ(1, c.lock_passes);
         CHECK_INT_EQ(25000, c.queue_deadline_ms);
+        CHECK_STR_EQ("127.0.0.1:6379", c.redis);
+        CHECK_INT_EQ(10000, c.redis_lease_ms);
+        CHECK_INT_EQ(10000, c.db_lock_lease_ms);
+        CHECK(c.fence);
     }
+    /* The lease kinds: Redis from the environment, argv winning over it. */
+    setenv("STOCKD_REDIS", "redis.internal:6390", 1);
+    setenv("STOCKD_REDIS_LEASE_MS", "3000", 1);
+    {
+        char *argv[] = {"stockd", "--lock", "redis", NULL};
+        CHECK_INT_EQ(0, parse(&c, err, 3, argv));
+        CHECK_INT_EQ(STOCKD_LOCK_REDIS, c.lock);
+        CHECK_STR_EQ("redis.internal:6390", c.redis);
+        CHECK_INT_EQ(3000, c.redis_lease_ms);
+    }
+    {
+        char *argv[] = {"stockd",
+                        "--lock",
+                        "db-lock",
+                        "--redis",
+                        "127.0.0.1:7000",
+                        "--redis-lease-ms",
+                        "500",
+                        "--fence",
+                        "off",
+                        "--db-lock-lease-ms",
+                        "2500",
+                        NULL};
+        CHECK_INT_EQ(0, parse(&c, err, 11, argv));
+        CHECK_INT_EQ(STOCKD_LOCK_DB_LOCK, c.lock);
+        CHECK_STR_EQ("127.0.0.1:7000", c.redis);
+        CHECK_INT_EQ(500, c.redis_lease_ms);
+        CHECK_INT_EQ(2500, c.db_lock_lease_ms);
+        CHECK(!c.fence);
+    }
+    unsetenv("STOCKD_REDIS");
+    unsetenv("STOCKD_REDIS_LEASE_MS");
     setenv("STOCKD_BATCH_MAX", "8", 1);
     setenv("STOCKD_PRECHECK", "off", 1);
     {
@@ -68,12 +104,24 @@ int main(void) {
     }
     unsetenv("STOCKD_LOCK");
     static const char *bad[][3] = {
-        {"--port", "0", "--port"},         {"--port", "65536", "--port"},
-        {"--port", "-1", "--port"},        {"--port", "12x", "--port"},
-        {"--lock", "redis", "--lock"},     {"--workers", "0", "--workers"},
-        {"--instance", "a b", "instance"}, {"--nope", "1", "unknown option"},
-        {"--batch-max", "0", "--batch-max"}, {"--batch-max", "1025", "--batch-max"},
-        {"--precheck", "yes", "on or off"},  {"--lock-passes", "0", "--lock-passes"},
+        {"--port", "0", "--port"},
+        {"--port", "65536", "--port"},
+        {"--port", "-1", "--port"},
+        {"--port", "12x", "--port"},
+        {"--lock", "redlock", "--lock"},
+        {"--workers", "0", "--workers"},
+        {"--instance", "a b", "instance"},
+        {"--nope", "1", "unknown option"},
+        {"--batch-max", "0", "--batch-max"},
+        {"--batch-max", "1025", "--batch-max"},
+        {"--precheck", "yes", "on or off"},
+        {"--lock-passes", "0", "--lock-passes"},
+        {"--redis", "localhost", "HOST:PORT"},
+        {"--redis", "h:0", "HOST:PORT"},
+        {"--redis", "a b:1", "HOST:PORT"},
+        {"--redis-lease-ms", "99", "--redis-lease-ms"},
+        {"--db-lock-lease-ms", "x", "--db-lock-lease-ms"},
+        {"--fence", "no", "on or off"},
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         char *argv[] = {"stockd", (char *)bad[i][0], (char *)bad[i][1], NULL};
@@ -89,7 +137,7 @@ int main(void) {
         CHECK(strstr(err, "STOCKD_PORT") != NULL);
     }
     unsetenv("STOCKD_PORT");
-    for (int m = STOCKD_LOCK_NONE; m <= STOCKD_LOCK_ATOMIC; m++) {
+    for (int m = STOCKD_LOCK_NONE; m <= STOCKD_LOCK_DB_LOCK; m++) {
         stockd_lock_mode back;
         CHECK_INT_EQ(0, stockd_lock_mode_parse(stockd_lock_mode_name(m), &back));
         CHECK_INT_EQ(m, back);

@@ -36,6 +36,15 @@ stockd_integration_test(oversell_for_update_3_instances_ends_at_zero
   COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/oversell.sh for-update 3 zero LABELS experiment)
 stockd_integration_test(oversell_atomic_3_instances_ends_at_zero
   COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/oversell.sh atomic 3 zero LABELS experiment)
+# The lease locks of article 001 across all instances: a Redis lease lock and the
+# database lock table, both fenced, batched by default; redis also one acquisition per
+# deduction.
+stockd_integration_test(oversell_redis_3_instances_exact_zero
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/oversell.sh redis 3 zero LABELS experiment)
+stockd_integration_test(oversell_redis_per_request_3_instances_exact_zero
+  COMMAND env CHECK_ONE_PER_ACQUISITION=1 bash ${CMAKE_CURRENT_SOURCE_DIR}/service/oversell.sh redis 3 zero --batch-max 1 LABELS experiment)
+stockd_integration_test(oversell_db_lock_3_instances_exact_zero
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/oversell.sh db-lock 3 zero LABELS experiment)
 stockd_integration_test(zk_faults_timeout_paused_holder_zk_down
   COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/zk_faults.sh LABELS fault)
 # The combiner: one lock round serves every deduction of a product queued behind it.
