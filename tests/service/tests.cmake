@@ -45,6 +45,17 @@ stockd_integration_test(oversell_redis_per_request_3_instances_exact_zero
   COMMAND env CHECK_ONE_PER_ACQUISITION=1 bash ${CMAKE_CURRENT_SOURCE_DIR}/service/oversell.sh redis 3 zero --batch-max 1 LABELS experiment)
 stockd_integration_test(oversell_db_lock_3_instances_exact_zero
   COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/oversell.sh db-lock 3 zero LABELS experiment)
+# Redis down at start and later: 503 at request time, never a crash. A holder paused
+# past its lease: refused by the fence, or (--fence off) the last unit sold twice.
+stockd_integration_test(lease_faults_redis_down
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/lease_faults.sh redis-down LABELS fault)
+foreach(kind redis db-lock)
+  string(REPLACE "-" "_" name ${kind})
+  stockd_integration_test(lease_faults_paused_${name}_fenced_refused
+    COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/lease_faults.sh paused ${kind} fenced LABELS fault)
+  stockd_integration_test(lease_faults_paused_${name}_unfenced_oversells
+    COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/lease_faults.sh paused ${kind} unfenced LABELS fault)
+endforeach()
 stockd_integration_test(zk_faults_timeout_paused_holder_zk_down
   COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/zk_faults.sh LABELS fault)
 # The combiner: one lock round serves every deduction of a product queued behind it.

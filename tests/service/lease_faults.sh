@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# The lease locks' failures end to end, against real parts, each checked against the
+# stock and the orders:
+#
+#   lease_faults.sh redis-down
+#     stockd in mode redis starts although its Redis is down; a deduction is answered
+#     503 "Redis is unavailable" and deducts nothing, /health says 503 with "redis":
+#     "down"; the process stays up. Redis comes up: the next deduction goes through and
+#     /health says 200 (the connection is made at request time). Redis goes down again:
+#     503 again, never a crash. A malformed --redis is refused at start-up (exit 2).
+#
+#   lease_faults.sh paused redis|db-lock fenced|unfenced
+#     Article 001's warning about lease locks, in the service. Product 2 has one unit.
+#     Instance 1 (lease 1 s, 3 s think time between its read and its write) takes the
+#     lock, reads stock 1 and is SIGSTOPped. Its lease runs out, instance 2 takes the
+#     lock and buys the last unit. Instance 1 is continued after its think time, so it
+#     writes at once:
+#       fenced:   its write carries the older token and is refused: 503 lock_lost,
+#                 stock 0, one order;
+#       unfenced: (--fence off on both) nothing stops it: stock -1, two orders, the
+#                 last unit sold twice.
+# It runs its own Redis (it stops it), never the shared one.
+source "$STOCKD_SRC/tests/lib.sh"
+
+t_db
+stock() { sql "SELECT stock FROM product WHERE id=$1"; }
+orders() { sql "SELECT COUNT(*) FROM orders WHERE product_id=$1"; }
+# reduce PORT ID: prints "status result"; the body stays in $T/ans.PORT.
+reduce() {
+  local port=$1 id=$2
+  curl -sS -m 30 -o "$T/ans.$port" -w '%{http_code}' "http://127.0.0.1:$port/stock/reduce?id=$id" >"$T/code.$port"
+  echo "$(cat "$T/code.$port") $(jq -r .result "$T/ans.$port")"
+}
+health() { curl -sS -m 10 -o "$T/health" -w '%{http_code}' "http://127.0.0.1:$((PORT0 + 1))/health"; }
+alive() { pid_alive "$T/stockd/$1.pid" || fail "stockd-$1 is gone; its log: $(tail -n 20 "$T/stockd/$1.log")"; }
+
+case ${1:-} in
+redis-down)
+  rport=$((PORT0 + 17))
+  port_free "$rport" || fail "port $rport is taken"
+  REDIS=127.0.0.1:$rport
+  t_stockd 1 redis --redis "$REDIS" --lock-timeout-ms 1000
+  s0=$(stock 3) n0=$(orders 3)
+
+  expect_eq "a deduction with Redis down" "503 unavailable" "$(reduce $((PORT0 + 1)) 3)"
+  expect_eq "its message" "Redis is unavailable; nothing was deducted" "$(jq -r .message "$T/ans.$((PORT0 + 1))")"
+  expect_eq "/health with Redis down" 503 "$(health)"
+  expect_eq "/health's redis" down "$(jq -r .redis "$T/health")"
+  [[ -n $(jq -r '.redis_error // empty' "$T/health") ]] || fail "/health gives no redis_error"
+  for i in 1 2 3 4 5; do reduce $((PORT0 + 1)) 3 >/dev/null; done
+  alive 1
+  expect_eq "nothing deducted while Redis is down" "$s0" "$(stock 3)"
+
+  redis_start "$T" "$rport" own-redis
+  expect_eq "/health with Redis up" 200 "$(health)"
+  expect_eq "/health's redis" up "$(jq -r .redis "$T/health")"
+  expect_eq "a deduction with Redis up" "200 deducted" "$(reduce $((PORT0 + 1)) 3)"
+
+  redis_stop "$T" own-redis
+  expect_eq "a deduction after Redis went away" "503 unavailable" "$(reduce $((PORT0 + 1)) 3)"
+  expect_eq "/health after Redis went away" 503 "$(health)"
+  alive 1
+  expect_eq "orders: the one deduction while Redis was up" $((n0 + 1)) "$(orders 3)"
+  expect_eq "stock" $((s0 - 1)) "$(stock 3)"
+
+  # A malformed address is a configuration error: refused at start, with the reason.
+  rc=0
+  "$(stockd_bin)" --lock redis --redis "no-port" --port $((PORT0 + 2)) >"$T/bad.out" 2>&1 || rc=$?
+  expect_eq "exit status for --redis no-port" 2 "$rc"
+  grep -q -- "--redis must be HOST:PORT" "$T/bad.out" || fail "unclear message: $(cat "$T/bad.out")"
+  echo "ok: $(cat "$T/bad.out")"
+  ;;
+
+paused)
+  kind=${2:?kind} fencing=${3:?fenced or unfenced}
+  args=(--lock-timeout-ms 15000 --batch-max 1)
+  case $kind in
+  redis) args+=(--redis-lease-ms 1000) ;;
+  db-lock) args+=(--db-lock-lease-ms 1000) ;;
+  *) fail "unknown kind $kind" ;;
+  esac
+  [[ $fencing == unfenced ]] && args+=(--fence off)
+  sql "UPDATE product SET stock = 1 WHERE id = 2"
+  t_stockd 1 "$kind" "${args[@]}" --think-us 3000000
+  t_stockd 2 "$kind" "${args[@]}"
+  holding() {
+    local n
+    n=$(curl -sS "http://127.0.0.1:$((PORT0 + 1))/metrics" | sed -n 's/^stockd_lock_acquisitions_total //p')
+    ((${n:-0} >= 1))
+  }
+  reduce $((PORT0 + 1)) 2 >"$T/paused" &
+  paused=$!
+  wait_until 10 holding || fail "instance 1 never took the lock"
+  t_hold=$(date +%s.%N)
+  kill -STOP "$(cat "$T/stockd/1.pid")"
+  expect_eq "instance 2, once the paused holder's lease ran out" "200 deducted" "$(reduce $((PORT0 + 2)) 2)"
+  # The stop does not stop the clock: instance 1's think is over 0.3 s after this, so
+  # it writes the moment it runs again.
+  sleep "$(awk -v t0="$t_hold" -v now="$(date +%s.%N)" \
+    'BEGIN { d = t0 + 3.3 - now; print (d > 0 ? d : 0) }')"
+  kill -CONT "$(cat "$T/stockd/1.pid")"
+  wait "$paused"
+  echo "the paused holder's answer: $(cat "$T/paused")"
+  if [[ $fencing == fenced ]]; then
+    expect_eq "the paused holder's late write" "503 lock_lost" "$(cat "$T/paused")"
+    # Refused by the UPDATE's fence (it writes the moment it runs again) or, if its
+    # worker read the clock first, by the pre-commit lease check: one of the two.
+    m=$(curl -sS "http://127.0.0.1:$((PORT0 + 1))/metrics")
+    fenced=$(sed -n 's/^stockd_mysql_errors_total{kind="fenced"} //p' <<<"$m")
+    guard=$(sed -n 's/^stockd_mysql_errors_total{kind="guard"} //p' <<<"$m")
+    echo "refused by: fence $fenced, pre-commit check $guard"
+    expect_eq "refusals" 1 $((fenced + guard))
+    expect_eq "stock" 0 "$(stock 2)"
+    expect_eq "orders" 1 "$(orders 2)"
+  else
+    expect_eq "the paused holder's late write" "200 deducted" "$(cat "$T/paused")"
+    expect_eq "stock: the last unit sold twice" -1 "$(stock 2)"
+    expect_eq "orders" 2 "$(orders 2)"
+  fi
+  ;;
+*) fail "usage: lease_faults.sh redis-down | paused redis|db-lock fenced|unfenced" ;;
+esac
+echo PASS
