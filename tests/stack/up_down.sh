@@ -13,19 +13,20 @@ fi
 
 stack=$STOCKD_SRC/scripts/stack
 # Everything inside the 20 ports ctest gives this test: MariaDB at +6 and stockd i at
-# +10+i from the base; nginx and ZooKeeper (+80, +81 by default) moved to +1 and +2.
+# +10+i from the base; nginx, ZooKeeper and Redis (+80, +81, +82 by default) moved to
+# +1, +2 and +3.
 export STACK_RUN=$T STACK_PORT_BASE=$PORT0 STACK_NGINX_PORT=$((PORT0 + 1))
-export STACK_ZK_PORT=$((PORT0 + 2))
+export STACK_ZK_PORT=$((PORT0 + 2)) STACK_REDIS_PORT=$((PORT0 + 3))
 export STOCKD_BIN
 unset STOCKD_MYSQL_PASSWORD # the stack makes its own
 trap '"$stack" down </dev/null || true; t_cleanup' EXIT
 
-pids() { cat "$T"/mysql/pid "$T"/zk/pid "$T"/nginx/nginx.pid "$T"/stockd/*.pid 2>/dev/null; }
+pids() { cat "$T"/mysql/pid "$T"/zk/pid "$T"/redis/pid "$T"/nginx/nginx.pid "$T"/stockd/*.pid 2>/dev/null; }
 
 "$stack" up --instances 2 </dev/null || fail "stack up failed"
 "$stack" status >"$T/status.txt" || fail "status after up: $(cat "$T/status.txt")"
 cat "$T/status.txt"
-expect_eq "components up" 5 "$(grep -cE ' up$' "$T/status.txt")"
+expect_eq "components up" 6 "$(grep -cE ' up$' "$T/status.txt")"
 
 eval "$("$stack" env)"
 expect_eq NGINX_URL "http://127.0.0.1:$((PORT0 + 1))" "$NGINX_URL"
