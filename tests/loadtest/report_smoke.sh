@@ -22,9 +22,10 @@ for tool in jq gnuplot; do
 done
 
 # The report's stack inside the 20 ports ctest gives this test: MariaDB at +6 and
-# stockd i at +10+i from the base; nginx and ZooKeeper moved to +1 and +2.
+# stockd i at +10+i from the base; nginx, ZooKeeper and Redis moved to +1, +2 and +3.
 run=$T/stack out=$T/out
 export STOCKD_BIN STACK_NGINX_PORT=$((PORT0 + 1)) STACK_ZK_PORT=$((PORT0 + 2))
+export STACK_REDIS_PORT=$((PORT0 + 3))
 unset STOCKD_MYSQL_PASSWORD STACK_RUN STACK_PORT_BASE # the stack makes its own
 trap 'STACK_RUN=$run STACK_PORT_BASE=$PORT0 "$STOCKD_SRC/scripts/stack" down </dev/null \
   >/dev/null 2>&1 || true; t_cleanup' EXIT
@@ -32,7 +33,7 @@ trap 'STACK_RUN=$run STACK_PORT_BASE=$PORT0 "$STOCKD_SRC/scripts/stack" down </d
 # Stock 50 and 300 requests at 100 in flight: the oversell experiment's proportions
 # (tests/service/oversell.sh), which make the unlocked run go negative every time.
 stock=50 threads=100 loops=3
-"$STOCKD_SRC/loadtest/report" --modes "none zk" --think-us 1000 --spread 0 --curve "" \
+"$STOCKD_SRC/loadtest/report" --modes "none zk redis" --think-us 1000 --spread 0 --curve "" \
   --stock "$stock" --threads "$threads" --loops "$loops" --run "$run" --port-base "$PORT0" \
   --out "$out" </dev/null |
   tee "$T/stdout" || fail "loadtest/report failed"
@@ -47,14 +48,14 @@ done
 j=$out/report.json
 jq -e . "$j" >/dev/null || fail "report.json does not parse"
 r() { jq -r --arg m "$1" ".runs[] | select(.run == \$m) | $2" "$j"; }
-expect_eq "runs, in order" "none zk" "$(jq -r '[.runs[].run] | join(" ")' "$j")"
-expect_eq "stockd options of the presets" "none:--batch-max 1|zk:" \
+expect_eq "runs, in order" "none zk redis" "$(jq -r '[.runs[].run] | join(" ")' "$j")"
+expect_eq "stockd options of the presets" "none:--batch-max 1|zk:|redis:" \
   "$(jq -r '[.runs[] | "\(.mode):\(.stockd_args | join(" "))"] | join("|")' "$j")"
 expect_eq "requests per run" $((threads * loops)) "$(jq -r .load.requests "$j")"
 expect_eq "think times of the load" "[1000]" "$(jq -c .load.think_us "$j")"
 expect_eq "nproc in the machine" "$(nproc)" "$(jq -r .machine.nproc "$j")"
 
-for m in none zk; do
+for m in none zk redis; do
   expect_eq "$m: initial stock" "$stock" "$(r "$m" .initial)"
   expect_eq "$m: ledger" ok "$(r "$m" .ledger)"
   expect_eq "$m: stockload reconciliation" ok "$(r "$m" .reconciliation)"
@@ -86,7 +87,13 @@ expect_eq "zk: one create per lock round at least" true "$(r zk '.zk_ops.create 
 expect_eq "zk: ops per deduction" true \
   "$(r zk '.zk_ops_per_deduction == ((.zk_ops | add) / .deducted)')"
 expect_eq "zk: statements per deduction measured" true "$(r zk '.mysql_statements_per_deduction > 0')"
-for m in none zk; do
+expect_eq "redis: verdict" EXACT "$(r redis .verdict)"
+expect_eq "none: no lock service" null "$(r none .lock_service)"
+expect_eq "zk: lock service" zookeeper "$(r zk .lock_service)"
+expect_eq "redis: lock service" redis "$(r redis .lock_service)"
+expect_eq "redis: at least 2 Redis operations per lock round" true \
+  "$(r redis '.lock_service_ops >= 2 * .lock_acquisitions and .lock_acquisitions >= 1')"
+for m in none zk redis; do
   expect_eq "$m: instance shares add up to the orders" "$(r "$m" .orders)" \
     "$(r "$m" '[.instance_share[].orders] | add')"
 done
@@ -99,14 +106,14 @@ grep -qF "| none | \`none --batch-max 1\` | $stock -> $final | " "$md" ||
   fail "no table row for none: $(grep '^|' "$md")"
 grep -qF "| zk | \`zk\` | $stock -> 0 | $stock | 0 | EXACT | ok | " "$md" ||
   fail "no table row for zk: $(grep '^|' "$md")"
-grep -qF -- "--modes 'none zk'" "$md" || fail "report.md does not show the command"
+grep -qF -- "--modes 'none zk redis'" "$md" || fail "report.md does not show the command"
 echo "ok: report.md has the header, both rows and the command"
 
 # The report stopped its stack: no process of it runs and its ports are free.
-for f in "$run"/mysql/pid "$run"/zk/pid "$run"/nginx/nginx.pid "$run"/stockd/*.pid; do
+for f in "$run"/mysql/pid "$run"/zk/pid "$run"/redis/pid "$run"/nginx/nginx.pid "$run"/stockd/*.pid; do
   if pid_alive "$f"; then fail "still running after the report: $f"; fi
 done
-for p in $((PORT0 + 1)) $((PORT0 + 2)) $((PORT0 + 6)) $((PORT0 + 11)) $((PORT0 + 12)) \
+for p in $((PORT0 + 1)) $((PORT0 + 2)) $((PORT0 + 3)) $((PORT0 + 6)) $((PORT0 + 11)) $((PORT0 + 12)) \
   $((PORT0 + 13)); do
   port_free "$p" || fail "port $p still taken after the report"
 done
