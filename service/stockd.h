@@ -208,6 +208,11 @@ unsigned stockd_combiner_take(stockd_combiner *c, int32_t product_id, stockd_job
 bool stockd_combiner_leave(stockd_combiner *c, int32_t product_id);
 /* Jobs waiting in the product's slot (0 if none is open). */
 unsigned stockd_combiner_waiting(stockd_combiner *c, int32_t product_id);
+/* The sold-out hint: true if the last stock read of the product said <= 0 (a hint,
+ * not an answer: the caller reads before answering). Lock-free, any thread. */
+bool stockd_combiner_sold_out_hint(stockd_combiner *c, int32_t product_id);
+/* Records a stock just read for the product (batch or pre-check). */
+void stockd_combiner_note_stock(stockd_combiner *c, int32_t product_id, int32_t stock);
 
 /* ------------------------------------------------------------------ locks */
 
@@ -340,6 +345,7 @@ void stockd_metrics_lock_wait(uint64_t ns);
 void stockd_metrics_batch(unsigned n);       /* deductions served by one acquisition */
 void stockd_metrics_statements(uint64_t n);  /* MySQL statements sent */
 void stockd_metrics_precheck(bool sold_out); /* a pre-check read, and its answer */
+void stockd_metrics_combined(void);          /* a deduction handed to the combiner */
 /* The Prometheus text exposition; the caller frees it. NULL when out of memory. zk may
  * be NULL. Reads memory only, so the polling thread may call it. */
 char *stockd_metrics_render(const stockd_config *cfg, zklock_session *zk);
