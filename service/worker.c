@@ -113,6 +113,7 @@ static void serve_unlocked(worker_state *ws, stockd_job *job) {
         rc = stockdb_deduct(ws->db, s, &req, &res);
     count_statements(ws);
     note_db_error(ws, "deduction", rc);
+    if (rc == STOCKDB_OK) stockd_combiner_note_stock(ctx->combiner, job->product_id, res.stock);
     stockd_answer_from_db(&a, ZKLOCK_OK, rc, &res);
     finish(ws, job, &a);
 }
@@ -265,13 +266,19 @@ static void serve_deduct(worker_state *ws, stockd_job *job) {
         finish_expired(ws, job);
         return;
     }
-    if (ctx->cfg->lock == STOCKD_LOCK_NONE || ctx->cfg->lock == STOCKD_LOCK_ATOMIC) {
-        serve_unlocked(ws, job);
+    if (ctx->cfg->lock == STOCKD_LOCK_NONE) {
+        serve_unlocked(ws, job); /* the seed's race, untouched */
         return;
     }
+    /* The pre-check serves atomic too: its sold-out answer would otherwise cost an
+     * UPDATE that changes nothing, a read of why, a ROLLBACK and a key look-up. */
     if (ctx->cfg->precheck && stockd_combiner_sold_out_hint(ctx->combiner, job->product_id) &&
         precheck(ws, job))
         return;
+    if (ctx->cfg->lock == STOCKD_LOCK_ATOMIC) {
+        serve_unlocked(ws, job);
+        return;
+    }
     stockd_metrics_combined();
     switch (stockd_combiner_enter(ctx->combiner, job)) {
     case STOCKD_COMBINER_LEADER:
