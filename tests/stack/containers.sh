@@ -65,9 +65,22 @@ echo "ok: podman runs a debian:12 container ($out)"
 # ---------------------------------------------------------------- up, and down at exit
 
 ip_forward=$(sysctl -n net.ipv4.ip_forward 2>/dev/null || echo 1)
-bridge=""
-# teardown: what the test made, and only that. The bridge name is read while the
-# network exists; the dnsname plugin leaves an INPUT rule for it behind.
+
+# net_remove: removes the test's network, its bridge, and the INPUT rule that the
+# dnsname plugin adds for the bridge and leaves behind. The bridge's name is read
+# while the network exists.
+net_remove() {
+  local bridge
+  podman network exists "$net" || return 0
+  bridge=$(podman network inspect -f '{{.NetworkInterface}}' "$net")
+  podman network rm -f "$net" >/dev/null
+  [[ -n $bridge ]] || return 0
+  while iptables -D INPUT -i "$bridge" -p udp -m udp --dport 53 -j ACCEPT 2>/dev/null; do :; done
+  if ip link show "$bridge" >/dev/null 2>&1; then ip link del "$bridge"; fi
+  return 0
+}
+
+# teardown: what the test made, and only that.
 teardown() {
   local rc=$?
   set +e
@@ -81,15 +94,10 @@ teardown() {
     done
   }
   compose down -v >"$T/down.log" 2>&1
-  bridge=${bridge:-$(podman network inspect -f '{{range .Plugins}}{{.Bridge}}{{end}}' "$net" 2>/dev/null)}
-  podman network exists "$net" && podman network rm -f "$net" >/dev/null
+  net_remove
   if podman network exists "$net"; then
     echo "FAIL: the network $net could not be removed" >&2
     rc=1
-  fi
-  if [[ -n $bridge ]]; then
-    while iptables -D INPUT -i "$bridge" -p udp -m udp --dport 53 -j ACCEPT 2>/dev/null; do :; done
-    ip link show "$bridge" >/dev/null 2>&1 && ip link del "$bridge"
   fi
   # The bridge network turned on IPv4 forwarding; turn it off again if it was off and
   # no other container runs.
@@ -100,12 +108,13 @@ trap teardown EXIT
 
 # Leftovers of an earlier run that was killed (its trap never ran).
 compose down -v >"$T/predown.log" 2>&1 || true
-podman network exists "$net" && podman network rm -f "$net" >/dev/null
+net_remove
 
 t0=$SECONDS
 compose up -d --build >"$T/up.log" 2>&1 ||
   fail "podman-compose up failed, see $T/up.log: $(grep -E 'Error|error:' "$T/up.log" | tail -n 5)"
-bridge=$(podman network inspect -f '{{range .Plugins}}{{.Bridge}}{{end}}' "$net" 2>/dev/null || true)
+bridge=$(podman network inspect -f '{{.NetworkInterface}}' "$net" 2>/dev/null || true)
+[[ -n $bridge ]] || fail "up made no network $net with a bridge"
 # podman-compose 1.0.3 carries on after a failed build or run and exits 0: count what runs.
 running=$(podman ps --filter "label=io.podman.compose.project=$project" --format '{{.Names}}' | sort)
 expect_eq "containers running after up -d --build ($(elapsed "$t0"))" \
@@ -215,3 +224,9 @@ expect_eq "containers left after down -v ($(elapsed "$t0"))" "" \
   "$(podman ps -a -q --filter "label=io.podman.compose.project=$project")"
 podman volume exists "${project}_mariadb-data" && fail "down -v left the volume ${project}_mariadb-data"
 echo "ok: down -v removed the containers and the volume"
+net_remove
+podman network exists "$net" && fail "the network $net is still there"
+ip link show "$bridge" >/dev/null 2>&1 && fail "the bridge $bridge of $net is still there"
+iptables -C INPUT -i "$bridge" -p udp -m udp --dport 53 -j ACCEPT 2>/dev/null &&
+  fail "the INPUT rule for $bridge is still there"
+echo "ok: the network $net, its bridge $bridge and its INPUT rule are gone"
