@@ -24,9 +24,13 @@ addresses() {
   done
 }
 
+# nginx -t's own last line is logged too: a configuration that fails for another
+# reason than a name keeps failing, and the log must say so.
 waited=0
-until nginx -t -q 2>/dev/null; do
-  ((waited % 10 == 0)) && log "waiting for the upstreams to resolve: $(addresses | tr '\n' ';')"
+until err=$(nginx -t -q 2>&1); do
+  if ((waited % 10 == 0)); then
+    log "waiting for the upstreams to resolve: $(addresses | tr '\n' ';') nginx -t: ${err##*$'\n'}"
+  fi
   sleep 1
   waited=$((waited + 1))
 done
