@@ -1,7 +1,8 @@
 # stockd's container image. Two stages: the first builds stockd (and the load driver
 # stockload) with Debian 12's -dev packages and CMake; the second is Debian 12 with
-# only the shared libraries those binaries load, so no compiler or header ships.
-# docker-compose.yml runs three of these behind nginx.
+# only the shared libraries those binaries load, so no compiler or header ships. Both
+# start from debian:12, the one base image of every Dockerfile here.
+# docker-compose.yml runs three of these behind nginx (docker/nginx).
 #
 #   docker build -t stockd:local .
 #   docker run --rm -e STOCKD_MYSQL_PASSWORD=... stockd:local \
@@ -20,7 +21,7 @@ COPY . .
 RUN cmake -S . -B /build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBUILD_TESTING=OFF \
     && cmake --build /build -j"$(nproc)" --target stockd stockload
 
-FROM debian:12-slim
+FROM debian:12
 RUN apt-get update \
     && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
         libmicrohttpd12 libzookeeper-mt2 libmariadb3 libcjson1 libcurl4 libhiredis0.14 \
@@ -35,7 +36,7 @@ USER stockd
 ENV STOCKD_PORT=8080
 EXPOSE 8080
 # Healthy when /health answers 200 (MySQL reachable, and ZooKeeper when the lock mode
-# uses it). The slim image has no curl, so bash's /dev/tcp speaks the HTTP.
+# uses it). The image has no curl, so bash's /dev/tcp speaks the HTTP.
 HEALTHCHECK --interval=5s --timeout=3s --start-period=10s --retries=3 \
     CMD ["bash", "-c", "exec 3<>/dev/tcp/127.0.0.1/${STOCKD_PORT:-8080} && printf 'GET /health HTTP/1.0\\r\\n\\r\\n' >&3 && read -r _ code _ <&3 && [ \"$code\" = 200 ]"]
 # Inside a container stockd must listen on all interfaces (its default is loopback).

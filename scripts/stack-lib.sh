@@ -57,25 +57,37 @@ mysql_cli() {
   mariadb --no-defaults -uroot -S "$run/mysql/sock" "$@"
 }
 
+# The server settings of every MariaDB of ours: the native stack's (mysql_start) and
+# the container's (docker/mariadb). Durable defaults (innodb_flush_log_at_trx_commit=1)
+# are kept on purpose: the experiments must run against a database that behaves like
+# production.
+STACK_MYSQL_FLAGS=(--max-connections=2000 --skip-name-resolve --innodb-buffer-pool-size=128M)
+
+# mysql_install RUN [OSUSER]: makes the system tables in RUN/mysql/data unless they are
+# there. The server will run as OSUSER (default root); root logs in over the socket
+# with no password, as mysql_cli expects.
+mysql_install() {
+  local run=$1 user=${2:-root} d
+  d=$run/mysql
+  mkdir -p "$d"
+  [[ -d $d/data/mysql ]] && return 0
+  mariadb-install-db --no-defaults --user="$user" --datadir="$d/data" \
+    --auth-root-authentication-method=normal --skip-test-db >"$d/install.log" 2>&1 || {
+    stack_log "mysql: install-db failed, see $d/install.log"
+    return 1
+  }
+}
+
 # mysql_start RUN PORT: initialise (first time) and start a private MariaDB.
 mysql_start() {
   local run=$1 port=$2 d
   d=$run/mysql
   mkdir -p "$d"
   if pid_alive "$d/pid"; then return 0; fi
-  if [[ ! -d $d/data/mysql ]]; then
-    mariadb-install-db --no-defaults --user=root --datadir="$d/data" \
-      --auth-root-authentication-method=normal --skip-test-db >"$d/install.log" 2>&1 || {
-      stack_log "mysql: install-db failed, see $d/install.log"
-      return 1
-    }
-  fi
+  mysql_install "$run" || return 1
   port_free "$port" || { stack_log "mysql: port $port is taken"; return 1; }
-  # Durable defaults (innodb_flush_log_at_trx_commit=1) are kept on purpose: the
-  # experiments must run against a database that behaves like production.
   mariadbd --no-defaults --user=root --datadir="$d/data" --socket="$d/sock" \
-    --port="$port" --bind-address=127.0.0.1 --pid-file="$d/pid" \
-    --max-connections=2000 --skip-name-resolve --innodb-buffer-pool-size=128M \
+    --port="$port" --bind-address=127.0.0.1 --pid-file="$d/pid" "${STACK_MYSQL_FLAGS[@]}" \
     --log-error="$d/error.log" >/dev/null 2>&1 &
   if ! wait_until 60 mysql_cli "$run" -e 'select 1'; then
     stack_log "mysql: did not start on port $port, see $d/error.log"
@@ -85,8 +97,8 @@ mysql_start() {
 
 mysql_stop() { stop_pidfile "$1/mysql/pid" 60; }
 
-# mysql_create_db RUN DB USER PASS: (re)creates DB with the schema and seed, and the
-# service user (mysql_grant_service_user).
+# mysql_create_db RUN DB USER PASS [HOST...]: (re)creates DB with the schema and seed,
+# and the service user (mysql_grant_service_user, HOSTs passed on).
 mysql_create_db() {
   local run=$1 db=$2 user=$3 pass=$4
   mysql_cli "$run" <<SQL || return 1
@@ -95,16 +107,21 @@ CREATE DATABASE \`$db\` CHARACTER SET utf8mb4;
 SQL
   mysql_cli "$run" "$db" <"$STACK_SRC/sql/schema.sql" || return 1
   mysql_cli "$run" "$db" <"$STACK_SRC/sql/seed.sql" || return 1
-  mysql_grant_service_user "$run" "$db" "$user" "$pass"
+  mysql_grant_service_user "$@"
 }
 
-# mysql_grant_service_user RUN DB USER PASS: makes sure USER exists with password PASS
-# and can do only what a deduction needs: read and update product, read and add orders,
-# and take and give back a lock row in stock_lock (the db-lock mode: INSERT, and DELETE
-# with a WHERE on the row, which needs SELECT).
+# mysql_grant_service_user RUN DB USER PASS [HOST...]: makes sure USER exists with
+# password PASS and can do only what a deduction needs: read and update product, read
+# and add orders, and take and give back a lock row in stock_lock (the db-lock mode:
+# INSERT, and DELETE with a WHERE on the row, which needs SELECT). USER may connect from
+# each HOST: by default 127.0.0.1 and localhost (the native stack); the containers give
+# '%' (stockd connects from its own container).
 mysql_grant_service_user() {
-  local run=$1 db=$2 user=$3 pass=$4 host
-  for host in 127.0.0.1 localhost; do
+  local run=$1 db=$2 user=$3 pass host
+  pass=$(mysql_quote "$4")
+  shift 4
+  (($#)) || set -- 127.0.0.1 localhost
+  for host; do
     mysql_cli "$run" <<SQL || return 1
 CREATE USER IF NOT EXISTS '$user'@'$host' IDENTIFIED BY '$pass';
 ALTER USER '$user'@'$host' IDENTIFIED BY '$pass';
@@ -113,6 +130,13 @@ GRANT SELECT, INSERT ON \`$db\`.orders TO '$user'@'$host';
 GRANT SELECT, INSERT, DELETE ON \`$db\`.stock_lock TO '$user'@'$host';
 SQL
   done
+}
+
+# mysql_quote STRING: STRING for the inside of a '...' SQL literal (backslashes and
+# quotes escaped), so a password chosen by a user cannot end the literal.
+mysql_quote() {
+  local s=${1//\\/\\\\}
+  printf '%s' "${s//\'/\\\'}"
 }
 
 # mysql_set_stock RUN DB ID STOCK: resets one product's stock and fence, clears its orders.
@@ -142,9 +166,10 @@ zk_4lw() {
   exec 3<&-
 }
 
-# zk_write_cfg DIR PORT: the zoo.cfg every server of ours uses. tickTime 500 and a
-# 1 s minimum session let tests expire sessions in about 2 s. (The container check
-# interval is a JVM property, set by zk_launch: ZooKeeper ignores it here.)
+# zk_write_cfg DIR PORT [ADDRESS]: the zoo.cfg every server of ours uses, listening on
+# ADDRESS (default 127.0.0.1; the container gives 0.0.0.0). tickTime 500 and a 1 s
+# minimum session let tests expire sessions in about 2 s. (The container check
+# interval is a JVM property, set by zk_exec: ZooKeeper ignores it here.)
 zk_write_cfg() {
   cat >"$1/zoo.cfg" <<CFG
 tickTime=500
@@ -152,7 +177,7 @@ initLimit=10
 syncLimit=5
 dataDir=$1/data
 clientPort=$2
-clientPortAddress=127.0.0.1
+clientPortAddress=${3:-127.0.0.1}
 admin.enableServer=false
 4lw.commands.whitelist=*
 minSessionTimeout=1000
@@ -179,20 +204,34 @@ zk_start() {
 # zk_launch DIR: starts the JVM for DIR/zoo.cfg in the background, pid in DIR/pid.
 zk_launch() {
   local d=$1
-  cat >"$d/log4j.properties" <<'L4J'
+  zk_log4j "$d"
+  zk_exec "$d" >"$d/stdout.log" 2>&1 &
+  echo $! >"$d/pid"
+}
+
+# zk_log4j DIR [console]: the server's logging, WARN and up, into DIR/zk.log (or to
+# stdout with `console`, for a container).
+zk_log4j() {
+  local appender='org.apache.log4j.FileAppender
+log4j.appender.F.File=${zookeeper.log.dir}/zk.log'
+  [[ ${2:-} == console ]] && appender=org.apache.log4j.ConsoleAppender
+  cat >"$1/log4j.properties" <<L4J
 log4j.rootLogger=WARN, F
-log4j.appender.F=org.apache.log4j.FileAppender
-log4j.appender.F.File=${zookeeper.log.dir}/zk.log
+log4j.appender.F=$appender
 log4j.appender.F.layout=org.apache.log4j.PatternLayout
 log4j.appender.F.layout.ConversionPattern=%d %p [%t] %c{1}: %m%n
 L4J
-  java -Xmx256m -XX:+UseSerialGC -cp "$(zk_classpath)" \
+}
+
+# zk_exec DIR: replaces the shell with the server for DIR/zoo.cfg (zk_launch runs it
+# in the background; the container's entrypoint runs it as its main process).
+zk_exec() {
+  local d=$1
+  exec java -Xmx256m -XX:+UseSerialGC -cp "$(zk_classpath)" \
     -Dzookeeper.log.dir="$d" -Dlog4j.configuration="file:$d/log4j.properties" \
     -Dzookeeper.jmx.log4j.disable=true \
     -Dznode.container.checkIntervalMs=1000 \
-    org.apache.zookeeper.server.quorum.QuorumPeerMain "$d/zoo.cfg" \
-    >"$d/stdout.log" 2>&1 &
-  echo $! >"$d/pid"
+    org.apache.zookeeper.server.quorum.QuorumPeerMain "$d/zoo.cfg"
 }
 
 zk_stop() { stop_pidfile "$1/${2:-zk}/pid" 20; }

@@ -12,13 +12,21 @@
  * under, so a job is never left in a slot without a leader.
  *
  * Slots live in a small hash table (chained, by product id) guarded by one mutex; the
- * critical sections are a few pointer moves, never I/O. */
+ * critical sections are a few pointer moves, never I/O.
+ *
+ * The combiner also keeps a sold-out hint per product: what the last read of its
+ * stock (a batch's, or a pre-check's) said. The pre-check read is only worth its round
+ * trip when the product is likely sold out, so it is made only when the hint says so;
+ * a product believed in stock goes straight to its lock, where the batch's own read
+ * decides. A wrong or lost hint costs one read or one lock round, never correctness. */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 
 #include "stockd.h"
 
-#define NBUCKETS 256 /* slots exist only for products being served: a handful */
+#define NBUCKETS 256  /* slots exist only for products being served: a handful */
+#define NHINTS   4096 /* sold-out hints, by product id modulo; a collision forgets one */
 
 typedef struct slot {
     int32_t product_id;
@@ -30,6 +38,8 @@ typedef struct slot {
 struct stockd_combiner {
     pthread_mutex_t mu;
     slot *buckets[NBUCKETS];
+    /* (product id << 1) | sold out; 0 = no hint. Lock-free: one word per entry. */
+    _Atomic uint64_t hints[NHINTS];
 };
 
 static slot **find(stockd_combiner *c, int32_t product_id) {
@@ -124,4 +134,15 @@ unsigned stockd_combiner_waiting(stockd_combiner *c, int32_t product_id) {
     unsigned n = s ? s->waiting : 0;
     pthread_mutex_unlock(&c->mu);
     return n;
+}
+
+bool stockd_combiner_sold_out_hint(stockd_combiner *c, int32_t product_id) {
+    uint64_t v =
+        atomic_load_explicit(&c->hints[(uint32_t)product_id % NHINTS], memory_order_relaxed);
+    return v == (((uint64_t)(uint32_t)product_id << 1) | 1u);
+}
+
+void stockd_combiner_note_stock(stockd_combiner *c, int32_t product_id, int32_t stock) {
+    uint64_t v = ((uint64_t)(uint32_t)product_id << 1) | (stock <= 0 ? 1u : 0u);
+    atomic_store_explicit(&c->hints[(uint32_t)product_id % NHINTS], v, memory_order_relaxed);
 }

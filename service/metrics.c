@@ -35,7 +35,7 @@ static struct {
     histogram deduction, lock_wait;
     atomic_ullong batch[NBATCH + 1], batch_count, batch_sum;
     atomic_ullong statements;
-    atomic_ullong precheck_reads, precheck_sold_out;
+    atomic_ullong precheck_reads, precheck_sold_out, combined;
     atomic_ullong lock_events[STOCKD_LOCK_EV_COUNT], lock_ops;
 } m;
 
@@ -113,6 +113,10 @@ void stockd_metrics_batch(unsigned n) {
 
 void stockd_metrics_statements(uint64_t n) {
     atomic_fetch_add_explicit(&m.statements, n, memory_order_relaxed);
+}
+
+void stockd_metrics_combined(void) {
+    atomic_fetch_add_explicit(&m.combined, 1, memory_order_relaxed);
 }
 
 void stockd_metrics_precheck(bool sold_out) {
@@ -237,7 +241,11 @@ char *stockd_metrics_render(const stockd_config *cfg, zklock_session *zk) {
     put_counter(&b, "stockd_mysql_statements_total",
                 "MySQL statements sent for requests (reads, writes, COMMIT, ROLLBACK).",
                 statements);
-    put_counter(&b, "stockd_precheck_reads_total", "Sold-out pre-check reads before the lock.",
+    put_counter(&b, "stockd_combiner_deductions_total",
+                "Deductions handed to the combiner (past the pre-check) to wait for the lock.",
+                atomic_load_explicit(&m.combined, memory_order_relaxed));
+    put_counter(&b, "stockd_precheck_reads_total",
+                "Sold-out pre-check reads before the lock (made while a product looks sold out).",
                 atomic_load_explicit(&m.precheck_reads, memory_order_relaxed));
     put_counter(&b, "stockd_precheck_sold_out_total",
                 "Requests answered sold out by the pre-check, without the lock.",

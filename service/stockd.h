@@ -220,6 +220,11 @@ unsigned stockd_combiner_take(stockd_combiner *c, int32_t product_id, stockd_job
 bool stockd_combiner_leave(stockd_combiner *c, int32_t product_id);
 /* Jobs waiting in the product's slot (0 if none is open). */
 unsigned stockd_combiner_waiting(stockd_combiner *c, int32_t product_id);
+/* The sold-out hint: true if the last stock read of the product said <= 0 (a hint,
+ * not an answer: the caller reads before answering). Lock-free, any thread. */
+bool stockd_combiner_sold_out_hint(stockd_combiner *c, int32_t product_id);
+/* Records a stock just read for the product (batch or pre-check). */
+void stockd_combiner_note_stock(stockd_combiner *c, int32_t product_id, int32_t stock);
 
 /* ------------------------------------------------------------------ locks */
 
@@ -362,6 +367,7 @@ void stockd_metrics_lock_wait(uint64_t ns);
 void stockd_metrics_batch(unsigned n);       /* deductions served by one acquisition */
 void stockd_metrics_statements(uint64_t n);  /* MySQL statements sent */
 void stockd_metrics_precheck(bool sold_out); /* a pre-check read, and its answer */
+void stockd_metrics_combined(void);          /* a deduction handed to the combiner */
 /* The lease locks' (redis, db-lock) counters; the zk kinds have theirs in zklock. */
 typedef enum stockd_lock_event {
     STOCKD_LOCK_EV_ACQUIRED = 0,

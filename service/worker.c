@@ -113,6 +113,7 @@ static void serve_unlocked(worker_state *ws, stockd_job *job) {
         rc = stockdb_deduct(ws->db, s, &req, &res);
     count_statements(ws);
     note_db_error(ws, "deduction", rc);
+    if (rc == STOCKDB_OK) stockd_combiner_note_stock(ctx->combiner, job->product_id, res.stock);
     stockd_answer_from_db(&a, ZKLOCK_OK, rc, &res);
     finish(ws, job, &a);
 }
@@ -120,7 +121,9 @@ static void serve_unlocked(worker_state *ws, stockd_job *job) {
 /* The sold-out pre-check: one plain read before the lock. The stock only ever falls
  * under deductions, so a stock <= 0 read now is the true answer at the moment of the
  * read: answering sold out without the lock is linearizable. A key that bought before
- * gets its order back. Returns true if the job was answered. */
+ * gets its order back. Returns true if the job was answered. Made only when the
+ * product's sold-out hint is set (see combiner.c): for a product in stock the read
+ * would be one more statement per deduction, and the batch reads the stock anyway. */
 static bool precheck(worker_state *ws, stockd_job *job) {
     stockd_answer a = {.id = job->product_id};
     int32_t stock = 0, order_product = 0;
@@ -128,6 +131,7 @@ static bool precheck(worker_state *ws, stockd_job *job) {
     int rc =
         stockdb_peek(ws->db, job->product_id, job->request_id, &stock, &order_id, &order_product);
     count_statements(ws);
+    if (rc == STOCKDB_OK) stockd_combiner_note_stock(ws->w->ctx->combiner, job->product_id, stock);
     if (rc == STOCKDB_OK && !order_id && stock > 0) {
         stockd_metrics_precheck(false);
         return false;
@@ -176,11 +180,14 @@ static void run_batch(worker_state *ws, stockd_job **jobs, unsigned n, const sto
     count_statements(ws);
     note_db_error(ws, "deduction", rc);
     stockd_metrics_batch(n);
+    int32_t left = INT32_MAX;
     for (unsigned i = 0; i < n; i++) {
         answers[i] = (stockd_answer){.id = h->product_id};
         int item_rc = rc == STOCKDB_OK ? ws->items[i].rc : rc;
         stockd_answer_from_db(&answers[i], ZKLOCK_OK, item_rc, &ws->items[i].res);
+        if (item_rc == STOCKDB_OK && ws->items[i].res.stock < left) left = ws->items[i].res.stock;
     }
+    if (left != INT32_MAX) stockd_combiner_note_stock(ctx->combiner, h->product_id, left);
 }
 
 /* Answers the product's waiting jobs that arrived before `before` with the lock's
@@ -266,11 +273,20 @@ static void serve_deduct(worker_state *ws, stockd_job *job) {
         finish_expired(ws, job);
         return;
     }
-    if (ctx->cfg->lock == STOCKD_LOCK_NONE || ctx->cfg->lock == STOCKD_LOCK_ATOMIC) {
+    if (ctx->cfg->lock == STOCKD_LOCK_NONE) {
+        serve_unlocked(ws, job); /* the seed's race, untouched */
+        return;
+    }
+    /* The pre-check serves atomic too: its sold-out answer would otherwise cost an
+     * UPDATE that changes nothing, a read of why, a ROLLBACK and a key look-up. */
+    if (ctx->cfg->precheck && stockd_combiner_sold_out_hint(ctx->combiner, job->product_id) &&
+        precheck(ws, job))
+        return;
+    if (ctx->cfg->lock == STOCKD_LOCK_ATOMIC) {
         serve_unlocked(ws, job);
         return;
     }
-    if (ctx->cfg->precheck && precheck(ws, job)) return;
+    stockd_metrics_combined();
     switch (stockd_combiner_enter(ctx->combiner, job)) {
     case STOCKD_COMBINER_LEADER:
         lead(ws, job->product_id);

@@ -2,7 +2,8 @@
 # The combiner end to end (zk mode, real MariaDB, its own ZooKeeper):
 #   combiner.sh fifo       stock k, more than k deductions queued behind a busy holder:
 #                          the next batch gives the units to the first k to arrive, in
-#                          one lock round, and the rest are sold out;
+#                          one lock round, and the rest are sold out; 4 statements per
+#                          batch, and 1 (no lock) for a request after the sell-out;
 #   combiner.sh same-key   one Idempotency-Key twice in one batch deducts once, and both
 #                          requests get that order (the second as a replay);
 #   combiner.sh lock-lost  ZooKeeper goes away while a batch thinks: the whole batch is
@@ -49,10 +50,9 @@ answer() {
 field() { jq -r "$2" "$T/$1.body"; }
 # rounds N: at least N lock rounds have started (acquisitions).
 rounds() { ((${1} <= $(metric stockd_lock_acquisitions_total))); }
-# queued N: N deductions wait in the combiner behind the holder (requests in flight on
-# the instance minus the one being served are what /metrics cannot see, so count the
-# pre-check reads that passed instead: each is a deduction on its way to the combiner).
-passed_precheck() { ((${1} <= $(metric stockd_precheck_reads_total))); }
+# in_combiner N: at least N deductions have been handed to the combiner (each then waits
+# in its product's slot, or leads it).
+in_combiner() { ((${1} <= $(metric stockd_combiner_deductions_total))); }
 
 case $case in
 fifo)
@@ -63,7 +63,7 @@ fifo)
   # While f0's batch thinks, five more arrive one after the other.
   for i in 1 2 3 4 5; do
     ask "f$i" 1 "fifo-$i"
-    wait_until 10 passed_precheck $((i + 1)) || fail "f$i never reached the combiner"
+    wait_until 10 in_combiner $((i + 1)) || fail "f$i never reached the combiner"
   done
   expect_eq "f0" "200 deducted" "$(answer f0)"
   for i in 1 2; do expect_eq "f$i (among the first two to arrive)" "200 deducted" "$(answer "f$i")"; done
@@ -73,6 +73,16 @@ fifo)
   expect_eq "orders" 3 "$(orders 1)"
   expect_eq "lock rounds" 2 "$(metric stockd_batch_size_count)"
   expect_eq "deductions over those rounds (1 + 5)" 6 "$(metric stockd_batch_size_sum)"
+  # Round trips: 4 statements per batch (SELECT, UPDATE, INSERT, COMMIT), no pre-check
+  # read while the product was in stock. Now that a batch saw it sold out, the next
+  # request costs one read and no lock round.
+  expect_eq "MySQL statements for the two batches" 8 "$(metric stockd_mysql_statements_total)"
+  ask f6 1 fifo-6
+  expect_eq "f6 (after the sell-out)" "409 sold_out" "$(answer f6)"
+  expect_eq "MySQL statements after one more sold-out request" 9 \
+    "$(metric stockd_mysql_statements_total)"
+  expect_eq "answered by the pre-check" 1 "$(metric stockd_precheck_sold_out_total)"
+  expect_eq "lock rounds after it" 2 "$(metric stockd_batch_size_count)"
   ;;
 same-key)
   sql "UPDATE product SET stock = 10 WHERE id = 1"
@@ -80,9 +90,9 @@ same-key)
   ask s0 1 same-0
   wait_until 10 rounds 1 || fail "the first deduction never took the lock"
   ask t1 1 twin
-  wait_until 10 passed_precheck 2 || fail "the first twin never reached the combiner"
+  wait_until 10 in_combiner 2 || fail "the first twin never reached the combiner"
   ask t2 1 twin
-  wait_until 10 passed_precheck 3 || fail "the second twin never reached the combiner"
+  wait_until 10 in_combiner 3 || fail "the second twin never reached the combiner"
   expect_eq "s0" "200 deducted" "$(answer s0)"
   expect_eq "twin 1" "200 deducted" "$(answer t1)"
   expect_eq "twin 2" "200 deducted" "$(answer t2)"
@@ -100,7 +110,7 @@ lock-lost)
   wait_until 10 rounds 1 || fail "the first deduction never took the lock"
   for i in 1 2 3 4; do
     ask "l$i" 1 "lost-$i"
-    wait_until 10 passed_precheck $((i + 1)) || fail "l$i never reached the combiner"
+    wait_until 10 in_combiner $((i + 1)) || fail "l$i never reached the combiner"
   done
   # The second round is the batch of four; ZooKeeper goes while it thinks.
   wait_until 10 rounds 2 || fail "the batch of four never took the lock"
@@ -140,7 +150,7 @@ deadline)
   wait_until 10 rounds 1 || fail "the first deduction never took the lock"
   for i in 1 2 3; do
     ask "d$i" 1 "dl-$i"
-    wait_until 10 passed_precheck $((i + 1)) || fail "d$i never reached the combiner"
+    wait_until 10 in_combiner $((i + 1)) || fail "d$i never reached the combiner"
   done
   expect_eq "d0 (took the lock at once)" "200 deducted" "$(answer d0)"
   for i in 1 2 3; do expect_eq "d$i (waited 1.5 s or more)" "503 overloaded" "$(answer "d$i")"; done
@@ -153,7 +163,7 @@ shutdown)
   start --lock-timeout-ms 60000 --queue-deadline-ms 0
   zk_stop "$T" zk
   for i in $(seq 1 20); do ask "q$i" $((1 + i % 2)); done
-  wait_until 20 passed_precheck 20 || fail "the deductions never reached the combiner"
+  wait_until 20 in_combiner 20 || fail "the deductions never reached the combiner"
   pid=$(cat "$T/stockd/1.pid")
   kill -TERM "$pid"
   # The lock timeout is 60 s: an exit well before it means the waits were cancelled.

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# docker-compose.yml, docker/nginx.conf and the Dockerfile, checked without a Docker
-# engine: Debian's docker-compose resolves the compose file, and the resolved config
-# must have the six services, nginx waiting for healthy stockd instances, a
-# healthcheck everywhere, no host port except nginx's, and the password only from the
-# environment. nginx -t checks the compose nginx.conf with the service names mapped to
-# loopback. PyYAML comes with docker-compose (python3-yaml is its dependency).
+# docker-compose.yml, docker/nginx/nginx.conf and the Dockerfiles, checked without a
+# container engine: Debian's docker-compose resolves the compose file, and the resolved
+# config must have the six services, each built here from a Dockerfile that starts
+# from debian:12 and has a HEALTHCHECK, nginx waiting for healthy stockd instances, no
+# host port except nginx's, and the password only from the environment. nginx -t
+# checks the compose nginx.conf with the service names mapped to loopback.
+# tests/stack/containers.sh runs the same files for real. PyYAML comes with
+# docker-compose (python3-yaml is its dependency).
 set -euo pipefail
 src=$STOCKD_SRC
 T=$(mktemp -d)
@@ -33,10 +35,11 @@ STOCKD_MYSQL_PASSWORD=pw-from-env STOCKD_LOCK=zk docker-compose -f "$src/docker-
   --project-directory "$src" config >"$T/config.yml" || fail "docker-compose config failed"
 echo "ok: docker-compose config resolves"
 
-"$py" - "$T/config.yml" <<'PY'
-import sys, yaml
+"$py" - "$T/config.yml" "$src" <<'PY'
+import os, re, sys, yaml
 
 cfg = yaml.safe_load(open(sys.argv[1]))
+src = sys.argv[2]
 svc = cfg["services"]
 errors = []
 
@@ -50,9 +53,24 @@ stockds = ["stockd-1", "stockd-2", "stockd-3"]
 check(sorted(svc) == sorted(["mariadb", "zookeeper", "nginx"] + stockds),
       "six services: mariadb, zookeeper, stockd-1..3, nginx (got %s)" % sorted(svc))
 
+# Every image is built here, from debian:12 only, and carries its health check: the
+# compose file has none of its own (podman-compose 1.0.3 mangles the array form).
 for name, s in svc.items():
-    hc = s.get("healthcheck", {})
-    check(hc.get("test") and not hc.get("disable"), "%s has a healthcheck" % name)
+    build = s.get("build") or {}
+    check(build.get("context") is not None, "%s is built, not pulled" % name)
+    if build.get("context") is None:
+        continue
+    path = os.path.join(build["context"], build.get("dockerfile") or "Dockerfile")
+    text = open(path).read()
+    bases = re.findall(r"^FROM\s+(\S+)", text, re.M)
+    check(bases and all(b == "debian:12" for b in bases),
+          "%s: every stage of %s starts from debian:12 (got %s)"
+          % (name, os.path.relpath(path, src), bases))
+    last = text[text.rfind("\nFROM "):]
+    hc = re.search(r"^HEALTHCHECK\s+.*CMD", last, re.M | re.S)
+    check(hc is not None and "NONE" not in hc.group(0),
+          "%s: its image has a HEALTHCHECK" % name)
+    check(not s.get("healthcheck"), "%s: no compose healthcheck over the image's" % name)
 
 nginx = svc.get("nginx", {})
 deps = nginx.get("depends_on", {})
@@ -93,17 +111,11 @@ check(sorted(instances) == stockds, "distinct --instance names (got %s)" % insta
 
 db = svc.get("mariadb", {})
 env = db.get("environment", {})
-check(env.get("MARIADB_DATABASE") == "shop", "mariadb creates database shop")
-check(not env.get("MARIADB_USER"),
-      "no MARIADB_USER (it would get ALL PRIVILEGES on shop)")
-init = sorted(v.split(":")[1] for v in db.get("volumes", [])
-              if ":/docker-entrypoint-initdb.d/" in v)
-check([i.rsplit("/", 1)[1] for i in init] ==
-      ["10-schema.sql", "20-seed.sql", "30-stockd-user.sh"],
-      "init files run schema, seed, user in that order (got %s)" % init)
-zk = svc.get("zookeeper", {}).get("environment", {})
-check("-Dznode.container.checkIntervalMs=" in str(zk.get("JVMFLAGS", "")),
-      "zookeeper reaps empty container znodes quickly (JVM property set)")
+check(env.get("STOCKD_MYSQL_PASSWORD") == "pw-from-env",
+      "mariadb: the service user's password from the environment")
+vols = [str(v) for v in db.get("volumes", [])]
+check(any(v.endswith(":/var/lib/stockd") or v.endswith(":/var/lib/stockd:rw") for v in vols),
+      "mariadb keeps its datadir on a volume at /var/lib/stockd (got %s)" % vols)
 
 if errors:
     for e in errors:
@@ -111,19 +123,32 @@ if errors:
     sys.exit(1)
 PY
 
+# The MariaDB and ZooKeeper images start their servers with scripts/stack-lib.sh, as
+# the native stack does: the same install, settings, schema, user and zoo.cfg.
+for f in mariadb:mysql_install mariadb:mysql_create_db mariadb:STACK_MYSQL_FLAGS \
+  zookeeper:zk_write_cfg zookeeper:zk_exec; do
+  grep -q "${f#*:}" "$src/docker/${f%%:*}/entrypoint.sh" ||
+    fail "docker/${f%%:*}/entrypoint.sh does not use stack-lib's ${f#*:}"
+done
+for img in mariadb zookeeper; do
+  grep -q '^COPY scripts/stack-lib.sh' "$src/docker/$img/Dockerfile" ||
+    fail "docker/$img/Dockerfile does not copy scripts/stack-lib.sh into the image"
+done
+echo "ok: the MariaDB and ZooKeeper images start their servers with stack-lib.sh"
+
 # The compose nginx.conf, tested with the real nginx: stockd-N resolved to loopback
 # ports and the error log moved, everything else as shipped.
 sed -e 's|server stockd-\([0-9]\):8080|server 127.0.0.1:1808\1|' \
   -e 's|error_log /dev/stderr|error_log '"$T"'/error.log|' \
-  "$src/docker/nginx.conf" >"$T/nginx.conf"
+  "$src/docker/nginx/nginx.conf" >"$T/nginx.conf"
 nginx -t -q -p "$T" -c "$T/nginx.conf" -g "pid $T/nginx.pid;" 2>"$T/nginx-t.log" ||
-  fail "nginx -t rejects docker/nginx.conf: $(cat "$T/nginx-t.log")"
-echo "ok: docker/nginx.conf passes nginx -t"
-n=$(grep -c '^[[:space:]]*server stockd-[0-9]:8080' "$src/docker/nginx.conf")
-[[ $n == 3 ]] || fail "docker/nginx.conf: expected 3 upstream servers, got $n"
+  fail "nginx -t rejects docker/nginx/nginx.conf: $(cat "$T/nginx-t.log")"
+echo "ok: docker/nginx/nginx.conf passes nginx -t"
+n=$(grep -c '^[[:space:]]*server stockd-[0-9]:8080' "$src/docker/nginx/nginx.conf")
+[[ $n == 3 ]] || fail "docker/nginx/nginx.conf: expected 3 upstream servers, got $n"
 awk '/location \/stock\/reduce/ { inloc = 1 } inloc && /proxy_next_upstream off;/ { ok = 1 }
-     inloc && /}/ { inloc = 0 } END { exit !ok }' "$src/docker/nginx.conf" ||
-  fail "docker/nginx.conf: /stock/reduce lacks proxy_next_upstream off"
+     inloc && /}/ { inloc = 0 } END { exit !ok }' "$src/docker/nginx/nginx.conf" ||
+  fail "docker/nginx/nginx.conf: /stock/reduce lacks proxy_next_upstream off"
 echo "ok: 3 upstreams, no retry of /stock/reduce on another instance"
 
 # The Dockerfile: a build stage and a runtime stage with the runtime libraries only,
@@ -152,7 +177,7 @@ while read -r d; do
   [[ $d == tests ]] && continue
   grep -qx "!$d/" "$src/.dockerignore" || fail ".dockerignore keeps $d/ out of the image build"
 done < <(sed -n 's/^[[:space:]]*add_subdirectory(\([^ )]*\).*/\1/p' "$src/CMakeLists.txt")
-for f in CMakeLists.txt cmake/; do
+for f in CMakeLists.txt cmake/ scripts/stack-lib.sh sql/ docker/; do
   grep -qx "!$f" "$src/.dockerignore" || fail ".dockerignore keeps $f out of the image build"
 done
 echo "ok: .dockerignore lets in every folder the build reads"

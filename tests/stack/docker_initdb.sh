@@ -1,58 +1,50 @@
 #!/usr/bin/env bash
-# The MariaDB init files of docker-compose.yml, run the way the official image runs
-# them on an empty volume (in name order; .sql into MARIADB_DATABASE, .sh sourced with
-# the entrypoint's helpers), against a real MariaDB of this test's own. The result must
-# be the seeded `shop` and a service user `stockd`@'%' that logs in with the password
-# from the environment and can do exactly what stockd needs: read and update product,
-# read and insert orders, nothing else.
+# The MariaDB image's first start (docker/mariadb/entrypoint.sh), run outside a
+# container on this test's own port and run directory: from an empty volume it must
+# make the seeded `shop` and a service user `stockd`@'%' that logs in over TCP with the
+# password from the environment and can do exactly what stockd needs (read and update
+# product, read and insert orders, nothing else); root must not log in over TCP. A
+# second start on the same volume keeps the data, and an empty password stops the
+# first start before any database is made.
 source "$STOCKD_SRC/tests/lib.sh"
 
 port=$((PORT0 + 15))
-mysql_start "$T" "$port"
-export MARIADB_DATABASE=shop
+# The entrypoint's settings: its run directory is $T, so t_cleanup stops the server
+# it leaves there ($T/mysql/pid) when the test exits.
+export STOCKD_RUN=$T STOCKD_MYSQL_PORT=$port STOCKD_MYSQL_BIND=127.0.0.1 STOCKD_LIB=$STOCKD_SRC
 # A password with the characters SQL quoting must survive.
 export STOCKD_MYSQL_PASSWORD="it's a \\ test"
 
-# The entrypoint's helpers that the init script uses, over this test's root socket.
-docker_process_sql() { mysql_cli "$T" "$@"; }
-docker_sql_escape_string_literal() {
-  local s=${1//\\/\\\\}
-  printf '%s' "${s//\'/\\\'}"
+# entrypoint LOG: runs the entrypoint in the background until the server answers on
+# TCP (mariadb-admin ping answers even without credentials).
+entrypoint() {
+  bash "$STOCKD_SRC/docker/mariadb/entrypoint.sh" >"$T/$1" 2>&1 &
+  wait_until 90 mariadb-admin --no-defaults --connect-timeout=2 -h 127.0.0.1 -P "$port" \
+    -u healthcheck ping || fail "the entrypoint's server did not answer: $(tail -n 20 "$T/$1")"
 }
-mysql_error() { fail "init script: $*"; }
 
-# The init files and their order come from the resolved compose file.
-mapfile -t init < <(STOCKD_MYSQL_PASSWORD=x docker-compose -f "$STOCKD_SRC/docker-compose.yml" \
-  --project-directory "$STOCKD_SRC" config |
-  /usr/bin/python3 -c '
-import sys, yaml
-vols = yaml.safe_load(sys.stdin)["services"]["mariadb"]["volumes"]
-pairs = [v.split(":")[:2] for v in vols if ":/docker-entrypoint-initdb.d/" in v]
-for src, dst in sorted(pairs, key=lambda p: p[1]):
-    print(src)
-')
-expect_eq "init files" 3 "${#init[@]}"
+# Without a password the first start stops, and leaves no database behind.
+if STOCKD_MYSQL_PASSWORD='' bash "$STOCKD_SRC/docker/mariadb/entrypoint.sh" >"$T/nopw.log" 2>&1; then
+  fail "the entrypoint started without STOCKD_MYSQL_PASSWORD"
+fi
+grep -q STOCKD_MYSQL_PASSWORD "$T/nopw.log" || fail "unclear error without the password: $(cat "$T/nopw.log")"
+[[ ! -e $T/mysql/data ]] || fail "an empty password left a datadir behind"
+echo "ok: an empty STOCKD_MYSQL_PASSWORD stops the first start"
 
-mysql_cli "$T" -e "CREATE DATABASE shop"
-for f in "${init[@]}"; do
-  case $f in
-  *.sql) mysql_cli "$T" shop <"$f" ;;
-  *.sh)
-    [[ ! -x $f ]] || fail "$f is executable: the image would run it without its helpers"
-    # shellcheck source=/dev/null
-    source "$f"
-    ;;
-  *) fail "unexpected init file $f" ;;
-  esac
-  echo "ok: ran $(basename "$f")"
-done
-
+entrypoint first.log
 expect_eq "seeded products" 4 "$(mysql_cli "$T" -N -B shop -e 'SELECT COUNT(*) FROM product')"
 grants=$(mysql_cli "$T" -N -B -e "SHOW GRANTS FOR 'stockd'@'%'" | sed 's/ IDENTIFIED BY.*//' | sort)
 expect_eq "grants of stockd@%" \
   "GRANT SELECT, INSERT ON \`shop\`.\`orders\` TO \`stockd\`@\`%\`
+GRANT SELECT, INSERT, DELETE ON \`shop\`.\`stock_lock\` TO \`stockd\`@\`%\`
 GRANT SELECT, UPDATE ON \`shop\`.\`product\` TO \`stockd\`@\`%\`
 GRANT USAGE ON *.* TO \`stockd\`@\`%\`" "$grants"
+expect_eq "root accounts" "localhost" \
+  "$(mysql_cli "$T" -N -B -e "SELECT Host FROM mysql.global_priv WHERE User='root'")"
+if mariadb --no-defaults -h 127.0.0.1 -P "$port" -u root -e 'select 1' 2>/dev/null; then
+  fail "root logs in over TCP without a password"
+fi
+echo "ok: root does not log in over TCP"
 
 # as_stockd SQL: runs SQL over TCP as the service user, password from the environment.
 as_stockd() {
@@ -70,9 +62,8 @@ for q in "DELETE FROM orders" "UPDATE orders SET instance='x'" "INSERT INTO prod
   echo "ok: stockd may not run: $q"
 done
 
-# Without a password the init script stops the initialisation.
-# shellcheck source=/dev/null
-if (STOCKD_MYSQL_PASSWORD='' && source "${init[2]}") 2>/dev/null; then
-  fail "the init script accepted an empty password"
-fi
-echo "ok: an empty STOCKD_MYSQL_PASSWORD stops the init"
+# A restart on the same volume (the container restarted) keeps the data.
+stop_pidfile "$T/mysql/pid" 60
+entrypoint second.log
+grep -q 'first start' "$T/second.log" && fail "the second start initialised the database again"
+expect_eq "stock after a restart" 99 "$(as_stockd 'SELECT stock FROM product WHERE id=2')"

@@ -25,3 +25,21 @@ stockd_integration_test(stack_docker_initdb_user
 # a second up that keeps data and processes, restart-stockd in another mode, down.
 stockd_integration_test(stack_up_status_restart_down
   COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/up_down.sh TIMEOUT 300 LABELS stack)
+
+# docker-compose.yml built and run for real with podman (docker/podman/compose): every
+# image from debian:12, three stockd behind nginx on 127.0.0.1, a ZooKeeper-locked load
+# through it ending at exactly 0 with the ledger matching, and the requests spread over
+# the three containers; then down -v and the network removed. It takes minutes (the
+# images are built from source) and the images never contain this build's binaries, so
+# it is registered in the plain build only: the sanitizer builds of scripts/test would
+# run the same containers again. `ctest -LE container` leaves it out of a quick local
+# run. Its compose project and image tag are named after the port base, so two checkouts
+# with different port bases never share containers, a network or a volume.
+math(EXPR STOCKD_CONTAINER_TEST_PORT "${STOCKD_TEST_PORT_BASE} + 1190")
+if(NOT STOCKD_SANITIZE)
+  add_test(NAME stack_containers_compose_up_zk_exact
+    COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/containers.sh)
+  set_tests_properties(stack_containers_compose_up_zk_exact PROPERTIES
+    ENVIRONMENT "${STACK_TEST_ENV};STOCKD_CONTAINER_TEST_PORT=${STOCKD_CONTAINER_TEST_PORT};STOCKD_CONTAINER_TEST_PROJECT=stockd-ct${STOCKD_TEST_PORT_BASE}"
+    LABELS "stack;container" TIMEOUT 1500 RUN_SERIAL TRUE)
+endif()

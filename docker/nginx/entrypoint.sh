@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# The nginx container's main process (docker/nginx/Dockerfile). nginx resolves the
+# upstream names (stockd-1..3) once, when it loads its configuration, and refuses to
+# start if one does not resolve. Under Docker Compose nginx starts after the stockd
+# containers are healthy, but podman-compose only keeps the start order, and a stockd
+# container that is restarted may come back with another address. So:
+#   - before starting nginx, wait until every upstream name resolves (nginx -t passes);
+#   - then run nginx as the container's main process (it gets the engine's signals),
+#     with a watcher beside it that reloads nginx whenever the addresses of the
+#     upstream names change, so it never keeps sending to an address that is gone.
+# A stockd that resolves but does not listen yet costs the requests sent to it a 502
+# (deductions are never retried on another instance, see nginx.conf); other routes
+# move on to the next instance.
+set -euo pipefail
+conf=/etc/nginx/nginx.conf
+
+log() { printf 'stockd-nginx: %s\n' "$*" >&2; }
+
+# addresses: the IPv4 addresses of every upstream name, one line per name.
+addresses() {
+  local name
+  for name in $(sed -n 's/^[[:space:]]*server[[:space:]]\+\([A-Za-z0-9._-]\+\):[0-9].*/\1/p' "$conf"); do
+    printf '%s %s\n' "$name" "$(getent ahostsv4 "$name" | awk '{ print $1 }' | sort -u | tr '\n' ' ')"
+  done
+}
+
+# nginx -t's own last line is logged too: a configuration that fails for another
+# reason than a name keeps failing, and the log must say so.
+waited=0
+until err=$(nginx -t -q 2>&1); do
+  if ((waited % 10 == 0)); then
+    log "waiting for the upstreams to resolve: $(addresses | tr '\n' ';') nginx -t: ${err##*$'\n'}"
+  fi
+  sleep 1
+  waited=$((waited + 1))
+done
+
+# The watcher: nginx becomes its parent after the exec below and reaps it.
+(
+  applied=$(addresses)
+  while sleep 2; do
+    now=$(addresses)
+    [[ $now != "$applied" ]] || continue
+    if nginx -t -q 2>/dev/null && nginx -s reload; then
+      log "upstream addresses changed, reloaded: $(tr '\n' ';' <<<"$now")"
+      applied=$now
+    fi
+  done
+) &
+exec nginx -g 'daemon off;'

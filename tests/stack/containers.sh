@@ -1,0 +1,232 @@
+#!/usr/bin/env bash
+# docker-compose.yml built and run for real, as a podman user runs it (docker/podman/compose,
+# the README's podman path): every image built from debian:12 (bootstrapped from
+# Debian's mirror when podman lacks it) with `up -d --build` and STOCKD_LOCK=zk, then
+# from the host's loopback only, through the port nginx publishes:
+#   - nginx answers /health 200, from each of the three stockd containers;
+#   - product 3 reset to stock 50, then 300 deductions, 25 at a time: every answer is
+#     deducted or sold_out, exactly 50 deducted, the stock ends at exactly 0, the
+#     orders rows are the deducted answers (same count, same order ids), and the
+#     answers came from all three stockd containers (nginx spread them);
+#   - `down -v` removes the containers and the volume; the test removes the network.
+# It fails, saying why, when podman cannot run containers here: it is never skipped.
+#
+# Settings from ctest (tests/stack/tests.cmake): STOCKD_SRC, STOCKD_TEST_RUN, and
+# STOCKD_CONTAINER_TEST_PORT (the published port on 127.0.0.1) and
+# STOCKD_CONTAINER_TEST_PROJECT (the compose project name, also the images' tag).
+set -euo pipefail
+src=$STOCKD_SRC
+port=$STOCKD_CONTAINER_TEST_PORT
+# A project name of the test's own, so it never meets a user's `docker-compose.yml`
+# project (whose name is the folder's) or another checkout's test; the images get it
+# as their tag for the same reason.
+project=$STOCKD_CONTAINER_TEST_PROJECT
+net=${project}_default
+T=$STOCKD_TEST_RUN/t/stack_containers
+rm -rf "$T"
+mkdir -p "$T/answers"
+product=3 stock=50 requests=300 concurrency=25
+
+export CONTAINERS_CONF=$src/docker/podman/containers.conf
+export STOCKD_LOCK=zk STOCKD_HTTP_PORT=$port STOCKD_IMAGE_TAG=$project
+STOCKD_MYSQL_PASSWORD=$(od -An -N12 -tx1 /dev/urandom | tr -d ' \n')
+export STOCKD_MYSQL_PASSWORD
+
+fail() {
+  echo "FAIL: $*" >&2
+  exit 1
+}
+expect_eq() {
+  [[ $2 == "$3" ]] || fail "$1: expected '$2', got '$3'"
+  echo "ok: $1 = $3"
+}
+elapsed() { echo "$((SECONDS - $1)) s"; }
+compose() { "$src/docker/podman/compose" -p "$project" "$@"; }
+
+# ---------------------------------------------------------------- can podman run here?
+
+(($(id -u) == 0)) || fail "needs root: podman's bridge networks (CNI) need it"
+for tool in podman podman-compose mmdebstrap runc curl jq; do
+  command -v "$tool" >/dev/null || fail "$tool is not installed (scripts/deps installs it)"
+done
+(exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null &&
+  fail "port $port on 127.0.0.1 is taken (set STOCKD_CONTAINER_TEST_PORT)"
+
+t0=$SECONDS
+"$src/docker/podman/compose" --base-image >"$T/base.log" 2>&1 ||
+  fail "could not make the debian:12 base image: $(tail -n 20 "$T/base.log")"
+echo "ok: base image debian:12 ($(elapsed "$t0"))"
+# No network: the smoke test must not create podman's default bridge.
+if ! out=$(podman run --rm --network none debian:12 cat /etc/debian_version 2>&1); then
+  fail "podman cannot run a container here: $out"
+fi
+echo "ok: podman runs a debian:12 container ($out)"
+
+# ---------------------------------------------------------------- up, and down at exit
+
+ip_forward=$(sysctl -n net.ipv4.ip_forward 2>/dev/null || echo 1)
+
+# net_remove: removes the test's network, its bridge, and the INPUT rule that the
+# dnsname plugin adds for the bridge and leaves behind. The bridge's name is read
+# while the network exists.
+net_remove() {
+  local bridge
+  podman network exists "$net" || return 0
+  bridge=$(podman network inspect -f '{{.NetworkInterface}}' "$net")
+  podman network rm -f "$net" >/dev/null
+  [[ -n $bridge ]] || return 0
+  while iptables -D INPUT -i "$bridge" -p udp -m udp --dport 53 -j ACCEPT 2>/dev/null; do :; done
+  if ip link show "$bridge" >/dev/null 2>&1; then ip link del "$bridge"; fi
+  return 0
+}
+
+# teardown: what the test made, and only that.
+teardown() {
+  local rc=$?
+  set +e
+  [[ $rc == 0 ]] || {
+    echo "== container states and last log lines, before teardown" >&2
+    podman ps -a --filter "label=io.podman.compose.project=$project" \
+      --format '{{.Names}} {{.Status}}' >&2
+    for c in $(podman ps -a -q --filter "label=io.podman.compose.project=$project"); do
+      echo "-- $(podman inspect -f '{{.Name}}' "$c")" >&2
+      podman logs --tail 15 "$c" >&2 2>&1
+    done
+  }
+  compose down -v >"$T/down.log" 2>&1
+  net_remove
+  if podman network exists "$net"; then
+    echo "FAIL: the network $net could not be removed" >&2
+    rc=1
+  fi
+  # The bridge network turned on IPv4 forwarding; turn it off again if it was off and
+  # no other container runs.
+  if [[ $ip_forward == 0 && -z $(podman ps -q) ]]; then sysctl -q -w net.ipv4.ip_forward=0; fi
+  exit "$rc"
+}
+trap teardown EXIT
+
+# Leftovers of an earlier run that was killed (its trap never ran).
+compose down -v >"$T/predown.log" 2>&1 || true
+net_remove
+
+t0=$SECONDS
+compose up -d --build >"$T/up.log" 2>&1 ||
+  fail "podman-compose up failed, see $T/up.log: $(grep -E 'Error|error:' "$T/up.log" | tail -n 5)"
+bridge=$(podman network inspect -f '{{.NetworkInterface}}' "$net" 2>/dev/null || true)
+[[ -n $bridge ]] || fail "up made no network $net with a bridge"
+# podman-compose 1.0.3 carries on after a failed build or run and exits 0: count what runs.
+running=$(podman ps --filter "label=io.podman.compose.project=$project" --format '{{.Names}}' | sort)
+expect_eq "containers running after up -d --build ($(elapsed "$t0"))" \
+  "$(printf '%s\n' "$project"_mariadb_1 "$project"_nginx_1 "$project"_stockd-{1,2,3}_1 \
+    "$project"_zookeeper_1 | sort)" "$running"
+
+# The images keep their health checks (built in Docker's format): podman runs them on
+# demand, there is no systemd here to schedule them.
+for s in mariadb zookeeper stockd-1 nginx; do
+  hc=$(podman inspect -f '{{.Config.Healthcheck}}' "${project}_${s}_1")
+  [[ $hc == *CMD* ]] || fail "$s: the image has no HEALTHCHECK (was it built in OCI format?)"
+done
+echo "ok: the images carry their HEALTHCHECKs"
+
+# ---------------------------------------------------------------- ready through nginx
+
+base=http://127.0.0.1:$port
+t0=$SECONDS
+declare -A healthy=()
+while ((${#healthy[@]} < 3)); do
+  ((SECONDS - t0 < 240)) || fail "nginx /health: 200 from only ${!healthy[*]} within 240 s"
+  body=$(curl -s -m 5 -w '\n%{http_code}' "$base/health" || true)
+  if [[ ${body##*$'\n'} == 200 ]]; then
+    inst=$(jq -r .instance <<<"${body%$'\n'*}")
+    [[ $inst == stockd-[123] ]] && healthy[$inst]=1
+  else
+    sleep 1
+  fi
+done
+echo "ok: /health 200 through nginx from ${!healthy[*]} ($(elapsed "$t0") after up)"
+# Each container's own health check agrees.
+for s in mariadb zookeeper stockd-1 stockd-2 stockd-3 nginx; do
+  podman healthcheck run "${project}_${s}_1" >/dev/null 2>&1 || fail "$s: its health check fails"
+done
+echo "ok: every container's health check passes"
+
+# ---------------------------------------------------------------- deductions
+
+# sql QUERY: runs QUERY in `shop` as root over the MariaDB container's socket, with
+# stack-lib's own mysql_cli.
+sql() {
+  podman exec "${project}_mariadb_1" bash -c \
+    'source /usr/local/lib/stockd/scripts/stack-lib.sh && mysql_cli /var/lib/stockd -N -B shop -e "$1"' \
+    sql "$1"
+}
+podman exec "${project}_mariadb_1" bash -c \
+  "source /usr/local/lib/stockd/scripts/stack-lib.sh && mysql_set_stock /var/lib/stockd shop $product $stock"
+expect_eq "stock of product $product after the reset" "$stock" \
+  "$(sql "SELECT stock FROM product WHERE id=$product")"
+
+t0=$SECONDS
+seq "$requests" | xargs -P "$concurrency" -I{} curl -s -m 60 -o "$T/answers/{}" \
+  -w '%{http_code}\n' "$base/stock/reduce?id=$product" >"$T/codes" || true
+echo "load: $requests requests, $concurrency at a time, in $(elapsed "$t0")"
+codes=$(sort "$T/codes" | uniq -c | awk '{ printf "%s:%s ", $2, $1 }')
+expect_eq "HTTP answers (status:count)" "200:$stock 409:$((requests - stock)) " "$codes"
+
+jq -s -r '.[] | [.result, .instance, (.order_id // "")] | @tsv' "$T"/answers/* >"$T/answers.tsv"
+expect_eq "answers" "$requests" "$(wc -l <"$T/answers.tsv")"
+expect_eq "deducted answers" "$stock" "$(awk '$1 == "deducted"' "$T/answers.tsv" | wc -l)"
+expect_eq "stock after the load" 0 "$(sql "SELECT stock FROM product WHERE id=$product")"
+expect_eq "orders rows (the ledger)" "$stock" \
+  "$(sql "SELECT COUNT(*) FROM orders WHERE product_id=$product")"
+expect_eq "order ids: answered = in the ledger" \
+  "$(sql "SELECT id FROM orders WHERE product_id=$product ORDER BY id" | tr '\n' ' ')" \
+  "$(awk '$1 == "deducted" { print $3 }' "$T/answers.tsv" | sort -n | tr '\n' ' ')"
+expect_eq "deductions per instance: answered = in the ledger" \
+  "$(sql "SELECT instance, COUNT(*) FROM orders WHERE product_id=$product GROUP BY instance ORDER BY instance" |
+    tr '\t\n' ': ')" \
+  "$(awk '$1 == "deducted" { print $2 }' "$T/answers.tsv" | sort | uniq -c | awk '{ printf "%s:%s ", $2, $1 }')"
+spread=$(cut -f2 "$T/answers.tsv" | sort | uniq -c | awk '{ printf "%s:%s ", $2, $1 }')
+expect_eq "instances that answered" "stockd-1 stockd-2 stockd-3" \
+  "$(cut -f2 "$T/answers.tsv" | sort -u | tr '\n' ' ' | sed 's/ $//')"
+echo "ok: nginx spread the requests: $spread"
+
+# ---------------------------------------------------------------- a stockd that arrives late
+
+# podman-compose does not wait for health before starting nginx, so nginx must cope
+# with a stockd that is not there yet: with stockd-3 stopped (its name gone from the
+# network's DNS), nginx restarted waits for the name instead of failing, and once
+# stockd-3 starts, nginx serves from all three again.
+# waits: how often nginx's entrypoint has logged that it waits (its log keeps the
+# lines of earlier starts).
+waits() { podman logs "${project}_nginx_1" 2>&1 | grep -c 'waiting for the upstreams to resolve' || true; }
+before=$(waits)
+podman stop -t 5 "${project}_stockd-3_1" >/dev/null
+podman restart -t 5 "${project}_nginx_1" >/dev/null
+t0=$SECONDS
+until (($(waits) > before)); do
+  ((SECONDS - t0 < 60)) || fail "nginx did not wait for the missing stockd-3: $(podman logs --tail 5 "${project}_nginx_1" 2>&1)"
+  sleep 1
+done
+echo "ok: nginx waits while stockd-3 is missing"
+podman start "${project}_stockd-3_1" >/dev/null
+t0=$SECONDS
+until [[ $(curl -s -m 5 "$base/health" | jq -r .instance 2>/dev/null) == stockd-3 ]]; do
+  ((SECONDS - t0 < 120)) || fail "nginx does not reach stockd-3 after it started late"
+  sleep 0.5
+done
+echo "ok: nginx serves from stockd-3 after it arrived late ($(elapsed "$t0"))"
+
+# ---------------------------------------------------------------- down
+
+t0=$SECONDS
+compose down -v >"$T/down.log" 2>&1 || fail "podman-compose down -v failed, see $T/down.log"
+expect_eq "containers left after down -v ($(elapsed "$t0"))" "" \
+  "$(podman ps -a -q --filter "label=io.podman.compose.project=$project")"
+podman volume exists "${project}_mariadb-data" && fail "down -v left the volume ${project}_mariadb-data"
+echo "ok: down -v removed the containers and the volume"
+net_remove
+podman network exists "$net" && fail "the network $net is still there"
+ip link show "$bridge" >/dev/null 2>&1 && fail "the bridge $bridge of $net is still there"
+iptables -C INPUT -i "$bridge" -p udp -m udp --dport 53 -j ACCEPT 2>/dev/null &&
+  fail "the INPUT rule for $bridge is still there"
+echo "ok: the network $net, its bridge $bridge and its INPUT rule are gone"
