@@ -1004,35 +1004,10 @@ uint64_t stockdb_statements(const stockdb *db) {
 }
 
 int stockdb_get_stock(stockdb *db, int32_t product_id, int32_t *stock) {
-    if (!db) return STOCKDB_ERR_CONFIG;
-    db->errstr[0] = '\0';
-    if (!stock) {
-        set_err(db, "stockdb_get_stock: stock is required");
-        return STOCKDB_ERR_CONFIG;
-    }
-    for (int attempt = 0;; attempt++) {
-        int rc = db_connect(db);
-        if (rc != STOCKDB_OK) return rc;
-        MYSQL_BIND p[1], r[2];
-        int32_t pid = product_id, value = 0;
-        int64_t fence = 0;
-        bool found = false;
-        bind_int(&p[0], &pid, NULL);
-        bind_int(&r[0], &value, NULL);
-        bind_bigint(&r[1], &fence, NULL);
-        unsigned err = stmt_run(db, ST_READ, p, r, &found, NULL);
-        if (!err) {
-            if (!found) {
-                set_err(db, "no product with id %d", product_id);
-                return STOCKDB_ERR_NOT_FOUND;
-            }
-            *stock = value;
-            return STOCKDB_OK;
-        }
-        rc = deduct_fail(db, err, false);
-        if (rc != RETRY_IDLE) return rc;
-        if (attempt == 1) return STOCKDB_ERR_CONNECT;
-    }
+    uint64_t order_id;
+    int32_t order_product;
+    /* The pre-check's statement without a key: the join on a NULL key matches nothing. */
+    return stockdb_peek(db, product_id, NULL, stock, &order_id, &order_product);
 }
 
 int stockdb_ping(stockdb *db) {
