@@ -24,6 +24,8 @@
 #include "zklock_int.h"
 
 #define ZKLOCK_RESTART 1 /* internal: the attempt's node is gone, start over */
+/* Internal results of one round: wait for the armed watch; round again at once. */
+enum { ZKLOCK_ROUND_WAIT = 2, ZKLOCK_ROUND_AGAIN = 3 };
 
 typedef struct zklock_attempt {
     zklock_session *s;
@@ -38,7 +40,7 @@ typedef struct zklock_attempt {
     int made;
     int uncertain;
     int64_t token;
-    int ever_uncertain; /* a late copy of a lost create may still appear */
+    int ever_uncertain; /* delete by GUID: a late copy of a lost create may still appear */
     uint64_t watch_id;  /* the last watch this attempt registered */
     char *watch_path;   /* its path, NULL when none is registered */
     /* Fair: the predecessor we watch was the lowest lock node of our last listing.
@@ -164,7 +166,26 @@ static int zklock_deadline_passed(const zklock_attempt *a) {
 static int zklock_attempt_reset(zklock_attempt *a) {
     a->made = 0;
     a->uncertain = 0;
+    a->pred_lowest = 0;
     return zklock_new_guid(a->guid) == 0 ? ZKLOCK_OK : ZKLOCK_ERR_ZK;
+}
+
+/* Our node is missing from the listing (deleted under us, or its parent reaped).
+ * It is deleted all the same before a new one is made: the attempt gives up on it,
+ * and a node that is still there after all would block the queue for as long as
+ * our session lives. The loop that follows is bounded by the deadline. Returns
+ * ZKLOCK_RESTART to make a new node, ZKLOCK_ROUND_AGAIN when the delete must be
+ * retried, or a negative code (ZKLOCK_ERR_TIMEOUT once the deadline has passed). */
+static int zklock_attempt_restart(zklock_attempt *a, zklock_conn *c) {
+    if (a->made) {
+        zklock__count_op(a->s, ZKLOCK_OP_DELETE);
+        int zrc = zoo_delete(c->zh, a->path, -1);
+        if (zrc != ZOK && zrc != ZNONODE)
+            return zklock__zk_retryable(zrc) ? ZKLOCK_ROUND_AGAIN : ZKLOCK_ERR_ZK;
+    }
+    int rc = zklock_attempt_reset(a);
+    if (rc != ZKLOCK_OK) return rc;
+    return zklock_deadline_passed(a) ? ZKLOCK_ERR_TIMEOUT : ZKLOCK_RESTART;
 }
 
 /* ---------------------------------------------------------------- fair lock */
@@ -242,9 +263,9 @@ static int zklock_fair_recover(zklock_attempt *a, zklock_conn *c, struct String_
 
 /* One round of the fair recipe on connection c: make or find our node, list the
  * children (no watch), hold if lowest, else watch the predecessor. Returns
- * ZKLOCK_OK with the lock, ZKLOCK_RESTART, a negative ZKLOCK code, or 2 = "wait
- * for the watch armed with *seq". Connection trouble returns 3 = "round again". */
-enum { ZKLOCK_ROUND_WAIT = 2, ZKLOCK_ROUND_AGAIN = 3 };
+ * ZKLOCK_OK with the lock, ZKLOCK_RESTART, a negative ZKLOCK code,
+ * ZKLOCK_ROUND_WAIT (wait for the watch armed with *seq) or ZKLOCK_ROUND_AGAIN
+ * (connection trouble: round again). */
 
 static int zklock_fair_round(zklock_attempt *a, zklock_conn *c, uint64_t *seq) {
     int rc;
@@ -276,6 +297,15 @@ static int zklock_fair_round(zklock_attempt *a, zklock_conn *c, uint64_t *seq) {
 
     const char *mine = strrchr(a->path, '/') + 1;
     int64_t my_seq = zklock__child_seq(mine);
+    if (my_seq < 0) {
+        /* A name we cannot order (a sequence number past 2^31 is printed with a
+         * sign) would never be found in the listing, and every new node would be
+         * named alike: give up instead of making node after node. The node is
+         * swept by its GUID, as one whose name we do not know. */
+        a->ever_uncertain = 1;
+        out = ZKLOCK_ERR_ZK;
+        goto done;
+    }
     int64_t pred_seq = -1;
     const char *pred = NULL;
     int found = 0, below = 0; /* lock nodes of others below ours */
@@ -414,6 +444,7 @@ static int zklock_attempt_run(zklock_attempt *a) {
             /* The session that made (or maybe made) our node expired. */
             zklock__conn_put(s, c);
             if ((rc = zklock_attempt_reset(a)) != ZKLOCK_OK) return rc;
+            if (zklock_deadline_passed(a)) return ZKLOCK_ERR_TIMEOUT;
             continue;
         }
         uint64_t seq = 0;
@@ -435,12 +466,9 @@ static int zklock_attempt_run(zklock_attempt *a) {
             zklock__conn_put(s, c);
             return ZKLOCK_OK;
         }
+        if (rc == ZKLOCK_RESTART) rc = zklock_attempt_restart(a, c);
         zklock__conn_put(s, c);
-        if (rc == ZKLOCK_RESTART) {
-            if ((rc = zklock_attempt_reset(a)) != ZKLOCK_OK) return rc;
-            continue;
-        }
-        if (rc == ZKLOCK_ROUND_AGAIN) continue;
+        if (rc == ZKLOCK_RESTART || rc == ZKLOCK_ROUND_AGAIN) continue;
         if (rc == ZKLOCK_ROUND_WAIT) {
             rc = zklock_wait(a, seq);
             if (rc != ZKLOCK_OK) return rc;

@@ -1,6 +1,6 @@
 /* lock_lost_reply_test: a create whose reply is lost is recovered, and never
  * leaves an orphan. The zklock session talks to ZooKeeper through a small
- * loopback TCP proxy in this test. When armed, the proxy forwards the next
+ * loopback TCP proxy (lock_proxy.h). When armed, the proxy forwards the next
  * create2 request of a lock node to the server, swallows the reply, and severs
  * the connection 300 ms later (the server has made the node by then). The client
  * sees a connection loss on the create, reconnects through the proxy and its
@@ -13,178 +13,11 @@
  *   4. a release while disconnected: the hold is SUSPECT first, the release says
  *      ZKLOCK_ERR_CONNECTION, and the node is deleted after reconnection, so
  *      another session gets the lock. */
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <poll.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
+#include "lock_proxy.h"
 #include "lock_test.h"
-
-#define ZOO_CREATE2_OPCODE 15
-
-typedef struct proxy {
-    int lfd, port;
-    struct sockaddr_in up;
-    pthread_mutex_t mu;
-    int arm;       /* sever after the next lock-node create */
-    int sever_now; /* sever the current connection at once */
-    int refuse_ms; /* after severing, refuse new connections this long */
-    int64_t refuse_until;
-    int triggers;
-    int stop;
-    pthread_t thr;
-} proxy;
-
-static int write_all(int fd, const unsigned char *p, size_t n) {
-    while (n > 0) {
-        ssize_t w = write(fd, p, n);
-        if (w <= 0) return -1;
-        p += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
-
-static void *proxy_main(void *arg) {
-    proxy *p = arg;
-    int cfd = -1, ufd = -1, first = 1, dropping = 0;
-    int64_t close_at = 0;
-    static unsigned char buf[1 << 20];
-    size_t blen = 0;
-    for (;;) {
-        pthread_mutex_lock(&p->mu);
-        int stop = p->stop, sever = p->sever_now;
-        p->sever_now = 0;
-        if (sever && cfd >= 0) p->refuse_until = lt_now_ms() + p->refuse_ms;
-        pthread_mutex_unlock(&p->mu);
-        if (stop) break;
-        int64_t now = lt_now_ms();
-        if (cfd >= 0 && (sever || (dropping && now >= close_at))) {
-            close(cfd);
-            close(ufd);
-            cfd = ufd = -1;
-        }
-
-        struct pollfd fds[3] = {{.fd = p->lfd, .events = POLLIN},
-                                {.fd = cfd, .events = POLLIN},
-                                {.fd = ufd, .events = POLLIN}};
-        poll(fds, cfd >= 0 ? 3 : 1, 20);
-        now = lt_now_ms();
-
-        if (fds[0].revents & POLLIN) {
-            int nc = accept(p->lfd, NULL, NULL);
-            pthread_mutex_lock(&p->mu);
-            int refuse = now < p->refuse_until;
-            pthread_mutex_unlock(&p->mu);
-            if (nc >= 0 && (refuse || cfd >= 0)) {
-                close(nc);
-            } else if (nc >= 0) {
-                ufd = socket(AF_INET, SOCK_STREAM, 0);
-                if (connect(ufd, (struct sockaddr *)&p->up, sizeof(p->up)) != 0) {
-                    close(ufd);
-                    close(nc);
-                    ufd = -1;
-                } else {
-                    cfd = nc;
-                    blen = 0;
-                    first = 1;
-                    dropping = 0;
-                }
-            }
-            continue;
-        }
-        if (cfd < 0) continue;
-
-        int broken = 0;
-        if (fds[1].revents & (POLLIN | POLLHUP | POLLERR)) {
-            ssize_t n = read(cfd, buf + blen, sizeof(buf) - blen);
-            if (n <= 0)
-                broken = 1;
-            else
-                blen += (size_t)n;
-            /* Forward whole frames (4-byte length + payload), looking at each. */
-            while (!broken && blen >= 4) {
-                uint32_t len = ntohl(*(uint32_t *)buf);
-                if (blen < 4 + (size_t)len) break;
-                const unsigned char *f = buf + 4;
-                if (!dropping) {
-                    if (write_all(ufd, buf, 4 + len) != 0) broken = 1;
-                    int type = len >= 8 ? (int)ntohl(*(const uint32_t *)(f + 4)) : -1;
-                    pthread_mutex_lock(&p->mu);
-                    if (!first && p->arm && type == ZOO_CREATE2_OPCODE &&
-                        (memmem(f, len, "-lock-", 6) || memmem(f, len, "-herd", 5))) {
-                        p->arm = 0;
-                        p->triggers++;
-                        dropping = 1;
-                        close_at = now + 300;
-                        p->refuse_until = close_at + p->refuse_ms;
-                    }
-                    pthread_mutex_unlock(&p->mu);
-                }
-                first = 0;
-                memmove(buf, buf + 4 + len, blen - 4 - len);
-                blen -= 4 + len;
-            }
-        }
-        if (!broken && (fds[2].revents & (POLLIN | POLLHUP | POLLERR))) {
-            static unsigned char down[1 << 16];
-            ssize_t n = read(ufd, down, sizeof(down));
-            if (n <= 0)
-                broken = 1;
-            else if (!dropping && write_all(cfd, down, (size_t)n) != 0)
-                broken = 1;
-        }
-        if (broken) {
-            close(cfd);
-            close(ufd);
-            cfd = ufd = -1;
-        }
-    }
-    if (cfd >= 0) {
-        close(cfd);
-        close(ufd);
-    }
-    return NULL;
-}
-
-static void proxy_start(proxy *p, const char *hosts) {
-    char host[64];
-    int port = 0;
-    CHECK(sscanf(hosts, "%63[^:]:%d", host, &port) == 2);
-    memset(p, 0, sizeof(*p));
-    pthread_mutex_init(&p->mu, NULL);
-    p->up.sin_family = AF_INET;
-    p->up.sin_port = htons((uint16_t)port);
-    inet_pton(AF_INET, host, &p->up.sin_addr);
-    p->lfd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET};
-    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
-    socklen_t al = sizeof(a);
-    CHECK(bind(p->lfd, (struct sockaddr *)&a, sizeof(a)) == 0);
-    CHECK(listen(p->lfd, 8) == 0);
-    CHECK(getsockname(p->lfd, (struct sockaddr *)&a, &al) == 0);
-    p->port = ntohs(a.sin_port);
-    CHECK(pthread_create(&p->thr, NULL, proxy_main, p) == 0);
-}
-
-static void proxy_set(proxy *p, int arm, int sever_now, int refuse_ms) {
-    pthread_mutex_lock(&p->mu);
-    p->arm = arm;
-    p->sever_now = sever_now;
-    p->refuse_ms = refuse_ms;
-    pthread_mutex_unlock(&p->mu);
-}
-
-static int proxy_triggers(proxy *p) {
-    pthread_mutex_lock(&p->mu);
-    int n = p->triggers;
-    pthread_mutex_unlock(&p->mu);
-    return n;
-}
 
 /* czxid of the only child of <root>/<name>, or of <root>/<name>-herd. */
 static int64_t node_czxid(zhandle_t *zh, const char *name, int herd) {
@@ -224,18 +57,15 @@ int main(void) {
                      zoo_create(zh, path, NULL, -1, &ZOO_OPEN_ACL_UNSAFE, ZOO_CONTAINER, NULL, 0));
     }
 
-    proxy p;
-    proxy_start(&p, hosts);
-    char via[64];
-    snprintf(via, sizeof(via), "127.0.0.1:%d", p.port);
-    zklock_session *s = lt_session(via, 10000);
+    lp_proxy *p = lp_start(hosts);
+    zklock_session *s = lt_session(lp_hosts(p), 10000);
     zklock_stats st;
 
     /* 1. Fair: the node made by the lost create is adopted. */
     zklock_hold *h = NULL;
-    proxy_set(&p, 1, 0, 0);
+    lp_lose_next_create_reply(p, 0);
     CHECK_INT_EQ(ZKLOCK_OK, zklock_acquire(s, fair, ZKLOCK_FAIR, 30000, &h));
-    CHECK_INT_EQ(1, proxy_triggers(&p));
+    CHECK_INT_EQ(1, lp_triggers(p));
     zklock_get_stats(s, &st);
     CHECK_INT_EQ(1, st.recovered_creates);
     CHECK_INT_EQ(1, lt_children(zh, fair));
@@ -246,9 +76,9 @@ int main(void) {
     printf("fair: lost create adopted\n");
 
     /* 2. Herd: the same for the single node. */
-    proxy_set(&p, 1, 0, 0);
+    lp_lose_next_create_reply(p, 0);
     CHECK_INT_EQ(ZKLOCK_OK, zklock_acquire(s, herd, ZKLOCK_HERD, 30000, &h));
-    CHECK_INT_EQ(2, proxy_triggers(&p));
+    CHECK_INT_EQ(2, lp_triggers(p));
     zklock_get_stats(s, &st);
     CHECK_INT_EQ(2, st.recovered_creates);
     CHECK_INT_EQ(node_czxid(zh, herd, 1), zklock_token(h));
@@ -259,10 +89,10 @@ int main(void) {
     printf("herd: lost create adopted\n");
 
     /* 3. The acquisition gives up while the create's fate is unknown. */
-    proxy_set(&p, 1, 0, 2500);
+    lp_lose_next_create_reply(p, 2500);
     int rc = zklock_acquire(s, giveup, ZKLOCK_FAIR, 1000, &h);
     CHECK(rc == ZKLOCK_ERR_CONNECTION || rc == ZKLOCK_ERR_TIMEOUT);
-    CHECK_INT_EQ(3, proxy_triggers(&p));
+    CHECK_INT_EQ(3, lp_triggers(p));
     CHECK_INT_EQ(1, lt_children(zh, giveup)); /* made by the lost create */
     if (!lt_wait_children(zh, giveup, 0, 20))
         CHECK_FAIL_("orphan left: %d children", lt_children(zh, giveup));
@@ -271,7 +101,7 @@ int main(void) {
 
     /* 4. Release while disconnected. */
     CHECK_INT_EQ(ZKLOCK_OK, zklock_acquire(s, rel, ZKLOCK_FAIR, 10000, &h));
-    proxy_set(&p, 0, 1, 2500);
+    lp_sever(p, 2500);
     int chk = ZKLOCK_OK;
     for (int64_t end = lt_now_ms() + 10000; chk == ZKLOCK_OK && lt_now_ms() < end;) {
         lt_sleep_ms(20);
@@ -292,11 +122,7 @@ int main(void) {
     printf("release while disconnected: node deleted after reconnection\n");
 
     zklock_session_free(s);
-    pthread_mutex_lock(&p.mu);
-    p.stop = 1;
-    pthread_mutex_unlock(&p.mu);
-    pthread_join(p.thr, NULL);
-    close(p.lfd);
+    lp_stop(p);
     zookeeper_close(zh);
     printf("ok\n");
     return 0;
