@@ -114,9 +114,30 @@ static int zklock_hold_state_locked(const zklock_hold *h) {
     return ZKLOCK_OK;
 }
 
+/* Drops the client's registration of the attempt's last watch unless it has
+ * fired (a data or exists watch fires once, and its registration goes with it).
+ * Local only (no operation is sent): the server keeps one watch per path and
+ * connection, shared with the other waiters of this session, and it ends when the
+ * watched node changes. Without this, every round that watches again (after a
+ * connection state change, say) would leave one more registration behind, which
+ * the client would also set again at the server on every reconnection. */
+static void zklock_watch_drop(zklock_attempt *a, zklock_conn *c) {
+    if (!a->watch_path) return;
+    pthread_mutex_lock(&a->s->mu);
+    int fired = a->w.fired && a->w.watch_id == a->watch_id;
+    pthread_mutex_unlock(&a->s->mu);
+    if (!fired)
+        zoo_remove_watches(c->zh, a->watch_path, ZWATCHTYPE_ANY, zklock__node_watcher,
+                           (void *)(uintptr_t)a->watch_id, 1);
+    free(a->watch_path);
+    a->watch_path = NULL;
+}
+
 /* Sets w's watch id before the ZooKeeper call that registers it, so an event that
- * arrives before the call returns is not missed. Returns the state_seq to wait on. */
-static uint64_t zklock_arm_watch(zklock_attempt *a) {
+ * arrives before the call returns is not missed; the previous watch is dropped
+ * first. Returns the state_seq to wait on. */
+static uint64_t zklock_arm_watch(zklock_attempt *a, zklock_conn *c) {
+    zklock_watch_drop(a, c);
     zklock_session *s = a->s;
     pthread_mutex_lock(&s->mu);
     uint64_t seq = s->state_seq;
@@ -124,8 +145,6 @@ static uint64_t zklock_arm_watch(zklock_attempt *a) {
     a->w.fired = a->w.deleted = 0;
     pthread_mutex_unlock(&s->mu);
     a->watch_id = a->w.watch_id;
-    free(a->watch_path);
-    a->watch_path = NULL;
     return seq;
 }
 
@@ -351,7 +370,7 @@ static int zklock_fair_round(zklock_attempt *a, zklock_conn *c, uint64_t *seq) {
         goto done;
     }
     a->pred_lowest = below == 1;
-    *seq = zklock_arm_watch(a);
+    *seq = zklock_arm_watch(a, c);
     char buf[1];
     int len = sizeof(buf);
     zklock__count_op(a->s, ZKLOCK_OP_DATA);
@@ -418,7 +437,7 @@ static int zklock_herd_round(zklock_attempt *a, zklock_conn *c, uint64_t *seq) {
     if (rc != ZNODEEXISTS) return ZKLOCK_ERR_ZK;
     if (zklock_deadline_passed(a)) return ZKLOCK_ERR_TIMEOUT;
 
-    *seq = zklock_arm_watch(a);
+    *seq = zklock_arm_watch(a, c);
     zklock__count_op(a->s, ZKLOCK_OP_DATA);
     rc = zoo_wexists(c->zh, a->path, zklock__node_watcher, (void *)(uintptr_t)a->watch_id, &st);
     /* On ZNONODE an exists watch stays set (it fires at the next create). */
@@ -463,6 +482,7 @@ static int zklock_attempt_run(zklock_attempt *a) {
              * the fence our compare-and-set needs; a session loss makes the hold
              * SUSPECT or LOST through the session watcher. The watch would cost one
              * more operation per acquisition for a case the fence already refuses. */
+            zklock_watch_drop(a, c);
             zklock__conn_put(s, c);
             return ZKLOCK_OK;
         }
@@ -485,14 +505,8 @@ static void zklock_attempt_abandon(zklock_attempt *a) {
     zklock_conn *c = NULL;
     pthread_mutex_lock(&s->mu);
     int rc = zklock__conn_get_locked(s, NULL, 0, &c);
-    int fired = a->w.fired;
     pthread_mutex_unlock(&s->mu);
-    /* Client side only (local = 1): the server keeps one watch per path and
-     * connection, shared with other waiters of this session, which ends when the
-     * watched node goes; what we drop is our callback registration. */
-    if (rc == ZKLOCK_OK && a->watch_path && !fired)
-        zoo_remove_watches(c->zh, a->watch_path, ZWATCHTYPE_ANY, zklock__node_watcher,
-                           (void *)(uintptr_t)a->watch_id, 1);
+    if (rc == ZKLOCK_OK) zklock_watch_drop(a, c);
     if (a->made || a->uncertain) {
         int zrc = ZCONNECTIONLOSS;
         if (rc == ZKLOCK_OK && c->epoch != a->epoch) {
