@@ -181,11 +181,16 @@ static int zklock_deadline_passed(const zklock_attempt *a) {
     return a->deadline >= 0 && zklock__now_ms() >= a->deadline;
 }
 
-/* Forgets the attempt's node (it is gone) and draws a new GUID. */
-static int zklock_attempt_reset(zklock_attempt *a) {
+/* Forgets the attempt's node (it is gone). The GUID is kept while the session
+ * lives: a create of this attempt whose reply was lost may still produce a node
+ * later, and only the GUID lets us recognise (and delete) it. A new session draws a
+ * new GUID; the old session's nodes went with it. */
+static int zklock_attempt_reset(zklock_attempt *a, int new_session) {
     a->made = 0;
     a->uncertain = 0;
     a->pred_lowest = 0;
+    if (!new_session) return ZKLOCK_OK;
+    a->ever_uncertain = 0;
     return zklock_new_guid(a->guid) == 0 ? ZKLOCK_OK : ZKLOCK_ERR_ZK;
 }
 
@@ -202,8 +207,7 @@ static int zklock_attempt_restart(zklock_attempt *a, zklock_conn *c) {
         if (zrc != ZOK && zrc != ZNONODE)
             return zklock__zk_retryable(zrc) ? ZKLOCK_ROUND_AGAIN : ZKLOCK_ERR_ZK;
     }
-    int rc = zklock_attempt_reset(a);
-    if (rc != ZKLOCK_OK) return rc;
+    zklock_attempt_reset(a, 0);
     return zklock_deadline_passed(a) ? ZKLOCK_ERR_TIMEOUT : ZKLOCK_RESTART;
 }
 
@@ -298,6 +302,12 @@ static int zklock_fair_round(zklock_attempt *a, zklock_conn *c, uint64_t *seq) {
         if (rc != ZOK) return ZKLOCK_ERR_ZK;
     }
 
+    if (a->uncertain) {
+        /* The server we reconnected to may not have applied our create yet. */
+        rc = zklock__sync(c, &a->w, a->parent);
+        if (zklock__zk_retryable(rc)) return ZKLOCK_ROUND_AGAIN;
+        if (rc != ZOK && rc != ZNONODE) return ZKLOCK_ERR_ZK;
+    }
     struct String_vector kids = {0, NULL};
     zklock__count_op(a->s, ZKLOCK_OP_CHILDREN);
     rc = zoo_get_children(c->zh, a->parent, 0, &kids);
@@ -393,28 +403,39 @@ done:
 
 /* ---------------------------------------------------------------- herd lock */
 
+/* Is the herd node our own? Only if it carries our GUID and our current session
+ * owns it: then it was made by a create of ours whose reply was lost, and the lock
+ * is ours. Returns a zk code; on ZOK a->made says whether it was adopted. */
+static int zklock_herd_adopt(zklock_attempt *a, zklock_conn *c) {
+    char data[ZKLOCK_GUID_LEN];
+    int len = sizeof(data);
+    struct Stat st;
+    zklock__count_op(a->s, ZKLOCK_OP_DATA);
+    int rc = zoo_get(c->zh, a->path, 0, data, &len, &st);
+    if (rc == ZNONODE) return ZOK;
+    if (rc != ZOK) return rc;
+    if (st.ephemeralOwner == c->session_id && len == ZKLOCK_GUID_LEN &&
+        memcmp(data, a->guid, ZKLOCK_GUID_LEN) == 0) {
+        a->made = 1;
+        a->token = st.czxid;
+        pthread_mutex_lock(&a->s->mu);
+        a->s->stats.recovered_creates++;
+        pthread_mutex_unlock(&a->s->mu);
+    }
+    return ZOK;
+}
+
 static int zklock_herd_round(zklock_attempt *a, zklock_conn *c, uint64_t *seq) {
     int rc;
     struct Stat st;
     if (a->uncertain) {
-        /* Our create's reply was lost: the node is ours only if it carries our
-         * GUID and our current session owns it. */
-        char data[ZKLOCK_GUID_LEN];
-        int len = sizeof(data);
-        zklock__count_op(a->s, ZKLOCK_OP_DATA);
-        rc = zoo_get(c->zh, a->path, 0, data, &len, &st);
+        /* Our create's reply was lost: bring the server up to date, then look. */
+        rc = zklock__sync(c, &a->w, a->parent);
+        if (rc == ZOK || rc == ZNONODE) rc = zklock_herd_adopt(a, c);
         if (zklock__zk_retryable(rc)) return ZKLOCK_ROUND_AGAIN;
-        if (rc != ZOK && rc != ZNONODE) return ZKLOCK_ERR_ZK;
+        if (rc != ZOK) return ZKLOCK_ERR_ZK;
         a->uncertain = 0;
-        if (rc == ZOK && st.ephemeralOwner == c->session_id && len == ZKLOCK_GUID_LEN &&
-            memcmp(data, a->guid, ZKLOCK_GUID_LEN) == 0) {
-            a->made = 1;
-            a->token = st.czxid;
-            pthread_mutex_lock(&a->s->mu);
-            a->s->stats.recovered_creates++;
-            pthread_mutex_unlock(&a->s->mu);
-            return ZKLOCK_OK;
-        }
+        if (a->made) return ZKLOCK_OK;
     }
 
     a->epoch = c->epoch;
@@ -435,6 +456,15 @@ static int zklock_herd_round(zklock_attempt *a, zklock_conn *c, uint64_t *seq) {
         return ZKLOCK_ROUND_AGAIN;
     }
     if (rc != ZNODEEXISTS) return ZKLOCK_ERR_ZK;
+    if (a->ever_uncertain) {
+        /* The node in the way may be the late result of our own lost create (even
+         * after the look above found nothing): waiting for it would be waiting for
+         * ourselves. */
+        rc = zklock_herd_adopt(a, c);
+        if (zklock__zk_retryable(rc)) return ZKLOCK_ROUND_AGAIN;
+        if (rc != ZOK) return ZKLOCK_ERR_ZK;
+        if (a->made) return ZKLOCK_OK;
+    }
     if (zklock_deadline_passed(a)) return ZKLOCK_ERR_TIMEOUT;
 
     *seq = zklock_arm_watch(a, c);
@@ -462,7 +492,7 @@ static int zklock_attempt_run(zklock_attempt *a) {
         if ((a->made || a->uncertain) && c->epoch != a->epoch) {
             /* The session that made (or maybe made) our node expired. */
             zklock__conn_put(s, c);
-            if ((rc = zklock_attempt_reset(a)) != ZKLOCK_OK) return rc;
+            if ((rc = zklock_attempt_reset(a, 1)) != ZKLOCK_OK) return rc;
             if (zklock_deadline_passed(a)) return ZKLOCK_ERR_TIMEOUT;
             continue;
         }
@@ -507,7 +537,9 @@ static void zklock_attempt_abandon(zklock_attempt *a) {
     int rc = zklock__conn_get_locked(s, NULL, 0, &c);
     pthread_mutex_unlock(&s->mu);
     if (rc == ZKLOCK_OK) zklock_watch_drop(a, c);
-    if (a->made || a->uncertain) {
+    /* After a lost create reply the node may exist even when recovery found
+     * nothing (its create may yet be applied): sweep by GUID all the same. */
+    if (a->made || a->uncertain || a->ever_uncertain) {
         int zrc = ZCONNECTIONLOSS;
         if (rc == ZKLOCK_OK && c->epoch != a->epoch) {
             zrc = ZOK; /* made by an expired session: gone with it */

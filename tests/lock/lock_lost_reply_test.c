@@ -12,7 +12,16 @@
  *      node it may have made is deleted in the background (no orphan);
  *   4. a release while disconnected: the hold is SUSPECT first, the release says
  *      ZKLOCK_ERR_CONNECTION, and the node is deleted after reconnection, so
- *      another session gets the lock. */
+ *      another session gets the lock.
+ * Then a create that is applied late, as on a follower that lags: the proxy keeps
+ * the create, severs, and lets it reach the server only right after the client's
+ * first look on the next connection, which therefore concludes "never created".
+ *   5. fair: the acquisition is cancelled just after that look (the proxy holds the
+ *      listing's reply until the test has cancelled): the late node, ours and
+ *      alive with our session, must still be deleted, else it blocks the lock;
+ *   6. herd: the late node is our own herd node; the acquisition must take it as
+ *      ours rather than wait for itself until its deadline. */
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -35,6 +44,64 @@ static int64_t node_czxid(zhandle_t *zh, const char *name, int herd) {
     }
     CHECK_INT_EQ(ZOK, zoo_exists(zh, path, 0, &st));
     return st.czxid;
+}
+
+typedef struct acquire_run {
+    zklock_session *s;
+    const char *name;
+    int rc;
+} acquire_run;
+
+static void *acquire_main(void *arg) {
+    acquire_run *r = arg;
+    zklock_hold *h = NULL;
+    r->rc = zklock_acquire(r->s, r->name, ZKLOCK_FAIR, 30000, &h);
+    if (r->rc == ZKLOCK_OK) zklock_release(h);
+    return NULL;
+}
+
+static void late_create_cases(const char *hosts, zhandle_t *zh, const char *base) {
+    char late[128], herd[128], path[256];
+    snprintf(late, sizeof(late), "%s_late", base);
+    snprintf(herd, sizeof(herd), "%s_lateh", base);
+    snprintf(path, sizeof(path), "/stock/locks/%s", late);
+    CHECK_INT_EQ(ZOK, zoo_create(zh, path, NULL, -1, &ZOO_OPEN_ACL_UNSAFE, ZOO_CONTAINER, NULL, 0));
+    lp_proxy *p = lp_start(hosts);
+
+    /* 5. Fair, cancelled after recovery found nothing. */
+    zklock_session *s = lt_session(lp_hosts(p), 10000);
+    lp_hold_next_create(p, LP_OP_GETCHILDREN, LP_OP_GETCHILDREN2, 1);
+    acquire_run r = {.s = s, .name = late};
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, acquire_main, &r) == 0);
+    for (int64_t end = lt_now_ms() + 10000; !lp_holding(p) && lt_now_ms() < end;)
+        lt_sleep_ms(10);
+    CHECK_INT_EQ(1, lp_holding(p));
+    zklock_session_cancel(s);
+    lp_release(p);
+    pthread_join(t, NULL);
+    CHECK_INT_EQ(ZKLOCK_ERR_CANCELLED, r.rc);
+    CHECK_INT_EQ(1, lp_injected(p));
+    if (!lt_wait_children(zh, late, 0, 5))
+        CHECK_FAIL_("late node left after the acquisition was cancelled: %d children",
+                    lt_children(zh, late));
+    zklock_session_free(s);
+    printf("fair, create applied after the recovery listing, then cancelled: no node left\n");
+
+    /* 6. Herd: our own late node is the one in the way. */
+    s = lt_session(lp_hosts(p), 10000);
+    lp_hold_next_create(p, LP_OP_GETDATA, -1, 0);
+    zklock_hold *h = NULL;
+    int rc = zklock_acquire(s, herd, ZKLOCK_HERD, 5000, &h);
+    CHECK_INT_EQ(2, lp_injected(p));
+    CHECK_INT_EQ(ZKLOCK_OK, rc);
+    CHECK_INT_EQ(node_czxid(zh, herd, 1), zklock_token(h));
+    CHECK_INT_EQ(ZKLOCK_OK, zklock_release(h));
+    snprintf(path, sizeof(path), "/stock/locks/%s-herd", herd);
+    CHECK_INT_EQ(ZNONODE, zoo_exists(zh, path, 0, NULL));
+    zklock_session_free(s);
+    printf("herd, create applied after the recovery look: our own node adopted\n");
+    lp_stop(p);
 }
 
 int main(void) {
@@ -123,6 +190,8 @@ int main(void) {
 
     zklock_session_free(s);
     lp_stop(p);
+
+    late_create_cases(hosts, zh, base);
     zookeeper_close(zh);
     printf("ok\n");
     return 0;
