@@ -20,9 +20,16 @@
  *      listing's reply until the test has cancelled): the late node, ours and
  *      alive with our session, must still be deleted, else it blocks the lock;
  *   6. herd: the late node is our own herd node; the acquisition must take it as
- *      ours rather than wait for itself until its deadline. */
+ *      ours rather than wait for itself until its deadline;
+ *   7. fair, late enough to come after a restart: the waiter's second node is
+ *      deleted by hand while it waits behind another waiter; when that one goes,
+ *      it lists, finds its node gone and makes a new one, and only then does the
+ *      first create reach the server. The late node sits in the queue before the
+ *      new one; the waiter must recognise it as its own (same GUID, same session)
+ *      and delete it, not wait for it. */
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "lock_proxy.h"
@@ -101,6 +108,58 @@ static void late_create_cases(const char *hosts, zhandle_t *zh, const char *base
     CHECK_INT_EQ(ZNONODE, zoo_exists(zh, path, 0, NULL));
     zklock_session_free(s);
     printf("herd, create applied after the recovery look: our own node adopted\n");
+
+    /* 7. Fair, the late create arrives after a restart. */
+    char rs[128];
+    snprintf(rs, sizeof(rs), "%s_restart", base);
+    zklock_session *holder = lt_session(hosts, 0), *mid = lt_session(hosts, 0);
+    zklock_hold *hh = NULL;
+    CHECK_INT_EQ(ZKLOCK_OK, zklock_acquire(holder, rs, ZKLOCK_FAIR, 10000, &hh));
+    acquire_run m = {.s = mid, .name = rs}, w = {.s = NULL, .name = rs};
+    pthread_t tm, tw;
+    CHECK(pthread_create(&tm, NULL, acquire_main, &m) == 0);
+    CHECK(lt_wait_children(zh, rs, 2, 10));
+    s = lt_session(lp_hosts(p), 10000);
+    w.s = s;
+    lp_hold_next_create(p, -1, -1, 0); /* kept until told */
+    CHECK(pthread_create(&tw, NULL, acquire_main, &w) == 0);
+    /* The first create is held; the second, after reconnection, makes node 3. */
+    CHECK(lt_wait_children(zh, rs, 3, 10));
+    snprintf(path, sizeof(path), "/stock/locks/%s", rs);
+    struct String_vector v = {0, NULL};
+    CHECK_INT_EQ(ZOK, zoo_get_children(zh, path, 0, &v));
+    char mine[512] = "";
+    int64_t top = -1;
+    for (int i = 0; i < v.count; i++) {
+        const char *k = v.data[i];
+        int64_t seq = strtoll(k + strlen(k) - 10, NULL, 10);
+        if (seq > top) {
+            top = seq;
+            snprintf(mine, sizeof(mine), "%s/%s", path, k);
+        }
+    }
+    deallocate_String_vector(&v);
+    CHECK_INT_EQ(ZOK, zoo_delete(zh, mine, -1));
+    lp_inject_after(p, LP_OP_GETCHILDREN, LP_OP_GETCHILDREN2);
+    /* The middle waiter gives up: ours lists (the held create follows the listing),
+     * restarts, and waits behind the holder, or behind its own late node. */
+    zklock_session_cancel(mid);
+    pthread_join(tm, NULL);
+    CHECK_INT_EQ(ZKLOCK_ERR_CANCELLED, m.rc);
+    for (int64_t end = lt_now_ms() + 10000; lp_injected(p) < 3 && lt_now_ms() < end;)
+        lt_sleep_ms(10);
+    CHECK_INT_EQ(3, lp_injected(p));
+    CHECK_INT_EQ(ZKLOCK_OK, zklock_release(hh));
+    pthread_join(tw, NULL);
+    CHECK_INT_EQ(ZKLOCK_OK, w.rc);
+    CHECK(lt_wait_children(zh, rs, 0, 5));
+    zklock_stats st;
+    zklock_get_stats(s, &st);
+    CHECK_INT_GE(st.orphans_deleted, 1);
+    zklock_session_free(s);
+    zklock_session_free(mid);
+    zklock_session_free(holder);
+    printf("fair, create applied after a restart: the late node recognised and deleted\n");
     lp_stop(p);
 }
 

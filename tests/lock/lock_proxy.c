@@ -397,6 +397,13 @@ void lp_hold_next_create(lp_proxy *p, int after_op, int after_op2, int hold_repl
     pthread_mutex_unlock(&p->mu);
 }
 
+void lp_inject_after(lp_proxy *p, int after_op, int after_op2) {
+    pthread_mutex_lock(&p->mu);
+    p->hold_after_op = after_op;
+    p->hold_after_op2 = after_op2;
+    pthread_mutex_unlock(&p->mu);
+}
+
 void lp_release(lp_proxy *p) {
     pthread_mutex_lock(&p->mu);
     p->release = 1;

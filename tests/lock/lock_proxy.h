@@ -53,6 +53,10 @@ void lp_sever(lp_proxy *p, int refuse_ms);
  * later connection. With hold_reply, the reply to that request is held too. */
 void lp_hold_next_create(lp_proxy *p, int after_op, int after_op2, int hold_reply);
 
+/* Changes the opcodes after which a held create is let through (-1 = none): hold
+ * with after_op -1, then let it through later with this. */
+void lp_inject_after(lp_proxy *p, int after_op, int after_op2);
+
 /* Releases a held reply (and what arrived after it). */
 void lp_release(lp_proxy *p);
 
