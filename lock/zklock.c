@@ -8,13 +8,17 @@
  * waiting. What the attempt knows about its node is one of
  *   - nothing made yet;
  *   - uncertain: a create's reply was lost; the node may exist. Once connected
- *     again we look for our GUID and adopt the node only if our current session
- *     owns it (a node of an expired session is about to vanish: CURATOR-498);
+ *     again we sync, look for our GUID and adopt the node only if our current
+ *     session owns it (a node of an expired session is about to vanish:
+ *     CURATOR-498). Such a create may still be applied later, so from then on the
+ *     attempt deletes by GUID, and a node with our GUID that is not ours is a late
+ *     copy to delete;
  *   - made: we know its path and czxid.
- * If the session expires, or our node disappears, the attempt starts over with a
- * new GUID. Whatever ends an attempt without the lock deletes what it made, or
- * queues the deletion until the connection is back (the Curator bugs CURATOR-79,
- * CURATOR-462 and CURATOR-678 were nodes left behind on exactly these paths). */
+ * If our node disappears, the attempt starts over (until its deadline) with the
+ * same GUID; if the session expires, with a new one. Whatever ends an attempt
+ * without the lock deletes what it made, or queues the deletion until the
+ * connection is back (the Curator bugs CURATOR-79, CURATOR-462 and CURATOR-678
+ * were nodes left behind on exactly these paths). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
