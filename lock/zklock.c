@@ -8,13 +8,17 @@
  * waiting. What the attempt knows about its node is one of
  *   - nothing made yet;
  *   - uncertain: a create's reply was lost; the node may exist. Once connected
- *     again we look for our GUID and adopt the node only if our current session
- *     owns it (a node of an expired session is about to vanish: CURATOR-498);
+ *     again we sync, look for our GUID and adopt the node only if our current
+ *     session owns it (a node of an expired session is about to vanish:
+ *     CURATOR-498). Such a create may still be applied later, so from then on the
+ *     attempt deletes by GUID, and a node with our GUID that is not ours is a late
+ *     copy to delete;
  *   - made: we know its path and czxid.
- * If the session expires, or our node disappears, the attempt starts over with a
- * new GUID. Whatever ends an attempt without the lock deletes what it made, or
- * queues the deletion until the connection is back (the Curator bugs CURATOR-79,
- * CURATOR-462 and CURATOR-678 were nodes left behind on exactly these paths). */
+ * If our node disappears, the attempt starts over (until its deadline) with the
+ * same GUID; if the session expires, with a new one. Whatever ends an attempt
+ * without the lock deletes what it made, or queues the deletion until the
+ * connection is back (the Curator bugs CURATOR-79, CURATOR-462 and CURATOR-678
+ * were nodes left behind on exactly these paths). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,6 +28,8 @@
 #include "zklock_int.h"
 
 #define ZKLOCK_RESTART 1 /* internal: the attempt's node is gone, start over */
+/* Internal results of one round: wait for the armed watch; round again at once. */
+enum { ZKLOCK_ROUND_WAIT = 2, ZKLOCK_ROUND_AGAIN = 3 };
 
 typedef struct zklock_attempt {
     zklock_session *s;
@@ -38,7 +44,7 @@ typedef struct zklock_attempt {
     int made;
     int uncertain;
     int64_t token;
-    int ever_uncertain; /* a late copy of a lost create may still appear */
+    int ever_uncertain; /* delete by GUID: a late copy of a lost create may still appear */
     uint64_t watch_id;  /* the last watch this attempt registered */
     char *watch_path;   /* its path, NULL when none is registered */
     /* Fair: the predecessor we watch was the lowest lock node of our last listing.
@@ -112,9 +118,30 @@ static int zklock_hold_state_locked(const zklock_hold *h) {
     return ZKLOCK_OK;
 }
 
+/* Drops the client's registration of the attempt's last watch unless it has
+ * fired (a data or exists watch fires once, and its registration goes with it).
+ * Local only (no operation is sent): the server keeps one watch per path and
+ * connection, shared with the other waiters of this session, and it ends when the
+ * watched node changes. Without this, every round that watches again (after a
+ * connection state change, say) would leave one more registration behind, which
+ * the client would also set again at the server on every reconnection. */
+static void zklock_watch_drop(zklock_attempt *a, zklock_conn *c) {
+    if (!a->watch_path) return;
+    pthread_mutex_lock(&a->s->mu);
+    int fired = a->w.fired && a->w.watch_id == a->watch_id;
+    pthread_mutex_unlock(&a->s->mu);
+    if (!fired)
+        zoo_remove_watches(c->zh, a->watch_path, ZWATCHTYPE_ANY, zklock__node_watcher,
+                           (void *)(uintptr_t)a->watch_id, 1);
+    free(a->watch_path);
+    a->watch_path = NULL;
+}
+
 /* Sets w's watch id before the ZooKeeper call that registers it, so an event that
- * arrives before the call returns is not missed. Returns the state_seq to wait on. */
-static uint64_t zklock_arm_watch(zklock_attempt *a) {
+ * arrives before the call returns is not missed; the previous watch is dropped
+ * first. Returns the state_seq to wait on. */
+static uint64_t zklock_arm_watch(zklock_attempt *a, zklock_conn *c) {
+    zklock_watch_drop(a, c);
     zklock_session *s = a->s;
     pthread_mutex_lock(&s->mu);
     uint64_t seq = s->state_seq;
@@ -122,8 +149,6 @@ static uint64_t zklock_arm_watch(zklock_attempt *a) {
     a->w.fired = a->w.deleted = 0;
     pthread_mutex_unlock(&s->mu);
     a->watch_id = a->w.watch_id;
-    free(a->watch_path);
-    a->watch_path = NULL;
     return seq;
 }
 
@@ -160,11 +185,34 @@ static int zklock_deadline_passed(const zklock_attempt *a) {
     return a->deadline >= 0 && zklock__now_ms() >= a->deadline;
 }
 
-/* Forgets the attempt's node (it is gone) and draws a new GUID. */
-static int zklock_attempt_reset(zklock_attempt *a) {
+/* Forgets the attempt's node (it is gone). The GUID is kept while the session
+ * lives: a create of this attempt whose reply was lost may still produce a node
+ * later, and only the GUID lets us recognise (and delete) it. A new session draws a
+ * new GUID; the old session's nodes went with it. */
+static int zklock_attempt_reset(zklock_attempt *a, int new_session) {
     a->made = 0;
     a->uncertain = 0;
+    a->pred_lowest = 0;
+    if (!new_session) return ZKLOCK_OK;
+    a->ever_uncertain = 0;
     return zklock_new_guid(a->guid) == 0 ? ZKLOCK_OK : ZKLOCK_ERR_ZK;
+}
+
+/* Our node is missing from the listing (deleted under us, or its parent reaped).
+ * It is deleted all the same before a new one is made: the attempt gives up on it,
+ * and a node that is still there after all would block the queue for as long as
+ * our session lives. The loop that follows is bounded by the deadline. Returns
+ * ZKLOCK_RESTART to make a new node, ZKLOCK_ROUND_AGAIN when the delete must be
+ * retried, or a negative code (ZKLOCK_ERR_TIMEOUT once the deadline has passed). */
+static int zklock_attempt_restart(zklock_attempt *a, zklock_conn *c) {
+    if (a->made) {
+        zklock__count_op(a->s, ZKLOCK_OP_DELETE);
+        int zrc = zoo_delete(c->zh, a->path, -1);
+        if (zrc != ZOK && zrc != ZNONODE)
+            return zklock__zk_retryable(zrc) ? ZKLOCK_ROUND_AGAIN : ZKLOCK_ERR_ZK;
+    }
+    zklock_attempt_reset(a, 0);
+    return zklock_deadline_passed(a) ? ZKLOCK_ERR_TIMEOUT : ZKLOCK_RESTART;
 }
 
 /* ---------------------------------------------------------------- fair lock */
@@ -242,9 +290,9 @@ static int zklock_fair_recover(zklock_attempt *a, zklock_conn *c, struct String_
 
 /* One round of the fair recipe on connection c: make or find our node, list the
  * children (no watch), hold if lowest, else watch the predecessor. Returns
- * ZKLOCK_OK with the lock, ZKLOCK_RESTART, a negative ZKLOCK code, or 2 = "wait
- * for the watch armed with *seq". Connection trouble returns 3 = "round again". */
-enum { ZKLOCK_ROUND_WAIT = 2, ZKLOCK_ROUND_AGAIN = 3 };
+ * ZKLOCK_OK with the lock, ZKLOCK_RESTART, a negative ZKLOCK code,
+ * ZKLOCK_ROUND_WAIT (wait for the watch armed with *seq) or ZKLOCK_ROUND_AGAIN
+ * (connection trouble: round again). */
 
 static int zklock_fair_round(zklock_attempt *a, zklock_conn *c, uint64_t *seq) {
     int rc;
@@ -258,6 +306,12 @@ static int zklock_fair_round(zklock_attempt *a, zklock_conn *c, uint64_t *seq) {
         if (rc != ZOK) return ZKLOCK_ERR_ZK;
     }
 
+    if (a->uncertain) {
+        /* The server we reconnected to may not have applied our create yet. */
+        rc = zklock__sync(c, &a->w, a->parent);
+        if (zklock__zk_retryable(rc)) return ZKLOCK_ROUND_AGAIN;
+        if (rc != ZOK && rc != ZNONODE) return ZKLOCK_ERR_ZK;
+    }
     struct String_vector kids = {0, NULL};
     zklock__count_op(a->s, ZKLOCK_OP_CHILDREN);
     rc = zoo_get_children(c->zh, a->parent, 0, &kids);
@@ -276,6 +330,15 @@ static int zklock_fair_round(zklock_attempt *a, zklock_conn *c, uint64_t *seq) {
 
     const char *mine = strrchr(a->path, '/') + 1;
     int64_t my_seq = zklock__child_seq(mine);
+    if (my_seq < 0) {
+        /* A name we cannot order (a sequence number past 2^31 is printed with a
+         * sign) would never be found in the listing, and every new node would be
+         * named alike: give up instead of making node after node. The node is
+         * swept by its GUID, as one whose name we do not know. */
+        a->ever_uncertain = 1;
+        out = ZKLOCK_ERR_ZK;
+        goto done;
+    }
     int64_t pred_seq = -1;
     const char *pred = NULL;
     int found = 0, below = 0; /* lock nodes of others below ours */
@@ -321,7 +384,7 @@ static int zklock_fair_round(zklock_attempt *a, zklock_conn *c, uint64_t *seq) {
         goto done;
     }
     a->pred_lowest = below == 1;
-    *seq = zklock_arm_watch(a);
+    *seq = zklock_arm_watch(a, c);
     char buf[1];
     int len = sizeof(buf);
     zklock__count_op(a->s, ZKLOCK_OP_DATA);
@@ -344,28 +407,39 @@ done:
 
 /* ---------------------------------------------------------------- herd lock */
 
+/* Is the herd node our own? Only if it carries our GUID and our current session
+ * owns it: then it was made by a create of ours whose reply was lost, and the lock
+ * is ours. Returns a zk code; on ZOK a->made says whether it was adopted. */
+static int zklock_herd_adopt(zklock_attempt *a, zklock_conn *c) {
+    char data[ZKLOCK_GUID_LEN];
+    int len = sizeof(data);
+    struct Stat st;
+    zklock__count_op(a->s, ZKLOCK_OP_DATA);
+    int rc = zoo_get(c->zh, a->path, 0, data, &len, &st);
+    if (rc == ZNONODE) return ZOK;
+    if (rc != ZOK) return rc;
+    if (st.ephemeralOwner == c->session_id && len == ZKLOCK_GUID_LEN &&
+        memcmp(data, a->guid, ZKLOCK_GUID_LEN) == 0) {
+        a->made = 1;
+        a->token = st.czxid;
+        pthread_mutex_lock(&a->s->mu);
+        a->s->stats.recovered_creates++;
+        pthread_mutex_unlock(&a->s->mu);
+    }
+    return ZOK;
+}
+
 static int zklock_herd_round(zklock_attempt *a, zklock_conn *c, uint64_t *seq) {
     int rc;
     struct Stat st;
     if (a->uncertain) {
-        /* Our create's reply was lost: the node is ours only if it carries our
-         * GUID and our current session owns it. */
-        char data[ZKLOCK_GUID_LEN];
-        int len = sizeof(data);
-        zklock__count_op(a->s, ZKLOCK_OP_DATA);
-        rc = zoo_get(c->zh, a->path, 0, data, &len, &st);
+        /* Our create's reply was lost: bring the server up to date, then look. */
+        rc = zklock__sync(c, &a->w, a->parent);
+        if (rc == ZOK || rc == ZNONODE) rc = zklock_herd_adopt(a, c);
         if (zklock__zk_retryable(rc)) return ZKLOCK_ROUND_AGAIN;
-        if (rc != ZOK && rc != ZNONODE) return ZKLOCK_ERR_ZK;
+        if (rc != ZOK) return ZKLOCK_ERR_ZK;
         a->uncertain = 0;
-        if (rc == ZOK && st.ephemeralOwner == c->session_id && len == ZKLOCK_GUID_LEN &&
-            memcmp(data, a->guid, ZKLOCK_GUID_LEN) == 0) {
-            a->made = 1;
-            a->token = st.czxid;
-            pthread_mutex_lock(&a->s->mu);
-            a->s->stats.recovered_creates++;
-            pthread_mutex_unlock(&a->s->mu);
-            return ZKLOCK_OK;
-        }
+        if (a->made) return ZKLOCK_OK;
     }
 
     a->epoch = c->epoch;
@@ -386,9 +460,18 @@ static int zklock_herd_round(zklock_attempt *a, zklock_conn *c, uint64_t *seq) {
         return ZKLOCK_ROUND_AGAIN;
     }
     if (rc != ZNODEEXISTS) return ZKLOCK_ERR_ZK;
+    if (a->ever_uncertain) {
+        /* The node in the way may be the late result of our own lost create (even
+         * after the look above found nothing): waiting for it would be waiting for
+         * ourselves. */
+        rc = zklock_herd_adopt(a, c);
+        if (zklock__zk_retryable(rc)) return ZKLOCK_ROUND_AGAIN;
+        if (rc != ZOK) return ZKLOCK_ERR_ZK;
+        if (a->made) return ZKLOCK_OK;
+    }
     if (zklock_deadline_passed(a)) return ZKLOCK_ERR_TIMEOUT;
 
-    *seq = zklock_arm_watch(a);
+    *seq = zklock_arm_watch(a, c);
     zklock__count_op(a->s, ZKLOCK_OP_DATA);
     rc = zoo_wexists(c->zh, a->path, zklock__node_watcher, (void *)(uintptr_t)a->watch_id, &st);
     /* On ZNONODE an exists watch stays set (it fires at the next create). */
@@ -413,7 +496,8 @@ static int zklock_attempt_run(zklock_attempt *a) {
         if ((a->made || a->uncertain) && c->epoch != a->epoch) {
             /* The session that made (or maybe made) our node expired. */
             zklock__conn_put(s, c);
-            if ((rc = zklock_attempt_reset(a)) != ZKLOCK_OK) return rc;
+            if ((rc = zklock_attempt_reset(a, 1)) != ZKLOCK_OK) return rc;
+            if (zklock_deadline_passed(a)) return ZKLOCK_ERR_TIMEOUT;
             continue;
         }
         uint64_t seq = 0;
@@ -432,15 +516,13 @@ static int zklock_attempt_run(zklock_attempt *a) {
              * the fence our compare-and-set needs; a session loss makes the hold
              * SUSPECT or LOST through the session watcher. The watch would cost one
              * more operation per acquisition for a case the fence already refuses. */
+            zklock_watch_drop(a, c);
             zklock__conn_put(s, c);
             return ZKLOCK_OK;
         }
+        if (rc == ZKLOCK_RESTART) rc = zklock_attempt_restart(a, c);
         zklock__conn_put(s, c);
-        if (rc == ZKLOCK_RESTART) {
-            if ((rc = zklock_attempt_reset(a)) != ZKLOCK_OK) return rc;
-            continue;
-        }
-        if (rc == ZKLOCK_ROUND_AGAIN) continue;
+        if (rc == ZKLOCK_RESTART || rc == ZKLOCK_ROUND_AGAIN) continue;
         if (rc == ZKLOCK_ROUND_WAIT) {
             rc = zklock_wait(a, seq);
             if (rc != ZKLOCK_OK) return rc;
@@ -457,15 +539,11 @@ static void zklock_attempt_abandon(zklock_attempt *a) {
     zklock_conn *c = NULL;
     pthread_mutex_lock(&s->mu);
     int rc = zklock__conn_get_locked(s, NULL, 0, &c);
-    int fired = a->w.fired;
     pthread_mutex_unlock(&s->mu);
-    /* Client side only (local = 1): the server keeps one watch per path and
-     * connection, shared with other waiters of this session, which ends when the
-     * watched node goes; what we drop is our callback registration. */
-    if (rc == ZKLOCK_OK && a->watch_path && !fired)
-        zoo_remove_watches(c->zh, a->watch_path, ZWATCHTYPE_ANY, zklock__node_watcher,
-                           (void *)(uintptr_t)a->watch_id, 1);
-    if (a->made || a->uncertain) {
+    if (rc == ZKLOCK_OK) zklock_watch_drop(a, c);
+    /* After a lost create reply the node may exist even when recovery found
+     * nothing (its create may yet be applied): sweep by GUID all the same. */
+    if (a->made || a->uncertain || a->ever_uncertain) {
         int zrc = ZCONNECTIONLOSS;
         if (rc == ZKLOCK_OK && c->epoch != a->epoch) {
             zrc = ZOK; /* made by an expired session: gone with it */

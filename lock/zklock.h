@@ -85,7 +85,8 @@ typedef struct zklock_stats {
     uint64_t op_create;
     uint64_t op_delete;
     uint64_t op_get_children;
-    uint64_t op_get_data;       /* zoo_(a)wget / zoo_wexists / zoo_get / zoo_exists */
+    uint64_t op_get_data;       /* zoo_(a)wget / zoo_wexists / zoo_get / zoo_exists, and the
+                                 * zoo_async (sync) before reading after a lost create reply */
     uint64_t watch_events;      /* node watches that fired for our waiters */
     uint64_t recovered_creates; /* lost create replies whose node we found and adopted */
     uint64_t orphans_deleted;   /* late duplicates of such creates that we deleted */

@@ -229,6 +229,40 @@ void zklock__conn_put(zklock_session *s, zklock_conn *c) {
     pthread_mutex_unlock(&s->mu);
 }
 
+typedef struct zklock_sync_wait {
+    zklock_session *s;
+    zklock_waiter *w;
+    int done;
+    int rc;
+} zklock_sync_wait;
+
+/* The completion of zoo_async: runs on ZooKeeper's completion thread, records and
+ * signals only. The library calls it exactly once, also when the connection is lost
+ * or the handle closed, so the waiting thread always wakes. */
+static void zklock_sync_done(int rc, const char *value, const void *data) {
+    zklock_sync_wait *sw = (zklock_sync_wait *)(uintptr_t)data;
+    (void)value;
+    pthread_mutex_lock(&sw->s->mu);
+    sw->rc = rc;
+    sw->done = 1;
+    pthread_cond_signal(&sw->w->cond);
+    pthread_mutex_unlock(&sw->s->mu);
+}
+
+int zklock__sync(zklock_conn *c, zklock_waiter *w, const char *path) {
+    zklock_session *s = c->s;
+    zklock_sync_wait sw = {.s = s, .w = w};
+    zklock__count_op(s, ZKLOCK_OP_DATA);
+    int rc = zoo_async(c->zh, path, zklock_sync_done, &sw);
+    if (rc != ZOK) return rc;
+    pthread_mutex_lock(&s->mu);
+    while (!sw.done)
+        zklock__wait_locked(s, w, -1);
+    rc = sw.rc;
+    pthread_mutex_unlock(&s->mu);
+    return rc;
+}
+
 int zklock__ensure_path(zklock_conn *c, const char *path) {
     size_t len = strlen(path);
     char *buf = malloc(len + 1);

@@ -1,6 +1,6 @@
 /* lock_lost_reply_test: a create whose reply is lost is recovered, and never
  * leaves an orphan. The zklock session talks to ZooKeeper through a small
- * loopback TCP proxy in this test. When armed, the proxy forwards the next
+ * loopback TCP proxy (lock_proxy.h). When armed, the proxy forwards the next
  * create2 request of a lock node to the server, swallows the reply, and severs
  * the connection 300 ms later (the server has made the node by then). The client
  * sees a connection loss on the create, reconnects through the proxy and its
@@ -12,179 +12,28 @@
  *      node it may have made is deleted in the background (no orphan);
  *   4. a release while disconnected: the hold is SUSPECT first, the release says
  *      ZKLOCK_ERR_CONNECTION, and the node is deleted after reconnection, so
- *      another session gets the lock. */
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <poll.h>
+ *      another session gets the lock.
+ * Then a create that is applied late, as on a follower that lags: the proxy keeps
+ * the create, severs, and lets it reach the server only right after the client's
+ * first look on the next connection, which therefore concludes "never created".
+ *   5. fair: the acquisition is cancelled just after that look (the proxy holds the
+ *      listing's reply until the test has cancelled): the late node, ours and
+ *      alive with our session, must still be deleted, else it blocks the lock;
+ *   6. herd: the late node is our own herd node; the acquisition must take it as
+ *      ours rather than wait for itself until its deadline;
+ *   7. fair, late enough to come after a restart: the waiter's second node is
+ *      deleted by hand while it waits behind another waiter; when that one goes,
+ *      it lists, finds its node gone and makes a new one, and only then does the
+ *      first create reach the server. The late node sits in the queue before the
+ *      new one; the waiter must recognise it as its own (same GUID, same session)
+ *      and delete it, not wait for it. */
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
+#include "lock_proxy.h"
 #include "lock_test.h"
-
-#define ZOO_CREATE2_OPCODE 15
-
-typedef struct proxy {
-    int lfd, port;
-    struct sockaddr_in up;
-    pthread_mutex_t mu;
-    int arm;       /* sever after the next lock-node create */
-    int sever_now; /* sever the current connection at once */
-    int refuse_ms; /* after severing, refuse new connections this long */
-    int64_t refuse_until;
-    int triggers;
-    int stop;
-    pthread_t thr;
-} proxy;
-
-static int write_all(int fd, const unsigned char *p, size_t n) {
-    while (n > 0) {
-        ssize_t w = write(fd, p, n);
-        if (w <= 0) return -1;
-        p += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
-
-static void *proxy_main(void *arg) {
-    proxy *p = arg;
-    int cfd = -1, ufd = -1, first = 1, dropping = 0;
-    int64_t close_at = 0;
-    static unsigned char buf[1 << 20];
-    size_t blen = 0;
-    for (;;) {
-        pthread_mutex_lock(&p->mu);
-        int stop = p->stop, sever = p->sever_now;
-        p->sever_now = 0;
-        if (sever && cfd >= 0) p->refuse_until = lt_now_ms() + p->refuse_ms;
-        pthread_mutex_unlock(&p->mu);
-        if (stop) break;
-        int64_t now = lt_now_ms();
-        if (cfd >= 0 && (sever || (dropping && now >= close_at))) {
-            close(cfd);
-            close(ufd);
-            cfd = ufd = -1;
-        }
-
-        struct pollfd fds[3] = {{.fd = p->lfd, .events = POLLIN},
-                                {.fd = cfd, .events = POLLIN},
-                                {.fd = ufd, .events = POLLIN}};
-        poll(fds, cfd >= 0 ? 3 : 1, 20);
-        now = lt_now_ms();
-
-        if (fds[0].revents & POLLIN) {
-            int nc = accept(p->lfd, NULL, NULL);
-            pthread_mutex_lock(&p->mu);
-            int refuse = now < p->refuse_until;
-            pthread_mutex_unlock(&p->mu);
-            if (nc >= 0 && (refuse || cfd >= 0)) {
-                close(nc);
-            } else if (nc >= 0) {
-                ufd = socket(AF_INET, SOCK_STREAM, 0);
-                if (connect(ufd, (struct sockaddr *)&p->up, sizeof(p->up)) != 0) {
-                    close(ufd);
-                    close(nc);
-                    ufd = -1;
-                } else {
-                    cfd = nc;
-                    blen = 0;
-                    first = 1;
-                    dropping = 0;
-                }
-            }
-            continue;
-        }
-        if (cfd < 0) continue;
-
-        int broken = 0;
-        if (fds[1].revents & (POLLIN | POLLHUP | POLLERR)) {
-            ssize_t n = read(cfd, buf + blen, sizeof(buf) - blen);
-            if (n <= 0)
-                broken = 1;
-            else
-                blen += (size_t)n;
-            /* Forward whole frames (4-byte length + payload), looking at each. */
-            while (!broken && blen >= 4) {
-                uint32_t len = ntohl(*(uint32_t *)buf);
-                if (blen < 4 + (size_t)len) break;
-                const unsigned char *f = buf + 4;
-                if (!dropping) {
-                    if (write_all(ufd, buf, 4 + len) != 0) broken = 1;
-                    int type = len >= 8 ? (int)ntohl(*(const uint32_t *)(f + 4)) : -1;
-                    pthread_mutex_lock(&p->mu);
-                    if (!first && p->arm && type == ZOO_CREATE2_OPCODE &&
-                        (memmem(f, len, "-lock-", 6) || memmem(f, len, "-herd", 5))) {
-                        p->arm = 0;
-                        p->triggers++;
-                        dropping = 1;
-                        close_at = now + 300;
-                        p->refuse_until = close_at + p->refuse_ms;
-                    }
-                    pthread_mutex_unlock(&p->mu);
-                }
-                first = 0;
-                memmove(buf, buf + 4 + len, blen - 4 - len);
-                blen -= 4 + len;
-            }
-        }
-        if (!broken && (fds[2].revents & (POLLIN | POLLHUP | POLLERR))) {
-            static unsigned char down[1 << 16];
-            ssize_t n = read(ufd, down, sizeof(down));
-            if (n <= 0)
-                broken = 1;
-            else if (!dropping && write_all(cfd, down, (size_t)n) != 0)
-                broken = 1;
-        }
-        if (broken) {
-            close(cfd);
-            close(ufd);
-            cfd = ufd = -1;
-        }
-    }
-    if (cfd >= 0) {
-        close(cfd);
-        close(ufd);
-    }
-    return NULL;
-}
-
-static void proxy_start(proxy *p, const char *hosts) {
-    char host[64];
-    int port = 0;
-    CHECK(sscanf(hosts, "%63[^:]:%d", host, &port) == 2);
-    memset(p, 0, sizeof(*p));
-    pthread_mutex_init(&p->mu, NULL);
-    p->up.sin_family = AF_INET;
-    p->up.sin_port = htons((uint16_t)port);
-    inet_pton(AF_INET, host, &p->up.sin_addr);
-    p->lfd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET};
-    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
-    socklen_t al = sizeof(a);
-    CHECK(bind(p->lfd, (struct sockaddr *)&a, sizeof(a)) == 0);
-    CHECK(listen(p->lfd, 8) == 0);
-    CHECK(getsockname(p->lfd, (struct sockaddr *)&a, &al) == 0);
-    p->port = ntohs(a.sin_port);
-    CHECK(pthread_create(&p->thr, NULL, proxy_main, p) == 0);
-}
-
-static void proxy_set(proxy *p, int arm, int sever_now, int refuse_ms) {
-    pthread_mutex_lock(&p->mu);
-    p->arm = arm;
-    p->sever_now = sever_now;
-    p->refuse_ms = refuse_ms;
-    pthread_mutex_unlock(&p->mu);
-}
-
-static int proxy_triggers(proxy *p) {
-    pthread_mutex_lock(&p->mu);
-    int n = p->triggers;
-    pthread_mutex_unlock(&p->mu);
-    return n;
-}
 
 /* czxid of the only child of <root>/<name>, or of <root>/<name>-herd. */
 static int64_t node_czxid(zhandle_t *zh, const char *name, int herd) {
@@ -202,6 +51,116 @@ static int64_t node_czxid(zhandle_t *zh, const char *name, int herd) {
     }
     CHECK_INT_EQ(ZOK, zoo_exists(zh, path, 0, &st));
     return st.czxid;
+}
+
+typedef struct acquire_run {
+    zklock_session *s;
+    const char *name;
+    int rc;
+} acquire_run;
+
+static void *acquire_main(void *arg) {
+    acquire_run *r = arg;
+    zklock_hold *h = NULL;
+    r->rc = zklock_acquire(r->s, r->name, ZKLOCK_FAIR, 30000, &h);
+    if (r->rc == ZKLOCK_OK) zklock_release(h);
+    return NULL;
+}
+
+static void late_create_cases(const char *hosts, zhandle_t *zh, const char *base) {
+    char late[128], herd[128], path[256];
+    snprintf(late, sizeof(late), "%s_late", base);
+    snprintf(herd, sizeof(herd), "%s_lateh", base);
+    snprintf(path, sizeof(path), "/stock/locks/%s", late);
+    CHECK_INT_EQ(ZOK, zoo_create(zh, path, NULL, -1, &ZOO_OPEN_ACL_UNSAFE, ZOO_CONTAINER, NULL, 0));
+    lp_proxy *p = lp_start(hosts);
+
+    /* 5. Fair, cancelled after recovery found nothing. */
+    zklock_session *s = lt_session(lp_hosts(p), 10000);
+    lp_hold_next_create(p, LP_OP_GETCHILDREN, LP_OP_GETCHILDREN2, 1);
+    acquire_run r = {.s = s, .name = late};
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, acquire_main, &r) == 0);
+    for (int64_t end = lt_now_ms() + 10000; !lp_holding(p) && lt_now_ms() < end;)
+        lt_sleep_ms(10);
+    CHECK_INT_EQ(1, lp_holding(p));
+    zklock_session_cancel(s);
+    lp_release(p);
+    pthread_join(t, NULL);
+    CHECK_INT_EQ(ZKLOCK_ERR_CANCELLED, r.rc);
+    CHECK_INT_EQ(1, lp_injected(p));
+    if (!lt_wait_children(zh, late, 0, 5))
+        CHECK_FAIL_("late node left after the acquisition was cancelled: %d children",
+                    lt_children(zh, late));
+    zklock_session_free(s);
+    printf("fair, create applied after the recovery listing, then cancelled: no node left\n");
+
+    /* 6. Herd: our own late node is the one in the way. */
+    s = lt_session(lp_hosts(p), 10000);
+    lp_hold_next_create(p, LP_OP_GETDATA, -1, 0);
+    zklock_hold *h = NULL;
+    int rc = zklock_acquire(s, herd, ZKLOCK_HERD, 5000, &h);
+    CHECK_INT_EQ(2, lp_injected(p));
+    CHECK_INT_EQ(ZKLOCK_OK, rc);
+    CHECK_INT_EQ(node_czxid(zh, herd, 1), zklock_token(h));
+    CHECK_INT_EQ(ZKLOCK_OK, zklock_release(h));
+    snprintf(path, sizeof(path), "/stock/locks/%s-herd", herd);
+    CHECK_INT_EQ(ZNONODE, zoo_exists(zh, path, 0, NULL));
+    zklock_session_free(s);
+    printf("herd, create applied after the recovery look: our own node adopted\n");
+
+    /* 7. Fair, the late create arrives after a restart. */
+    char rs[128];
+    snprintf(rs, sizeof(rs), "%s_restart", base);
+    zklock_session *holder = lt_session(hosts, 0), *mid = lt_session(hosts, 0);
+    zklock_hold *hh = NULL;
+    CHECK_INT_EQ(ZKLOCK_OK, zklock_acquire(holder, rs, ZKLOCK_FAIR, 10000, &hh));
+    acquire_run m = {.s = mid, .name = rs}, w = {.s = NULL, .name = rs};
+    pthread_t tm, tw;
+    CHECK(pthread_create(&tm, NULL, acquire_main, &m) == 0);
+    CHECK(lt_wait_children(zh, rs, 2, 10));
+    s = lt_session(lp_hosts(p), 10000);
+    w.s = s;
+    lp_hold_next_create(p, -1, -1, 0); /* kept until told */
+    CHECK(pthread_create(&tw, NULL, acquire_main, &w) == 0);
+    /* The first create is held; the second, after reconnection, makes node 3. */
+    CHECK(lt_wait_children(zh, rs, 3, 10));
+    snprintf(path, sizeof(path), "/stock/locks/%s", rs);
+    struct String_vector v = {0, NULL};
+    CHECK_INT_EQ(ZOK, zoo_get_children(zh, path, 0, &v));
+    char mine[512] = "";
+    int64_t top = -1;
+    for (int i = 0; i < v.count; i++) {
+        const char *k = v.data[i];
+        int64_t seq = strtoll(k + strlen(k) - 10, NULL, 10);
+        if (seq > top) {
+            top = seq;
+            snprintf(mine, sizeof(mine), "%s/%s", path, k);
+        }
+    }
+    deallocate_String_vector(&v);
+    CHECK_INT_EQ(ZOK, zoo_delete(zh, mine, -1));
+    lp_inject_after(p, LP_OP_GETCHILDREN, LP_OP_GETCHILDREN2);
+    /* The middle waiter gives up: ours lists (the held create follows the listing),
+     * restarts, and waits behind the holder, or behind its own late node. */
+    zklock_session_cancel(mid);
+    pthread_join(tm, NULL);
+    CHECK_INT_EQ(ZKLOCK_ERR_CANCELLED, m.rc);
+    for (int64_t end = lt_now_ms() + 10000; lp_injected(p) < 3 && lt_now_ms() < end;)
+        lt_sleep_ms(10);
+    CHECK_INT_EQ(3, lp_injected(p));
+    CHECK_INT_EQ(ZKLOCK_OK, zklock_release(hh));
+    pthread_join(tw, NULL);
+    CHECK_INT_EQ(ZKLOCK_OK, w.rc);
+    CHECK(lt_wait_children(zh, rs, 0, 5));
+    zklock_stats st;
+    zklock_get_stats(s, &st);
+    CHECK_INT_GE(st.orphans_deleted, 1);
+    zklock_session_free(s);
+    zklock_session_free(mid);
+    zklock_session_free(holder);
+    printf("fair, create applied after a restart: the late node recognised and deleted\n");
+    lp_stop(p);
 }
 
 int main(void) {
@@ -224,18 +183,15 @@ int main(void) {
                      zoo_create(zh, path, NULL, -1, &ZOO_OPEN_ACL_UNSAFE, ZOO_CONTAINER, NULL, 0));
     }
 
-    proxy p;
-    proxy_start(&p, hosts);
-    char via[64];
-    snprintf(via, sizeof(via), "127.0.0.1:%d", p.port);
-    zklock_session *s = lt_session(via, 10000);
+    lp_proxy *p = lp_start(hosts);
+    zklock_session *s = lt_session(lp_hosts(p), 10000);
     zklock_stats st;
 
     /* 1. Fair: the node made by the lost create is adopted. */
     zklock_hold *h = NULL;
-    proxy_set(&p, 1, 0, 0);
+    lp_lose_next_create_reply(p, 0);
     CHECK_INT_EQ(ZKLOCK_OK, zklock_acquire(s, fair, ZKLOCK_FAIR, 30000, &h));
-    CHECK_INT_EQ(1, proxy_triggers(&p));
+    CHECK_INT_EQ(1, lp_triggers(p));
     zklock_get_stats(s, &st);
     CHECK_INT_EQ(1, st.recovered_creates);
     CHECK_INT_EQ(1, lt_children(zh, fair));
@@ -246,9 +202,9 @@ int main(void) {
     printf("fair: lost create adopted\n");
 
     /* 2. Herd: the same for the single node. */
-    proxy_set(&p, 1, 0, 0);
+    lp_lose_next_create_reply(p, 0);
     CHECK_INT_EQ(ZKLOCK_OK, zklock_acquire(s, herd, ZKLOCK_HERD, 30000, &h));
-    CHECK_INT_EQ(2, proxy_triggers(&p));
+    CHECK_INT_EQ(2, lp_triggers(p));
     zklock_get_stats(s, &st);
     CHECK_INT_EQ(2, st.recovered_creates);
     CHECK_INT_EQ(node_czxid(zh, herd, 1), zklock_token(h));
@@ -259,10 +215,10 @@ int main(void) {
     printf("herd: lost create adopted\n");
 
     /* 3. The acquisition gives up while the create's fate is unknown. */
-    proxy_set(&p, 1, 0, 2500);
+    lp_lose_next_create_reply(p, 2500);
     int rc = zklock_acquire(s, giveup, ZKLOCK_FAIR, 1000, &h);
     CHECK(rc == ZKLOCK_ERR_CONNECTION || rc == ZKLOCK_ERR_TIMEOUT);
-    CHECK_INT_EQ(3, proxy_triggers(&p));
+    CHECK_INT_EQ(3, lp_triggers(p));
     CHECK_INT_EQ(1, lt_children(zh, giveup)); /* made by the lost create */
     if (!lt_wait_children(zh, giveup, 0, 20))
         CHECK_FAIL_("orphan left: %d children", lt_children(zh, giveup));
@@ -271,7 +227,7 @@ int main(void) {
 
     /* 4. Release while disconnected. */
     CHECK_INT_EQ(ZKLOCK_OK, zklock_acquire(s, rel, ZKLOCK_FAIR, 10000, &h));
-    proxy_set(&p, 0, 1, 2500);
+    lp_sever(p, 2500);
     int chk = ZKLOCK_OK;
     for (int64_t end = lt_now_ms() + 10000; chk == ZKLOCK_OK && lt_now_ms() < end;) {
         lt_sleep_ms(20);
@@ -292,11 +248,9 @@ int main(void) {
     printf("release while disconnected: node deleted after reconnection\n");
 
     zklock_session_free(s);
-    pthread_mutex_lock(&p.mu);
-    p.stop = 1;
-    pthread_mutex_unlock(&p.mu);
-    pthread_join(p.thr, NULL);
-    close(p.lfd);
+    lp_stop(p);
+
+    late_create_cases(hosts, zh, base);
     zookeeper_close(zh);
     printf("ok\n");
     return 0;

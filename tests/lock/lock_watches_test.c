@@ -1,11 +1,19 @@
-/* lock_watches_test: waiting leaves no watches behind. Two sessions with three
- * threads each take one fair lock many times, some with a tiny timeout so that
- * waiters give up; once everything is released the server's watch count (`wchs`)
- * must be back where it started, while the sessions are still open (closing them
- * would drop their watches anyway). */
+/* lock_watches_test: waiting leaves no watches behind.
+ *   1. Two sessions with three threads each take one fair lock many times, some
+ *      with a tiny timeout so that waiters give up; once everything is released
+ *      the server's watch count (`wchs`) must be back where it started, while the
+ *      sessions are still open (closing them would drop their watches anyway).
+ *   2. A waiter whose connection breaks while it waits lists again and watches its
+ *      predecessor anew; it must not keep the watch it had before. Its session goes
+ *      through the test proxy (lock_proxy.h): the holder keeps the lock, the
+ *      waiter's connection is cut once while it waits, and the waiter times out.
+ *      Then the connection is cut once more: on reconnecting, the client sets
+ *      again at the server every watch it still has, so the server's count, with
+ *      the holder still holding, must be what it was before the waiter came. */
 #include <pthread.h>
 #include <stdio.h>
 
+#include "lock_proxy.h"
 #include "lock_test.h"
 
 #define SESSIONS 2
@@ -28,6 +36,73 @@ static void *worker(void *arg) {
         CHECK_INT_EQ(ZKLOCK_OK, zklock_release(h));
     }
     return NULL;
+}
+
+static uint64_t data_ops(zklock_session *s) {
+    zklock_stats st;
+    zklock_get_stats(s, &st);
+    return st.op_get_data;
+}
+
+typedef struct waiter_run {
+    zklock_session *s;
+    const char *name;
+    int rc;
+} waiter_run;
+
+static void *waiter_main(void *arg) {
+    waiter_run *w = arg;
+    zklock_hold *h = NULL;
+    w->rc = zklock_acquire(w->s, w->name, ZKLOCK_FAIR, 5000, &h);
+    if (w->rc == ZKLOCK_OK) zklock_release(h);
+    return NULL;
+}
+
+/* Waits up to 10 s for cond; fails the test with `what` if it never holds. */
+#define WAIT_FOR(cond, what)                                                                       \
+    do {                                                                                           \
+        int64_t end_ = lt_now_ms() + 10000;                                                        \
+        while (!(cond) && lt_now_ms() < end_)                                                      \
+            lt_sleep_ms(20);                                                                       \
+        if (!(cond)) CHECK_FAIL_("timed out waiting for %s", what);                                \
+    } while (0)
+
+static void reconnect_case(const char *hosts) {
+    char lname[160];
+    snprintf(lname, sizeof(lname), "%s_reconnect", name);
+    zklock_session *holder = lt_session(hosts, 0);
+    zklock_hold *h = NULL;
+    CHECK_INT_EQ(ZKLOCK_OK, zklock_acquire(holder, lname, ZKLOCK_FAIR, 10000, &h));
+    lp_proxy *p = lp_start(hosts);
+    zklock_session *ws = lt_session(lp_hosts(p), 10000);
+    long before = lt_total_watches(hosts);
+    CHECK_INT_GE(before, 0);
+
+    waiter_run w = {.s = ws, .name = lname};
+    uint64_t d0 = data_ops(ws);
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, waiter_main, &w) == 0);
+    WAIT_FOR(data_ops(ws) == d0 + 1, "the waiter's watch");
+    lp_sever(p, 0);
+    WAIT_FOR(data_ops(ws) == d0 + 2, "the waiter's watch after reconnection");
+    pthread_join(t, NULL);
+    CHECK_INT_EQ(ZKLOCK_ERR_TIMEOUT, w.rc);
+    CHECK_INT_EQ(d0 + 2, data_ops(ws)); /* it watched twice, then gave up */
+
+    lp_sever(p, 0);
+    WAIT_FOR(lp_connections(p) == 3 && zklock_session_status(ws) == ZKLOCK_OK,
+             "the third connection");
+    long after = -1;
+    for (int64_t end = lt_now_ms() + 3000; lt_now_ms() < end; lt_sleep_ms(100))
+        if ((after = lt_total_watches(hosts)) == before) break;
+    printf("reconnection: watches before the waiter=%ld, after it gave up and reconnected=%ld\n",
+           before, after);
+    CHECK_INT_EQ(before, after);
+
+    CHECK_INT_EQ(ZKLOCK_OK, zklock_release(h));
+    zklock_session_free(ws);
+    lp_stop(p);
+    zklock_session_free(holder);
 }
 
 int main(void) {
@@ -63,6 +138,8 @@ int main(void) {
     CHECK_INT_EQ(before, after);
     for (int i = 0; i < SESSIONS; i++)
         zklock_session_free(sess[i]);
+
+    reconnect_case(hosts);
     printf("ok\n");
     return 0;
 }

@@ -1,7 +1,7 @@
 # Tests of lock/ (see tests/CMakeLists.txt for the helpers). All run against a real
 # ZooKeeper: the shared one of the `servers` fixture, or one of their own under
 # $T for the restart test.
-add_library(lock_test_util STATIC lock/lock_test.c)
+add_library(lock_test_util STATIC lock/lock_test.c lock/lock_proxy.c)
 target_include_directories(lock_test_util PUBLIC ${CMAKE_CURRENT_SOURCE_DIR}
                                                  ${CMAKE_CURRENT_SOURCE_DIR}/lock)
 target_link_libraries(lock_test_util PUBLIC zklock)
@@ -45,6 +45,7 @@ lock_c_test(lock_watches_test)
 lock_c_test(lock_lost_reply_test)
 lock_c_test(lock_fencing_test)
 lock_c_test(lock_ops_test)
+lock_c_test(lock_restart_test)
 
 stockd_unit_test(lock_child_seq_test SOURCES lock/lock_child_seq_test.c LIBS zklock)
 
