@@ -42,11 +42,23 @@ typedef struct http_req {
     size_t body_bytes;
 } http_req;
 
-/* libmicrohttpd's memory per connection, which must hold the whole request head. It is
- * well above stockd's own limits (STOCKD_MAX_URI_BYTES, STOCKD_MAX_HEADER_BYTES), so a
- * head over those still fits and gets stockd's JSON 414 / 431; only a head over this
- * size gets libmicrohttpd's own (HTML) answer. */
-#define STOCKD_CONNECTION_MEMORY (64 * 1024)
+/* libmicrohttpd's memory per connection (its "pool"), which must hold the whole request
+ * head and the answer's status line and headers. Under load this is most of stockd's
+ * memory, so it is sized by what it costs, not by what fits:
+ * - libmicrohttpd 0.9.75 zeroes the whole pool each time a kept-alive connection starts
+ *   its next request, so every connection nginx keeps open holds all of it resident.
+ * - Behind nginx an instance has one connection per request in flight, plus the ones
+ *   nginx is closing: 400 to 560 per instance at 1000 in flight over 3 instances
+ *   (loadtest/memory). At 64 KiB that was a 38 to 41 MB peak per instance; at 8 KiB the
+ *   connections take about 8.5 KiB each, 3.5 to 5 MB, on top of about 12 MB at rest.
+ * - 8 KiB is what nginx itself gives a request line or a header line by default, and a
+ *   request to stockd is a short line with a few headers (about 300 bytes via nginx).
+ * - A pool of 32 KiB or less comes from malloc, not mmap: the polling thread's arena
+ *   keeps freed pools for the next connections, so the peak is reused, not repeated.
+ * A head over about 7.5 KiB does not fit and gets libmicrohttpd's own 414 / 431 (HTML);
+ * stockd's limits (STOCKD_MAX_URI_BYTES, STOCKD_MAX_HEADER_BYTES) stay below that, so a
+ * head over them that still fits gets stockd's JSON answer. */
+#define STOCKD_CONNECTION_MEMORY (8 * 1024)
 
 /* The most body stockd reads (and drops) before it closes the connection: far above
  * nginx's default client_max_body_size (1 MiB), so whatever nginx forwards still gets
