@@ -49,16 +49,16 @@ typedef struct http_req {
  *   its next request, so every connection nginx keeps open holds all of it resident.
  * - Behind nginx an instance has one connection per request in flight, plus the ones
  *   nginx is closing: 400 to 560 per instance at 1000 in flight over 3 instances
- *   (loadtest/memory). At 64 KiB that was a 38 to 41 MB peak per instance; at 8 KiB the
- *   connections take about 8.5 KiB each, 3.5 to 5 MB, on top of about 12 MB at rest.
- * - 8 KiB is what nginx itself gives a request line or a header line by default, and a
- *   request to stockd is a short line with a few headers (about 300 bytes via nginx).
+ *   (loadtest/memory). At 64 KiB that was a 38 to 41 MB peak per instance, over about
+ *   12 MB at rest; at 8 KiB still 16.2 to 16.4 MB over a million requests.
+ * - 6 KiB is stockd's own limits (4 KiB of URI or of headers, stockd.h) plus room for
+ *   the rest of a head and the answer's headers: a head of up to about 5.4 KiB fits.
+ *   A request to stockd is a short line and a few headers (about 300 bytes via nginx).
  * - A pool of 32 KiB or less comes from malloc, not mmap: the polling thread's arena
  *   keeps freed pools for the next connections, so the peak is reused, not repeated.
- * A head over about 7.5 KiB does not fit and gets libmicrohttpd's own 414 / 431 (HTML);
- * stockd's limits (STOCKD_MAX_URI_BYTES, STOCKD_MAX_HEADER_BYTES) stay below that, so a
- * head over them that still fits gets stockd's JSON answer. */
-#define STOCKD_CONNECTION_MEMORY (8 * 1024)
+ * A head that does not fit gets libmicrohttpd's own 414 / 431 (HTML); one over stockd's
+ * limits that still fits gets stockd's JSON answer. */
+#define STOCKD_CONNECTION_MEMORY (6 * 1024)
 
 /* The most body stockd reads (and drops) before it closes the connection: far above
  * nginx's default client_max_body_size (1 MiB), so whatever nginx forwards still gets
