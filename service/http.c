@@ -48,8 +48,8 @@ typedef struct http_req {
  * - libmicrohttpd 0.9.75 zeroes the whole pool each time a kept-alive connection starts
  *   its next request, so every connection nginx keeps open holds all of it resident.
  * - Behind nginx an instance has one connection per request in flight, plus the ones
- *   nginx is closing: 400 to 560 per instance at 1000 in flight over 3 instances
- *   (loadtest/memory). At 64 KiB that was a 38 to 41 MB peak per instance, over about
+ *   nginx is closing: 400 to 700 per instance at 1000 in flight over 3 instances
+ *   (loadtest/memory). At 64 KiB that was a 38 to 50 MB peak per instance, over about
  *   12 MB at rest; at 8 KiB still 16.2 to 16.4 MB over a million requests.
  * - 6 KiB is stockd's own limits (4 KiB of URI or of headers, stockd.h) plus room for
  *   the rest of a head and the answer's headers: a head of up to about 5.4 KiB fits.
