@@ -253,12 +253,13 @@ void stockd_route_request(const stockd_request_in *in, stockd_routed *out) {
     out->error = STOCKD_R_OK;
     if (in->uri_bytes > STOCKD_MAX_URI_BYTES) {
         out->route = STOCKD_ROUTE_OTHER;
-        return refuse(out, STOCKD_R_URI_TOO_LONG, "the URI is longer than 8192 bytes", NULL);
+        return refuse(out, STOCKD_R_URI_TOO_LONG,
+                      "the URI is longer than " STOCKD_MAX_URI_BYTES_STR " bytes", NULL);
     }
     if (in->header_bytes > STOCKD_MAX_HEADER_BYTES) {
         out->route = STOCKD_ROUTE_OTHER;
-        return refuse(out, STOCKD_R_HEADERS_TOO_LARGE, "the headers are larger than 16384 bytes",
-                      NULL);
+        return refuse(out, STOCKD_R_HEADERS_TOO_LARGE,
+                      "the headers are larger than " STOCKD_MAX_HEADER_BYTES_STR " bytes", NULL);
     }
     if (strcmp(path, "/metrics") == 0) {
         out->route = STOCKD_ROUTE_METRICS;

@@ -42,11 +42,23 @@ typedef struct http_req {
     size_t body_bytes;
 } http_req;
 
-/* libmicrohttpd's memory per connection, which must hold the whole request head. It is
- * well above stockd's own limits (STOCKD_MAX_URI_BYTES, STOCKD_MAX_HEADER_BYTES), so a
- * head over those still fits and gets stockd's JSON 414 / 431; only a head over this
- * size gets libmicrohttpd's own (HTML) answer. */
-#define STOCKD_CONNECTION_MEMORY (64 * 1024)
+/* libmicrohttpd's memory per connection (its "pool"), which must hold the whole request
+ * head and the answer's status line and headers. Under load this is most of stockd's
+ * memory, so it is sized by what it costs, not by what fits:
+ * - libmicrohttpd 0.9.75 zeroes the whole pool each time a kept-alive connection starts
+ *   its next request, so every connection nginx keeps open holds all of it resident.
+ * - Behind nginx an instance has one connection per request in flight, plus the ones
+ *   nginx is closing: 400 to 700 per instance at 1000 in flight over 3 instances
+ *   (loadtest/memory). At 64 KiB that was a 38 to 50 MB peak per instance, over about
+ *   12 MB at rest; at 8 KiB still 16.2 to 16.4 MB over a million requests.
+ * - 6 KiB is stockd's own limits (4 KiB of URI or of headers, stockd.h) plus room for
+ *   the rest of a head and the answer's headers: a head of up to about 5.4 KiB fits.
+ *   A request to stockd is a short line and a few headers (about 300 bytes via nginx).
+ * - A pool of 32 KiB or less comes from malloc, not mmap: the polling thread's arena
+ *   keeps freed pools for the next connections, so the peak is reused, not repeated.
+ * A head that does not fit gets libmicrohttpd's own 414 / 431 (HTML); one over stockd's
+ * limits that still fits gets stockd's JSON answer. */
+#define STOCKD_CONNECTION_MEMORY (6 * 1024)
 
 /* The most body stockd reads (and drops) before it closes the connection: far above
  * nginx's default client_max_body_size (1 MiB), so whatever nginx forwards still gets

@@ -204,16 +204,23 @@ row "chunked body" "$B" "$B" POST "$R?id=999" -H 'Transfer-Encoding: chunked' --
 row "2 MB body" "$B" '413;body_too_large;;N1' POST "$R?id=999" --data-binary "@$T/body-2mb"
 
 # -------------------------------------------------------------- sizes
-# Up to stockd's limits (8 KiB of URI, 16 KiB of headers) a request is served; above them
-# stockd answers 414 / 431 itself (S1) as long as the request fits libmicrohttpd's
-# connection memory; beyond that libmicrohttpd answers (HTML). nginx stops a request line
-# over 8 KiB (414) and a header line over 8 KiB (its own 400, mapped to 431 by N1).
-row "URI of 7 KiB" "$NR" "$NR" GET "$R?id=999&pad=@A7000@"
-row "URI of 9 KiB" '414;uri_too_long;;S1' '414;uri_too_long;;N1' GET "$R?id=999&pad=@A9000@"
+# Up to stockd's limits (4 KiB of URI, 4 KiB of headers) a request is served; above them
+# stockd answers 414 / 431 itself (S1) as long as the request head fits libmicrohttpd's
+# 6 KiB connection memory (about 5.4 KiB of head); beyond that libmicrohttpd answers
+# (HTML). The memory is that small on purpose: each connection nginx holds keeps all of
+# it resident (see STOCKD_CONNECTION_MEMORY in service/http.c and loadtest/memory).
+# nginx stops a request line over 8 KiB (414) and a header line over 8 KiB (its own
+# 400, mapped to 431 by N1); a head that nginx passes on but that does not fit stockd's
+# connection memory (a URI of 7 KiB) gets libmicrohttpd's 414 through nginx too.
+row "URI of 3 KiB" "$NR" "$NR" GET "$R?id=999&pad=@A3000@"
+row "URI of 5 KiB" '414;uri_too_long;;S1' '414;uri_too_long;;S1' GET "$R?id=999&pad=@A5000@"
+row "URI of 7 KiB" '414;@mhd' '414;@mhd' GET "$R?id=999&pad=@A7000@"
+row "URI of 9 KiB" '414;@mhd' '414;uri_too_long;;N1' GET "$R?id=999&pad=@A9000@"
 row "URI of 100 KiB" '414;@mhd' '414;uri_too_long;;N1' GET "$R?id=999&pad=@A100000@"
-row "header of 7 KiB" "$NR" "$NR" GET "$R?id=999" -H "X-Pad: @A7000@"
-row "header of 20 KiB" '431;headers_too_large;;S1' '431;headers_too_large;;N1' \
-  GET "$R?id=999" -H "X-Pad: @A20000@"
+row "header of 3 KiB" "$NR" "$NR" GET "$R?id=999" -H "X-Pad: @A3000@"
+row "header of 5 KiB" '431;headers_too_large;;S1' '431;headers_too_large;;S1' \
+  GET "$R?id=999" -H "X-Pad: @A5000@"
+row "header of 20 KiB" '431;@mhd' '431;headers_too_large;;N1' GET "$R?id=999" -H "X-Pad: @A20000@"
 row "header of 100 KiB" '431;@mhd' '431;headers_too_large;;N1' GET "$R?id=999" -H "X-Pad: @A100000@"
 
 # -------------------------------------------------------------- the protocol itself

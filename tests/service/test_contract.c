@@ -287,6 +287,15 @@ static void test_size_limits_come_first(void) {
     stockd_route_request(&in, &out);
     CHECK_INT_EQ(STOCKD_R_HEADERS_TOO_LARGE, out.error);
     CHECK_INT_EQ(431, stockd_answer_status(out.error));
+    /* The answers name the limits they enforce (the text forms follow the numbers). */
+    char num[32];
+    snprintf(num, sizeof(num), " %d bytes", STOCKD_MAX_HEADER_BYTES);
+    CHECK(strstr(out.message, num) != NULL);
+    in.header_bytes = 0;
+    in.uri_bytes = STOCKD_MAX_URI_BYTES + 1;
+    stockd_route_request(&in, &out);
+    snprintf(num, sizeof(num), " %d bytes", STOCKD_MAX_URI_BYTES);
+    CHECK(strstr(out.message, num) != NULL);
 }
 
 int main(void) {
