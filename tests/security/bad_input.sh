@@ -209,17 +209,19 @@ row "2 MB body" "$B" '413;body_too_large;;N1' POST "$R?id=999" --data-binary "@$
 # 6 KiB connection memory (about 5.4 KiB of head); beyond that libmicrohttpd answers
 # (HTML). The memory is that small on purpose: each connection nginx holds keeps all of
 # it resident (see STOCKD_CONNECTION_MEMORY in service/http.c and loadtest/memory).
-# nginx stops a request line over 8 KiB (414) and a header line over 8 KiB (its own
-# 400, mapped to 431 by N1); a head that nginx passes on but that does not fit stockd's
-# connection memory (a URI of 7 KiB) gets libmicrohttpd's 414 through nginx too.
+# nginx passes on no head larger than about 5 KiB (large_client_header_buffers 1 4k),
+# so through nginx every over-long request gets nginx's JSON 414 / 431 (N1), and
+# libmicrohttpd's bare answer is only seen by a client that bypasses nginx.
 row "URI of 3 KiB" "$NR" "$NR" GET "$R?id=999&pad=@A3000@"
-row "URI of 5 KiB" '414;uri_too_long;;S1' '414;uri_too_long;;S1' GET "$R?id=999&pad=@A5000@"
-row "URI of 7 KiB" '414;@mhd' '414;@mhd' GET "$R?id=999&pad=@A7000@"
+row "URI of 5 KiB" '414;uri_too_long;;S1' '414;uri_too_long;;N1' GET "$R?id=999&pad=@A5000@"
+row "URI of 7 KiB" '414;@mhd' '414;uri_too_long;;N1' GET "$R?id=999&pad=@A7000@"
 row "URI of 9 KiB" '414;@mhd' '414;uri_too_long;;N1' GET "$R?id=999&pad=@A9000@"
 row "URI of 100 KiB" '414;@mhd' '414;uri_too_long;;N1' GET "$R?id=999&pad=@A100000@"
 row "header of 3 KiB" "$NR" "$NR" GET "$R?id=999" -H "X-Pad: @A3000@"
-row "header of 5 KiB" '431;headers_too_large;;S1' '431;headers_too_large;;S1' \
+row "header of 5 KiB" '431;headers_too_large;;S1' '431;headers_too_large;;N1' \
   GET "$R?id=999" -H "X-Pad: @A5000@"
+row "two headers of 2.5 KiB" '431;headers_too_large;;S1' '431;headers_too_large;;N1' \
+  GET "$R?id=999" -H "X-Pad: @A2500@" -H "X-Pad2: @A2500@"
 row "header of 20 KiB" '431;@mhd' '431;headers_too_large;;N1' GET "$R?id=999" -H "X-Pad: @A20000@"
 row "header of 100 KiB" '431;@mhd' '431;headers_too_large;;N1' GET "$R?id=999" -H "X-Pad: @A100000@"
 
