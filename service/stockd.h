@@ -5,12 +5,10 @@
  *             that need no I/O (bad input, unknown route) are sent at once. Anything that
  *             needs MySQL or ZooKeeper becomes a job: the connection is suspended and the
  *             job is pushed on the queue. The polling thread never blocks on I/O.
- *   jobq.c    a bounded FIFO of jobs between the polling thread and the workers. Its pop
- *             can hand out several jobs for the same product at once, so that one lock
- *             acquisition can later serve a batch.
+ *   jobq.c    a bounded FIFO of jobs between the polling thread and the workers.
  *   worker.c  each worker thread owns one MySQL connection. It pops a job; a
- *             deduction in a locked mode is first checked for sold out with one plain
- *             read, then handed to the combiner. The worker that leads the product takes
+ *             deduction in a locked mode (or atomic) of a product that looks sold out
+ *             is first checked with one plain read, then handed to the combiner. The worker that leads the product takes
  *             the product's lock, runs every waiting deduction as one transaction
  *             (db/stockdb.h), commits strictly before it releases, and answers them.
  *   combiner.c per product and process at most one worker queues for or holds the
