@@ -35,11 +35,22 @@ enum {
     ST_UPDATE_BATCH,        /* the seed's unconditional update, by k units */
     ST_UPDATE_BATCH_FENCED, /* the same, refused unless the fence is as we read it */
     ST_INSERT_BATCH,        /* the orders of a batch, one row per key of a JSON array */
+    ST_SEG_READ,            /* ST_READ, ST_READ_FOR_UPDATE and the batch updates ... */
+    ST_SEG_READ_FOR_UPDATE,
+    ST_SEG_UPDATE_BATCH,
+    ST_SEG_UPDATE_BATCH_FENCED, /* ... on one segment of a split product */
     ST_COUNT
 };
 
+/* A product's whole stock is product.stock plus its segments' (sql/schema.sql): the
+ * sum of a primary-key range, 0 for a product that is not split. CAST keeps it an
+ * integer (SUM of INT is DECIMAL). */
+#define SEGMENTS_SUM                                                                               \
+    "CAST(COALESCE((SELECT SUM(s.stock) FROM product_segment s WHERE s.product_id = p.id), 0)"     \
+    " AS SIGNED)"
+
 static const char *const stmt_sql[ST_COUNT] = {
-    [ST_LOOKUP] = "SELECT o.id, o.product_id, p.stock FROM orders o"
+    [ST_LOOKUP] = "SELECT o.id, o.product_id, p.stock + " SEGMENTS_SUM " FROM orders o"
                   " LEFT JOIN product p ON p.id = o.product_id WHERE o.request_id = ?",
     [ST_CONFIRM] = "SELECT id, product_id FROM orders WHERE request_id = ? LOCK IN SHARE MODE",
     [ST_READ] = "SELECT stock, fence FROM product WHERE id = ?",
@@ -50,7 +61,7 @@ static const char *const stmt_sql[ST_COUNT] = {
     [ST_INSERT] =
         "INSERT INTO orders (product_id, instance, fence, request_id) VALUES (?, ?, ?, ?)",
     /* With no key, o.request_id = NULL matches nothing, so the order columns are NULL. */
-    [ST_PEEK] = "SELECT p.stock, o.id, o.product_id FROM product p"
+    [ST_PEEK] = "SELECT p.stock + " SEGMENTS_SUM ", o.id, o.product_id FROM product p"
                 " LEFT JOIN orders o ON o.request_id = ? WHERE p.id = ?",
     [ST_UPDATE_BATCH] = "UPDATE product SET stock = stock - ? WHERE id = ?",
     /* Compare-and-set on the fence: the row must still carry the fence our check read
@@ -63,6 +74,13 @@ static const char *const stmt_sql[ST_COUNT] = {
     [ST_INSERT_BATCH] = "INSERT INTO orders (product_id, instance, fence, request_id)"
                         " SELECT ?, ?, ?, k.rid FROM JSON_TABLE(?, '$[*]' COLUMNS ("
                         "n FOR ORDINALITY, rid VARCHAR(100) PATH '$')) AS k ORDER BY k.n",
+    [ST_SEG_READ] = "SELECT stock, fence FROM product_segment WHERE product_id = ? AND seg = ?",
+    [ST_SEG_READ_FOR_UPDATE] = "SELECT stock, fence FROM product_segment"
+                               " WHERE product_id = ? AND seg = ? FOR UPDATE",
+    [ST_SEG_UPDATE_BATCH] =
+        "UPDATE product_segment SET stock = stock - ? WHERE product_id = ? AND seg = ?",
+    [ST_SEG_UPDATE_BATCH_FENCED] = "UPDATE product_segment SET stock = stock - ?, fence = ?"
+                                   " WHERE product_id = ? AND seg = ? AND fence = ? AND fence <= ?",
 };
 
 /* Short names for error messages. */
@@ -78,6 +96,10 @@ static const char *const stmt_name[ST_COUNT] = {
     [ST_UPDATE_BATCH] = "UPDATE product by k",
     [ST_UPDATE_BATCH_FENCED] = "UPDATE product by k (fenced)",
     [ST_INSERT_BATCH] = "INSERT INTO orders of a batch",
+    [ST_SEG_READ] = "SELECT segment stock, fence",
+    [ST_SEG_READ_FOR_UPDATE] = "SELECT segment stock, fence FOR UPDATE",
+    [ST_SEG_UPDATE_BATCH] = "UPDATE product_segment by k",
+    [ST_SEG_UPDATE_BATCH_FENCED] = "UPDATE product_segment by k (fenced)",
 };
 
 static const char sql_lock_wait[] = "SET SESSION innodb_lock_wait_timeout = ?";
@@ -524,6 +546,30 @@ fenced_out:
     return STOCKDB_ERR_FENCED;
 }
 
+/* The pre-check's statement: the product's whole stock (its segments included) and,
+ * when request_id is not NULL, that key's order (else *order_id = 0). Sets *found.
+ * Returns 0 or the error number. */
+static unsigned read_total(stockdb *db, int32_t product_id, const char *request_id, bool *found,
+                           int32_t *stock, uint64_t *order_id, int32_t *order_product) {
+    MYSQL_BIND p[2], r[3];
+    int32_t pid = product_id;
+    my_bool oid_null = 0, opid_null = 0;
+    unsigned long key_len;
+    *stock = 0;
+    *order_id = 0;
+    *order_product = 0;
+    bind_text(&p[0], request_id, &key_len);
+    bind_int(&p[1], &pid, NULL);
+    bind_int(&r[0], stock, NULL);
+    bind_ubigint(&r[1], order_id);
+    r[1].is_null = &oid_null;
+    bind_int(&r[2], order_product, &opid_null);
+    unsigned err = stmt_run(db, ST_PEEK, p, r, found, NULL);
+    if (oid_null) *order_id = 0;
+    if (opid_null) *order_product = 0;
+    return err;
+}
+
 /* ---------------------------------------------------------------- the batch */
 
 /* What one attempt at a batch needs besides the batch: which items are already
@@ -663,20 +709,36 @@ static void end_read(stockdb *db, stockdb_strategy strategy) {
 static int batch_once(stockdb *db, stockdb_strategy strategy, batch_state *st, size_t *sel,
                       uint64_t *ids) {
     stockdb_batch *b = st->b;
-    int32_t pid = b->product_id, stock = 0, k32;
+    int32_t pid = b->product_id, seg = b->segment, stock = 0, k32;
     int64_t fence = b->fence, seen = 0;
-    bool found = false, fenced = fence > 0;
+    bool found = false, fenced = fence > 0, split = seg > 0;
     uint64_t rows = 0;
     size_t k = 0, m = 0, answered;
     unsigned err;
-    MYSQL_BIND p[5], r[2];
+    MYSQL_BIND p[6], r[2];
+    int np = 0; /* the parameters bound so far */
 
-    /* The check: read the stock and the fence once for the whole batch. */
+    /* The check: read the stock and the fence once for the whole batch, of the product
+     * row or of the segment's row. */
     bind_int(&p[0], &pid, NULL);
+    bind_int(&p[1], &seg, NULL);
     bind_int(&r[0], &stock, NULL);
     bind_bigint(&r[1], &seen, NULL);
-    int id = strategy == STOCKDB_FOR_UPDATE ? ST_READ_FOR_UPDATE : ST_READ;
+    int id = strategy == STOCKDB_FOR_UPDATE ? (split ? ST_SEG_READ_FOR_UPDATE : ST_READ_FOR_UPDATE)
+                                            : (split ? ST_SEG_READ : ST_READ);
     if ((err = stmt_run(db, id, p, r, &found, NULL))) return deduct_fail(db, err, false);
+    if (!found && split) {
+        /* No such segment: an empty one, if the product exists (it may be split over
+         * fewer segments than the caller was told, or not at all). One more read, only
+         * on this path. */
+        int32_t total;
+        uint64_t unused_id;
+        int32_t unused_pid;
+        if ((err = read_total(db, pid, NULL, &found, &total, &unused_id, &unused_pid)))
+            return deduct_fail(db, err, false);
+        stock = 0;
+        seen = 0;
+    }
     if (!found) {
         end_read(db, strategy);
         set_err(db, "no product with id %d", pid);
@@ -715,16 +777,16 @@ static int batch_once(stockdb *db, stockdb_strategy strategy, batch_state *st, s
      * unlocked run still oversells); fenced it is a compare-and-set on the fence the
      * check read, which also refuses a stale holder that wrote in between. */
     k32 = (int32_t)k;
-    bind_int(&p[0], &k32, NULL);
+    bind_int(&p[np++], &k32, NULL);
+    if (fenced) bind_bigint(&p[np++], &fence, NULL);
+    bind_int(&p[np++], &pid, NULL);
+    if (split) bind_int(&p[np++], &seg, NULL);
     if (fenced) {
-        bind_bigint(&p[1], &fence, NULL);
-        bind_int(&p[2], &pid, NULL);
-        bind_bigint(&p[3], &seen, NULL);
-        bind_bigint(&p[4], &fence, NULL);
-    } else {
-        bind_int(&p[1], &pid, NULL);
+        bind_bigint(&p[np++], &seen, NULL);
+        bind_bigint(&p[np++], &fence, NULL);
     }
-    id = fenced ? ST_UPDATE_BATCH_FENCED : ST_UPDATE_BATCH;
+    id = split ? (fenced ? ST_SEG_UPDATE_BATCH_FENCED : ST_SEG_UPDATE_BATCH)
+               : (fenced ? ST_UPDATE_BATCH_FENCED : ST_UPDATE_BATCH);
     if ((err = stmt_run(db, id, p, NULL, NULL, &rows))) return deduct_fail(db, err, true);
     if (rows == 0) {
         rollback(db);
@@ -793,8 +855,14 @@ static int batch_once(stockdb *db, stockdb_strategy strategy, batch_state *st, s
     return STOCKDB_OK;
 
 fenced_out:
-    set_err(db, "product %d was written under a newer lock token than %lld; rolled back", pid,
-            (long long)fence);
+    if (split)
+        set_err(db,
+                "segment %d of product %d was written under a newer lock token than %lld; "
+                "rolled back",
+                seg, pid, (long long)fence);
+    else
+        set_err(db, "product %d was written under a newer lock token than %lld; rolled back", pid,
+                (long long)fence);
     return STOCKDB_ERR_FENCED;
 }
 
@@ -897,6 +965,10 @@ int stockdb_deduct_batch(stockdb *db, stockdb_strategy strategy, stockdb_batch *
         set_err(db, "stockdb_deduct_batch: negative fence %lld", (long long)b->fence);
         return STOCKDB_ERR_CONFIG;
     }
+    if (b->segment < 0) {
+        set_err(db, "stockdb_deduct_batch: negative segment %d", (int)b->segment);
+        return STOCKDB_ERR_CONFIG;
+    }
     for (size_t i = 0; i < b->n; i++)
         if (!request_id_ok(db, "stockdb_deduct_batch", b->items[i].request_id))
             return STOCKDB_ERR_CONFIG;
@@ -968,29 +1040,20 @@ int stockdb_peek(stockdb *db, int32_t product_id, const char *request_id, int32_
     for (int attempt = 0;; attempt++) {
         int rc = db_connect(db);
         if (rc != STOCKDB_OK) return rc;
-        MYSQL_BIND p[2], r[3];
-        int32_t pid = product_id, value = 0, opid = 0;
+        int32_t value = 0, opid = 0;
         uint64_t oid = 0;
-        my_bool oid_null = 0, opid_null = 0;
-        unsigned long key_len;
         bool found = false;
-        bind_text(&p[0], request_id, &key_len);
-        bind_int(&p[1], &pid, NULL);
-        bind_int(&r[0], &value, NULL);
-        bind_ubigint(&r[1], &oid);
-        r[1].is_null = &oid_null;
-        bind_int(&r[2], &opid, &opid_null);
         /* One statement and no COMMIT: it writes nothing, and in READ COMMITTED the
          * implicit transaction it leaves open holds no snapshot and no lock. */
-        unsigned err = stmt_run(db, ST_PEEK, p, r, &found, NULL);
+        unsigned err = read_total(db, product_id, request_id, &found, &value, &oid, &opid);
         if (!err) {
             if (!found) {
                 set_err(db, "no product with id %d", product_id);
                 return STOCKDB_ERR_NOT_FOUND;
             }
             *stock = value;
-            *order_id = oid_null ? 0 : oid;
-            *order_product = opid_null ? 0 : opid;
+            *order_id = oid;
+            *order_product = opid;
             return STOCKDB_OK;
         }
         rc = deduct_fail(db, err, false);

@@ -98,10 +98,10 @@ typedef struct stockdb_config {
 /* The answer of one deduction. */
 typedef struct stockdb_result {
     stockdb_outcome outcome;
-    /* Deducted: the stock after this deduction. READ_CHECK_UPDATE and FOR_UPDATE report
-     * the stock they read minus one (under a race without a lock, that read may be stale);
-     * ATOMIC reads it back after its UPDATE. Sold out: the stock as read. Replayed: the
-     * product's stock now. */
+    /* Deducted: the stock after this deduction (of the segment, for a batch on one).
+     * READ_CHECK_UPDATE and FOR_UPDATE report the stock they read minus one (under a race without a
+     * lock, that read may be stale); ATOMIC reads it back after its UPDATE. Sold out: the stock as
+     * read. Replayed: the product's stock now. */
     int32_t stock;
     uint64_t order_id; /* orders.id when deducted, else 0 */
     bool replayed;     /* the request id had already deducted: this is its first order */
@@ -184,6 +184,12 @@ typedef struct stockdb_item {
 /* Several deductions of one product under one lock acquisition. */
 typedef struct stockdb_batch {
     int32_t product_id;
+    /* 0: the product's own row. S >= 1: row (product_id, S) of product_segment, the
+     * segment S of a split product (sql/schema.sql), read, fenced and written instead
+     * of the product row; its stock is what the answers report. A segment that has no
+     * row is empty (every item sold out, stock 0) if the product exists, else the batch
+     * is STOCKDB_ERR_NOT_FOUND; telling the two apart costs one more read. */
+    int32_t segment;
     int64_t fence;           /* as stockdb_request.fence, for the whole batch */
     int (*guard)(void *arg); /* as stockdb_request.guard, called once */
     void *guard_arg;
@@ -205,7 +211,8 @@ typedef struct stockdb_batch {
  * not confirmed: a keyed order of the batch confirms it), _CONFIG, _NOMEM. */
 int stockdb_deduct_batch(stockdb *db, stockdb_strategy strategy, stockdb_batch *b);
 
-/* The sold-out pre-check: ONE statement. Reads the product's stock and, when request_id
+/* The sold-out pre-check: ONE statement. Reads the product's whole stock (product.stock
+ * plus its segments' stock, sql/schema.sql) and, when request_id
  * is not NULL, that key's order (*order_id, *order_product; 0 when it has none).
  * STOCKDB_ERR_NOT_FOUND when there is no such product. Stock only falls under
  * deductions, so stock <= 0 read here is a linearizable "sold out". */
@@ -216,8 +223,8 @@ int stockdb_peek(stockdb *db, int32_t product_id, const char *request_id, int32_
  * of deductions and reads (the per-connection set-up and pings excluded). */
 uint64_t stockdb_statements(const stockdb *db);
 
-/* Reads one product's stock (no lock). STOCKDB_ERR_NOT_FOUND if there is no
- * such product. Retried once after reconnecting if the idle connection was lost. */
+/* Reads one product's whole stock, its segments included (no lock). STOCKDB_ERR_NOT_FOUND if there
+ * is no such product. Retried once after reconnecting if the idle connection was lost. */
 int stockdb_get_stock(stockdb *db, int32_t product_id, int32_t *stock);
 
 /* Checks the connection (reconnecting if needed). */

@@ -126,6 +126,8 @@ mysql_grant_service_user() {
 CREATE USER IF NOT EXISTS '$user'@'$host' IDENTIFIED BY '$pass';
 ALTER USER '$user'@'$host' IDENTIFIED BY '$pass';
 GRANT SELECT, UPDATE ON \`$db\`.product TO '$user'@'$host';
+GRANT SELECT, UPDATE ON \`$db\`.product_segment TO '$user'@'$host';
+GRANT SELECT ON \`$db\`.product_stock TO '$user'@'$host';
 GRANT SELECT, INSERT ON \`$db\`.orders TO '$user'@'$host';
 GRANT SELECT, INSERT, DELETE ON \`$db\`.stock_lock TO '$user'@'$host';
 SQL
@@ -139,10 +141,28 @@ mysql_quote() {
   printf '%s' "${s//\'/\\\'}"
 }
 
-# mysql_set_stock RUN DB ID STOCK: resets one product's stock and fence, clears its orders.
+# mysql_set_stock RUN DB ID STOCK [SEGMENTS]: resets one product's stock and fence and
+# clears its orders. With SEGMENTS K > 1 the stock is split evenly over segments 1..K of
+# product_segment (the first STOCK mod K get one more) and product.stock is 0, as
+# `stockd --segments K` expects; with K = 1 (the default) the product has no segments.
 mysql_set_stock() {
-  mysql_cli "$1" "$2" -e "DELETE FROM orders WHERE product_id=$3;
-    UPDATE product SET stock=$4, fence=0 WHERE id=$3;"
+  local k=${5:-1} rows='' s
+  [[ $k =~ ^[1-9][0-9]*$ ]] || { echo "mysql_set_stock: bad segment count '$k'" >&2; return 2; }
+  if ((k == 1)); then
+    mysql_cli "$1" "$2" -e "DELETE FROM orders WHERE product_id=$3;
+      DELETE FROM product_segment WHERE product_id=$3;
+      UPDATE product SET stock=$4, fence=0 WHERE id=$3;"
+    return
+  fi
+  for ((s = 1; s <= k; s++)); do
+    rows+="${rows:+,}($3, $s, $(($4 / k + (s <= $4 % k ? 1 : 0))), 0)"
+  done
+  mysql_cli "$1" "$2" -e "START TRANSACTION;
+    DELETE FROM orders WHERE product_id=$3;
+    DELETE FROM product_segment WHERE product_id=$3;
+    UPDATE product SET stock=0, fence=0 WHERE id=$3;
+    INSERT INTO product_segment (product_id, seg, stock, fence) VALUES $rows;
+    COMMIT;"
 }
 
 # ---------------------------------------------------------------- ZooKeeper

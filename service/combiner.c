@@ -11,6 +11,9 @@
  * its slot is empty and then closes it, under the same mutex that followers append
  * under, so a job is never left in a slot without a leader.
  *
+ * With segmented stock (--segments K) a slot is one segment of a product: each segment
+ * has its own lock, so each has its own leader and batches.
+ *
  * Slots live in a small hash table (chained, by product id) guarded by one mutex; the
  * critical sections are a few pointer moves, never I/O.
  *
@@ -30,6 +33,7 @@
 
 typedef struct slot {
     int32_t product_id;
+    unsigned segment;
     stockd_job *head, *tail; /* waiting jobs, in arrival order */
     unsigned waiting;
     struct slot *next; /* hash chain */
@@ -42,9 +46,9 @@ struct stockd_combiner {
     _Atomic uint64_t hints[NHINTS];
 };
 
-static slot **find(stockd_combiner *c, int32_t product_id) {
-    slot **p = &c->buckets[(uint32_t)product_id % NBUCKETS];
-    while (*p && (*p)->product_id != product_id)
+static slot **find(stockd_combiner *c, int32_t product_id, unsigned segment) {
+    slot **p = &c->buckets[((uint32_t)product_id * 31u + segment) % NBUCKETS];
+    while (*p && ((*p)->product_id != product_id || (*p)->segment != segment))
         p = &(*p)->next;
     return p;
 }
@@ -73,7 +77,7 @@ void stockd_combiner_free(stockd_combiner *c) {
 int stockd_combiner_enter(stockd_combiner *c, stockd_job *job) {
     int rc;
     pthread_mutex_lock(&c->mu);
-    slot **p = find(c, job->product_id), *s = *p;
+    slot **p = find(c, job->product_id, job->segment), *s = *p;
     if (s) {
         rc = STOCKD_COMBINER_FOLLOWER;
     } else if (!(s = calloc(1, sizeof(*s)))) {
@@ -81,6 +85,7 @@ int stockd_combiner_enter(stockd_combiner *c, stockd_job *job) {
         goto out;
     } else {
         s->product_id = job->product_id;
+        s->segment = job->segment;
         *p = s;
         rc = STOCKD_COMBINER_LEADER;
     }
@@ -96,11 +101,11 @@ out:
     return rc;
 }
 
-unsigned stockd_combiner_take(stockd_combiner *c, int32_t product_id, stockd_job **out,
-                              unsigned max, uint64_t arrived_before_ns) {
+unsigned stockd_combiner_take(stockd_combiner *c, int32_t product_id, unsigned segment,
+                              stockd_job **out, unsigned max, uint64_t arrived_before_ns) {
     unsigned n = 0;
     pthread_mutex_lock(&c->mu);
-    slot *s = *find(c, product_id);
+    slot *s = *find(c, product_id, segment);
     while (s && s->head && n < max && s->head->arrived_ns < arrived_before_ns) {
         stockd_job *j = s->head;
         s->head = j->next;
@@ -113,10 +118,10 @@ unsigned stockd_combiner_take(stockd_combiner *c, int32_t product_id, stockd_job
     return n;
 }
 
-bool stockd_combiner_leave(stockd_combiner *c, int32_t product_id) {
+bool stockd_combiner_leave(stockd_combiner *c, int32_t product_id, unsigned segment) {
     bool closed = false;
     pthread_mutex_lock(&c->mu);
-    slot **p = find(c, product_id), *s = *p;
+    slot **p = find(c, product_id, segment), *s = *p;
     if (!s || !s->head) {
         if (s) {
             *p = s->next;
@@ -128,9 +133,9 @@ bool stockd_combiner_leave(stockd_combiner *c, int32_t product_id) {
     return closed;
 }
 
-unsigned stockd_combiner_waiting(stockd_combiner *c, int32_t product_id) {
+unsigned stockd_combiner_waiting(stockd_combiner *c, int32_t product_id, unsigned segment) {
     pthread_mutex_lock(&c->mu);
-    slot *s = *find(c, product_id);
+    slot *s = *find(c, product_id, segment);
     unsigned n = s ? s->waiting : 0;
     pthread_mutex_unlock(&c->mu);
     return n;

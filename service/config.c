@@ -92,6 +92,12 @@ void stockd_config_usage(FILE *out) {
           "                         answered 503 without deducting; keep it below the\n"
           "                         proxy's read timeout (STOCKD_QUEUE_DEADLINE_MS) [25000];\n"
           "                         0 = none\n"
+          "  --segments K           the product's stock is split over K rows of\n"
+          "                         product_segment, each with its own lock; a deduction\n"
+          "                         starts at a random segment and moves on while they are\n"
+          "                         empty (STOCKD_SEGMENTS) [1]; every instance and the\n"
+          "                         stock reset (scripts/stack-lib.sh mysql_set_stock) must\n"
+          "                         use the same K. Modes with a lock only\n"
           "  --help, --version\n",
           out);
 }
@@ -143,6 +149,7 @@ enum {
     O_REDIS_LEASE,
     O_DB_LOCK_LEASE,
     O_FENCE,
+    O_SEGMENTS,
     O_HELP,
     O_VERSION,
 };
@@ -173,6 +180,7 @@ static const struct {
     {O_REDIS_LEASE, "redis-lease-ms", "STOCKD_REDIS_LEASE_MS"},
     {O_DB_LOCK_LEASE, "db-lock-lease-ms", "STOCKD_DB_LOCK_LEASE_MS"},
     {O_FENCE, "fence", "STOCKD_FENCE"},
+    {O_SEGMENTS, "segments", "STOCKD_SEGMENTS"},
 };
 #define NOPTIONS (sizeof(options) / sizeof(options[0]))
 
@@ -247,6 +255,8 @@ static int apply(stockd_config *c, int id, const char *v, const char *name, char
         }
         snprintf(err, errlen, "%s must be on or off, got '%s'", name, v ? v : "");
         return -1;
+    case O_SEGMENTS:
+        return set_uint(&c->segments, v, 1, STOCKD_SEGMENTS_MAX, name, err, errlen);
     }
     return -1;
 }
@@ -275,6 +285,7 @@ int stockd_config_parse(stockd_config *c, int argc, char **argv, char *err, size
     c->redis_lease_ms = 10000;
     c->db_lock_lease_ms = 10000;
     c->fence = true;
+    c->segments = 1;
 
     for (size_t i = 0; i < NOPTIONS; i++) {
         const char *v = getenv(options[i].env);
@@ -304,6 +315,13 @@ int stockd_config_parse(stockd_config *c, int argc, char **argv, char *err, size
     }
     if (optind < argc) {
         snprintf(err, errlen, "unexpected argument '%s'", argv[optind]);
+        return -1;
+    }
+    if (c->segments > 1 && (c->lock == STOCKD_LOCK_NONE || c->lock == STOCKD_LOCK_ATOMIC)) {
+        snprintf(err, errlen,
+                 "--segments %u needs a mode with a lock (local, zk, zk-herd, for-update, "
+                 "redis or db-lock), not %s",
+                 c->segments, stockd_lock_mode_name(c->lock));
         return -1;
     }
     if (!c->instance[0]) snprintf(c->instance, sizeof(c->instance), "stockd-%u", c->port);

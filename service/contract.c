@@ -53,6 +53,7 @@ char *stockd_answer_json(const stockd_answer *a, const char *instance) {
     /* Order ids are BIGINT UNSIGNED; a JSON number holds them exactly up to 2^53, far
      * beyond what an AUTO_INCREMENT reaches here. */
     if (a->order_id && !cJSON_AddNumberToObject(o, "order_id", (double)a->order_id)) goto out;
+    if (a->segment && !cJSON_AddNumberToObject(o, "segment", a->segment)) goto out;
     if (a->replayed && !cJSON_AddTrueToObject(o, "replayed")) goto out;
     if (a->message && !cJSON_AddStringToObject(o, "message", a->message)) goto out;
     if (instance && *instance && !cJSON_AddStringToObject(o, "instance", instance)) goto out;

@@ -53,6 +53,16 @@ int stockd_jobq_push(stockd_jobq *q, stockd_job *job) {
     return rc;
 }
 
+void stockd_jobq_requeue(stockd_jobq *q, stockd_job *job) {
+    pthread_mutex_lock(&q->mu);
+    job->next = q->head;
+    q->head = job;
+    if (!q->tail) q->tail = job;
+    q->len++;
+    pthread_cond_signal(&q->cv);
+    pthread_mutex_unlock(&q->mu);
+}
+
 unsigned stockd_jobq_pop(stockd_jobq *q, stockd_job **out, unsigned max) {
     unsigned n = 0;
 

@@ -59,7 +59,8 @@ struct stockd_locks {
 };
 
 typedef struct stockd_lock_kind {
-    int (*acquire)(stockd_locks *l, int32_t product_id, void **impl);
+    /* name: product_N or product_N_seg_S; key: a number for it (the local stripes) */
+    int (*acquire)(stockd_locks *l, const char *name, uint32_t key, void **impl);
     int (*check)(const void *impl);
     int64_t (*token)(const void *impl);
     int (*release)(void *impl);
@@ -67,8 +68,8 @@ typedef struct stockd_lock_kind {
 
 /* ---------------------------------------------------------------- local */
 
-static int local_acquire(stockd_locks *l, int32_t product_id, void **impl) {
-    pthread_mutex_t *m = &l->stripes[(uint32_t)product_id % LOCAL_STRIPES];
+static int local_acquire(stockd_locks *l, const char *name, uint32_t key, void **impl) {
+    pthread_mutex_t *m = &l->stripes[key % LOCAL_STRIPES];
     pthread_mutex_lock(m);
     *impl = m;
     return ZKLOCK_OK;
@@ -91,10 +92,8 @@ static const stockd_lock_kind kind_local = {local_acquire, always_ok, no_token, 
 
 /* ---------------------------------------------------------------- ZooKeeper */
 
-static int zk_acquire(stockd_locks *l, int32_t product_id, void **impl) {
-    char name[32];
+static int zk_acquire(stockd_locks *l, const char *name, uint32_t key, void **impl) {
     zklock_hold *h = NULL;
-    snprintf(name, sizeof(name), "product_%d", product_id);
     int rc = zklock_acquire(l->zk, name, l->zk_kind, l->timeout_ms, &h);
     *impl = h;
     return rc;
@@ -116,7 +115,7 @@ static const stockd_lock_kind kind_zk = {zk_acquire, zk_check, zk_token, zk_rele
 
 /* ---------------------------------------------------------------- the row lock */
 
-static int row_acquire(stockd_locks *l, int32_t product_id, void **impl) {
+static int row_acquire(stockd_locks *l, const char *name, uint32_t key, void **impl) {
     *impl = NULL;
     return ZKLOCK_OK;
 }
@@ -214,13 +213,12 @@ static void lease_give(lease_slot *s) {
     pthread_mutex_unlock(&l->pool_mu);
 }
 
-static int lease_acquire(stockd_locks *l, int32_t product_id, void **impl) {
-    char name[32], err[512];
+static int lease_acquire(stockd_locks *l, const char *name, uint32_t key, void **impl) {
+    char err[512];
     lease_slot *s;
     *impl = NULL;
     int rc = lease_take(l, &s, err, sizeof(err));
     if (rc != ZKLOCK_OK) return rc;
-    snprintf(name, sizeof(name), "product_%d", product_id);
     rc = l->lease->to_zk(l->lease->acquire(s->handle, name, l->timeout_ms, &s->hold));
     lease_count_ops(s, true);
     if (rc == ZKLOCK_OK) {
@@ -498,11 +496,17 @@ void stockd_locks_free(stockd_locks *l) {
     free(l);
 }
 
-int stockd_lock_acquire(stockd_locks *l, int32_t product_id, stockd_lock *out) {
+int stockd_lock_acquire(stockd_locks *l, int32_t product_id, unsigned segment, stockd_lock *out) {
+    char name[48];
     out->kind = l->kind;
     out->product_id = product_id;
+    out->segment = segment;
     out->impl = NULL;
-    return l->kind->acquire(l, product_id, &out->impl);
+    if (segment)
+        snprintf(name, sizeof(name), "product_%d_seg_%u", product_id, segment);
+    else
+        snprintf(name, sizeof(name), "product_%d", product_id);
+    return l->kind->acquire(l, name, (uint32_t)product_id * 31u + segment, &out->impl);
 }
 
 int stockd_lock_check(const stockd_lock *h) {

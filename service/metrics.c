@@ -35,7 +35,7 @@ static struct {
     histogram deduction, lock_wait;
     atomic_ullong batch[NBATCH + 1], batch_count, batch_sum;
     atomic_ullong statements;
-    atomic_ullong precheck_reads, precheck_sold_out, combined;
+    atomic_ullong precheck_reads, precheck_sold_out, combined, segment_moves;
     atomic_ullong lock_events[STOCKD_LOCK_EV_COUNT], lock_ops;
 } m;
 
@@ -117,6 +117,10 @@ void stockd_metrics_statements(uint64_t n) {
 
 void stockd_metrics_combined(void) {
     atomic_fetch_add_explicit(&m.combined, 1, memory_order_relaxed);
+}
+
+void stockd_metrics_segment_move(void) {
+    atomic_fetch_add_explicit(&m.segment_moves, 1, memory_order_relaxed);
 }
 
 void stockd_metrics_precheck(bool sold_out) {
@@ -242,8 +246,12 @@ char *stockd_metrics_render(const stockd_config *cfg, zklock_session *zk) {
                 "MySQL statements sent for requests (reads, writes, COMMIT, ROLLBACK).",
                 statements);
     put_counter(&b, "stockd_combiner_deductions_total",
-                "Deductions handed to the combiner (past the pre-check) to wait for the lock.",
+                "Deductions handed to the combiner (past the pre-check) to wait for the lock; "
+                "a move to another segment hands one again.",
                 atomic_load_explicit(&m.combined, memory_order_relaxed));
+    put_counter(&b, "stockd_segment_moves_total",
+                "Deductions that found their segment empty and moved on to the next one.",
+                atomic_load_explicit(&m.segment_moves, memory_order_relaxed));
     put_counter(&b, "stockd_precheck_reads_total",
                 "Sold-out pre-check reads before the lock (made while a product looks sold out).",
                 atomic_load_explicit(&m.precheck_reads, memory_order_relaxed));

@@ -8,8 +8,8 @@
  *   jobq.c    a bounded FIFO of jobs between the polling thread and the workers.
  *   worker.c  each worker thread owns one MySQL connection. It pops a job; a
  *             deduction in a locked mode (or atomic) of a product that looks sold out
- *             is first checked with one plain read, then handed to the combiner. The worker that leads the product takes
- *             the product's lock, runs every waiting deduction as one transaction
+ *             is first checked with one plain read, then handed to the combiner. The worker that
+ * leads the product takes the product's lock, runs every waiting deduction as one transaction
  *             (db/stockdb.h), commits strictly before it releases, and answers them.
  *   combiner.c per product and process at most one worker queues for or holds the
  *             lock; the deductions that arrive meanwhile wait there for its next batch.
@@ -57,6 +57,9 @@ typedef enum stockd_lock_mode {
     STOCKD_LOCK_DB_LOCK,    /* a stock_lock row is the lock (lock/dblock.h) + fencing */
 } stockd_lock_mode;
 
+/* The most segments a product may be split over (--segments). */
+#define STOCKD_SEGMENTS_MAX 256
+
 typedef struct stockd_config {
     char bind[64];
     unsigned port;
@@ -82,6 +85,9 @@ typedef struct stockd_config {
      * token and the commit does not re-check the lock, as a client that trusts its
      * lease would do. */
     bool fence;
+    /* 1: the product row holds the stock. K > 1: segments 1..K of product_segment do
+     * (sql/schema.sql), each locked as product_N_seg_S (worker.c). */
+    unsigned segments;
     bool help;
     bool version;
 } stockd_config;
@@ -121,6 +127,7 @@ typedef struct stockd_answer {
     bool has_stock;
     int32_t stock;
     uint64_t order_id; /* 0 = none */
+    unsigned segment;  /* the segment deducted from, whose stock `stock` is; 0 = none */
     bool replayed;
     const char *message; /* NULL = none; not owned */
 } stockd_answer;
@@ -177,8 +184,11 @@ typedef struct stockd_job {
     int32_t product_id;
     uint64_t arrived_ns;  /* CLOCK_MONOTONIC when it was queued (stockd_now_ns) */
     char request_id[101]; /* the client's Idempotency-Key, or our own unique id */
-    void *conn;           /* struct MHD_Connection *, resumed by the worker */
-    unsigned status;      /* answer, filled by the worker */
+    /* Segmented stock (--segments K > 1, worker.c): the segment the deduction is at
+     * (1..K; 0 before its first) and how many segments it has found empty so far. */
+    uint16_t segment, segs_empty;
+    void *conn;      /* struct MHD_Connection *, resumed by the worker */
+    unsigned status; /* answer, filled by the worker */
     char *body;
     bool done;
     struct stockd_job *next;
@@ -191,6 +201,10 @@ void stockd_jobq_free(stockd_jobq *q);
 /* Appends a job; returns 0, or -1 if the queue is full or closed (the job stays the
  * caller's). Any thread. */
 int stockd_jobq_push(stockd_jobq *q, stockd_job *job);
+/* Puts a job that a worker has begun back at the head of the queue, past the limit and
+ * also once the queue is closed (closing still hands out what is queued, and the caller
+ * is a worker that pops again), so it is never refused. Worker threads. */
+void stockd_jobq_requeue(stockd_jobq *q, stockd_job *job);
 /* Waits for a job and moves up to max jobs into out: the oldest one, then the next ones
  * of the same kind and product, in order. Returns how many, 0 once the queue is closed
  * and empty. Any thread. */
@@ -217,18 +231,20 @@ typedef struct stockd_combiner stockd_combiner;
 
 stockd_combiner *stockd_combiner_new(void);
 void stockd_combiner_free(stockd_combiner *c); /* no slot may be open; NULL is a no-op */
-/* Adds a deduction to its product's slot. LEADER opens the slot (the job waits in it
- * too), FOLLOWER joins an open one. */
+/* A slot is one product's, or with segmented stock one segment's (job->segment; 0 =
+ * the product is not split): it is what one lock guards. */
+/* Adds a deduction to its slot. LEADER opens the slot (the job waits in it too),
+ * FOLLOWER joins an open one. */
 int stockd_combiner_enter(stockd_combiner *c, stockd_job *job);
-/* Leader only: moves up to max waiting jobs of the product, oldest first, into out;
- * only jobs that arrived before arrived_before_ns (UINT64_MAX = all). Returns how many. */
-unsigned stockd_combiner_take(stockd_combiner *c, int32_t product_id, stockd_job **out,
-                              unsigned max, uint64_t arrived_before_ns);
+/* Leader only: moves up to max waiting jobs of the slot, oldest first, into out; only
+ * jobs that arrived before arrived_before_ns (UINT64_MAX = all). Returns how many. */
+unsigned stockd_combiner_take(stockd_combiner *c, int32_t product_id, unsigned segment,
+                              stockd_job **out, unsigned max, uint64_t arrived_before_ns);
 /* Leader only: closes the slot if no job waits (true: the caller leads no more), else
  * leaves it open and returns false (the caller must serve the rest). */
-bool stockd_combiner_leave(stockd_combiner *c, int32_t product_id);
-/* Jobs waiting in the product's slot (0 if none is open). */
-unsigned stockd_combiner_waiting(stockd_combiner *c, int32_t product_id);
+bool stockd_combiner_leave(stockd_combiner *c, int32_t product_id, unsigned segment);
+/* Jobs waiting in the slot (0 if none is open). */
+unsigned stockd_combiner_waiting(stockd_combiner *c, int32_t product_id, unsigned segment);
 /* The sold-out hint: true if the last stock read of the product said <= 0 (a hint,
  * not an answer: the caller reads before answering). Lock-free, any thread. */
 bool stockd_combiner_sold_out_hint(stockd_combiner *c, int32_t product_id);
@@ -244,6 +260,7 @@ typedef struct stockd_lock {
     const struct stockd_lock_kind *kind;
     void *impl; /* the kind's hold */
     int32_t product_id;
+    unsigned segment; /* 0 = the whole product */
 } stockd_lock;
 
 /* Makes the locks of cfg->lock (zk: the session in ctx). NULL when out of memory. Main
@@ -251,8 +268,10 @@ typedef struct stockd_lock {
 struct stockd_ctx;
 stockd_locks *stockd_locks_new(const struct stockd_ctx *ctx);
 void stockd_locks_free(stockd_locks *l);
-/* Waits at most the configured lock timeout. ZKLOCK_OK with *out held, or the error. */
-int stockd_lock_acquire(stockd_locks *l, int32_t product_id, stockd_lock *out);
+/* Waits at most the configured lock timeout for the lock of the product (named
+ * product_N) or of its segment S >= 1 (product_N_seg_S). ZKLOCK_OK with *out held, or
+ * the error. */
+int stockd_lock_acquire(stockd_locks *l, int32_t product_id, unsigned segment, stockd_lock *out);
 /* ZKLOCK_OK while the lock is surely ours; called right before COMMIT. */
 int stockd_lock_check(const stockd_lock *h);
 /* The fencing token for the database (0 = the kind has none). */
@@ -382,6 +401,7 @@ void stockd_metrics_batch(unsigned n);       /* deductions served by one acquisi
 void stockd_metrics_statements(uint64_t n);  /* MySQL statements sent */
 void stockd_metrics_precheck(bool sold_out); /* a pre-check read, and its answer */
 void stockd_metrics_combined(void);          /* a deduction handed to the combiner */
+void stockd_metrics_segment_move(void);      /* a deduction moved on from an empty segment */
 /* The lease locks' (redis, db-lock) counters; the zk kinds have theirs in zklock. */
 typedef enum stockd_lock_event {
     STOCKD_LOCK_EV_ACQUIRED = 0,

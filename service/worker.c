@@ -40,6 +40,7 @@ typedef struct worker_state {
     uint64_t statements; /* stockdb_statements(db) already added to the metrics */
     stockd_job **jobs;   /* room for one batch */
     stockdb_item *items;
+    unsigned seed; /* rand_r: the first segment of a deduction */
 } worker_state;
 
 /* Logs a database or lock failure at most once a second per worker, so an outage does
@@ -166,6 +167,7 @@ static void run_batch(worker_state *ws, stockd_job **jobs, unsigned n, const sto
      * pre-commit check, as a client that trusts its lease would. */
     bool fence = ctx->cfg->fence;
     stockdb_batch b = {.product_id = h->product_id,
+                       .segment = (int32_t)h->segment,
                        .fence = fence ? stockd_lock_token(h) : 0,
                        .guard = fence ? lock_guard : NULL,
                        .guard_arg = (void *)h,
@@ -185,18 +187,42 @@ static void run_batch(worker_state *ws, stockd_job **jobs, unsigned n, const sto
         answers[i] = (stockd_answer){.id = h->product_id};
         int item_rc = rc == STOCKDB_OK ? ws->items[i].rc : rc;
         stockd_answer_from_db(&answers[i], ZKLOCK_OK, item_rc, &ws->items[i].res);
+        if (answers[i].result == STOCKD_R_DEDUCTED) answers[i].segment = h->segment;
         if (item_rc == STOCKDB_OK && ws->items[i].res.stock < left) left = ws->items[i].res.stock;
     }
-    if (left != INT32_MAX) stockd_combiner_note_stock(ctx->combiner, h->product_id, left);
+    /* One empty segment says nothing about the product: only stock left is news. */
+    if (left != INT32_MAX && (left > 0 || !h->segment))
+        stockd_combiner_note_stock(ctx->combiner, h->product_id, left);
+}
+
+/* A deduction of split stock that found its segment empty (article 001's segmented
+ * stock): it moves on to the next segment, through the head of the queue, so any worker
+ * takes it to that segment's slot and lock. Only when it has found every segment empty
+ * is it answered sold out; stock only falls, so at its last check the whole product
+ * was empty and the answer is linearizable there. Returns true if the job was
+ * answered. */
+static bool next_segment(worker_state *ws, stockd_job *job, const stockd_answer *a) {
+    stockd_ctx *ctx = ws->w->ctx;
+    unsigned k = ctx->cfg->segments;
+    if (!job->segment || a->result != STOCKD_R_SOLD_OUT) return false;
+    if (++job->segs_empty >= k) {
+        stockd_combiner_note_stock(ctx->combiner, job->product_id, 0);
+        return false;
+    }
+    job->segment = (uint16_t)(job->segment % k + 1);
+    stockd_metrics_segment_move();
+    stockd_jobq_requeue(ctx->queue, job);
+    return true;
 }
 
 /* Answers the product's waiting jobs that arrived before `before` with the lock's
  * failure code. */
-static void fail_waiting(worker_state *ws, int32_t product_id, int lock_rc, uint64_t before) {
+static void fail_waiting(worker_state *ws, int32_t product_id, unsigned segment, int lock_rc,
+                         uint64_t before) {
     stockd_ctx *ctx = ws->w->ctx;
     unsigned n;
-    while ((n = stockd_combiner_take(ctx->combiner, product_id, ws->jobs, ctx->cfg->batch_max,
-                                     before)) > 0) {
+    while ((n = stockd_combiner_take(ctx->combiner, product_id, segment, ws->jobs,
+                                     ctx->cfg->batch_max, before)) > 0) {
         for (unsigned i = 0; i < n; i++) {
             stockd_answer a = {.id = product_id};
             stockd_answer_from_db(&a, lock_rc, STOCKDB_OK, NULL);
@@ -207,8 +233,9 @@ static void fail_waiting(worker_state *ws, int32_t product_id, int lock_rc, uint
     }
 }
 
-/* Serves the product this worker leads until no job of it waits. */
-static void lead(worker_state *ws, int32_t product_id) {
+/* Serves the slot (product, or segment of it) this worker leads until no job of it
+ * waits. */
+static void lead(worker_state *ws, int32_t product_id, unsigned segment) {
     stockd_ctx *ctx = ws->w->ctx;
     stockd_lock lock;
     stockd_answer *answers = malloc(ctx->cfg->batch_max * sizeof(*answers));
@@ -218,24 +245,25 @@ static void lead(worker_state *ws, int32_t product_id) {
     for (;;) {
         if (!held) {
             uint64_t t0 = stockd_now_ns();
-            int rc =
-                answers ? stockd_lock_acquire(ctx->locks, product_id, &lock) : ZKLOCK_ERR_NOMEM;
+            int rc = answers ? stockd_lock_acquire(ctx->locks, product_id, segment, &lock)
+                             : ZKLOCK_ERR_NOMEM;
             stockd_metrics_lock_wait(stockd_now_ns() - t0);
             if (rc != ZKLOCK_OK) {
                 if (rc != ZKLOCK_ERR_TIMEOUT)
                     log_failure(ws, "lock", stockd_locks_strerror(ctx->locks, rc));
                 /* The jobs that waited through the whole attempt get its failure; the
                  * ones that came during it try again, unless the lock is unusable now. */
-                fail_waiting(ws, product_id, rc, rc == ZKLOCK_ERR_TIMEOUT ? t0 : UINT64_MAX);
-                if (stockd_combiner_leave(ctx->combiner, product_id)) break;
+                fail_waiting(ws, product_id, segment, rc,
+                             rc == ZKLOCK_ERR_TIMEOUT ? t0 : UINT64_MAX);
+                if (stockd_combiner_leave(ctx->combiner, product_id, segment)) break;
                 continue;
             }
             held = true;
             passes = 0;
         }
 
-        unsigned n = stockd_combiner_take(ctx->combiner, product_id, ws->jobs, ctx->cfg->batch_max,
-                                          UINT64_MAX);
+        unsigned n = stockd_combiner_take(ctx->combiner, product_id, segment, ws->jobs,
+                                          ctx->cfg->batch_max, UINT64_MAX);
         /* Expired jobs leave the batch unanswered by the database. */
         uint64_t now = stockd_now_ns();
         unsigned live = 0;
@@ -252,7 +280,7 @@ static void lead(worker_state *ws, int32_t product_id) {
          * and the lock is surely still ours; otherwise release before answering, so the
          * next holder starts as early as possible. */
         bool keep = passes < ctx->cfg->lock_passes &&
-                    stockd_combiner_waiting(ctx->combiner, product_id) > 0 &&
+                    stockd_combiner_waiting(ctx->combiner, product_id, segment) > 0 &&
                     stockd_lock_check(&lock) == ZKLOCK_OK;
         if (!keep) {
             int rel = stockd_lock_release(&lock);
@@ -261,8 +289,8 @@ static void lead(worker_state *ws, int32_t product_id) {
             held = false;
         }
         for (unsigned i = 0; i < live; i++)
-            finish(ws, ws->jobs[i], &answers[i]);
-        if (!held && stockd_combiner_leave(ctx->combiner, product_id)) break;
+            if (!next_segment(ws, ws->jobs[i], &answers[i])) finish(ws, ws->jobs[i], &answers[i]);
+        if (!held && stockd_combiner_leave(ctx->combiner, product_id, segment)) break;
     }
     free(answers);
 }
@@ -286,10 +314,12 @@ static void serve_deduct(worker_state *ws, stockd_job *job) {
         serve_unlocked(ws, job);
         return;
     }
+    if (ctx->cfg->segments > 1 && !job->segment)
+        job->segment = (uint16_t)(1 + (unsigned)rand_r(&ws->seed) % ctx->cfg->segments);
     stockd_metrics_combined();
     switch (stockd_combiner_enter(ctx->combiner, job)) {
     case STOCKD_COMBINER_LEADER:
-        lead(ws, job->product_id);
+        lead(ws, job->product_id, job->segment);
         return;
     case STOCKD_COMBINER_FOLLOWER:
         return; /* the product's leader answers it */
@@ -350,6 +380,7 @@ static void *worker_main(void *arg) {
     stockd_ctx *ctx = ws.w->ctx;
     stockd_job *job;
 
+    ws.seed = (unsigned)stockd_now_ns() ^ (unsigned)(uintptr_t)&ws;
     ws.db = stockdb_new(&ctx->db, ctx->cfg->instance);
     /* Room for one batch, made once: --batch-max 64 is about 4 KiB a worker (the
      * largest, 1024, about 60 KiB), so it never matters next to the MySQL connection,

@@ -41,3 +41,26 @@ CREATE TABLE IF NOT EXISTS stock_lock (
   expires_at  DATETIME(6)     NOT NULL,
   UNIQUE KEY uq_stock_lock_token (token)
 ) ENGINE=InnoDB;
+
+-- Segmented stock (article 001, section 8; stockd --segments K). A product's stock may be
+-- split over K rows here, seg 1..K, each with its own lock (product_N_seg_S) and its own
+-- fence, so K holders can deduct one product at once. The product's stock is then
+-- product.stock (0 while it is split) plus the sum of its segments: always read it
+-- through the product_stock view below (or the same sum), never from product.stock
+-- alone. A segment's stock only falls under deductions, as product.stock does.
+CREATE TABLE IF NOT EXISTS product_segment (
+  product_id  INT     NOT NULL,
+  seg         INT     NOT NULL,
+  stock       INT     NOT NULL,
+  fence       BIGINT  NOT NULL DEFAULT 0,
+  PRIMARY KEY (product_id, seg)
+) ENGINE=InnoDB;
+
+-- A product's whole stock, split or not. A correlated sum (no GROUP BY), so the view
+-- merges into the query that reads it and costs one primary-key range per product.
+CREATE OR REPLACE VIEW product_stock AS
+  SELECT p.id, p.product_name,
+         p.stock + COALESCE((SELECT SUM(s.stock) FROM product_segment s
+                             WHERE s.product_id = p.id), 0) AS stock,
+         (SELECT COUNT(*) FROM product_segment s WHERE s.product_id = p.id) AS segments
+  FROM product p;

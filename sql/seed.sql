@@ -1,6 +1,8 @@
 -- Seed rows: product 1 is the seed article's row. Re-running resets these products'
--- stock and fence and clears their orders, so every experiment starts from the same state.
+-- stock and fence, drops their segments (sql/schema.sql) and clears their orders, so
+-- every experiment starts from the same state.
 DELETE FROM orders WHERE product_id IN (1, 2, 3, 4);
+DELETE FROM product_segment WHERE product_id IN (1, 2, 3, 4);
 INSERT INTO product (id, product_name, stock, fence) VALUES
   (1, 'ECS:1C2048M', 1, 0),
   (2, 'ECS:2C4096M', 100, 0),

@@ -626,8 +626,11 @@ static void test_batch_keys_keep_their_meaning(stockdb *db) {
     set_product(32, 10);
     CHECK_RC(STOCKDB_OK, deduct(db, STOCKDB_READ_CHECK_UPDATE, 31, 0, "bk-known", &res), db);
     uint64_t known = res.order_id;
-    stockdb_item it[] = {{.request_id = "bk-A"}, {.request_id = "bk-B"}, {.request_id = "bk-A"},
-                         {.request_id = "bk-known"}, {.request_id = NULL}};
+    stockdb_item it[] = {{.request_id = "bk-A"},
+                         {.request_id = "bk-B"},
+                         {.request_id = "bk-A"},
+                         {.request_id = "bk-known"},
+                         {.request_id = NULL}};
     CHECK_RC(STOCKDB_OK, batch(db, STOCKDB_READ_CHECK_UPDATE, 31, 0, it, 5, NULL), db);
     for (size_t i = 0; i < 5; i++) {
         CHECK_RC(STOCKDB_OK, it[i].rc, db);
@@ -706,14 +709,99 @@ static void test_round_trips_are_counted_at_the_minimum(stockdb *db) {
     CHECK_RC(STOCKDB_OK, stockdb_peek(db, 34, "rt-1", &stock, &order_id, &order_product), db);
     CHECK_INT_EQ(res.order_id, order_id);
     CHECK_INT_EQ(34, order_product);
-    CHECK_RC(STOCKDB_ERR_NOT_FOUND, stockdb_peek(db, 999999, NULL, &stock, &order_id, &order_product),
-             db);
+    CHECK_RC(STOCKDB_ERR_NOT_FOUND,
+             stockdb_peek(db, 999999, NULL, &stock, &order_id, &order_product), db);
     set_product(34, 0);
     before = stockdb_statements(db);
     CHECK_RC(STOCKDB_OK, deduct(db, STOCKDB_READ_CHECK_UPDATE, 34, 5, NULL, &res), db);
     CHECK_INT_EQ(STOCKDB_SOLD_OUT, res.outcome);
     CHECK_INT_EQ(1, stockdb_statements(db) - before); /* the read under the lock only */
     printf("ok: 4 statements per locked deduction, 1 per sold-out answer and per pre-check\n");
+}
+
+/* Split stock (sql/schema.sql's product_segment): a batch on segment S reads, fences and
+ * writes only that row, at the same 4 statements; the product's stock (peek, get_stock,
+ * a replay's stock) is the product row plus every segment; a segment with no row is
+ * empty (one more read tells it from a product that does not exist). */
+static void test_batch_on_a_segment(stockdb *db) {
+    const stockdb_strategy ss[] = {STOCKDB_READ_CHECK_UPDATE, STOCKDB_FOR_UPDATE};
+    for (size_t v = 0; v < 2; v++) {
+        set_product(35, 0);
+        admin_q(0, "DELETE FROM product_segment WHERE product_id = 35", "");
+        admin_q(0,
+                "INSERT INTO product_segment (product_id, seg, stock, fence) VALUES"
+                " (35, 1, 2, 0), (35, 2, 0, 0), (35, 3, 5, 0)",
+                "");
+        int32_t stock = 0, order_product = 0;
+        uint64_t order_id = 0;
+        CHECK_RC(STOCKDB_OK, stockdb_get_stock(db, 35, &stock), db);
+        CHECK_INT_EQ(7, stock);
+
+        char keys[3][32];
+        stockdb_item it[3];
+        for (size_t i = 0; i < 3; i++) {
+            snprintf(keys[i], sizeof(keys[i]), "seg-%zu-%zu", v, i);
+            it[i] = (stockdb_item){.request_id = keys[i]};
+        }
+        stockdb_batch b = {.product_id = 35, .segment = 1, .fence = 40, .items = it, .n = 3};
+        uint64_t before = stockdb_statements(db);
+        CHECK_RC(STOCKDB_OK, stockdb_deduct_batch(db, ss[v], &b), db);
+        CHECK_INT_EQ(4, stockdb_statements(db) - before);
+        CHECK_INT_EQ(STOCKDB_DEDUCTED, it[0].res.outcome);
+        CHECK_INT_EQ(1, it[0].res.stock); /* the segment's stock left */
+        CHECK_INT_EQ(STOCKDB_DEDUCTED, it[1].res.outcome);
+        CHECK_INT_EQ(0, it[1].res.stock);
+        CHECK_INT_EQ(STOCKDB_SOLD_OUT, it[2].res.outcome);
+        CHECK_INT_EQ(0, admin_q(NO_ROW,
+                                "SELECT stock FROM product_segment WHERE product_id = 35"
+                                " AND seg = 1",
+                                ""));
+        CHECK_INT_EQ(40, admin_q(NO_ROW,
+                                 "SELECT fence FROM product_segment WHERE product_id = 35"
+                                 " AND seg = 1",
+                                 ""));
+        CHECK_INT_EQ(0, db_fence(35)); /* the product row is not touched */
+        CHECK_INT_EQ(0, db_stock(35));
+        CHECK_INT_EQ(2, db_orders(35));
+        CHECK_RC(STOCKDB_OK, stockdb_peek(db, 35, keys[0], &stock, &order_id, &order_product), db);
+        CHECK_INT_EQ(5, stock);
+        CHECK_INT_EQ(it[0].res.order_id, order_id);
+
+        /* Each segment has its own fence: an older token is refused on segment 3 only
+         * after segment 3 saw a newer one. */
+        stockdb_item one = {.request_id = NULL};
+        b = (stockdb_batch){.product_id = 35, .segment = 3, .fence = 30, .items = &one, .n = 1};
+        CHECK_RC(STOCKDB_OK, stockdb_deduct_batch(db, ss[v], &b), db);
+        CHECK_INT_EQ(4, one.res.stock);
+        b.fence = 50;
+        CHECK_RC(STOCKDB_OK, stockdb_deduct_batch(db, ss[v], &b), db);
+        b.fence = 45;
+        CHECK_RC(STOCKDB_ERR_FENCED, stockdb_deduct_batch(db, ss[v], &b), db);
+        CHECK_INT_EQ(3, admin_q(NO_ROW,
+                                "SELECT stock FROM product_segment WHERE product_id = 35"
+                                " AND seg = 3",
+                                ""));
+
+        /* An empty segment, and one with no row: sold out, and a known key replays. */
+        stockdb_item late[] = {{.request_id = keys[0]}, {.request_id = "seg-new"}};
+        for (int32_t seg = 2; seg <= 9; seg += 7) {
+            b = (stockdb_batch){.product_id = 35, .segment = seg, .items = late, .n = 2};
+            CHECK_RC(STOCKDB_OK, stockdb_deduct_batch(db, ss[v], &b), db);
+            CHECK_INT_EQ(STOCKDB_DEDUCTED, late[0].res.outcome);
+            CHECK_INT_EQ(1, late[0].res.replayed);
+            CHECK_INT_EQ(it[0].res.order_id, late[0].res.order_id);
+            CHECK_INT_EQ(3, late[0].res.stock); /* a replay reports the product's stock */
+            CHECK_INT_EQ(STOCKDB_SOLD_OUT, late[1].res.outcome);
+            CHECK_INT_EQ(0, late[1].res.stock);
+        }
+        /* A product that does not exist is not found, split or not. */
+        b = (stockdb_batch){.product_id = 999999, .segment = 2, .items = &one, .n = 1};
+        CHECK_RC(STOCKDB_ERR_NOT_FOUND, stockdb_deduct_batch(db, ss[v], &b), db);
+        CHECK_INT_EQ(4, db_orders(35)); /* 2 on segment 1, 2 on segment 3 */
+    }
+    admin_q(0, "DELETE FROM product_segment WHERE product_id = 35", "");
+    printf("ok: a batch on a segment writes only its row (4 statements, its own fence); "
+           "the product's stock is the sum; a missing segment is empty\n");
 }
 
 static void test_an_open_read_never_serves_a_stale_snapshot(stockdb *db) {
@@ -1102,6 +1190,7 @@ int main(int argc, char **argv) {
         test_batch_keys_keep_their_meaning(db);
         test_batch_refused_or_fenced_rolls_back_whole(db);
         test_round_trips_are_counted_at_the_minimum(db);
+        test_batch_on_a_segment(db);
         test_an_open_read_never_serves_a_stale_snapshot(db);
         stockdb_free(db);
         test_new_checks_arguments();

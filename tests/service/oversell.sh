@@ -10,19 +10,22 @@
 #                      several instances: at most one stale read per instance, so at
 #                      most INSTANCES-1 units oversold). last_unit.sh forces it.
 # In every run, whatever the mode, the ledger must match: deducted answers = orders
-# rows = initial - final stock.
+# rows = initial - final stock. SEGMENTS=K in the environment splits the stock over K
+# segments and starts every instance with --segments K.
 source "$STOCKD_SRC/tests/lib.sh"
 mode=$1 instances=$2 expect=$3
 shift 3
 
 t_db
+segments=${SEGMENTS:-1}
+((segments == 1)) || set -- --segments "$segments" "$@"
 # The same service settings for every mode: only the lock differs. The pause between
 # check and update is the experiment's stand-in for business logic (see README).
 for ((i = 1; i <= instances; i++)); do t_stockd "$i" "$mode" --think-us "${THINK_US:-1000}" "$@"; done
 t_nginx "$instances"
 
 "$STOCKD_SRC/loadtest/oversell" --url "http://127.0.0.1:$PORT0" --run "$STOCKD_TEST_RUN" \
-  --db "$DB" --mysql "$MYSQL_URL" --label "$mode x$instances" \
+  --db "$DB" --mysql "$MYSQL_URL" --label "$mode x$instances" --segments "$segments" \
   --tool "${OVERSELL_TOOL:-stockload}" | tee "$T/out"
 res=$(grep '^RESULT ' "$T/out") || fail "no RESULT line"
 get() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<<"$res"; }

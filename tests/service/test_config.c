@@ -25,6 +25,7 @@ int main(void) {
         CHECK_STR_EQ("stockd-8080", c.instance);
         CHECK_INT_EQ(16, c.workers);
         CHECK_INT_EQ(64, c.batch_max);
+        CHECK_INT_EQ(1, c.segments);
         CHECK(c.precheck);
         CHECK_INT_EQ(1, c.lock_passes);
         CHECK_INT_EQ(25000, c.queue_deadline_ms);
@@ -122,6 +123,9 @@ int main(void) {
         {"--redis-lease-ms", "99", "--redis-lease-ms"},
         {"--db-lock-lease-ms", "x", "--db-lock-lease-ms"},
         {"--fence", "no", "on or off"},
+        {"--segments", "0", "--segments"},
+        {"--segments", "257", "--segments"},
+        {"--segments", "2", "needs a mode with a lock"}, /* the default mode is none */
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         char *argv[] = {"stockd", (char *)bad[i][0], (char *)bad[i][1], NULL};
@@ -137,6 +141,14 @@ int main(void) {
         CHECK(strstr(err, "STOCKD_PORT") != NULL);
     }
     unsetenv("STOCKD_PORT");
+    {
+        char *argv[] = {"stockd", "--lock", "redis", "--segments", "16", NULL};
+        CHECK_INT_EQ(0, parse(&c, err, 5, argv));
+        CHECK_INT_EQ(16, c.segments);
+        char *atomic[] = {"stockd", "--segments", "4", "--lock", "atomic", NULL};
+        CHECK_INT_EQ(-1, parse(&c, err, 5, atomic));
+        CHECK(strstr(err, "not atomic") != NULL);
+    }
     for (int m = STOCKD_LOCK_NONE; m <= STOCKD_LOCK_DB_LOCK; m++) {
         stockd_lock_mode back;
         CHECK_INT_EQ(0, stockd_lock_mode_parse(stockd_lock_mode_name(m), &back));

@@ -45,6 +45,18 @@ stockd_integration_test(oversell_redis_per_request_3_instances_exact_zero
   COMMAND env CHECK_ONE_PER_ACQUISITION=1 bash ${CMAKE_CURRENT_SOURCE_DIR}/service/oversell.sh redis 3 zero --batch-max 1 LABELS experiment)
 stockd_integration_test(oversell_db_lock_3_instances_exact_zero
   COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/oversell.sh db-lock 3 zero LABELS experiment)
+# Segmented stock (article 001's section 8): the same load on stock split over K
+# segments, each with its own lock; segments.sh drains unevenly split stock.
+foreach(k 4 16)
+  stockd_integration_test(oversell_zk_segments_${k}_3_instances_exact_zero
+    COMMAND env SEGMENTS=${k} bash ${CMAKE_CURRENT_SOURCE_DIR}/service/oversell.sh zk 3 zero LABELS experiment)
+endforeach()
+stockd_integration_test(oversell_redis_segments_4_3_instances_exact_zero
+  COMMAND env SEGMENTS=4 bash ${CMAKE_CURRENT_SOURCE_DIR}/service/oversell.sh redis 3 zero LABELS experiment)
+foreach(case drain config)
+  stockd_integration_test(segments_${case}
+    COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/segments.sh ${case} LABELS segments)
+endforeach()
 # Redis down at start and later: 503 at request time, never a crash. A holder paused
 # past its lease: refused by the fence, or (--fence off) the last unit sold twice.
 stockd_integration_test(lease_faults_redis_down
