@@ -251,6 +251,11 @@ typedef struct stockd_lock {
 struct stockd_ctx;
 stockd_locks *stockd_locks_new(const struct stockd_ctx *ctx);
 void stockd_locks_free(stockd_locks *l);
+/* Ends every lock wait, now and later, with ZKLOCK_ERR_CANCELLED (answered 503
+ * "shutting down"): zk through its session, redis and db-lock within one poll interval.
+ * The local mutex, held only for a transaction, is not waited on long enough to need it.
+ * For shutdown: any thread, once, before the workers are joined; NULL is a no-op. */
+void stockd_locks_cancel(stockd_locks *l);
 /* Waits at most the configured lock timeout. ZKLOCK_OK with *out held, or the error. */
 int stockd_lock_acquire(stockd_locks *l, int32_t product_id, stockd_lock *out);
 /* ZKLOCK_OK while the lock is surely ours; called right before COMMIT. */

@@ -55,6 +55,9 @@ foreach(kind redis db-lock)
     COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/lease_faults.sh paused ${kind} fenced LABELS fault)
   stockd_integration_test(lease_faults_paused_${name}_unfenced_oversells
     COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/lease_faults.sh paused ${kind} unfenced LABELS fault)
+  # SIGTERM cancels the waits for a lock held from outside: 503 at once, exit 0.
+  stockd_integration_test(lease_shutdown_${name}_cancels_lock_waits
+    COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/lease_faults.sh shutdown ${kind} LABELS fault)
 endforeach()
 stockd_integration_test(zk_faults_timeout_paused_holder_zk_down
   COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/zk_faults.sh LABELS fault)
