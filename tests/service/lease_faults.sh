@@ -26,6 +26,17 @@
 #     both waiting for those locks. SIGTERM ends the waits: every request is answered 503
 #     "shutting down", nothing is deducted, and the process exits 0 within 8 s, not
 #     after the 20 s lock timeout (issue 9 #3's rule for zk, here for the lease kinds).
+#
+#   lease_faults.sh crashed-holder
+#     Issue 10 section 6, the kill -9 test for db-lock in the service. Two instances in
+#     mode db-lock (2 s lease, one deduction per acquisition). Instance 1 takes product
+#     2's stock_lock row and, inside its transaction (30 s think time), is killed with -9.
+#     Its row stays until its lease runs out. Instance 2's deduction of product 2, sent
+#     right after the kill, succeeds (so within its 10 s lock timeout) and its order is
+#     written after the killed row's expires_at by the database's clock (so not before
+#     the lease ran out). Stock and orders reconcile: one unit gone, one order, instance
+#     2's; the killed holder's transaction was never committed. It prints how long the
+#     product was blocked.
 # It runs its own Redis (it stops it), never the shared one.
 source "$STOCKD_SRC/tests/lib.sh"
 
@@ -183,6 +194,54 @@ shutdown)
   expect_eq "orders" 0 "$(sql "SELECT COUNT(*) FROM orders WHERE product_id IN (1, 2)")"
   expect_eq "stock" "$s0" "$(sql "SELECT SUM(stock) FROM product WHERE id IN (1, 2)")"
   ;;
-*) fail "usage: lease_faults.sh redis-down | paused redis|db-lock fenced|unfenced | shutdown redis|db-lock" ;;
+crashed-holder)
+  lease_ms=2000 timeout_ms=10000
+  sql "UPDATE product SET stock = 10 WHERE id = 2"
+  args=(--db-lock-lease-ms $lease_ms --lock-timeout-ms $timeout_ms --batch-max 1)
+  t_stockd 1 db-lock "${args[@]}" --think-us 30000000
+  t_stockd 2 db-lock "${args[@]}"
+  # The victim's request loses its answer with the process.
+  curl -sS -m 60 -o /dev/null "http://127.0.0.1:$((PORT0 + 1))/stock/reduce?id=2" 2>/dev/null &
+  victim_curl=$!
+  # Held: instance 1's row is in stock_lock, and its stock transaction is open (it has
+  # read the stock and thinks). Both read from the database, not guessed from a clock.
+  row() { sql "SELECT expires_at FROM stock_lock WHERE name = 'product_2' AND owner LIKE 'stockd-1:%'"; }
+  in_trx() {
+    (($(sql "SELECT COUNT(*) FROM information_schema.innodb_trx t
+             JOIN information_schema.processlist p ON p.id = t.trx_mysql_thread_id
+             WHERE p.db = '$DB'") >= 1))
+  }
+  wait_until 20 eval '[[ -n $(row) ]]' || fail "instance 1 never took product 2's row"
+  wait_until 20 in_trx || fail "instance 1 never opened its stock transaction"
+  thread=$(sql "SELECT t.trx_mysql_thread_id FROM information_schema.innodb_trx t
+                 JOIN information_schema.processlist p ON p.id = t.trx_mysql_thread_id
+                 WHERE p.db = '$DB'")
+  [[ $thread =~ ^[0-9]+$ ]] || fail "expected one open transaction (instance 1's), got '$thread'"
+  expires=$(row)
+  echo "instance 1 holds product 2's row until $expires (UTC, the database's clock)"
+  kill -KILL "$(cat "$T/stockd/1.pid")"
+  t_kill=$(date +%s.%N)
+  wait "$victim_curl" 2>/dev/null || true
+  trx_gone() { [[ $(sql "SELECT COUNT(*) FROM information_schema.innodb_trx WHERE trx_mysql_thread_id = $thread") == 0 ]]; }
+  wait_until 20 trx_gone || fail "the killed holder's transaction (MySQL thread $thread) stayed open"
+  echo "ok: the killed holder's transaction (MySQL thread $thread) was rolled back"
+  expect_eq "instance 2's deduction after the kill" "200 deducted" "$(reduce $((PORT0 + 2)) 2)"
+  t_ok=$(date +%s.%N)
+  # The order's time against the killed row's expiry, both by the database's clock (in
+  # UTC): the takeover only deletes a row whose lease has passed.
+  after_us=$(sql "SET time_zone = '+00:00';
+    SELECT TIMESTAMPDIFF(MICROSECOND, '$expires', created_at) FROM orders WHERE product_id = 2")
+  ((after_us > 0)) || fail "instance 2's order is ${after_us} us before the killed row's lease ended"
+  echo "ok: instance 2's order was written $((after_us / 1000)) ms after the killed row's lease ended"
+  blocked=$(awk -v a="$t_kill" -v b="$t_ok" 'BEGIN { printf "%.0f", (b - a) * 1000 }')
+  echo "product 2 blocked: $((lease_ms + after_us / 1000)) ms from the holder's acquisition to" \
+    "the next order (database clock; lease $lease_ms ms); $blocked ms from the kill -9 to" \
+    "instance 2's answer"
+  ((blocked < lease_ms + timeout_ms)) || fail "blocked $blocked ms, beyond the lease and the lock timeout"
+  expect_eq "stock: one unit, instance 2's" 9 "$(stock 2)"
+  expect_eq "orders" 1 "$(orders 2)"
+  expect_eq "the order's instance" stockd-2 "$(sql "SELECT instance FROM orders WHERE product_id = 2")"
+  ;;
+*) fail "usage: lease_faults.sh redis-down | paused redis|db-lock fenced|unfenced | shutdown redis|db-lock | crashed-holder" ;;
 esac
 echo PASS
