@@ -57,6 +57,7 @@ struct dblock {
     MYSQL *conn;
     MYSQL_STMT *stmt[ST_COUNT];
     dblock_hold *holds;
+    const atomic_int *cancel; /* the config's; may be NULL */
     unsigned rand_state;
     dblock_stats st;
     char errstr[512];
@@ -234,6 +235,7 @@ int dblock_new(const dblock_config *cfg, dblock **out, char *errbuf, size_t errc
     d->lease_ms = cfg->lease_ms ? cfg->lease_ms : 10000;
     d->margin_ms = cfg->safety_margin_ms ? cfg->safety_margin_ms : d->lease_ms / 10 + 2;
     d->poll_max_ms = cfg->poll_max_ms ? cfg->poll_max_ms : 50;
+    d->cancel = cfg->cancel;
     if (strlen(owner) > 40 || d->lease_ms < 1 || cfg->safety_margin_ms < 0 ||
         d->margin_ms >= d->lease_ms || d->poll_max_ms < 1) {
         set_err(d, "bad configuration: want an owner of at most 40 bytes, lease_ms >= 1 above "
@@ -337,6 +339,14 @@ int dblock_acquire(dblock *d, const char *name, int timeout_ms, dblock_hold **ou
     int rc;
 
     for (;;) {
+        /* Checked before every try, so a wait ends at most one backoff sleep
+         * (poll_max_ms) after the flag is set, and an acquire after it never takes the
+         * lock. */
+        if (d->cancel && atomic_load(d->cancel)) {
+            set_err(d, "lock %s: cancelled", name);
+            rc = DBLOCK_ERR_CANCELLED;
+            goto out;
+        }
         int64_t sent = now_us();
         int64_t token = 0;
         rc = dl_try(d, name, &token);
@@ -459,6 +469,8 @@ const char *dblock_strerror(int code) {
         return "the database refused a lock statement";
     case DBLOCK_LOST:
         return "lock lost (lease passed)";
+    case DBLOCK_ERR_CANCELLED:
+        return "lock wait cancelled";
     default:
         return "unknown dblock code";
     }

@@ -41,6 +41,7 @@
 #ifndef DBLOCK_H
 #define DBLOCK_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -53,6 +54,7 @@
 #define DBLOCK_ERR_CONNECTION -4 /* the server is unreachable or the connection broke */
 #define DBLOCK_ERR_QUERY      -5 /* the server refused a statement (schema, grants) */
 #define DBLOCK_LOST           -6 /* check: the lease has passed; release: row not ours */
+#define DBLOCK_ERR_CANCELLED  -7 /* the config's cancel flag was set */
 
 /* The longest lock name, in bytes (stock_lock.name is VARCHAR(200)). */
 #define DBLOCK_NAME_MAX 200
@@ -65,6 +67,12 @@ typedef struct dblock_config {
     int lease_ms;         /* 0 = 10000 */
     int safety_margin_ms; /* 0 = lease/10 + 2 ms; < 0 refused */
     int poll_max_ms;      /* the longest backoff sleep; 0 = 50 */
+    /* NULL, or a flag any thread may set (to non-zero) to end this handle's waits, as
+     * at shutdown: an acquire that finds it set, before a try, returns
+     * DBLOCK_ERR_CANCELLED without the lock; a wait notices it within poll_max_ms. The
+     * handle only reads it; the caller owns it and keeps it alive as long as the
+     * handle. */
+    const atomic_int *cancel;
 } dblock_config;
 
 /* Counters. All only grow. */
@@ -95,8 +103,8 @@ void dblock_free(dblock *d);
  * < 0 = no limit). On DBLOCK_OK *out is the hold; otherwise *out is NULL. Returns
  * DBLOCK_OK, DBLOCK_ERR_ARGS, DBLOCK_ERR_NOMEM, DBLOCK_ERR_TIMEOUT,
  * DBLOCK_ERR_CONNECTION (after one reconnect; an INSERT whose reply was lost is undone
- * by owner if the connection comes back, else its row expires with the lease) or
- * DBLOCK_ERR_QUERY. */
+ * by owner if the connection comes back, else its row expires with the lease),
+ * DBLOCK_ERR_QUERY or DBLOCK_ERR_CANCELLED (the config's cancel flag is set). */
 int dblock_acquire(dblock *d, const char *name, int timeout_ms, dblock_hold **out);
 
 /* Is the lease surely still ours? DBLOCK_OK, or DBLOCK_LOST once lease_ms minus the

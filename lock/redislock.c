@@ -73,6 +73,7 @@ struct redislock {
     redisContext *cmd, *sub;
     char sha[SCRIPT_COUNT][41];
     redislock_hold *holds;
+    const atomic_int *cancel; /* the config's; may be NULL */
     redislock_stats st;
     char errstr[256];
 };
@@ -367,6 +368,7 @@ int redislock_new(const redislock_config *cfg, redislock **out, char *errbuf, si
     l->poll_ms = cfg->poll_ms ? cfg->poll_ms : 100;
     l->connect_timeout_ms = cfg->connect_timeout_ms ? cfg->connect_timeout_ms : 2000;
     l->io_timeout_ms = cfg->io_timeout_ms ? cfg->io_timeout_ms : 2000;
+    l->cancel = cfg->cancel;
     if (redislock_parse_addr(cfg->addr, l->host, sizeof(l->host), &l->port) != REDISLOCK_OK) {
         set_err(l, "bad Redis address \"%s\" (want HOST:PORT)", cfg->addr ? cfg->addr : "");
         goto fail;
@@ -432,6 +434,13 @@ int redislock_acquire(redislock *l, const char *name, int timeout_ms, redislock_
     int rc;
 
     for (;;) {
+        /* Checked before every try, so a wait ends at most one sleep (poll_ms) after
+         * the flag is set, and an acquire after it never takes the lock. */
+        if (l->cancel && atomic_load(l->cancel)) {
+            set_err(l, "lock %s: cancelled", name);
+            rc = REDISLOCK_ERR_CANCELLED;
+            goto out;
+        }
         int64_t sent = now_us();
         long long r = 0;
         if ((rc = rl_eval(l, SCRIPT_ACQUIRE, 3, args, &r)) != REDISLOCK_OK) goto out;
@@ -578,6 +587,8 @@ const char *redislock_strerror(int code) {
         return "the hold belongs to another thread";
     case REDISLOCK_LOST:
         return "lock lost (lease passed)";
+    case REDISLOCK_ERR_CANCELLED:
+        return "lock wait cancelled";
     default:
         return "unknown redislock code";
     }

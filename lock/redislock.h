@@ -49,6 +49,7 @@
 #ifndef REDISLOCK_H
 #define REDISLOCK_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -60,6 +61,7 @@
 #define REDISLOCK_ERR_REDIS      -5 /* Redis answered an unexpected error */
 #define REDISLOCK_ERR_NOT_OWNER  -6 /* the hold belongs to another thread; untouched */
 #define REDISLOCK_LOST           -7 /* check: the lease has passed; release: key not ours */
+#define REDISLOCK_ERR_CANCELLED  -8 /* the config's cancel flag was set */
 
 /* The longest lock name, in bytes. Names are [A-Za-z0-9_.-]. */
 #define REDISLOCK_NAME_MAX 200
@@ -74,6 +76,12 @@ typedef struct redislock_config {
     int poll_ms;            /* the longest a waiter sleeps between tries; 0 = 100 */
     int connect_timeout_ms; /* 0 = 2000 */
     int io_timeout_ms;      /* a command's reply; 0 = 2000 */
+    /* NULL, or a flag any thread may set (to non-zero) to end this handle's waits, as
+     * at shutdown: an acquire that finds it set, before a try or after a wait, returns
+     * REDISLOCK_ERR_CANCELLED without the lock. A wait notices it within poll_ms. The
+     * handle only reads it; the caller owns it and keeps it alive as long as the
+     * handle. */
+    const atomic_int *cancel;
 } redislock_config;
 
 /* Counters for /metrics and the benchmark. All only grow. */
@@ -110,7 +118,8 @@ void redislock_free(redislock *l);
 /* Acquires `name`, waiting at most timeout_ms (0 = try once, < 0 = no limit). On
  * REDISLOCK_OK *out is the hold; otherwise *out is NULL. Returns REDISLOCK_OK,
  * REDISLOCK_ERR_ARGS, REDISLOCK_ERR_NOMEM, REDISLOCK_ERR_TIMEOUT,
- * REDISLOCK_ERR_CONNECTION (one reconnect was tried) or REDISLOCK_ERR_REDIS. */
+ * REDISLOCK_ERR_CONNECTION (one reconnect was tried), REDISLOCK_ERR_REDIS or
+ * REDISLOCK_ERR_CANCELLED (the config's cancel flag is set). */
 int redislock_acquire(redislock *l, const char *name, int timeout_ms, redislock_hold **out);
 
 /* Is the lease surely still ours? REDISLOCK_OK, or REDISLOCK_LOST once lease_ms minus

@@ -22,7 +22,11 @@
  * the requests that need it fail with 503 (ZKLOCK_ERR_CONNECTION), never the process.
  * Their codes are mapped onto ZKLOCK_* so the worker answers them as it answers
  * ZooKeeper's: timeout 503 lock_timeout, an unreachable or failing service 503
- * unavailable, a lease that ran out before the commit lock_lost (through the guard). */
+ * unavailable, a lease that ran out before the commit lock_lost (through the guard).
+ *
+ * stockd_locks_cancel() ends every lock wait for good, whatever the kind: ZooKeeper's
+ * through zklock_session_cancel(), the lease kinds through a flag every handle of the
+ * pool reads between its tries (so a wait ends within one poll interval). */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -56,6 +60,7 @@ struct stockd_locks {
     lease_slot *slots; /* cfg->workers of them */
     lease_slot *free_slots;
     atomic_llong last_log; /* CLOCK_MONOTONIC second of the last failure logged */
+    atomic_int cancelled;  /* set once by stockd_locks_cancel; read by the lease handles */
 };
 
 typedef struct stockd_lock_kind {
@@ -217,6 +222,8 @@ static int lease_acquire(stockd_locks *l, const char *name, uint32_t key, void *
     char err[512];
     lease_slot *s;
     *impl = NULL;
+    /* After the cancel, not even a connection is made: the answer is 503 at once. */
+    if (atomic_load(&l->cancelled)) return ZKLOCK_ERR_CANCELLED;
     int rc = lease_take(l, &s, err, sizeof(err));
     if (rc != ZKLOCK_OK) return rc;
     rc = l->lease->to_zk(l->lease->acquire(s->handle, name, l->timeout_ms, &s->hold));
@@ -228,7 +235,7 @@ static int lease_acquire(stockd_locks *l, const char *name, uint32_t key, void *
     }
     if (rc == ZKLOCK_ERR_TIMEOUT) {
         stockd_metrics_lock_event(STOCKD_LOCK_EV_TIMEOUT);
-    } else {
+    } else if (rc != ZKLOCK_ERR_CANCELLED) {
         stockd_metrics_lock_event(STOCKD_LOCK_EV_UNAVAILABLE);
         lease_log(l, "acquire", l->lease->errstr(s->handle));
     }
@@ -282,6 +289,8 @@ static int redis_to_zk(int rc) {
         return ZKLOCK_ERR_NOT_OWNER;
     case REDISLOCK_LOST:
         return ZKLOCK_LOST;
+    case REDISLOCK_ERR_CANCELLED:
+        return ZKLOCK_ERR_CANCELLED;
     default: /* REDISLOCK_ERR_REDIS: the server answered an error; 503 like ZooKeeper's */
         return ZKLOCK_ERR_ZK;
     }
@@ -293,7 +302,8 @@ static int redis_open(const stockd_locks *l, void **handle, char *err, size_t er
     if (connect_ms < 100) connect_ms = 100;
     redislock_config c = {.addr = l->cfg->redis,
                           .lease_ms = (int)l->cfg->redis_lease_ms,
-                          .connect_timeout_ms = connect_ms};
+                          .connect_timeout_ms = connect_ms,
+                          .cancel = &l->cancelled};
     redislock *r = NULL;
     int rc = redislock_new(&c, &r, err, errcap);
     *handle = r;
@@ -368,6 +378,8 @@ static int db_to_zk(int rc) {
         return ZKLOCK_ERR_CONNECTION;
     case DBLOCK_LOST:
         return ZKLOCK_LOST;
+    case DBLOCK_ERR_CANCELLED:
+        return ZKLOCK_ERR_CANCELLED;
     default: /* DBLOCK_ERR_QUERY: no table or no grant; 503, and the log says which */
         return ZKLOCK_ERR_ZK;
     }
@@ -382,7 +394,10 @@ static int db_open(const stockd_locks *l, void **handle, char *err, size_t errca
     size_t n = strnlen(l->cfg->instance, sizeof(owner) - 1);
     memcpy(owner, l->cfg->instance, n);
     owner[n] = '\0';
-    dblock_config c = {.db = l->db, .owner = owner, .lease_ms = (int)l->cfg->db_lock_lease_ms};
+    dblock_config c = {.db = l->db,
+                       .owner = owner,
+                       .lease_ms = (int)l->cfg->db_lock_lease_ms,
+                       .cancel = &l->cancelled};
     dblock *d = NULL;
     int rc = dblock_new(&c, &d, err, errcap);
     *handle = d;
@@ -494,6 +509,12 @@ void stockd_locks_free(stockd_locks *l) {
     for (size_t i = 0; i < LOCAL_STRIPES; i++)
         pthread_mutex_destroy(&l->stripes[i]);
     free(l);
+}
+
+void stockd_locks_cancel(stockd_locks *l) {
+    if (!l) return;
+    atomic_store(&l->cancelled, 1);
+    if (l->zk) zklock_session_cancel(l->zk);
 }
 
 int stockd_lock_acquire(stockd_locks *l, int32_t product_id, unsigned segment, stockd_lock *out) {

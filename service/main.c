@@ -138,7 +138,7 @@ out:
     /* Every lock wait, now and later, ends at once with "shutting down" (503), so the
      * requests queued behind a lock are answered instead of waiting out their timeouts;
      * closing the queue lets the workers answer the rest and exit. */
-    if (ctx.zk) zklock_session_cancel(ctx.zk);
+    stockd_locks_cancel(ctx.locks);
     if (ctx.queue) stockd_jobq_close(ctx.queue);
     stockd_workers_join(workers);
     stockd_http_stop(http, 5000);

@@ -268,6 +268,11 @@ typedef struct stockd_lock {
 struct stockd_ctx;
 stockd_locks *stockd_locks_new(const struct stockd_ctx *ctx);
 void stockd_locks_free(stockd_locks *l);
+/* Ends every lock wait, now and later, with ZKLOCK_ERR_CANCELLED (answered 503
+ * "shutting down"): zk through its session, redis and db-lock within one poll interval.
+ * The local mutex, held only for a transaction, is not waited on long enough to need it.
+ * For shutdown: any thread, once, before the workers are joined; NULL is a no-op. */
+void stockd_locks_cancel(stockd_locks *l);
 /* Waits at most the configured lock timeout for the lock of the product (named
  * product_N) or of its segment S >= 1 (product_N_seg_S). ZKLOCK_OK with *out held, or
  * the error. */

@@ -32,15 +32,14 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "harness.h"
 #include "zklock.h"
 
 #define MAX_SAMPLES (1u << 21)
 #define MAX_CODES   16 /* failures are counted by -code, and every ZKLOCK_* code is above -16 */
 
 typedef struct bench_shared {
-    atomic_int ready; /* processes that have started their threads, or given up */
-    atomic_int go;
-    atomic_int setup_failures;
+    bench_sync sync; /* first: ready, go, setup failures, time limit */
     atomic_int holders;
     atomic_int max_holders;
     atomic_long overlaps;
@@ -51,7 +50,6 @@ typedef struct bench_shared {
     atomic_long failures[MAX_CODES];
     atomic_ulong nsamples;
     atomic_ulong watch_events, zk_calls;
-    int64_t end_us;                /* 0 = no time limit; written before `go` is set */
     long counter;                  /* only ever written under the lock */
     int64_t last_token;            /* likewise */
     uint32_t samples[MAX_SAMPLES]; /* wait in zklock_acquire, microseconds */
@@ -66,12 +64,6 @@ static struct {
 
 static bench_shared *sh;
 static zklock_session *sess;
-
-static int64_t now_us(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
 
 /* One critical section: the read-sleep-write of the counter loses an update
  * whenever two holders overlap; the commit is guarded like the service's. */
@@ -97,17 +89,13 @@ static void bench_section(zklock_hold *h) {
 
 static void *bench_thread(void *arg) {
     (void)arg;
-    while (!atomic_load(&sh->go))
-        usleep(1000);
-    /* If any process could not start, the run is void: do not load the server. */
-    if (atomic_load(&sh->setup_failures) > 0) return NULL;
-    for (int i = 0;
-         (!opt.iterations || i < opt.iterations) && (!sh->end_us || now_us() < sh->end_us); i++) {
+    if (!bench_wait_go(&sh->sync)) return NULL;
+    for (int i = 0; bench_more(&sh->sync, i, opt.iterations); i++) {
         zklock_hold *h = NULL;
-        int64_t t0 = now_us();
+        int64_t t0 = bench_now_us();
         int rc =
             opt.no_lock ? ZKLOCK_OK : zklock_acquire(sess, opt.name, opt.kind, opt.timeout_ms, &h);
-        int64_t waited = now_us() - t0;
+        int64_t waited = bench_now_us() - t0;
         if (rc != ZKLOCK_OK) {
             atomic_fetch_add(&sh->failures[-rc % MAX_CODES], 1);
             usleep(50000); /* while the connection is down, do not spin on it */
@@ -139,8 +127,8 @@ static int bench_process(void) {
         started++;
 
 out:
-    if (started < opt.threads) atomic_fetch_add(&sh->setup_failures, 1);
-    atomic_fetch_add(&sh->ready, 1);
+    if (started < opt.threads) atomic_fetch_add(&sh->sync.setup_failures, 1);
+    atomic_fetch_add(&sh->sync.ready, 1);
     for (int i = 0; i < started; i++)
         pthread_join(t[i], NULL);
     if (sess) {
@@ -155,17 +143,6 @@ out:
     return started == opt.threads ? 0 : 1;
 }
 
-static int cmp_u32(const void *a, const void *b) {
-    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-    return x < y ? -1 : x > y;
-}
-
-/* Prints the check when it fails, to `out`; returns 1 if it failed. */
-static int check(FILE *out, int ok, const char *what, long expected, long actual) {
-    if (!ok) fprintf(out, "FAIL: %s: expected %ld, got %ld\n", what, expected, actual);
-    return !ok;
-}
-
 /* Prints the results (JSON or text) and the failed checks; returns how many failed. */
 static int bench_report(double elapsed, int bad_exits) {
     long acq = atomic_load(&sh->acquired), committed = atomic_load(&sh->committed);
@@ -174,17 +151,8 @@ static int bench_report(double elapsed, int bad_exits) {
         failures += atomic_load(&sh->failures[i]);
     unsigned long n = atomic_load(&sh->nsamples);
     if (n > MAX_SAMPLES) n = MAX_SAMPLES;
-    double mean = 0, p50 = 0, p99 = 0, max = 0;
-    if (n > 0) {
-        qsort(sh->samples, n, sizeof(sh->samples[0]), cmp_u32);
-        double sum = 0;
-        for (unsigned long i = 0; i < n; i++)
-            sum += sh->samples[i];
-        mean = sum / (double)n / 1000.0;
-        p50 = sh->samples[n / 2] / 1000.0;
-        p99 = sh->samples[(n * 99) / 100] / 1000.0;
-        max = sh->samples[n - 1] / 1000.0;
-    }
+    double mean, p50, p99, max;
+    bench_wait_stats(sh->samples, n, &mean, &p50, &p99, &max);
     double per = acq > 0 ? 1.0 / (double)acq : 0;
     double rate = elapsed > 0 ? (double)acq / elapsed : 0;
     double wev = (double)atomic_load(&sh->watch_events) * per;
@@ -225,18 +193,20 @@ static int bench_report(double elapsed, int bad_exits) {
         if (k) fprintf(notes, "failures: %ld x %s\n", k, zklock_strerror(-i));
     }
     int failed = 0;
-    failed += check(notes, bad_exits == 0, "processes that failed", 0, bad_exits);
-    failed += check(notes, overlaps == 0, "overlaps", 0, overlaps);
-    failed += check(notes, atomic_load(&sh->max_holders) <= 1, "max holders (at most)", 1,
-                    atomic_load(&sh->max_holders));
-    failed += check(notes, counter_ok, "counter (= committed sections)", committed, sh->counter);
-    failed += check(notes, atomic_load(&sh->fence_errors) == 0, "fencing tokens that did not grow",
-                    0, atomic_load(&sh->fence_errors));
-    failed += check(notes, committed > 0, "committed sections (at least)", 1, committed);
+    failed += bench_check(notes, bad_exits == 0, "processes that failed", 0, bad_exits);
+    failed += bench_check(notes, overlaps == 0, "overlaps", 0, overlaps);
+    failed += bench_check(notes, atomic_load(&sh->max_holders) <= 1, "max holders (at most)", 1,
+                          atomic_load(&sh->max_holders));
+    failed +=
+        bench_check(notes, counter_ok, "counter (= committed sections)", committed, sh->counter);
+    failed += bench_check(notes, atomic_load(&sh->fence_errors) == 0,
+                          "fencing tokens that did not grow", 0, atomic_load(&sh->fence_errors));
+    failed += bench_check(notes, committed > 0, "committed sections (at least)", 1, committed);
     if (opt.expect_all) {
         long all = (long)opt.procs * opt.threads * opt.iterations;
-        failed += check(notes, failures == 0, "failed acquisitions", 0, failures);
-        failed += check(notes, sh->counter == all, "counter (= all sections)", all, sh->counter);
+        failed += bench_check(notes, failures == 0, "failed acquisitions", 0, failures);
+        failed +=
+            bench_check(notes, sh->counter == all, "counter (= all sections)", all, sh->counter);
     }
     /* The "ok" line is for people and logs; JSON readers have the fields. */
     if (!failed && !opt.json) printf("ok\n");
@@ -348,41 +318,16 @@ int main(int argc, char **argv) {
         opt.name = name;
     }
 
-    int rc = 2, forked = 0, bad_exits = 0;
-    pid_t *pids = NULL;
+    int rc = 2, bad_exits = 0;
+    double elapsed = 0;
     sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (sh == MAP_FAILED) {
         perror("zklock-bench: mmap");
-        sh = NULL;
-        goto out;
+        return 2;
     }
-    pids = calloc((size_t)opt.procs, sizeof(*pids));
-    if (!pids) goto out;
-    for (; forked < opt.procs; forked++) {
-        fflush(NULL);
-        pids[forked] = fork();
-        if (pids[forked] < 0) {
-            perror("zklock-bench: fork");
-            atomic_fetch_add(&sh->setup_failures, 1);
-            break;
-        }
-        if (pids[forked] == 0) _exit(bench_process());
-    }
-    /* Start everyone together, once every session is connected. */
-    while (atomic_load(&sh->ready) < forked)
-        usleep(1000);
-    int64_t start = now_us();
-    if (opt.seconds) sh->end_us = start + (int64_t)opt.seconds * 1000000;
-    atomic_store(&sh->go, 1);
-    for (int i = 0; i < forked; i++) {
-        int st = 0;
-        if (waitpid(pids[i], &st, 0) < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0) bad_exits++;
-    }
-    if (atomic_load(&sh->setup_failures) > 0) goto out;
-    rc = bench_report((double)(now_us() - start) / 1e6, bad_exits) ? 1 : 0;
-
-out:
-    free(pids);
-    if (sh) munmap(sh, sizeof(*sh));
+    if (bench_run("zklock-bench", &sh->sync, opt.procs, opt.seconds, bench_process, &elapsed,
+                  &bad_exits) == 0)
+        rc = bench_report(elapsed, bad_exits) ? 1 : 0;
+    munmap(sh, sizeof(*sh));
     return rc;
 }

@@ -4,6 +4,8 @@
 #ifndef LEASE_TEST_H
 #define LEASE_TEST_H
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,6 +38,21 @@ static inline const char *ls_name(const char *prefix) {
     static char buf[128];
     snprintf(buf, sizeof(buf), "%s_%ld_%lld", prefix, (long)getpid(), (long long)time(NULL));
     return buf;
+}
+
+/* Sets *flag after ms milliseconds, on a thread of its own; join it with
+ * pthread_join. For the cancel tests: the acquire that waits stays on the thread that
+ * made its handle (dblock's rule), and the flag is set from elsewhere, as at shutdown. */
+typedef struct ls_canceller {
+    atomic_int *flag;
+    int ms;
+} ls_canceller;
+
+static inline void *ls_cancel_after(void *arg) {
+    ls_canceller *c = arg;
+    ls_sleep_ms(c->ms);
+    atomic_store(c->flag, 1);
+    return NULL;
 }
 
 /* The test database ($STOCKD_TEST_MYSQL_URL, password from STOCKD_MYSQL_PASSWORD). */

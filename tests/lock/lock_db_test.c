@@ -8,7 +8,9 @@
  *   - the lock row is committed when acquire returns: another connection sees it;
  *   - check() says LOST once the lease has passed; the next holder takes the row over;
  *     the stale holder's release is refused (LOST) and the new holder's row stays;
- *   - a handle cannot take a name twice. */
+ *   - a handle cannot take a name twice;
+ *   - the cancel flag, set by another thread, ends a wait with DBLOCK_ERR_CANCELLED
+ *     long before its timeout, and an acquire after it fails without taking the lock. */
 #include <mysql.h>
 #include <string.h>
 
@@ -145,6 +147,33 @@ static void test_stale_holder(void) {
     printf("ok: an expired row is taken over; the stale holder's release is refused\n");
 }
 
+static void test_cancel(void) {
+    atomic_int cancel = 0;
+    dblock *a = open_lock(30000);
+    dblock_config c = {.db = dbc, .owner = "lock_db_test", .lease_ms = 30000, .cancel = &cancel};
+    dblock *b = NULL;
+    CHECK_INT_EQ(DBLOCK_OK, dblock_new(&c, &b, NULL, 0));
+    const char *name = ls_name("cancel");
+    char free_name[128];
+    snprintf(free_name, sizeof(free_name), "%s_free", name);
+    dblock_hold *h = NULL, *h2 = (dblock_hold *)1;
+    CHECK_INT_EQ(DBLOCK_OK, dblock_acquire(a, name, 1000, &h));
+    ls_canceller k = {.flag = &cancel, .ms = 300};
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, ls_cancel_after, &k) == 0);
+    /* A 60 s wait: only the flag can end it within the test's time. */
+    CHECK_INT_EQ(DBLOCK_ERR_CANCELLED, dblock_acquire(b, name, 60000, &h2));
+    pthread_join(t, NULL);
+    CHECK(h2 == NULL);
+    CHECK_INT_EQ(DBLOCK_ERR_CANCELLED, dblock_acquire(b, free_name, 1000, &h2));
+    CHECK(h2 == NULL);
+    CHECK_INT_EQ(0, row_token(free_name));
+    CHECK_INT_EQ(DBLOCK_OK, dblock_release(h));
+    dblock_free(a);
+    dblock_free(b);
+    printf("ok: the cancel flag ends a wait and refuses later acquires\n");
+}
+
 int main(void) {
     CHECK_INT_EQ(STOCKDB_OK, stockdb_global_init());
     dbc = ls_db_config();
@@ -152,6 +181,7 @@ int main(void) {
     test_tokens_grow();
     test_timeout();
     test_stale_holder();
+    test_cancel();
     stockdb_global_end();
     printf("ok\n");
     return 0;

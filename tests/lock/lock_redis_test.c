@@ -10,6 +10,8 @@
  *   - check() says LOST once the lease has passed; the next holder takes the lock; the
  *     stale holder's release is refused (LOST) and the new holder's key is untouched;
  *   - another thread cannot release a hold; a handle cannot take a name twice;
+ *   - the cancel flag, set by another thread, ends a wait with REDISLOCK_ERR_CANCELLED
+ *     long before its timeout, and an acquire after it fails without taking the lock;
  *   - Redis going away and coming back: calls fail with REDISLOCK_ERR_CONNECTION (no
  *     crash, no hang), the handle reconnects by itself, and the first token after the
  *     restart is still above every token before it (the clock floor). */
@@ -160,6 +162,35 @@ static void test_woken_by_release(const char *addr) {
            (unsigned long long)st.ops);
 }
 
+static void test_cancel(const char *addr) {
+    atomic_int cancel = 0;
+    redislock *a = open_lock(addr, 30000, 0);
+    redislock_config c = {.addr = addr, .lease_ms = 30000, .poll_ms = 100, .cancel = &cancel};
+    redislock *b = NULL;
+    CHECK_INT_EQ(REDISLOCK_OK, redislock_new(&c, &b, NULL, 0));
+    const char *name = ls_name("cancel");
+    char free_name[128];
+    snprintf(free_name, sizeof(free_name), "%s_free", name);
+    redislock_hold *h = NULL, *h2 = (redislock_hold *)1;
+    CHECK_INT_EQ(REDISLOCK_OK, redislock_acquire(a, name, 1000, &h));
+    ls_canceller k = {.flag = &cancel, .ms = 300};
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, ls_cancel_after, &k) == 0);
+    /* A 60 s wait: only the flag can end it within the test's time. */
+    CHECK_INT_EQ(REDISLOCK_ERR_CANCELLED, redislock_acquire(b, name, 60000, &h2));
+    pthread_join(t, NULL);
+    CHECK(h2 == NULL);
+    CHECK_INT_EQ(REDISLOCK_ERR_CANCELLED, redislock_acquire(b, free_name, 1000, &h2));
+    CHECK(h2 == NULL);
+    char v[64];
+    key_value(addr, free_name, v, sizeof(v));
+    CHECK_STR_EQ("", v);
+    CHECK_INT_EQ(REDISLOCK_OK, redislock_release(h));
+    redislock_free(a);
+    redislock_free(b);
+    printf("ok: the cancel flag ends a wait and refuses later acquires\n");
+}
+
 struct releaser {
     redislock_hold *h;
     int rc;
@@ -249,6 +280,7 @@ int main(void) {
     test_tokens_grow(addr);
     test_timeout(addr);
     test_woken_by_release(addr);
+    test_cancel(addr);
     test_stale_holder(addr);
     test_redis_restart();
     printf("ok\n");

@@ -19,6 +19,24 @@
 #                 stock 0, one order;
 #       unfenced: (--fence off on both) nothing stops it: stock -1, two orders, the
 #                 last unit sold twice.
+#
+#   lease_faults.sh shutdown redis|db-lock
+#     Products 1 and 2 are locked from outside for an hour (a SET of the Redis key, an
+#     INSERT of the stock_lock row), and stockd (lock timeout 20 s) has deductions of
+#     both waiting for those locks. SIGTERM ends the waits: every request is answered 503
+#     "shutting down", nothing is deducted, and the process exits 0 within 8 s, not
+#     after the 20 s lock timeout (issue 9 #3's rule for zk, here for the lease kinds).
+#
+#   lease_faults.sh crashed-holder
+#     Issue 10 section 6, the kill -9 test for db-lock in the service. Two instances in
+#     mode db-lock (2 s lease, one deduction per acquisition). Instance 1 takes product
+#     2's stock_lock row and, inside its transaction (30 s think time), is killed with -9.
+#     Its row stays until its lease runs out. Instance 2's deduction of product 2, sent
+#     right after the kill, succeeds (so within its 10 s lock timeout) and its order is
+#     written after the killed row's expires_at by the database's clock (so not before
+#     the lease ran out). Stock and orders reconcile: one unit gone, one order, instance
+#     2's; the killed holder's transaction was never committed. It prints how long the
+#     product was blocked.
 # It runs its own Redis (it stops it), never the shared one.
 source "$STOCKD_SRC/tests/lib.sh"
 
@@ -118,6 +136,112 @@ paused)
     expect_eq "orders" 2 "$(orders 2)"
   fi
   ;;
-*) fail "usage: lease_faults.sh redis-down | paused redis|db-lock fenced|unfenced" ;;
+shutdown)
+  kind=${2:?kind}
+  sql "UPDATE product SET stock = 100 WHERE id IN (1, 2)"
+  s0=$(sql "SELECT SUM(stock) FROM product WHERE id IN (1, 2)")
+  args=(--lock-timeout-ms 20000 --queue-deadline-ms 0)
+  case $kind in
+  redis)
+    # Its own Redis, so the foreign keys never reach the shared one.
+    rport=$((PORT0 + 17))
+    redis_start "$T" "$rport" own-redis
+    args+=(--redis "127.0.0.1:$rport")
+    # The key format of lock/redislock.h: <prefix><name>, prefix "lock:".
+    for id in 1 2; do
+      expect_eq "product $id locked from outside" OK \
+        "$(redis-cli -h 127.0.0.1 -p "$rport" SET "lock:product_$id" 1 PX 3600000 NX)"
+    done
+    ;;
+  db-lock)
+    # The row format of lock/dblock.h: name, owner, expires_at (UTC).
+    sql "INSERT INTO stock_lock (name, owner, expires_at) VALUES
+         ('product_1', 'outsider', UTC_TIMESTAMP(6) + INTERVAL 1 HOUR),
+         ('product_2', 'outsider', UTC_TIMESTAMP(6) + INTERVAL 1 HOUR)"
+    ;;
+  *) fail "unknown kind $kind" ;;
+  esac
+  t_stockd 1 "$kind" "${args[@]}"
+  URL=http://127.0.0.1:$((PORT0 + 1))
+  n=8
+  for i in $(seq 1 $n); do
+    curl -sS -m 60 -o "$T/q$i.body" -w '%{http_code}' "$URL/stock/reduce?id=$((1 + i % 2))" \
+      >"$T/q$i.code" 2>"$T/q$i.err" &
+  done
+  in_combiner() {
+    local got
+    got=$(curl -fsS "$URL/metrics" | awk '$1 == "stockd_combiner_deductions_total" { print $2 }')
+    ((${got:-0} >= n))
+  }
+  wait_until 20 in_combiner || fail "the deductions never reached the combiner"
+  pid=$(cat "$T/stockd/1.pid")
+  t_term=$(date +%s.%N)
+  kill -TERM "$pid"
+  # The lock timeout is 20 s: an exit within 8 s means the waits were cancelled. A bound
+  # on a shutdown, not a measurement of speed.
+  wait_until 8 eval "! kill -0 $pid" || fail "stockd still runs 8 s after SIGTERM"
+  wait "$pid" && rc=0 || rc=$?
+  expect_eq "exit status" 0 "$rc"
+  echo "exited $(awk -v t0="$t_term" -v t1="$(date +%s.%N)" 'BEGIN { printf "%.2f", t1 - t0 }') s" \
+    "after SIGTERM (polled every 0.1 s), with $n deductions waiting for a held lock"
+  for i in $(seq 1 $n); do
+    wait_until 10 test -s "$T/q$i.code" || fail "q$i: no answer"
+    got="$(cat "$T/q$i.code") $(jq -r .result "$T/q$i.body")"
+    expect_eq "q$i's answer" "503 unavailable" "$got"
+    expect_eq "q$i's message" "the service is shutting down; nothing was deducted" \
+      "$(jq -r .message "$T/q$i.body")"
+  done
+  expect_eq "orders" 0 "$(sql "SELECT COUNT(*) FROM orders WHERE product_id IN (1, 2)")"
+  expect_eq "stock" "$s0" "$(sql "SELECT SUM(stock) FROM product WHERE id IN (1, 2)")"
+  ;;
+crashed-holder)
+  lease_ms=2000 timeout_ms=10000
+  sql "UPDATE product SET stock = 10 WHERE id = 2"
+  args=(--db-lock-lease-ms $lease_ms --lock-timeout-ms $timeout_ms --batch-max 1)
+  t_stockd 1 db-lock "${args[@]}" --think-us 30000000
+  t_stockd 2 db-lock "${args[@]}"
+  # The victim's request loses its answer with the process.
+  curl -sS -m 60 -o /dev/null "http://127.0.0.1:$((PORT0 + 1))/stock/reduce?id=2" 2>/dev/null &
+  victim_curl=$!
+  # Held: instance 1's row is in stock_lock, and its stock transaction is open (it has
+  # read the stock and thinks). Both read from the database, not guessed from a clock.
+  row() { sql "SELECT expires_at FROM stock_lock WHERE name = 'product_2' AND owner LIKE 'stockd-1:%'"; }
+  in_trx() {
+    (($(sql "SELECT COUNT(*) FROM information_schema.innodb_trx t
+             JOIN information_schema.processlist p ON p.id = t.trx_mysql_thread_id
+             WHERE p.db = '$DB'") >= 1))
+  }
+  wait_until 20 eval '[[ -n $(row) ]]' || fail "instance 1 never took product 2's row"
+  wait_until 20 in_trx || fail "instance 1 never opened its stock transaction"
+  thread=$(sql "SELECT t.trx_mysql_thread_id FROM information_schema.innodb_trx t
+                 JOIN information_schema.processlist p ON p.id = t.trx_mysql_thread_id
+                 WHERE p.db = '$DB'")
+  [[ $thread =~ ^[0-9]+$ ]] || fail "expected one open transaction (instance 1's), got '$thread'"
+  expires=$(row)
+  echo "instance 1 holds product 2's row until $expires (UTC, the database's clock)"
+  kill -KILL "$(cat "$T/stockd/1.pid")"
+  t_kill=$(date +%s.%N)
+  wait "$victim_curl" 2>/dev/null || true
+  trx_gone() { [[ $(sql "SELECT COUNT(*) FROM information_schema.innodb_trx WHERE trx_mysql_thread_id = $thread") == 0 ]]; }
+  wait_until 20 trx_gone || fail "the killed holder's transaction (MySQL thread $thread) stayed open"
+  echo "ok: the killed holder's transaction (MySQL thread $thread) was rolled back"
+  expect_eq "instance 2's deduction after the kill" "200 deducted" "$(reduce $((PORT0 + 2)) 2)"
+  t_ok=$(date +%s.%N)
+  # The order's time against the killed row's expiry, both by the database's clock (in
+  # UTC): the takeover only deletes a row whose lease has passed.
+  after_us=$(sql "SET time_zone = '+00:00';
+    SELECT TIMESTAMPDIFF(MICROSECOND, '$expires', created_at) FROM orders WHERE product_id = 2")
+  ((after_us > 0)) || fail "instance 2's order is ${after_us} us before the killed row's lease ended"
+  echo "ok: instance 2's order was written $((after_us / 1000)) ms after the killed row's lease ended"
+  blocked=$(awk -v a="$t_kill" -v b="$t_ok" 'BEGIN { printf "%.0f", (b - a) * 1000 }')
+  echo "product 2 blocked: $((lease_ms + after_us / 1000)) ms from the holder's acquisition to" \
+    "the next order (database clock; lease $lease_ms ms); $blocked ms from the kill -9 to" \
+    "instance 2's answer"
+  ((blocked < lease_ms + timeout_ms)) || fail "blocked $blocked ms, beyond the lease and the lock timeout"
+  expect_eq "stock: one unit, instance 2's" 9 "$(stock 2)"
+  expect_eq "orders" 1 "$(orders 2)"
+  expect_eq "the order's instance" stockd-2 "$(sql "SELECT instance FROM orders WHERE product_id = 2")"
+  ;;
+*) fail "usage: lease_faults.sh redis-down | paused redis|db-lock fenced|unfenced | shutdown redis|db-lock | crashed-holder" ;;
 esac
 echo PASS

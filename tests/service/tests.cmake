@@ -67,7 +67,14 @@ foreach(kind redis db-lock)
     COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/lease_faults.sh paused ${kind} fenced LABELS fault)
   stockd_integration_test(lease_faults_paused_${name}_unfenced_oversells
     COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/lease_faults.sh paused ${kind} unfenced LABELS fault)
+  # SIGTERM cancels the waits for a lock held from outside: 503 at once, exit 0.
+  stockd_integration_test(lease_shutdown_${name}_cancels_lock_waits
+    COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/lease_faults.sh shutdown ${kind} LABELS fault)
 endforeach()
+# A db-lock holder killed with -9 inside its transaction: the product waits out the
+# lease, then instance 2 takes the row over; nothing of the holder's was committed.
+stockd_integration_test(lease_faults_db_lock_crashed_holder_blocks_for_the_lease
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/lease_faults.sh crashed-holder LABELS fault)
 stockd_integration_test(zk_faults_timeout_paused_holder_zk_down
   COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/zk_faults.sh LABELS fault)
 # The combiner: one lock round serves every deduction of a product queued behind it.
