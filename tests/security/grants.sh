@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # The service's MySQL user can do what a deduction needs and nothing more: read and
-# update product, read and add orders, take and give back a row of the lock table
-# stock_lock (the db-lock mode). Checked twice: by what SHOW GRANTS lists for
+# update product and its segments (product_segment; the product_stock view is read
+# only), read and add orders, take and give back a row of the lock table stock_lock
+# (the db-lock mode). Checked twice: by what SHOW GRANTS lists for
 # stockd@127.0.0.1 (and @localhost), and by what the server refuses when stockd tries it
 # over TCP, as the service connects. The shared test server holds a database per test,
 # each granted to the same user, so every grant line must have one of the allowed shapes
-# and this test's database must have exactly its three.
+# and this test's database must have exactly its five.
 source "$STOCKD_SRC/tests/lib.sh"
 
 t_db
@@ -24,14 +25,20 @@ for host in 127.0.0.1 localhost; do
     case $g in
     "GRANT USAGE ON *.* TO \`$DB_USER\`@\`$host\`") ;;
     "GRANT SELECT, UPDATE ON \`"*"\`.\`product\` TO \`$DB_USER\`@\`$host\`") ;;
+    "GRANT SELECT, UPDATE ON \`"*"\`.\`product_segment\` TO \`$DB_USER\`@\`$host\`") ;;
+    "GRANT SELECT ON \`"*"\`.\`product_stock\` TO \`$DB_USER\`@\`$host\`") ;;
     "GRANT SELECT, INSERT ON \`"*"\`.\`orders\` TO \`$DB_USER\`@\`$host\`") ;;
     "GRANT SELECT, INSERT, DELETE ON \`"*"\`.\`stock_lock\` TO \`$DB_USER\`@\`$host\`") ;;
     *) fail "unexpected grant for $DB_USER@$host: $g" ;;
     esac
   done <"$T/grants.norm"
   mine=$(grep -F "ON \`$DB\`." "$T/grants.norm" | sort | sed "s/ TO .*//" | paste -sd '|')
-  expect_eq "grants on $DB for $DB_USER@$host" \
-    "GRANT SELECT, INSERT ON \`$DB\`.\`orders\`|GRANT SELECT, INSERT, DELETE ON \`$DB\`.\`stock_lock\`|GRANT SELECT, UPDATE ON \`$DB\`.\`product\`" "$mine"
+  want=$(printf '%s\n' "GRANT SELECT, INSERT ON \`$DB\`.\`orders\`" \
+    "GRANT SELECT, INSERT, DELETE ON \`$DB\`.\`stock_lock\`" \
+    "GRANT SELECT, UPDATE ON \`$DB\`.\`product\`" \
+    "GRANT SELECT, UPDATE ON \`$DB\`.\`product_segment\`" \
+    "GRANT SELECT ON \`$DB\`.\`product_stock\`" | sort | paste -sd '|')
+  expect_eq "grants on $DB for $DB_USER@$host" "$want" "$mine"
 done
 anon=$(mysql_cli "$STOCKD_TEST_RUN" -N -B -e "SELECT COUNT(*) FROM mysql.user WHERE user=''")
 expect_eq "anonymous MySQL accounts" 0 "$anon"
@@ -39,6 +46,9 @@ expect_eq "anonymous MySQL accounts" 0 "$anon"
 # What a deduction does is allowed (the INSERT is rolled back).
 expect_eq "SELECT product" 1 "$(as_stockd 'SELECT stock FROM product WHERE id=1')"
 as_stockd 'UPDATE product SET stock = stock WHERE id = 1' || fail "stockd may not UPDATE product"
+as_stockd 'UPDATE product_segment SET stock = stock WHERE product_id = 1' ||
+  fail "stockd may not UPDATE product_segment"
+expect_eq "SELECT product_stock" 1 "$(as_stockd 'SELECT stock FROM product_stock WHERE id=1')"
 as_stockd "START TRANSACTION; INSERT INTO orders (product_id, instance, fence, request_id)
   VALUES (1, 'grants-test', 0, 'grants-test'); ROLLBACK" || fail "stockd may not INSERT orders"
 expect_eq "orders after the rolled-back INSERT" 0 "$(as_stockd 'SELECT COUNT(*) FROM orders')"
@@ -53,6 +63,9 @@ refused=(
   "UPDATE orders SET instance = 'x'"
   "INSERT INTO product (id, product_name, stock, fence) VALUES (99, 'x', 1, 0)"
   "DELETE FROM product"
+  "INSERT INTO product_segment (product_id, seg, stock) VALUES (1, 1, 100)"
+  "DELETE FROM product_segment"
+  "UPDATE product_stock SET stock = 0"
   "UPDATE stock_lock SET expires_at = UTC_TIMESTAMP(6)"
   "DROP TABLE product"
   "TRUNCATE TABLE orders"
