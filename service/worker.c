@@ -15,6 +15,11 @@
  *           ──> release (or keep it for --lock-passes batches while more wait)
  *           ──> answer every job of the batch ──> next batch, until none waits
  *
+ * With segmented stock (--segments K) the slot, the lock and the batch are one
+ * segment's: a deduction starts at a random segment and, when the batch finds that
+ * segment empty, moves on to the next one (next_segment) until it is deducted or has
+ * found all K empty.
+ *
  * The order inside a batch is fixed: acquire, transaction (whose guard re-checks the
  * lock right before COMMIT), commit, and only then release, so that no other holder
  * can read the row between our write and our commit. Modes none and atomic take no lock
