@@ -55,8 +55,11 @@ static const char *const stmt_sql[ST_COUNT] = {
     [ST_CONFIRM] = "SELECT id, product_id FROM orders WHERE request_id = ? LOCK IN SHARE MODE",
     [ST_READ] = "SELECT stock, fence FROM product WHERE id = ?",
     [ST_READ_FOR_UPDATE] = "SELECT stock, fence FROM product WHERE id = ? FOR UPDATE",
-    [ST_UPDATE_ATOMIC] = "UPDATE product SET stock = stock - 1 WHERE id = ? AND stock > 0",
-    [ST_UPDATE_ATOMIC_FENCED] = "UPDATE product SET stock = stock - 1, fence = ?"
+    /* LAST_INSERT_ID(expr) hands the stock left back in the statement's own reply (its
+     * insert id), so the deduction needs no read after it. */
+    [ST_UPDATE_ATOMIC] =
+        "UPDATE product SET stock = LAST_INSERT_ID(stock - 1) WHERE id = ? AND stock > 0",
+    [ST_UPDATE_ATOMIC_FENCED] = "UPDATE product SET stock = LAST_INSERT_ID(stock - 1), fence = ?"
                                 " WHERE id = ? AND stock > 0 AND fence <= ?",
     [ST_INSERT] =
         "INSERT INTO orders (product_id, instance, fence, request_id) VALUES (?, ?, ?, ?)",
@@ -469,13 +472,12 @@ static int deduct_atomic(stockdb *db, const stockdb_request *req, stockdb_result
     int id = fenced ? ST_UPDATE_ATOMIC_FENCED : ST_UPDATE_ATOMIC;
     bind_update_atomic(p, fenced, &fence, &pid);
     if ((err = stmt_run(db, id, p, NULL, NULL, &rows))) return deduct_fail(db, err, false);
-    /* Changed or not, one read of the row under the row lock our UPDATE holds: the stock
-     * it left, or why it changed nothing. */
-    bind_int(&p[0], &pid, NULL);
-    bind_int(&r[0], &stock, NULL);
-    bind_bigint(&r[1], &row_fence, NULL);
-    if ((err = stmt_run(db, ST_READ, p, r, &found, NULL))) return deduct_fail(db, err, true);
     if (rows == 0) {
+        /* It changed nothing: one read tells why (sold out, no such product, fenced). */
+        bind_int(&p[0], &pid, NULL);
+        bind_int(&r[0], &stock, NULL);
+        bind_bigint(&r[1], &row_fence, NULL);
+        if ((err = stmt_run(db, ST_READ, p, r, &found, NULL))) return deduct_fail(db, err, true);
         rollback(db);
         if (!found) goto not_found;
         if (fenced && row_fence > fence) goto fenced_out;
@@ -484,6 +486,9 @@ static int deduct_atomic(stockdb *db, const stockdb_request *req, stockdb_result
                 stock);
         return STOCKDB_ERR_QUERY;
     }
+    /* The stock the UPDATE left, from LAST_INSERT_ID(stock - 1): stock > 0 before it,
+     * so the value is 0 or more and fits. */
+    stock = (int32_t)mysql_stmt_insert_id(db->stmt[id]);
     out->stock = stock;
 
     MYSQL_BIND ins[4];

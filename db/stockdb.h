@@ -23,7 +23,8 @@
  * transaction open holds neither a snapshot nor a lock. A deduction of one unit under a
  * lock is 4 statements (SELECT, UPDATE, INSERT, COMMIT), a batch of k units too (one
  * INSERT ... SELECT writes the k orders from a JSON array of their keys), a sold-out
- * answer under the lock 1 (the SELECT), the sold-out pre-check 1 (stockdb_peek). A key
+ * answer under the lock 1 (the SELECT), the sold-out pre-check 1 (stockdb_peek), an
+ * ATOMIC deduction 3 (UPDATE, INSERT, COMMIT). A key
  * seen before costs no look-up on the way in: the INSERT's duplicate key finds it, and
  * only then is it looked up. stockdb_statements() counts what was sent.
  *
@@ -100,8 +101,8 @@ typedef struct stockdb_result {
     stockdb_outcome outcome;
     /* Deducted: the stock after this deduction (of the segment, for a batch on one).
      * READ_CHECK_UPDATE and FOR_UPDATE report the stock they read minus one (under a race without a
-     * lock, that read may be stale); ATOMIC reads it back after its UPDATE. Sold out: the stock as
-     * read. Replayed: the product's stock now. */
+     * lock, that read may be stale); ATOMIC has it from its UPDATE's reply (LAST_INSERT_ID). Sold
+     * out: the stock as read. Replayed: the product's stock now. */
     int32_t stock;
     uint64_t order_id; /* orders.id when deducted, else 0 */
     bool replayed;     /* the request id had already deducted: this is its first order */

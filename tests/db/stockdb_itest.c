@@ -716,7 +716,20 @@ static void test_round_trips_are_counted_at_the_minimum(stockdb *db) {
     CHECK_RC(STOCKDB_OK, deduct(db, STOCKDB_READ_CHECK_UPDATE, 34, 5, NULL, &res), db);
     CHECK_INT_EQ(STOCKDB_SOLD_OUT, res.outcome);
     CHECK_INT_EQ(1, stockdb_statements(db) - before); /* the read under the lock only */
-    printf("ok: 4 statements per locked deduction, 1 per sold-out answer and per pre-check\n");
+    /* atomic: UPDATE (which hands back the stock it left), INSERT, COMMIT. */
+    set_product(34, 2);
+    for (int left = 1; left >= 0; left--) {
+        before = stockdb_statements(db);
+        CHECK_RC(STOCKDB_OK, deduct(db, STOCKDB_ATOMIC, 34, 0, NULL, &res), db);
+        CHECK_INT_EQ(3, stockdb_statements(db) - before);
+        CHECK_INT_EQ(STOCKDB_DEDUCTED, res.outcome);
+        CHECK_INT_EQ(left, res.stock);
+        CHECK_INT_EQ(left, db_stock(34));
+    }
+    CHECK_RC(STOCKDB_OK, deduct(db, STOCKDB_ATOMIC, 34, 0, NULL, &res), db);
+    CHECK_INT_EQ(STOCKDB_SOLD_OUT, res.outcome);
+    printf("ok: 4 statements per locked deduction, 3 per atomic one, 1 per sold-out answer and "
+           "per pre-check\n");
 }
 
 /* Split stock (sql/schema.sql's product_segment): a batch on segment S reads, fences and
