@@ -7,6 +7,7 @@
  * is held), a lock victim (deadlock or lock wait timeout: try again later), or any
  * other refusal. */
 #include "dblock.h"
+#include "lock_clock.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -72,18 +73,6 @@ static void set_err(dblock *d, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(d->errstr, sizeof(d->errstr), fmt, ap);
     va_end(ap);
-}
-
-static int64_t now_us(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
-static void sleep_us(int64_t us) {
-    struct timespec ts = {.tv_sec = (time_t)(us / 1000000), .tv_nsec = (long)(us % 1000000) * 1000};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-        ;
 }
 
 static bool is_gone(unsigned err) {
@@ -246,7 +235,7 @@ int dblock_new(const dblock_config *cfg, dblock **out, char *errbuf, size_t errc
      * processes of one host; the instance name (owner) across hosts. */
     unsigned n = __atomic_add_fetch(&seq, 1, __ATOMIC_RELAXED);
     snprintf(d->owner, sizeof(d->owner), "%s:%ld:%u", owner, (long)getpid(), n);
-    d->rand_state = (unsigned)getpid() * 2654435761u ^ n ^ (unsigned)now_us();
+    d->rand_state = (unsigned)getpid() * 2654435761u ^ n ^ (unsigned)lock_now_us();
     (void)mysql_thread_init();
     if ((rc = dl_connect(d)) != DBLOCK_OK) goto fail;
     *out = d;
@@ -334,7 +323,7 @@ int dblock_acquire(dblock *d, const char *name, int timeout_ms, dblock_hold **ou
     }
     dblock_hold *h = calloc(1, sizeof(*h));
     if (!h) return DBLOCK_ERR_NOMEM;
-    int64_t deadline = timeout_ms < 0 ? INT64_MAX : now_us() + (int64_t)timeout_ms * 1000;
+    int64_t deadline = timeout_ms < 0 ? INT64_MAX : lock_now_us() + (int64_t)timeout_ms * 1000;
     int64_t backoff_us = 1000;
     int rc;
 
@@ -347,7 +336,7 @@ int dblock_acquire(dblock *d, const char *name, int timeout_ms, dblock_hold **ou
             rc = DBLOCK_ERR_CANCELLED;
             goto out;
         }
-        int64_t sent = now_us();
+        int64_t sent = lock_now_us();
         int64_t token = 0;
         rc = dl_try(d, name, &token);
         if (rc == DBLOCK_OK) {
@@ -363,7 +352,7 @@ int dblock_acquire(dblock *d, const char *name, int timeout_ms, dblock_hold **ou
             goto out;
         }
         if (rc != DL_DUP) goto out;
-        int64_t now = now_us();
+        int64_t now = lock_now_us();
         if (now >= deadline) {
             set_err(d, "lock %s: not acquired within %d ms", name, timeout_ms);
             d->st.timeouts++;
@@ -374,7 +363,7 @@ int dblock_acquire(dblock *d, const char *name, int timeout_ms, dblock_hold **ou
          * arrive in lockstep; the step doubles up to poll_max_ms. */
         int64_t wait = backoff_us / 2 + (int64_t)(rand_r(&d->rand_state) % (backoff_us / 2 + 1));
         if (deadline - now < wait) wait = deadline - now;
-        sleep_us(wait);
+        lock_sleep_us(wait);
         d->st.sleeps++;
         if (backoff_us < (int64_t)d->poll_max_ms * 1000) backoff_us *= 2;
         if (backoff_us > (int64_t)d->poll_max_ms * 1000)
@@ -388,7 +377,7 @@ out:
 
 int dblock_check(const dblock_hold *h) {
     if (!h) return DBLOCK_ERR_ARGS;
-    return now_us() < h->valid_until_us ? DBLOCK_OK : DBLOCK_LOST;
+    return lock_now_us() < h->valid_until_us ? DBLOCK_OK : DBLOCK_LOST;
 }
 
 int64_t dblock_token(const dblock_hold *h) {

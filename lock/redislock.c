@@ -7,6 +7,7 @@
  * reader), so a wait can end on a message, a lease end, the poll interval or the
  * deadline. Any error on a context drops it; the next call connects again. */
 #include "redislock.h"
+#include "lock_clock.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -87,18 +88,6 @@ static void set_err(redislock *l, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(l->errstr, sizeof(l->errstr), fmt, ap);
     va_end(ap);
-}
-
-static int64_t now_us(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
-static void sleep_us(int64_t us) {
-    struct timespec ts = {.tv_sec = (time_t)(us / 1000000), .tv_nsec = (long)(us % 1000000) * 1000};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-        ;
 }
 
 static struct timeval ms_tv(int ms) {
@@ -261,7 +250,7 @@ static int rl_sub_flush(redislock *l) {
 /* The next reply on the subscriber connection within timeout_us: 1 and *out set, 0 if
  * none came in time, or REDISLOCK_ERR_CONNECTION (the context is dropped). */
 static int rl_sub_next(redislock *l, int64_t timeout_us, redisReply **out) {
-    int64_t end = now_us() + timeout_us;
+    int64_t end = lock_now_us() + timeout_us;
     for (;;) {
         void *reply = NULL;
         if (redisReaderGetReply(l->sub->reader, &reply) != REDIS_OK) {
@@ -273,7 +262,7 @@ static int rl_sub_next(redislock *l, int64_t timeout_us, redisReply **out) {
             *out = reply;
             return 1;
         }
-        int64_t left = end - now_us();
+        int64_t left = end - lock_now_us();
         if (left <= 0) return 0;
         struct pollfd p = {.fd = l->sub->fd, .events = POLLIN};
         int n = poll(&p, 1, (int)((left + 999) / 1000));
@@ -341,10 +330,10 @@ static void rl_unsubscribe(redislock *l, const char *channel) {
 /* Waits up to timeout_us for a release message on channel. Returns 1 on a message, 0
  * when the time is up, REDISLOCK_ERR_CONNECTION if the subscriber connection broke. */
 static int rl_wait(redislock *l, const char *channel, int64_t timeout_us) {
-    int64_t end = now_us() + timeout_us;
+    int64_t end = lock_now_us() + timeout_us;
     for (;;) {
         redisReply *r = NULL;
-        int rc = rl_sub_next(l, end - now_us(), &r);
+        int rc = rl_sub_next(l, end - lock_now_us(), &r);
         if (rc <= 0) return rc;
         bool ours = is_push(r, "message", channel);
         freeReplyObject(r);
@@ -429,7 +418,7 @@ int redislock_acquire(redislock *l, const char *name, int timeout_ms, redislock_
     snprintf(channel, sizeof(channel), "%s#released:%s", l->prefix, name);
     snprintf(lease, sizeof(lease), "%d", l->lease_ms);
     const char *args[3] = {key, counter, lease};
-    int64_t deadline = timeout_ms < 0 ? INT64_MAX : now_us() + (int64_t)timeout_ms * 1000;
+    int64_t deadline = timeout_ms < 0 ? INT64_MAX : lock_now_us() + (int64_t)timeout_ms * 1000;
     bool sub_tried = false, subscribed = false;
     int rc;
 
@@ -441,7 +430,7 @@ int redislock_acquire(redislock *l, const char *name, int timeout_ms, redislock_
             rc = REDISLOCK_ERR_CANCELLED;
             goto out;
         }
-        int64_t sent = now_us();
+        int64_t sent = lock_now_us();
         long long r = 0;
         if ((rc = rl_eval(l, SCRIPT_ACQUIRE, 3, args, &r)) != REDISLOCK_OK) goto out;
         if (r > 0) {
@@ -459,7 +448,7 @@ int redislock_acquire(redislock *l, const char *name, int timeout_ms, redislock_
             rc = REDISLOCK_OK;
             goto out;
         }
-        int64_t now = now_us();
+        int64_t now = lock_now_us();
         if (now >= deadline) {
             set_err(l, "lock %s: not acquired within %d ms", name, timeout_ms);
             l->st.timeouts++;
@@ -484,7 +473,8 @@ int redislock_acquire(redislock *l, const char *name, int timeout_ms, redislock_
             subscribed = false; /* the subscriber connection broke: poll from now on */
             w = 0;
         }
-        if (!subscribed) sleep_us(deadline - now_us() < wait ? deadline - now_us() : wait);
+        if (!subscribed)
+            lock_sleep_us(deadline - lock_now_us() < wait ? deadline - lock_now_us() : wait);
         if (w > 0) {
             l->st.wakeups++;
         } else {
@@ -500,7 +490,7 @@ out:
 
 int redislock_check(const redislock_hold *h) {
     if (!h) return REDISLOCK_ERR_ARGS;
-    return now_us() < h->valid_until_us ? REDISLOCK_OK : REDISLOCK_LOST;
+    return lock_now_us() < h->valid_until_us ? REDISLOCK_OK : REDISLOCK_LOST;
 }
 
 int64_t redislock_token(const redislock_hold *h) {
