@@ -1,10 +1,10 @@
 /* jobq.c: the bounded FIFO between the HTTP polling thread and the workers.
  *
- * A mutex and a condition variable around an intrusive singly linked list. The pop
- * hands out the oldest job plus, if asked for more, the next queued jobs of the same
- * kind and product: that is the hook for serving several deductions of one product
- * under one lock acquisition. Taking later jobs of one product ahead of other products'
- * jobs never reorders jobs of the same product. */
+ * A mutex and a condition variable around an intrusive singly linked list. Pushes from
+ * the polling thread go to the tail and are bounded; a worker's requeue (a deduction of
+ * segmented stock moving on to the next segment) goes to the head and is never
+ * refused, since that job was accepted already. Batching happens in the combiner, not
+ * here. */
 #include <pthread.h>
 #include <stdlib.h>
 
@@ -63,39 +63,19 @@ void stockd_jobq_requeue(stockd_jobq *q, stockd_job *job) {
     pthread_mutex_unlock(&q->mu);
 }
 
-unsigned stockd_jobq_pop(stockd_jobq *q, stockd_job **out, unsigned max) {
-    unsigned n = 0;
-
+stockd_job *stockd_jobq_pop(stockd_jobq *q) {
     pthread_mutex_lock(&q->mu);
     while (!q->head && !q->closed)
         pthread_cond_wait(&q->cv, &q->mu);
-    if (q->head && max > 0) {
-        stockd_job *first = q->head, *prev = NULL, *j;
-
-        /* Unlink the head, then walk on for more jobs like it. */
-        q->head = first->next;
+    stockd_job *job = q->head;
+    if (job) {
+        q->head = job->next;
         if (!q->head) q->tail = NULL;
-        first->next = NULL;
-        out[n++] = first;
-        for (j = q->head; j && n < max;) {
-            stockd_job *next = j->next;
-            if (j->kind == first->kind && j->product_id == first->product_id) {
-                if (prev)
-                    prev->next = next;
-                else
-                    q->head = next;
-                if (q->tail == j) q->tail = prev;
-                j->next = NULL;
-                out[n++] = j;
-            } else {
-                prev = j;
-            }
-            j = next;
-        }
-        q->len -= n;
+        job->next = NULL;
+        q->len--;
     }
     pthread_mutex_unlock(&q->mu);
-    return n;
+    return job;
 }
 
 void stockd_jobq_close(stockd_jobq *q) {

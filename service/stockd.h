@@ -207,10 +207,9 @@ int stockd_jobq_push(stockd_jobq *q, stockd_job *job);
  * also once the queue is closed (closing still hands out what is queued, and the caller
  * is a worker that pops again), so it is never refused. Worker threads. */
 void stockd_jobq_requeue(stockd_jobq *q, stockd_job *job);
-/* Waits for a job and moves up to max jobs into out: the oldest one, then the next ones
- * of the same kind and product, in order. Returns how many, 0 once the queue is closed
- * and empty. Any thread. */
-unsigned stockd_jobq_pop(stockd_jobq *q, stockd_job **out, unsigned max);
+/* Waits for a job and takes the oldest; NULL once the queue is closed and empty. Any
+ * thread. */
+stockd_job *stockd_jobq_pop(stockd_jobq *q);
 /* Refuses further pushes and wakes the poppers; queued jobs are still handed out. */
 void stockd_jobq_close(stockd_jobq *q);
 

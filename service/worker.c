@@ -392,7 +392,7 @@ static void *worker_main(void *arg) {
      * which holds about 150 KiB (Connector/C's buffers and prepared statements). */
     ws.jobs = malloc(ctx->cfg->batch_max * sizeof(*ws.jobs));
     ws.items = malloc(ctx->cfg->batch_max * sizeof(*ws.items));
-    while (stockd_jobq_pop(ctx->queue, &job, 1) == 1) {
+    while ((job = stockd_jobq_pop(ctx->queue)) != NULL) {
         if (!ws.db || !ws.jobs || !ws.items) {
             /* Out of memory when the worker started: answer rather than drop. */
             job->result = STOCKD_R_INTERNAL;
