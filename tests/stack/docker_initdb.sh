@@ -34,11 +34,16 @@ echo "ok: an empty STOCKD_MYSQL_PASSWORD stops the first start"
 entrypoint first.log
 expect_eq "seeded products" 4 "$(mysql_cli "$T" -N -B shop -e 'SELECT COUNT(*) FROM product')"
 grants=$(mysql_cli "$T" -N -B -e "SHOW GRANTS FOR 'stockd'@'%'" | sed 's/ IDENTIFIED BY.*//' | sort)
-expect_eq "grants of stockd@%" \
-  "GRANT SELECT, INSERT ON \`shop\`.\`orders\` TO \`stockd\`@\`%\`
-GRANT SELECT, INSERT, DELETE ON \`shop\`.\`stock_lock\` TO \`stockd\`@\`%\`
-GRANT SELECT, UPDATE ON \`shop\`.\`product\` TO \`stockd\`@\`%\`
-GRANT USAGE ON *.* TO \`stockd\`@\`%\`" "$grants"
+want=$(sort <<'GRANTS'
+GRANT SELECT, INSERT ON `shop`.`orders` TO `stockd`@`%`
+GRANT SELECT, INSERT, DELETE ON `shop`.`stock_lock` TO `stockd`@`%`
+GRANT SELECT, UPDATE ON `shop`.`product` TO `stockd`@`%`
+GRANT SELECT, UPDATE ON `shop`.`product_segment` TO `stockd`@`%`
+GRANT SELECT ON `shop`.`product_stock` TO `stockd`@`%`
+GRANT USAGE ON *.* TO `stockd`@`%`
+GRANTS
+)
+expect_eq "grants of stockd@%" "$want" "$grants"
 expect_eq "root accounts" "localhost" \
   "$(mysql_cli "$T" -N -B -e "SELECT Host FROM mysql.global_priv WHERE User='root'")"
 if mariadb --no-defaults -h 127.0.0.1 -P "$port" -u root -e 'select 1' 2>/dev/null; then
