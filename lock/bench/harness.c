@@ -78,7 +78,25 @@ void bench_wait_stats(uint32_t *samples, unsigned long n, double *mean, double *
     *max = samples[n - 1] / 1000.0;
 }
 
-int bench_check(FILE *out, int ok, const char *what, long expected, long actual) {
+static int bench_check(FILE *out, int ok, const char *what, long expected, long actual) {
     if (!ok) fprintf(out, "FAIL: %s: expected %ld, got %ld\n", what, expected, actual);
     return !ok;
+}
+
+int bench_checks(FILE *out, const bench_outcome *o) {
+    int failed = 0;
+    failed += bench_check(out, o->bad_exits == 0, "processes that failed", 0, o->bad_exits);
+    failed += bench_check(out, o->overlaps == 0, "overlaps", 0, o->overlaps);
+    failed += bench_check(out, o->max_holders <= 1, "max holders (at most)", 1, o->max_holders);
+    failed += bench_check(out, o->counter == o->committed, "counter (= committed sections)",
+                          o->committed, o->counter);
+    failed += bench_check(out, o->fence_errors == 0, "fencing tokens that did not grow", 0,
+                          o->fence_errors);
+    failed += bench_check(out, o->committed > 0, "committed sections (at least)", 1, o->committed);
+    if (o->all > 0) {
+        failed += bench_check(out, o->failures == 0, "failed acquisitions", 0, o->failures);
+        failed +=
+            bench_check(out, o->counter == o->all, "counter (= all sections)", o->all, o->counter);
+    }
+    return failed;
 }

@@ -47,7 +47,22 @@ bool bench_more(const bench_sync *s, int i, int iterations);
 void bench_wait_stats(uint32_t *samples, unsigned long n, double *mean, double *p50, double *p99,
                       double *max);
 
-/* Prints "FAIL: what: expected E, got A" to out unless ok; returns 1 if it failed. */
-int bench_check(FILE *out, int ok, const char *what, long expected, long actual);
+/* What a run came to, for the checks every lock benchmark makes. */
+typedef struct bench_outcome {
+    int bad_exits;     /* processes that did not exit 0 */
+    long overlaps;     /* critical sections entered while another was inside */
+    int max_holders;   /* the most holders at once */
+    long committed;    /* critical sections whose write was committed */
+    long counter;      /* the shared counter those sections incremented */
+    long fence_errors; /* fencing tokens that did not grow */
+    long failures;     /* failed acquisitions */
+    long all;          /* > 0: every one of these acquisitions must have succeeded */
+} bench_outcome;
+
+/* Prints "FAIL: what: expected E, got A" to out for every check o fails (no process
+ * failed, no overlap, at most one holder, counter = committed sections, tokens grew, at
+ * least one section; with all > 0 also no failed acquisition and counter = all) and
+ * returns how many failed. */
+int bench_checks(FILE *out, const bench_outcome *o);
 
 #endif

@@ -192,22 +192,15 @@ static int bench_report(double elapsed, int bad_exits) {
         long k = atomic_load(&sh->failures[i]);
         if (k) fprintf(notes, "failures: %ld x %s\n", k, zklock_strerror(-i));
     }
-    int failed = 0;
-    failed += bench_check(notes, bad_exits == 0, "processes that failed", 0, bad_exits);
-    failed += bench_check(notes, overlaps == 0, "overlaps", 0, overlaps);
-    failed += bench_check(notes, atomic_load(&sh->max_holders) <= 1, "max holders (at most)", 1,
-                          atomic_load(&sh->max_holders));
-    failed +=
-        bench_check(notes, counter_ok, "counter (= committed sections)", committed, sh->counter);
-    failed += bench_check(notes, atomic_load(&sh->fence_errors) == 0,
-                          "fencing tokens that did not grow", 0, atomic_load(&sh->fence_errors));
-    failed += bench_check(notes, committed > 0, "committed sections (at least)", 1, committed);
-    if (opt.expect_all) {
-        long all = (long)opt.procs * opt.threads * opt.iterations;
-        failed += bench_check(notes, failures == 0, "failed acquisitions", 0, failures);
-        failed +=
-            bench_check(notes, sh->counter == all, "counter (= all sections)", all, sh->counter);
-    }
+    bench_outcome o = {.bad_exits = bad_exits,
+                       .overlaps = overlaps,
+                       .max_holders = atomic_load(&sh->max_holders),
+                       .committed = committed,
+                       .counter = sh->counter,
+                       .fence_errors = atomic_load(&sh->fence_errors),
+                       .failures = failures,
+                       .all = opt.expect_all ? (long)opt.procs * opt.threads * opt.iterations : 0};
+    int failed = bench_checks(notes, &o);
     /* The "ok" line is for people and logs; JSON readers have the fields. */
     if (!failed && !opt.json) printf("ok\n");
     return failed;
