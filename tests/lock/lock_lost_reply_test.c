@@ -26,7 +26,11 @@
  *      it lists, finds its node gone and makes a new one, and only then does the
  *      first create reach the server. The late node sits in the queue before the
  *      new one; the waiter must recognise it as its own (same GUID, same session)
- *      and delete it, not wait for it. */
+ *      and delete it, not wait for it.
+ * Last, a server that lags but catches up when asked to sync, as a follower does:
+ * the proxy lets the held create through right before the first sync.
+ *   8. fair and 9. herd: recovery syncs before it looks, so it adopts the node the
+ *      first create made (one create recovered, the token is that node's czxid). */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -160,6 +164,37 @@ static void late_create_cases(const char *hosts, zhandle_t *zh, const char *base
     zklock_session_free(mid);
     zklock_session_free(holder);
     printf("fair, create applied after a restart: the late node recognised and deleted\n");
+
+    /* 8-9. The server we come back to lags, but catches up when asked to sync (a
+     * follower does): the create reaches it right before the first sync. Recovery
+     * syncs before it looks, so it finds the node the first create made and adopts
+     * it; without the sync it would see nothing, make a second node, and the held
+     * create would never be let through. */
+    char sf[128], sh[128];
+    snprintf(sf, sizeof(sf), "%s_sync", base);
+    snprintf(sh, sizeof(sh), "%s_synch", base);
+    snprintf(path, sizeof(path), "/stock/locks/%s", sf);
+    CHECK_INT_EQ(ZOK, zoo_create(zh, path, NULL, -1, &ZOO_OPEN_ACL_UNSAFE, ZOO_CONTAINER, NULL, 0));
+    const char *sync_names[] = {sf, sh};
+    for (int herd_kind = 0; herd_kind <= 1; herd_kind++) {
+        const char *name = sync_names[herd_kind];
+        s = lt_session(lp_hosts(p), 10000);
+        lp_hold_next_create_before(p, LP_OP_SYNC);
+        rc = zklock_acquire(s, name, herd_kind ? ZKLOCK_HERD : ZKLOCK_FAIR, 5000, &h);
+        CHECK_INT_EQ(ZKLOCK_OK, rc);
+        CHECK_INT_EQ(4 + herd_kind, lp_injected(p));
+        zklock_get_stats(s, &st);
+        CHECK_INT_EQ(1, st.recovered_creates);
+        if (!herd_kind) CHECK_INT_EQ(1, lt_children(zh, name));
+        CHECK_INT_EQ(node_czxid(zh, name, herd_kind), zklock_token(h));
+        CHECK_INT_EQ(ZKLOCK_OK, zklock_release(h));
+        zklock_session_free(s);
+        printf("%s, create applied by a lagging server when asked to sync: adopted\n",
+               herd_kind ? "herd" : "fair");
+    }
+    CHECK_INT_EQ(0, lt_children(zh, sf));
+    snprintf(path, sizeof(path), "/stock/locks/%s-herd", sh);
+    CHECK_INT_EQ(ZNONODE, zoo_exists(zh, path, 0, NULL));
     lp_stop(p);
 }
 

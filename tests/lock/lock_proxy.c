@@ -28,7 +28,7 @@ struct lp_proxy {
     pthread_mutex_t mu; /* guards the settings and counters below */
     int stop;
     int lose_arm, hold_arm, sever_now, refuse_ms;
-    int hold_after_op, hold_after_op2, hold_reply;
+    int hold_after_op, hold_after_op2, hold_reply, hold_before;
     int release;
     int hide, mangle;
     int64_t refuse_until;
@@ -106,6 +106,15 @@ static int lp_pending_take(lp_proxy *p, int32_t xid) {
     return -1;
 }
 
+/* Sends the held create to the server; its reply is swallowed. */
+static int lp_inject_held(lp_proxy *p) {
+    int rc = write_all(p->ufd, p->held, p->held_len);
+    free(p->held);
+    p->held = NULL;
+    p->swallow = 1;
+    return rc;
+}
+
 /* One whole frame from the client (f = 4-byte length + payload). Returns -1 when
  * the connection must be closed. */
 static int lp_client_frame(lp_proxy *p, unsigned char *f, uint32_t len, int64_t now) {
@@ -139,7 +148,8 @@ static int lp_client_frame(lp_proxy *p, unsigned char *f, uint32_t len, int64_t 
         p->refuse_until = now + 300 + p->refuse_ms;
     }
     int inject = p->held && (op == p->hold_after_op || op == p->hold_after_op2);
-    int hold_reply = inject && p->hold_reply;
+    int before = inject && p->hold_before;
+    int hold_reply = inject && !before && p->hold_reply;
     if (inject) p->injected++;
     pthread_mutex_unlock(&p->mu);
 
@@ -148,17 +158,16 @@ static int lp_client_frame(lp_proxy *p, unsigned char *f, uint32_t len, int64_t 
         p->pend[p->npend].op = op;
         p->npend++;
     }
+    /* Before the request that must see it, or after the one that must not: the
+     * server takes one connection's requests in order. */
+    if (before && lp_inject_held(p) != 0) return -1;
     if (write_all(p->ufd, f, 4 + len) != 0) return -1;
     if (lose) {
         p->dropping = 1;
         p->close_at = now + 300;
     }
-    if (inject) {
-        /* After the request that must not see it: the server answers in order. */
-        int rc = write_all(p->ufd, p->held, p->held_len);
-        free(p->held);
-        p->held = NULL;
-        p->swallow = 1;
+    if (inject && !before) {
+        int rc = lp_inject_held(p);
         if (hold_reply) {
             p->hold_xid = xid;
             p->hold_pending = 1;
@@ -393,6 +402,18 @@ void lp_hold_next_create(lp_proxy *p, int after_op, int after_op2, int hold_repl
     p->hold_after_op = after_op;
     p->hold_after_op2 = after_op2;
     p->hold_reply = hold_reply;
+    p->hold_before = 0;
+    p->refuse_ms = 0;
+    pthread_mutex_unlock(&p->mu);
+}
+
+void lp_hold_next_create_before(lp_proxy *p, int op) {
+    pthread_mutex_lock(&p->mu);
+    p->hold_arm = 1;
+    p->hold_after_op = op;
+    p->hold_after_op2 = -1;
+    p->hold_reply = 0;
+    p->hold_before = 1;
     p->refuse_ms = 0;
     pthread_mutex_unlock(&p->mu);
 }

@@ -13,7 +13,8 @@
  *     on the next connection forward it right after the first request of a given
  *     opcode (a listing, say), so it takes effect only after that request, and
  *     swallow its reply. Optionally hold the reply to that request (and everything
- *     after it) until lp_release();
+ *     after it) until lp_release(); or forward it right before the first request
+ *     of a given opcode (a sync: a follower that lags catches up when asked to);
  *   - sever the connection now;
  *   - refuse reconnection for a while after a sever;
  *   - (lasting) answer every listing with no children;
@@ -52,6 +53,11 @@ void lp_sever(lp_proxy *p, int refuse_ms);
  * after the first request of opcode `after_op` (or `after_op2`, -1 = none) on a
  * later connection. With hold_reply, the reply to that request is held too. */
 void lp_hold_next_create(lp_proxy *p, int after_op, int after_op2, int hold_reply);
+
+/* Holds the next lock-node create like lp_hold_next_create, but lets it reach the
+ * server right before the first request of opcode `op` on a later connection, so
+ * that request and every later one see it. */
+void lp_hold_next_create_before(lp_proxy *p, int op);
 
 /* Changes the opcodes after which a held create is let through (-1 = none): hold
  * with after_op -1, then let it through later with this. */
