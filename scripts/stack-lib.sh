@@ -324,19 +324,23 @@ zk_leader() {
 
 # ---------------------------------------------------------------- Redis
 
+# The server settings of every Redis of ours: the native stack's (redis_start) and the
+# container's (docker/redis). No persistence (no RDB snapshots, no append-only file):
+# the lock keys are leases that may as well vanish with the server, and the fencing
+# counter survives a restart through its clock floor (see lock/redislock.h). Where it
+# listens and whether protected mode is on is each caller's.
+STACK_REDIS_FLAGS=(--save '' --appendonly no --daemonize no)
+
 # redis_start RUN PORT [NAME]: a private redis-server under RUN/NAME (default redis),
-# on loopback only, without persistence (no RDB snapshots, no append-only file): the
-# lock keys are leases that may as well vanish with the server, and the fencing
-# counter survives a restart through its clock floor (see lock/redislock.h).
+# on loopback only, protected mode on, with STACK_REDIS_FLAGS.
 redis_start() {
   local run=$1 port=$2 name=${3:-redis} d
   d=$run/$name
   mkdir -p "$d"
   if pid_alive "$d/pid"; then return 0; fi
   port_free "$port" || { stack_log "redis: port $port is taken"; return 1; }
-  redis-server --port "$port" --bind 127.0.0.1 --protected-mode yes --save '' \
-    --appendonly no --dir "$d" --daemonize no --logfile "$d/redis.log" \
-    >/dev/null 2>&1 &
+  redis-server --port "$port" --bind 127.0.0.1 --protected-mode yes "${STACK_REDIS_FLAGS[@]}" \
+    --dir "$d" --logfile "$d/redis.log" >/dev/null 2>&1 &
   echo $! >"$d/pid"
   if ! wait_until 20 redis_ping "$port"; then
     stack_log "redis: did not start on port $port, see $d/redis.log"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # docker-compose.yml, docker/nginx/nginx.conf and the Dockerfiles, checked without a
 # container engine: Debian's docker-compose resolves the compose file, and the resolved
-# config must have the six services, each built here from a Dockerfile that starts
+# config must have the seven services, each built here from a Dockerfile that starts
 # from debian:12 and has a HEALTHCHECK, nginx waiting for healthy stockd instances, no
 # host port except nginx's, and the password only from the environment. nginx -t
 # checks the compose nginx.conf with the service names mapped to loopback.
@@ -50,8 +50,8 @@ def check(cond, msg):
         print("ok:", msg)
 
 stockds = ["stockd-1", "stockd-2", "stockd-3"]
-check(sorted(svc) == sorted(["mariadb", "zookeeper", "nginx"] + stockds),
-      "six services: mariadb, zookeeper, stockd-1..3, nginx (got %s)" % sorted(svc))
+check(sorted(svc) == sorted(["mariadb", "zookeeper", "redis", "nginx"] + stockds),
+      "seven services: mariadb, zookeeper, redis, stockd-1..3, nginx (got %s)" % sorted(svc))
 
 # Every image is built here, from debian:12 only, and carries its health check: the
 # compose file has none of its own (podman-compose 1.0.3 mangles the array form).
@@ -80,8 +80,8 @@ check(isinstance(deps, dict) and all(
 for n in stockds:
     d = svc.get(n, {}).get("depends_on", {})
     check(all(d.get(x, {}).get("condition") == "service_healthy"
-              for x in ("mariadb", "zookeeper")),
-          "%s waits for healthy mariadb and zookeeper" % n)
+              for x in ("mariadb", "zookeeper", "redis")),
+          "%s waits for healthy mariadb, zookeeper and redis" % n)
 
 published = {n: s.get("ports") for n, s in svc.items() if s.get("ports")}
 check(list(published) == ["nginx"], "only nginx publishes ports (got %s)" % published)
@@ -103,6 +103,10 @@ for n in stockds:
     check(env.get("STOCKD_MYSQL_PASSWORD") == "pw-from-env",
           "%s: password from the environment" % n)
     check(env.get("STOCKD_LOCK") == "zk", "%s: lock mode from STOCKD_LOCK" % n)
+    # Every lock service's address is given, so that any STOCKD_LOCK works.
+    check(env.get("STOCKD_ZK") == "zookeeper:2181" and env.get("STOCKD_REDIS") == "redis:6379",
+          "%s: ZooKeeper and Redis addresses are the services' (got %s, %s)"
+          % (n, env.get("STOCKD_ZK"), env.get("STOCKD_REDIS")))
     check("ports" not in s, "%s publishes no port" % n)
     check(s.get("build", {}).get("context") is not None, "%s builds from the Dockerfile" % n)
     if "--instance" in cmd:
@@ -123,18 +127,19 @@ if errors:
     sys.exit(1)
 PY
 
-# The MariaDB and ZooKeeper images start their servers with scripts/stack-lib.sh, as
-# the native stack does: the same install, settings, schema, user and zoo.cfg.
+# The MariaDB, ZooKeeper and Redis images start their servers with scripts/stack-lib.sh,
+# as the native stack does: the same install, settings, schema, user, zoo.cfg and Redis
+# settings (no persistence).
 for f in mariadb:mysql_install mariadb:mysql_create_db mariadb:STACK_MYSQL_FLAGS \
-  zookeeper:zk_write_cfg zookeeper:zk_exec; do
+  zookeeper:zk_write_cfg zookeeper:zk_exec redis:STACK_REDIS_FLAGS; do
   grep -q "${f#*:}" "$src/docker/${f%%:*}/entrypoint.sh" ||
     fail "docker/${f%%:*}/entrypoint.sh does not use stack-lib's ${f#*:}"
 done
-for img in mariadb zookeeper; do
+for img in mariadb zookeeper redis; do
   grep -q '^COPY scripts/stack-lib.sh' "$src/docker/$img/Dockerfile" ||
     fail "docker/$img/Dockerfile does not copy scripts/stack-lib.sh into the image"
 done
-echo "ok: the MariaDB and ZooKeeper images start their servers with stack-lib.sh"
+echo "ok: the MariaDB, ZooKeeper and Redis images start their servers with stack-lib.sh"
 
 # The compose nginx.conf, tested with the real nginx: stockd-N resolved to loopback
 # ports and the error log moved, everything else as shipped.
