@@ -8,6 +8,13 @@
 #     deducted or sold_out, exactly 50 deducted, the stock ends at exactly 0, the
 #     orders rows are the deducted answers (same count, same order ids), and the
 #     answers came from all three stockd containers (nginx spread them);
+#   - nginx restarted while stockd-3 is stopped waits for it;
+#   - then the same running stack in STOCKD_LOCK=redis and STOCKD_LOCK=db-lock, one
+#     after the other: only the three stockd containers are made again with the new
+#     mode (mariadb, zookeeper, redis and nginx keep running, the database keeps its
+#     data), each container's /metrics must name the mode and count operations on its
+#     lock service (Redis, the stock_lock table), and the same reset and load must end
+#     as exactly as under zk;
 #   - `down -v` removes the containers and the volume; the test removes the network.
 # It fails, saying why, when podman cannot run containers here: it is never skipped.
 #
@@ -24,7 +31,7 @@ project=$STOCKD_CONTAINER_TEST_PROJECT
 net=${project}_default
 T=$STOCKD_TEST_RUN/t/stack_containers
 rm -rf "$T"
-mkdir -p "$T/answers"
+mkdir -p "$T"
 product=3 stock=50 requests=300 concurrency=25
 
 export CONTAINERS_CONF=$src/docker/podman/containers.conf
@@ -119,11 +126,11 @@ bridge=$(podman network inspect -f '{{.NetworkInterface}}' "$net" 2>/dev/null ||
 running=$(podman ps --filter "label=io.podman.compose.project=$project" --format '{{.Names}}' | sort)
 expect_eq "containers running after up -d --build ($(elapsed "$t0"))" \
   "$(printf '%s\n' "$project"_mariadb_1 "$project"_nginx_1 "$project"_stockd-{1,2,3}_1 \
-    "$project"_zookeeper_1 | sort)" "$running"
+    "$project"_zookeeper_1 "$project"_redis_1 | sort)" "$running"
 
 # The images keep their health checks (built in Docker's format): podman runs them on
 # demand, there is no systemd here to schedule them.
-for s in mariadb zookeeper stockd-1 nginx; do
+for s in mariadb zookeeper redis stockd-1 nginx; do
   hc=$(podman inspect -f '{{.Config.Healthcheck}}' "${project}_${s}_1")
   [[ $hc == *CMD* ]] || fail "$s: the image has no HEALTHCHECK (was it built in OCI format?)"
 done
@@ -132,24 +139,32 @@ echo "ok: the images carry their HEALTHCHECKs"
 # ---------------------------------------------------------------- ready through nginx
 
 base=http://127.0.0.1:$port
-t0=$SECONDS
-declare -A healthy=()
-while ((${#healthy[@]} < 3)); do
-  ((SECONDS - t0 < 240)) || fail "nginx /health: 200 from only ${!healthy[*]} within 240 s"
-  body=$(curl -s -m 5 -w '\n%{http_code}' "$base/health" || true)
-  if [[ ${body##*$'\n'} == 200 ]]; then
-    inst=$(jq -r .instance <<<"${body%$'\n'*}")
-    [[ $inst == stockd-[123] ]] && healthy[$inst]=1
-  else
-    sleep 1
-  fi
-done
-echo "ok: /health 200 through nginx from ${!healthy[*]} ($(elapsed "$t0") after up)"
-# Each container's own health check agrees.
-for s in mariadb zookeeper stockd-1 stockd-2 stockd-3 nginx; do
-  podman healthcheck run "${project}_${s}_1" >/dev/null 2>&1 || fail "$s: its health check fails"
-done
-echo "ok: every container's health check passes"
+
+# ready MODE: waits until nginx has had /health 200 from each of the three stockd
+# containers in lock mode MODE (an instance still in another mode does not count),
+# then runs every container's own health check.
+ready() {
+  local mode=$1 t0=$SECONDS body inst s
+  local -A healthy=()
+  while ((${#healthy[@]} < 3)); do
+    ((SECONDS - t0 < 240)) ||
+      fail "nginx /health: 200 in mode $mode from only ${!healthy[*]} within 240 s"
+    body=$(curl -s -m 5 -w '\n%{http_code}' "$base/health" || true)
+    if [[ ${body##*$'\n'} == 200 ]]; then
+      body=${body%$'\n'*}
+      inst=$(jq -r .instance <<<"$body")
+      [[ $inst == stockd-[123] && $(jq -r .lock <<<"$body") == "$mode" ]] && healthy[$inst]=1
+    fi
+    ((${#healthy[@]} == 3)) || sleep 0.5
+  done
+  echo "ok: /health 200 through nginx in mode $mode from ${!healthy[*]} ($(elapsed "$t0"))"
+  # Each container's own health check agrees.
+  for s in mariadb zookeeper redis stockd-1 stockd-2 stockd-3 nginx; do
+    podman healthcheck run "${project}_${s}_1" >/dev/null 2>&1 || fail "$s: its health check fails"
+  done
+  echo "ok: every container's health check passes"
+}
+ready zk
 
 # ---------------------------------------------------------------- deductions
 
@@ -160,35 +175,46 @@ sql() {
     'source /usr/local/lib/stockd/scripts/stack-lib.sh && mysql_cli /var/lib/stockd -N -B shop -e "$1"' \
     sql "$1"
 }
-podman exec "${project}_mariadb_1" bash -c \
-  "source /usr/local/lib/stockd/scripts/stack-lib.sh && mysql_set_stock /var/lib/stockd shop $product $stock"
-expect_eq "stock of product $product after the reset" "$stock" \
-  "$(sql "SELECT stock FROM product WHERE id=$product")"
 
-t0=$SECONDS
-seq "$requests" | xargs -P "$concurrency" -I{} curl -s -m 60 -o "$T/answers/{}" \
-  -w '%{http_code}\n' "$base/stock/reduce?id=$product" >"$T/codes" || true
-echo "load: $requests requests, $concurrency at a time, in $(elapsed "$t0")"
-codes=$(sort "$T/codes" | uniq -c | awk '{ printf "%s:%s ", $2, $1 }')
-expect_eq "HTTP answers (status:count)" "200:$stock 409:$((requests - stock)) " "$codes"
+# load MODE: resets the product, fires the load through nginx and checks that it ended
+# exactly: 50 deducted, the stock at 0, and the ledger rows made by this load (the ids
+# above the highest before it: the rounds share one database) equal to the deducted
+# answers, per instance too; and that nginx spread the answers over all three.
+load() {
+  local mode=$1 d=$T/$1 mark t0 codes spread
+  mkdir -p "$d/answers"
+  mark=$(sql "SELECT COALESCE(MAX(id), 0) FROM orders")
+  podman exec "${project}_mariadb_1" bash -c \
+    "source /usr/local/lib/stockd/scripts/stack-lib.sh && mysql_set_stock /var/lib/stockd shop $product $stock"
+  expect_eq "$mode: stock of product $product after the reset" "$stock" \
+    "$(sql "SELECT stock FROM product WHERE id=$product")"
 
-jq -s -r '.[] | [.result, .instance, (.order_id // "")] | @tsv' "$T"/answers/* >"$T/answers.tsv"
-expect_eq "answers" "$requests" "$(wc -l <"$T/answers.tsv")"
-expect_eq "deducted answers" "$stock" "$(awk '$1 == "deducted"' "$T/answers.tsv" | wc -l)"
-expect_eq "stock after the load" 0 "$(sql "SELECT stock FROM product WHERE id=$product")"
-expect_eq "orders rows (the ledger)" "$stock" \
-  "$(sql "SELECT COUNT(*) FROM orders WHERE product_id=$product")"
-expect_eq "order ids: answered = in the ledger" \
-  "$(sql "SELECT id FROM orders WHERE product_id=$product ORDER BY id" | tr '\n' ' ')" \
-  "$(awk '$1 == "deducted" { print $3 }' "$T/answers.tsv" | sort -n | tr '\n' ' ')"
-expect_eq "deductions per instance: answered = in the ledger" \
-  "$(sql "SELECT instance, COUNT(*) FROM orders WHERE product_id=$product GROUP BY instance ORDER BY instance" |
-    tr '\t\n' ': ')" \
-  "$(awk '$1 == "deducted" { print $2 }' "$T/answers.tsv" | sort | uniq -c | awk '{ printf "%s:%s ", $2, $1 }')"
-spread=$(cut -f2 "$T/answers.tsv" | sort | uniq -c | awk '{ printf "%s:%s ", $2, $1 }')
-expect_eq "instances that answered" "stockd-1 stockd-2 stockd-3" \
-  "$(cut -f2 "$T/answers.tsv" | sort -u | tr '\n' ' ' | sed 's/ $//')"
-echo "ok: nginx spread the requests: $spread"
+  t0=$SECONDS
+  seq "$requests" | xargs -P "$concurrency" -I{} curl -s -m 60 -o "$d/answers/{}" \
+    -w '%{http_code}\n' "$base/stock/reduce?id=$product" >"$d/codes" || true
+  echo "$mode: load: $requests requests, $concurrency at a time, in $(elapsed "$t0")"
+  codes=$(sort "$d/codes" | uniq -c | awk '{ printf "%s:%s ", $2, $1 }')
+  expect_eq "$mode: HTTP answers (status:count)" "200:$stock 409:$((requests - stock)) " "$codes"
+
+  jq -s -r '.[] | [.result, .instance, (.order_id // "")] | @tsv' "$d"/answers/* >"$d/answers.tsv"
+  expect_eq "$mode: answers" "$requests" "$(wc -l <"$d/answers.tsv")"
+  expect_eq "$mode: deducted answers" "$stock" "$(awk '$1 == "deducted"' "$d/answers.tsv" | wc -l)"
+  expect_eq "$mode: stock after the load" 0 "$(sql "SELECT stock FROM product WHERE id=$product")"
+  expect_eq "$mode: orders rows (the ledger)" "$stock" \
+    "$(sql "SELECT COUNT(*) FROM orders WHERE product_id=$product AND id > $mark")"
+  expect_eq "$mode: order ids: answered = in the ledger" \
+    "$(sql "SELECT id FROM orders WHERE product_id=$product AND id > $mark ORDER BY id" | tr '\n' ' ')" \
+    "$(awk '$1 == "deducted" { print $3 }' "$d/answers.tsv" | sort -n | tr '\n' ' ')"
+  expect_eq "$mode: deductions per instance: answered = in the ledger" \
+    "$(sql "SELECT instance, COUNT(*) FROM orders WHERE product_id=$product AND id > $mark
+            GROUP BY instance ORDER BY instance" | tr '\t\n' ': ')" \
+    "$(awk '$1 == "deducted" { print $2 }' "$d/answers.tsv" | sort | uniq -c | awk '{ printf "%s:%s ", $2, $1 }')"
+  spread=$(cut -f2 "$d/answers.tsv" | sort | uniq -c | awk '{ printf "%s:%s ", $2, $1 }')
+  expect_eq "$mode: instances that answered" "stockd-1 stockd-2 stockd-3" \
+    "$(cut -f2 "$d/answers.tsv" | sort -u | tr '\n' ' ' | sed 's/ $//')"
+  echo "ok: $mode: nginx spread the requests: $spread"
+}
+load zk
 
 # ---------------------------------------------------------------- a stockd that arrives late
 
@@ -215,6 +241,74 @@ until [[ $(curl -s -m 5 "$base/health" | jq -r .instance 2>/dev/null) == stockd-
   sleep 0.5
 done
 echo "ok: nginx serves from stockd-3 after it arrived late ($(elapsed "$t0"))"
+
+# ---------------------------------------------------------------- the lease locks
+
+# metrics CONTAINER: the container's own /metrics, asked inside the container (bash's
+# /dev/tcp: the image has no curl), so the answer is that container's and not
+# whichever nginx picked.
+metrics() {
+  podman exec "$1" bash -c 'exec 3<>/dev/tcp/127.0.0.1/8080 &&
+    printf "GET /metrics HTTP/1.0\r\n\r\n" >&3 && cat <&3'
+}
+# sample NAME: the value of the sample NAME (with its labels, exactly) in /metrics on stdin.
+sample() { awk -v k="$1" '$1 == k { print $2 }'; }
+
+# switch MODE: makes the three stockd containers again with STOCKD_LOCK=MODE and
+# nothing else. podman-compose 1.0.3 has no change detection: `up -d` with a new
+# environment only finds the containers there and starts them as they are (Docker
+# Compose would recreate the changed services), and its --force-recreate stops and
+# removes the services' dependencies too. So the stockd containers are removed here
+# and `up -d` is given them by name: it makes them with the new environment; for
+# their running dependencies its `podman run` fails on the name in use and the
+# `podman start` it falls back to leaves them as they are.
+switch() {
+  local mode=$1 t0=$SECONDS s before after
+  before=$(for s in mariadb zookeeper redis nginx; do
+    podman inspect -f '{{.Id}}' "${project}_${s}_1"
+  done)
+  podman rm -f -t 5 "${project}"_stockd-{1,2,3}_1 >/dev/null
+  STOCKD_LOCK=$mode compose up -d --no-build stockd-1 stockd-2 stockd-3 >"$T/up-$mode.log" 2>&1 ||
+    fail "up -d in mode $mode failed, see $T/up-$mode.log"
+  for s in stockd-1 stockd-2 stockd-3; do
+    expect_eq "$s: its container's STOCKD_LOCK" "STOCKD_LOCK=$mode" \
+      "$(podman inspect -f '{{range .Config.Env}}{{println .}}{{end}}' "${project}_${s}_1" |
+        grep '^STOCKD_LOCK=')"
+  done
+  after=$(for s in mariadb zookeeper redis nginx; do
+    podman inspect -f '{{.Id}}' "${project}_${s}_1"
+  done)
+  expect_eq "$mode: mariadb, zookeeper, redis and nginx are the same containers" "$before" "$after"
+  echo "ok: stockd-1..3 made again in mode $mode ($(elapsed "$t0"))"
+  ready "$mode"
+}
+
+# lease_round MODE SERVICE: the switch, the load, and each container's /metrics: it
+# runs MODE (stockd_info), and each container that deducted acquired the lock and sent
+# operations to its lock service SERVICE (a mode that never took its lock would end
+# exact here only by luck).
+lease_round() {
+  local mode=$1 service=$2 n m ops acq
+  switch "$mode"
+  load "$mode"
+  for n in 1 2 3; do
+    m=$(metrics "${project}_stockd-${n}_1")
+    grep -q "^stockd_info{instance=\"stockd-$n\",lock=\"$mode\"," <<<"$m" ||
+      fail "stockd-$n does not say it runs $mode: $(grep '^stockd_info' <<<"$m")"
+    ops=$(sample "stockd_lock_service_ops_total{service=\"$service\"}" <<<"$m")
+    acq=$(sample stockd_lock_acquisitions_total <<<"$m")
+    if ! awk -v i="stockd-$n" '$1 == "deducted" && $2 == i { f = 1 } END { exit !f }' \
+      "$T/$mode/answers.tsv"; then
+      echo "ok: stockd-$n runs $mode (it deducted nothing: $acq acquisitions)"
+      continue
+    fi
+    [[ $ops =~ ^[0-9]+$ && $ops -gt 0 && $acq =~ ^[0-9]+$ && $acq -gt 0 ]] ||
+      fail "stockd-$n in mode $mode: operations on $service '$ops', acquisitions '$acq'"
+    echo "ok: stockd-$n runs $mode: $acq lock acquisitions, $ops operations on $service"
+  done
+}
+lease_round redis redis
+lease_round db-lock mysql_lock_table
 
 # ---------------------------------------------------------------- down
 

@@ -29,7 +29,9 @@ stockd_integration_test(stack_up_status_restart_down
 # docker-compose.yml built and run for real with podman (docker/podman/compose): every
 # image from debian:12, three stockd behind nginx on 127.0.0.1, a ZooKeeper-locked load
 # through it ending at exactly 0 with the ledger matching, and the requests spread over
-# the three containers; then down -v and the network removed. It takes minutes (the
+# the three containers; then the same stack with only the stockd containers made again
+# in the lease modes redis and db-lock, the same load exact in each; then down -v and
+# the network removed. It takes minutes (the
 # images are built from source) and the images never contain this build's binaries, so
 # it is registered in the plain build only: the sanitizer builds of scripts/test would
 # run the same containers again. `ctest -LE container` leaves it out of a quick local
@@ -37,9 +39,9 @@ stockd_integration_test(stack_up_status_restart_down
 # with different port bases never share containers, a network or a volume.
 math(EXPR STOCKD_CONTAINER_TEST_PORT "${STOCKD_TEST_PORT_BASE} + 1190")
 if(NOT STOCKD_SANITIZE)
-  add_test(NAME stack_containers_compose_up_zk_exact
+  add_test(NAME stack_containers_compose_up_zk_redis_db_lock_exact
     COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/containers.sh)
-  set_tests_properties(stack_containers_compose_up_zk_exact PROPERTIES
+  set_tests_properties(stack_containers_compose_up_zk_redis_db_lock_exact PROPERTIES
     ENVIRONMENT "${STACK_TEST_ENV};STOCKD_CONTAINER_TEST_PORT=${STOCKD_CONTAINER_TEST_PORT};STOCKD_CONTAINER_TEST_PROJECT=stockd-ct${STOCKD_TEST_PORT_BASE}"
     LABELS "stack;container" TIMEOUT 1500 RUN_SERIAL TRUE)
 endif()
