@@ -148,7 +148,7 @@ ready() {
   local -A healthy=()
   while ((${#healthy[@]} < 3)); do
     ((SECONDS - t0 < 240)) ||
-      fail "nginx /health: 200 in mode $mode from only ${!healthy[*]} within 240 s"
+      fail "nginx /health: 200 in mode $mode from only ${!healthy[*]} within 240 s; last answer: $body"
     body=$(curl -s -m 5 -w '\n%{http_code}' "$base/health" || true)
     if [[ ${body##*$'\n'} == 200 ]]; then
       body=${body%$'\n'*}
