@@ -144,37 +144,12 @@ static void set_err(stockdb *db, const char *fmt, ...) {
     va_end(ap);
 }
 
-/* True for the errors after which the connection cannot be used again: the server went
- * away, the network failed, or the server killed or is shutting down this session. */
-static bool is_gone(unsigned err) {
-    switch (err) {
-    case CR_CONNECTION_ERROR:
-    case CR_CONN_HOST_ERROR:
-    case CR_SERVER_GONE_ERROR:
-    case CR_SERVER_LOST:
-    case CR_SERVER_LOST_EXTENDED:
-    case CR_COMMANDS_OUT_OF_SYNC: /* protocol state unknown: only a new session is safe */
-    case CR_ERR_NET_READ:
-    case CR_ERR_NET_WRITE:
-    case ER_SERVER_SHUTDOWN:
-    case ER_CONNECTION_KILLED:
-        return true;
-    default:
-        return false;
-    }
-}
-
 static bool is_lock_victim(unsigned err) {
     return err == ER_LOCK_DEADLOCK || err == ER_LOCK_WAIT_TIMEOUT;
 }
 
 static void db_disconnect(stockdb *db) {
-    for (int i = 0; i < ST_COUNT; i++) {
-        if (db->stmt[i]) mysql_stmt_close(db->stmt[i]);
-        db->stmt[i] = NULL;
-    }
-    if (db->conn) mysql_close(db->conn);
-    db->conn = NULL;
+    stockdb_conn_close(&db->conn, db->stmt, ST_COUNT);
 }
 
 /* Caps the session's row-lock wait below the client's read timeout (see stockdb.h). */
@@ -222,51 +197,99 @@ fail:
  * handle stays disconnected and the next call tries again. */
 static int db_connect(stockdb *db) {
     if (db->conn) return STOCKDB_OK;
-    const stockdb_config *c = &db->cfg;
-    unsigned connect_s = c->connect_timeout_s ? c->connect_timeout_s : 2;
-    unsigned rw_s = c->rw_timeout_s ? c->rw_timeout_s : 10;
-    unsigned protocol = MYSQL_PROTOCOL_TCP;
+    unsigned rw_s = db->cfg.rw_timeout_s ? db->cfg.rw_timeout_s : 10;
     unsigned err;
-
-    db->conn = mysql_init(NULL);
-    if (!db->conn) {
-        set_err(db, "mysql_init: out of memory");
-        return STOCKDB_ERR_NOMEM;
-    }
-    mysql_options(db->conn, MYSQL_OPT_CONNECT_TIMEOUT, &connect_s);
-    mysql_options(db->conn, MYSQL_OPT_READ_TIMEOUT, &rw_s);
-    mysql_options(db->conn, MYSQL_OPT_WRITE_TIMEOUT, &rw_s);
-    mysql_options(db->conn, MYSQL_OPT_PROTOCOL, &protocol);
-    mysql_options(db->conn, MYSQL_SET_CHARSET_NAME, "utf8mb4");
     /* CLIENT_FOUND_ROWS: an UPDATE reports the rows it matched, so "0 rows" means the
      * WHERE refused, never "matched but unchanged". */
-    if (!mysql_real_connect(db->conn, c->host, c->user, c->password, c->database, c->port, NULL,
-                            CLIENT_FOUND_ROWS)) {
-        err = mysql_errno(db->conn);
-        set_err(db, "connect to %s:%u/%s: %s (%u)", c->host, c->port, c->database,
-                mysql_error(db->conn), err);
+    int rc =
+        stockdb_conn_open(&db->cfg, CLIENT_FOUND_ROWS, &db->conn, db->errstr, sizeof(db->errstr));
+    if (rc == STOCKDB_OK)
+        rc = stockdb_conn_prepare(db->conn, db->stmt, stmt_sql, stmt_name, ST_COUNT, db->errstr,
+                                  sizeof(db->errstr));
+    if (rc != STOCKDB_OK) {
         db_disconnect(db);
-        return err == CR_OUT_OF_MEMORY ? STOCKDB_ERR_NOMEM : STOCKDB_ERR_CONNECT;
-    }
-    for (int i = 0; i < ST_COUNT; i++) {
-        db->stmt[i] = mysql_stmt_init(db->conn);
-        if (!db->stmt[i]) {
-            set_err(db, "mysql_stmt_init: out of memory");
-            db_disconnect(db);
-            return STOCKDB_ERR_NOMEM;
-        }
-        if (mysql_stmt_prepare(db->stmt[i], stmt_sql[i], strlen(stmt_sql[i]))) {
-            err = mysql_stmt_errno(db->stmt[i]);
-            set_err(db, "prepare %s: %s (%u)", stmt_name[i], mysql_stmt_error(db->stmt[i]), err);
-            db_disconnect(db);
-            return is_gone(err) ? STOCKDB_ERR_CONNECT : STOCKDB_ERR_QUERY;
-        }
+        return rc;
     }
     if ((err = set_lock_wait(db, rw_s)) != 0 || (err = set_session(db)) != 0) {
         db_disconnect(db);
-        return is_gone(err) ? STOCKDB_ERR_CONNECT : STOCKDB_ERR_QUERY;
+        return stockdb_conn_gone(err) ? STOCKDB_ERR_CONNECT : STOCKDB_ERR_QUERY;
     }
     return STOCKDB_OK;
+}
+
+/* ---------------------------------------------------------------- a connection of one's own */
+
+int stockdb_conn_open(const stockdb_config *c, unsigned long client_flags, MYSQL **out,
+                      char *errbuf, size_t errcap) {
+    unsigned connect_s = c->connect_timeout_s ? c->connect_timeout_s : 2;
+    unsigned rw_s = c->rw_timeout_s ? c->rw_timeout_s : 10;
+    unsigned protocol = MYSQL_PROTOCOL_TCP;
+    MYSQL *m = mysql_init(NULL);
+    *out = NULL;
+    if (!m) {
+        snprintf(errbuf, errcap, "mysql_init: out of memory");
+        return STOCKDB_ERR_NOMEM;
+    }
+    mysql_options(m, MYSQL_OPT_CONNECT_TIMEOUT, &connect_s);
+    mysql_options(m, MYSQL_OPT_READ_TIMEOUT, &rw_s);
+    mysql_options(m, MYSQL_OPT_WRITE_TIMEOUT, &rw_s);
+    mysql_options(m, MYSQL_OPT_PROTOCOL, &protocol);
+    mysql_options(m, MYSQL_SET_CHARSET_NAME, "utf8mb4");
+    if (!mysql_real_connect(m, c->host, c->user, c->password, c->database, c->port, NULL,
+                            client_flags)) {
+        unsigned err = mysql_errno(m);
+        snprintf(errbuf, errcap, "connect to %s:%u/%s: %s (%u)", c->host, c->port, c->database,
+                 mysql_error(m), err);
+        mysql_close(m);
+        return err == CR_OUT_OF_MEMORY ? STOCKDB_ERR_NOMEM : STOCKDB_ERR_CONNECT;
+    }
+    *out = m;
+    return STOCKDB_OK;
+}
+
+int stockdb_conn_prepare(MYSQL *conn, MYSQL_STMT **stmts, const char *const *sql,
+                         const char *const *names, int n, char *errbuf, size_t errcap) {
+    for (int i = 0; i < n; i++) {
+        stmts[i] = mysql_stmt_init(conn);
+        if (!stmts[i]) {
+            snprintf(errbuf, errcap, "mysql_stmt_init: out of memory");
+            return STOCKDB_ERR_NOMEM;
+        }
+        if (mysql_stmt_prepare(stmts[i], sql[i], strlen(sql[i]))) {
+            unsigned err = mysql_stmt_errno(stmts[i]);
+            snprintf(errbuf, errcap, names ? "prepare %s: %s (%u)" : "prepare \"%s\": %s (%u)",
+                     names ? names[i] : sql[i], mysql_stmt_error(stmts[i]), err);
+            return stockdb_conn_gone(err) ? STOCKDB_ERR_CONNECT : STOCKDB_ERR_QUERY;
+        }
+    }
+    return STOCKDB_OK;
+}
+
+void stockdb_conn_close(MYSQL **conn, MYSQL_STMT **stmts, int n) {
+    for (int i = 0; i < n; i++) {
+        if (stmts[i]) mysql_stmt_close(stmts[i]);
+        stmts[i] = NULL;
+    }
+    if (*conn) mysql_close(*conn);
+    *conn = NULL;
+}
+
+bool stockdb_conn_gone(unsigned err) {
+    switch (err) {
+    case CR_CONNECTION_ERROR:
+    case CR_CONN_HOST_ERROR:
+    case CR_SERVER_GONE_ERROR:
+    case CR_SERVER_LOST:
+    case CR_SERVER_LOST_EXTENDED:
+    case CR_COMMANDS_OUT_OF_SYNC: /* protocol state unknown: only a new session is safe */
+    case CR_ERR_NET_READ:
+    case CR_ERR_NET_WRITE:
+    case ER_SERVER_SHUTDOWN:
+    case ER_CONNECTION_KILLED:
+        return true;
+    default:
+        return false;
+    }
 }
 
 /* ---------------------------------------------------------------- running statements */
@@ -360,7 +383,7 @@ static unsigned commit(stockdb *db) {
 
 /* The end of a deduction after statement error err (text already in errstr). */
 static int deduct_fail(stockdb *db, unsigned err, bool in_trx) {
-    if (is_gone(err)) {
+    if (stockdb_conn_gone(err)) {
         db_disconnect(db);
         if (!in_trx) return RETRY_IDLE;
         size_t n = strlen(db->errstr);
@@ -429,7 +452,7 @@ static int confirm_key(stockdb *db, const char *key, bool *found, uint64_t *orde
     }
     unsigned err = lookup_order(db, ST_CONFIRM, key, found, order_id, product_id, &unused);
     if (err) {
-        if (is_gone(err)) db_disconnect(db);
+        if (stockdb_conn_gone(err)) db_disconnect(db);
         snprintf(detail, sizeof(detail), "%s", db->errstr);
         set_err(db, "%s; COMMIT reply lost and the lookup to confirm it failed: %s", why, detail);
         return STOCKDB_ERR_UNKNOWN;
@@ -513,7 +536,7 @@ static int deduct_atomic(stockdb *db, const stockdb_request *req, stockdb_result
     }
     if ((err = commit(db))) {
         set_err(db, "COMMIT: %s (%u)", mysql_error(db->conn), err);
-        if (!is_gone(err)) return deduct_fail(db, err, true); /* the server said no */
+        if (!stockdb_conn_gone(err)) return deduct_fail(db, err, true); /* the server said no */
         uint64_t found_id = 0;
         int rc = confirm_key(db, req->request_id, &found, &found_id, &found_pid);
         if (rc != STOCKDB_OK) return rc;
@@ -824,7 +847,7 @@ static int batch_once(stockdb *db, stockdb_strategy strategy, batch_state *st, s
     }
     if ((err = commit(db))) {
         set_err(db, "COMMIT: %s (%u)", mysql_error(db->conn), err);
-        if (!is_gone(err)) return deduct_fail(db, err, true); /* the server said no */
+        if (!stockdb_conn_gone(err)) return deduct_fail(db, err, true); /* the server said no */
         /* The transaction is atomic: any one keyed order of it tells whether it all
          * committed. */
         const char *key = NULL;
@@ -1088,7 +1111,7 @@ int stockdb_ping(stockdb *db) {
         unsigned err = mysql_errno(db->conn);
         set_err(db, "ping: %s (%u)", mysql_error(db->conn), err);
         db_disconnect(db);
-        if (!is_gone(err)) return STOCKDB_ERR_QUERY;
+        if (!stockdb_conn_gone(err)) return STOCKDB_ERR_QUERY;
         if (attempt == 1) return STOCKDB_ERR_CONNECT;
     }
 }

@@ -237,4 +237,40 @@ const char *stockdb_errstr(const stockdb *db);
 /* A static text for a return code. */
 const char *stockdb_strerror(int code);
 
+/* ---------------------------------------------------------------- a connection of one's own
+ *
+ * For modules that open their own connection with the same stockdb_config (dblock's
+ * lock table): the client set-up every connection of this project gets, the preparing
+ * and closing of a set of statements, and which client errors mean the connection is
+ * gone. The caller owns the MYSQL and the MYSQL_STMTs these make and gives them back
+ * with stockdb_conn_close(). They follow the rule of "Threads" above: made, used and
+ * closed on one thread, which has made a stockdb or dblock handle (so that
+ * mysql_thread_init has run), after stockdb_global_init(). Nothing here retries. */
+struct st_mysql;      /* MYSQL */
+struct st_mysql_stmt; /* MYSQL_STMT */
+
+/* Connects to c->host:c->port over TCP with c's timeouts (0: 2 s to connect, 10 s to
+ * read or write), charset utf8mb4 and client_flags (mysql_real_connect's, e.g.
+ * CLIENT_FOUND_ROWS; 0 for none). Returns STOCKDB_OK with *out the connection, or
+ * STOCKDB_ERR_NOMEM / STOCKDB_ERR_CONNECT with *out NULL and the reason in errbuf. */
+int stockdb_conn_open(const stockdb_config *c, unsigned long client_flags, struct st_mysql **out,
+                      char *errbuf, size_t errcap);
+
+/* Prepares sql[0..n-1] on conn into stmts[0..n-1]. names[i] names statement i in the
+ * error text; with names NULL the error quotes its SQL. Returns STOCKDB_OK, or
+ * STOCKDB_ERR_NOMEM, STOCKDB_ERR_CONNECT (the connection is gone) or STOCKDB_ERR_QUERY
+ * with the reason in errbuf; the statements made so far stay in stmts either way, for
+ * stockdb_conn_close(). */
+int stockdb_conn_prepare(struct st_mysql *conn, struct st_mysql_stmt **stmts,
+                         const char *const *sql, const char *const *names, int n, char *errbuf,
+                         size_t errcap);
+
+/* Closes stmts[0..n-1] and *conn, those that are not NULL, and sets them all NULL. */
+void stockdb_conn_close(struct st_mysql **conn, struct st_mysql_stmt **stmts, int n);
+
+/* True for the client or server error numbers after which a connection cannot be used
+ * again: the server went away, the network failed, the server killed or is shutting
+ * down the session, or the protocol state is unknown. Pure; thread-safe. */
+bool stockdb_conn_gone(unsigned err);
+
 #endif

@@ -1,7 +1,8 @@
 /* dblock.c: the lock table (see dblock.h).
  *
  * A handle owns one autocommit MYSQL connection and its prepared statements, made
- * together by dl_connect() and dropped together by dl_disconnect(), like stockdb.c.
+ * together by dl_connect() and dropped together by dl_disconnect(), like stockdb.c and
+ * with its connection helpers (stockdb_conn_*), so both connect the same way.
  * dl_exec() runs one statement and sorts its failure into: the connection is gone
  * (dropped; the caller decides whether repeating is safe), a duplicate key (the lock
  * is held), a lock victim (deadlock or lock wait timeout: try again later), or any
@@ -75,24 +76,6 @@ static void set_err(dblock *d, const char *fmt, ...) {
     va_end(ap);
 }
 
-static bool is_gone(unsigned err) {
-    switch (err) {
-    case CR_CONNECTION_ERROR:
-    case CR_CONN_HOST_ERROR:
-    case CR_SERVER_GONE_ERROR:
-    case CR_SERVER_LOST:
-    case CR_SERVER_LOST_EXTENDED:
-    case CR_COMMANDS_OUT_OF_SYNC:
-    case CR_ERR_NET_READ:
-    case CR_ERR_NET_WRITE:
-    case ER_SERVER_SHUTDOWN:
-    case ER_CONNECTION_KILLED:
-        return true;
-    default:
-        return false;
-    }
-}
-
 static void bind_str(MYSQL_BIND *b, const char *s, unsigned long *len) {
     memset(b, 0, sizeof(*b));
     *len = (unsigned long)strlen(s);
@@ -111,40 +94,22 @@ static void bind_i64(MYSQL_BIND *b, int64_t *v) {
 /* ---------------------------------------------------------------- connection */
 
 static void dl_disconnect(dblock *d) {
-    for (int i = 0; i < ST_COUNT; i++) {
-        if (d->stmt[i]) mysql_stmt_close(d->stmt[i]);
-        d->stmt[i] = NULL;
-    }
-    if (d->conn) mysql_close(d->conn);
-    d->conn = NULL;
+    stockdb_conn_close(&d->conn, d->stmt, ST_COUNT);
+}
+
+/* stockdb_conn_*'s codes as dblock's. */
+static int dl_code(int stockdb_rc) {
+    if (stockdb_rc == STOCKDB_ERR_NOMEM) return DBLOCK_ERR_NOMEM;
+    if (stockdb_rc == STOCKDB_ERR_QUERY) return DBLOCK_ERR_QUERY;
+    return stockdb_rc == STOCKDB_OK ? DBLOCK_OK : DBLOCK_ERR_CONNECTION;
 }
 
 static int dl_connect(dblock *d) {
     if (d->conn) return DBLOCK_OK;
-    const stockdb_config *c = &d->cfg;
-    unsigned connect_s = c->connect_timeout_s ? c->connect_timeout_s : 2;
-    unsigned rw_s = c->rw_timeout_s ? c->rw_timeout_s : 10;
-    unsigned protocol = MYSQL_PROTOCOL_TCP;
-    unsigned err;
-
-    d->conn = mysql_init(NULL);
-    if (!d->conn) {
-        set_err(d, "mysql_init: out of memory");
-        return DBLOCK_ERR_NOMEM;
-    }
-    mysql_options(d->conn, MYSQL_OPT_CONNECT_TIMEOUT, &connect_s);
-    mysql_options(d->conn, MYSQL_OPT_READ_TIMEOUT, &rw_s);
-    mysql_options(d->conn, MYSQL_OPT_WRITE_TIMEOUT, &rw_s);
-    mysql_options(d->conn, MYSQL_OPT_PROTOCOL, &protocol);
-    mysql_options(d->conn, MYSQL_SET_CHARSET_NAME, "utf8mb4");
-    if (!mysql_real_connect(d->conn, c->host, c->user, c->password, c->database, c->port, NULL,
-                            0)) {
-        err = mysql_errno(d->conn);
-        set_err(d, "connect to %s:%u/%s: %s (%u)", c->host, c->port, c->database,
-                mysql_error(d->conn), err);
-        dl_disconnect(d);
-        return err == CR_OUT_OF_MEMORY ? DBLOCK_ERR_NOMEM : DBLOCK_ERR_CONNECTION;
-    }
+    /* No client flags: the lock table is written by INSERT and DELETE only, so
+     * CLIENT_FOUND_ROWS (which changes what an UPDATE reports) would change nothing. */
+    int rc = stockdb_conn_open(&d->cfg, 0, &d->conn, d->errstr, sizeof(d->errstr));
+    if (rc != STOCKDB_OK) return dl_code(rc);
     /* Autocommit on purpose: each statement commits, so the lock row is visible to
      * everyone as soon as the INSERT returns. */
     if (mysql_autocommit(d->conn, 1)) {
@@ -152,21 +117,11 @@ static int dl_connect(dblock *d) {
         dl_disconnect(d);
         return DBLOCK_ERR_CONNECTION;
     }
-    for (int i = 0; i < ST_COUNT; i++) {
-        d->stmt[i] = mysql_stmt_init(d->conn);
-        if (!d->stmt[i]) {
-            set_err(d, "mysql_stmt_init: out of memory");
-            dl_disconnect(d);
-            return DBLOCK_ERR_NOMEM;
-        }
-        if (mysql_stmt_prepare(d->stmt[i], stmt_sql[i], strlen(stmt_sql[i]))) {
-            err = mysql_stmt_errno(d->stmt[i]);
-            set_err(d, "prepare \"%s\": %s (%u)", stmt_sql[i], mysql_stmt_error(d->stmt[i]), err);
-            dl_disconnect(d);
-            return is_gone(err) ? DBLOCK_ERR_CONNECTION : DBLOCK_ERR_QUERY;
-        }
-    }
-    return DBLOCK_OK;
+    /* Statements are named by their SQL in errors (names NULL). */
+    rc = stockdb_conn_prepare(d->conn, d->stmt, stmt_sql, NULL, ST_COUNT, d->errstr,
+                              sizeof(d->errstr));
+    if (rc != STOCKDB_OK) dl_disconnect(d);
+    return dl_code(rc);
 }
 
 /* Runs statement `st` with params (connecting first if needed). On DBLOCK_OK,
@@ -193,7 +148,7 @@ static int dl_exec(dblock *d, int st, MYSQL_BIND *params, uint64_t *affected, ui
     set_err(d, "\"%s\": %s (%u)", stmt_sql[st], mysql_stmt_error(s), err);
     if (err == ER_DUP_ENTRY) return DL_DUP;
     if (err == ER_LOCK_DEADLOCK || err == ER_LOCK_WAIT_TIMEOUT) return DL_VICTIM;
-    if (is_gone(err)) {
+    if (stockdb_conn_gone(err)) {
         dl_disconnect(d);
         return DBLOCK_ERR_CONNECTION;
     }

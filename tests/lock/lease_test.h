@@ -55,6 +55,36 @@ static inline void *ls_cancel_after(void *arg) {
     return NULL;
 }
 
+/* One lease kind's acquire behind void pointers (lock: the kind's handle; *hold: its
+ * hold, NULL when not acquired) and its codes, so that one test body drives both kinds. */
+typedef struct ls_kind {
+    int (*acquire)(void *lock, const char *name, int timeout_ms, void **hold);
+    int ok, cancelled; /* the kind's OK and ERR_CANCELLED */
+} ls_kind;
+
+/* The cancel test of either kind. holder takes a fresh name; waiter, made with *cancel as
+ * its config's cancel flag, then waits up to 60 s for it, and only the flag, set by
+ * another thread after 300 ms, can end that wait within the test's time: it must end
+ * with `cancelled` and no hold. An acquire of a name nobody holds (written to free_name)
+ * must then be refused the same way. Returns holder's hold of the first name: the caller
+ * checks that nothing was written under free_name, then releases it. */
+static inline void *ls_check_cancel(const ls_kind *k, void *holder, void *waiter,
+                                    atomic_int *cancel, char *free_name, size_t cap) {
+    const char *name = ls_name("cancel");
+    snprintf(free_name, cap, "%s_free", name);
+    void *h = NULL, *h2 = (void *)1;
+    CHECK_INT_EQ(k->ok, k->acquire(holder, name, 1000, &h));
+    ls_canceller c = {.flag = cancel, .ms = 300};
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, ls_cancel_after, &c) == 0);
+    CHECK_INT_EQ(k->cancelled, k->acquire(waiter, name, 60000, &h2));
+    pthread_join(t, NULL);
+    CHECK(h2 == NULL);
+    CHECK_INT_EQ(k->cancelled, k->acquire(waiter, free_name, 1000, &h2));
+    CHECK(h2 == NULL);
+    return h;
+}
+
 /* The test database ($STOCKD_TEST_MYSQL_URL, password from STOCKD_MYSQL_PASSWORD). */
 static inline stockdb_config ls_db_config(void) {
     stockdb_config c = {0};

@@ -147,26 +147,24 @@ static void test_stale_holder(void) {
     printf("ok: an expired row is taken over; the stale holder's release is refused\n");
 }
 
+/* dblock_acquire for ls_kind. */
+static int acquire_any(void *lock, const char *name, int timeout_ms, void **hold) {
+    dblock_hold *h = *hold;
+    int rc = dblock_acquire(lock, name, timeout_ms, &h);
+    *hold = h;
+    return rc;
+}
+
 static void test_cancel(void) {
+    const ls_kind kind = {
+        .acquire = acquire_any, .ok = DBLOCK_OK, .cancelled = DBLOCK_ERR_CANCELLED};
     atomic_int cancel = 0;
     dblock *a = open_lock(30000);
     dblock_config c = {.db = dbc, .owner = "lock_db_test", .lease_ms = 30000, .cancel = &cancel};
     dblock *b = NULL;
     CHECK_INT_EQ(DBLOCK_OK, dblock_new(&c, &b, NULL, 0));
-    const char *name = ls_name("cancel");
     char free_name[128];
-    snprintf(free_name, sizeof(free_name), "%s_free", name);
-    dblock_hold *h = NULL, *h2 = (dblock_hold *)1;
-    CHECK_INT_EQ(DBLOCK_OK, dblock_acquire(a, name, 1000, &h));
-    ls_canceller k = {.flag = &cancel, .ms = 300};
-    pthread_t t;
-    CHECK(pthread_create(&t, NULL, ls_cancel_after, &k) == 0);
-    /* A 60 s wait: only the flag can end it within the test's time. */
-    CHECK_INT_EQ(DBLOCK_ERR_CANCELLED, dblock_acquire(b, name, 60000, &h2));
-    pthread_join(t, NULL);
-    CHECK(h2 == NULL);
-    CHECK_INT_EQ(DBLOCK_ERR_CANCELLED, dblock_acquire(b, free_name, 1000, &h2));
-    CHECK(h2 == NULL);
+    dblock_hold *h = ls_check_cancel(&kind, a, b, &cancel, free_name, sizeof(free_name));
     CHECK_INT_EQ(0, row_token(free_name));
     CHECK_INT_EQ(DBLOCK_OK, dblock_release(h));
     dblock_free(a);

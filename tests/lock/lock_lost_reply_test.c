@@ -57,20 +57,6 @@ static int64_t node_czxid(zhandle_t *zh, const char *name, int herd) {
     return st.czxid;
 }
 
-typedef struct acquire_run {
-    zklock_session *s;
-    const char *name;
-    int rc;
-} acquire_run;
-
-static void *acquire_main(void *arg) {
-    acquire_run *r = arg;
-    zklock_hold *h = NULL;
-    r->rc = zklock_acquire(r->s, r->name, ZKLOCK_FAIR, 30000, &h);
-    if (r->rc == ZKLOCK_OK) zklock_release(h);
-    return NULL;
-}
-
 static void late_create_cases(const char *hosts, zhandle_t *zh, const char *base) {
     char late[128], herd[128], path[256];
     snprintf(late, sizeof(late), "%s_late", base);
@@ -82,9 +68,9 @@ static void late_create_cases(const char *hosts, zhandle_t *zh, const char *base
     /* 5. Fair, cancelled after recovery found nothing. */
     zklock_session *s = lt_session(lp_hosts(p), 10000);
     lp_hold_next_create(p, LP_OP_GETCHILDREN, LP_OP_GETCHILDREN2, 1);
-    acquire_run r = {.s = s, .name = late};
+    lt_acquire_run r = {.s = s, .name = late, .timeout_ms = 30000};
     pthread_t t;
-    CHECK(pthread_create(&t, NULL, acquire_main, &r) == 0);
+    CHECK(pthread_create(&t, NULL, lt_acquire_main, &r) == 0);
     for (int64_t end = lt_now_ms() + 10000; !lp_holding(p) && lt_now_ms() < end;)
         lt_sleep_ms(10);
     CHECK_INT_EQ(1, lp_holding(p));
@@ -119,14 +105,15 @@ static void late_create_cases(const char *hosts, zhandle_t *zh, const char *base
     zklock_session *holder = lt_session(hosts, 0), *mid = lt_session(hosts, 0);
     zklock_hold *hh = NULL;
     CHECK_INT_EQ(ZKLOCK_OK, zklock_acquire(holder, rs, ZKLOCK_FAIR, 10000, &hh));
-    acquire_run m = {.s = mid, .name = rs}, w = {.s = NULL, .name = rs};
+    lt_acquire_run m = {.s = mid, .name = rs, .timeout_ms = 30000},
+                   w = {.s = NULL, .name = rs, .timeout_ms = 30000};
     pthread_t tm, tw;
-    CHECK(pthread_create(&tm, NULL, acquire_main, &m) == 0);
+    CHECK(pthread_create(&tm, NULL, lt_acquire_main, &m) == 0);
     CHECK(lt_wait_children(zh, rs, 2, 10));
     s = lt_session(lp_hosts(p), 10000);
     w.s = s;
     lp_hold_next_create(p, -1, -1, 0); /* kept until told */
-    CHECK(pthread_create(&tw, NULL, acquire_main, &w) == 0);
+    CHECK(pthread_create(&tw, NULL, lt_acquire_main, &w) == 0);
     /* The first create is held; the second, after reconnection, makes node 3. */
     CHECK(lt_wait_children(zh, rs, 3, 10));
     snprintf(path, sizeof(path), "/stock/locks/%s", rs);

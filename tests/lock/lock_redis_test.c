@@ -162,27 +162,24 @@ static void test_woken_by_release(const char *addr) {
            (unsigned long long)st.ops);
 }
 
+/* redislock_acquire for ls_kind. */
+static int acquire_any(void *lock, const char *name, int timeout_ms, void **hold) {
+    redislock_hold *h = *hold;
+    int rc = redislock_acquire(lock, name, timeout_ms, &h);
+    *hold = h;
+    return rc;
+}
+
 static void test_cancel(const char *addr) {
+    const ls_kind kind = {
+        .acquire = acquire_any, .ok = REDISLOCK_OK, .cancelled = REDISLOCK_ERR_CANCELLED};
     atomic_int cancel = 0;
     redislock *a = open_lock(addr, 30000, 0);
     redislock_config c = {.addr = addr, .lease_ms = 30000, .poll_ms = 100, .cancel = &cancel};
     redislock *b = NULL;
     CHECK_INT_EQ(REDISLOCK_OK, redislock_new(&c, &b, NULL, 0));
-    const char *name = ls_name("cancel");
-    char free_name[128];
-    snprintf(free_name, sizeof(free_name), "%s_free", name);
-    redislock_hold *h = NULL, *h2 = (redislock_hold *)1;
-    CHECK_INT_EQ(REDISLOCK_OK, redislock_acquire(a, name, 1000, &h));
-    ls_canceller k = {.flag = &cancel, .ms = 300};
-    pthread_t t;
-    CHECK(pthread_create(&t, NULL, ls_cancel_after, &k) == 0);
-    /* A 60 s wait: only the flag can end it within the test's time. */
-    CHECK_INT_EQ(REDISLOCK_ERR_CANCELLED, redislock_acquire(b, name, 60000, &h2));
-    pthread_join(t, NULL);
-    CHECK(h2 == NULL);
-    CHECK_INT_EQ(REDISLOCK_ERR_CANCELLED, redislock_acquire(b, free_name, 1000, &h2));
-    CHECK(h2 == NULL);
-    char v[64];
+    char free_name[128], v[64];
+    redislock_hold *h = ls_check_cancel(&kind, a, b, &cancel, free_name, sizeof(free_name));
     key_value(addr, free_name, v, sizeof(v));
     CHECK_STR_EQ("", v);
     CHECK_INT_EQ(REDISLOCK_OK, redislock_release(h));

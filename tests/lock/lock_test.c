@@ -115,3 +115,11 @@ long lt_total_watches(const char *hosts) {
     free(a);
     return n;
 }
+
+void *lt_acquire_main(void *arg) {
+    lt_acquire_run *r = arg;
+    zklock_hold *h = NULL;
+    r->rc = zklock_acquire(r->s, r->name, ZKLOCK_FAIR, r->timeout_ms, &h);
+    if (r->rc == ZKLOCK_OK) zklock_release(h);
+    return NULL;
+}

@@ -46,4 +46,19 @@ char *lt_4lw(const char *hosts, const char *word);
 /* "Total watches:N" from `wchs`, -1 on failure. */
 long lt_total_watches(const char *hosts);
 
+/* One fair acquisition on a thread of its own, for the tests that need a waiter while
+ * the main thread changes the world around it:
+ *     lt_acquire_run r = {.s = s, .name = name, .timeout_ms = 5000};
+ *     pthread_create(&t, NULL, lt_acquire_main, &r); ... pthread_join(t, NULL);
+ * The thread acquires, releases at once if it got the lock, and leaves the result in
+ * rc; read rc only after pthread_join. The caller owns r and the session. */
+typedef struct lt_acquire_run {
+    zklock_session *s;
+    const char *name;
+    int timeout_ms;
+    int rc; /* written by the thread */
+} lt_acquire_run;
+
+void *lt_acquire_main(void *arg);
+
 #endif

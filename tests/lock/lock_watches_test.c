@@ -44,20 +44,6 @@ static uint64_t data_ops(zklock_session *s) {
     return st.op_get_data;
 }
 
-typedef struct waiter_run {
-    zklock_session *s;
-    const char *name;
-    int rc;
-} waiter_run;
-
-static void *waiter_main(void *arg) {
-    waiter_run *w = arg;
-    zklock_hold *h = NULL;
-    w->rc = zklock_acquire(w->s, w->name, ZKLOCK_FAIR, 5000, &h);
-    if (w->rc == ZKLOCK_OK) zklock_release(h);
-    return NULL;
-}
-
 /* Waits up to 10 s for cond; fails the test with `what` if it never holds. */
 #define WAIT_FOR(cond, what)                                                                       \
     do {                                                                                           \
@@ -78,10 +64,10 @@ static void reconnect_case(const char *hosts) {
     long before = lt_total_watches(hosts);
     CHECK_INT_GE(before, 0);
 
-    waiter_run w = {.s = ws, .name = lname};
+    lt_acquire_run w = {.s = ws, .name = lname, .timeout_ms = 5000};
     uint64_t d0 = data_ops(ws);
     pthread_t t;
-    CHECK(pthread_create(&t, NULL, waiter_main, &w) == 0);
+    CHECK(pthread_create(&t, NULL, lt_acquire_main, &w) == 0);
     WAIT_FOR(data_ops(ws) == d0 + 1, "the waiter's watch");
     lp_sever(p, 0);
     WAIT_FOR(data_ops(ws) == d0 + 2, "the waiter's watch after reconnection");

@@ -17,7 +17,10 @@ adjacent literals joined):
           SQL assembled piece by piece.
   sink    mysql_query, mysql_real_query, mysql_send_query and mysql_stmt_prepare must get
           a string literal or a `static const` array of this file (an element of one is
-          fine): never a buffer that was filled at run time.
+          fine): never a buffer that was filled at run time. stockdb_conn_prepare (which
+          prepares a table of statements for stockdb and dblock) is a sink too: its
+          callers must hand it such an array, and inside its own definition its SQL
+          parameter may go on to mysql_stmt_prepare.
 Prints each finding as FILE:LINE: RULE: text, and exits 1 if there is any."""
 import os
 import re
@@ -44,7 +47,33 @@ def sql_shape(text):
 
 CONVERSION = re.compile(r"%[-+ #0]*(\d+|\*)?(\.(\d+|\*))?(hh|h|ll|l|L|q|j|z|t)?[diouxXeEfFgGaAcspn]")
 CONCAT_FUNCS = {"strcat", "strncat", "strcpy", "strncpy", "stpcpy", "stpncpy", "memcpy", "strlcat"}
-SINKS = {"mysql_query": 1, "mysql_real_query": 1, "mysql_send_query": 1, "mysql_stmt_prepare": 1}
+SINKS = {
+    "mysql_query": 1,
+    "mysql_real_query": 1,
+    "mysql_send_query": 1,
+    "mysql_stmt_prepare": 1,
+    "stockdb_conn_prepare": 2,
+}
+# Sinks that are functions of ours, which forward their SQL argument to a sink.
+FORWARDING_SINKS = {"stockdb_conn_prepare"}
+
+
+def forwarding_bodies(src):
+    """(name position, start, end, parameter) of each definition of a forwarding sink in
+    src: within its body, the parameter that its callers must fill with constants counts
+    as constant."""
+    spans = []
+    for name in FORWARDING_SINKS:
+        for m in re.finditer(r"\b" + name + r"\s*\(", src):
+            _, params = call_args(src, m.end() - 1)
+            brace = re.match(r"\s*\{", src[m.end() - 1 + len(_) + 2 :])
+            if not brace or len(params) <= SINKS[name]:
+                continue  # a call or a declaration, not the definition
+            param = re.search(r"(\w+)\s*$", params[SINKS[name]])
+            start = m.end() - 1 + len(_) + 2 + brace.end() - 1
+            body, _args = call_args(src, start)
+            spans.append((m.start(), start, start + len(body) + 1, param.group(1) if param else None))
+    return spans
 
 
 def strip_comments(src):
@@ -110,6 +139,7 @@ def scan(path):
     const_arrays = set(
         re.findall(r"\bstatic\s+const\s+char\s*(?:\*\s*const\s+)?(\w+)\s*\[[^\]]*\]\s*=", src)
     )
+    forwarding = forwarding_bodies(src)
     for m in re.finditer(r"\b([A-Za-z_]\w*)\s*\(", src):
         name = m.group(1)
         if name in ("if", "while", "for", "switch", "return", "sizeof"):
@@ -121,10 +151,15 @@ def scan(path):
             findings.append((line, "format", f"{name}(... \"{text[:80]}\" ...)"))
         if name in CONCAT_FUNCS and text and sql_shape(text):
             findings.append((line, "concat", f"{name}(... \"{text[:80]}\" ...)"))
+        if any(d == m.start() for d, _a, _b, _p in forwarding):
+            continue  # the definition of a forwarding sink, not a call
         if name in SINKS and len(args) > SINKS[name]:
             arg = args[SINKS[name]]
             ident = re.match(r"^(\w+)(\s*\[[^\]]*\])?$", arg)
-            if not (arg.startswith('"') or (ident and ident.group(1) in const_arrays)):
+            forwarded = ident and any(
+                a <= m.start() < b and ident.group(1) == p for _d, a, b, p in forwarding
+            )
+            if not (arg.startswith('"') or (ident and ident.group(1) in const_arrays) or forwarded):
                 findings.append((line, "sink", f"{name} gets '{arg}', not a constant statement"))
     return findings
 

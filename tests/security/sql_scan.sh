@@ -54,6 +54,23 @@ void f(MYSQL *c, MYSQL_STMT *s, int i) {
     mysql_stmt_prepare(s, stmt_sql[i], strlen(stmt_sql[i]));
     mysql_query(c, "ROLLBACK");
 }'
+# stockdb_conn_prepare prepares a table of statements for stockdb and dblock: its callers
+# must hand it a constant table, and only its own body may pass its parameter on.
+must_flag runtime_table sink \
+  'void f(MYSQL *c, MYSQL_STMT **s, char *q) { const char *t[1] = {q}; stockdb_conn_prepare(c, s, t, NULL, 1, q, 9); }'
+must_flag forwarding_outside_its_body sink '
+int stockdb_conn_prepare(MYSQL *c, MYSQL_STMT **s, const char *const *sql, const char *const *nm, int n, char *e, size_t k) {
+    return mysql_stmt_prepare(s[0], sql[0], strlen(sql[0]));
+}
+void f(MYSQL_STMT *s, const char **sql) { mysql_stmt_prepare(s, sql[0], 3); }'
+must_pass constant_table '
+static const char *const stmt_sql[1] = {"SELECT stock FROM product WHERE id = ?"};
+int stockdb_conn_prepare(MYSQL *c, MYSQL_STMT **s, const char *const *sql, const char *const *nm, int n, char *e, size_t k) {
+    for (int i = 0; i < n; i++)
+        if (mysql_stmt_prepare(s[i], sql[i], strlen(sql[i]))) return -1;
+    return 0;
+}
+void f(MYSQL *c, MYSQL_STMT **s, char *e) { stockdb_conn_prepare(c, s, stmt_sql, NULL, 1, e, 9); }'
 must_pass error_messages '
 void f(struct db *db, const char *name, const char *err, const char *mode) {
     set_err(db, "%s: %s (%u)", name, err, 3u);
