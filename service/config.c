@@ -78,6 +78,9 @@ void stockd_config_usage(FILE *out) {
           "                         in for a real service's business logic; the oversell\n"
           "                         experiment uses it (STOCKD_THINK_US) [0]; with batching\n"
           "                         it is paid once per batch\n"
+          "  --think-jitter-us N    add a uniformly random 0..N us to each pause, so that\n"
+          "                         instances with the same pause do not fall into step\n"
+          "                         (STOCKD_THINK_JITTER_US) [0]\n"
           "  --batch-max N          deductions of one product served under one lock\n"
           "                         acquisition, as one transaction (STOCKD_BATCH_MAX) [64];\n"
           "                         1 = the seed's one acquisition per deduction. Modes\n"
@@ -141,6 +144,7 @@ enum {
     O_MAX_CONN,
     O_CONN_TIMEOUT,
     O_THINK,
+    O_THINK_JITTER,
     O_BATCH_MAX,
     O_PRECHECK,
     O_LOCK_PASSES,
@@ -172,6 +176,7 @@ static const struct {
     {O_MAX_CONN, "max-connections", "STOCKD_MAX_CONNECTIONS"},
     {O_CONN_TIMEOUT, "connection-timeout-s", "STOCKD_CONNECTION_TIMEOUT_S"},
     {O_THINK, "think-us", "STOCKD_THINK_US"},
+    {O_THINK_JITTER, "think-jitter-us", "STOCKD_THINK_JITTER_US"},
     {O_BATCH_MAX, "batch-max", "STOCKD_BATCH_MAX"},
     {O_PRECHECK, "precheck", "STOCKD_PRECHECK"},
     {O_LOCK_PASSES, "lock-passes", "STOCKD_LOCK_PASSES"},
@@ -221,6 +226,8 @@ static int apply(stockd_config *c, int id, const char *v, const char *name, char
         return set_uint(&c->connection_timeout_s, v, 1, 3600, name, err, errlen);
     case O_THINK:
         return set_uint(&c->think_us, v, 0, 60000000, name, err, errlen);
+    case O_THINK_JITTER:
+        return set_uint(&c->think_jitter_us, v, 0, 60000000, name, err, errlen);
     case O_BATCH_MAX:
         return set_uint(&c->batch_max, v, 1, STOCKDB_BATCH_MAX, name, err, errlen);
     case O_PRECHECK:

@@ -76,6 +76,7 @@ typedef struct stockd_config {
     unsigned max_connections;
     unsigned connection_timeout_s;
     unsigned think_us;          /* pause between check and update, once per batch */
+    unsigned think_jitter_us;   /* plus a uniformly random 0..this per pause */
     unsigned batch_max;         /* deductions per lock acquisition (combiner.c) */
     bool precheck;              /* sold out answered from one read before the lock */
     unsigned lock_passes;       /* batches per acquisition while more wait */

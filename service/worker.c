@@ -45,7 +45,7 @@ typedef struct worker_state {
     uint64_t statements; /* stockdb_statements(db) already added to the metrics */
     stockd_job **jobs;   /* room for one batch */
     stockdb_item *items;
-    unsigned seed; /* rand_r: the first segment of a deduction */
+    unsigned seed; /* rand_r: the first segment of a deduction, the think jitter */
 } worker_state;
 
 /* Logs a database or lock failure at most once a second per worker, so an outage does
@@ -100,6 +100,17 @@ static int lock_guard(void *arg) {
     return stockd_lock_check(arg) != ZKLOCK_OK;
 }
 
+/* The pause between check and update for one transaction: --think-us plus a uniformly
+ * random 0..--think-jitter-us. A constant pause lets instances fall into step: one whose
+ * UPDATE waited for another's row lock commits right after it, every time, which is a
+ * pattern of this stand-in and not of real business logic. */
+static unsigned think_us(worker_state *ws) {
+    const stockd_config *c = ws->w->ctx->cfg;
+    if (!c->think_jitter_us) return c->think_us;
+    uint64_t span = (uint64_t)c->think_jitter_us + 1;
+    return c->think_us + (unsigned)((uint64_t)rand_r(&ws->seed) * span / ((uint64_t)RAND_MAX + 1));
+}
+
 /* ---------------------------------------------------------------- per request */
 
 /* One deduction without a lock (none, atomic); a deadlock victim was rolled back whole,
@@ -108,9 +119,8 @@ static void serve_unlocked(worker_state *ws, stockd_job *job) {
     stockd_ctx *ctx = ws->w->ctx;
     stockdb_strategy s =
         ctx->cfg->lock == STOCKD_LOCK_ATOMIC ? STOCKDB_ATOMIC : STOCKDB_READ_CHECK_UPDATE;
-    stockdb_request req = {.product_id = job->product_id,
-                           .request_id = job->request_id,
-                           .think_us = ctx->cfg->think_us};
+    stockdb_request req = {
+        .product_id = job->product_id, .request_id = job->request_id, .think_us = think_us(ws)};
     stockdb_result res = {0};
     stockd_answer a = {.id = job->product_id};
     int rc = STOCKDB_ERR_DEADLOCK;
@@ -176,7 +186,7 @@ static void run_batch(worker_state *ws, stockd_job **jobs, unsigned n, const sto
                        .fence = fence ? stockd_lock_token(h) : 0,
                        .guard = fence ? lock_guard : NULL,
                        .guard_arg = (void *)h,
-                       .think_us = ctx->cfg->think_us,
+                       .think_us = think_us(ws),
                        .items = ws->items,
                        .n = n};
     stockdb_strategy s =

@@ -29,6 +29,8 @@ int main(void) {
         CHECK(c.precheck);
         CHECK_INT_EQ(1, c.lock_passes);
         CHECK_INT_EQ(25000, c.queue_deadline_ms);
+        CHECK_INT_EQ(0, c.think_us);
+        CHECK_INT_EQ(0, c.think_jitter_us);
         CHECK_STR_EQ("127.0.0.1:6379", c.redis);
         CHECK_INT_EQ(10000, c.redis_lease_ms);
         CHECK_INT_EQ(10000, c.db_lock_lease_ms);
@@ -82,6 +84,14 @@ int main(void) {
         CHECK_INT_EQ(1, c.batch_max);
         CHECK(c.precheck);
     }
+    setenv("STOCKD_THINK_JITTER_US", "7000", 1);
+    {
+        char *argv[] = {"stockd", "--think-us", "20000", NULL};
+        CHECK_INT_EQ(0, parse(&c, err, 3, argv));
+        CHECK_INT_EQ(20000, c.think_us);
+        CHECK_INT_EQ(7000, c.think_jitter_us);
+    }
+    unsetenv("STOCKD_THINK_JITTER_US");
     unsetenv("STOCKD_BATCH_MAX");
     unsetenv("STOCKD_PRECHECK");
     setenv("STOCKD_PORT", "9001", 1);
@@ -106,6 +116,8 @@ int main(void) {
     unsetenv("STOCKD_LOCK");
     static const char *bad[][3] = {
         {"--port", "0", "--port"},
+        {"--think-jitter-us", "60000001", "--think-jitter-us"},
+        {"--think-jitter-us", "-5", "--think-jitter-us"},
         {"--port", "65536", "--port"},
         {"--port", "-1", "--port"},
         {"--port", "12x", "--port"},
