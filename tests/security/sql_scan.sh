@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # No SQL is built with printf-style formatting or string concatenation: sql_scan.py over
-# db/ and service/ must find nothing. First it must prove, on sources written here,
-# that it finds each kind of SQL built at run time and lets error messages pass, so the
-# clean result on the real sources means something.
+# db/, service/ and lock/ (dblock.c, the lock table) must find nothing. First it must
+# prove, on sources written here, that it finds each kind of SQL built at run time and
+# lets error messages pass, so the clean result on the real sources means something.
 set -euo pipefail
 scan=$STOCKD_SRC/tests/security/sql_scan.py
 work=$(mktemp -d)
@@ -81,5 +81,6 @@ void f(struct db *db, const char *name, const char *err, const char *mode) {
 }'
 
 # The real sources.
-python3 "$scan" "$STOCKD_SRC/db" "$STOCKD_SRC/service" || fail "SQL built at run time (see above)"
+python3 "$scan" "$STOCKD_SRC/db" "$STOCKD_SRC/service" "$STOCKD_SRC/lock" ||
+  fail "SQL built at run time (see above)"
 echo "PASS"
