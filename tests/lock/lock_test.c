@@ -78,8 +78,10 @@ int lt_wait_parent_gone(zhandle_t *zh, const char *name, int secs) {
 }
 
 int lt_wait_children(zhandle_t *zh, const char *name, int n, int secs) {
-    for (int64_t end = lt_now_ms() + secs * 1000; lt_now_ms() < end; lt_sleep_ms(20))
-        if (lt_children(zh, name) == n) return 1;
+    for (int64_t end = lt_now_ms() + secs * 1000; lt_now_ms() < end; lt_sleep_ms(20)) {
+        int have = lt_children(zh, name);
+        if (have == n || (n == 0 && have < 0)) return 1;
+    }
     return 0;
 }
 

@@ -36,7 +36,9 @@ int lt_children(zhandle_t *zh, const char *name);
  * ignored and the server checks every 60 s, hence the tests' generous 90 s. */
 int lt_wait_parent_gone(zhandle_t *zh, const char *name, int secs);
 
-/* Waits up to `secs` for <root>/<name> to have `n` children; returns 1 if so. */
+/* Waits up to `secs` for <root>/<name> to have `n` children; returns 1 if so. For
+ * n = 0 a parent that is gone counts: the server reaps an empty container parent
+ * (within about a second here), so a poll that comes late finds no parent at all. */
 int lt_wait_children(zhandle_t *zh, const char *name, int n, int secs);
 
 /* Sends a four-letter word to host:port (the first host of `hosts`); returns a
