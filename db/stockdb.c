@@ -53,37 +53,47 @@ static const char *const stmt_sql[ST_COUNT] = {
     [ST_LOOKUP] = "SELECT o.id, o.product_id, p.stock + " SEGMENTS_SUM " FROM orders o"
                   " LEFT JOIN product p ON p.id = o.product_id WHERE o.request_id = ?",
     [ST_CONFIRM] = "SELECT id, product_id FROM orders WHERE request_id = ? LOCK IN SHARE MODE",
-    [ST_READ] = "SELECT stock, fence FROM product WHERE id = ?",
-    [ST_READ_FOR_UPDATE] = "SELECT stock, fence FROM product WHERE id = ? FOR UPDATE",
+    [ST_READ] = "SELECT stock, fence, fence_kind, row_version FROM product WHERE id = ?",
+    [ST_READ_FOR_UPDATE] = "SELECT stock, fence, fence_kind, row_version FROM product"
+                           " WHERE id = ? FOR UPDATE",
     /* LAST_INSERT_ID(expr) hands the stock left back in the statement's own reply (its
-     * insert id), so the deduction needs no read after it. */
-    [ST_UPDATE_ATOMIC] =
-        "UPDATE product SET stock = LAST_INSERT_ID(stock - 1) WHERE id = ? AND stock > 0",
-    [ST_UPDATE_ATOMIC_FENCED] = "UPDATE product SET stock = LAST_INSERT_ID(stock - 1), fence = ?"
-                                " WHERE id = ? AND stock > 0 AND fence <= ?",
+     * insert id), so the deduction needs no read after it. Its check is in its own WHERE,
+     * so it needs no compare-and-set; it bumps row_version like every write. */
+    [ST_UPDATE_ATOMIC] = "UPDATE product SET stock = LAST_INSERT_ID(stock - 1),"
+                         " row_version = row_version + 1 WHERE id = ? AND stock > 0",
+    [ST_UPDATE_ATOMIC_FENCED] = "UPDATE product SET stock = LAST_INSERT_ID(stock - 1), fence = ?,"
+                                " fence_kind = ?, row_version = row_version + 1"
+                                " WHERE id = ? AND stock > 0 AND (fence <= ? OR fence_kind <> ?)",
     [ST_INSERT] =
         "INSERT INTO orders (product_id, instance, fence, request_id) VALUES (?, ?, ?, ?)",
     /* With no key, o.request_id = NULL matches nothing, so the order columns are NULL. */
     [ST_PEEK] = "SELECT p.stock + " SEGMENTS_SUM ", o.id, o.product_id FROM product p"
                 " LEFT JOIN orders o ON o.request_id = ? WHERE p.id = ?",
-    [ST_UPDATE_BATCH] = "UPDATE product SET stock = stock - ? WHERE id = ?",
-    /* Compare-and-set on the fence: the row must still carry the fence our check read
-     * (nobody wrote in between) and it must not be newer than our token. */
-    [ST_UPDATE_BATCH_FENCED] = "UPDATE product SET stock = stock - ?, fence = ?"
-                               " WHERE id = ? AND fence = ? AND fence <= ?",
+    [ST_UPDATE_BATCH] =
+        "UPDATE product SET stock = stock - ?, row_version = row_version + 1 WHERE id = ?",
+    /* The fenced compare-and-set (sql/schema.sql): the row must still be the version our
+     * check read, so nobody wrote in between, not even a holder of our own token whose
+     * COMMIT arrived late; and no holder with a newer token of the same kind may have
+     * written it. */
+    [ST_UPDATE_BATCH_FENCED] = "UPDATE product SET stock = stock - ?, fence = ?, fence_kind = ?,"
+                               " row_version = row_version + 1 WHERE id = ? AND row_version = ?"
+                               " AND (fence <= ? OR fence_kind <> ?)",
     /* One constant statement for any number of orders: the request ids travel as one
      * JSON array parameter (null for none) and become rows in array order, so the
      * AUTO_INCREMENT ids follow that order. */
     [ST_INSERT_BATCH] = "INSERT INTO orders (product_id, instance, fence, request_id)"
                         " SELECT ?, ?, ?, k.rid FROM JSON_TABLE(?, '$[*]' COLUMNS ("
                         "n FOR ORDINALITY, rid VARCHAR(100) PATH '$')) AS k ORDER BY k.n",
-    [ST_SEG_READ] = "SELECT stock, fence FROM product_segment WHERE product_id = ? AND seg = ?",
-    [ST_SEG_READ_FOR_UPDATE] = "SELECT stock, fence FROM product_segment"
+    [ST_SEG_READ] = "SELECT stock, fence, fence_kind, row_version FROM product_segment"
+                    " WHERE product_id = ? AND seg = ?",
+    [ST_SEG_READ_FOR_UPDATE] = "SELECT stock, fence, fence_kind, row_version FROM product_segment"
                                " WHERE product_id = ? AND seg = ? FOR UPDATE",
-    [ST_SEG_UPDATE_BATCH] =
-        "UPDATE product_segment SET stock = stock - ? WHERE product_id = ? AND seg = ?",
-    [ST_SEG_UPDATE_BATCH_FENCED] = "UPDATE product_segment SET stock = stock - ?, fence = ?"
-                                   " WHERE product_id = ? AND seg = ? AND fence = ? AND fence <= ?",
+    [ST_SEG_UPDATE_BATCH] = "UPDATE product_segment SET stock = stock - ?,"
+                            " row_version = row_version + 1 WHERE product_id = ? AND seg = ?",
+    [ST_SEG_UPDATE_BATCH_FENCED] =
+        "UPDATE product_segment SET stock = stock - ?, fence = ?, fence_kind = ?,"
+        " row_version = row_version + 1 WHERE product_id = ? AND seg = ? AND row_version = ?"
+        " AND (fence <= ? OR fence_kind <> ?)",
 };
 
 /* Short names for error messages. */
@@ -468,15 +478,37 @@ static int confirm_key(stockdb *db, const char *key, bool *found, uint64_t *orde
 
 /* ---------------------------------------------------------------- the atomic deduction */
 
-/* Binds the parameters of the atomic UPDATE: (id) unfenced, (fence, id, fence) fenced. */
-static void bind_update_atomic(MYSQL_BIND *p, bool fenced, int64_t *fence, int32_t *pid) {
+/* Binds the parameters of the atomic UPDATE: (id) unfenced, (fence, kind, id, fence,
+ * kind) fenced. */
+static void bind_update_atomic(MYSQL_BIND *p, bool fenced, int64_t *fence, int32_t *kind,
+                               int32_t *pid) {
     if (!fenced) {
         bind_int(&p[0], pid, NULL);
         return;
     }
     bind_bigint(&p[0], fence, NULL);
-    bind_int(&p[1], pid, NULL);
-    bind_bigint(&p[2], fence, NULL);
+    bind_int(&p[1], kind, NULL);
+    bind_int(&p[2], pid, NULL);
+    bind_bigint(&p[3], fence, NULL);
+    bind_int(&p[4], kind, NULL);
+}
+
+/* Binds the results of the reads of a row (ST_READ, ST_SEG_READ and their FOR UPDATE
+ * forms): stock, fence, fence_kind, row_version. */
+static void bind_row(MYSQL_BIND *r, int32_t *stock, int64_t *fence, int32_t *kind,
+                     uint64_t *version) {
+    bind_int(&r[0], stock, NULL);
+    bind_bigint(&r[1], fence, NULL);
+    bind_int(&r[2], kind, NULL);
+    bind_ubigint(&r[3], version);
+}
+
+/* True when a row last fenced with (row_fence, row_kind) was written by a newer holder
+ * than our token of our kind. Tokens of different kinds are not comparable: a row last
+ * written under another lock service takes any token (a switch of lock mode), and the
+ * row_version compare-and-set still refuses a write whose check is stale. */
+static bool newer_holder_wrote(int64_t row_fence, int32_t row_kind, int64_t fence, int32_t kind) {
+    return row_kind == kind && row_fence > fence;
 }
 
 /* One attempt at the atomic deduction on a connected handle: the check is inside the
@@ -486,24 +518,24 @@ static void bind_update_atomic(MYSQL_BIND *p, bool fenced, int64_t *fence, int32
  * answer. */
 static int deduct_atomic(stockdb *db, const stockdb_request *req, stockdb_result *out) {
     int32_t pid = req->product_id, stock = 0, found_pid = 0, found_stock = 0;
+    int32_t kind = req->fence_kind, row_kind = 0;
     int64_t fence = req->fence, row_fence = 0;
-    uint64_t rows = 0, order_id = 0;
+    uint64_t rows = 0, order_id = 0, row_version = 0;
     bool found = false, fenced = fence > 0;
     unsigned err;
-    MYSQL_BIND p[3], r[2];
+    MYSQL_BIND p[5], r[4];
 
     int id = fenced ? ST_UPDATE_ATOMIC_FENCED : ST_UPDATE_ATOMIC;
-    bind_update_atomic(p, fenced, &fence, &pid);
+    bind_update_atomic(p, fenced, &fence, &kind, &pid);
     if ((err = stmt_run(db, id, p, NULL, NULL, &rows))) return deduct_fail(db, err, false);
     if (rows == 0) {
         /* It changed nothing: one read tells why (sold out, no such product, fenced). */
         bind_int(&p[0], &pid, NULL);
-        bind_int(&r[0], &stock, NULL);
-        bind_bigint(&r[1], &row_fence, NULL);
+        bind_row(r, &stock, &row_fence, &row_kind, &row_version);
         if ((err = stmt_run(db, ST_READ, p, r, &found, NULL))) return deduct_fail(db, err, true);
         rollback(db);
         if (!found) goto not_found;
-        if (fenced && row_fence > fence) goto fenced_out;
+        if (fenced && newer_holder_wrote(row_fence, row_kind, fence, kind)) goto fenced_out;
         if (stock <= 0) goto sold_out;
         set_err(db, "%s changed no row although product %d has stock %d", stmt_name[id], pid,
                 stock);
@@ -729,29 +761,31 @@ static void end_read(stockdb *db, stockdb_strategy strategy) {
     if (strategy == STOCKDB_FOR_UPDATE) rollback(db);
 }
 
-#define RETRY_KEYS 2 /* internal: keys were found and answered; run the rest again */
+#define RETRY_KEYS  2 /* internal: keys were found and answered; run the rest again */
+#define RETRY_STALE 3 /* internal: the compare-and-set found the row changed; read again */
 
 /* One attempt at the batch on a connected handle. Returns STOCKDB_OK (every item not
  * done before has its answer), a STOCKDB_* error for the whole batch, RETRY_IDLE (the
- * connection dropped before anything was written) or RETRY_KEYS. */
+ * connection dropped before anything was written), RETRY_KEYS, or RETRY_STALE (the
+ * fenced write found the row changed since the check and was rolled back). */
 static int batch_once(stockdb *db, stockdb_strategy strategy, batch_state *st, size_t *sel,
                       uint64_t *ids) {
     stockdb_batch *b = st->b;
     int32_t pid = b->product_id, seg = b->segment, stock = 0, k32;
+    int32_t kind = b->fence_kind, seen_kind = 0;
     int64_t fence = b->fence, seen = 0;
+    uint64_t rows = 0, version = 0;
     bool found = false, fenced = fence > 0, split = seg > 0;
-    uint64_t rows = 0;
     size_t k = 0, m = 0, answered;
     unsigned err;
-    MYSQL_BIND p[6], r[2];
+    MYSQL_BIND p[8], r[4];
     int np = 0; /* the parameters bound so far */
 
     /* The check: read the stock and the fence once for the whole batch, of the product
      * row or of the segment's row. */
     bind_int(&p[0], &pid, NULL);
     bind_int(&p[1], &seg, NULL);
-    bind_int(&r[0], &stock, NULL);
-    bind_bigint(&r[1], &seen, NULL);
+    bind_row(r, &stock, &seen, &seen_kind, &version);
     int id = strategy == STOCKDB_FOR_UPDATE ? (split ? ST_SEG_READ_FOR_UPDATE : ST_READ_FOR_UPDATE)
                                             : (split ? ST_SEG_READ : ST_READ);
     if ((err = stmt_run(db, id, p, r, &found, NULL))) return deduct_fail(db, err, false);
@@ -766,13 +800,15 @@ static int batch_once(stockdb *db, stockdb_strategy strategy, batch_state *st, s
             return deduct_fail(db, err, false);
         stock = 0;
         seen = 0;
+        seen_kind = 0;
+        version = 0;
     }
     if (!found) {
         end_read(db, strategy);
         set_err(db, "no product with id %d", pid);
         return STOCKDB_ERR_NOT_FOUND;
     }
-    if (fenced && seen > fence) {
+    if (fenced && newer_holder_wrote(seen, seen_kind, fence, kind)) {
         /* A newer holder has written already: nothing we read can be trusted. */
         end_read(db, strategy);
         goto fenced_out;
@@ -802,23 +838,33 @@ static int batch_once(stockdb *db, stockdb_strategy strategy, batch_state *st, s
     }
 
     /* The write: k units at once. Unfenced it is the seed's unconditional write (so an
-     * unlocked run still oversells); fenced it is a compare-and-set on the fence the
-     * check read, which also refuses a stale holder that wrote in between. */
+     * unlocked run still oversells); fenced it is a compare-and-set on the row_version
+     * the check read, which refuses it after ANY write in between: a stale holder's, or
+     * the late COMMIT of a batch made under our own token or an older one. */
     k32 = (int32_t)k;
     bind_int(&p[np++], &k32, NULL);
-    if (fenced) bind_bigint(&p[np++], &fence, NULL);
+    if (fenced) {
+        bind_bigint(&p[np++], &fence, NULL);
+        bind_int(&p[np++], &kind, NULL);
+    }
     bind_int(&p[np++], &pid, NULL);
     if (split) bind_int(&p[np++], &seg, NULL);
     if (fenced) {
-        bind_bigint(&p[np++], &seen, NULL);
+        bind_ubigint(&p[np++], &version);
         bind_bigint(&p[np++], &fence, NULL);
+        bind_int(&p[np++], &kind, NULL);
     }
     id = split ? (fenced ? ST_SEG_UPDATE_BATCH_FENCED : ST_SEG_UPDATE_BATCH)
                : (fenced ? ST_UPDATE_BATCH_FENCED : ST_UPDATE_BATCH);
     if ((err = stmt_run(db, id, p, NULL, NULL, &rows))) return deduct_fail(db, err, true);
     if (rows == 0) {
         rollback(db);
-        if (fenced) goto fenced_out;
+        /* The row changed after our check. The caller reads it again once: a newer
+         * holder's token then shows as fenced, anything else gets a fresh check. */
+        if (fenced) {
+            set_err(db, "product %d changed between the check and the write; rolled back", pid);
+            return RETRY_STALE;
+        }
         set_err(db, "no product with id %d (deleted after the check)", pid);
         return STOCKDB_ERR_NOT_FOUND;
     }
@@ -953,6 +999,7 @@ int stockdb_deduct(stockdb *db, stockdb_strategy strategy, const stockdb_request
         stockdb_item item = {.request_id = req->request_id};
         stockdb_batch b = {.product_id = req->product_id,
                            .fence = req->fence,
+                           .fence_kind = req->fence_kind,
                            .guard = req->guard,
                            .guard_arg = req->guard_arg,
                            .think_us = req->think_us,
@@ -1026,12 +1073,18 @@ int stockdb_deduct_batch(stockdb *db, stockdb_strategy strategy, stockdb_batch *
     }
     batch_state st = {.b = b, .leader = leader, .done = done};
     /* Each RETRY_KEYS answers at least one key, so there are at most n of them; an idle
-     * connection lost before the first statement is retried once. */
-    for (int idle_retries = 0;;) {
+     * connection lost before the first statement is retried once, and so is a
+     * compare-and-set that found the row changed (then it is STOCKDB_ERR_FENCED). */
+    for (int idle_retries = 0, stale_retries = 0;;) {
         rc = db_connect(db);
         if (rc != STOCKDB_OK) goto out;
         rc = batch_once(db, strategy, &st, sel, ids);
         if (rc == RETRY_KEYS) continue;
+        if (rc == RETRY_STALE) {
+            if (++stale_retries < 2) continue;
+            rc = STOCKDB_ERR_FENCED; /* errstr says why */
+            break;
+        }
         if (rc != RETRY_IDLE) break;
         if (++idle_retries == 2) {
             rc = STOCKDB_ERR_CONNECT; /* errstr says why */

@@ -111,13 +111,21 @@ typedef struct stockdb_result {
 /* What a deduction needs besides the product. Every field may be zero / NULL. */
 typedef struct stockdb_request {
     int32_t product_id;
-    /* Lock token (ZooKeeper czxid) of the caller's lock, or 0 for none. When > 0 the
-     * UPDATE raises product.fence to it, and only applies if product.fence <= fence
-     * and, for READ_CHECK_UPDATE and FOR_UPDATE, if product.fence is still the value
-     * the check read (a compare-and-set: a write by anyone between our check and our
-     * write, such as a stale holder resuming with an older token, makes the check
-     * stale). Otherwise the call fails with STOCKDB_ERR_FENCED and changes nothing. */
+    /* Lock token of the caller's lock (a ZooKeeper czxid, a Redis or stock_lock token),
+     * or 0 for none. When > 0 the UPDATE sets product.fence to it and product.fence_kind
+     * to fence_kind, and only applies if no newer token of the same kind has written
+     * the row (product.fence <= fence, or the row's fence is of another kind) and, for
+     * READ_CHECK_UPDATE and FOR_UPDATE, if product.row_version is still the value the
+     * check read. That compare-and-set refuses a write after ANY write in between: a
+     * stale holder resuming with an older token, or a COMMIT that arrived late from a
+     * batch made under this same token (several batches per acquisition). Such a
+     * refusal is run once more from a fresh check while the token is still the newest;
+     * otherwise the call fails with STOCKDB_ERR_FENCED and changes nothing. */
     int64_t fence;
+    /* Which lock service issued `fence` (any value 1..255 the caller keeps for one
+     * service; 0 = unnamed). Tokens of different kinds are never compared with each
+     * other: see sql/schema.sql. */
+    uint8_t fence_kind;
     /* Unique key of this request (1..STOCKDB_REQUEST_ID_MAX bytes, else
      * STOCKDB_ERR_CONFIG), stored in orders.request_id. A second call with the same key
      * returns the first order (replayed = true) and deducts nothing, also when the two
@@ -192,6 +200,7 @@ typedef struct stockdb_batch {
      * is STOCKDB_ERR_NOT_FOUND; telling the two apart costs one more read. */
     int32_t segment;
     int64_t fence;           /* as stockdb_request.fence, for the whole batch */
+    uint8_t fence_kind;      /* as stockdb_request.fence_kind */
     int (*guard)(void *arg); /* as stockdb_request.guard, called once */
     void *guard_arg;
     unsigned think_us;   /* slept once per batch between the check and the update */
@@ -200,9 +209,11 @@ typedef struct stockdb_batch {
 } stockdb_batch;
 
 /* Runs a batch as ONE transaction (strategies READ_CHECK_UPDATE and FOR_UPDATE): read
- * the stock and fence once; k = min(distinct deductions, max(stock, 0)); UPDATE stock =
- * stock - k (the fenced compare-and-set when fence > 0; unfenced READ_CHECK_UPDATE stays
- * the seed's unconditional write); one INSERT of k orders; the guard; COMMIT. The
+ * the stock, fence and row_version once; k = min(distinct deductions, max(stock, 0));
+ * UPDATE stock = stock - k (the fenced compare-and-set on row_version when fence > 0,
+ * run once more from a fresh read if it finds the row changed; unfenced
+ * READ_CHECK_UPDATE stays the seed's unconditional write); one INSERT of k orders; the
+ * guard; COMMIT. The
  * first k items in order get the units, each its own order id and the stock it left;
  * the rest are sold out. A key already in orders gets its first order (replayed); the
  * same key twice in the batch deducts once and the later item gets the same order,

@@ -538,6 +538,20 @@ int64_t stockd_lock_token(const stockd_lock *h) {
     return h->kind->token(h->impl);
 }
 
+uint8_t stockd_lock_fence_kind(stockd_lock_mode m) {
+    switch (m) {
+    case STOCKD_LOCK_ZK:
+    case STOCKD_LOCK_ZK_HERD:
+        return 1;
+    case STOCKD_LOCK_REDIS:
+        return 2;
+    case STOCKD_LOCK_DB_LOCK:
+        return 3;
+    default:
+        return 0;
+    }
+}
+
 int stockd_lock_release(stockd_lock *h) {
     int rc = h->kind->release(h->impl);
     h->impl = NULL;

@@ -283,6 +283,10 @@ int stockd_lock_acquire(stockd_locks *l, int32_t product_id, unsigned segment, s
 int stockd_lock_check(const stockd_lock *h);
 /* The fencing token for the database (0 = the kind has none). */
 int64_t stockd_lock_token(const stockd_lock *h);
+/* Which lock service issues the tokens of mode m, for the database's fence_kind
+ * (db/stockdb.h): 1 ZooKeeper (zk and zk-herd share czxids), 2 Redis, 3 the stock_lock
+ * table; 0 for the modes without a token. Pure. */
+uint8_t stockd_lock_fence_kind(stockd_lock_mode m);
 /* Releases; ZKLOCK_OK or the kind's error (the lock is let go either way). Same
  * thread as the acquire. */
 int stockd_lock_release(stockd_lock *h);

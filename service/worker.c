@@ -184,6 +184,7 @@ static void run_batch(worker_state *ws, stockd_job **jobs, unsigned n, const sto
     stockdb_batch b = {.product_id = h->product_id,
                        .segment = (int32_t)h->segment,
                        .fence = fence ? stockd_lock_token(h) : 0,
+                       .fence_kind = stockd_lock_fence_kind(ctx->cfg->lock),
                        .guard = fence ? lock_guard : NULL,
                        .guard_arg = (void *)h,
                        .think_us = think_us(ws),

@@ -2,16 +2,33 @@
 --   mariadb shop < sql/schema.sql
 -- Re-running it keeps existing rows (CREATE TABLE IF NOT EXISTS).
 
--- The seed experiment's table, plus one column for fencing. `fence` is the highest
--- ZooKeeper lock token (the czxid of the holder's lock node) that has written this row;
--- a deduction carrying a lower token is refused, so a holder that lost its lock while
--- paused can never write after a newer holder. Modes without a ZooKeeper lock leave it 0.
+-- The seed experiment's table, plus three columns for fencing (db/stockdb.h):
+--   fence        the highest lock token (a ZooKeeper czxid, a Redis or stock_lock token)
+--                that has written this row; a write carrying a lower token of the same
+--                kind is refused, so a holder that lost its lock can never write after
+--                a newer holder;
+--   fence_kind   which lock service issued `fence` (0 none, 1 ZooKeeper, 2 Redis,
+--                3 stock_lock). Tokens of different kinds are not comparable, so a row
+--                last written under another kind takes any token: switching a product's
+--                lock mode needs no manual step;
+--   row_version  bumped by every write stockd makes. A fenced write is a compare-and-set
+--                on the row_version its check read, so ANY write between a check and its
+--                write (a newer holder's, or an older holder's COMMIT that arrived late,
+--                also under the same token) makes the write fail instead of subtracting
+--                units that are already sold. A write made outside stockd that LOWERS
+--                the stock must bump it too; a restock (a raise) need not.
+-- Modes without a lock token leave fence and fence_kind alone.
 CREATE TABLE IF NOT EXISTS product (
   id            INT          NOT NULL PRIMARY KEY,
   product_name  VARCHAR(64)  NOT NULL,
   stock         INT          NOT NULL,
-  fence         BIGINT       NOT NULL DEFAULT 0
+  fence         BIGINT       NOT NULL DEFAULT 0,
+  fence_kind    TINYINT UNSIGNED NOT NULL DEFAULT 0,
+  row_version   BIGINT UNSIGNED  NOT NULL DEFAULT 0
 ) ENGINE=InnoDB;
+-- Databases made before these columns existed get them when this file is loaded again.
+ALTER TABLE product ADD COLUMN IF NOT EXISTS fence_kind TINYINT UNSIGNED NOT NULL DEFAULT 0,
+                    ADD COLUMN IF NOT EXISTS row_version BIGINT UNSIGNED NOT NULL DEFAULT 0;
 
 -- The ledger: one row per successful deduction, written in the same transaction as the
 -- stock change, so `initial stock - final stock = COUNT(*)` holds after any run.
@@ -44,17 +61,23 @@ CREATE TABLE IF NOT EXISTS stock_lock (
 
 -- Segmented stock (article 001, section 8; stockd --segments K). A product's stock may be
 -- split over K rows here, seg 1..K, each with its own lock (product_N_seg_S) and its own
--- fence, so K holders can deduct one product at once. The product's stock is then
--- product.stock (0 while it is split) plus the sum of its segments: always read it
--- through the product_stock view below (or the same sum), never from product.stock
--- alone. A segment's stock only falls under deductions, as product.stock does.
+-- fence (fence, fence_kind, row_version as in product), so K holders can deduct one
+-- product at once. The product's stock is then product.stock (0 while it is split)
+-- plus the sum of its segments: always read it through the product_stock view below
+-- (or the same sum), never from product.stock alone. A segment's stock only falls
+-- under deductions, as product.stock does.
 CREATE TABLE IF NOT EXISTS product_segment (
   product_id  INT     NOT NULL,
   seg         INT     NOT NULL,
   stock       INT     NOT NULL,
   fence       BIGINT  NOT NULL DEFAULT 0,
+  fence_kind  TINYINT UNSIGNED NOT NULL DEFAULT 0, -- as in product
+  row_version BIGINT UNSIGNED  NOT NULL DEFAULT 0, -- as in product
   PRIMARY KEY (product_id, seg)
 ) ENGINE=InnoDB;
+ALTER TABLE product_segment
+  ADD COLUMN IF NOT EXISTS fence_kind TINYINT UNSIGNED NOT NULL DEFAULT 0,
+  ADD COLUMN IF NOT EXISTS row_version BIGINT UNSIGNED NOT NULL DEFAULT 0;
 
 -- A product's whole stock, split or not. A correlated sum (no GROUP BY), so the view
 -- merges into the query that reads it and costs one primary-key range per product.

@@ -245,7 +245,8 @@ static void test_fencing_accepts_equal_or_newer_and_refuses_older(stockdb *db) {
 /* The paused-holder race (found by tests/faults/paused_holder.sh): a newer holder B
  * checks the stock, and while it thinks, a stale holder A (older token, its session
  * already expired) writes. The fence alone would let B's write through too, with B's
- * check now stale; the compare-and-set on the fence B read must refuse it. */
+ * check now stale; the compare-and-set on the row B read must refuse it. B still holds
+ * the newest token, so it checks again, and finds the unit gone: sold out. */
 struct fenced_writer {
     int product;
     int64_t fence;
@@ -275,11 +276,96 @@ static void test_fence_refuses_a_write_based_on_a_stale_check(stockdb *db) {
     nanosleep(&ts, NULL);
     CHECK_RC(STOCKDB_OK, deduct(db, STOCKDB_READ_CHECK_UPDATE, 17, 100, NULL, &res), db);
     pthread_join(th, NULL);
-    CHECK_INT_EQ(STOCKDB_ERR_FENCED, b.rc);
+    CHECK_RC(STOCKDB_OK, b.rc, db);
+    CHECK_INT_EQ(STOCKDB_SOLD_OUT, b.res.outcome);
     CHECK_INT_EQ(0, db_stock(17));
     CHECK_INT_EQ(1, db_orders(17));
     CHECK_INT_EQ(100, db_fence(17));
-    printf("ok: a write whose check went stale under a newer fence is refused\n");
+    printf("ok: a write whose check went stale under a newer fence is refused, and checked "
+           "again\n");
+}
+
+/* Issue 16, defect 7: tokens of different lock services are on different scales (a
+ * Redis token is a time in microseconds, a stock_lock token counts from 1). A row last
+ * written under one kind takes any token of another kind, so a product can switch lock
+ * mode; within one kind an older token is still refused. */
+static void test_fence_kinds_are_not_compared_with_each_other(stockdb *db) {
+    stockdb_result res;
+    set_product(19, 10);
+    stockdb_request redis = {.product_id = 19, .fence = 1732000000000000LL, .fence_kind = 2};
+    stockdb_request dblock = {.product_id = 19, .fence = 7, .fence_kind = 3};
+    stockdb_request old_dblock = {.product_id = 19, .fence = 6, .fence_kind = 3};
+    for (size_t i = 0; i < 3; i++) {
+        stockdb_strategy s = all_strategies[i];
+        CHECK_RC(STOCKDB_OK, stockdb_deduct(db, s, &redis, &res), db);
+        CHECK_RC(STOCKDB_OK, stockdb_deduct(db, s, &dblock, &res), db);
+        CHECK_INT_EQ(7, db_fence(19));
+        CHECK_INT_EQ(3, admin_q(NO_ROW, "SELECT fence_kind FROM product WHERE id = 19", ""));
+        CHECK_RC(STOCKDB_ERR_FENCED, stockdb_deduct(db, s, &old_dblock, &res), db);
+    }
+    CHECK_INT_EQ(10 - 6, db_stock(19));
+    CHECK_INT_EQ(6, db_orders(19));
+    printf("ok: a token of another lock kind is not compared with the row's; one of the same "
+           "kind is\n");
+}
+
+/* Issue 16, defect 1: a holder that serves two batches under ONE token (--lock-passes 2
+ * and up, and lock caching) and whose second COMMIT arrives late. A (token 100) has
+ * committed a first batch, so the row's fence is already 100; its second batch has
+ * written and not committed when B, a newer holder (token 200: A's session or lease ran
+ * out meanwhile), reads the committed row. B's UPDATE waits for A's row lock, and A's
+ * COMMIT lands. A compare-and-set on the fence alone still matches (A's second batch left
+ * it at 100), and B would subtract its unit from stock that A already sold: -1. The
+ * compare-and-set must see that the row changed: B's write is refused, and B, still the
+ * holder, reads again and finds the product sold out. */
+struct late_commit {
+    pthread_t th;
+    struct fenced_writer b;
+    long long waits; /* lock waits seen while A's COMMIT was held back */
+};
+
+static int late_commit_guard(void *arg) {
+    struct late_commit *lc = arg;
+    CHECK_INT_EQ(0, pthread_create(&lc->th, NULL, fenced_writer_main, &lc->b));
+    /* Hold A's COMMIT until B's UPDATE waits for A's row lock (so B's check is done). */
+    for (int i = 0; i < 500 && lc->waits == 0; i++) {
+        /* B's UPDATE, in progress on another session, is the lock wait. */
+        lc->waits = admin_q(0,
+                            "SELECT COUNT(*) FROM information_schema.processlist"
+                            " WHERE command = 'Execute' AND id <> CONNECTION_ID()",
+                            "");
+        struct timespec ts = {0, 10 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    return 0;
+}
+
+static void test_fence_refuses_a_write_after_a_late_commit_under_the_same_token(stockdb *db) {
+    struct late_commit lc = {.b = {.product = 18, .fence = 200}};
+    stockdb_item first = {0}, second = {0};
+    set_product(18, 2);
+    /* A's first batch under token 100. */
+    stockdb_batch b1 = {.product_id = 18, .fence = 100, .items = &first, .n = 1};
+    CHECK_RC(STOCKDB_OK, stockdb_deduct_batch(db, STOCKDB_READ_CHECK_UPDATE, &b1), db);
+    CHECK_INT_EQ(STOCKDB_DEDUCTED, first.res.outcome);
+    /* A's second batch under the same token; B runs while A's COMMIT is held back. */
+    stockdb_batch b = {.product_id = 18,
+                       .fence = 100,
+                       .guard = late_commit_guard,
+                       .guard_arg = &lc,
+                       .items = &second,
+                       .n = 1};
+    CHECK_RC(STOCKDB_OK, stockdb_deduct_batch(db, STOCKDB_READ_CHECK_UPDATE, &b), db);
+    CHECK_INT_EQ(STOCKDB_DEDUCTED, second.res.outcome);
+    pthread_join(lc.th, NULL);
+    printf("B's answer after A's late COMMIT: rc %d (%s), outcome %d, stock %d\n", lc.b.rc,
+           stockdb_strerror(lc.b.rc), (int)lc.b.res.outcome, (int)lc.b.res.stock);
+    CHECK_INT_GE(lc.waits, 1);
+    CHECK_INT_EQ(0, db_stock(18));
+    CHECK_INT_EQ(2, db_orders(18));
+    CHECK(lc.b.rc != STOCKDB_OK || lc.b.res.outcome == STOCKDB_SOLD_OUT);
+    printf("ok: a second batch's late COMMIT under one token makes a newer holder's stale "
+           "write fail\n");
 }
 
 struct guard_state {
@@ -1197,6 +1283,8 @@ int main(int argc, char **argv) {
         test_unknown_product_is_not_found(db);
         test_fencing_accepts_equal_or_newer_and_refuses_older(db);
         test_fence_refuses_a_write_based_on_a_stale_check(db);
+        test_fence_refuses_a_write_after_a_late_commit_under_the_same_token(db);
+        test_fence_kinds_are_not_compared_with_each_other(db);
         test_guard_refusal_rolls_back(db);
         test_request_id_replays_the_first_order(db);
         test_batch_serves_the_first_k_in_order(db);

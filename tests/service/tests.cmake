@@ -84,3 +84,14 @@ foreach(case fifo same-key lock-lost hol deadline shutdown)
     COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/combiner.sh ${case} LABELS combiner)
 endforeach()
 stockd_integration_test(no_leak_in_10k_requests COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/leak_10k.sh)
+# Issue 16's defect 1: a second batch under one lock token whose COMMIT arrives late
+# (a relay holds it) must not let the next holder oversell, for every fenced lock kind.
+foreach(kind zk zk-herd redis db-lock)
+  stockd_integration_test(late_commit_${kind}_exact
+    COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/late_commit.sh ${kind} LABELS faults)
+endforeach()
+# Issue 16's defect 7: lock kinds with tokens on different scales share one fence column.
+foreach(case switch reset)
+  stockd_integration_test(fence_kinds_${case}
+    COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/fence_kinds.sh ${case} LABELS faults)
+endforeach()
