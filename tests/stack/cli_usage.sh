@@ -2,10 +2,11 @@
 # scripts/stack's command line, without servers: every command has --help, usage
 # errors exit 2 with a message naming the problem (before anything is installed,
 # built or started), and the commands that need a stack say so on an empty run
-# directory, where `down` is a no-op. Then stockd's own command line (the binary is the
-# first argument): --config FILE end to end, its refusals exiting 2 with the file,
-# line and key, and its precedence seen on a running stockd's /metrics (no MySQL
-# needed: stockd connects on the first deduction).
+# directory, where `down` is a no-op. Then the binaries' command lines (stockd and
+# stockload are the arguments): stockload --version prints stockd's version, and
+# stockd --config FILE works end to end: its refusals exit 2 naming the file, line and
+# key, and its precedence shows on a running stockd's /metrics (no MySQL needed:
+# stockd connects on the first deduction).
 set -euo pipefail
 stack=$STOCKD_SRC/scripts/stack
 T=$(mktemp -d)
@@ -71,6 +72,12 @@ expect_stockd() {
 }
 
 expect_stockd 0 "--config FILE" --help
+# stockload prints the same project version as stockd.
+stockload=${2:?usage: cli_usage.sh STOCKD_BINARY STOCKLOAD_BINARY}
+want=$("$stockd" --version)
+got=$("$stockload" --version 2>&1) || fail "stockload --version exited $?: $got"
+[[ $got == "stockload ${want#stockd }" ]] || fail "stockload --version: expected 'stockload ${want#stockd }', got '$got'"
+echo "ok: $want, $got"
 printf '# a typo on line 3\nSTOCKD_LOCK=zk\nSTOCKD_PROT=8081\n' >"$T/bad-key.conf"
 expect_stockd 2 "$T/bad-key.conf:3: unknown key 'STOCKD_PROT'" --config "$T/bad-key.conf"
 printf 'STOCKD_PORT 8081\n' >"$T/bad-line.conf"

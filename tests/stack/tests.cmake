@@ -15,7 +15,7 @@ add_test(NAME stack_docker_runtime_libs
 # and stockd's --config FILE end to end, on one stockd of its own (port base + 3: the
 # fixture's servers use +6, +81 and +82, integration tests +100 on).
 add_test(NAME stack_cli_usage COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/cli_usage.sh
-                                      $<TARGET_FILE:stockd>)
+                                      $<TARGET_FILE:stockd> $<TARGET_FILE:stockload>)
 math(EXPR STOCKD_CLI_TEST_PORT "${STOCKD_TEST_PORT_BASE} + 3")
 set_tests_properties(stack_compose_config stack_docker_runtime_libs stack_cli_usage
   PROPERTIES ENVIRONMENT "${STACK_TEST_ENV};STOCKD_CLI_TEST_PORT=${STOCKD_CLI_TEST_PORT}"
