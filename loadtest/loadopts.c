@@ -13,6 +13,7 @@ const char loadopts_usage[] =
     "                 [--method GET|POST] [--idempotency [--keys-out FILE]]\n"
     "                 [--timeout-ms N] [--json] [--no-progress] [--mysql URL --product ID]\n"
     "                 [--products A-B]\n"
+    "       stockload --help | --version\n"
     "\n"
     "Sends load to one URL over keep-alive connections and counts what stockd answered.\n"
     "\n"
@@ -164,6 +165,7 @@ int loadopts_parse(loadopts *o, int argc, char **argv, char *err, size_t errlen)
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i];
         if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0) return LOADOPTS_HELP;
+        if (strcmp(arg, "--version") == 0) return LOADOPTS_VERSION;
         if (strncmp(arg, "--", 2) != 0)
             return usage_error(err, errlen, "unexpected argument '%s'", arg);
 

@@ -44,9 +44,10 @@ typedef struct loadopts {
     int32_t products_lo, products_hi;
 } loadopts;
 
-#define LOADOPTS_RUN   0  /* options are valid: run */
-#define LOADOPTS_HELP  1  /* --help was given: print loadopts_usage, exit 0 */
-#define LOADOPTS_USAGE -1 /* invalid: err says why; exit 2 */
+#define LOADOPTS_RUN     0  /* options are valid: run */
+#define LOADOPTS_HELP    1  /* --help was given: print loadopts_usage, exit 0 */
+#define LOADOPTS_VERSION 2  /* --version was given: print the version, exit 0 */
+#define LOADOPTS_USAGE   -1 /* invalid: err says why; exit 2 */
 
 /* Parses argv[1..argc-1] into *o (--opt VALUE and --opt=VALUE both work). On
  * LOADOPTS_USAGE, err (errlen bytes) holds a one-line reason. Pure; thread-safe. */

@@ -703,6 +703,9 @@ int main(int argc, char **argv) {
     case LOADOPTS_HELP:
         fputs(loadopts_usage, stdout);
         return 0;
+    case LOADOPTS_VERSION:
+        puts("stockload " STOCKD_VERSION);
+        return 0;
     case LOADOPTS_USAGE:
         fprintf(stderr, "stockload: %s (see --help)\n", err);
         return EXIT_USAGE;

@@ -1,6 +1,8 @@
 /* config.c: stockd's options. Every option has an environment twin (STOCKD_*), read
  * first, so that a secret such as the MySQL password never has to appear in argv
- * (STOCKD_MYSQL_PASSWORD is read by main.c). Pure apart from getenv. */
+ * (STOCKD_MYSQL_PASSWORD is read by main.c). --config FILE gives the same keys as
+ * KEY=VALUE lines. Pure apart from getenv and reading that file. */
+#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -101,6 +103,13 @@ void stockd_config_usage(FILE *out) {
           "                         empty (STOCKD_SEGMENTS) [1]; every instance and the\n"
           "                         stock reset (scripts/stack-lib.sh mysql_set_stock) must\n"
           "                         use the same K. Modes with a lock only\n"
+          "  --config FILE          read options from FILE: KEY=VALUE lines with the keys\n"
+          "                         of the environment variables above (STOCKD_PORT=8081),\n"
+          "                         # comments and blank lines; an unknown key or a bad\n"
+          "                         line is an error. The command line wins over the\n"
+          "                         environment, which wins over the file, which wins over\n"
+          "                         the defaults. STOCKD_MYSQL_PASSWORD stays in the\n"
+          "                         environment\n"
           "  --help, --version\n",
           out);
 }
@@ -154,6 +163,7 @@ enum {
     O_DB_LOCK_LEASE,
     O_FENCE,
     O_SEGMENTS,
+    O_CONFIG,
     O_HELP,
     O_VERSION,
 };
@@ -268,8 +278,133 @@ static int apply(stockd_config *c, int id, const char *v, const char *name, char
     return -1;
 }
 
+/* ------------------------------------------------------------ --config FILE */
+
+/* --config FILE is read in a block of its own: it feeds each line to apply(), the same
+ * setter the environment uses, under the same key, so an option added to the table
+ * above is a key of the file too. The file comes between the defaults and the
+ * environment: command line > environment > file > defaults. */
+
+/* Finds --config FILE or --config=FILE in argv, before getopt runs, because the file
+ * must be applied before the environment. Sets *path (NULL without the option).
+ * Returns -1 with err set when the option has no file or is given twice. */
+static int config_file_find(int argc, char **argv, const char **path, char *err, size_t errlen) {
+    *path = NULL;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *p = NULL;
+        if (strcmp(a, "--") == 0) break;
+        if (strcmp(a, "--config") == 0) {
+            if (i + 1 >= argc) {
+                snprintf(err, errlen, "--config needs a FILE");
+                return -1;
+            }
+            p = argv[++i];
+        } else if (strncmp(a, "--config=", 9) == 0) {
+            p = a + 9;
+        } else {
+            continue;
+        }
+        if (*path) {
+            snprintf(err, errlen, "--config given twice");
+            return -1;
+        }
+        *path = p;
+    }
+    return 0;
+}
+
+/* Trims spaces and tabs at both ends of s in place; returns the new start. */
+static char *config_file_trim(char *s) {
+    char *end = s + strlen(s);
+    while (*s == ' ' || *s == '\t')
+        s++;
+    while (end > s && (end[-1] == ' ' || end[-1] == '\t' || end[-1] == '\r' || end[-1] == '\n'))
+        *--end = '\0';
+    return s;
+}
+
+/* Applies the KEY=VALUE lines of path to c. A value may be wrapped in one pair of
+ * double or single quotes, so that the file also serves as a systemd EnvironmentFile.
+ * Returns -1 with "FILE:LINE: ..." in err on the first bad line. */
+static int config_file_read(stockd_config *c, const char *path, char *err, size_t errlen) {
+    unsigned first_line[NOPTIONS] = {0};
+    char *line = NULL, name[320];
+    size_t cap = 0;
+    unsigned lineno = 0;
+    int rc = -1;
+    FILE *f = fopen(path, "r");
+
+    if (!f) {
+        snprintf(err, errlen, "cannot read --config file '%s': %s", path, strerror(errno));
+        return -1;
+    }
+    while (getline(&line, &cap, f) != -1) {
+        char *key, *val, *eq;
+        size_t i, n;
+
+        lineno++;
+        key = config_file_trim(line);
+        if (!*key || *key == '#') continue;
+        eq = strchr(key, '=');
+        if (!eq || eq == key) {
+            snprintf(err, errlen, "%s:%u: expected KEY=VALUE, got '%.40s'", path, lineno, key);
+            goto out;
+        }
+        *eq = '\0';
+        key = config_file_trim(key);
+        val = config_file_trim(eq + 1);
+        n = strlen(val);
+        if (n && (*val == '"' || *val == '\'')) {
+            if (n < 2 || val[n - 1] != *val) {
+                snprintf(err, errlen, "%s:%u: %s: unbalanced quote", path, lineno, key);
+                goto out;
+            }
+            val[n - 1] = '\0';
+            val++;
+        }
+        /* The password stays out of files that are read by the service itself, and out
+         * of this parser: main.c takes it from the environment only. */
+        if (strcmp(key, "STOCKD_MYSQL_PASSWORD") == 0) {
+            snprintf(err, errlen,
+                     "%s:%u: STOCKD_MYSQL_PASSWORD is read from the environment only (a "
+                     "systemd EnvironmentFile can set it)",
+                     path, lineno);
+            goto out;
+        }
+        for (i = 0; i < NOPTIONS && strcmp(key, options[i].env) != 0; i++) {
+        }
+        if (i == NOPTIONS) {
+            snprintf(err, errlen,
+                     "%s:%u: unknown key '%.64s' (the keys are the STOCKD_* "
+                     "variables of --help)",
+                     path, lineno, key);
+            goto out;
+        }
+        if (first_line[i]) {
+            snprintf(err, errlen, "%s:%u: %s given twice (first on line %u)", path, lineno, key,
+                     first_line[i]);
+            goto out;
+        }
+        first_line[i] = lineno;
+        snprintf(name, sizeof(name), "%s:%u: %s", path, lineno, key);
+        if (apply(c, options[i].id, val, name, err, errlen) != 0) goto out;
+    }
+    if (ferror(f)) {
+        snprintf(err, errlen, "cannot read --config file '%s': %s", path, strerror(errno));
+        goto out;
+    }
+    rc = 0;
+out:
+    free(line);
+    fclose(f);
+    return rc;
+}
+
+/* ------------------------------------------------------------------ parse */
+
 int stockd_config_parse(stockd_config *c, int argc, char **argv, char *err, size_t errlen) {
-    struct option longopts[NOPTIONS + 3];
+    struct option longopts[NOPTIONS + 4];
+    const char *config_path;
     int ch;
 
     memset(c, 0, sizeof(*c));
@@ -294,6 +429,8 @@ int stockd_config_parse(stockd_config *c, int argc, char **argv, char *err, size
     c->fence = true;
     c->segments = 1;
 
+    if (config_file_find(argc, argv, &config_path, err, errlen) != 0) return -1;
+    if (config_path && config_file_read(c, config_path, err, errlen) != 0) return -1;
     for (size_t i = 0; i < NOPTIONS; i++) {
         const char *v = getenv(options[i].env);
         if (v && apply(c, options[i].id, v, options[i].env, err, errlen) != 0) return -1;
@@ -301,7 +438,8 @@ int stockd_config_parse(stockd_config *c, int argc, char **argv, char *err, size
     }
     longopts[NOPTIONS] = (struct option){"help", no_argument, NULL, O_HELP};
     longopts[NOPTIONS + 1] = (struct option){"version", no_argument, NULL, O_VERSION};
-    longopts[NOPTIONS + 2] = (struct option){0};
+    longopts[NOPTIONS + 2] = (struct option){"config", required_argument, NULL, O_CONFIG};
+    longopts[NOPTIONS + 3] = (struct option){0};
 
     optind = 1;
     opterr = 0;
@@ -310,6 +448,13 @@ int stockd_config_parse(stockd_config *c, int argc, char **argv, char *err, size
             c->help = true;
         } else if (ch == O_VERSION) {
             c->version = true;
+        } else if (ch == O_CONFIG) {
+            /* Read above, before the environment. An abbreviation such as --conf FILE
+             * was not seen there, so refuse it rather than ignore the file. */
+            if (!config_path || strcmp(optarg, config_path) != 0) {
+                snprintf(err, errlen, "write --config FILE in full (it is read first)");
+                return -1;
+            }
         } else if (ch == '?' || ch == ':') {
             snprintf(err, errlen, "unknown option or missing value: '%s'",
                      optind > 0 && optind <= argc ? argv[optind - 1] : "?");

@@ -20,7 +20,7 @@
  *             the database's own row lock.
  *   contract.c pure functions: routing, the id and key parsers, and the mapping from an
  *             outcome to an HTTP status and a JSON body (cJSON). Unit-tested and fuzzed.
- *   config.c  command line and environment into a stockd_config (pure).
+ *   config.c  command line, environment and --config file into a stockd_config (pure).
  *   main.c    wiring, signals and orderly shutdown.
  *
  * Where the memory goes (loadtest/memory measures it; README "Memory"):
@@ -95,8 +95,10 @@ typedef struct stockd_config {
     bool version;
 } stockd_config;
 
-/* Fills *cfg from the environment (STOCKD_*) and then argv, argv winning. Returns 0, or
- * -1 with a one-line reason in err. Pure apart from reading the environment. */
+/* Fills *cfg from the defaults, the --config FILE that argv names (KEY=VALUE lines with
+ * the environment's keys), the environment (STOCKD_*) and argv, each winning over the
+ * ones before. Returns 0, or -1 with a one-line reason in err (for the file,
+ * "FILE:LINE: ..."). Pure apart from reading the environment and that file. */
 int stockd_config_parse(stockd_config *cfg, int argc, char **argv, char *err, size_t errlen);
 void stockd_config_usage(FILE *out);
 const char *stockd_lock_mode_name(stockd_lock_mode m);

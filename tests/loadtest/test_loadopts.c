@@ -91,6 +91,10 @@ static void test_help_wins(void) {
     CHECK_INT_EQ(LOADOPTS_HELP, PARSE(&o, err, "--help"));
     CHECK_INT_EQ(LOADOPTS_HELP, PARSE(&o, err, "--url", URL, "-h"));
     CHECK_INT_EQ(LOADOPTS_HELP, PARSE(&o, err, "--threads", "3", "--duration", "1", "--help"));
+    /* --version is answered like --help, whatever else is on the line. */
+    CHECK_INT_EQ(LOADOPTS_VERSION, PARSE(&o, err, "--version"));
+    CHECK_INT_EQ(LOADOPTS_VERSION, PARSE(&o, err, "--url", URL, "--version"));
+    CHECK(strstr(loadopts_usage, "--version") != NULL);
     CHECK(strstr(loadopts_usage, "--threads T") && strstr(loadopts_usage, "--mysql URL") &&
           strstr(loadopts_usage, "STOCKD_MYSQL_PASSWORD") &&
           strstr(loadopts_usage, "Exit status") && strstr(loadopts_usage, "--keys-out FILE") &&
@@ -186,11 +190,10 @@ static void test_products_spread_the_load(void) {
     REFUSED("1 <= A <= B", "--url", URL_ID, "--threads", "1", "--products", "1-3x");
     REFUSED("1 <= A <= B", "--url", URL_ID, "--threads", "1", "--products", "1--3");
     REFUSED("{id} exactly once", "--url", URL, "--threads", "1", "--products", "1-3");
-    REFUSED("{id} exactly once", "--url", URL_ID "&x={id}", "--threads", "1", "--products",
-            "1-3");
+    REFUSED("{id} exactly once", "--url", URL_ID "&x={id}", "--threads", "1", "--products", "1-3");
     REFUSED("give --products", "--url", URL_ID, "--threads", "1");
-    REFUSED("exclude each other", "--url", URL_ID, "--threads", "1", "--products", "1-3",
-            "--mysql", "mysql://u@h/d", "--product", "1");
+    REFUSED("exclude each other", "--url", URL_ID, "--threads", "1", "--products", "1-3", "--mysql",
+            "mysql://u@h/d", "--product", "1");
     puts("ok: --products takes A-B and needs {id} once in the URL");
 }
 

@@ -1,13 +1,125 @@
 /* Unit tests of service/config.c: defaults, the environment, argv overriding it, and
- * clear refusals of bad values. */
+ * clear refusals of bad values; --config FILE and its place in the precedence. */
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "check.h"
 #include "stockd.h"
 
 static int parse(stockd_config *c, char *err, int argc, char **argv) {
     return stockd_config_parse(c, argc, argv, err, 256);
+}
+
+/* Writes text to a new temporary file and returns its name (static storage). */
+static const char *write_file(const char *text) {
+    static char path[64];
+    int fd;
+    FILE *f;
+
+    snprintf(path, sizeof(path), "/tmp/test_config.XXXXXX");
+    fd = mkstemp(path);
+    CHECK(fd >= 0);
+    f = fdopen(fd, "w");
+    CHECK(f != NULL);
+    fputs(text, f);
+    CHECK_INT_EQ(0, fclose(f));
+    return path;
+}
+
+/* Parses "stockd --config FILE" with FILE holding text, plus extra argv (up to 2). */
+static int parse_file(stockd_config *c, char *err, const char *text, char *a1, char *a2) {
+    const char *path = write_file(text);
+    char *argv[] = {"stockd", "--config", (char *)path, a1, a2, NULL};
+    int argc = 3 + (a1 != NULL) + (a2 != NULL), rc = parse(c, err, argc, argv);
+    unlink(path);
+    return rc;
+}
+
+/* --config FILE: KEY=VALUE lines with the environment's keys; the precedence is the
+ * command line over the environment over the file over the default. */
+static void test_config_file(void) {
+    stockd_config c;
+    char err[256];
+
+    {
+        err[0] = '\0';
+        CHECK_INT_EQ(0, parse_file(&c, err,
+                                   "# stockd for port 9100\n"
+                                   "\n"
+                                   "STOCKD_PORT=9100\n"
+                                   "  STOCKD_LOCK = zk  \n"
+                                   "STOCKD_ZK=\"zk1:2181,zk2:2181\"\n"
+                                   "\t# an indented comment\n"
+                                   "STOCKD_INSTANCE='shop-a'\n"
+                                   "STOCKD_PRECHECK=off\n"
+                                   "STOCKD_BATCH_MAX=8", /* no newline at the end */
+                                   NULL, NULL));
+        CHECK_INT_EQ(9100, c.port);
+        CHECK_INT_EQ(STOCKD_LOCK_ZK, c.lock);
+        CHECK_STR_EQ("zk1:2181,zk2:2181", c.zk);
+        CHECK_STR_EQ("shop-a", c.instance);
+        CHECK(!c.precheck);
+        CHECK_INT_EQ(8, c.batch_max);
+        CHECK_INT_EQ(16, c.workers); /* not in the file: the default */
+    }
+    /* The environment beats the file, and the command line beats both. */
+    setenv("STOCKD_PORT", "9200", 1);
+    setenv("STOCKD_WORKERS", "4", 1);
+    {
+        CHECK_INT_EQ(0, parse_file(&c, err, "STOCKD_PORT=9100\nSTOCKD_WORKERS=2\nSTOCKD_QUEUE=7\n",
+                                   "--workers", "3"));
+        CHECK_INT_EQ(9200, c.port);
+        CHECK_INT_EQ(3, c.workers);
+        CHECK_INT_EQ(7, c.queue_max);
+        CHECK_STR_EQ("stockd-9200", c.instance);
+    }
+    unsetenv("STOCKD_PORT");
+    unsetenv("STOCKD_WORKERS");
+    /* --config=FILE works too, and an option after it still wins. */
+    {
+        const char *path = write_file("STOCKD_THINK_US=5\n");
+        char opt[128];
+        snprintf(opt, sizeof(opt), "--config=%s", path);
+        char *argv[] = {"stockd", opt, NULL};
+        CHECK_INT_EQ(0, parse(&c, err, 2, argv));
+        CHECK_INT_EQ(5, c.think_us);
+        unlink(path);
+    }
+    /* Each refusal names the file's line and the key. */
+    static const char *bad[][2] = {
+        {"STOCKD_PORT=9100\nSTOCKD_PROT=9101\n", ":2: unknown key 'STOCKD_PROT'"},
+        {"# ok\nSTOCKD_PORT 9100\n", ":2: expected KEY=VALUE"},
+        {"=9100\n", ":1: expected KEY=VALUE"},
+        {"STOCKD_PORT=0\n", ":1: STOCKD_PORT must be an integer in 1..65535, got '0'"},
+        {"STOCKD_LOCK=redlock\n", ":1: STOCKD_LOCK must be none"},
+        {"STOCKD_PORT=1\n\nSTOCKD_PORT=2\n", ":3: STOCKD_PORT given twice (first on line 1)"},
+        {"STOCKD_MYSQL_PASSWORD=x\n",
+         ":1: STOCKD_MYSQL_PASSWORD is read from the environment only"},
+        {"STOCKD_ZK=\"a:1\n", ":1: STOCKD_ZK: unbalanced quote"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        err[0] = '\0';
+        CHECK_INT_EQ(-1, parse_file(&c, err, bad[i][0], NULL, NULL));
+        if (!strstr(err, "/tmp/test_config.") || !strstr(err, bad[i][1]))
+            CHECK_FAIL_("config file '%s': expected '%s' in the error, got '%s'", bad[i][0],
+                        bad[i][1], err);
+    }
+    /* A file that cannot be read, and --config without a file. */
+    {
+        char *argv[] = {"stockd", "--config", "/nonexistent/stockd.conf", NULL};
+        CHECK_INT_EQ(-1, parse(&c, err, 3, argv));
+        CHECK(strstr(err, "/nonexistent/stockd.conf") != NULL);
+        char *none[] = {"stockd", "--config", NULL};
+        CHECK_INT_EQ(-1, parse(&c, err, 2, none));
+        CHECK(strstr(err, "--config") != NULL);
+        const char *path = write_file("STOCKD_PORT=9100\n");
+        char *twice[] = {"stockd", "--config", (char *)path, "--config", (char *)path, NULL};
+        CHECK_INT_EQ(-1, parse(&c, err, 5, twice));
+        CHECK(strstr(err, "--config given twice") != NULL);
+        unlink(path);
+    }
+    puts("ok: --config FILE");
 }
 
 int main(void) {
@@ -166,6 +278,7 @@ int main(void) {
         CHECK_INT_EQ(0, stockd_lock_mode_parse(stockd_lock_mode_name(m), &back));
         CHECK_INT_EQ(m, back);
     }
+    test_config_file();
     puts("test_config: all passed");
     return 0;
 }

@@ -2,7 +2,11 @@
 # scripts/stack's command line, without servers: every command has --help, usage
 # errors exit 2 with a message naming the problem (before anything is installed,
 # built or started), and the commands that need a stack say so on an empty run
-# directory, where `down` is a no-op.
+# directory, where `down` is a no-op. Then the binaries' command lines (stockd and
+# stockload are the arguments): stockload --version prints stockd's version, and
+# stockd --config FILE works end to end: its refusals exit 2 naming the file, line and
+# key, and its precedence shows on a running stockd's /metrics (no MySQL needed:
+# stockd connects on the first deduction).
 set -euo pipefail
 stack=$STOCKD_SRC/scripts/stack
 T=$(mktemp -d)
@@ -48,3 +52,66 @@ expect_rc 1 "no stack under $STACK_RUN (run: scripts/stack up)" status
 expect_rc 1 "no stack under $STACK_RUN" env
 expect_rc 1 "no stack under $STACK_RUN" restart-stockd --lock zk
 expect_rc 1 "no stack under $STACK_RUN" mysql -e 'select 1'
+
+# ---------------------------------------------------------------- stockd --config
+stockd=${1:?usage: cli_usage.sh STOCKD_BINARY}
+port=${STOCKD_CLI_TEST_PORT:?}
+# The config file's keys must not come from the caller's environment.
+for v in "${!STOCKD_@}"; do
+  [[ $v == STOCKD_SRC || $v == STOCKD_CLI_TEST_PORT ]] || unset "$v"
+done
+
+# expect_stockd WANT_RC WANT_TEXT ARGS...: like expect_rc, for stockd.
+expect_stockd() {
+  local want=$1 text=$2 rc=0 out
+  shift 2
+  out=$("$stockd" "$@" 2>&1 </dev/null) || rc=$?
+  [[ $rc == "$want" ]] || fail "stockd $*: expected exit $want, got $rc: $out"
+  [[ $out == *"$text"* ]] || fail "stockd $*: expected '$text' in: $out"
+  echo "ok: stockd $* -> $rc ($text)"
+}
+
+expect_stockd 0 "--config FILE" --help
+# stockload prints the same project version as stockd.
+stockload=${2:?usage: cli_usage.sh STOCKD_BINARY STOCKLOAD_BINARY}
+want=$("$stockd" --version)
+got=$("$stockload" --version 2>&1) || fail "stockload --version exited $?: $got"
+[[ $got == "stockload ${want#stockd }" ]] || fail "stockload --version: expected 'stockload ${want#stockd }', got '$got'"
+echo "ok: $want, $got"
+printf '# a typo on line 3\nSTOCKD_LOCK=zk\nSTOCKD_PROT=8081\n' >"$T/bad-key.conf"
+expect_stockd 2 "$T/bad-key.conf:3: unknown key 'STOCKD_PROT'" --config "$T/bad-key.conf"
+printf 'STOCKD_PORT 8081\n' >"$T/bad-line.conf"
+expect_stockd 2 "$T/bad-line.conf:1: expected KEY=VALUE" --config "$T/bad-line.conf"
+printf '\nSTOCKD_WORKERS=0\n' >"$T/bad-value.conf"
+expect_stockd 2 "$T/bad-value.conf:2: STOCKD_WORKERS must be an integer in 1..512" \
+  --config "$T/bad-value.conf"
+expect_stockd 2 "cannot read --config file '$T/none.conf'" --config "$T/none.conf"
+expect_stockd 2 "--config needs a FILE" --config
+# A bad file is refused even with --version: the file is part of the command line.
+expect_stockd 2 "unknown key 'STOCKD_PROT'" --config "$T/bad-key.conf" --version
+
+# The precedence, on a running stockd: the file sets the port, the lock, the instance
+# and the batch size; the environment overrides the lock; the command line overrides
+# the instance.
+printf '%s\n' "# stockd for the CLI test" "STOCKD_PORT=$port" "STOCKD_LOCK=local" \
+  "STOCKD_INSTANCE=from-file" "STOCKD_BATCH_MAX=7" "" \
+  "STOCKD_MYSQL=mysql://stockd@127.0.0.1:1/shop" >"$T/stockd.conf"
+STOCKD_LOCK=for-update "$stockd" --config "$T/stockd.conf" --instance from-argv \
+  >"$T/stockd.log" 2>&1 &
+pid=$!
+trap 'kill "$pid" 2>/dev/null || true; rm -rf "$T"' EXIT
+metrics=
+for _ in $(seq 100); do
+  metrics=$(curl -sf "http://127.0.0.1:$port/metrics" 2>/dev/null) && break
+  kill -0 "$pid" 2>/dev/null || fail "stockd --config exited: $(cat "$T/stockd.log")"
+  sleep 0.1
+done
+[[ -n $metrics ]] || fail "stockd --config did not answer on port $port: $(cat "$T/stockd.log")"
+info=$(grep '^stockd_info' <<<"$metrics")
+[[ $info == *'instance="from-argv"'* && $info == *'lock="for-update"'* ]] ||
+  fail "expected the instance from argv and the lock from the environment, got: $info"
+grep -q "listening on 127.0.0.1:$port, lock for-update, batch-max 7," "$T/stockd.log" ||
+  fail "expected the port and batch-max from the file in the log: $(cat "$T/stockd.log")"
+echo "ok: stockd --config: port and batch-max from the file, lock from the environment, instance from argv"
+kill "$pid"
+wait "$pid" || fail "stockd exited $? on SIGTERM: $(cat "$T/stockd.log")"

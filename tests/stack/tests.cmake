@@ -11,11 +11,15 @@ add_test(NAME stack_compose_config COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/compos
 add_test(NAME stack_docker_runtime_libs
   COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/runtime_libs.sh $<TARGET_FILE:stockd>
           $<TARGET_FILE:stockload>)
-# scripts/stack's command line: help, usage errors, commands on an empty run directory.
-add_test(NAME stack_cli_usage COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/cli_usage.sh)
+# scripts/stack's command line: help, usage errors, commands on an empty run directory;
+# and stockd's --config FILE end to end, on one stockd of its own (port base + 3: the
+# fixture's servers use +6, +81 and +82, integration tests +100 on).
+add_test(NAME stack_cli_usage COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/cli_usage.sh
+                                      $<TARGET_FILE:stockd> $<TARGET_FILE:stockload>)
+math(EXPR STOCKD_CLI_TEST_PORT "${STOCKD_TEST_PORT_BASE} + 3")
 set_tests_properties(stack_compose_config stack_docker_runtime_libs stack_cli_usage
-  PROPERTIES ENVIRONMENT "${STACK_TEST_ENV}" LABELS "unit;stack" TIMEOUT 60
-  SKIP_RETURN_CODE 77)
+  PROPERTIES ENVIRONMENT "${STACK_TEST_ENV};STOCKD_CLI_TEST_PORT=${STOCKD_CLI_TEST_PORT}"
+  LABELS "unit;stack" TIMEOUT 60 SKIP_RETURN_CODE 77)
 
 # The MariaDB init files of docker-compose.yml, run in the image's order against a
 # real MariaDB: schema, seed and a service user with exactly the promised grants.
