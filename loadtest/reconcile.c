@@ -1,62 +1,26 @@
 /* reconcile: answers versus orders rows (see reconcile.h). */
 #include "reconcile.h"
 
+#include "stockdb.h"
+
 #include <mysql.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* Copies [s, s + n) into dst (cap bytes) as a string; false if it does not fit. */
-static bool copy_part(char *dst, size_t cap, const char *s, size_t n) {
-    if (n >= cap) return false;
-    memcpy(dst, s, n);
-    dst[n] = '\0';
-    return true;
-}
-
+/* The URL means what it means to stockd: one parser (db/stockdb_url.c), with its %XX
+ * escapes, so a password with '@' is written %40 here as there. */
 int reconcile_parse_url(reconcile_db *db, const char *url) {
-    static const char scheme[] = "mysql://";
-    if (strncmp(url, scheme, sizeof(scheme) - 1) != 0) return RECONCILE_ERR_URL;
-    const char *p = url + sizeof(scheme) - 1;
-
-    /* The last '@' ends the user info, so a password may contain '@'. */
-    const char *slash = strchr(p, '/');
-    if (!slash) return RECONCILE_ERR_URL;
-    const char *at = NULL;
-    for (const char *q = p; q < slash; q++)
-        if (*q == '@') at = q;
-    if (!at) return RECONCILE_ERR_URL;
-
-    const char *colon = memchr(p, ':', (size_t)(at - p));
-    size_t user_len = (size_t)((colon ? colon : at) - p);
-    if (user_len == 0 || !copy_part(db->user, sizeof(db->user), p, user_len))
-        return RECONCILE_ERR_URL;
-    if (colon &&
-        !copy_part(db->password, sizeof(db->password), colon + 1, (size_t)(at - colon - 1)))
-        return RECONCILE_ERR_URL;
-
-    const char *host = at + 1, *port = memchr(host, ':', (size_t)(slash - host));
-    size_t host_len = (size_t)((port ? port : slash) - host);
-    if (host_len == 0 || !copy_part(db->host, sizeof(db->host), host, host_len))
-        return RECONCILE_ERR_URL;
-    db->port = 3306;
-    if (port) {
-        unsigned long v = 0;
-        const char *q = port + 1;
-        if (q == slash) return RECONCILE_ERR_URL;
-        for (; q < slash; q++) {
-            if (*q < '0' || *q > '9') return RECONCILE_ERR_URL;
-            v = v * 10 + (unsigned long)(*q - '0');
-            if (v > 65535) return RECONCILE_ERR_URL;
-        }
-        if (v == 0) return RECONCILE_ERR_URL;
-        db->port = (unsigned)v;
-    }
-
-    const char *name = slash + 1;
-    if (!*name || strpbrk(name, "/?#") ||
-        !copy_part(db->database, sizeof(db->database), name, strlen(name)))
-        return RECONCILE_ERR_URL;
+    stockdb_config c;
+    memset(&c, 0, sizeof(c));
+    memcpy(c.password, db->password, sizeof(c.password));
+    if (!url || stockdb_config_from_url(&c, url) != STOCKDB_OK) return RECONCILE_ERR_URL;
+    memcpy(db->host, c.host, sizeof(db->host));
+    db->port = c.port;
+    memcpy(db->user, c.user, sizeof(db->user));
+    memcpy(db->password, c.password, sizeof(db->password));
+    memcpy(db->database, c.database, sizeof(db->database));
+    memset(c.password, 0, sizeof(c.password));
     return RECONCILE_OK;
 }
 

@@ -46,8 +46,10 @@ typedef struct reconcile_report {
     bool ok; /* no missing, unanswered or duplicate */
 } reconcile_report;
 
-/* Parses mysql://USER[:PASSWORD]@HOST[:PORT]/DB. The password is left as it was in *db
- * when the URL has none, so the caller can fill it from the environment first. */
+/* Parses mysql://USER[:PASSWORD]@HOST[:PORT]/DB exactly as stockd does
+ * (stockdb_config_from_url in db/stockdb.h: %XX escapes in USER and PASSWORD, so '@' is
+ * %40). The password is left as it was in *db when the URL has none, so the caller can
+ * fill it from the environment first. */
 int reconcile_parse_url(reconcile_db *db, const char *url);
 
 /* Compares the order ids of the deducted answers with the ids of the orders rows.

@@ -17,7 +17,7 @@ add_test(NAME security_fuzz_corpus_replay
 set_tests_properties(security_fuzz_corpus_replay PROPERTIES LABELS "unit;security" TIMEOUT 60)
 
 # The libFuzzer build: clang with -fsanitize=fuzzer,address,undefined, compiled directly
-# from the sources it needs (contract.c for routing and answers, stockdb.c for the URL
+# from the sources it needs (contract.c for routing and answers, stockdb_url.c for the URL
 # parser) so that they are instrumented too. It is made by a custom command with clang
 # itself, whatever compiler builds the rest, and only when a clang that can link a
 # fuzzer is found (Debian: clang, libclang-rt-14-dev); otherwise it is left out.
@@ -46,7 +46,7 @@ if(STOCKD_FUZZ_OK)
   message(STATUS "fuzz_request: libFuzzer build with ${STOCKD_FUZZ_CC}")
   set(fuzz_bin ${CMAKE_CURRENT_BINARY_DIR}/fuzz_request)
   set(fuzz_srcs ${CMAKE_CURRENT_LIST_DIR}/fuzz_request.c ${PROJECT_SOURCE_DIR}/service/contract.c
-                ${PROJECT_SOURCE_DIR}/db/stockdb.c)
+                ${PROJECT_SOURCE_DIR}/db/stockdb_url.c)
   set(fuzz_inc)
   foreach(d ${PROJECT_SOURCE_DIR}/service ${PROJECT_SOURCE_DIR}/db ${PROJECT_SOURCE_DIR}/lock
             ${CJSON_INCLUDE_DIRS} ${MYSQL_INCLUDE_DIRS})
