@@ -1143,6 +1143,43 @@ int stockdb_peek(stockdb *db, int32_t product_id, const char *request_id, int32_
     }
 }
 
+/* The pitfall's snapshot (stockdb.h). The session runs READ COMMITTED; SET TRANSACTION
+ * changes the level of the next transaction only, and only while none is open, so any
+ * open transaction is ended first. */
+int stockdb_open_snapshot(stockdb *db, int32_t product_id) {
+    static const char rr[] = "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ";
+    if (!db) return STOCKDB_ERR_CONFIG;
+    db->errstr[0] = '\0';
+    int rc = db_connect(db);
+    if (rc != STOCKDB_OK) return rc;
+    rollback(db);
+    if (!db->conn) return STOCKDB_ERR_CONNECT;
+    db->statements++;
+    if (mysql_real_query(db->conn, rr, sizeof(rr) - 1)) {
+        unsigned err = mysql_errno(db->conn);
+        set_err(db, "%s: %s (%u)", rr, mysql_error(db->conn), err);
+        rc = deduct_fail(db, err, false);
+        return rc == RETRY_IDLE ? STOCKDB_ERR_CONNECT : rc;
+    }
+    int32_t pid = product_id, stock = 0, kind = 0;
+    int64_t fence = 0;
+    uint64_t version = 0;
+    bool found = false;
+    MYSQL_BIND p[1], r[4];
+    bind_int(&p[0], &pid, NULL);
+    bind_row(r, &stock, &fence, &kind, &version);
+    unsigned err = stmt_run(db, ST_READ, p, r, &found, NULL);
+    if (err) {
+        rc = deduct_fail(db, err, true);
+        return rc == RETRY_IDLE ? STOCKDB_ERR_CONNECT : rc;
+    }
+    return STOCKDB_OK;
+}
+
+void stockdb_end_transaction(stockdb *db) {
+    if (db) rollback(db);
+}
+
 uint64_t stockdb_statements(const stockdb *db) {
     return db ? db->statements : 0;
 }

@@ -231,6 +231,19 @@ int stockdb_deduct_batch(stockdb *db, stockdb_strategy strategy, stockdb_batch *
 int stockdb_peek(stockdb *db, int32_t product_id, const char *request_id, int32_t *stock,
                  uint64_t *order_id, int32_t *order_product);
 
+/* FOR THE PITFALL DEMONSTRATION ONLY (stockd --pitfall snapshot-before-lock): ends any
+ * open transaction and opens a REPEATABLE READ one whose snapshot is fixed now, by a
+ * plain read of product_id's row, as a @Transactional method that reads before it
+ * locks does. The next stockdb_deduct_batch on this handle runs inside it and reads
+ * the stock as of now, however long the caller waits for its lock meanwhile; the
+ * batch's own COMMIT or ROLLBACK ends it (a sold-out READ_CHECK_UPDATE batch leaves it
+ * open: end it with stockdb_end_transaction). 2 statements and the ROLLBACK. Returns
+ * STOCKDB_OK or an error (then nothing is open). */
+int stockdb_open_snapshot(stockdb *db, int32_t product_id);
+
+/* Rolls back whatever transaction the handle has open (nothing if none). */
+void stockdb_end_transaction(stockdb *db);
+
 /* Statements sent on this handle so far: every prepared execute, COMMIT and ROLLBACK
  * of deductions and reads (the per-connection set-up and pings excluded). */
 uint64_t stockdb_statements(const stockdb *db);

@@ -103,6 +103,12 @@ void stockd_config_usage(FILE *out) {
           "                         empty (STOCKD_SEGMENTS) [1]; every instance and the\n"
           "                         stock reset (scripts/stack-lib.sh mysql_set_stock) must\n"
           "                         use the same K. Modes with a lock only\n"
+          "  --pitfall MISTAKE      make one of the two classic mistakes on purpose, to\n"
+          "                         show what it does (STOCKD_PITFALL) [none]:\n"
+          "                         release-before-commit (unlock, then COMMIT) or\n"
+          "                         snapshot-before-lock (REPEATABLE READ snapshot opened\n"
+          "                         before acquiring). Lock modes local, zk, zk-herd, redis\n"
+          "                         and db-lock only. NEVER in production\n"
           "  --config FILE          read options from FILE: KEY=VALUE lines with the keys\n"
           "                         of the environment variables above (STOCKD_PORT=8081),\n"
           "                         # comments and blank lines; an unknown key or a bad\n"
@@ -163,6 +169,7 @@ enum {
     O_DB_LOCK_LEASE,
     O_FENCE,
     O_SEGMENTS,
+    O_PITFALL,
     O_CONFIG,
     O_HELP,
     O_VERSION,
@@ -196,6 +203,7 @@ static const struct {
     {O_DB_LOCK_LEASE, "db-lock-lease-ms", "STOCKD_DB_LOCK_LEASE_MS"},
     {O_FENCE, "fence", "STOCKD_FENCE"},
     {O_SEGMENTS, "segments", "STOCKD_SEGMENTS"},
+    {O_PITFALL, "pitfall", "STOCKD_PITFALL"},
 };
 #define NOPTIONS (sizeof(options) / sizeof(options[0]))
 
@@ -274,6 +282,20 @@ static int apply(stockd_config *c, int id, const char *v, const char *name, char
         return -1;
     case O_SEGMENTS:
         return set_uint(&c->segments, v, 1, STOCKD_SEGMENTS_MAX, name, err, errlen);
+    case O_PITFALL:
+        if (v && strcmp(v, "none") == 0) {
+            c->pitfall = STOCKD_PITFALL_NONE;
+        } else if (v && strcmp(v, "release-before-commit") == 0) {
+            c->pitfall = STOCKD_PITFALL_RELEASE_BEFORE_COMMIT;
+        } else if (v && strcmp(v, "snapshot-before-lock") == 0) {
+            c->pitfall = STOCKD_PITFALL_SNAPSHOT_BEFORE_LOCK;
+        } else {
+            snprintf(err, errlen,
+                     "%s must be none, release-before-commit or snapshot-before-lock, got '%s'",
+                     name, v ? v : "");
+            return -1;
+        }
+        return 0;
     }
     return -1;
 }
@@ -474,6 +496,21 @@ int stockd_config_parse(stockd_config *c, int argc, char **argv, char *err, size
                  "--segments %u needs a mode with a lock (local, zk, zk-herd, for-update, "
                  "redis or db-lock), not %s",
                  c->segments, stockd_lock_mode_name(c->lock));
+        return -1;
+    }
+    /* A pitfall misuses a lock that the service takes and releases around a
+     * transaction. none and atomic take no lock, and for-update's lock is the row lock,
+     * which the database holds to COMMIT and which its locking read reads through: there
+     * the mistake cannot be made. */
+    if (c->pitfall != STOCKD_PITFALL_NONE &&
+        (c->lock == STOCKD_LOCK_NONE || c->lock == STOCKD_LOCK_ATOMIC ||
+         c->lock == STOCKD_LOCK_FOR_UPDATE)) {
+        snprintf(err, errlen,
+                 "--pitfall %s needs a lock the service takes and releases around its "
+                 "transaction (local, zk, zk-herd, redis or db-lock); %s has none to misuse",
+                 c->pitfall == STOCKD_PITFALL_RELEASE_BEFORE_COMMIT ? "release-before-commit"
+                                                                    : "snapshot-before-lock",
+                 stockd_lock_mode_name(c->lock));
         return -1;
     }
     if (!c->instance[0]) snprintf(c->instance, sizeof(c->instance), "stockd-%u", c->port);

@@ -59,6 +59,18 @@ typedef enum stockd_lock_mode {
     STOCKD_LOCK_DB_LOCK,    /* a stock_lock row is the lock (lock/dblock.h) + fencing */
 } stockd_lock_mode;
 
+/* --pitfall: the two mistakes that oversell most often in real code, each made exactly
+ * and nothing else changed (worker.c, README "Two classic mistakes"). */
+typedef enum stockd_pitfall {
+    STOCKD_PITFALL_NONE = 0,
+    /* The lock is released before COMMIT, as when the unlock runs inside a
+     * @Transactional method and Spring commits after it returns. */
+    STOCKD_PITFALL_RELEASE_BEFORE_COMMIT,
+    /* The transaction's REPEATABLE READ snapshot is opened by a read before the lock is
+     * taken, so the holder reads the stock as it was before it waited. */
+    STOCKD_PITFALL_SNAPSHOT_BEFORE_LOCK,
+} stockd_pitfall;
+
 /* The most segments a product may be split over (--segments). */
 #define STOCKD_SEGMENTS_MAX 256
 
@@ -91,6 +103,9 @@ typedef struct stockd_config {
     /* 1: the product row holds the stock. K > 1: segments 1..K of product_segment do
      * (sql/schema.sql), each locked as product_N_seg_S (worker.c). */
     unsigned segments;
+    /* Issue 20's two classic mistakes, made on purpose (worker.c); NONE is the correct
+     * order: acquire, read, write, commit, release. */
+    stockd_pitfall pitfall;
     bool help;
     bool version;
 } stockd_config;

@@ -100,6 +100,22 @@ static int lock_guard(void *arg) {
     return stockd_lock_check(arg) != ZKLOCK_OK;
 }
 
+/* --pitfall release-before-commit: the same place, the mistake instead of the check.
+ * The lock is let go here, after the write and before COMMIT, as when an unlock in a
+ * finally block runs inside a @Transactional method and the commit follows its
+ * return. The fence (when on) still protects the row; the lock no longer does. */
+typedef struct early_release {
+    stockd_lock *lock;
+    bool released;
+} early_release;
+
+static int release_guard(void *arg) {
+    early_release *e = arg;
+    (void)stockd_lock_release(e->lock);
+    e->released = true;
+    return 0;
+}
+
 /* The pause between check and update for one transaction: --think-us plus a uniformly
  * random 0..--think-jitter-us. A constant pause lets instances fall into step: one whose
  * UPDATE waited for another's row lock commits right after it, every time, which is a
@@ -172,15 +188,17 @@ static bool precheck(worker_state *ws, stockd_job *job) {
 /* ---------------------------------------------------------------- batches */
 
 /* Runs jobs[0..n-1] of one product as one transaction under the held lock h and fills
- * their answers (not yet sent). */
-static void run_batch(worker_state *ws, stockd_job **jobs, unsigned n, const stockd_lock *h,
-                      stockd_answer *answers) {
+ * their answers (not yet sent). With --pitfall release-before-commit the lock is let go
+ * right before COMMIT (*released says whether that happened). */
+static void run_batch(worker_state *ws, stockd_job **jobs, unsigned n, stockd_lock *h,
+                      stockd_answer *answers, bool *released) {
     stockd_ctx *ctx = ws->w->ctx;
     for (unsigned i = 0; i < n; i++)
         ws->items[i] = (stockdb_item){.request_id = jobs[i]->request_id};
     /* --fence off (the paused-holder demonstration only) sends no token and skips the
      * pre-commit check, as a client that trusts its lease would. */
     bool fence = ctx->cfg->fence;
+    early_release early = {.lock = h};
     stockdb_batch b = {.product_id = h->product_id,
                        .segment = (int32_t)h->segment,
                        .fence = fence ? stockd_lock_token(h) : 0,
@@ -190,11 +208,18 @@ static void run_batch(worker_state *ws, stockd_job **jobs, unsigned n, const sto
                        .think_us = think_us(ws),
                        .items = ws->items,
                        .n = n};
+    if (ctx->cfg->pitfall == STOCKD_PITFALL_RELEASE_BEFORE_COMMIT) {
+        b.guard = release_guard;
+        b.guard_arg = &early;
+    }
     stockdb_strategy s =
         ctx->cfg->lock == STOCKD_LOCK_FOR_UPDATE ? STOCKDB_FOR_UPDATE : STOCKDB_READ_CHECK_UPDATE;
     int rc = STOCKDB_ERR_DEADLOCK;
     for (int attempt = 0; attempt < 3 && rc == STOCKDB_ERR_DEADLOCK; attempt++)
         rc = stockdb_deduct_batch(ws->db, s, &b);
+    /* The snapshot pitfall's transaction may still be open (a sold-out read). */
+    if (ctx->cfg->pitfall == STOCKD_PITFALL_SNAPSHOT_BEFORE_LOCK) stockdb_end_transaction(ws->db);
+    *released = early.released;
     count_statements(ws);
     note_db_error(ws, "deduction", rc);
     stockd_metrics_batch(n);
@@ -261,10 +286,16 @@ static void lead(worker_state *ws, int32_t product_id, unsigned segment) {
     for (;;) {
         if (!held) {
             uint64_t t0 = stockd_now_ns();
+            /* --pitfall snapshot-before-lock: the transaction's first read, and so its
+             * snapshot, comes before the wait for the lock. */
+            if (ctx->cfg->pitfall == STOCKD_PITFALL_SNAPSHOT_BEFORE_LOCK)
+                (void)stockdb_open_snapshot(ws->db, product_id);
             int rc = answers ? stockd_lock_acquire(ctx->locks, product_id, segment, &lock)
                              : ZKLOCK_ERR_NOMEM;
             stockd_metrics_lock_wait(stockd_now_ns() - t0);
             if (rc != ZKLOCK_OK) {
+                if (ctx->cfg->pitfall == STOCKD_PITFALL_SNAPSHOT_BEFORE_LOCK)
+                    stockdb_end_transaction(ws->db);
                 if (rc != ZKLOCK_ERR_TIMEOUT)
                     log_failure(ws, "lock", stockd_locks_strerror(ctx->locks, rc));
                 /* The jobs that waited through the whole attempt get its failure; the
@@ -289,16 +320,19 @@ static void lead(worker_state *ws, int32_t product_id, unsigned segment) {
             else
                 ws->jobs[live++] = ws->jobs[i];
         }
-        if (live > 0) run_batch(ws, ws->jobs, live, &lock, answers);
+        bool released = false;
+        if (live > 0) run_batch(ws, ws->jobs, live, &lock, answers, &released);
         passes++;
 
         /* Keep the lock for the next batch only within the pass limit, while more wait
          * and the lock is surely still ours; otherwise release before answering, so the
          * next holder starts as early as possible. */
-        bool keep = passes < ctx->cfg->lock_passes &&
+        bool keep = !released && passes < ctx->cfg->lock_passes &&
                     stockd_combiner_waiting(ctx->combiner, product_id, segment) > 0 &&
                     stockd_lock_check(&lock) == ZKLOCK_OK;
-        if (!keep) {
+        if (released) {
+            held = false;
+        } else if (!keep) {
             int rel = stockd_lock_release(&lock);
             if (rel != ZKLOCK_OK)
                 log_failure(ws, "lock release", stockd_locks_strerror(ctx->locks, rel));

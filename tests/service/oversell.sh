@@ -11,7 +11,9 @@
 #                      most INSTANCES-1 units oversold). last_unit.sh forces it.
 # In every run, whatever the mode, the ledger must match: deducted answers = orders
 # rows = initial - final stock. SEGMENTS=K in the environment splits the stock over K
-# segments and starts every instance with --segments K.
+# segments and starts every instance with --segments K. COMMIT_DELAY_MS=D puts a relay
+# (tests/support/mysql_relay.py) between the instances and MariaDB that delays every
+# COMMIT by D ms: a commit as slow as on a disk that syncs slowly.
 source "$STOCKD_SRC/tests/lib.sh"
 mode=$1 instances=$2 expect=$3
 shift 3
@@ -21,7 +23,20 @@ segments=${SEGMENTS:-1}
 ((segments == 1)) || set -- --segments "$segments" "$@"
 # The same service settings for every mode: only the lock differs. The pause between
 # check and update is the experiment's stand-in for business logic (see README).
-for ((i = 1; i <= instances; i++)); do t_stockd "$i" "$mode" --think-us "${THINK_US:-1000}" "$@"; done
+stockd_url=$MYSQL_URL
+if [[ -n ${COMMIT_DELAY_MS:-} ]]; then
+  relay_port=$((PORT0 + 15))
+  mkdir -p "$T/relay"
+  python3 "$STOCKD_SRC/tests/support/mysql_relay.py" --listen "$relay_port" \
+    --upstream "$STOCKD_TEST_MYSQL_PORT" --delay-commit-ms "$COMMIT_DELAY_MS" >"$T/relay/log" 2>&1 &
+  echo $! >"$T/relay/pid"
+  wait_until 10 grep -q ready "$T/relay/log" || fail "the relay did not start"
+  stockd_url=mysql://$DB_USER@127.0.0.1:$relay_port/$DB
+  echo "every COMMIT of the instances is delayed by $COMMIT_DELAY_MS ms"
+fi
+for ((i = 1; i <= instances; i++)); do
+  MYSQL_URL=$stockd_url t_stockd "$i" "$mode" --think-us "${THINK_US:-1000}" "$@"
+done
 t_nginx "$instances"
 
 "$STOCKD_SRC/loadtest/oversell" --url "http://127.0.0.1:$PORT0" --run "$STOCKD_TEST_RUN" \

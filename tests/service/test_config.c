@@ -250,6 +250,8 @@ int main(void) {
         {"--segments", "0", "--segments"},
         {"--segments", "257", "--segments"},
         {"--segments", "2", "needs a mode with a lock"}, /* the default mode is none */
+        {"--pitfall", "forget-the-lock", "release-before-commit or snapshot-before-lock"},
+        {"--pitfall", "snapshot-before-lock", "none has none to misuse"},
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         char *argv[] = {"stockd", (char *)bad[i][0], (char *)bad[i][1], NULL};
@@ -272,6 +274,25 @@ int main(void) {
         char *atomic[] = {"stockd", "--segments", "4", "--lock", "atomic", NULL};
         CHECK_INT_EQ(-1, parse(&c, err, 5, atomic));
         CHECK(strstr(err, "not atomic") != NULL);
+    }
+    {
+        /* --pitfall: parsed for the modes with a lock of the service's, refused (with
+         * the reason) where the mistake cannot be made. */
+        char *zk[] = {"stockd", "--lock", "zk", "--pitfall", "release-before-commit", NULL};
+        CHECK_INT_EQ(0, parse(&c, err, 5, zk));
+        CHECK_INT_EQ(STOCKD_PITFALL_RELEASE_BEFORE_COMMIT, c.pitfall);
+        char *db[] = {"stockd", "--lock", "db-lock", "--pitfall", "snapshot-before-lock", NULL};
+        CHECK_INT_EQ(0, parse(&c, err, 5, db));
+        CHECK_INT_EQ(STOCKD_PITFALL_SNAPSHOT_BEFORE_LOCK, c.pitfall);
+        char *fu[] = {"stockd", "--lock", "for-update", "--pitfall", "release-before-commit", NULL};
+        CHECK_INT_EQ(-1, parse(&c, err, 5, fu));
+        CHECK(strstr(err, "for-update has none to misuse") != NULL);
+        char *atomic[] = {"stockd", "--pitfall", "snapshot-before-lock", "--lock", "atomic", NULL};
+        CHECK_INT_EQ(-1, parse(&c, err, 5, atomic));
+        CHECK(strstr(err, "atomic has none to misuse") != NULL);
+        char *none[] = {"stockd", "--lock", "local", "--pitfall", "none", NULL};
+        CHECK_INT_EQ(0, parse(&c, err, 5, none));
+        CHECK_INT_EQ(STOCKD_PITFALL_NONE, c.pitfall);
     }
     for (int m = STOCKD_LOCK_NONE; m <= STOCKD_LOCK_DB_LOCK; m++) {
         stockd_lock_mode back;

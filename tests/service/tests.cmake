@@ -95,3 +95,32 @@ foreach(case switch reset)
   stockd_integration_test(fence_kinds_${case}
     COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/fence_kinds.sh ${case} LABELS faults)
 endforeach()
+# Issue 20's two classic mistakes (--pitfall), under the seed's load (one acquisition
+# per deduction, 3 instances). With the seed's plain SQL (--fence off) each oversells;
+# with the fence the stock stays exact (the stale read's row_version fails the
+# compare-and-set); the correct order with the same load and no fence is exact too.
+# release-before-commit leaves one COMMIT's time between the unlock and the commit: the
+# relay makes every COMMIT take 20 ms (as on a disk that syncs slowly), the same for the
+# correct order's control.
+foreach(pitfall release-before-commit snapshot-before-lock)
+  string(REPLACE "-" "_" p ${pitfall})
+  set(env)
+  if(pitfall STREQUAL "release-before-commit")
+    set(env COMMIT_DELAY_MS=20)
+  endif()
+  foreach(kind zk redis db-lock)
+    string(REPLACE "-" "_" k ${kind})
+    stockd_integration_test(pitfall_${p}_${k}_fence_off_oversells
+      COMMAND env ${env} bash ${CMAKE_CURRENT_SOURCE_DIR}/service/oversell.sh ${kind} 3 negative
+              --batch-max 1 --pitfall ${pitfall} --fence off LABELS pitfall)
+    stockd_integration_test(pitfall_${p}_${k}_fenced_exact
+      COMMAND env ${env} bash ${CMAKE_CURRENT_SOURCE_DIR}/service/oversell.sh ${kind} 3 zero
+              --batch-max 1 --pitfall ${pitfall} LABELS pitfall)
+  endforeach()
+endforeach()
+foreach(kind zk redis db-lock)
+  string(REPLACE "-" "_" k ${kind})
+  stockd_integration_test(pitfall_none_${k}_fence_off_slow_commit_exact
+    COMMAND env COMMIT_DELAY_MS=20 bash ${CMAKE_CURRENT_SOURCE_DIR}/service/oversell.sh ${kind} 3
+            zero --batch-max 1 --fence off LABELS pitfall)
+endforeach()

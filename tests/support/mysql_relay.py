@@ -2,13 +2,16 @@
 """A TCP relay in front of MariaDB that can hold one COMMIT back: a COMMIT that arrives
 late, as it does after a pause, a slow network or a slow disk on the client's side.
 
-  mysql_relay.py --listen PORT --upstream PORT --hold-commit N --hold-s S
+  mysql_relay.py --listen PORT --upstream PORT [--hold-commit N --hold-s S]
+                 [--delay-commit-ms D]
 
 Every connection is relayed byte for byte. The client's side of the stream is cut into
 the protocol's packets (3-byte little-endian length, 1-byte sequence, payload) only to
 recognise COM_QUERY "COMMIT" (what mysql_commit() sends); the N-th such packet, counted
 over all connections, is held for S seconds before it goes on, while every other
-connection flows freely. The relay prints "ready" once it listens, and one line to
+connection flows freely. --delay-commit-ms delays EVERY COMMIT by D ms instead: a
+commit that takes that long, as on a disk that syncs slowly or a far network. The
+relay prints "ready" once it listens, and one line to
 stdout when it starts and ends the hold ("holding COMMIT #N", "released COMMIT #N"), so
 a test can act while the COMMIT is held. It never changes a byte."""
 import argparse
@@ -55,6 +58,8 @@ def client_to_server(client, server, args):
                     say(f"holding COMMIT #{nth} for {args.hold_s} s")
                     time.sleep(args.hold_s)
                     say(f"released COMMIT #{nth}")
+                elif args.delay_commit_ms:
+                    time.sleep(args.delay_commit_ms / 1000.0)
             server.sendall(head + payload)
     except OSError:
         pass
@@ -89,6 +94,7 @@ def main():
     ap.add_argument("--upstream", type=int, required=True)
     ap.add_argument("--hold-commit", type=int, default=0)
     ap.add_argument("--hold-s", type=float, default=0)
+    ap.add_argument("--delay-commit-ms", type=float, default=0)
     args = ap.parse_args()
     ls = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
