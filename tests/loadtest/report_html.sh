@@ -4,7 +4,8 @@
 # this script, so no load has to run) and the committed docs/report/index.html, takes a
 # screenshot of each and checks that the page renders: its title and heading, its
 # tables with their rows, every chart an inline SVG laid out at a real size with drawn
-# paths, no broken image, no console message, no resource fetched from anywhere. A page
+# paths, no broken image, no console message, no resource fetched from anywhere, and
+# nothing wider than the window (wide tables scroll inside their own box). A page
 # with a broken image, a console error and an empty chart goes through the same check
 # first and must fail it, so that a check that sees nothing cannot pass.
 #
@@ -72,7 +73,8 @@ window.addEventListener("load", function () {
   var res = {title: document.title, h1: h1 ? h1.textContent : null, h1_size: h1 ? box(h1) : null,
              svgs: svgs, tables: tables, images: images, problems: window.__problems,
              resources: performance.getEntriesByType("resource").map(function (e) { return e.name; }),
-             scripts: document.scripts.length};
+             scripts: document.scripts.length,
+             overflow: document.documentElement.scrollWidth - window.innerWidth};
   var pre = document.createElement("pre");
   pre.id = "render-check";
   pre.hidden = true;
@@ -128,7 +130,8 @@ problems() {
     (.images[] | select(.ok | not) | "a broken image: \(.src)"),
     (.problems[] | "page error: \(.)"),
     (.resources[] | "a resource fetched: \(.)"),
-    (if .scripts != 2 then "\(.scripts - 2) scripts of its own" else empty end)
+    (if .scripts != 2 then "\(.scripts - 2) scripts of its own" else empty end),
+    (if .overflow > 0 then "wider than the window by \(.overflow) px" else empty end)
   ' "$j"
   sed 's/^/console: /' "$T/$1.console"
   # The screenshot is a PNG of the window's size (width and height in its IHDR).
@@ -146,6 +149,7 @@ cat >"$T/bad.html" <<'EOF'
 <img src="missing.png" alt="missing">
 <figure id="chart-empty"><svg width="600" height="300" viewBox="0 0 600 300"></svg></figure>
 <table class="runs"><tr><th>run</th></tr></table>
+<p style="white-space: nowrap">a line wider than any window: <code>loadtest/report --modes ...</code><span style="display: inline-block; width: 3000px"></span></p>
 <script>console.error("an error on the console");</script>
 </body></html>
 EOF
@@ -153,10 +157,10 @@ render "$T/bad.html" bad
 problems bad 1 >"$T/bad.problems"
 for want in "an empty or unrendered chart chart-empty" "a broken image" \
   "console.error: an error on the console" "an empty table (runs)" "console: " \
-  "1 scripts of its own"; do
+  "1 scripts of its own" "wider than the window by"; do
   grep -qF "$want" "$T/bad.problems" || fail "the check missed '$want' on the bad page: $(cat "$T/bad.problems")"
 done
-echo "ok: the check fails a page with a broken image, a console error and an empty chart"
+echo "ok: the check fails a page with a broken image, a console error, an empty chart and an overflow"
 
 # ---------------------------------------------------------------- the fixture's page
 
@@ -166,8 +170,8 @@ cp "$src/tests/loadtest/report-fixture.json" "$fx/report.json"
 "$src/loadtest/report" --html-only "$fx" || fail "loadtest/report --html-only failed"
 page=$fx/index.html
 [[ -s $page ]] || fail "no index.html"
-ls "$fx" | sort | tr '\n' ' ' | grep -qx 'index.html report.json ' ||
-  fail "--html-only wrote more than index.html: $(ls "$fx")"
+expect_eq "files after --html-only" "index.html report.json" \
+  "$(find "$fx" -mindepth 1 -printf '%f\n' | sort | tr '\n' ' ' | sed 's/ $//')"
 
 # Self-contained: nothing for the browser to fetch. The only URLs are the SVG namespace
 # names (never fetched) and the link to report.json next to the page.
