@@ -1,17 +1,25 @@
 # The plots of the strategy comparison report (loadtest/report). Run by the report as
-#   gnuplot -e "datadir='DIR'; outdir='DIR'; stock_modes='none zk'; subtitle='LOAD'; \
-#       thinks='0 1000'; stock_think='1000'" report-plots.gp
+#   gnuplot -e "fmt='png'; datadir='DIR'; outdir='DIR'; stock_modes='none zk'; \
+#       subtitle='LOAD'; thinks='0 1000'; stock_think='1000'" report-plots.gp
 # and reads the data it wrote from report.json:
 #   DIR/modes.tsv       label, throughput (req/s) at each think time in `thinks`, then
 #                       p50 ms and p99 ms at the first; one line per run spec
 #   DIR/stock-M.tsv     seconds since the load started, stock; one line per sample
-# It writes throughput.png, p99.png and stock.png to outdir. pngcairo draws smoother
-# text and lines, but gnuplot-nox builds may lack it, so plain png is the fallback.
+# It writes throughput.FMT, p99.FMT and stock.FMT to outdir, FMT being png (the files
+# next to report.md) or svg (the charts that index.html carries inline). pngcairo draws
+# smoother text and lines, but gnuplot-nox builds may lack it, so plain png is the
+# fallback. The svg terminal is built into every gnuplot; its text uses a generic font
+# family, so the page needs no font from anywhere.
 
-if (strstrt(GPVAL_TERMINALS, "pngcairo") > 0) {
-    set terminal pngcairo size 900,520 noenhanced font "Sans,10"
+if (!exists("fmt")) fmt = "png"
+if (fmt eq "svg") {
+    set terminal svg size 900,520 noenhanced font "sans-serif,13" background rgb "white"
 } else {
-    set terminal png size 900,520 noenhanced
+    if (strstrt(GPVAL_TERMINALS, "pngcairo") > 0) {
+        set terminal pngcairo size 900,520 noenhanced font "Sans,10"
+    } else {
+        set terminal png size 900,520 noenhanced
+    }
 }
 set datafile separator "\t"
 modes = datadir."/modes.tsv"
@@ -32,14 +40,14 @@ p50col = nthink + 2
 p99col = nthink + 3
 set xtics rotate by -30
 
-set output outdir."/throughput.png"
+set output outdir."/throughput.".fmt
 set title "Throughput by strategy (all requests, deducted and sold out)\n".subtitle
 set ylabel "requests per second"
 set offsets 0, 0, graph 0.08, 0
 plot for [i = 1:nthink] modes using (column(i + 1)):xtic(1) \
          title "think ".word(thinks, i)." us" linecolor i
 
-set output outdir."/p99.png"
+set output outdir."/p99.".fmt
 set title "Latency by strategy at think ".word(thinks, 1)." us (every answered request)\n".subtitle
 set ylabel "milliseconds"
 plot modes using p50col:xtic(1) title "p50" linecolor rgb "#88ccee", \
@@ -53,7 +61,7 @@ if (strlen(stock_modes) > 0) {
     set yrange [*:*]
     set grid xtics ytics
     set key top right
-    set output outdir."/stock.png"
+    set output outdir."/stock.".fmt
     set xtics norotate
     set title "Stock of the hot product while the load runs (think ".stock_think." us)\n".subtitle
     set xlabel "seconds since the load started"

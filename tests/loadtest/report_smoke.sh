@@ -6,7 +6,9 @@
 # ended at exactly 0, the ledger and stockload's reconciliation agree in both), the
 # metrics deltas are this run's own (zk's lock waits = its batches, no ZooKeeper
 # counters without ZooKeeper), the stock samples start at the initial stock and end at
-# the final one, the Markdown has the table, and the stack is stopped afterwards.
+# the final one, the Markdown has the table, report.json and report.md say the run's
+# durability settings, index.html carries the charts and the rows, and the stack is
+# stopped afterwards.
 #
 # usage: report_smoke.sh PATH/TO/stockload   (run by ctest with the STOCKD_* variables)
 source "$STOCKD_SRC/tests/lib.sh"
@@ -38,7 +40,7 @@ stock=50 threads=100 loops=3
   --out "$out" </dev/null |
   tee "$T/stdout" || fail "loadtest/report failed"
 
-for f in report.md report.json throughput.png p99.png stock.png; do
+for f in report.md report.json throughput.png p99.png stock.png index.html; do
   [[ -s $out/$f ]] || fail "missing or empty: $out/$f"
 done
 for f in throughput.png p99.png stock.png; do
@@ -54,6 +56,16 @@ expect_eq "stockd options of the presets" "none:--batch-max 1|zk:|redis:" \
 expect_eq "requests per run" $((threads * loops)) "$(jq -r .load.requests "$j")"
 expect_eq "think times of the load" "[1000]" "$(jq -c .load.think_us "$j")"
 expect_eq "nproc in the machine" "$(nproc)" "$(jq -r .machine.nproc "$j")"
+expect_eq "Debian version in the machine" "$(cat /etc/debian_version)" "$(jq -r .machine.debian "$j")"
+# The durability of the run, as the stack's servers had it: MariaDB at its durable
+# defaults with no binary log, ZooKeeper's zoo.cfg silent on forceSync (so yes), and
+# the run directory's filesystem.
+expect_eq "durability: MariaDB" '{"innodb_flush_log_at_trx_commit":1,"sync_binlog":0,"log_bin":0}' \
+  "$(jq -c .durability.mysql "$j")"
+expect_eq "durability: ZooKeeper" '{"force_sync":"yes","force_sync_source":"default"}' \
+  "$(jq -c .durability.zookeeper "$j")"
+expect_eq "durability: the run directory's filesystem" "$(findmnt -n -o FSTYPE -T "$run")" \
+  "$(jq -r .durability.storage.fstype "$j")"
 
 for m in none zk redis; do
   expect_eq "$m: initial stock" "$stock" "$(r "$m" .initial)"
@@ -107,7 +119,20 @@ grep -qF "| none | \`none --batch-max 1\` | $stock -> $final | " "$md" ||
 grep -qF "| zk | \`zk\` | $stock -> 0 | $stock | 0 | EXACT | ok | " "$md" ||
   fail "no table row for zk: $(grep '^|' "$md")"
 grep -qF -- "--modes 'none zk redis'" "$md" || fail "report.md does not show the command"
-echo "ok: report.md has the header, both rows and the command"
+grep -qF "Durability: MariaDB innodb_flush_log_at_trx_commit=1, sync_binlog=0 (binary log off); ZooKeeper forceSync=yes" "$md" ||
+  fail "report.md does not say the durability settings: $(grep -i durab "$md")"
+echo "ok: report.md has the header, both rows, the command and the durability settings"
+
+# index.html: the same run on one page with its three charts inline (tests/loadtest/
+# report_html.sh renders such a page in Chromium).
+html=$out/index.html
+expect_eq "inline SVG charts in index.html" 3 "$(grep -c '^<svg' "$html")"
+grep -qF '<td class="verdict exact">EXACT</td>' "$html" || fail "index.html has no EXACT verdict cell"
+grep -qF "<tr><td>none</td><td><code>none --batch-max 1</code></td><td>$stock -&gt; $final</td>" "$html" ||
+  fail "index.html has no row for none"
+grep -qF 'innodb_flush_log_at_trx_commit=1' "$html" || fail "index.html does not say the durability settings"
+if grep -qE '<(img|script|link)\b' "$html"; then fail "index.html loads something: $(grep -oE '<(img|script|link)[^>]*' "$html")"; fi
+echo "ok: index.html has the charts, the rows and the durability settings"
 
 # The report stopped its stack: no process of it runs and its ports are free.
 for f in "$run"/mysql/pid "$run"/zk/pid "$run"/redis/pid "$run"/nginx/nginx.pid "$run"/stockd/*.pid; do

@@ -15,3 +15,12 @@ stockd_integration_test(loadtest_stockload_nginx
 stockd_integration_test(loadtest_report_smoke
   COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/loadtest/report_smoke.sh $<TARGET_FILE:stockload>
   TIMEOUT 300 LABELS stack)
+
+# docs/report/index.html in Debian's headless Chromium: the page --html-only makes of a
+# small report.json fixture, and the committed page, render their title, tables and SVG
+# charts with no broken image and no console message (screenshots under the test's run
+# directory). No servers.
+add_test(NAME loadtest_report_html COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/loadtest/report_html.sh)
+set_tests_properties(loadtest_report_html PROPERTIES
+  ENVIRONMENT "STOCKD_SRC=${PROJECT_SOURCE_DIR};STOCKD_TEST_RUN=${STOCKD_TEST_RUN}"
+  LABELS "unit;browser" TIMEOUT 120 SKIP_RETURN_CODE 77)
