@@ -83,4 +83,7 @@ foreach(case fifo same-key lock-lost hol deadline shutdown)
   stockd_integration_test(combiner_${name}
     COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/combiner.sh ${case} LABELS combiner)
 endforeach()
+# SIGHUP drains like SIGTERM: requests in flight are answered, exit 0 (issue 16 #12).
+stockd_integration_test(sighup_drains_in_flight_requests
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/sighup.sh LABELS fault)
 stockd_integration_test(no_leak_in_10k_requests COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/leak_10k.sh)
