@@ -70,6 +70,7 @@ struct redislock {
     char host[256];
     int port;
     char prefix[33];
+    char user[129], password[513]; /* "" = none */
     int lease_ms, margin_ms, poll_ms, connect_timeout_ms, io_timeout_ms;
     redisContext *cmd, *sub;
     char sha[SCRIPT_COUNT][41];
@@ -139,24 +140,71 @@ static void drop(redisContext **c) {
     *c = NULL;
 }
 
-/* A new context with the handle's timeouts, or NULL (the reason in errstr). */
-static redisContext *rl_dial(redislock *l, const char *what) {
+/* Sends AUTH on a fresh context. REDISLOCK_OK (or nothing to send),
+ * REDISLOCK_ERR_AUTH when the server refuses the credentials (WRONGPASS), or
+ * REDISLOCK_ERR_CONNECTION when the connection broke. The password is never copied into
+ * errstr, only the server's answer. */
+static int rl_auth(redislock *l, redisContext *c, const char *what) {
+    if (!l->password[0]) return REDISLOCK_OK;
+    const char *argv[3] = {"AUTH", l->user, l->password};
+    size_t argl[3] = {4, strlen(l->user), strlen(l->password)};
+    int argc = 3;
+    if (!l->user[0]) {
+        argv[1] = l->password;
+        argl[1] = argl[2];
+        argc = 2;
+    }
+    redisReply *r = redisCommandArgv(c, argc, argv, argl);
+    l->st.ops++;
+    if (!r) {
+        set_err(l, "%s connection to %s:%d: AUTH: %s", what, l->host, l->port, c->errstr);
+        return REDISLOCK_ERR_CONNECTION;
+    }
+    int rc = REDISLOCK_OK;
+    if (r->type == REDIS_REPLY_ERROR) {
+        set_err(l, "%s connection to %s:%d: authentication as %s refused: %s", what, l->host,
+                l->port, l->user[0] ? l->user : "the default user", r->str);
+        rc = REDISLOCK_ERR_AUTH;
+    }
+    freeReplyObject(r);
+    return rc;
+}
+
+/* A new context with the handle's timeouts, authenticated: REDISLOCK_OK and *out, or a
+ * code (the reason in errstr) and *out NULL. */
+static int rl_dial(redislock *l, const char *what, redisContext **out) {
+    *out = NULL;
     redisContext *c = redisConnectWithTimeout(l->host, l->port, ms_tv(l->connect_timeout_ms));
     if (!c) {
         set_err(l, "%s connection to %s:%d: out of memory", what, l->host, l->port);
-        return NULL;
+        return REDISLOCK_ERR_NOMEM;
     }
     if (c->err) {
         set_err(l, "%s connection to %s:%d: %s", what, l->host, l->port, c->errstr);
         redisFree(c);
-        return NULL;
+        return REDISLOCK_ERR_CONNECTION;
     }
     if (redisSetTimeout(c, ms_tv(l->io_timeout_ms)) != REDIS_OK) {
         set_err(l, "%s connection to %s:%d: cannot set the timeout", what, l->host, l->port);
         redisFree(c);
-        return NULL;
+        return REDISLOCK_ERR_CONNECTION;
     }
-    return c;
+    int rc = rl_auth(l, c, what);
+    if (rc != REDISLOCK_OK) {
+        redisFree(c);
+        return rc;
+    }
+    *out = c;
+    return REDISLOCK_OK;
+}
+
+/* An error answer that means "authenticate first": the server has a password (or the
+ * default user is off) and we sent none, or our user lost a permission it needs. */
+static int rl_error_code(const char *err) {
+    if (strncmp(err, "NOAUTH", 6) == 0 || strncmp(err, "NOPERM", 6) == 0 ||
+        strncmp(err, "WRONGPASS", 9) == 0)
+        return REDISLOCK_ERR_AUTH;
+    return REDISLOCK_ERR_REDIS;
 }
 
 /* Loads both scripts on the command connection (their SHA1s do not change, but a
@@ -175,9 +223,12 @@ static int rl_load_scripts(redislock *l) {
             memcpy(l->sha[i], r->str, 40);
             l->sha[i][40] = '\0';
         } else {
-            set_err(l, "SCRIPT LOAD: unexpected answer: %s",
-                    r->type == REDIS_REPLY_ERROR ? r->str : "(not a SHA1)");
-            rc = REDISLOCK_ERR_REDIS;
+            set_err(l, "SCRIPT LOAD: unexpected answer: %s%s",
+                    r->type == REDIS_REPLY_ERROR ? r->str : "(not a SHA1)",
+                    r->type == REDIS_REPLY_ERROR && rl_error_code(r->str) == REDISLOCK_ERR_AUTH
+                        ? " (check the Redis user and password)"
+                        : "");
+            rc = r->type == REDIS_REPLY_ERROR ? rl_error_code(r->str) : REDISLOCK_ERR_REDIS;
         }
         freeReplyObject(r);
         if (rc != REDISLOCK_OK) return rc;
@@ -187,10 +238,14 @@ static int rl_load_scripts(redislock *l) {
 
 static int rl_connect_cmd(redislock *l) {
     if (l->cmd) return REDISLOCK_OK;
-    l->cmd = rl_dial(l, "command");
-    if (!l->cmd) return REDISLOCK_ERR_CONNECTION;
+    int rc = rl_dial(l, "command", &l->cmd);
+    if (rc != REDISLOCK_OK) return rc;
     l->st.reconnects++;
-    return rl_load_scripts(l);
+    rc = rl_load_scripts(l);
+    /* A connection that cannot run our scripts is of no use: the next call dials again,
+     * so a password fixed on the server side is picked up. */
+    if (rc != REDISLOCK_OK) drop(&l->cmd);
+    return rc;
 }
 
 /* Runs script `which` with nkeys keys followed by the other args; on REDISLOCK_OK
@@ -225,10 +280,11 @@ static int rl_eval(redislock *l, int which, int nargs, const char **args, long l
             return REDISLOCK_OK;
         }
         bool noscript = r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOSCRIPT", 8) == 0;
+        int code = r->type == REDIS_REPLY_ERROR ? rl_error_code(r->str) : REDISLOCK_ERR_REDIS;
         set_err(l, "EVALSHA: unexpected answer: %s",
                 r->type == REDIS_REPLY_ERROR ? r->str : "(not an integer)");
         freeReplyObject(r);
-        if (!noscript) return REDISLOCK_ERR_REDIS;
+        if (!noscript) return code;
         if ((rc = rl_load_scripts(l)) != REDISLOCK_OK) return rc;
     }
     return REDISLOCK_ERR_REDIS;
@@ -292,7 +348,10 @@ static bool is_push(const redisReply *r, const char *kind, const char *channel) 
  * published after our next try cannot be missed. Pushes for other channels (left over
  * from earlier waits) are dropped on the way. */
 static int rl_subscribe(redislock *l, const char *channel) {
-    if (!l->sub && !(l->sub = rl_dial(l, "pub/sub"))) return REDISLOCK_ERR_CONNECTION;
+    if (!l->sub) {
+        int rc = rl_dial(l, "pub/sub", &l->sub);
+        if (rc != REDISLOCK_OK) return rc;
+    }
     if (redisAppendCommand(l->sub, "SUBSCRIBE %s", channel) != REDIS_OK) {
         drop(&l->sub);
         return REDISLOCK_ERR_NOMEM;
@@ -370,6 +429,14 @@ int redislock_new(const redislock_config *cfg, redislock **out, char *errbuf, si
         goto fail;
     }
     strcpy(l->prefix, prefix);
+    if ((cfg->user && strlen(cfg->user) >= sizeof(l->user)) ||
+        (cfg->password && strlen(cfg->password) >= sizeof(l->password))) {
+        set_err(l, "bad configuration: the Redis user or password is too long");
+        rc = REDISLOCK_ERR_ARGS;
+        goto fail;
+    }
+    snprintf(l->user, sizeof(l->user), "%s", cfg->user ? cfg->user : "");
+    snprintf(l->password, sizeof(l->password), "%s", cfg->password ? cfg->password : "");
     if ((rc = rl_connect_cmd(l)) != REDISLOCK_OK) goto fail;
     l->st.reconnects = 0; /* the first connection is not a reconnect */
     *out = l;
@@ -390,6 +457,8 @@ void redislock_free(redislock *l) {
     }
     drop(&l->cmd);
     drop(&l->sub);
+    /* The password does not outlive the handle in freed memory. */
+    explicit_bzero(l->password, sizeof(l->password));
     free(l);
 }
 
@@ -535,10 +604,15 @@ int redislock_ping(redislock *l) {
         l->st.ops++;
         if (r) {
             bool pong = r->type == REDIS_REPLY_STATUS && strcmp(r->str, "PONG") == 0;
+            int code = r->type == REDIS_REPLY_ERROR ? rl_error_code(r->str) : REDISLOCK_ERR_REDIS;
+            set_err(l, "PING: unexpected answer: %s",
+                    r->type == REDIS_REPLY_ERROR ? r->str : "(not PONG)");
             freeReplyObject(r);
-            if (pong) return REDISLOCK_OK;
-            set_err(l, "PING: unexpected answer");
-            return REDISLOCK_ERR_REDIS;
+            if (pong) {
+                l->errstr[0] = '\0';
+                return REDISLOCK_OK;
+            }
+            return code;
         }
         set_err(l, "PING: %s", l->cmd->errstr);
         drop(&l->cmd);
@@ -579,6 +653,8 @@ const char *redislock_strerror(int code) {
         return "lock lost (lease passed)";
     case REDISLOCK_ERR_CANCELLED:
         return "lock wait cancelled";
+    case REDISLOCK_ERR_AUTH:
+        return "Redis refused the credentials";
     default:
         return "unknown redislock code";
     }

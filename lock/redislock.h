@@ -62,6 +62,7 @@
 #define REDISLOCK_ERR_NOT_OWNER  -6 /* the hold belongs to another thread; untouched */
 #define REDISLOCK_LOST           -7 /* check: the lease has passed; release: key not ours */
 #define REDISLOCK_ERR_CANCELLED  -8 /* the config's cancel flag was set */
+#define REDISLOCK_ERR_AUTH       -9 /* Redis refused our credentials, or wants some */
 
 /* The longest lock name, in bytes. Names are [A-Za-z0-9_.-]. */
 #define REDISLOCK_NAME_MAX 200
@@ -82,6 +83,13 @@ typedef struct redislock_config {
      * handle only reads it; the caller owns it and keeps it alive as long as the
      * handle. */
     const atomic_int *cancel;
+    /* Credentials, sent as AUTH [user] password on every connection (the first one and
+     * every reconnect, command and pub/sub alike). password NULL or "" = send no AUTH;
+     * user NULL or "" = the server's default user (requirepass). Copied by
+     * redislock_new (at most 128 and 512 bytes). A server that refuses them, or that
+     * wants a password when none is set, makes the call fail with REDISLOCK_ERR_AUTH. */
+    const char *user;
+    const char *password;
 } redislock_config;
 
 /* Counters for /metrics and the benchmark. All only grow. */
@@ -103,10 +111,11 @@ typedef struct redislock_hold redislock_hold;
  * hostcap bytes) and *port. REDISLOCK_OK or REDISLOCK_ERR_ARGS. Pure; thread-safe. */
 int redislock_parse_addr(const char *addr, char *host, size_t hostcap, int *port);
 
-/* Connects (the command connection) and loads the two scripts. On REDISLOCK_OK *out
- * is the handle; otherwise *out is NULL and the code says why: REDISLOCK_ERR_ARGS
- * (bad configuration), REDISLOCK_ERR_CONNECTION (Redis unreachable within
- * connect_timeout_ms), REDISLOCK_ERR_REDIS, REDISLOCK_ERR_NOMEM. If errbuf is not NULL,
+/* Connects (the command connection), authenticates if the config has a password, and
+ * loads the two scripts. On REDISLOCK_OK *out is the handle; otherwise *out is NULL and
+ * the code says why: REDISLOCK_ERR_ARGS (bad configuration), REDISLOCK_ERR_CONNECTION
+ * (Redis unreachable within connect_timeout_ms), REDISLOCK_ERR_AUTH (credentials
+ * refused or missing), REDISLOCK_ERR_REDIS, REDISLOCK_ERR_NOMEM. If errbuf is not NULL,
  * the detail is written there (errcap bytes). Later, a broken connection is made again
  * by the next call. */
 int redislock_new(const redislock_config *cfg, redislock **out, char *errbuf, size_t errcap);
@@ -118,8 +127,9 @@ void redislock_free(redislock *l);
 /* Acquires `name`, waiting at most timeout_ms (0 = try once, < 0 = no limit). On
  * REDISLOCK_OK *out is the hold; otherwise *out is NULL. Returns REDISLOCK_OK,
  * REDISLOCK_ERR_ARGS, REDISLOCK_ERR_NOMEM, REDISLOCK_ERR_TIMEOUT,
- * REDISLOCK_ERR_CONNECTION (one reconnect was tried), REDISLOCK_ERR_REDIS or
- * REDISLOCK_ERR_CANCELLED (the config's cancel flag is set). */
+ * REDISLOCK_ERR_CONNECTION (one reconnect was tried), REDISLOCK_ERR_AUTH (a reconnect's
+ * credentials were refused), REDISLOCK_ERR_REDIS or REDISLOCK_ERR_CANCELLED (the config's cancel
+ * flag is set). */
 int redislock_acquire(redislock *l, const char *name, int timeout_ms, redislock_hold **out);
 
 /* Is the lease surely still ours? REDISLOCK_OK, or REDISLOCK_LOST once lease_ms minus
@@ -142,7 +152,8 @@ int64_t redislock_token(const redislock_hold *h);
 int redislock_release(redislock_hold *h);
 
 /* Is Redis reachable? PING on the command connection (reconnecting if needed):
- * REDISLOCK_OK or REDISLOCK_ERR_CONNECTION. For /health. */
+ * REDISLOCK_OK, REDISLOCK_ERR_CONNECTION, REDISLOCK_ERR_AUTH (a reconnect's credentials
+ * were refused) or REDISLOCK_ERR_REDIS. For /health. */
 int redislock_ping(redislock *l);
 
 /* Copies the handle's counters. */

@@ -228,8 +228,8 @@ static int zklock_fair_create(zklock_attempt *a, zklock_conn *c) {
     for (int tries = 0;; tries++) {
         struct Stat st;
         zklock__count_op(a->s, ZKLOCK_OP_CREATE);
-        rc = zoo_create2(c->zh, want, NULL, -1, &ZOO_OPEN_ACL_UNSAFE, ZOO_EPHEMERAL_SEQUENTIAL,
-                         a->path, (int)a->path_cap, &st);
+        rc = zoo_create2(c->zh, want, NULL, -1, a->s->acl, ZOO_EPHEMERAL_SEQUENTIAL, a->path,
+                         (int)a->path_cap, &st);
         if (rc == ZOK) {
             a->made = 1;
             a->token = st.czxid;
@@ -238,7 +238,7 @@ static int zklock_fair_create(zklock_attempt *a, zklock_conn *c) {
         if (rc != ZNONODE || tries == 20) break;
         /* The container parent was reaped (or never made): make it, retry. */
         zklock__count_op(a->s, ZKLOCK_OP_CREATE);
-        rc = zoo_create(c->zh, a->parent, NULL, -1, &ZOO_OPEN_ACL_UNSAFE, ZOO_CONTAINER, NULL, 0);
+        rc = zoo_create(c->zh, a->parent, NULL, -1, a->s->acl, ZOO_CONTAINER, NULL, 0);
         if (rc == ZNONODE) rc = zklock__ensure_path(c, a->s->root);
         if (rc != ZOK && rc != ZNODEEXISTS) break;
     }
@@ -444,8 +444,8 @@ static int zklock_herd_round(zklock_attempt *a, zklock_conn *c, uint64_t *seq) {
 
     a->epoch = c->epoch;
     zklock__count_op(a->s, ZKLOCK_OP_CREATE);
-    rc = zoo_create2(c->zh, a->path, a->guid, ZKLOCK_GUID_LEN, &ZOO_OPEN_ACL_UNSAFE, ZOO_EPHEMERAL,
-                     NULL, 0, &st);
+    rc = zoo_create2(c->zh, a->path, a->guid, ZKLOCK_GUID_LEN, a->s->acl, ZOO_EPHEMERAL, NULL, 0,
+                     &st);
     if (rc == ZOK) {
         a->made = 1;
         a->token = st.czxid;

@@ -73,6 +73,15 @@ typedef struct zklock_session_config {
     const char *root;       /* parent of all locks; NULL = "/stock/locks" */
     int session_timeout_ms; /* requested; 0 = 6000 (the server may clamp it) */
     int connect_timeout_ms; /* how long zklock_session_new waits; 0 = 5000 */
+    /* NULL or "": nodes are made with OPEN_ACL_UNSAFE (any client may read, delete or
+     * add children). "USER:PASSWORD": every connection of the session (the first and
+     * each replacement after an expiry) adds digest auth with it, and every node we make
+     * (the root and its ancestors, the container parents, the lock nodes) gets
+     * CREATOR_ALL_ACL: all permissions to that digest identity, none to anyone else. An
+     * unauthenticated client can then neither delete a lock node nor add a child to a
+     * lock's parent. The root path's existing nodes are given the same ACL where we may
+     * (zoo_set_acl; a node another identity owns is left as it is). Copied. */
+    const char *auth;
 } zklock_session_config;
 
 /* Counters for /metrics and the lock benchmark. All only grow. */

@@ -189,6 +189,15 @@ static int zklock_conn_open(zklock_session *s, zklock_conn **out) {
         free(c);
         return nomem ? ZKLOCK_ERR_NOMEM : ZKLOCK_ERR_CONNECTION;
     }
+    /* Auth belongs to the handle: the client sends it again after every reconnect of
+     * this session, and a replacement handle (after an expiry) gets it here. Added
+     * before the first connection completes, it is sent before any request of ours. */
+    if (s->auth &&
+        zoo_add_auth(c->zh, "digest", s->auth, (int)strlen(s->auth), NULL, NULL) != ZOK) {
+        zookeeper_close(c->zh);
+        free(c);
+        return ZKLOCK_ERR_CONNECTION;
+    }
     *out = c;
     return ZKLOCK_OK;
 }
@@ -274,7 +283,18 @@ int zklock__ensure_path(zklock_conn *c, const char *path) {
         memcpy(buf, path, i);
         buf[i] = '\0';
         zklock__count_op(c->s, ZKLOCK_OP_CREATE);
-        rc = zoo_create(c->zh, buf, NULL, -1, &ZOO_OPEN_ACL_UNSAFE, ZOO_PERSISTENT, NULL, 0);
+        rc = zoo_create(c->zh, buf, NULL, -1, c->s->acl, ZOO_PERSISTENT, NULL, 0);
+        if (rc == ZNODEEXISTS && c->s->auth) {
+            /* Made before auth was on (open to all): close it, so that nobody else can
+             * replace it and put lock parents of their own under it. A node of another
+             * identity refuses (ZNOAUTH) and is left alone. */
+            zklock__count_op(c->s, ZKLOCK_OP_DATA);
+            int src = zoo_set_acl(c->zh, buf, -1, c->s->acl);
+            if (zklock__zk_retryable(src)) {
+                rc = src;
+                break;
+            }
+        }
         if (rc == ZNODEEXISTS) rc = ZOK;
         if (rc != ZOK) break;
     }
@@ -451,8 +471,19 @@ int zklock_session_new(const zklock_session_config *cfg, zklock_session **out) {
     s->connect_timeout_ms = cfg->connect_timeout_ms ? cfg->connect_timeout_ms : 5000;
     s->hosts = strdup(cfg->hosts);
     s->root = strdup(root);
+    s->acl = &ZOO_OPEN_ACL_UNSAFE;
     int rc = ZKLOCK_ERR_NOMEM;
     if (!s->hosts || !s->root) goto out;
+    if (cfg->auth && cfg->auth[0]) {
+        const char *colon = strchr(cfg->auth, ':');
+        if (!colon || colon == cfg->auth) {
+            rc = ZKLOCK_ERR_ARGS;
+            goto out;
+        }
+        if (!(s->auth = strdup(cfg->auth))) goto out;
+        /* ("auth", "") stands for every identity the creating session has added. */
+        s->acl = &ZOO_CREATOR_ALL_ACL;
+    }
 
     /* Error level only, and every handle logs into zklock_log_discard. */
     zoo_set_debug_level(ZOO_LOG_LEVEL_ERROR);
@@ -523,6 +554,8 @@ void zklock_session_free(zklock_session *s) {
     pthread_mutex_destroy(&s->mu);
     free(s->hosts);
     free(s->root);
+    if (s->auth) explicit_bzero(s->auth, strlen(s->auth));
+    free(s->auth);
     free(s);
 }
 

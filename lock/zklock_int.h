@@ -74,6 +74,8 @@ struct zklock_hold {
 struct zklock_session {
     char *hosts;
     char *root;
+    char *auth;                   /* "USER:PASSWORD" for digest auth, or NULL */
+    const struct ACL_vector *acl; /* of every node we make: creator-only with auth */
     int session_timeout_ms;
     int connect_timeout_ms;
 

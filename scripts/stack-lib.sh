@@ -331,16 +331,45 @@ zk_leader() {
 # listens and whether protected mode is on is each caller's.
 STACK_REDIS_FLAGS=(--save '' --appendonly no --daemonize no)
 
+# Redis credentials. With STACK_REDIS_PASSWORD set (in the environment, never argv),
+# redis_start turns the default user off and makes one ACL user, STACK_REDIS_USER
+# (stockd), that may run only what lock/redislock.c sends: EVALSHA and SCRIPT LOAD of
+# its two scripts, the commands those scripts call (EXISTS PTTL TIME INCR SET GET DEL
+# PUBLISH), SUBSCRIBE/UNSUBSCRIBE for waiting and PING for /health, on the keys lock:*
+# and the channels lock:#released:* only. So a client without the password can do
+# nothing, and one with it cannot FLUSHALL, CONFIG SET or touch other keys. The
+# password reaches the server as its SHA-256 in a 0600 file, not in argv; protected
+# mode stays on (the default user is off, so it never refuses our user).
+STACK_REDIS_USER=${STACK_REDIS_USER:-stockd}
+STACK_REDIS_ACL=(-@all +evalsha "+script|load" +exists +pttl +time +incr +set +get +del +publish
+  +subscribe +unsubscribe +ping)
+
+# redis_auth_conf DIR: writes DIR/auth.conf for STACK_REDIS_PASSWORD and prints its
+# path, or prints nothing when there is no password.
+redis_auth_conf() {
+  local d=$1 hash
+  [[ -n ${STACK_REDIS_PASSWORD:-} ]] || return 0
+  hash=$(printf '%s' "$STACK_REDIS_PASSWORD" | sha256sum | cut -d' ' -f1)
+  (
+    umask 077
+    printf 'user default off\nuser %s reset on #%s ~lock:* resetchannels &lock:#released:* %s\n' \
+      "$STACK_REDIS_USER" "$hash" "${STACK_REDIS_ACL[*]}" >"$d/auth.conf"
+  )
+  printf '%s' "$d/auth.conf"
+}
+
 # redis_start RUN PORT [NAME]: a private redis-server under RUN/NAME (default redis),
-# on loopback only, protected mode on, with STACK_REDIS_FLAGS.
+# on loopback only, protected mode on, with STACK_REDIS_FLAGS (and the ACL above when
+# STACK_REDIS_PASSWORD is set).
 redis_start() {
-  local run=$1 port=$2 name=${3:-redis} d
+  local run=$1 port=$2 name=${3:-redis} d conf
   d=$run/$name
   mkdir -p "$d"
   if pid_alive "$d/pid"; then return 0; fi
   port_free "$port" || { stack_log "redis: port $port is taken"; return 1; }
-  redis-server --port "$port" --bind 127.0.0.1 --protected-mode yes "${STACK_REDIS_FLAGS[@]}" \
-    --dir "$d" --logfile "$d/redis.log" >/dev/null 2>&1 &
+  conf=$(redis_auth_conf "$d")
+  redis-server ${conf:+"$conf"} --port "$port" --bind 127.0.0.1 --protected-mode yes \
+    "${STACK_REDIS_FLAGS[@]}" --dir "$d" --logfile "$d/redis.log" >/dev/null 2>&1 &
   echo $! >"$d/pid"
   if ! wait_until 20 redis_ping "$port"; then
     stack_log "redis: did not start on port $port, see $d/redis.log"
@@ -348,9 +377,15 @@ redis_start() {
   fi
 }
 
-# redis_ping PORT: true if the server on PORT answers PONG.
+# redis_ping PORT: true if the server on PORT answers PONG (as STACK_REDIS_USER when
+# STACK_REDIS_PASSWORD is set; redis-cli reads the password from REDISCLI_AUTH).
 redis_ping() {
-  [[ $(redis-cli -h 127.0.0.1 -p "$1" ping 2>/dev/null) == PONG ]]
+  if [[ -n ${STACK_REDIS_PASSWORD:-} ]]; then
+    [[ $(REDISCLI_AUTH=$STACK_REDIS_PASSWORD redis-cli -h 127.0.0.1 -p "$1" \
+      --user "$STACK_REDIS_USER" ping 2>/dev/null) == PONG ]]
+  else
+    [[ $(redis-cli -h 127.0.0.1 -p "$1" ping 2>/dev/null) == PONG ]]
+  fi
 }
 
 # redis_stop RUN [NAME]

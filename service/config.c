@@ -61,6 +61,23 @@ void stockd_config_usage(FILE *out) {
           "  --db-lock-lease-ms N   lease of one stock_lock row, after which another\n"
           "                         instance may take a crashed holder's lock\n"
           "                         (STOCKD_DB_LOCK_LEASE_MS) [10000]\n"
+          "                         In modes redis and db-lock, start-up is refused (exit 2)\n"
+          "                         unless the mode's lease is at least twice the longest\n"
+          "                         pause (--think-us + --think-jitter-us) plus 200 ms:\n"
+          "                         room for the batch's SQL and COMMIT, the lease's safety\n"
+          "                         margin (a tenth) and a loaded machine\n"
+          "  --lease-check on|off   off skips that refusal (STOCKD_LEASE_CHECK) [on]; ONLY\n"
+          "                         for the demonstrations of a holder outliving its lease\n"
+          "  --redis-user NAME      the Redis ACL user stockd authenticates as\n"
+          "                         (STOCKD_REDIS_USER) [none: the default user]; the\n"
+          "                         password is read from STOCKD_REDIS_PASSWORD, so it is\n"
+          "                         not in argv, or from:\n"
+          "  --redis-password-file F  the first line of file F (STOCKD_REDIS_PASSWORD_FILE)\n"
+          "  --zk-auth-file F       ZooKeeper digest credentials USER:PASSWORD, the first\n"
+          "                         line of file F (STOCKD_ZK_AUTH_FILE), or from\n"
+          "                         STOCKD_ZK_AUTH itself; with them, lock nodes are\n"
+          "                         made with an ACL that gives access to that identity\n"
+          "                         only [none: nodes open to every client]\n"
           "  --fence on|off         off: the write carries no fencing token and the commit\n"
           "                         does not re-check the lock (STOCKD_FENCE) [on]; ONLY for\n"
           "                         the demonstration that a holder paused past its lease\n"
@@ -170,7 +187,11 @@ enum {
     O_FENCE,
     O_SEGMENTS,
     O_PITFALL,
-    O_CONFIG,
+    O_LEASE_CHECK,
+    O_REDIS_USER,
+    O_REDIS_PASSWORD_FILE,
+    O_ZK_AUTH_FILE,
+    O_CONFIG, /* not in options[]: read before the environment (config_file_find) */
     O_HELP,
     O_VERSION,
 };
@@ -204,6 +225,10 @@ static const struct {
     {O_FENCE, "fence", "STOCKD_FENCE"},
     {O_SEGMENTS, "segments", "STOCKD_SEGMENTS"},
     {O_PITFALL, "pitfall", "STOCKD_PITFALL"},
+    {O_LEASE_CHECK, "lease-check", "STOCKD_LEASE_CHECK"},
+    {O_REDIS_USER, "redis-user", "STOCKD_REDIS_USER"},
+    {O_REDIS_PASSWORD_FILE, "redis-password-file", "STOCKD_REDIS_PASSWORD_FILE"},
+    {O_ZK_AUTH_FILE, "zk-auth-file", "STOCKD_ZK_AUTH_FILE"},
 };
 #define NOPTIONS (sizeof(options) / sizeof(options[0]))
 
@@ -296,6 +321,25 @@ static int apply(stockd_config *c, int id, const char *v, const char *name, char
             return -1;
         }
         return 0;
+    case O_LEASE_CHECK:
+        if (v && (strcmp(v, "on") == 0 || strcmp(v, "off") == 0)) {
+            c->lease_check = strcmp(v, "on") == 0;
+            return 0;
+        }
+        snprintf(err, errlen, "%s must be on or off, got '%s'", name, v ? v : "");
+        return -1;
+    case O_REDIS_USER:
+        /* The name goes into AUTH as one argument; Redis ACL names have no spaces. */
+        if (!v || !*v || strcspn(v, " \t\r\n") != strlen(v)) {
+            snprintf(err, errlen, "%s must be a user name without spaces", name);
+            return -1;
+        }
+        return set_str(c->redis_user, sizeof(c->redis_user), v, name, err, errlen);
+    case O_REDIS_PASSWORD_FILE:
+        return set_str(c->redis_password_file, sizeof(c->redis_password_file), v, name, err,
+                       errlen);
+    case O_ZK_AUTH_FILE:
+        return set_str(c->zk_auth_file, sizeof(c->zk_auth_file), v, name, err, errlen);
     }
     return -1;
 }
@@ -424,6 +468,17 @@ out:
 
 /* ------------------------------------------------------------------ parse */
 
+int stockd_config_set_zk_auth(stockd_config *c, const char *v, const char *name, char *err,
+                              size_t errlen) {
+    /* ZooKeeper's digest scheme takes USER:PASSWORD; the user may not contain ':'. */
+    const char *colon = v ? strchr(v, ':') : NULL;
+    if (!colon || colon == v || !colon[1] || strcspn(v, "\r\n") != strlen(v)) {
+        snprintf(err, errlen, "%s must be USER:PASSWORD (both non-empty, one line)", name);
+        return -1;
+    }
+    return set_str(c->zk_auth, sizeof(c->zk_auth), v, name, err, errlen);
+}
+
 int stockd_config_parse(stockd_config *c, int argc, char **argv, char *err, size_t errlen) {
     struct option longopts[NOPTIONS + 4];
     const char *config_path;
@@ -450,6 +505,15 @@ int stockd_config_parse(stockd_config *c, int argc, char **argv, char *err, size
     c->db_lock_lease_ms = 10000;
     c->fence = true;
     c->segments = 1;
+    c->lease_check = true;
+    /* Secrets without an argv twin: only the environment or a file carries them. */
+    const char *secret = getenv("STOCKD_REDIS_PASSWORD");
+    if (secret && set_str(c->redis_password, sizeof(c->redis_password), secret,
+                          "STOCKD_REDIS_PASSWORD", err, errlen) != 0)
+        return -1;
+    secret = getenv("STOCKD_ZK_AUTH");
+    if (secret && stockd_config_set_zk_auth(c, secret, "STOCKD_ZK_AUTH", err, errlen) != 0)
+        return -1;
 
     if (config_file_find(argc, argv, &config_path, err, errlen) != 0) return -1;
     if (config_path && config_file_read(c, config_path, err, errlen) != 0) return -1;
@@ -463,6 +527,29 @@ int stockd_config_parse(stockd_config *c, int argc, char **argv, char *err, size
     longopts[NOPTIONS + 2] = (struct option){"config", required_argument, NULL, O_CONFIG};
     longopts[NOPTIONS + 3] = (struct option){0};
 
+    /* getopt_long takes any unambiguous prefix of an option, so "--redis-password
+     * SECRET" would be read as --redis-password-file and the secret end up in argv and in
+     * a "cannot open" message. Secrets have no option: refuse every abbreviation of the
+     * two file options (a name that is not itself an option, such as --zk). */
+    for (int i = 1; i < argc; i++) {
+        static const char *const files[2] = {"--redis-password-file", "--zk-auth-file"};
+        const char *a = argv[i];
+        size_t n = strcspn(a, "=");
+        if (n <= 2 || strncmp(a, "--", 2) != 0) continue;
+        bool exact = false;
+        for (size_t k = 0; k < NOPTIONS; k++)
+            exact = exact ||
+                    (strlen(options[k].opt) == n - 2 && strncmp(a + 2, options[k].opt, n - 2) == 0);
+        for (size_t k = 0; k < 2 && !exact; k++) {
+            if (n < strlen(files[k]) && strncmp(a, files[k], n) == 0) {
+                snprintf(err, errlen,
+                         "%.*s: secrets are never taken from the command line; use %s FILE or "
+                         "the environment (%s)",
+                         (int)n, a, files[k], k == 0 ? "STOCKD_REDIS_PASSWORD" : "STOCKD_ZK_AUTH");
+                return -1;
+            }
+        }
+    }
     optind = 1;
     opterr = 0;
     while ((ch = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
@@ -512,6 +599,21 @@ int stockd_config_parse(stockd_config *c, int argc, char **argv, char *err, size
                                                                     : "snapshot-before-lock",
                  stockd_lock_mode_name(c->lock));
         return -1;
+    }
+    if (c->lease_check && (c->lock == STOCKD_LOCK_REDIS || c->lock == STOCKD_LOCK_DB_LOCK)) {
+        bool redis = c->lock == STOCKD_LOCK_REDIS;
+        uint64_t pause_us = (uint64_t)c->think_us + c->think_jitter_us;
+        unsigned lease = redis ? c->redis_lease_ms : c->db_lock_lease_ms;
+        if (lease < STOCKD_LEASE_MIN_MS(pause_us)) {
+            snprintf(err, errlen,
+                     "%s %u is too short for a batch that pauses up to %llu us "
+                     "(--think-us + --think-jitter-us): every batch would outlive its lease; "
+                     "want at least %llu ms (twice the pause plus 200 ms)",
+                     redis ? "--redis-lease-ms" : "--db-lock-lease-ms", lease,
+                     (unsigned long long)pause_us,
+                     (unsigned long long)STOCKD_LEASE_MIN_MS(pause_us));
+            return -1;
+        }
     }
     if (!c->instance[0]) snprintf(c->instance, sizeof(c->instance), "stockd-%u", c->port);
     if (stockd_check_key(c->instance, strlen(c->instance)) != 0) {

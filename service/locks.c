@@ -303,7 +303,9 @@ static int redis_open(const stockd_locks *l, void **handle, char *err, size_t er
     redislock_config c = {.addr = l->cfg->redis,
                           .lease_ms = (int)l->cfg->redis_lease_ms,
                           .connect_timeout_ms = connect_ms,
-                          .cancel = &l->cancelled};
+                          .cancel = &l->cancelled,
+                          .user = l->cfg->redis_user,
+                          .password = l->cfg->redis_password};
     redislock *r = NULL;
     int rc = redislock_new(&c, &r, err, errcap);
     *handle = r;

@@ -1,6 +1,10 @@
 /* main.c: stockd's entry point. It reads the options, connects what the lock mode
- * needs, starts the workers and the HTTP daemon, and on SIGTERM or SIGINT shuts down in
- * order: stop accepting, answer every request already accepted, then exit 0. */
+ * needs, starts the workers and the HTTP daemon, and on SIGTERM, SIGINT or SIGHUP shuts
+ * down in order: stop accepting, answer every request already accepted, then exit 0.
+ * SIGHUP is taken the same way because its default action kills the process on the
+ * spot, resetting every connection in flight, while a supervisor or a closed terminal
+ * sends it expecting an orderly stop or a reload (stockd has nothing to reload: its
+ * options are read once). */
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
@@ -49,6 +53,35 @@ static void hide_url_password(int argc, char **argv) {
     }
 }
 
+/* Reads the first line of a secret's file into buf (without its line end). 0, or -1 with
+ * the reason in err. The file's content never goes into a message. */
+static int read_secret_file(const char *path, const char *option, char *buf, size_t cap, char *err,
+                            size_t errlen) {
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        snprintf(err, errlen, "%s: cannot open %s: %s", option, path, strerror(errno));
+        return -1;
+    }
+    int rc = 0;
+    if (!fgets(buf, (int)cap, f)) {
+        snprintf(err, errlen, "%s: %s is empty", option, path);
+        rc = -1;
+    } else {
+        size_t n = strcspn(buf, "\r\n");
+        if (n == cap - 1 && !feof(f)) {
+            snprintf(err, errlen, "%s: the first line of %s is too long (at most %zu bytes)",
+                     option, path, cap - 2);
+            rc = -1;
+        } else if (n == 0) {
+            snprintf(err, errlen, "%s: the first line of %s is empty", option, path);
+            rc = -1;
+        }
+        buf[n] = '\0';
+    }
+    fclose(f);
+    return rc;
+}
+
 int main(int argc, char **argv) {
     stockd_config cfg;
     stockd_ctx ctx = {.cfg = &cfg, .complete = stockd_http_complete};
@@ -73,6 +106,21 @@ int main(int argc, char **argv) {
         return 0;
     }
     log_instance = cfg.instance;
+    if (cfg.redis_password_file[0] &&
+        read_secret_file(cfg.redis_password_file, "--redis-password-file", cfg.redis_password,
+                         sizeof(cfg.redis_password), err, sizeof(err)) != 0) {
+        fprintf(stderr, "stockd: %s\n", err);
+        return 2;
+    }
+    if (cfg.zk_auth_file[0]) {
+        char line[sizeof(cfg.zk_auth) + 1];
+        if (read_secret_file(cfg.zk_auth_file, "--zk-auth-file", line, sizeof(line), err,
+                             sizeof(err)) != 0 ||
+            stockd_config_set_zk_auth(&cfg, line, "--zk-auth-file", err, sizeof(err)) != 0) {
+            fprintf(stderr, "stockd: %s\n", err);
+            return 2;
+        }
+    }
 
     pw = getenv("STOCKD_MYSQL_PASSWORD");
     if (pw) snprintf(ctx.db.password, sizeof(ctx.db.password), "%s", pw);
@@ -87,6 +135,7 @@ int main(int argc, char **argv) {
     sigemptyset(&sigs);
     sigaddset(&sigs, SIGTERM);
     sigaddset(&sigs, SIGINT);
+    sigaddset(&sigs, SIGHUP);
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
     signal(SIGPIPE, SIG_IGN);
 
@@ -98,7 +147,8 @@ int main(int argc, char **argv) {
     if (uses_zk) {
         zklock_session_config zc = {.hosts = cfg.zk,
                                     .session_timeout_ms = (int)cfg.zk_session_ms,
-                                    .connect_timeout_ms = 10000};
+                                    .connect_timeout_ms = 10000,
+                                    .auth = cfg.zk_auth[0] ? cfg.zk_auth : NULL};
         rc = zklock_session_new(&zc, &ctx.zk);
         if (rc != ZKLOCK_OK) {
             stockd_log("error", "cannot connect to ZooKeeper at %s: %s", cfg.zk,
@@ -122,12 +172,15 @@ int main(int argc, char **argv) {
     }
     stockd_log("info",
                "listening on %s:%u, lock %s, batch-max %u, precheck %s, %u workers, "
-               "mysql %s@%s:%u/%s%s%s%s%s%s",
+               "mysql %s@%s:%u/%s%s%s%s%s%s%s%s",
                cfg.bind, cfg.port, stockd_lock_mode_name(cfg.lock), cfg.batch_max,
                cfg.precheck ? "on" : "off", cfg.workers, ctx.db.user, ctx.db.host, ctx.db.port,
                ctx.db.database, uses_zk ? ", zookeeper " : "", uses_zk ? cfg.zk : "",
                cfg.lock == STOCKD_LOCK_REDIS ? ", redis " : "",
-               cfg.lock == STOCKD_LOCK_REDIS ? cfg.redis : "", cfg.fence ? "" : ", FENCING OFF");
+               cfg.lock == STOCKD_LOCK_REDIS ? cfg.redis : "",
+               cfg.lock == STOCKD_LOCK_REDIS && cfg.redis_password[0] ? " with a password" : "",
+               uses_zk && cfg.zk_auth[0] ? ", zookeeper digest ACL" : "",
+               cfg.fence ? "" : ", FENCING OFF");
 
     while (sigwait(&sigs, &sig) != 0 && errno == EINTR) {
     }

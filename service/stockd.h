@@ -106,9 +106,27 @@ typedef struct stockd_config {
     /* Issue 20's two classic mistakes, made on purpose (worker.c); NONE is the correct
      * order: acquire, read, write, commit, release. */
     stockd_pitfall pitfall;
+    /* Credentials (README "Security"). The secrets come from the environment
+     * (STOCKD_REDIS_PASSWORD, STOCKD_ZK_AUTH) or from a file main.c reads, never argv. */
+    char redis_user[129];          /* ACL user; "" = the default user */
+    char redis_password[513];      /* "" = send no AUTH */
+    char redis_password_file[512]; /* read by main.c into redis_password */
+    char zk_auth[513];             /* "user:password" for digest auth; "" = none */
+    char zk_auth_file[512];        /* read by main.c into zk_auth */
+    /* true: a lease kind's lease must be at least STOCKD_LEASE_MIN_MS(think) (config.c
+     * refuses less); false only for the demonstrations of a holder outliving its lease. */
+    bool lease_check;
     bool help;
     bool version;
 } stockd_config;
+
+/* The shortest lease (ms) a lease kind may run with when a batch pauses up to
+ * pause_us (--think-us plus --think-jitter-us): twice the pause plus 200 ms. A batch's
+ * time is the pause plus its SQL and COMMIT, and the lease library ends a lease early by
+ * its safety margin (a tenth of it); doubling the pause leaves room for a loaded machine
+ * stretching it, and 200 ms covers the statements. Below this, most batches would find
+ * their lease gone at the pre-commit check and every deduction would fail. */
+#define STOCKD_LEASE_MIN_MS(pause_us) ((2 * (uint64_t)(pause_us) + 999) / 1000 + 200)
 
 /* Fills *cfg from the defaults, the --config FILE that argv names (KEY=VALUE lines with
  * the environment's keys), the environment (STOCKD_*) and argv, each winning over the
@@ -116,6 +134,10 @@ typedef struct stockd_config {
  * "FILE:LINE: ..."). Pure apart from reading the environment and that file. */
 int stockd_config_parse(stockd_config *cfg, int argc, char **argv, char *err, size_t errlen);
 void stockd_config_usage(FILE *out);
+/* Sets cfg->zk_auth from v ("USER:PASSWORD"), as STOCKD_ZK_AUTH or the file of
+ * --zk-auth-file give it. 0, or -1 with the reason (naming `name`, never the secret). */
+int stockd_config_set_zk_auth(stockd_config *cfg, const char *v, const char *name, char *err,
+                              size_t errlen);
 const char *stockd_lock_mode_name(stockd_lock_mode m);
 int stockd_lock_mode_parse(const char *s, stockd_lock_mode *out);
 

@@ -5,17 +5,20 @@
 #
 # It differs from the native stack's redis_start in where it listens, and only as far
 # as the container network needs: it listens on all of the container's interfaces
-# (loopback, for the health check, and the compose network, for stockd), and protected
-# mode is off, because Redis 7 in protected mode refuses every client that is not on
-# loopback while the default user has no password, and stockd sends none. The
-# container publishes no port (docker-compose.yml), so only the containers of the same
-# compose network reach it. STOCKD_RUN (/var/lib/stockd), STOCKD_REDIS_PORT (6379) and
-# STOCKD_REDIS_BIND (0.0.0.0) may be set.
+# (loopback, for the health check, and the compose network, for stockd). With
+# STACK_REDIS_PASSWORD (docker-compose.yml sets it) it has redis_start's ACL: the
+# default user off, user stockd with that password and only the lock's commands. So
+# protected mode stays on: it only refuses clients off loopback while the default user
+# has no password, and here that user is off. Without a password it therefore serves
+# loopback only. The container publishes no port (docker-compose.yml), so only the
+# containers of the same compose network reach it. STOCKD_RUN (/var/lib/stockd),
+# STOCKD_REDIS_PORT (6379) and STOCKD_REDIS_BIND (0.0.0.0) may be set.
 set -euo pipefail
 # shellcheck source=../../scripts/stack-lib.sh
 source "${STOCKD_LIB:-/usr/local/lib/stockd}/scripts/stack-lib.sh"
 
 d=${STOCKD_RUN:-/var/lib/stockd}/redis
 mkdir -p "$d"
-exec redis-server --port "${STOCKD_REDIS_PORT:-6379}" --bind "${STOCKD_REDIS_BIND:-0.0.0.0}" \
-  --protected-mode no "${STACK_REDIS_FLAGS[@]}" --dir "$d"
+conf=$(redis_auth_conf "$d")
+exec redis-server ${conf:+"$conf"} --port "${STOCKD_REDIS_PORT:-6379}" \
+  --bind "${STOCKD_REDIS_BIND:-0.0.0.0}" --protected-mode yes "${STACK_REDIS_FLAGS[@]}" --dir "$d"

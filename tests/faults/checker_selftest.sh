@@ -100,6 +100,21 @@ out=$(forged) || rc=$?
   fail "a lost answer in strict mode (from a keys file): expected a violation, got $rc: $out"
 echo "ok: a lost answer from a keys file violates the strict invariant"
 
+# A keys file whose lost key is an SQL fragment (the checker queries as root): the
+# database must stay as it is, and the line be reported as a key (issue 16 #12).
+evil="x';DROP/**/TABLE/**/orders;--"
+awk -v k="$key" -v e="$evil" '$1 == k { $0 = e " 0 - 0 false 56" } 1' "$T/load.keys" >"$T/evil.keys"
+jq --arg k "$T/evil.keys" '.keys_out = $k' "$T/forged.json" >"$T/evil.json"
+n_orders=$(f_sql "SELECT COUNT(*) FROM orders")
+rc=0
+out=$("$STOCKD_SRC/loadtest/check-invariant" --run "$MYSQL_RUN" --db "$DB" --product "$F_PRODUCT" \
+  --initial "$F_STOCK" --url "$F_NGINX" --load "$T/evil.json" --lossy 2>&1) || rc=$?
+echo "$out"
+expect_eq "orders after a key file with an SQL fragment" "$n_orders" "$(f_sql "SELECT COUNT(*) FROM orders" 2>&1)"
+expect_eq "check-invariant's exit status for it" 1 "$rc"
+grep -qF "violation: lost key '$evil'" <<<"$out" || fail "the fragment is not reported as a key: $out"
+echo "ok: the SQL fragment was reported as a key and changed nothing"
+
 # Real oversell: the seed's experiment (no lock, three instances, a think time).
 stockd_stop "$T" 1
 for i in 1 2 3; do stockd_start "$T" "$i" $((PORT0 + i)) none "$MYSQL_URL" "$STOCKD_TEST_ZK" \

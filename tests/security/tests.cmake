@@ -93,3 +93,15 @@ stockd_integration_test(security_loopback_only
 # The database password never shows in logs, answers or the process list.
 stockd_integration_test(security_password_hidden
   COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/password.sh TIMEOUT 180 LABELS security)
+
+# Issue 16, defect 12: credentials and configuration.
+# Redis with an ACL user and a password: right one deducts exactly; wrong or none 503.
+stockd_integration_test(security_redis_auth
+  COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/redis_auth.sh TIMEOUT 120 LABELS security)
+# ZooKeeper digest ACL: an unauthenticated client cannot touch the lock nodes; exact
+# under load with auth on.
+add_executable(zk_acl_probe ${CMAKE_CURRENT_LIST_DIR}/zk_acl_probe.c)
+target_link_libraries(zk_acl_probe PRIVATE ZooKeeper::mt)
+stockd_integration_test(security_zk_acl
+  COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/zk_acl.sh $<TARGET_FILE:zk_acl_probe>
+  TIMEOUT 240 LABELS security)

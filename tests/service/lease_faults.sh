@@ -99,7 +99,9 @@ paused)
   esac
   [[ $fencing == unfenced ]] && args+=(--fence off)
   sql "UPDATE product SET stock = 1 WHERE id = 2"
-  t_stockd 1 "$kind" "${args[@]}" --think-us 3000000
+  # Instance 1 pauses 3 s under a 1 s lease on purpose: it is the holder that outlives
+  # its lease, so the start-up check of the lease against the pause is turned off.
+  t_stockd 1 "$kind" "${args[@]}" --think-us 3000000 --lease-check off
   t_stockd 2 "$kind" "${args[@]}"
   holding() {
     local n
@@ -198,7 +200,8 @@ crashed-holder)
   lease_ms=2000 timeout_ms=10000
   sql "UPDATE product SET stock = 10 WHERE id = 2"
   args=(--db-lock-lease-ms $lease_ms --lock-timeout-ms $timeout_ms --batch-max 1)
-  t_stockd 1 db-lock "${args[@]}" --think-us 30000000
+  # Killed inside a 30 s pause under a 2 s lease, on purpose (no lease check).
+  t_stockd 1 db-lock "${args[@]}" --think-us 30000000 --lease-check off
   t_stockd 2 db-lock "${args[@]}"
   # The victim's request loses its answer with the process.
   curl -sS -m 60 -o /dev/null "http://127.0.0.1:$((PORT0 + 1))/stock/reduce?id=2" 2>/dev/null &

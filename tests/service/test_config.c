@@ -300,6 +300,101 @@ int main(void) {
         CHECK_INT_EQ(m, back);
     }
     test_config_file();
+    /* Issue 16, defect 12: a lease shorter than the batch's own pause makes every batch
+     * of that lease kind fail, so start-up refuses it. The bound is twice the longest
+     * pause (think + jitter) plus 200 ms, for the mode's own lease only. */
+    CHECK_INT_EQ(200, STOCKD_LEASE_MIN_MS(0));
+    CHECK_INT_EQ(1000, STOCKD_LEASE_MIN_MS(400000));
+    CHECK_INT_EQ(1001, STOCKD_LEASE_MIN_MS(400001));
+    {
+        /* The seed's default lease and a 3 s pause: fine (6.2 s needed). */
+        char *ok[] = {"stockd", "--lock", "redis", "--think-us", "3000000", NULL};
+        CHECK_INT_EQ(0, parse(&c, err, 5, ok));
+        CHECK(c.lease_check);
+        /* 1 s lease, 3 s pause: refused, saying which option and what it needs. */
+        char *short_lease[] = {"stockd", "--lock",     "redis",   "--redis-lease-ms",
+                               "1000",   "--think-us", "3000000", NULL};
+        err[0] = '\0';
+        CHECK_INT_EQ(-1, parse(&c, err, 7, short_lease));
+        CHECK(strstr(err, "--redis-lease-ms 1000 is too short") != NULL);
+        CHECK(strstr(err, "at least 6200 ms") != NULL);
+        /* Exactly at the bound passes, 1 us of pause more does not. */
+        char *edge[] = {"stockd", "--lock",     "redis",  "--redis-lease-ms",
+                        "1000",   "--think-us", "400000", NULL};
+        CHECK_INT_EQ(0, parse(&c, err, 7, edge));
+        char *over[] = {"stockd", "--lock",     "redis",  "--redis-lease-ms",
+                        "1000",   "--think-us", "400001", NULL};
+        CHECK_INT_EQ(-1, parse(&c, err, 7, over));
+        /* The jitter is part of the pause. */
+        char *jit[] = {"stockd", "--lock",     "redis",  "--redis-lease-ms",
+                       "1000",   "--think-us", "300000", "--think-jitter-us",
+                       "200000", NULL};
+        CHECK_INT_EQ(-1, parse(&c, err, 9, jit));
+        CHECK(strstr(err, "500000 us") != NULL);
+        /* db-lock: its own lease counts, the Redis one does not. */
+        char *db[] = {"stockd",           "--lock", "db-lock",    "--db-lock-lease-ms", "2000",
+                      "--redis-lease-ms", "100000", "--think-us", "30000000",           NULL};
+        CHECK_INT_EQ(-1, parse(&c, err, 9, db));
+        CHECK(strstr(err, "--db-lock-lease-ms 2000 is too short") != NULL);
+        char *db_redis_short[] = {"stockd", "--lock",     "db-lock", "--redis-lease-ms",
+                                  "100",    "--think-us", "1000000", NULL};
+        CHECK_INT_EQ(0, parse(&c, err, 7, db_redis_short));
+        /* Modes without a lease do not care. */
+        char *zk[] = {
+            "stockd",     "--lock",   "zk", "--redis-lease-ms", "100", "--db-lock-lease-ms", "100",
+            "--think-us", "30000000", NULL};
+        CHECK_INT_EQ(0, parse(&c, err, 9, zk));
+        /* --lease-check off (the paused-holder demonstrations) lets it through. */
+        char *off[] = {"stockd", "--lock",     "db-lock",  "--db-lock-lease-ms",
+                       "2000",   "--think-us", "30000000", "--lease-check",
+                       "off",    NULL};
+        CHECK_INT_EQ(0, parse(&c, err, 9, off));
+        CHECK(!c.lease_check);
+        setenv("STOCKD_LEASE_CHECK", "off", 1);
+        CHECK_INT_EQ(0, parse(&c, err, 7, short_lease));
+        unsetenv("STOCKD_LEASE_CHECK");
+    }
+    /* Credentials: user from argv or the environment, secrets from the environment only
+     * (argv has no option for them), never repeated in an error. */
+    setenv("STOCKD_REDIS_PASSWORD", "s3cret-redis", 1);
+    setenv("STOCKD_ZK_AUTH", "stockd:s3cret-zk", 1);
+    {
+        char *argv[] = {"stockd", "--redis-user", "stockd", "--redis-password-file", "/run/pw",
+                        NULL};
+        CHECK_INT_EQ(0, parse(&c, err, 5, argv));
+        CHECK_STR_EQ("stockd", c.redis_user);
+        CHECK_STR_EQ("s3cret-redis", c.redis_password);
+        CHECK_STR_EQ("/run/pw", c.redis_password_file);
+        CHECK_STR_EQ("stockd:s3cret-zk", c.zk_auth);
+        char *pw_opt[] = {"stockd", "--redis-password", "x", NULL};
+        CHECK_INT_EQ(-1, parse(&c, err, 3, pw_opt));
+        CHECK(strstr(err, "never taken from the command line") != NULL);
+        char *pw_eq[] = {"stockd", "--redis-passw=x", NULL};
+        CHECK_INT_EQ(-1, parse(&c, err, 2, pw_eq));
+        char *zk_opt[] = {"stockd", "--zk-auth", "u:p", NULL};
+        CHECK_INT_EQ(-1, parse(&c, err, 3, zk_opt));
+        char *file_eq[] = {"stockd", "--zk-auth-file=/run/zk", NULL};
+        CHECK_INT_EQ(0, parse(&c, err, 2, file_eq));
+        CHECK_STR_EQ("/run/zk", c.zk_auth_file);
+        char *spaced[] = {"stockd", "--redis-user", "a b", NULL};
+        CHECK_INT_EQ(-1, parse(&c, err, 3, spaced));
+    }
+    setenv("STOCKD_ZK_AUTH", "no-colon-s3cret", 1);
+    {
+        char *argv[] = {"stockd", NULL};
+        CHECK_INT_EQ(-1, parse(&c, err, 1, argv));
+        CHECK(strstr(err, "STOCKD_ZK_AUTH must be USER:PASSWORD") != NULL);
+        CHECK(strstr(err, "s3cret") == NULL);
+    }
+    unsetenv("STOCKD_REDIS_PASSWORD");
+    unsetenv("STOCKD_ZK_AUTH");
+    {
+        char *argv[] = {"stockd", NULL};
+        CHECK_INT_EQ(0, parse(&c, err, 1, argv));
+        CHECK_STR_EQ("", c.redis_user);
+        CHECK_STR_EQ("", c.redis_password);
+        CHECK_STR_EQ("", c.zk_auth);
+    }
     puts("test_config: all passed");
     return 0;
 }

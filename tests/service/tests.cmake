@@ -83,6 +83,9 @@ foreach(case fifo same-key lock-lost hol deadline shutdown)
   stockd_integration_test(combiner_${name}
     COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/combiner.sh ${case} LABELS combiner)
 endforeach()
+# SIGHUP drains like SIGTERM: requests in flight are answered, exit 0 (issue 16 #12).
+stockd_integration_test(sighup_drains_in_flight_requests
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/sighup.sh LABELS fault)
 stockd_integration_test(no_leak_in_10k_requests COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/leak_10k.sh)
 # Issue 16's defect 1: a second batch under one lock token whose COMMIT arrives late
 # (a relay holds it) must not let the next holder oversell, for every fenced lock kind.

@@ -23,15 +23,19 @@ command -v docker-compose >/dev/null || fail "docker-compose is not installed (s
 py=/usr/bin/python3
 "$py" -c 'import yaml' 2>/dev/null || fail "python3-yaml is missing (a docker-compose dependency)"
 
-# Without the password the file must not resolve: there is no default password.
-if env -u STOCKD_MYSQL_PASSWORD docker-compose -f "$src/docker-compose.yml" \
-  --project-directory "$src" config >/dev/null 2>"$T/err"; then
-  fail "docker-compose config succeeded without STOCKD_MYSQL_PASSWORD"
-fi
-grep -q STOCKD_MYSQL_PASSWORD "$T/err" || fail "unclear error without the password: $(cat "$T/err")"
-echo "ok: the compose file refuses to resolve without STOCKD_MYSQL_PASSWORD"
+# Without any one of the passwords the file must not resolve: none has a default.
+export STOCKD_MYSQL_PASSWORD=pw-from-env STOCKD_REDIS_PASSWORD=redis-pw-from-env
+export STOCKD_ZK_PASSWORD=zk-pw-from-env
+for v in STOCKD_MYSQL_PASSWORD STOCKD_REDIS_PASSWORD STOCKD_ZK_PASSWORD; do
+  if env -u "$v" docker-compose -f "$src/docker-compose.yml" \
+    --project-directory "$src" config >/dev/null 2>"$T/err"; then
+    fail "docker-compose config succeeded without $v"
+  fi
+  grep -q "$v" "$T/err" || fail "unclear error without $v: $(cat "$T/err")"
+  echo "ok: the compose file refuses to resolve without $v"
+done
 
-STOCKD_MYSQL_PASSWORD=pw-from-env STOCKD_LOCK=zk docker-compose -f "$src/docker-compose.yml" \
+STOCKD_LOCK=zk docker-compose -f "$src/docker-compose.yml" \
   --project-directory "$src" config >"$T/config.yml" || fail "docker-compose config failed"
 echo "ok: docker-compose config resolves"
 
@@ -102,6 +106,13 @@ for n in stockds:
           "%s: no password in the command line" % n)
     check(env.get("STOCKD_MYSQL_PASSWORD") == "pw-from-env",
           "%s: password from the environment" % n)
+    check("redis-pw-from-env" not in argv and "zk-pw-from-env" not in argv,
+          "%s: no lock service secret in the command line" % n)
+    check(env.get("STOCKD_REDIS_USER") == "stockd"
+          and env.get("STOCKD_REDIS_PASSWORD") == "redis-pw-from-env",
+          "%s: Redis user stockd, its password from the environment" % n)
+    check(env.get("STOCKD_ZK_AUTH") == "stockd:zk-pw-from-env",
+          "%s: ZooKeeper digest ACL on, its password from the environment" % n)
     check(env.get("STOCKD_LOCK") == "zk", "%s: lock mode from STOCKD_LOCK" % n)
     # Every lock service's address is given, so that any STOCKD_LOCK works.
     check(env.get("STOCKD_ZK") == "zookeeper:2181" and env.get("STOCKD_REDIS") == "redis:6379",
@@ -112,6 +123,10 @@ for n in stockds:
     if "--instance" in cmd:
         instances.append(cmd[cmd.index("--instance") + 1])
 check(sorted(instances) == stockds, "distinct --instance names (got %s)" % instances)
+
+redis_env = svc.get("redis", {}).get("environment") or {}
+check(redis_env.get("STACK_REDIS_PASSWORD") == "redis-pw-from-env",
+      "redis: user stockd's password from the environment (got %s)" % sorted(redis_env))
 
 db = svc.get("mariadb", {})
 env = db.get("environment", {})
@@ -140,6 +155,13 @@ for img in mariadb zookeeper redis; do
     fail "docker/$img/Dockerfile does not copy scripts/stack-lib.sh into the image"
 done
 echo "ok: the MariaDB, ZooKeeper and Redis images start their servers with stack-lib.sh"
+# Redis keeps protected mode on and takes stack-lib's ACL (issue 16 #12).
+grep -q -- '--protected-mode yes' "$src/docker/redis/entrypoint.sh" &&
+  ! grep -q -- '--protected-mode no' "$src/docker/redis/entrypoint.sh" ||
+  fail "docker/redis/entrypoint.sh must keep protected mode on"
+grep -q 'redis_auth_conf' "$src/docker/redis/entrypoint.sh" ||
+  fail "docker/redis/entrypoint.sh does not use stack-lib's redis_auth_conf"
+echo "ok: the Redis image keeps protected mode on and uses the ACL of redis_auth_conf"
 
 # The compose nginx.conf, tested with the real nginx: stockd-N resolved to loopback
 # ports and the error log moved, everything else as shipped.

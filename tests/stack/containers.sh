@@ -38,6 +38,10 @@ export CONTAINERS_CONF=$src/docker/podman/containers.conf
 export STOCKD_LOCK=zk STOCKD_HTTP_PORT=$port STOCKD_IMAGE_TAG=$project
 STOCKD_MYSQL_PASSWORD=$(od -An -N12 -tx1 /dev/urandom | tr -d ' \n')
 export STOCKD_MYSQL_PASSWORD
+# The lock services' credentials (docker-compose.yml requires them, issue 16 #12).
+STOCKD_REDIS_PASSWORD=$(od -An -N12 -tx1 /dev/urandom | tr -d ' \n')
+STOCKD_ZK_PASSWORD=$(od -An -N12 -tx1 /dev/urandom | tr -d ' \n')
+export STOCKD_REDIS_PASSWORD STOCKD_ZK_PASSWORD
 
 fail() {
   echo "FAIL: $*" >&2

@@ -47,6 +47,17 @@ tr '\0' '\n' <"/proc/$(cat "$T/stockd/1.pid")/environ" |
   grep -qxF "STOCKD_MYSQL_PASSWORD=$STOCKD_MYSQL_PASSWORD" ||
   fail "stockd-1 did not get the password in its environment"
 echo "ok: the password is in stockd's environment and in no argv"
+# Redis wants user stockd's password (issue 16 #12), kept like the MySQL one.
+expect_eq "Redis password file mode" 600 "$(stat -c %a "$T/redis-password")"
+expect_eq "Redis password in env" "$(cat "$T/redis-password")" "$STOCKD_REDIS_PASSWORD"
+out=$(redis-cli -h 127.0.0.1 -p "${REDIS##*:}" ping 2>&1)
+[[ $out == NOAUTH* ]] || fail "the stack's Redis answers without a password: $out"
+for pid in $(pids); do
+  if tr '\0' ' ' <"/proc/$pid/cmdline" | grep -qF -- "$STOCKD_REDIS_PASSWORD"; then
+    fail "the Redis password is in the argv of pid $pid"
+  fi
+done
+echo "ok: the stack's Redis wants a password, which is in no argv"
 
 code=$(curl -s -o "$T/health" -w '%{http_code}' "$NGINX_URL/health")
 expect_eq "GET /health through nginx" 200 "$code"
@@ -89,6 +100,12 @@ for _ in 1 2 3; do
   expect_eq "answering instance" stockd-1 "$(jq -r .instance <<<"$body")"
 done
 expect_eq "stock after 5 deductions" 95 "$("$stack" mysql -N -B -e 'SELECT stock FROM product WHERE id=2')"
+
+# Mode redis against the stack's Redis with its password.
+"$stack" restart-stockd --instances 1 --lock redis </dev/null || fail "restart-stockd redis failed"
+body=$(curl -fsS "$NGINX_URL/stock/reduce?id=2") || fail "deduction in mode redis failed"
+expect_eq "a deduction in mode redis" deducted "$(jq -r .result <<<"$body")"
+expect_eq "stock after 6 deductions" 94 "$("$stack" mysql -N -B -e 'SELECT stock FROM product WHERE id=2')"
 
 # down stops everything, and a second down is a no-op.
 all=$(pids | xargs)
