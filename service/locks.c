@@ -558,10 +558,12 @@ const char *stockd_locks_strerror(const stockd_locks *l, int rc) {
      * was decided by the fence, not by this release. */
     if (l && l->lease && rc == ZKLOCK_LOST && !l->cfg->fence)
         return "the lock was no longer ours at this release (its lease ran out, and it "
-               "may have been taken over); with --fence off the commit before it was not fenced and may have oversold";
+               "may have been taken over); with --fence off the commit before it was not fenced "
+               "and may have oversold";
     if (l && l->lease && rc == ZKLOCK_LOST)
         return "the lock was no longer ours at this release (its lease ran out, and it "
-               "may have been taken over); the commit before it was fenced, so it could not overwrite a newer holder's "
+               "may have been taken over); the commit before it was fenced, so it could not "
+               "overwrite a newer holder's "
                "write, and nothing is undone";
     const char *m = stockd_locks_failure_message(l, rc);
     return m ? m : zklock_strerror(rc);
