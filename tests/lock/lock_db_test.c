@@ -292,6 +292,17 @@ static void test_owner_unique(void) {
     CHECK_INT_EQ(1, deleted);
     printf("ok: same owner, pid and handle number in two processes: different owner "
            "strings, and one's delete by owner leaves the other's row\n");
+
+    /* The longest configured owner (40 bytes) is shortened to keep the whole suffix. */
+    const char *long_owner = "0123456789012345678901234567890123456789";
+    dblock_config c = {.db = dbc, .owner = long_owner};
+    dblock *d = NULL;
+    CHECK_INT_EQ(DBLOCK_OK, dblock_new(&c, &d, NULL, 0));
+    const char *o = dblock_owner(d), *tail = strrchr(o, ':');
+    printf("owner of a handle configured with 40 bytes: '%s'\n", o);
+    CHECK_INT_LE(strlen(o), 64);
+    CHECK(strncmp(o, long_owner, 16) == 0 && tail && strlen(tail + 1) == 12);
+    dblock_free(d);
 }
 
 int main(void) {
