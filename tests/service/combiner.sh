@@ -12,7 +12,7 @@
 #                          deduction of it holds the lock for 0.3 s), a request for
 #                          product B and /health are answered before A's queue has
 #                          moved, because A ties up one worker of the instance, not all;
-#   combiner.sh deadline   deductions that waited behind a holder past
+#   combiner.sh deadline   deductions that waited behind a holder (another instance) past
 #                          --queue-deadline-ms are answered 503 overloaded and deduct
 #                          nothing (their client or nginx has likely given up);
 #   combiner.sh deadline-commit  the deadline is checked again right before COMMIT
@@ -149,15 +149,22 @@ hol)
   ;;
 deadline)
   sql "UPDATE product SET stock = 10 WHERE id = 1"
-  start --think-us 2000000 --queue-deadline-ms 500
+  # Instance 2 (no deadline) holds product 1's lock for 2 s serving d0; instance 1's
+  # deductions (deadline 500 ms, no think time) queue for the lock behind it. (The lock
+  # is held by another instance because a batch of instance 1's own that thought past
+  # its deadline would now be refused before COMMIT: combiner.sh deadline-commit.)
+  start --queue-deadline-ms 500
+  stockd_start "$T" 2 $((PORT0 + 2)) zk "$MYSQL_URL" "$ZK" --think-us 2000000 --queue-deadline-ms 0
+  URL=http://127.0.0.1:$((PORT0 + 2))
   ask d0 1 dl-0
   wait_until 10 rounds 1 || fail "the first deduction never took the lock"
+  URL=http://127.0.0.1:$((PORT0 + 1))
   for i in 1 2 3; do
     ask "d$i" 1 "dl-$i"
-    wait_until 10 in_combiner $((i + 1)) || fail "d$i never reached the combiner"
+    wait_until 10 in_combiner "$i" || fail "d$i never reached the combiner"
   done
-  expect_eq "d0 (took the lock at once)" "200 deducted" "$(answer d0)"
-  for i in 1 2 3; do expect_eq "d$i (waited 1.5 s or more)" "503 overloaded" "$(answer "d$i")"; done
+  expect_eq "d0 (took the lock at once, on instance 2)" "200 deducted" "$(answer d0)"
+  for i in 1 2 3; do expect_eq "d$i (waited 1.5 s or more for the lock)" "503 overloaded" "$(answer "d$i")"; done
   expect_eq "stock: only d0" 9 "$(stock 1)"
   expect_eq "no order of the expired ones" 0 \
     "$(sql "SELECT COUNT(*) FROM orders WHERE request_id IN ('dl-1','dl-2','dl-3')")"
