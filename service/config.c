@@ -92,7 +92,9 @@ void stockd_config_usage(FILE *out) {
           "                         more deductions of the product wait (STOCKD_LOCK_PASSES)\n"
           "                         [1]: 1 = release and queue again after every batch\n"
           "  --queue-deadline-ms N  a request still unserved this long after it arrived is\n"
-          "                         answered 503 without deducting; keep it below the\n"
+          "                         answered 503 without deducting, also when its batch's\n"
+          "                         COMMIT would come later; a statement waits at most a\n"
+          "                         fifth of it (2..10 s); keep it plus a fifth within the\n"
           "                         proxy's read timeout (STOCKD_QUEUE_DEADLINE_MS) [25000];\n"
           "                         0 = none\n"
           "  --segments K           the product's stock is split over K rows of\n"
@@ -100,7 +102,8 @@ void stockd_config_usage(FILE *out) {
           "                         starts at a random segment and moves on while they are\n"
           "                         empty (STOCKD_SEGMENTS) [1]; every instance and the\n"
           "                         stock reset (scripts/stack-lib.sh mysql_set_stock) must\n"
-          "                         use the same K. Modes with a lock only\n"
+          "                         use the same K. Modes with a lock only; at most half\n"
+          "                         the workers serve one product's segments at a time\n"
           "  --help, --version\n",
           out);
 }
