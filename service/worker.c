@@ -131,13 +131,18 @@ static unsigned think_us(worker_state *ws) {
 /* ---------------------------------------------------------------- per request */
 
 /* One deduction without a lock (none, atomic); a deadlock victim was rolled back whole,
- * so it is retried (twice). */
+ * so it is retried (twice). Its deadline is checked before COMMIT too. */
 static void serve_unlocked(worker_state *ws, stockd_job *job) {
     stockd_ctx *ctx = ws->w->ctx;
     stockdb_strategy s =
         ctx->cfg->lock == STOCKD_LOCK_ATOMIC ? STOCKDB_ATOMIC : STOCKDB_READ_CHECK_UPDATE;
-    stockdb_request req = {
-        .product_id = job->product_id, .request_id = job->request_id, .think_us = think_us(ws)};
+    uint64_t limit = (uint64_t)ctx->cfg->queue_deadline_ms * 1000000u;
+    batch_guard g = {.deadline_ns = limit ? job->arrived_ns + limit : 0};
+    stockdb_request req = {.product_id = job->product_id,
+                           .request_id = job->request_id,
+                           .guard = limit ? batch_guard_check : NULL,
+                           .guard_arg = &g,
+                           .think_us = think_us(ws)};
     stockdb_result res = {0};
     stockd_answer a = {.id = job->product_id};
     int rc = STOCKDB_ERR_DEADLOCK;
@@ -145,6 +150,10 @@ static void serve_unlocked(worker_state *ws, stockd_job *job) {
     for (int attempt = 0; attempt < 3 && rc == STOCKDB_ERR_DEADLOCK; attempt++)
         rc = stockdb_deduct(ws->db, s, &req, &res);
     count_statements(ws);
+    if (rc == STOCKDB_ERR_GUARD && g.late) {
+        finish_expired(ws, job);
+        return;
+    }
     note_db_error(ws, "deduction", rc);
     if (rc == STOCKDB_OK) stockd_combiner_note_stock(ctx->combiner, job->product_id, res.stock);
     stockd_answer_from_db(&a, ZKLOCK_OK, rc, &res);
