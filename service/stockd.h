@@ -14,7 +14,8 @@
  *   combiner.c per product and process at most one worker queues for or holds the
  *             lock; the deductions that arrive meanwhile wait there for its next batch.
  *             With --segments K, per segment: each has its own lock and row, and a
- *             deduction that finds its segment empty moves on to the next one.
+ *             deduction that finds its segment empty moves on to the next one; at most
+ *             half the workers lead one product's segments, the rest wait parked.
  *   locks.c   the lock kinds behind one small interface: local mutex, ZooKeeper fair
  *             or herd lock, Redis lease lock, the database lock table, or none beyond
  *             the database's own row lock.

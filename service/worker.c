@@ -489,6 +489,7 @@ static void *worker_main(void *arg) {
     stockdb_config dbc = ctx->db;
     dbc.rw_timeout_s = statement_cap_s(ctx->cfg, dbc.rw_timeout_s);
     ws.db = stockdb_new(&dbc, ctx->cfg->instance);
+    memset(dbc.password, 0, sizeof(dbc.password)); /* the handle keeps its own copy */
     /* Room for one batch, made once: --batch-max 64 is about 4 KiB a worker (the
      * largest, 1024, about 60 KiB), so it never matters next to the MySQL connection,
      * which holds about 150 KiB (Connector/C's buffers and prepared statements). */
