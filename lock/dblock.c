@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -165,6 +166,20 @@ static int dl_delete(dblock *d, int st, MYSQL_BIND *params, uint64_t *affected) 
 
 /* ---------------------------------------------------------------- handle */
 
+/* Fills buf with random bytes from the kernel. 0, or -1 with errno set. */
+static int dl_random(unsigned char *buf, size_t len) {
+    size_t got = 0;
+    while (got < len) {
+        ssize_t r = getrandom(buf + got, len - got, 0);
+        if (r < 0) {
+            if (errno == EINTR) continue;
+            return -1;
+        }
+        got += (size_t)r;
+    }
+    return 0;
+}
+
 int dblock_new(const dblock_config *cfg, dblock **out, char *errbuf, size_t errcap) {
     static unsigned seq;
     if (errbuf && errcap) errbuf[0] = '\0';
@@ -186,10 +201,24 @@ int dblock_new(const dblock_config *cfg, dblock **out, char *errbuf, size_t errc
                    "the safety margin, poll_max_ms >= 1");
         goto fail;
     }
-    /* The handle number makes owners unique within the process, the pid across
-     * processes of one host; the instance name (owner) across hosts. */
+    /* The handle number makes owners unique within the process. Across processes the
+     * pid and the instance name are not enough: two containers of one image often run
+     * their service as the same pid with the same default name (stockd-PORT), and the
+     * undo after a lost INSERT reply deletes by owner. So 48 random bits follow; the
+     * configured part is shortened, not the suffix, if the whole would pass 64 bytes
+     * (stock_lock.owner). */
     unsigned n = __atomic_add_fetch(&seq, 1, __ATOMIC_RELAXED);
-    snprintf(d->owner, sizeof(d->owner), "%s:%ld:%u", owner, (long)getpid(), n);
+    char suffix[48];
+    unsigned char rnd[6];
+    if (dl_random(rnd, sizeof(rnd)) != 0) {
+        set_err(d, "getrandom: %s", strerror(errno));
+        rc = DBLOCK_ERR_ARGS;
+        goto fail;
+    }
+    int sn = snprintf(suffix, sizeof(suffix), ":%ld:%u:%02x%02x%02x%02x%02x%02x", (long)getpid(), n,
+                      rnd[0], rnd[1], rnd[2], rnd[3], rnd[4], rnd[5]);
+    int keep = OWNER_MAX - sn;
+    snprintf(d->owner, sizeof(d->owner), "%.*s%s", keep, owner, suffix);
     d->rand_state = (unsigned)getpid() * 2654435761u ^ n ^ (unsigned)lock_now_us();
     (void)mysql_thread_init();
     if ((rc = dl_connect(d)) != DBLOCK_OK) goto fail;
@@ -382,6 +411,10 @@ int dblock_ping(dblock *d) {
         dl_disconnect(d);
     }
     return DBLOCK_ERR_CONNECTION;
+}
+
+const char *dblock_owner(const dblock *d) {
+    return d ? d->owner : "";
 }
 
 void dblock_get_stats(const dblock *d, dblock_stats *out) {

@@ -62,8 +62,9 @@
 typedef struct dblock_config {
     stockdb_config db;    /* the server, as for stockdb (copied) */
     const char *owner;    /* written into the rows, for people reading the table
-                           * (<= 40 bytes; NULL = "dblock"); ":<pid>:<n>" is appended
-                           * so every handle's rows are its own */
+                           * (<= 40 bytes; NULL = "dblock"); ":<pid>:<n>:<12 random hex
+                           * digits>" is appended so every handle's rows are its own,
+                           * also across hosts and containers that share a pid */
     int lease_ms;         /* 0 = 10000 */
     int safety_margin_ms; /* 0 = lease/10 + 2 ms; < 0 refused */
     int poll_max_ms;      /* the longest backoff sleep; 0 = 50 */
@@ -92,7 +93,8 @@ typedef struct dblock_hold dblock_hold;
 /* Makes a handle and connects. On DBLOCK_OK *out is the handle; otherwise *out is NULL
  * and the code says why (DBLOCK_ERR_CONNECTION: the server is unreachable or refused
  * the login; DBLOCK_ERR_QUERY: the statements could not be prepared, e.g. no
- * stock_lock table or no grant). If errbuf is not NULL the detail is written there. */
+ * stock_lock table or no grant; DBLOCK_ERR_ARGS: a bad configuration, or the kernel
+ * gave no random bytes for the owner). If errbuf is not NULL the detail is written there. */
 int dblock_new(const dblock_config *cfg, dblock **out, char *errbuf, size_t errcap);
 
 /* Closes the connection and frees the handle and any holds still outstanding (their
@@ -124,6 +126,11 @@ int dblock_release(dblock_hold *h);
 int dblock_ping(dblock *d);
 
 void dblock_get_stats(const dblock *d, dblock_stats *out);
+
+/* The owner this handle writes into its rows (dblock_config.owner plus its unique
+ * suffix; the configured part shortened if the whole would pass 64 bytes). Valid as
+ * long as the handle; "" for NULL. Read-only. */
+const char *dblock_owner(const dblock *d);
 
 /* The last error's detail ("" after a success); never NULL for a non-NULL handle. */
 const char *dblock_errstr(const dblock *d);

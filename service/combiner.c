@@ -12,7 +12,15 @@
  * under, so a job is never left in a slot without a leader.
  *
  * With segmented stock (--segments K) a slot is one segment of a product: each segment
- * has its own lock, so each has its own leader and batches.
+ * has its own lock, so each has its own leader and batches. But a leader is a worker
+ * tied up for as long as its slot has jobs, so K leaders of one hot product would take
+ * K workers, and with K >= --workers every worker, which is the head-of-line blocking
+ * the combiner exists to prevent (issue 16 #8). So one product has at most max_leaders
+ * of them (max(1, workers / 2), stockd_combiner_set_max_leaders). A job for a segment
+ * without a leader when the product has that many waits in a parked slot, and its
+ * worker goes back to the queue as a follower's does; a leader whose slot runs empty
+ * takes over the product's parked slot whose first job is oldest, under the same mutex,
+ * so a parked slot is never left once the product's last leader is gone.
  *
  * Slots live in a small hash table (chained, by product id) guarded by one mutex; the
  * critical sections are a few pointer moves, never I/O.
@@ -34,6 +42,7 @@
 typedef struct slot {
     int32_t product_id;
     unsigned segment;
+    bool led;                /* false: parked, waiting for a leader of the product */
     stockd_job *head, *tail; /* waiting jobs, in arrival order */
     unsigned waiting;
     struct slot *next; /* hash chain */
@@ -41,6 +50,7 @@ typedef struct slot {
 
 struct stockd_combiner {
     pthread_mutex_t mu;
+    unsigned max_leaders; /* per product, for segments; 0 = no bound */
     slot *buckets[NBUCKETS];
     /* (product id << 1) | sold out; 0 = no hint. Lock-free: one word per entry. */
     _Atomic uint64_t hints[NHINTS];
@@ -74,6 +84,33 @@ void stockd_combiner_free(stockd_combiner *c) {
     free(c);
 }
 
+void stockd_combiner_set_max_leaders(stockd_combiner *c, unsigned n) {
+    pthread_mutex_lock(&c->mu);
+    c->max_leaders = n;
+    pthread_mutex_unlock(&c->mu);
+}
+
+/* The product's slots that have a leader. A scan of every bucket, made only when a
+ * segment's slot opens or closes, under the mutex: a few hundred pointer reads. */
+static unsigned leaders_of(const stockd_combiner *c, int32_t product_id) {
+    unsigned n = 0;
+    for (size_t i = 0; i < NBUCKETS; i++)
+        for (const slot *s = c->buckets[i]; s; s = s->next)
+            n += s->product_id == product_id && s->led;
+    return n;
+}
+
+/* The product's parked slot whose first job arrived first, or NULL. */
+static slot *oldest_parked(const stockd_combiner *c, int32_t product_id) {
+    slot *best = NULL;
+    for (size_t i = 0; i < NBUCKETS; i++)
+        for (slot *s = c->buckets[i]; s; s = s->next)
+            if (s->product_id == product_id && !s->led && s->head &&
+                (!best || s->head->arrived_ns < best->head->arrived_ns))
+                best = s;
+    return best;
+}
+
 int stockd_combiner_enter(stockd_combiner *c, stockd_job *job) {
     int rc;
     pthread_mutex_lock(&c->mu);
@@ -86,8 +123,10 @@ int stockd_combiner_enter(stockd_combiner *c, stockd_job *job) {
     } else {
         s->product_id = job->product_id;
         s->segment = job->segment;
+        s->led =
+            !job->segment || !c->max_leaders || leaders_of(c, job->product_id) < c->max_leaders;
         *p = s;
-        rc = STOCKD_COMBINER_LEADER;
+        rc = s->led ? STOCKD_COMBINER_LEADER : STOCKD_COMBINER_FOLLOWER;
     }
     job->next = NULL;
     if (s->tail)
@@ -118,16 +157,22 @@ unsigned stockd_combiner_take(stockd_combiner *c, int32_t product_id, unsigned s
     return n;
 }
 
-bool stockd_combiner_leave(stockd_combiner *c, int32_t product_id, unsigned segment) {
+bool stockd_combiner_leave(stockd_combiner *c, int32_t product_id, unsigned *segment) {
     bool closed = false;
     pthread_mutex_lock(&c->mu);
-    slot **p = find(c, product_id, segment), *s = *p;
+    slot **p = find(c, product_id, *segment), *s = *p;
     if (!s || !s->head) {
         if (s) {
             *p = s->next;
             free(s);
         }
-        closed = true;
+        slot *next = *segment ? oldest_parked(c, product_id) : NULL;
+        if (next) {
+            next->led = true;
+            *segment = next->segment;
+        } else {
+            closed = true;
+        }
     }
     pthread_mutex_unlock(&c->mu);
     return closed;

@@ -561,13 +561,26 @@ int stockd_lock_release(stockd_lock *h) {
 }
 
 const char *stockd_locks_failure_message(const stockd_locks *l, int rc) {
+    /* LOST is no outage: the service answered, and the lock was no longer ours. */
     if (!l || !l->lease || rc == ZKLOCK_OK || rc == ZKLOCK_ERR_TIMEOUT ||
-        rc == ZKLOCK_ERR_CANCELLED)
+        rc == ZKLOCK_ERR_CANCELLED || rc == ZKLOCK_LOST)
         return NULL;
     return l->lease->down_message;
 }
 
 const char *stockd_locks_strerror(const stockd_locks *l, int rc) {
+    /* Only a release sees a lease kind's LOST (the pre-commit check is the guard's, and
+     * is answered, not logged): the batch before it has run, and whether it committed
+     * was decided by the fence, not by this release. */
+    if (l && l->lease && rc == ZKLOCK_LOST && !l->cfg->fence)
+        return "the lock was no longer ours at this release (its lease ran out, and it "
+               "may have been taken over); with --fence off the commit before it was not fenced "
+               "and may have oversold";
+    if (l && l->lease && rc == ZKLOCK_LOST)
+        return "the lock was no longer ours at this release (its lease ran out, and it "
+               "may have been taken over); the commit before it was fenced, so it could not "
+               "overwrite a newer holder's "
+               "write, and nothing is undone";
     const char *m = stockd_locks_failure_message(l, rc);
     return m ? m : zklock_strerror(rc);
 }

@@ -14,7 +14,8 @@
  *   combiner.c per product and process at most one worker queues for or holds the
  *             lock; the deductions that arrive meanwhile wait there for its next batch.
  *             With --segments K, per segment: each has its own lock and row, and a
- *             deduction that finds its segment empty moves on to the next one.
+ *             deduction that finds its segment empty moves on to the next one; at most
+ *             half the workers lead one product's segments, the rest wait parked.
  *   locks.c   the lock kinds behind one small interface: local mutex, ZooKeeper fair
  *             or herd lock, Redis lease lock, the database lock table, or none beyond
  *             the database's own row lock.
@@ -227,8 +228,10 @@ typedef struct stockd_job {
     uint64_t arrived_ns;  /* CLOCK_MONOTONIC when it was queued (stockd_now_ns) */
     char request_id[101]; /* the client's Idempotency-Key, or our own unique id */
     /* Segmented stock (--segments K > 1, worker.c): the segment the deduction is at
-     * (1..K; 0 before its first) and how many segments it has found empty so far. */
-    uint16_t segment, segs_empty;
+     * (1..K; 0 before its first), how many segments it has found empty so far, and how
+     * many times it began the walk again because the whole stock read after one showed
+     * a unit (a restock during its walk). */
+    uint16_t segment, segs_empty, rewalks;
     void *conn;      /* struct MHD_Connection *, resumed by the worker */
     unsigned status; /* answer, filled by the worker */
     char *body;
@@ -281,9 +284,17 @@ int stockd_combiner_enter(stockd_combiner *c, stockd_job *job);
  * jobs that arrived before arrived_before_ns (UINT64_MAX = all). Returns how many. */
 unsigned stockd_combiner_take(stockd_combiner *c, int32_t product_id, unsigned segment,
                               stockd_job **out, unsigned max, uint64_t arrived_before_ns);
-/* Leader only: closes the slot if no job waits (true: the caller leads no more), else
- * leaves it open and returns false (the caller must serve the rest). */
-bool stockd_combiner_leave(stockd_combiner *c, int32_t product_id, unsigned segment);
+/* Leader only: closes the slot *segment if no job waits, else leaves it open and returns
+ * false (the caller must serve the rest). Once closed, a parked segment of the product
+ * (see stockd_combiner_set_max_leaders) passes to the caller: false with *segment set to
+ * it; with none, true (the caller leads no more). */
+bool stockd_combiner_leave(stockd_combiner *c, int32_t product_id, unsigned *segment);
+/* Bounds the leaders of one split product's segments (n = 0: no bound; the default). A
+ * deduction for a segment with no leader while the product has n waits in a parked slot
+ * (enter returns FOLLOWER) until a leader of the product takes it over in
+ * stockd_combiner_leave. Unsplit products (segment 0) have one slot, so one leader. Call
+ * before any job enters. */
+void stockd_combiner_set_max_leaders(stockd_combiner *c, unsigned n);
 /* Jobs waiting in the slot (0 if none is open). */
 unsigned stockd_combiner_waiting(stockd_combiner *c, int32_t product_id, unsigned segment);
 /* The sold-out hint: true if the last stock read of the product said <= 0 (a hint,

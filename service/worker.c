@@ -18,7 +18,8 @@
  * With segmented stock (--segments K) the slot, the lock and the batch are one
  * segment's: a deduction starts at a random segment and, when the batch finds that
  * segment empty, moves on to the next one (next_segment) until it is deducted or has
- * found all K empty.
+ * found all K empty and a read of the whole stock confirms it. One product's segments
+ * have at most half the workers as leaders (combiner.c); the others' jobs wait parked.
  *
  * The order inside a batch is fixed: acquire, transaction (whose guard re-checks the
  * lock right before COMMIT), commit, and only then release, so that no other holder
@@ -81,7 +82,8 @@ static void finish(worker_state *ws, stockd_job *job, const stockd_answer *a) {
 }
 
 /* A job that waited past --queue-deadline-ms is answered without deducting: its client
- * (or the proxy in front) has most likely given up on it already. */
+ * (or the proxy in front) has most likely given up on it already. It is checked when a
+ * job is taken and again right before its batch's COMMIT (batch_guard_check). */
 static bool expired(const stockd_ctx *ctx, const stockd_job *job, uint64_t now) {
     uint64_t limit = (uint64_t)ctx->cfg->queue_deadline_ms * 1000000u;
     return limit && now - job->arrived_ns > limit;
@@ -90,30 +92,40 @@ static bool expired(const stockd_ctx *ctx, const stockd_job *job, uint64_t now) 
 static void finish_expired(worker_state *ws, stockd_job *job) {
     stockd_answer a = {.result = STOCKD_R_OVERLOADED,
                        .id = job->product_id,
-                       .message = "the request waited longer than the queue deadline; "
+                       .message = "the request was not served within the queue deadline; "
                                   "nothing was deducted"};
     finish(ws, job, &a);
 }
 
-/* The guard stockdb calls right before COMMIT: refuse unless the lock is surely ours. */
-static int lock_guard(void *arg) {
-    return stockd_lock_check(arg) != ZKLOCK_OK;
-}
+/* What the check stockdb calls right before COMMIT (stockdb_batch.guard) looks at. */
+typedef struct batch_guard {
+    const stockd_lock *lock; /* NULL: the lock is not re-checked (--fence off) */
+    /* --pitfall release-before-commit: the mistake instead of the check. The lock is let
+     * go here, after the write and before COMMIT, as when an unlock in a finally block
+     * runs inside a @Transactional method and the commit follows its return. The fence
+     * (when on) still protects the row; the lock no longer does. */
+    stockd_lock *release;
+    uint64_t deadline_ns; /* the batch's oldest job's deadline; 0 = none */
+    bool late;            /* out: refused because that deadline had passed */
+    bool released;        /* out: `release` was let go */
+} batch_guard;
 
-/* --pitfall release-before-commit: the same place, the mistake instead of the check.
- * The lock is let go here, after the write and before COMMIT, as when an unlock in a
- * finally block runs inside a @Transactional method and the commit follows its
- * return. The fence (when on) still protects the row; the lock no longer does. */
-typedef struct early_release {
-    stockd_lock *lock;
-    bool released;
-} early_release;
-
-static int release_guard(void *arg) {
-    early_release *e = arg;
-    (void)stockd_lock_release(e->lock);
-    e->released = true;
-    return 0;
+/* Refuses the COMMIT unless the lock is surely ours and the batch's oldest job is still
+ * within --queue-deadline-ms. The expired() check when a job is taken is not enough:
+ * the think time and the statements come after it, and a job taken just before its
+ * deadline would otherwise commit after its client (or nginx) has given up on it. */
+static int batch_guard_check(void *arg) {
+    batch_guard *g = arg;
+    if (g->deadline_ns && stockd_now_ns() > g->deadline_ns) {
+        g->late = true;
+        return 1;
+    }
+    if (g->release) {
+        (void)stockd_lock_release(g->release);
+        g->released = true;
+        return 0;
+    }
+    return g->lock && stockd_lock_check(g->lock) != ZKLOCK_OK;
 }
 
 /* The pause between check and update for one transaction: --think-us plus a uniformly
@@ -130,13 +142,18 @@ static unsigned think_us(worker_state *ws) {
 /* ---------------------------------------------------------------- per request */
 
 /* One deduction without a lock (none, atomic); a deadlock victim was rolled back whole,
- * so it is retried (twice). */
+ * so it is retried (twice). Its deadline is checked before COMMIT too. */
 static void serve_unlocked(worker_state *ws, stockd_job *job) {
     stockd_ctx *ctx = ws->w->ctx;
     stockdb_strategy s =
         ctx->cfg->lock == STOCKD_LOCK_ATOMIC ? STOCKDB_ATOMIC : STOCKDB_READ_CHECK_UPDATE;
-    stockdb_request req = {
-        .product_id = job->product_id, .request_id = job->request_id, .think_us = think_us(ws)};
+    uint64_t limit = (uint64_t)ctx->cfg->queue_deadline_ms * 1000000u;
+    batch_guard g = {.deadline_ns = limit ? job->arrived_ns + limit : 0};
+    stockdb_request req = {.product_id = job->product_id,
+                           .request_id = job->request_id,
+                           .guard = limit ? batch_guard_check : NULL,
+                           .guard_arg = &g,
+                           .think_us = think_us(ws)};
     stockdb_result res = {0};
     stockd_answer a = {.id = job->product_id};
     int rc = STOCKDB_ERR_DEADLOCK;
@@ -144,6 +161,10 @@ static void serve_unlocked(worker_state *ws, stockd_job *job) {
     for (int attempt = 0; attempt < 3 && rc == STOCKDB_ERR_DEADLOCK; attempt++)
         rc = stockdb_deduct(ws->db, s, &req, &res);
     count_statements(ws);
+    if (rc == STOCKDB_ERR_GUARD && g.late) {
+        finish_expired(ws, job);
+        return;
+    }
     note_db_error(ws, "deduction", rc);
     if (rc == STOCKDB_OK) stockd_combiner_note_stock(ctx->combiner, job->product_id, res.stock);
     stockd_answer_from_db(&a, ZKLOCK_OK, rc, &res);
@@ -188,30 +209,34 @@ static bool precheck(worker_state *ws, stockd_job *job) {
 /* ---------------------------------------------------------------- batches */
 
 /* Runs jobs[0..n-1] of one product as one transaction under the held lock h and fills
- * their answers (not yet sent). With --pitfall release-before-commit the lock is let go
- * right before COMMIT (*released says whether that happened). */
-static void run_batch(worker_state *ws, stockd_job **jobs, unsigned n, stockd_lock *h,
+ * their answers (not yet sent). Returns true, with no answer filled, when the batch was
+ * rolled back because its oldest job had passed its deadline before COMMIT: the caller
+ * answers those past it and runs the rest again. With --pitfall release-before-commit
+ * the lock is let go right before COMMIT (*released says whether that happened). */
+static bool run_batch(worker_state *ws, stockd_job **jobs, unsigned n, stockd_lock *h,
                       stockd_answer *answers, bool *released) {
     stockd_ctx *ctx = ws->w->ctx;
-    for (unsigned i = 0; i < n; i++)
+    uint64_t limit = (uint64_t)ctx->cfg->queue_deadline_ms * 1000000u, oldest = UINT64_MAX;
+    for (unsigned i = 0; i < n; i++) {
         ws->items[i] = (stockdb_item){.request_id = jobs[i]->request_id};
+        if (jobs[i]->arrived_ns < oldest) oldest = jobs[i]->arrived_ns;
+    }
     /* --fence off (the paused-holder demonstration only) sends no token and skips the
      * pre-commit check, as a client that trusts its lease would. */
     bool fence = ctx->cfg->fence;
-    early_release early = {.lock = h};
+    bool release_early = ctx->cfg->pitfall == STOCKD_PITFALL_RELEASE_BEFORE_COMMIT;
+    batch_guard g = {.lock = fence ? h : NULL,
+                     .release = release_early ? h : NULL,
+                     .deadline_ns = limit ? oldest + limit : 0};
     stockdb_batch b = {.product_id = h->product_id,
                        .segment = (int32_t)h->segment,
                        .fence = fence ? stockd_lock_token(h) : 0,
                        .fence_kind = stockd_lock_fence_kind(ctx->cfg->lock),
-                       .guard = fence ? lock_guard : NULL,
-                       .guard_arg = (void *)h,
+                       .guard = fence || limit || release_early ? batch_guard_check : NULL,
+                       .guard_arg = &g,
                        .think_us = think_us(ws),
                        .items = ws->items,
                        .n = n};
-    if (ctx->cfg->pitfall == STOCKD_PITFALL_RELEASE_BEFORE_COMMIT) {
-        b.guard = release_guard;
-        b.guard_arg = &early;
-    }
     stockdb_strategy s =
         ctx->cfg->lock == STOCKD_LOCK_FOR_UPDATE ? STOCKDB_FOR_UPDATE : STOCKDB_READ_CHECK_UPDATE;
     int rc = STOCKDB_ERR_DEADLOCK;
@@ -219,8 +244,9 @@ static void run_batch(worker_state *ws, stockd_job **jobs, unsigned n, stockd_lo
         rc = stockdb_deduct_batch(ws->db, s, &b);
     /* The snapshot pitfall's transaction may still be open (a sold-out read). */
     if (ctx->cfg->pitfall == STOCKD_PITFALL_SNAPSHOT_BEFORE_LOCK) stockdb_end_transaction(ws->db);
-    *released = early.released;
+    *released = g.released;
     count_statements(ws);
+    if (rc == STOCKDB_ERR_GUARD && g.late) return true;
     note_db_error(ws, "deduction", rc);
     stockd_metrics_batch(n);
     int32_t left = INT32_MAX;
@@ -234,21 +260,42 @@ static void run_batch(worker_state *ws, stockd_job **jobs, unsigned n, stockd_lo
     /* One empty segment says nothing about the product: only stock left is news. */
     if (left != INT32_MAX && (left > 0 || !h->segment))
         stockd_combiner_note_stock(ctx->combiner, h->product_id, left);
+    return false;
 }
+
+/* How many times a deduction that found every segment empty starts its walk again when
+ * the product's whole stock, read then, still shows a unit. */
+#define SEGMENT_REWALKS 3
+#define TOTAL_UNREAD    INT32_MIN
 
 /* A deduction of split stock that found its segment empty (article 001's segmented
  * stock): it moves on to the next segment, through the head of the queue, so any worker
- * takes it to that segment's slot and lock. Only when it has found every segment empty
- * is it answered sold out; stock only falls, so at its last check the whole product
- * was empty and the answer is linearizable there. Returns true if the job was
- * answered. */
-static bool next_segment(worker_state *ws, stockd_job *job, const stockd_answer *a) {
+ * takes it to that segment's slot and lock. When it has found every segment empty, it
+ * is not yet sold out: each segment was empty when visited, not all at one moment, and
+ * one visited early may have been restocked since (issue 16 #9). So the product's whole
+ * stock is read once (*total caches it for the batch; TOTAL_UNREAD before): above 0,
+ * the walk begins again (at most SEGMENT_REWALKS times); at or below 0 (or unreadable:
+ * the walk's own finding stands) the answer is sold out, linearizable at that read, as
+ * stock only falls under deductions. Returns true if the job was requeued, false if
+ * the caller answers it. */
+static bool next_segment(worker_state *ws, stockd_job *job, const stockd_answer *a,
+                         int32_t *total) {
     stockd_ctx *ctx = ws->w->ctx;
     unsigned k = ctx->cfg->segments;
     if (!job->segment || a->result != STOCKD_R_SOLD_OUT) return false;
     if (++job->segs_empty >= k) {
-        stockd_combiner_note_stock(ctx->combiner, job->product_id, 0);
-        return false;
+        if (job->rewalks < SEGMENT_REWALKS && *total == TOTAL_UNREAD) {
+            int rc = stockdb_get_stock(ws->db, job->product_id, total);
+            count_statements(ws);
+            note_db_error(ws, "stock read after a walk", rc);
+            if (rc != STOCKDB_OK) *total = 0;
+        }
+        if (job->rewalks >= SEGMENT_REWALKS || *total <= 0) {
+            stockd_combiner_note_stock(ctx->combiner, job->product_id, 0);
+            return false;
+        }
+        job->rewalks++;
+        job->segs_empty = 0;
     }
     job->segment = (uint16_t)(job->segment % k + 1);
     stockd_metrics_segment_move();
@@ -302,7 +349,7 @@ static void lead(worker_state *ws, int32_t product_id, unsigned segment) {
                  * ones that came during it try again, unless the lock is unusable now. */
                 fail_waiting(ws, product_id, segment, rc,
                              rc == ZKLOCK_ERR_TIMEOUT ? t0 : UINT64_MAX);
-                if (stockd_combiner_leave(ctx->combiner, product_id, segment)) break;
+                if (stockd_combiner_leave(ctx->combiner, product_id, &segment)) break;
                 continue;
             }
             held = true;
@@ -321,7 +368,20 @@ static void lead(worker_state *ws, int32_t product_id, unsigned segment) {
                 ws->jobs[live++] = ws->jobs[i];
         }
         bool released = false;
-        if (live > 0) run_batch(ws, ws->jobs, live, &lock, answers, &released);
+        while (live > 0 && run_batch(ws, ws->jobs, live, &lock, answers, &released)) {
+            /* Rolled back at the deadline of its oldest job. Those past their deadline get
+             * 503; the rest, within theirs, run again at once under the same lock. Each
+             * round answers at least the oldest, so this ends. */
+            now = stockd_now_ns();
+            unsigned keep = 0;
+            for (unsigned i = 0; i < live; i++) {
+                if (expired(ctx, ws->jobs[i], now))
+                    finish_expired(ws, ws->jobs[i]);
+                else
+                    ws->jobs[keep++] = ws->jobs[i];
+            }
+            live = keep;
+        }
         passes++;
 
         /* Keep the lock for the next batch only within the pass limit, while more wait
@@ -338,9 +398,13 @@ static void lead(worker_state *ws, int32_t product_id, unsigned segment) {
                 log_failure(ws, "lock release", stockd_locks_strerror(ctx->locks, rel));
             held = false;
         }
+        int32_t total = TOTAL_UNREAD;
         for (unsigned i = 0; i < live; i++)
-            if (!next_segment(ws, ws->jobs[i], &answers[i])) finish(ws, ws->jobs[i], &answers[i]);
-        if (!held && stockd_combiner_leave(ctx->combiner, product_id, segment)) break;
+            if (!next_segment(ws, ws->jobs[i], &answers[i], &total))
+                finish(ws, ws->jobs[i], &answers[i]);
+        /* The slot closes, or this worker goes on with it, or with a parked segment of
+         * the product (combiner.c bounds a product's leaders). */
+        if (!held && stockd_combiner_leave(ctx->combiner, product_id, &segment)) break;
     }
     free(answers);
 }
@@ -425,13 +489,35 @@ static void serve_health(worker_state *ws, stockd_job *job) {
     ctx->complete(job);
 }
 
+/* The longest a worker's connection waits for one statement (stockdb_config's
+ * rw_timeout_s, the client's read and write timeout; the session's row-lock wait is set
+ * 2 s below it, so a long row-lock wait ends as a clean rollback). The pre-commit check
+ * sends no COMMIT once the batch's oldest deadline has passed, but a statement sent just
+ * before it, the COMMIT above all, could still run on: this bounds how long. A fifth of
+ * --queue-deadline-ms, within 2..10 s: at the defaults 25 s + 5 s = 30 s, nginx's
+ * proxy_read_timeout, so by the time nginx gives up the worker has its answer or has
+ * given up too (and a COMMIT whose reply it gave up on is confirmed by its key, as any
+ * lost reply is). Why the client's timeout rather than MariaDB's max_statement_time:
+ * the server does not interrupt a COMMIT once it runs, so only the client's wait can be
+ * bounded there; a row-lock wait already ends cleanly (innodb_lock_wait_timeout), and a
+ * statement killed by max_statement_time would need stockdb.c to map its error. */
+static unsigned statement_cap_s(const stockd_config *c, unsigned configured) {
+    unsigned cap = configured ? configured : 10, fifth = c->queue_deadline_ms / 5000;
+    if (!c->queue_deadline_ms) return cap;
+    if (fifth < 2) fifth = 2;
+    return fifth < cap ? fifth : cap;
+}
+
 static void *worker_main(void *arg) {
     worker_state ws = {.w = arg};
     stockd_ctx *ctx = ws.w->ctx;
     stockd_job *job;
 
     ws.seed = (unsigned)stockd_now_ns() ^ (unsigned)(uintptr_t)&ws;
-    ws.db = stockdb_new(&ctx->db, ctx->cfg->instance);
+    stockdb_config dbc = ctx->db;
+    dbc.rw_timeout_s = statement_cap_s(ctx->cfg, dbc.rw_timeout_s);
+    ws.db = stockdb_new(&dbc, ctx->cfg->instance);
+    memset(dbc.password, 0, sizeof(dbc.password)); /* the handle keeps its own copy */
     /* Room for one batch, made once: --batch-max 64 is about 4 KiB a worker (the
      * largest, 1024, about 60 KiB), so it never matters next to the MySQL connection,
      * which holds about 150 KiB (Connector/C's buffers and prepared statements). */
@@ -468,6 +554,10 @@ stockd_workers *stockd_workers_start(stockd_ctx *ctx) {
     stockd_workers *w = calloc(1, sizeof(*w));
     if (!w) return NULL;
     w->ctx = ctx;
+    /* A hot split product may tie up at most half the workers (combiner.c), so others
+     * are left for other products and /health (issue 16 #8). */
+    stockd_combiner_set_max_leaders(ctx->combiner,
+                                    ctx->cfg->workers / 2 ? ctx->cfg->workers / 2 : 1);
     w->threads = calloc(ctx->cfg->workers, sizeof(pthread_t));
     if (!w->threads) goto fail;
     /* Default thread attributes on purpose: a stack is only resident as far as it is

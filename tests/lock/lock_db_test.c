@@ -10,9 +10,19 @@
  *     the stale holder's release is refused (LOST) and the new holder's row stays;
  *   - a handle cannot take a name twice;
  *   - the cancel flag, set by another thread, ends a wait with DBLOCK_ERR_CANCELLED
- *     long before its timeout, and an acquire after it fails without taking the lock. */
+ *     long before its timeout, and an acquire after it fails without taking the lock;
+ *   - two processes with the same configured owner, the same pid (each is pid 1 of a
+ *     PID namespace of its own, as two containers are) and the same handle number
+ *     write different owners, so the one's delete by owner (the undo after a lost
+ *     INSERT reply) cannot remove the other's row (issue 16 #11). */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
 #include <mysql.h>
+#include <sched.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "dblock.h"
 #include "lease_test.h"
@@ -55,6 +65,46 @@ static long long row_token(const char *name) {
     mysql_stmt_close(st);
     mysql_close(m);
     return tok;
+}
+
+/* The owner of the row of `name` as another connection sees it ("" if none), and the
+ * rows a DELETE ... WHERE name = ? AND owner = ? (dblock's undo) removes when not
+ * NULL: run it with that owner when delete_as is set. */
+static void row_owner(const char *name, char *owner, size_t cap, const char *delete_as,
+                      unsigned long long *deleted) {
+    MYSQL *m = mysql_init(NULL);
+    CHECK(m != NULL);
+    if (!mysql_real_connect(m, dbc.host, dbc.user, dbc.password, dbc.database, dbc.port, NULL, 0))
+        CHECK_FAIL_("connect: %s", mysql_error(m));
+    MYSQL_STMT *st = mysql_stmt_init(m);
+    const char *q = delete_as ? "DELETE FROM stock_lock WHERE name = ? AND owner = ?"
+                              : "SELECT owner FROM stock_lock WHERE name = ?";
+    CHECK(st && mysql_stmt_prepare(st, q, strlen(q)) == 0);
+    MYSQL_BIND p[2], r;
+    unsigned long len[2] = {strlen(name), delete_as ? strlen(delete_as) : 0}, got = 0;
+    memset(p, 0, sizeof(p));
+    memset(&r, 0, sizeof(r));
+    p[0].buffer_type = p[1].buffer_type = MYSQL_TYPE_STRING;
+    p[0].buffer = (void *)name;
+    p[0].buffer_length = len[0];
+    p[0].length = &len[0];
+    p[1].buffer = (void *)delete_as;
+    p[1].buffer_length = len[1];
+    p[1].length = &len[1];
+    CHECK(mysql_stmt_bind_param(st, p) == 0 && mysql_stmt_execute(st) == 0);
+    owner[0] = '\0';
+    if (delete_as) {
+        *deleted = (unsigned long long)mysql_stmt_affected_rows(st);
+    } else {
+        r.buffer_type = MYSQL_TYPE_STRING;
+        r.buffer = owner;
+        r.buffer_length = cap - 1;
+        r.length = &got;
+        CHECK(mysql_stmt_bind_result(st, &r) == 0);
+        if (mysql_stmt_fetch(st) == 0) owner[got < cap ? got : cap - 1] = '\0';
+    }
+    mysql_stmt_close(st);
+    mysql_close(m);
 }
 
 static void test_config_and_unreachable(void) {
@@ -172,6 +222,89 @@ static void test_cancel(void) {
     printf("ok: the cancel flag ends a wait and refuses later acquires\n");
 }
 
+/* In a fresh process: takes `name` with the configured owner "lock_db_test" and
+ * leaves the row behind (it stays for its 60 s lease), then exits 0. Runs as pid 1 of
+ * a new PID namespace when `own_pid_ns`, so that two such processes share a pid. */
+static pid_t spawn_holder(const char *name, bool own_pid_ns) {
+    pid_t p = fork();
+    CHECK(p >= 0);
+    if (p > 0) return p;
+    if (own_pid_ns) {
+        /* The namespace is the next child's: it is pid 1 there. */
+        if (unshare(CLONE_NEWPID) != 0) _exit(3);
+        pid_t q = fork();
+        if (q < 0) _exit(4);
+        if (q > 0) {
+            int status = 0;
+            if (waitpid(q, &status, 0) != q) _exit(5);
+            _exit(WIFEXITED(status) ? WEXITSTATUS(status) : 6);
+        }
+        if (getpid() != 1) _exit(7);
+    }
+    dblock_config c = {.db = dbc, .owner = "lock_db_test", .lease_ms = 60000};
+    dblock *d = NULL;
+    dblock_hold *h = NULL;
+    if (dblock_new(&c, &d, NULL, 0) != DBLOCK_OK) _exit(8);
+    if (dblock_acquire(d, name, 5000, &h) != DBLOCK_OK) _exit(9);
+    dblock_free(d); /* the row stays until its lease passes */
+    _exit(0);
+}
+
+static void test_owner_unique(void) {
+    char a_name[64], b_name[64], a_owner[80], b_owner[80], left[80];
+    snprintf(a_name, sizeof(a_name), "%s", ls_name("owner-a"));
+    snprintf(b_name, sizeof(b_name), "%s", ls_name("owner-b"));
+    /* A pid namespace needs CAP_SYS_ADMIN; without it the two holders still run, with
+     * two pids, and the test says so. */
+    bool ns = true;
+    pid_t probe = spawn_holder(a_name, true);
+    int status = 0;
+    CHECK(waitpid(probe, &status, 0) == probe);
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 3) {
+        printf("note: no PID namespace here (unshare: not permitted): the two holders have "
+               "different pids, so this proves less\n");
+        ns = false;
+        probe = spawn_holder(a_name, false);
+        CHECK(waitpid(probe, &status, 0) == probe);
+    }
+    CHECK(WIFEXITED(status));
+    CHECK_INT_EQ(0, WEXITSTATUS(status));
+    pid_t pb = spawn_holder(b_name, ns);
+    CHECK(waitpid(pb, &status, 0) == pb && WIFEXITED(status));
+    CHECK_INT_EQ(0, WEXITSTATUS(status));
+    row_owner(a_name, a_owner, sizeof(a_owner), NULL, NULL);
+    row_owner(b_name, b_owner, sizeof(b_owner), NULL, NULL);
+    printf("owners written by the two holders%s: '%s' and '%s'\n",
+           ns ? " (each pid 1 of its own PID namespace)" : "", a_owner, b_owner);
+    CHECK(a_owner[0] && b_owner[0]);
+    if (strcmp(a_owner, b_owner) == 0)
+        CHECK_FAIL_("two handles in two processes share the owner '%s'", a_owner);
+    /* The second holder's undo (DELETE by name and its own owner) misses the first's. */
+    unsigned long long deleted = 1;
+    row_owner(a_name, left, sizeof(left), b_owner, &deleted);
+    CHECK_INT_EQ(0, deleted);
+    row_owner(a_name, left, sizeof(left), NULL, NULL);
+    CHECK_STR_EQ(a_owner, left);
+    /* Clean up with each one's own owner. */
+    row_owner(a_name, left, sizeof(left), a_owner, &deleted);
+    CHECK_INT_EQ(1, deleted);
+    row_owner(b_name, left, sizeof(left), b_owner, &deleted);
+    CHECK_INT_EQ(1, deleted);
+    printf("ok: same owner, pid and handle number in two processes: different owner "
+           "strings, and one's delete by owner leaves the other's row\n");
+
+    /* The longest configured owner (40 bytes) is shortened to keep the whole suffix. */
+    const char *long_owner = "0123456789012345678901234567890123456789";
+    dblock_config c = {.db = dbc, .owner = long_owner};
+    dblock *d = NULL;
+    CHECK_INT_EQ(DBLOCK_OK, dblock_new(&c, &d, NULL, 0));
+    const char *o = dblock_owner(d), *tail = strrchr(o, ':');
+    printf("owner of a handle configured with 40 bytes: '%s'\n", o);
+    CHECK_INT_LE(strlen(o), 64);
+    CHECK(strncmp(o, long_owner, 16) == 0 && tail && strlen(tail + 1) == 12);
+    dblock_free(d);
+}
+
 int main(void) {
     CHECK_INT_EQ(STOCKDB_OK, stockdb_global_init());
     dbc = ls_db_config();
@@ -180,6 +313,7 @@ int main(void) {
     test_timeout();
     test_stale_holder();
     test_cancel();
+    test_owner_unique();
     stockdb_global_end();
     printf("ok\n");
     return 0;

@@ -12,9 +12,13 @@
 #                          deduction of it holds the lock for 0.3 s), a request for
 #                          product B and /health are answered before A's queue has
 #                          moved, because A ties up one worker of the instance, not all;
-#   combiner.sh deadline   deductions that waited behind a holder past
+#   combiner.sh deadline   deductions that waited behind a holder (another instance) past
 #                          --queue-deadline-ms are answered 503 overloaded and deduct
 #                          nothing (their client or nginx has likely given up);
+#   combiner.sh deadline-commit  the deadline is checked again right before COMMIT
+#                          (issue 16 #4): a deduction taken at once whose batch thinks
+#                          past --queue-deadline-ms is answered 503 overloaded and
+#                          deducts nothing; one whose batch ends within it deducts;
 #   combiner.sh shutdown   ZooKeeper down, deductions waiting for the lock with a 60 s
 #                          lock timeout: SIGTERM answers every one 503 and exits 0 at
 #                          once, instead of waiting out the lock timeout.
@@ -145,18 +149,45 @@ hol)
   ;;
 deadline)
   sql "UPDATE product SET stock = 10 WHERE id = 1"
-  start --think-us 2000000 --queue-deadline-ms 500
+  # Instance 2 (no deadline) holds product 1's lock for 2 s serving d0; instance 1's
+  # deductions (deadline 500 ms, no think time) queue for the lock behind it. (The lock
+  # is held by another instance because a batch of instance 1's own that thought past
+  # its deadline would now be refused before COMMIT: combiner.sh deadline-commit.)
+  start --queue-deadline-ms 500
+  stockd_start "$T" 2 $((PORT0 + 2)) zk "$MYSQL_URL" "$ZK" --think-us 2000000 --queue-deadline-ms 0
+  URL=http://127.0.0.1:$((PORT0 + 2))
   ask d0 1 dl-0
   wait_until 10 rounds 1 || fail "the first deduction never took the lock"
+  URL=http://127.0.0.1:$((PORT0 + 1))
   for i in 1 2 3; do
     ask "d$i" 1 "dl-$i"
-    wait_until 10 in_combiner $((i + 1)) || fail "d$i never reached the combiner"
+    wait_until 10 in_combiner "$i" || fail "d$i never reached the combiner"
   done
-  expect_eq "d0 (took the lock at once)" "200 deducted" "$(answer d0)"
-  for i in 1 2 3; do expect_eq "d$i (waited 1.5 s or more)" "503 overloaded" "$(answer "d$i")"; done
+  expect_eq "d0 (took the lock at once, on instance 2)" "200 deducted" "$(answer d0)"
+  for i in 1 2 3; do expect_eq "d$i (waited 1.5 s or more for the lock)" "503 overloaded" "$(answer "d$i")"; done
   expect_eq "stock: only d0" 9 "$(stock 1)"
   expect_eq "no order of the expired ones" 0 \
     "$(sql "SELECT COUNT(*) FROM orders WHERE request_id IN ('dl-1','dl-2','dl-3')")"
+  ;;
+deadline-commit)
+  sql "UPDATE product SET stock = 10 WHERE id = 1"
+  # Both instances have a 1 s deadline; instance 1's batch thinks 1.5 s, so its COMMIT
+  # would land past it, instance 2's 0.2 s. Nothing waits in a queue: each request is
+  # taken at once, so only the check before COMMIT can catch the late one.
+  start --think-us 1500000 --queue-deadline-ms 1000
+  stockd_start "$T" 2 $((PORT0 + 2)) zk "$MYSQL_URL" "$ZK" --think-us 200000 --queue-deadline-ms 1000
+  ask late 1 dlc-late
+  expect_eq "a batch that thinks past the deadline" "503 overloaded" "$(answer late)"
+  echo "its message: $(field late .message)"
+  expect_eq "stock after it" 10 "$(stock 1)"
+  expect_eq "orders after it" 0 "$(orders 1)"
+  URL=http://127.0.0.1:$((PORT0 + 2))
+  ask ok 1 dlc-ok
+  expect_eq "a batch that ends within the deadline" "200 deducted" "$(answer ok)"
+  expect_eq "stock after both" 9 "$(stock 1)"
+  expect_eq "orders after both" 1 "$(orders 1)"
+  expect_eq "the order is the one within the deadline" dlc-ok \
+    "$(sql "SELECT request_id FROM orders WHERE product_id = 1")"
   ;;
 shutdown)
   sql "UPDATE product SET stock = 100 WHERE id IN (1, 2)"

@@ -37,6 +37,14 @@
 #     the lease ran out). Stock and orders reconcile: one unit gone, one order, instance
 #     2's; the killed holder's transaction was never committed. It prints how long the
 #     product was blocked.
+#
+#   lease_faults.sh release-lost
+#     Issue 16 #10. Mode db-lock: while instance 1's batch thinks (2 s) under product 2's
+#     row, the row is taken over (deleted and made again by another owner, as a takeover
+#     after the lease does). The batch commits (nobody wrote the product, so the fence
+#     lets it), and the release finds the row no longer ours. The deduction is 200, and
+#     the log says the lock was taken over before the release, after the fenced commit,
+#     not that "the lock table is unavailable; nothing was deducted".
 # It runs its own Redis (it stops it), never the shared one.
 source "$STOCKD_SRC/tests/lib.sh"
 
@@ -245,6 +253,28 @@ crashed-holder)
   expect_eq "orders" 1 "$(orders 2)"
   expect_eq "the order's instance" stockd-2 "$(sql "SELECT instance FROM orders WHERE product_id = 2")"
   ;;
-*) fail "usage: lease_faults.sh redis-down | paused redis|db-lock fenced|unfenced | shutdown redis|db-lock | crashed-holder" ;;
+release-lost)
+  sql "UPDATE product SET stock = 10 WHERE id = 2"
+  t_stockd 1 db-lock --think-us 2000000 --batch-max 1
+  reduce $((PORT0 + 1)) 2 >"$T/r.out" &
+  request=$!
+  row() { sql "SELECT owner FROM stock_lock WHERE name = 'product_2'"; }
+  wait_until 20 eval '[[ $(row) == stockd-1:* ]]' || fail "instance 1 never took product 2's row"
+  sql "DELETE FROM stock_lock WHERE name = 'product_2';
+       INSERT INTO stock_lock (name, owner, expires_at)
+       VALUES ('product_2', 'another', UTC_TIMESTAMP(6) + INTERVAL 1 HOUR)"
+  wait "$request"
+  expect_eq "the deduction whose release found the row taken over" "200 deducted" "$(cat "$T/r.out")"
+  expect_eq "stock" 9 "$(stock 2)"
+  expect_eq "orders" 1 "$(orders 2)"
+  log=$T/stockd/1.log
+  grep 'lock release' "$log" || fail "no log line about the release: $(tail -n 20 "$log")"
+  if grep 'lock release' "$log" | grep -q 'unavailable; nothing was deducted'; then
+    fail "the release is logged as an outage that deducted nothing"
+  fi
+  grep 'lock release' "$log" | grep -q 'taken over' ||
+    fail "the release's log line does not say the lock was taken over"
+  ;;
+*) fail "usage: lease_faults.sh redis-down | paused redis|db-lock fenced|unfenced | shutdown redis|db-lock | crashed-holder | release-lost" ;;
 esac
 echo PASS

@@ -20,6 +20,20 @@
 #     --segments 4 in front of a product that is not split finds every segment missing
 #     and answers sold out (it undersells, never oversells: README says every instance
 #     and the reset must agree on K); a product that does not exist is 404.
+#
+#   segments.sh hol
+#     Issue 16 #8: a hot split product must not take every worker. --workers 2,
+#     product 1 over 4 segments, 24 deductions each holding a segment's lock 0.3 s (one
+#     per round): /health, asked five times meanwhile, answers each time within 0.5 s
+#     (it took 1.85 s when each segment had a worker leading it), and the 24 deduct
+#     exactly.
+#
+#   segments.sh restock
+#     Issue 16 #9: a restock during a deduction's walk. Mode db-lock, product 2 over two
+#     empty segments, both locked from outside (stock_lock rows), so the walk stops at
+#     each. The deduction visits one segment (empty), and while it waits at the other
+#     the visited one gets a unit; then it finds the other empty too. It must deduct
+#     that unit (the product was never sold out), not answer sold_out.
 source "$STOCKD_SRC/tests/lib.sh"
 case=${1:?drain or config}
 
@@ -104,6 +118,70 @@ config)
   expect_eq "its stock is untouched" "$s0" "$(total 3)"
   expect_eq "a product that does not exist" "404 not_found" "$(reduce "$URL" 999999)"
   pid_alive "$T/stockd/1.pid" || fail "stockd is gone"
+  ;;
+hol)
+  load=()
+  mysql_set_stock "$STOCKD_TEST_RUN" "$DB" 1 400 4
+  t_stockd 1 zk --segments 4 --workers 2 --think-us 300000 --batch-max 1
+  URL=http://127.0.0.1:$((PORT0 + 1))
+  for i in $(seq 1 24); do
+    curl -sS -m 60 -o "$T/a$i.body" -w '%{http_code}' "$URL/stock/reduce?id=1" >"$T/a$i.code" &
+    load+=($!)
+  done
+  one() { curl -fsS "$URL/metrics" | awk '$1 == "stockd_lock_acquisitions_total" { print $2 }'; }
+  wait_until 10 eval '(( $(one) >= 1 ))' || fail "product 1 never took a lock"
+  worst=0
+  for p in 1 2 3 4 5; do
+    t=$(curl -sS -m 30 -o "$T/health" -w '%{http_code} %{time_total}' "$URL/health")
+    expect_eq "/health $p while product 1 is hot" 200 "${t% *}"
+    worst=$(awk -v a="$worst" -v b="${t#* }" 'BEGIN { print (b > a ? b : a) }')
+    sleep 0.2
+  done
+  echo "slowest /health of 5: ${worst}s; product 1 orders by then: $(orders 1)"
+  awk -v w="$worst" 'BEGIN { exit !(w < 0.5) }' ||
+    fail "/health took ${worst}s behind a hot product split over 4 segments (bound 0.5 s)"
+  wait "${load[@]}"
+  for i in $(seq 1 24); do expect_eq "a$i" 200 "$(cat "$T/a$i.code")"; done
+  expect_eq "product 1's total" 376 "$(total 1)"
+  expect_eq "orders" 24 "$(orders 1)"
+  ;;
+
+restock)
+  mysql_set_stock "$STOCKD_TEST_RUN" "$DB" 2 0 2
+  hold() { sql "INSERT INTO stock_lock (name, owner, expires_at)
+                VALUES ('product_2_seg_$1', 'test', UTC_TIMESTAMP(6) + INTERVAL 1 HOUR)"; }
+  unhold() { sql "DELETE FROM stock_lock WHERE name = 'product_2_seg_$1'"; }
+  moved() { (($(metric1 stockd_segment_moves_total) >= $1)); }
+  metric1() { curl -fsS "$URL/metrics" | awk -v m="$1" '$1 == m { print $2 }'; }
+  hold 1
+  hold 2
+  t_stockd 1 db-lock --segments 2 --lock-timeout-ms 30000
+  URL=http://127.0.0.1:$((PORT0 + 1))
+  curl -sS -m 60 -o "$T/r.body" -w '%{http_code}' "$URL/stock/reduce?id=2" >"$T/r.code" &
+  request=$!
+  wait_until 10 eval '(( $(metric1 stockd_combiner_deductions_total) >= 1 ))' ||
+    fail "the deduction never reached the combiner"
+  # It waits at its first segment, 1 or 2 (random). Free segment 1: if it waited
+  # there, it finds it empty and moves on to 2, where it waits again.
+  unhold 1
+  if wait_until 5 moved 1; then
+    seen=1 waiting=2
+  else
+    # It waits at 2: lock 1 again, free 2; it finds 2 empty and waits at 1.
+    hold 1
+    unhold 2
+    wait_until 10 moved 1 || fail "the deduction never moved on from segment 2"
+    seen=2 waiting=1
+  fi
+  echo "the deduction found segment $seen empty and waits for segment $waiting's lock"
+  sql "UPDATE product_segment SET stock = 1 WHERE product_id = 2 AND seg = $seen"
+  unhold "$waiting"
+  wait "$request"
+  expect_eq "the deduction after a restock during its walk" "200 deducted" \
+    "$(cat "$T/r.code") $(jq -r .result "$T/r.body")"
+  expect_eq "deducted from the restocked segment" "$seen" "$(jq -r .segment "$T/r.body")"
+  expect_eq "product 2's total" 0 "$(total 2)"
+  expect_eq "orders" 1 "$(orders 2)"
   ;;
 *) fail "unknown case $case" ;;
 esac

@@ -53,7 +53,7 @@ foreach(k 4 16)
 endforeach()
 stockd_integration_test(oversell_redis_segments_4_3_instances_exact_zero
   COMMAND env SEGMENTS=4 bash ${CMAKE_CURRENT_SOURCE_DIR}/service/oversell.sh redis 3 zero LABELS experiment)
-foreach(case drain config)
+foreach(case drain config hol restock)
   stockd_integration_test(segments_${case}
     COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/segments.sh ${case} LABELS segments)
 endforeach()
@@ -75,10 +75,13 @@ endforeach()
 # lease, then instance 2 takes the row over; nothing of the holder's was committed.
 stockd_integration_test(lease_faults_db_lock_crashed_holder_blocks_for_the_lease
   COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/lease_faults.sh crashed-holder LABELS fault)
+# A release that finds its row taken over after a committed batch is logged as that.
+stockd_integration_test(lease_faults_db_lock_release_taken_over_logged
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/lease_faults.sh release-lost LABELS fault)
 stockd_integration_test(zk_faults_timeout_paused_holder_zk_down
   COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/zk_faults.sh LABELS fault)
 # The combiner: one lock round serves every deduction of a product queued behind it.
-foreach(case fifo same-key lock-lost hol deadline shutdown)
+foreach(case fifo same-key lock-lost hol deadline deadline-commit shutdown)
   string(REPLACE "-" "_" name ${case})
   stockd_integration_test(combiner_${name}
     COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/combiner.sh ${case} LABELS combiner)
