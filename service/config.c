@@ -129,6 +129,9 @@ void stockd_config_usage(FILE *out) {
           "                         snapshot-before-lock (REPEATABLE READ snapshot opened\n"
           "                         before acquiring). Lock modes local, zk, zk-herd, redis\n"
           "                         and db-lock only. NEVER in production\n"
+          "  --log-format text|json text: one line per event for people; json: one\n"
+          "                         object per line (time, level, instance, message) for\n"
+          "                         log shippers (STOCKD_LOG_FORMAT) [text]\n"
           "  --config FILE          read options from FILE: KEY=VALUE lines with the keys\n"
           "                         of the environment variables above (STOCKD_PORT=8081),\n"
           "                         # comments and blank lines; an unknown key or a bad\n"
@@ -194,6 +197,7 @@ enum {
     O_REDIS_USER,
     O_REDIS_PASSWORD_FILE,
     O_ZK_AUTH_FILE,
+    O_LOG_FORMAT,
     O_CONFIG, /* not in options[]: read before the environment (config_file_find) */
     O_HELP,
     O_VERSION,
@@ -232,6 +236,7 @@ static const struct {
     {O_REDIS_USER, "redis-user", "STOCKD_REDIS_USER"},
     {O_REDIS_PASSWORD_FILE, "redis-password-file", "STOCKD_REDIS_PASSWORD_FILE"},
     {O_ZK_AUTH_FILE, "zk-auth-file", "STOCKD_ZK_AUTH_FILE"},
+    {O_LOG_FORMAT, "log-format", "STOCKD_LOG_FORMAT"},
 };
 #define NOPTIONS (sizeof(options) / sizeof(options[0]))
 
@@ -343,6 +348,13 @@ static int apply(stockd_config *c, int id, const char *v, const char *name, char
                        errlen);
     case O_ZK_AUTH_FILE:
         return set_str(c->zk_auth_file, sizeof(c->zk_auth_file), v, name, err, errlen);
+    case O_LOG_FORMAT:
+        if (v && (strcmp(v, "text") == 0 || strcmp(v, "json") == 0)) {
+            c->log_format = strcmp(v, "json") == 0 ? STOCKD_LOG_JSON : STOCKD_LOG_TEXT;
+            return 0;
+        }
+        snprintf(err, errlen, "%s must be text or json, got '%s'", name, v ? v : "");
+        return -1;
     }
     return -1;
 }

@@ -16,27 +16,6 @@
 
 #include "stockd.h"
 
-static pthread_mutex_t log_mu = PTHREAD_MUTEX_INITIALIZER;
-static const char *log_instance = "stockd";
-
-void stockd_log(const char *level, const char *fmt, ...) {
-    char ts[32];
-    struct timespec now;
-    struct tm tm;
-    va_list ap;
-
-    clock_gettime(CLOCK_REALTIME, &now);
-    gmtime_r(&now.tv_sec, &tm);
-    strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%S", &tm);
-    pthread_mutex_lock(&log_mu);
-    fprintf(stderr, "%s.%03ldZ %s %s: ", ts, now.tv_nsec / 1000000, log_instance, level);
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fputc('\n', stderr);
-    pthread_mutex_unlock(&log_mu);
-}
-
 /* A password inside a --mysql URL is in argv, which every local user can read in ps and
  * /proc/PID/cmdline. Once the URL is parsed it is overwritten in place with 'x' (as the
  * mysql client does with -p), so it shows only between exec and here; with
@@ -105,7 +84,7 @@ int main(int argc, char **argv) {
         puts("stockd " STOCKD_VERSION);
         return 0;
     }
-    log_instance = cfg.instance;
+    stockd_log_setup(cfg.instance, cfg.log_format);
     if (cfg.redis_password_file[0] &&
         read_secret_file(cfg.redis_password_file, "--redis-password-file", cfg.redis_password,
                          sizeof(cfg.redis_password), err, sizeof(err)) != 0) {

@@ -22,6 +22,8 @@
  *   contract.c pure functions: routing, the id and key parsers, and the mapping from an
  *             outcome to an HTTP status and a JSON body (cJSON). Unit-tested and fuzzed.
  *   config.c  command line, environment and --config file into a stockd_config (pure).
+ *   log.c     one log line per event, text or JSON; it calls nothing else here, so
+ *             every file may log without a circle back to main.c.
  *   main.c    wiring, signals and orderly shutdown.
  *
  * Where the memory goes (loadtest/memory measures it; README "Memory"):
@@ -72,6 +74,12 @@ typedef enum stockd_pitfall {
     STOCKD_PITFALL_SNAPSHOT_BEFORE_LOCK,
 } stockd_pitfall;
 
+/* --log-format (log.c). */
+typedef enum stockd_log_format {
+    STOCKD_LOG_TEXT = 0,
+    STOCKD_LOG_JSON,
+} stockd_log_format;
+
 /* The most segments a product may be split over (--segments). */
 #define STOCKD_SEGMENTS_MAX 256
 
@@ -107,6 +115,7 @@ typedef struct stockd_config {
     /* Issue 20's two classic mistakes, made on purpose (worker.c); NONE is the correct
      * order: acquire, read, write, commit, release. */
     stockd_pitfall pitfall;
+    stockd_log_format log_format; /* --log-format text|json */
     /* Credentials (README "Security"). The secrets come from the environment
      * (STOCKD_REDIS_PASSWORD, STOCKD_ZK_AUTH) or from a file main.c reads, never argv. */
     char redis_user[129];          /* ACL user; "" = the default user */
@@ -479,7 +488,12 @@ char *stockd_metrics_render(const stockd_config *cfg, zklock_session *zk);
 
 /* ------------------------------------------------------------------ log */
 
-/* Logs one line to stderr with time, level and instance. Thread-safe. */
+/* log.c: one line per call on stderr, never interleaved. --log-format text (time,
+ * instance, level: message) or json (one object per line: time, level, instance,
+ * message), for log shippers. */
+/* Sets the instance name and the format; main thread, before the other threads. */
+void stockd_log_setup(const char *instance, stockd_log_format format);
+/* Logs one line with time, level and instance. Thread-safe. */
 void stockd_log(const char *level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 #endif

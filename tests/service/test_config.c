@@ -251,6 +251,7 @@ int main(void) {
         {"--segments", "257", "--segments"},
         {"--segments", "2", "needs a mode with a lock"}, /* the default mode is none */
         {"--pitfall", "forget-the-lock", "release-before-commit or snapshot-before-lock"},
+        {"--log-format", "xml", "text or json"},
         {"--pitfall", "snapshot-before-lock", "none has none to misuse"},
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
