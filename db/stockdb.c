@@ -1149,8 +1149,10 @@ int stockdb_deduct_batch(stockdb *db, stockdb_strategy strategy, stockdb_batch *
         set_err(db, "stockdb_deduct_batch: out of memory");
         goto out;
     }
-    /* Two items with one key are one deduction: the later follows the first. A batch is
-     * at most STOCKDB_BATCH_MAX items, so the quadratic scan stays small. */
+    /* Two items with one key are one deduction: the later follows the first. Keys are
+     * compared byte for byte, as the database compares them (orders.request_id is
+     * utf8mb4_nopad_bin, sql/schema.sql). A batch is at most STOCKDB_BATCH_MAX items, so
+     * the quadratic scan stays small. */
     for (size_t i = 0; i < b->n; i++) {
         const char *key = b->items[i].request_id;
         leader[i] = i;
