@@ -458,7 +458,9 @@ static int replay(stockdb *db, const stockdb_request *req, uint64_t order_id, in
  * any, is rolled back, and a COMMIT of it still on its way through the network can no
  * longer land. Best effort: a session that has ended already gives ER_NO_SUCH_THREAD,
  * and any other failure leaves the locking read of confirm_key to wait for the session
- * as before. Counted as one statement. */
+ * as before. Counted as one statement. It assumes the new connection reaches the same
+ * server as the old one did (one MariaDB, as here): behind a proxy that fails over to
+ * another server, the id could name an unrelated session there. */
 static void kill_session(stockdb *db, unsigned long id) {
     MYSQL_STMT *st = mysql_stmt_init(db->conn);
     if (!st) return;
@@ -494,9 +496,12 @@ static int confirm_key(stockdb *db, const char *key, bool *found, uint64_t *orde
     db_disconnect(db);
     *found = false;
     /* Without a key nothing can be confirmed, but the old session is killed all the same,
-     * so that its row locks are freed now rather than when the server times it out. */
+     * so that its row locks are freed now rather than when the server times it out. A
+     * server numbers its sessions upwards from 1 at start: a new id not above the old one
+     * means the server restarted (the old session is gone with it), and the old id may
+     * now be someone else's session, or our own. */
     bool connected = db_connect(db) == STOCKDB_OK;
-    if (connected) kill_session(db, old_session);
+    if (connected && db->session_id > old_session) kill_session(db, old_session);
     if (!key) {
         set_err(db, "%s; COMMIT reply lost and no request id to confirm it", why);
         return STOCKDB_ERR_UNKNOWN;
