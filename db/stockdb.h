@@ -1,4 +1,6 @@
-/* stockdb: the stock-deduction transaction on MariaDB / MySQL.
+/* stockdb: the stock-deduction transaction on MariaDB (10.5 or later: it uses INSERT ...
+ * RETURNING, idle_write_transaction_timeout and the utf8mb4_nopad_bin collation, which
+ * MySQL does not have).
  *
  * A stockdb handle is one database connection with its prepared statements. It is
  * NOT thread-safe: each worker thread owns one handle and never shares it. Handles
