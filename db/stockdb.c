@@ -79,11 +79,14 @@ static const char *const stmt_sql[ST_COUNT] = {
                                " row_version = row_version + 1 WHERE id = ? AND row_version = ?"
                                " AND (fence <= ? OR fence_kind <> ?)",
     /* One constant statement for any number of orders: the request ids travel as one
-     * JSON array parameter (null for none) and become rows in array order, so the
-     * AUTO_INCREMENT ids follow that order. */
+     * JSON array parameter (null for none) and become rows in array order. RETURNING
+     * (MariaDB 10.5+) hands back each row's real id, in that order, whatever the
+     * server's auto_increment_increment or innodb_autoinc_lock_mode; its key comes back
+     * too, so the order is checked, not assumed. */
     [ST_INSERT_BATCH] = "INSERT INTO orders (product_id, instance, fence, request_id)"
                         " SELECT ?, ?, ?, k.rid FROM JSON_TABLE(?, '$[*]' COLUMNS ("
-                        "n FOR ORDINALITY, rid VARCHAR(100) PATH '$')) AS k ORDER BY k.n",
+                        "n FOR ORDINALITY, rid VARCHAR(100) PATH '$')) AS k ORDER BY k.n"
+                        " RETURNING id, request_id",
     [ST_SEG_READ] = "SELECT stock, fence, fence_kind, row_version FROM product_segment"
                     " WHERE product_id = ? AND seg = ?",
     [ST_SEG_READ_FOR_UPDATE] = "SELECT stock, fence, fence_kind, row_version FROM product_segment"
@@ -115,12 +118,14 @@ static const char *const stmt_name[ST_COUNT] = {
     [ST_SEG_UPDATE_BATCH_FENCED] = "UPDATE product_segment by k (fenced)",
 };
 
-static const char sql_lock_wait[] = "SET SESSION innodb_lock_wait_timeout = ?";
-/* Each statement sees what is committed when it starts, so a read that leaves its
- * implicit transaction open (autocommit is off) never serves a stale snapshot to the
- * next deduction on this connection. */
+static const char sql_timeouts[] =
+    "SET SESSION innodb_lock_wait_timeout = ?, idle_write_transaction_timeout = ?";
+/* Each statement sees what is committed when it starts, so the statements of one
+ * transaction never act on a stale snapshot (a batch that answers known keys and runs
+ * again reads the stock afresh). */
 static const char sql_isolation[] = "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED";
-static const char sql_autoinc_mode[] = "SELECT @@innodb_autoinc_lock_mode";
+/* Ends an earlier session of this handle whose COMMIT may be in doubt (confirm_key). */
+static const char sql_kill[] = "KILL CONNECTION ?";
 
 /* ---------------------------------------------------------------- the handle */
 
@@ -129,12 +134,9 @@ struct stockdb {
     char instance[STOCKDB_INSTANCE_MAX + 1];
     MYSQL *conn;                /* NULL while disconnected */
     MYSQL_STMT *stmt[ST_COUNT]; /* all prepared while conn != NULL, else all NULL */
-    /* The server hands out consecutive AUTO_INCREMENT ids to one INSERT ... SELECT
-     * (innodb_autoinc_lock_mode 0 or 1 hold the table's AUTO-INC lock for the whole
-     * statement), so its rows' ids are first..first+n-1; otherwise a batch inserts its
-     * orders one row at a time. */
-    bool consecutive_ids;
-    uint64_t statements; /* round trips sent for deductions and reads, see stockdb.h */
+    unsigned long session_id;   /* the server's id of conn's session (mysql_thread_id) */
+    bool in_trx;                /* a statement ran since the last COMMIT or ROLLBACK */
+    uint64_t statements;        /* round trips sent for deductions and reads, see stockdb.h */
     char errstr[512];
 };
 
@@ -160,42 +162,50 @@ static bool is_lock_victim(unsigned err) {
 
 static void db_disconnect(stockdb *db) {
     stockdb_conn_close(&db->conn, db->stmt, ST_COUNT);
+    db->in_trx = false;
 }
 
-/* Caps the session's row-lock wait below the client's read timeout (see stockdb.h). */
-static unsigned set_lock_wait(stockdb *db, unsigned rw_timeout_s) {
+/* The session's timeouts, from the client's read and write timeout rw_timeout_s:
+ *
+ * innodb_lock_wait_timeout below it (rw - 2 s, at least 1 s), so a long row-lock wait
+ * ends as STOCKDB_ERR_DEADLOCK with the connection intact rather than as a read timeout
+ * (see stockdb.h).
+ *
+ * idle_write_transaction_timeout equal to it. A write transaction of ours is idle on
+ * the server only between its statements, while the guard checks the lock before
+ * COMMIT, and we give up on any reply after rw_timeout_s anyway. A session silent
+ * longer than that with rows written has lost its client (a COMMIT lost in a partition,
+ * a crashed or frozen process): the server then ends it and rolls it back, instead of
+ * holding the product's row lock for wait_timeout (8 h by default) while every other
+ * instance's deduction of the product waits and times out. Think time (--think-us)
+ * falls before the first write, so it is not cut short. */
+static unsigned set_timeouts(stockdb *db, unsigned rw_timeout_s) {
     MYSQL_STMT *st = mysql_stmt_init(db->conn);
     if (!st) return CR_OUT_OF_MEMORY;
     unsigned err = 0;
-    long long secs = rw_timeout_s > 2 ? rw_timeout_s - 2 : 1;
-    MYSQL_BIND b;
-    memset(&b, 0, sizeof(b));
-    b.buffer_type = MYSQL_TYPE_LONGLONG;
-    b.buffer = &secs;
-    if (mysql_stmt_prepare(st, sql_lock_wait, sizeof(sql_lock_wait) - 1) ||
-        mysql_stmt_bind_param(st, &b) || mysql_stmt_execute(st)) {
+    long long secs[2] = {rw_timeout_s > 2 ? rw_timeout_s - 2 : 1, rw_timeout_s};
+    MYSQL_BIND b[2];
+    memset(b, 0, sizeof(b));
+    for (int i = 0; i < 2; i++) {
+        b[i].buffer_type = MYSQL_TYPE_LONGLONG;
+        b[i].buffer = &secs[i];
+    }
+    if (mysql_stmt_prepare(st, sql_timeouts, sizeof(sql_timeouts) - 1) ||
+        mysql_stmt_bind_param(st, b) || mysql_stmt_execute(st)) {
         err = mysql_stmt_errno(st);
-        set_err(db, "%s: %s (%u)", sql_lock_wait, mysql_stmt_error(st), err);
+        set_err(db, "%s: %s (%u)", sql_timeouts, mysql_stmt_error(st), err);
     }
     mysql_stmt_close(st);
     return err;
 }
 
-/* The rest of the session's set-up, once per connection: READ COMMITTED, autocommit
+/* The rest of the session's set-up, once per connection: READ COMMITTED, and autocommit
  * off (the first statement of a deduction opens its transaction, so no START
- * TRANSACTION round trip), and whether one INSERT ... SELECT gets consecutive ids. */
+ * TRANSACTION round trip). */
 static unsigned set_session(stockdb *db) {
     unsigned err;
     if (mysql_real_query(db->conn, sql_isolation, sizeof(sql_isolation) - 1)) goto fail;
     if (mysql_autocommit(db->conn, 0)) goto fail;
-    if (mysql_real_query(db->conn, sql_autoinc_mode, sizeof(sql_autoinc_mode) - 1)) goto fail;
-    MYSQL_RES *res = mysql_store_result(db->conn);
-    if (!res) goto fail;
-    MYSQL_ROW row = mysql_fetch_row(res);
-    db->consecutive_ids = row && row[0] && (strcmp(row[0], "0") == 0 || strcmp(row[0], "1") == 0);
-    mysql_free_result(res);
-    /* Nothing was written; end the read's transaction so the session starts clean. */
-    if (mysql_rollback(db->conn)) goto fail;
     return 0;
 fail:
     err = mysql_errno(db->conn);
@@ -220,10 +230,11 @@ static int db_connect(stockdb *db) {
         db_disconnect(db);
         return rc;
     }
-    if ((err = set_lock_wait(db, rw_s)) != 0 || (err = set_session(db)) != 0) {
+    if ((err = set_timeouts(db, rw_s)) != 0 || (err = set_session(db)) != 0) {
         db_disconnect(db);
         return stockdb_conn_gone(err) ? STOCKDB_ERR_CONNECT : STOCKDB_ERR_QUERY;
     }
+    db->session_id = mysql_thread_id(db->conn);
     return STOCKDB_OK;
 }
 
@@ -355,6 +366,7 @@ static unsigned stmt_run(stockdb *db, int id, MYSQL_BIND *params, MYSQL_BIND *re
         return CR_SERVER_LOST;
     }
     db->statements++;
+    db->in_trx = true; /* autocommit is off: every statement here opens or joins one */
     if (mysql_stmt_bind_param(st, params) || mysql_stmt_execute(st)) goto fail;
     if (!results) {
         if (rows) *rows = mysql_stmt_affected_rows(st);
@@ -382,13 +394,27 @@ fail:
 static void rollback(stockdb *db) {
     if (!db->conn) return;
     db->statements++;
+    db->in_trx = false;
     if (mysql_rollback(db->conn)) db_disconnect(db);
 }
 
 /* COMMIT, counted. Returns 0 or the error number. */
 static unsigned commit(stockdb *db) {
     db->statements++;
-    return mysql_commit(db->conn) ? mysql_errno(db->conn) : 0;
+    if (mysql_commit(db->conn)) return mysql_errno(db->conn);
+    db->in_trx = false;
+    return 0;
+}
+
+/* Ends the transaction that reads (or a failed statement) left open. Even a plain READ
+ * COMMITTED read holds a metadata lock on every table it read until its transaction
+ * ends, so a connection left idle inside one makes an ALTER TABLE of those tables wait,
+ * and every query queued behind the ALTER with it (for lock_wait_timeout, a day by
+ * default). So no public call returns with a transaction open. It costs a round trip (a
+ * ROLLBACK: whatever is open wrote nothing that is meant to stay) only when a statement
+ * ran since the last COMMIT or ROLLBACK. */
+static void end_trx(stockdb *db) {
+    if (db->conn && db->in_trx) rollback(db);
 }
 
 /* The end of a deduction after statement error err (text already in errstr). */
@@ -437,25 +463,60 @@ static int replay(stockdb *db, const stockdb_request *req, uint64_t order_id, in
     return STOCKDB_OK;
 }
 
+/* Ends server session `id` (an earlier connection of this handle, so the service user
+ * may kill it without any privilege) on the new connection. Its open transaction, if
+ * any, is rolled back, and a COMMIT of it still on its way through the network can no
+ * longer land. Best effort: a session that has ended already gives ER_NO_SUCH_THREAD,
+ * and any other failure leaves the locking read of confirm_key to wait for the session
+ * as before. Counted as one statement. It assumes the new connection reaches the same
+ * server as the old one did (one MariaDB, as here): behind a proxy that fails over to
+ * another server, the id could name an unrelated session there. */
+static void kill_session(stockdb *db, unsigned long id) {
+    MYSQL_STMT *st = mysql_stmt_init(db->conn);
+    if (!st) return;
+    unsigned long long v = id;
+    MYSQL_BIND b;
+    memset(&b, 0, sizeof(b));
+    b.buffer_type = MYSQL_TYPE_LONGLONG;
+    b.buffer = &v;
+    b.is_unsigned = 1;
+    db->statements++;
+    if (mysql_stmt_prepare(st, sql_kill, sizeof(sql_kill) - 1) == 0 &&
+        mysql_stmt_bind_param(st, &b) == 0)
+        (void)mysql_stmt_execute(st);
+    mysql_stmt_close(st);
+}
+
 /* COMMIT failed because the connection dropped: the transaction may or may not have
  * committed. Only an order row can tell, and only if it carries a request id: this
- * reconnects and looks `key` up. The lookup is a locking read so that, should the old
- * session still be finishing its COMMIT or rollback on the server, it waits for that
- * instead of reading too early; its lock is released at once. Returns STOCKDB_OK with
- * *found (and *order_id, *product_id when found), or STOCKDB_ERR_UNKNOWN with the
- * reason in errstr (which keeps the COMMIT's own error in front). */
+ * reconnects and looks `key` up. Before it looks, it kills the old session: the COMMIT
+ * may have been lost on the way (a partition), leaving the old session on the server
+ * with its transaction open, its row locks held and nobody to end it; killed, it rolls
+ * back. The lookup is a locking read so that it waits for the old session's COMMIT or
+ * rollback to finish instead of reading too early; its lock is released at once.
+ * Returns STOCKDB_OK with *found (and *order_id, *product_id when found), or
+ * STOCKDB_ERR_UNKNOWN with the reason in errstr (which keeps the COMMIT's own error in
+ * front). */
 static int confirm_key(stockdb *db, const char *key, bool *found, uint64_t *order_id,
                        int32_t *product_id) {
     char why[sizeof(db->errstr)], detail[sizeof(db->errstr)];
     int32_t unused;
+    unsigned long old_session = db->session_id;
     snprintf(why, sizeof(why), "%s", db->errstr);
     db_disconnect(db);
     *found = false;
+    /* Without a key nothing can be confirmed, but the old session is killed all the same,
+     * so that its row locks are freed now rather than when the server times it out. A
+     * server numbers its sessions upwards from 1 at start: a new id not above the old one
+     * means the server restarted (the old session is gone with it), and the old id may
+     * now be someone else's session, or our own. */
+    bool connected = db_connect(db) == STOCKDB_OK;
+    if (connected && db->session_id > old_session) kill_session(db, old_session);
     if (!key) {
         set_err(db, "%s; COMMIT reply lost and no request id to confirm it", why);
         return STOCKDB_ERR_UNKNOWN;
     }
-    if (db_connect(db) != STOCKDB_OK) {
+    if (!connected) {
         snprintf(detail, sizeof(detail), "%s", db->errstr);
         set_err(db, "%s; COMMIT reply lost and reconnecting to confirm failed: %s", why, detail);
         return STOCKDB_ERR_UNKNOWN;
@@ -639,6 +700,9 @@ typedef struct batch_state {
     stockdb_batch *b;
     size_t *leader;
     bool *done;
+    /* Insert the orders one row at a time: set once a duplicate key could not be
+     * found (see batch_once). */
+    bool one_by_one;
 } batch_state;
 
 /* Looks up the orders of the keyed leaders not yet answered and answers those that
@@ -702,11 +766,69 @@ static bool json_add_key(char **buf, size_t *len, size_t *cap, const char *key) 
     return true;
 }
 
+/* Runs ST_INSERT_BATCH with params and reads the id of each row it wrote, in order,
+ * into ids[0..k-1]. Each row's key must be the key of item sel[j], as the statement
+ * writes them in array order; anything else is an error, never a wrong id. Returns 0 or
+ * the error number. */
+static unsigned insert_returning(stockdb *db, stockdb_batch *b, MYSQL_BIND *params,
+                                 const size_t *sel, size_t k, uint64_t *ids) {
+    MYSQL_STMT *st = db->stmt[ST_INSERT_BATCH];
+    uint64_t id = 0;
+    char key[STOCKDB_REQUEST_ID_MAX + 1];
+    unsigned long key_len = 0;
+    my_bool key_null = 0;
+    MYSQL_BIND r[2];
+    size_t got = 0;
+    int rc;
+
+    db->statements++;
+    db->in_trx = true;
+    bind_ubigint(&r[0], &id);
+    memset(&r[1], 0, sizeof(r[1]));
+    r[1].buffer_type = MYSQL_TYPE_STRING;
+    r[1].buffer = key;
+    r[1].buffer_length = sizeof(key);
+    r[1].length = &key_len;
+    r[1].is_null = &key_null;
+    if (mysql_stmt_bind_param(st, params) || mysql_stmt_execute(st) ||
+        mysql_stmt_bind_result(st, r) || mysql_stmt_store_result(st))
+        goto fail;
+    while ((rc = mysql_stmt_fetch(st)) == 0 || rc == MYSQL_DATA_TRUNCATED) {
+        const char *want = got < k ? b->items[sel[got]].request_id : NULL;
+        bool same = got < k && (key_null ? !want
+                                         : want && rc == 0 && key_len == strlen(want) &&
+                                               memcmp(key, want, key_len) == 0);
+        if (!same) {
+            set_err(db, "%s: row %zu of %zu is not the order of its item",
+                    stmt_name[ST_INSERT_BATCH], got + 1, k);
+            mysql_stmt_free_result(st);
+            return CR_UNKNOWN_ERROR;
+        }
+        ids[got++] = id;
+    }
+    if (rc == 1) goto fail;
+    mysql_stmt_free_result(st);
+    if (got != k) {
+        set_err(db, "%s wrote %zu rows, not %zu", stmt_name[ST_INSERT_BATCH], got, k);
+        return CR_UNKNOWN_ERROR;
+    }
+    return 0;
+fail:;
+    /* No mysql_stmt_free_result() here: a duplicate key ends the result after some rows
+     * with an error, and Connector/C (3.3) would then wait for the rest of a result that
+     * will never come, until the read timeout drops the connection. The next execute
+     * starts clean without it. */
+    unsigned err = mysql_stmt_errno(st);
+    set_err(db, "%s: %s (%u)", stmt_name[ST_INSERT_BATCH], mysql_stmt_error(st), err);
+    return err ? err : CR_UNKNOWN_ERROR;
+}
+
 /* The orders of a batch: rows for items sel[0..k-1], in that order, their ids in ids[].
- * One INSERT ... SELECT over a JSON array of the keys when the server's ids are
- * consecutive, else one single-row INSERT each. Returns 0 or the error number. */
+ * One INSERT ... SELECT ... RETURNING over a JSON array of the keys; with one_by_one, a
+ * single-row INSERT each, so that a duplicate key names its item: *dup_at is then the
+ * index into sel of the row that failed. Returns 0 or the error number. */
 static unsigned insert_orders(stockdb *db, stockdb_batch *b, const size_t *sel, size_t k,
-                              uint64_t *ids) {
+                              uint64_t *ids, bool one_by_one, size_t *dup_at) {
     int32_t pid = b->product_id;
     int64_t fence = b->fence;
     my_bool fence_null = b->fence <= 0;
@@ -718,9 +840,10 @@ static unsigned insert_orders(stockdb *db, stockdb_batch *b, const size_t *sel, 
     bind_int(&p[0], &pid, NULL);
     bind_text(&p[1], db->instance, &instance_len);
     bind_bigint(&p[2], &fence, &fence_null);
-    if (!db->consecutive_ids) {
+    if (one_by_one) {
         for (size_t j = 0; j < k; j++) {
             bind_text(&p[3], b->items[sel[j]].request_id, &key_len);
+            *dup_at = j;
             if ((err = stmt_run(db, ST_INSERT, p, NULL, NULL, &rows))) return err;
             ids[j] = mysql_stmt_insert_id(db->stmt[ST_INSERT]);
         }
@@ -736,33 +859,51 @@ static unsigned insert_orders(stockdb *db, stockdb_batch *b, const size_t *sel, 
     json[len++] = ']';
     json[len] = '\0';
     bind_text(&p[3], json, &key_len);
-    err = stmt_run(db, ST_INSERT_BATCH, p, NULL, NULL, &rows);
+    err = insert_returning(db, b, p, sel, k, ids);
     free(json);
-    if (err) return err;
-    if (rows != k) {
-        set_err(db, "%s wrote %llu rows, not %zu", stmt_name[ST_INSERT_BATCH],
-                (unsigned long long)rows, k);
-        return CR_UNKNOWN_ERROR;
-    }
-    uint64_t first = mysql_stmt_insert_id(db->stmt[ST_INSERT_BATCH]);
-    for (size_t j = 0; j < k; j++)
-        ids[j] = first + j;
-    return 0;
+    return err;
 nomem:
     free(json);
     set_err(db, "out of memory for the keys of a batch");
     return CR_OUT_OF_MEMORY;
 }
 
-/* The end of a batch whose read holds no lock (READ_CHECK_UPDATE in READ COMMITTED):
- * nothing to undo, so no round trip. A locking read (FOR_UPDATE) rolls back to free its
- * row lock. */
+/* The end of a batch that writes nothing. A locking read (FOR_UPDATE) rolls back at
+ * once to free its row lock; a plain read (READ_CHECK_UPDATE) holds no row lock, and
+ * its transaction is ended with whatever look-ups follow it, by end_trx() when the
+ * call returns. */
 static void end_read(stockdb *db, stockdb_strategy strategy) {
     if (strategy == STOCKDB_FOR_UPDATE) rollback(db);
 }
 
-#define RETRY_KEYS  2 /* internal: keys were found and answered; run the rest again */
+#define RETRY_KEYS  2 /* internal: keys were answered (or one_by_one set); run the rest again */
 #define RETRY_STALE 3 /* internal: the compare-and-set found the row changed; read again */
+
+/* Answers item i, whose single-row INSERT hit a duplicate key (one_by_one), after the
+ * rollback: its order if a look-up finds it now, else an error for this item alone.
+ * Returns RETRY_KEYS (the rest run again), or a STOCKDB_* error or RETRY_IDLE when the
+ * look-up fails. */
+static int answer_duplicate(stockdb *db, batch_state *st, size_t i) {
+    stockdb_batch *b = st->b;
+    stockdb_item *it = &b->items[i];
+    bool found = false;
+    uint64_t order_id = 0;
+    int32_t pid = 0, stock = 0;
+    if (it->request_id) {
+        unsigned err = lookup_order(db, ST_LOOKUP, it->request_id, &found, &order_id, &pid, &stock);
+        if (err) return deduct_fail(db, err, false);
+    }
+    if (found) {
+        stockdb_request req = {.product_id = b->product_id, .request_id = it->request_id};
+        it->rc = replay(db, &req, order_id, pid, stock, &it->res);
+    } else {
+        it->rc = STOCKDB_ERR_QUERY;
+        set_err(db, "request id \"%s\" is refused as a duplicate, but no order has it",
+                it->request_id ? it->request_id : "");
+    }
+    st->done[i] = true;
+    return RETRY_KEYS;
+}
 
 /* One attempt at the batch on a connected handle. Returns STOCKDB_OK (every item not
  * done before has its answer), a STOCKDB_* error for the whole batch, RETRY_IDLE (the
@@ -873,16 +1014,19 @@ static int batch_once(stockdb *db, stockdb_strategy strategy, batch_state *st, s
     size_t n_sel = 0;
     for (size_t i = 0; i < b->n && n_sel < k; i++)
         if (!st->done[i] && st->leader[i] == i) sel[n_sel++] = i;
-    if ((err = insert_orders(db, b, sel, k, ids))) {
+    size_t dup_at = 0;
+    if ((err = insert_orders(db, b, sel, k, ids, st->one_by_one, &dup_at))) {
         if (err != ER_DUP_ENTRY) return deduct_fail(db, err, true);
         /* A key has an order already (a retry of an earlier request): undo, answer the
          * keys that exist from their orders, and run the rest again. */
         rollback(db);
+        if (st->one_by_one) return answer_duplicate(db, st, sel[dup_at]);
         if ((err = answer_known_keys(db, st, &answered))) return deduct_fail(db, err, false);
-        if (answered == 0) {
-            set_err(db, "duplicate request id in a batch of product %d, but no such order", pid);
-            return STOCKDB_ERR_QUERY;
-        }
+        /* The database refused a key that no look-up finds: two keys it holds for one
+         * (a request_id column whose collation is not yet the byte-exact one of
+         * sql/schema.sql), or an order deleted since. Never fail the whole batch for
+         * it: insert its orders one row at a time to learn which item is refused. */
+        if (answered == 0) st->one_by_one = true;
         return RETRY_KEYS;
     }
 
@@ -1020,8 +1164,9 @@ int stockdb_deduct(stockdb *db, stockdb_strategy strategy, const stockdb_request
         int rc = db_connect(db);
         if (rc != STOCKDB_OK) return rc;
         rc = deduct_atomic(db, req, out);
-        if (rc != RETRY_IDLE) return rc;
-        if (attempt == 1) return STOCKDB_ERR_CONNECT; /* errstr says why */
+        if (rc == RETRY_IDLE && attempt == 0) continue;
+        end_trx(db);
+        return rc == RETRY_IDLE ? STOCKDB_ERR_CONNECT : rc; /* errstr says why */
     }
 }
 
@@ -1056,8 +1201,10 @@ int stockdb_deduct_batch(stockdb *db, stockdb_strategy strategy, stockdb_batch *
         set_err(db, "stockdb_deduct_batch: out of memory");
         goto out;
     }
-    /* Two items with one key are one deduction: the later follows the first. A batch is
-     * at most STOCKDB_BATCH_MAX items, so the quadratic scan stays small. */
+    /* Two items with one key are one deduction: the later follows the first. Keys are
+     * compared byte for byte, as the database compares them (orders.request_id is
+     * utf8mb4_nopad_bin, sql/schema.sql). A batch is at most STOCKDB_BATCH_MAX items, so
+     * the quadratic scan stays small. */
     for (size_t i = 0; i < b->n; i++) {
         const char *key = b->items[i].request_id;
         leader[i] = i;
@@ -1072,9 +1219,10 @@ int stockdb_deduct_batch(stockdb *db, stockdb_strategy strategy, stockdb_batch *
         memset(&b->items[i].res, 0, sizeof(b->items[i].res));
     }
     batch_state st = {.b = b, .leader = leader, .done = done};
-    /* Each RETRY_KEYS answers at least one key, so there are at most n of them; an idle
-     * connection lost before the first statement is retried once, and so is a
-     * compare-and-set that found the row changed (then it is STOCKDB_ERR_FENCED). */
+    /* Each RETRY_KEYS answers at least one key, but the one that turns one_by_one on,
+     * so there are at most n + 1 of them; an idle connection lost before the first
+     * statement is retried once, and so is a compare-and-set that found the row changed
+     * (then it is STOCKDB_ERR_FENCED). */
     for (int idle_retries = 0, stale_retries = 0;;) {
         rc = db_connect(db);
         if (rc != STOCKDB_OK) goto out;
@@ -1102,6 +1250,7 @@ int stockdb_deduct_batch(stockdb *db, stockdb_strategy strategy, stockdb_batch *
         }
     }
 out:
+    end_trx(db);
     free(leader);
     free(sel);
     free(ids);
@@ -1124,10 +1273,11 @@ int stockdb_peek(stockdb *db, int32_t product_id, const char *request_id, int32_
         int32_t value = 0, opid = 0;
         uint64_t oid = 0;
         bool found = false;
-        /* One statement and no COMMIT: it writes nothing, and in READ COMMITTED the
-         * implicit transaction it leaves open holds no snapshot and no lock. */
+        /* One read, then the ROLLBACK that ends its transaction (end_trx): it wrote
+         * nothing, but an open transaction holds metadata locks while the worker idles. */
         unsigned err = read_total(db, product_id, request_id, &found, &value, &oid, &opid);
         if (!err) {
+            end_trx(db);
             if (!found) {
                 set_err(db, "no product with id %d", product_id);
                 return STOCKDB_ERR_NOT_FOUND;
@@ -1138,8 +1288,9 @@ int stockdb_peek(stockdb *db, int32_t product_id, const char *request_id, int32_
             return STOCKDB_OK;
         }
         rc = deduct_fail(db, err, false);
-        if (rc != RETRY_IDLE) return rc;
-        if (attempt == 1) return STOCKDB_ERR_CONNECT;
+        if (rc == RETRY_IDLE && attempt == 0) continue;
+        end_trx(db);
+        return rc == RETRY_IDLE ? STOCKDB_ERR_CONNECT : rc;
     }
 }
 
@@ -1177,7 +1328,7 @@ int stockdb_open_snapshot(stockdb *db, int32_t product_id) {
 }
 
 void stockdb_end_transaction(stockdb *db) {
-    if (db) rollback(db);
+    if (db) end_trx(db);
 }
 
 uint64_t stockdb_statements(const stockdb *db) {

@@ -1,4 +1,6 @@
-/* stockdb: the stock-deduction transaction on MariaDB / MySQL.
+/* stockdb: the stock-deduction transaction on MariaDB (10.5 or later: it uses INSERT ...
+ * RETURNING, idle_write_transaction_timeout and the utf8mb4_nopad_bin collation, which
+ * MySQL does not have).
  *
  * A stockdb handle is one database connection with its prepared statements. It is
  * NOT thread-safe: each worker thread owns one handle and never shares it. Handles
@@ -19,14 +21,17 @@
  * one read, stock - k, one INSERT of k orders, one COMMIT.
  *
  * Round trips: a connection runs in READ COMMITTED with autocommit off, so the first
- * statement opens the transaction (no START TRANSACTION) and a read that leaves its
- * transaction open holds neither a snapshot nor a lock. A deduction of one unit under a
- * lock is 4 statements (SELECT, UPDATE, INSERT, COMMIT), a batch of k units too (one
- * INSERT ... SELECT writes the k orders from a JSON array of their keys), a sold-out
- * answer under the lock 1 (the SELECT), the sold-out pre-check 1 (stockdb_peek), an
- * ATOMIC deduction 3 (UPDATE, INSERT, COMMIT). A key
- * seen before costs no look-up on the way in: the INSERT's duplicate key finds it, and
- * only then is it looked up. stockdb_statements() counts what was sent.
+ * statement opens the transaction (no START TRANSACTION). Even a read's transaction holds
+ * metadata locks on what it read until it ends (an ALTER TABLE waits for it, and every
+ * query behind the ALTER), so no call returns with a transaction open: one that only
+ * read ends with a ROLLBACK. A deduction of one unit under a lock is 4 statements
+ * (SELECT, UPDATE, INSERT, COMMIT), a batch of k units too (one INSERT ... SELECT ...
+ * RETURNING writes the k orders from a JSON array of their keys and hands back their
+ * ids), a sold-out answer under the lock 2 (the SELECT and the ROLLBACK), the sold-out
+ * pre-check 2 (stockdb_peek: its read and the ROLLBACK), an ATOMIC deduction 3 (UPDATE,
+ * INSERT, COMMIT). A key seen before costs no look-up on the way in: the INSERT's
+ * duplicate key finds it, and only then is it looked up. stockdb_statements() counts
+ * what was sent.
  *
  * Threads: call stockdb_global_init() once on the main thread before any other thread
  * exists (it runs mysql_library_init, which is not thread-safe), and
@@ -92,7 +97,11 @@ typedef struct stockdb_config {
     unsigned connect_timeout_s; /* 0 = 2 s */
     /* Read and write timeout; 0 = 10 s. The session's innodb_lock_wait_timeout is set
      * below it (timeout - 2 s, at least 1 s), so a long row-lock wait ends as
-     * STOCKDB_ERR_DEADLOCK with the connection intact rather than as a read timeout. */
+     * STOCKDB_ERR_DEADLOCK with the connection intact rather than as a read timeout. Its
+     * idle_write_transaction_timeout is set to it: a session that has written and then
+     * hears nothing from us for that long (a COMMIT lost in a partition, a frozen
+     * process) is ended and rolled back by the server, so it does not hold the row lock
+     * for wait_timeout (8 h). */
     unsigned rw_timeout_s;
 } stockdb_config;
 
@@ -127,11 +136,12 @@ typedef struct stockdb_request {
      * other: see sql/schema.sql. */
     uint8_t fence_kind;
     /* Unique key of this request (1..STOCKDB_REQUEST_ID_MAX bytes, else
-     * STOCKDB_ERR_CONFIG), stored in orders.request_id. A second call with the same key
-     * returns the first order (replayed = true) and deducts nothing, also when the two
-     * calls race; a key first used for another product gives STOCKDB_ERR_KEY_REUSED
-     * (a client's mistake, not a database error). It also
-     * lets a COMMIT whose reply was lost be confirmed after reconnect. NULL stores no key. */
+     * STOCKDB_ERR_CONFIG), stored in orders.request_id and compared byte for byte (the
+     * column's collation is utf8mb4_nopad_bin: "a-B" and "a-b" are two keys). A second
+     * call with the same key returns the first order (replayed = true) and deducts
+     * nothing, also when the two calls race; a key first used for another product gives
+     * STOCKDB_ERR_KEY_REUSED (a client's mistake, not a database error). It also lets a
+     * COMMIT whose reply was lost be confirmed after reconnect. NULL stores no key. */
     const char *request_id;
     /* Called after the UPDATE and INSERT and right before COMMIT; a non-zero return
      * refuses the commit (STOCKDB_ERR_GUARD, rolled back). Used to re-check that the
@@ -176,17 +186,23 @@ void stockdb_global_end(void);
  * A failure before the transaction began (connection lost while idle) is retried once
  * after reconnecting. Any other failure rolls back and returns an error code; nothing is
  * retried after the transaction began (STOCKDB_ERR_DEADLOCK is left to the caller).
- * When the connection drops during COMMIT and req->request_id is set, the handle
- * reconnects and looks the order up: found = STOCKDB_OK (deducted), not found =
- * STOCKDB_ERR_CONNECT (not committed), cannot tell = STOCKDB_ERR_UNKNOWN. Without a
- * request id a lost COMMIT reply is always STOCKDB_ERR_UNKNOWN. */
+ * When the connection drops during COMMIT, the handle reconnects and first kills its old
+ * server session (whose transaction, if the COMMIT never arrived, would otherwise stay
+ * open with its row locks). Then, when req->request_id is set, it looks the order up:
+ * found = STOCKDB_OK (deducted), not found = STOCKDB_ERR_CONNECT (not committed), cannot
+ * tell = STOCKDB_ERR_UNKNOWN. Without a request id a lost COMMIT reply is always
+ * STOCKDB_ERR_UNKNOWN. */
 int stockdb_deduct(stockdb *db, stockdb_strategy strategy, const stockdb_request *req,
                    stockdb_result *out);
 
 /* One deduction inside a batch. request_id is the caller's (borrowed; NULL = none). */
 typedef struct stockdb_item {
     const char *request_id;
-    int rc;             /* out: STOCKDB_OK or STOCKDB_ERR_KEY_REUSED */
+    /* out: STOCKDB_OK, STOCKDB_ERR_KEY_REUSED, or STOCKDB_ERR_QUERY for a key the
+     * database refuses as a duplicate although no order with it can be found (a
+     * request_id column not yet migrated to sql/schema.sql's collation); that item
+     * deducts nothing, and the rest of the batch is served. */
+    int rc;
     stockdb_result res; /* out when rc == STOCKDB_OK */
 } stockdb_item;
 
@@ -215,16 +231,20 @@ typedef struct stockdb_batch {
  * READ_CHECK_UPDATE stays the seed's unconditional write); one INSERT of k orders; the
  * guard; COMMIT. The
  * first k items in order get the units, each its own order id and the stock it left;
- * the rest are sold out. A key already in orders gets its first order (replayed); the
- * same key twice in the batch deducts once and the later item gets the same order,
- * marked replayed. Returns STOCKDB_OK when every item has its answer in rc / res, or an
- * error for the WHOLE batch, which is then rolled back whole: STOCKDB_ERR_GUARD,
+ * the rest are sold out; res.order_id is the row's real id (RETURNING), whatever the
+ * server's auto_increment_increment. A key already in orders gets its first order
+ * (replayed); the same key (byte for byte) twice in the batch deducts once and the
+ * later item gets the same order, marked replayed. A transaction that wrote nothing is
+ * rolled back before the call returns. Returns STOCKDB_OK when every item has its
+ * answer in rc / res, or an error for the WHOLE batch, which is then rolled back whole:
+ * STOCKDB_ERR_GUARD,
  * _FENCED, _CONNECT, _QUERY, _DEADLOCK, _NOT_FOUND, _UNKNOWN (a COMMIT reply lost and
  * not confirmed: a keyed order of the batch confirms it), _CONFIG, _NOMEM. */
 int stockdb_deduct_batch(stockdb *db, stockdb_strategy strategy, stockdb_batch *b);
 
-/* The sold-out pre-check: ONE statement. Reads the product's whole stock (product.stock
- * plus its segments' stock, sql/schema.sql) and, when request_id
+/* The sold-out pre-check: one read, and the ROLLBACK that ends its transaction (2
+ * statements). Reads the product's whole stock (product.stock plus its segments' stock,
+ * sql/schema.sql) and, when request_id
  * is not NULL, that key's order (*order_id, *order_product; 0 when it has none).
  * STOCKDB_ERR_NOT_FOUND when there is no such product. Stock only falls under
  * deductions, so stock <= 0 read here is a linearizable "sold out". */
@@ -236,20 +256,21 @@ int stockdb_peek(stockdb *db, int32_t product_id, const char *request_id, int32_
  * plain read of product_id's row, as a @Transactional method that reads before it
  * locks does. The next stockdb_deduct_batch on this handle runs inside it and reads
  * the stock as of now, however long the caller waits for its lock meanwhile; the
- * batch's own COMMIT or ROLLBACK ends it (a sold-out READ_CHECK_UPDATE batch leaves it
- * open: end it with stockdb_end_transaction). 2 statements and the ROLLBACK. Returns
+ * batch's own COMMIT or ROLLBACK ends it, and so does stockdb_end_transaction (when the
+ * lock was never taken). 2 statements and the ROLLBACK. Returns
  * STOCKDB_OK or an error (then nothing is open). */
 int stockdb_open_snapshot(stockdb *db, int32_t product_id);
 
-/* Rolls back whatever transaction the handle has open (nothing if none). */
+/* Rolls back whatever transaction the handle has open (no statement if none). */
 void stockdb_end_transaction(stockdb *db);
 
 /* Statements sent on this handle so far: every prepared execute, COMMIT and ROLLBACK
  * of deductions and reads (the per-connection set-up and pings excluded). */
 uint64_t stockdb_statements(const stockdb *db);
 
-/* Reads one product's whole stock, its segments included (no lock). STOCKDB_ERR_NOT_FOUND if there
- * is no such product. Retried once after reconnecting if the idle connection was lost. */
+/* Reads one product's whole stock, its segments included (no lock; 2 statements, as
+ * stockdb_peek). STOCKDB_ERR_NOT_FOUND if there is no such product. Retried once after
+ * reconnecting if the idle connection was lost. */
 int stockdb_get_stock(stockdb *db, int32_t product_id, int32_t *stock);
 
 /* Checks the connection (reconnecting if needed). */

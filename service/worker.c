@@ -242,8 +242,6 @@ static bool run_batch(worker_state *ws, stockd_job **jobs, unsigned n, stockd_lo
     int rc = STOCKDB_ERR_DEADLOCK;
     for (int attempt = 0; attempt < 3 && rc == STOCKDB_ERR_DEADLOCK; attempt++)
         rc = stockdb_deduct_batch(ws->db, s, &b);
-    /* The snapshot pitfall's transaction may still be open (a sold-out read). */
-    if (ctx->cfg->pitfall == STOCKD_PITFALL_SNAPSHOT_BEFORE_LOCK) stockdb_end_transaction(ws->db);
     *released = g.released;
     count_statements(ws);
     if (rc == STOCKDB_ERR_GUARD && g.late) return true;

@@ -45,6 +45,15 @@ CREATE TABLE IF NOT EXISTS orders (
   KEY ix_orders_product (product_id)
 ) ENGINE=InnoDB;
 
+-- request_id compares byte for byte, as stockd compares keys (strcmp): `order-7F3A` and
+-- `Order-7f3a` are two requests. The database's default collation (utf8mb4_general_ci)
+-- took them for one: the second was answered with the first's order and deducted
+-- nothing. utf8mb4_nopad_bin, not utf8mb4_bin, since the latter pads ('k' = 'k ').
+-- Here rather than in CREATE TABLE, so that loading this file again migrates a database
+-- made before; on a column that has it already, it changes nothing.
+ALTER TABLE orders
+  MODIFY request_id VARCHAR(100) CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin NULL;
+
 -- Article 001's lock table, for the db-lock mode (lock/dblock.h). A row is a held lock:
 -- INSERT takes it (a duplicate key means "held"), DELETE by owner and token releases it,
 -- and a row whose expires_at (UTC) has passed may be deleted by anyone to take the lock

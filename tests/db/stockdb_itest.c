@@ -25,6 +25,7 @@
 #include <stdatomic.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <mysql.h>
@@ -139,6 +140,23 @@ static long long db_orders(int id) {
 
 static long long db_orders_with_key(const char *key) {
     return admin_q(NO_ROW, "SELECT COUNT(*) FROM orders WHERE request_id = ?", "s", key);
+}
+
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1000.0 + (double)ts.tv_nsec / 1e6;
+}
+
+/* Runs an ALTER TABLE of product that needs every other session's metadata lock on it
+ * gone, with a 2 s lock wait: it fails if a handle left a transaction open. */
+static void check_alter_product_is_not_blocked(const char *after) {
+    admin_exec("SET SESSION lock_wait_timeout = 2");
+    double t0 = now_ms();
+    if (mysql_query(g_admin, "ALTER TABLE product COMMENT = 'itest'"))
+        CHECK_FAIL_("after %s: expected ALTER TABLE product to run, got \"%s\" after %.0f ms",
+                    after, mysql_error(g_admin), now_ms() - t0);
+    admin_exec("SET SESSION lock_wait_timeout = DEFAULT");
 }
 
 /* ---------------------------------------------------------------- helpers */
@@ -462,6 +480,8 @@ static void test_lock_wait_timeout_is_deadlock(void) {
     CHECK_RC(STOCKDB_ERR_DEADLOCK, deduct(db, STOCKDB_ATOMIC, 15, 0, NULL, &res), db);
     CHECK_RC(STOCKDB_ERR_DEADLOCK, deduct(db, STOCKDB_READ_CHECK_UPDATE, 15, 0, NULL, &res), db);
     admin_exec("ROLLBACK");
+    /* The victim's read left no transaction open behind it. */
+    check_alter_product_is_not_blocked("a lock wait timeout");
     CHECK_INT_EQ(5, db_stock(15));
     CHECK_INT_EQ(0, db_orders(15));
     /* The victim's connection is still usable. */
@@ -789,7 +809,7 @@ static void test_round_trips_are_counted_at_the_minimum(stockdb *db) {
     CHECK_INT_EQ(4, stockdb_statements(db) - before); /* SELECT, UPDATE, INSERT, COMMIT */
     before = stockdb_statements(db);
     CHECK_RC(STOCKDB_OK, stockdb_peek(db, 34, "rt-2", &stock, &order_id, &order_product), db);
-    CHECK_INT_EQ(1, stockdb_statements(db) - before);
+    CHECK_INT_EQ(2, stockdb_statements(db) - before); /* SELECT, ROLLBACK */
     CHECK_INT_EQ(1, stock);
     CHECK_INT_EQ(0, order_id);
     CHECK_RC(STOCKDB_OK, stockdb_peek(db, 34, "rt-1", &stock, &order_id, &order_product), db);
@@ -801,7 +821,8 @@ static void test_round_trips_are_counted_at_the_minimum(stockdb *db) {
     before = stockdb_statements(db);
     CHECK_RC(STOCKDB_OK, deduct(db, STOCKDB_READ_CHECK_UPDATE, 34, 5, NULL, &res), db);
     CHECK_INT_EQ(STOCKDB_SOLD_OUT, res.outcome);
-    CHECK_INT_EQ(1, stockdb_statements(db) - before); /* the read under the lock only */
+    /* The read under the lock, and the ROLLBACK that ends its transaction. */
+    CHECK_INT_EQ(2, stockdb_statements(db) - before);
     /* atomic: UPDATE (which hands back the stock it left), INSERT, COMMIT. */
     set_product(34, 2);
     for (int left = 1; left >= 0; left--) {
@@ -814,7 +835,7 @@ static void test_round_trips_are_counted_at_the_minimum(stockdb *db) {
     }
     CHECK_RC(STOCKDB_OK, deduct(db, STOCKDB_ATOMIC, 34, 0, NULL, &res), db);
     CHECK_INT_EQ(STOCKDB_SOLD_OUT, res.outcome);
-    printf("ok: 4 statements per locked deduction, 3 per atomic one, 1 per sold-out answer and "
+    printf("ok: 4 statements per locked deduction, 3 per atomic one, 2 per sold-out answer and "
            "per pre-check\n");
 }
 
@@ -923,12 +944,297 @@ static void test_an_open_read_never_serves_a_stale_snapshot(stockdb *db) {
     printf("ok: a read left open does not make the next deduction read a stale stock\n");
 }
 
+/* ---------------------------------------------------------------- keys, ids, locks (issue 16) */
+
+/* Checks that order id is a row of product with exactly this key (NULL: none),
+ * compared byte for byte whatever the column's collation. */
+static void check_order_key(uint64_t id, int product, const char *key) {
+    long long n = key ? admin_q(NO_ROW,
+                                "SELECT COUNT(*) FROM orders WHERE id = ? AND product_id = ?"
+                                " AND CAST(request_id AS BINARY) = CAST(? AS BINARY)",
+                                "iis", (long long)id, (long long)product, key)
+                      : admin_q(NO_ROW,
+                                "SELECT COUNT(*) FROM orders WHERE id = ? AND product_id = ?"
+                                " AND request_id IS NULL",
+                                "ii", (long long)id, (long long)product);
+    if (n != 1)
+        CHECK_FAIL_("order %llu: expected a row of product %d with key \"%s\", found %lld",
+                    (unsigned long long)id, product, key ? key : "(none)", n);
+}
+
+static const char request_id_collation_sql[] =
+    "SELECT COUNT(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE()"
+    " AND TABLE_NAME = 'orders' AND COLUMN_NAME = 'request_id' AND COLLATION_NAME = ?";
+
+/* Loads sql/schema.sql again into the test's database, as root, the way an operator
+ * upgrades a database made by an older version. */
+static void admin_reload_schema(void) {
+    const char *src = getenv("STOCKD_SRC");
+    CHECK(src != NULL);
+    char path[4096];
+    snprintf(path, sizeof(path), "%s/sql/schema.sql", src);
+    FILE *f = fopen(path, "r");
+    if (!f) CHECK_FAIL_("open %s: %s", path, strerror(errno));
+    static char text[1 << 16];
+    size_t n = fread(text, 1, sizeof(text) - 1, f);
+    CHECK(feof(f));
+    fclose(f);
+    text[n] = '\0';
+    CHECK_INT_EQ(0, mysql_set_server_option(g_admin, MYSQL_OPTION_MULTI_STATEMENTS_ON));
+    int rc = mysql_real_query(g_admin, text, (unsigned long)n);
+    for (int i = 1; rc == 0; i++) {
+        MYSQL_RES *res = mysql_store_result(g_admin);
+        if (res) mysql_free_result(res);
+        rc = mysql_next_result(g_admin);
+        if (rc > 0) CHECK_FAIL_("%s, statement %d: %s", path, i + 1, mysql_error(g_admin));
+    }
+    if (rc > 0) CHECK_FAIL_("%s: %s", path, mysql_error(g_admin));
+    CHECK_INT_EQ(0, mysql_set_server_option(g_admin, MYSQL_OPTION_MULTI_STATEMENTS_OFF));
+}
+
+/* A database made before request_id was byte-exact still compares keys without case.
+ * Two keys it takes for one then collide inside a batch, and a look-up by either finds
+ * nothing (neither is committed). The batch must answer every item anyway: the keyless
+ * ones and the first key deduct, and only the refused item gets an error. Loading
+ * schema.sql again then migrates the column. */
+static void test_an_unfindable_duplicate_key_fails_one_item_not_the_batch(stockdb *db) {
+    const stockdb_strategy ss[] = {STOCKDB_READ_CHECK_UPDATE, STOCKDB_FOR_UPDATE};
+    admin_exec("ALTER TABLE orders MODIFY request_id VARCHAR(100) CHARACTER SET utf8mb4"
+               " COLLATE utf8mb4_general_ci NULL");
+    for (size_t v = 0; v < 2; v++) {
+        char lower[32], upper[32];
+        snprintf(lower, sizeof(lower), "fb-%zu-7F3A", v);
+        snprintf(upper, sizeof(upper), "FB-%zu-7f3a", v);
+        set_product(36, 10);
+        stockdb_item it[] = {{.request_id = lower},
+                             {.request_id = NULL},
+                             {.request_id = upper},
+                             {.request_id = NULL},
+                             {.request_id = NULL}};
+        CHECK_RC(STOCKDB_OK, batch(db, ss[v], 36, 0, it, 5, NULL), db);
+        for (size_t i = 0; i < 5; i++) {
+            if (i == 2) continue;
+            CHECK_RC(STOCKDB_OK, it[i].rc, db);
+            CHECK_INT_EQ(STOCKDB_DEDUCTED, it[i].res.outcome);
+            CHECK_INT_EQ(0, it[i].res.replayed);
+            check_order_key(it[i].res.order_id, 36, it[i].request_id);
+        }
+        CHECK_RC(STOCKDB_ERR_QUERY, it[2].rc, db);
+        CHECK_INT_EQ(6, db_stock(36));
+        CHECK_INT_EQ(4, db_orders(36));
+    }
+    admin_reload_schema();
+    CHECK_INT_EQ(1, admin_q(NO_ROW, request_id_collation_sql, "s", "utf8mb4_nopad_bin"));
+    /* Loading it once more changes nothing and keeps the rows. */
+    admin_reload_schema();
+    CHECK_INT_EQ(1, admin_q(NO_ROW, request_id_collation_sql, "s", "utf8mb4_nopad_bin"));
+    CHECK_INT_EQ(4, db_orders(36));
+    printf("ok: a duplicate key no look-up finds fails its item, not the batch; loading "
+           "schema.sql again migrates request_id to utf8mb4_nopad_bin\n");
+}
+
+/* Request ids compare byte for byte, in the batch (strcmp) as in the database: keys that
+ * differ only in case, or by a trailing space, are different requests, and each one
+ * deducts, in one batch, across batches and in every strategy. */
+static void test_keys_differing_in_case_are_different_orders(stockdb *db) {
+    set_product(37, 10);
+    stockdb_item it[] = {{.request_id = "order-7F3A"}, {.request_id = NULL},
+                         {.request_id = "Order-7f3a"}, {.request_id = NULL},
+                         {.request_id = "pad"},        {.request_id = "pad "},
+                         {.request_id = NULL}};
+    size_t n = sizeof(it) / sizeof(it[0]);
+    CHECK_RC(STOCKDB_OK, batch(db, STOCKDB_READ_CHECK_UPDATE, 37, 0, it, n, NULL), db);
+    for (size_t i = 0; i < n; i++) {
+        CHECK_RC(STOCKDB_OK, it[i].rc, db);
+        CHECK_INT_EQ(STOCKDB_DEDUCTED, it[i].res.outcome);
+        CHECK_INT_EQ(0, it[i].res.replayed);
+        check_order_key(it[i].res.order_id, 37, it[i].request_id);
+        for (size_t j = 0; j < i; j++)
+            CHECK(it[i].res.order_id != it[j].res.order_id);
+    }
+    CHECK_INT_EQ(10 - (long long)n, db_stock(37));
+    CHECK_INT_EQ(n, db_orders(37));
+
+    /* Across batches and strategies: each spelling is its own request. */
+    set_product(38, 10);
+    const char *keys[] = {"case-AB", "CASE-ab", "Case-Ab", "case-ab"};
+    uint64_t ids[4];
+    for (size_t i = 0; i < 4; i++) {
+        stockdb_result res;
+        if (i < 2) {
+            stockdb_item one = {.request_id = keys[i]};
+            CHECK_RC(
+                STOCKDB_OK,
+                batch(db, i ? STOCKDB_READ_CHECK_UPDATE : STOCKDB_FOR_UPDATE, 38, 0, &one, 1, NULL),
+                db);
+            CHECK_RC(STOCKDB_OK, one.rc, db);
+            res = one.res;
+        } else {
+            CHECK_RC(STOCKDB_OK,
+                     deduct(db, i == 2 ? STOCKDB_ATOMIC : STOCKDB_READ_CHECK_UPDATE, 38, 0, keys[i],
+                            &res),
+                     db);
+        }
+        CHECK_INT_EQ(STOCKDB_DEDUCTED, res.outcome);
+        CHECK_INT_EQ(0, res.replayed);
+        check_order_key(res.order_id, 38, keys[i]);
+        ids[i] = res.order_id;
+    }
+    CHECK_INT_EQ(6, db_stock(38));
+    /* The same bytes again are a replay, and the pre-check tells the spellings apart. */
+    stockdb_result again;
+    CHECK_RC(STOCKDB_OK, deduct(db, STOCKDB_READ_CHECK_UPDATE, 38, 0, "CASE-ab", &again), db);
+    CHECK_INT_EQ(1, again.replayed);
+    CHECK_INT_EQ(ids[1], again.order_id);
+    int32_t stock = 0, order_product = 0;
+    uint64_t order_id = 0;
+    CHECK_RC(STOCKDB_OK, stockdb_peek(db, 38, "cASE-AB", &stock, &order_id, &order_product), db);
+    CHECK_INT_EQ(0, order_id);
+    CHECK_RC(STOCKDB_OK, stockdb_peek(db, 38, "Case-Ab", &stock, &order_id, &order_product), db);
+    CHECK_INT_EQ(ids[2], order_id);
+    CHECK_INT_EQ(6, db_stock(38));
+    CHECK_INT_EQ(4, db_orders(38));
+    printf("ok: keys that differ in case or by a trailing space are different orders (in a "
+           "batch, across batches, every strategy)\n");
+}
+
+/* With auto_increment_increment 2 the ids of one INSERT are 2 apart: every id a batch
+ * answers must still be the row of its own item. The setting applies to the sessions
+ * that connect while it is set, so the handle connects then, and the global value is put
+ * back at once. */
+static void test_batch_order_ids_are_real_with_an_increment_of_2(void) {
+    long long old = admin_q(NO_ROW, "SELECT @@GLOBAL.auto_increment_increment", "");
+    admin_exec("SET GLOBAL auto_increment_increment = 2");
+    stockdb *db = new_handle("itest-step");
+    admin_q(0, "SET GLOBAL auto_increment_increment = ?", "i", old);
+    CHECK_STR_EQ("", stockdb_errstr(db)); /* connected while the step was 2 */
+    const stockdb_strategy ss[] = {STOCKDB_READ_CHECK_UPDATE, STOCKDB_FOR_UPDATE};
+    for (size_t v = 0; v < 2; v++) {
+        set_product(39, 10);
+        char keys[4][32];
+        stockdb_item it[5];
+        for (size_t i = 0; i < 4; i++) {
+            snprintf(keys[i], sizeof(keys[i]), "step-%zu-%zu", v, i);
+            it[i] = (stockdb_item){.request_id = keys[i]};
+        }
+        it[4] = (stockdb_item){.request_id = NULL};
+        CHECK_RC(STOCKDB_OK, batch(db, ss[v], 39, 0, it, 5, NULL), db);
+        for (size_t i = 0; i < 5; i++) {
+            CHECK_RC(STOCKDB_OK, it[i].rc, db);
+            CHECK_INT_EQ(STOCKDB_DEDUCTED, it[i].res.outcome);
+            check_order_key(it[i].res.order_id, 39, it[i].request_id);
+        }
+        /* The step was in force (else this test proves nothing). */
+        CHECK_INT_EQ(2, it[1].res.order_id - it[0].res.order_id);
+        CHECK_INT_EQ(5, db_stock(39));
+    }
+    stockdb_free(db);
+    printf("ok: a batch answers the real order ids when auto_increment_increment is 2\n");
+}
+
+/* A handle that goes idle after a read must not sit in an open transaction: even a READ
+ * COMMITTED read holds a metadata lock until its transaction ends, and an ALTER TABLE
+ * would wait for it (a day, by default) with every query behind it. */
+static void test_an_idle_handle_holds_no_metadata_lock(stockdb *db) {
+    int32_t stock = 0, order_product = 0;
+    uint64_t order_id = 0;
+    stockdb_result res;
+    set_product(40, 0);
+    CHECK_RC(STOCKDB_OK, stockdb_peek(db, 40, "mdl-0", &stock, &order_id, &order_product), db);
+    check_alter_product_is_not_blocked("a pre-check (stockdb_peek)");
+    CHECK_RC(STOCKDB_OK, stockdb_get_stock(db, 40, &stock), db);
+    check_alter_product_is_not_blocked("stockdb_get_stock");
+    CHECK_RC(STOCKDB_ERR_NOT_FOUND, stockdb_get_stock(db, 999999, &stock), db);
+    check_alter_product_is_not_blocked("stockdb_get_stock of no product");
+    const stockdb_strategy ss[] = {STOCKDB_READ_CHECK_UPDATE, STOCKDB_FOR_UPDATE};
+    for (size_t v = 0; v < 2; v++) {
+        stockdb_item it[] = {{.request_id = NULL}};
+        CHECK_RC(STOCKDB_OK, batch(db, ss[v], 40, 0, it, 1, NULL), db);
+        CHECK_INT_EQ(STOCKDB_SOLD_OUT, it[0].res.outcome);
+        check_alter_product_is_not_blocked("a sold-out batch");
+        stockdb_item keyed[] = {{.request_id = "mdl-1"}, {.request_id = NULL}};
+        CHECK_RC(STOCKDB_OK, batch(db, ss[v], 40, 0, keyed, 2, NULL), db);
+        check_alter_product_is_not_blocked("a sold-out batch with a key");
+        CHECK_RC(STOCKDB_ERR_NOT_FOUND, batch(db, ss[v], 999999, 0, it, 1, NULL), db);
+        check_alter_product_is_not_blocked("a batch of no product");
+    }
+    CHECK_RC(STOCKDB_OK, deduct(db, STOCKDB_ATOMIC, 40, 0, "mdl-2", &res), db);
+    CHECK_INT_EQ(STOCKDB_SOLD_OUT, res.outcome);
+    check_alter_product_is_not_blocked("a sold-out atomic deduction with a key");
+    set_product(40, 5);
+    for (size_t i = 0; i < 3; i++) {
+        CHECK_RC(STOCKDB_OK, deduct(db, all_strategies[i], 40, 0, "mdl-3", &res), db);
+        check_alter_product_is_not_blocked("a deduction");
+    }
+    CHECK_INT_EQ(1, res.replayed);
+    check_alter_product_is_not_blocked("a replayed key");
+    CHECK_INT_EQ(4, db_stock(40));
+    printf("ok: an idle handle holds no metadata lock after a pre-check, a stock read, a "
+           "sold-out or replayed deduction\n");
+}
+
+/* A holder that goes silent inside its write transaction (frozen, or cut off before its
+ * COMMIT) must not keep the product's row locked for wait_timeout (8 h): the server
+ * ends the session once it has been idle for the handle's rw timeout. The guard runs
+ * between the INSERT and the COMMIT; here it stands for the silence, and from inside it
+ * another connection updates the row. */
+struct silent_guard {
+    double waited_ms;
+    char err[256];
+};
+
+static int silent_guard_cb(void *arg) {
+    struct silent_guard *g = arg;
+    admin_exec("SET SESSION innodb_lock_wait_timeout = 8");
+    double t0 = now_ms();
+    if (mysql_query(g_admin, "UPDATE product SET stock = stock WHERE id = 41"))
+        snprintf(g->err, sizeof(g->err), "%s", mysql_error(g_admin));
+    g->waited_ms = now_ms() - t0;
+    admin_exec("SET SESSION innodb_lock_wait_timeout = DEFAULT");
+    return 0;
+}
+
+static void test_a_silent_write_transaction_is_ended_by_the_server(void) {
+    stockdb_config cfg = g_cfg;
+    cfg.rw_timeout_s = 3;
+    stockdb *db = stockdb_new(&cfg, "itest-silent");
+    CHECK(db != NULL);
+    for (int keyed = 0; keyed < 2; keyed++) {
+        set_product(41, 5);
+        struct silent_guard g = {0};
+        stockdb_item it = {.request_id = keyed ? "silent-1" : NULL};
+        stockdb_batch b = {
+            .product_id = 41, .guard = silent_guard_cb, .guard_arg = &g, .items = &it, .n = 1};
+        int rc = stockdb_deduct_batch(db, STOCKDB_READ_CHECK_UPDATE, &b);
+        if (g.err[0])
+            CHECK_FAIL_("expected the row to be free within the 3 s idle limit, got \"%s\" "
+                        "after %.0f ms",
+                        g.err, g.waited_ms);
+        CHECK_INT_LT(g.waited_ms, 6000);
+        /* The server rolled the silent transaction back: its COMMIT finds no session. */
+        CHECK_RC(keyed ? STOCKDB_ERR_CONNECT : STOCKDB_ERR_UNKNOWN, rc, db);
+        CHECK_INT_EQ(5, db_stock(41));
+        CHECK_INT_EQ(0, db_orders(41));
+        printf("info: the row was free after %.0f ms\n", g.waited_ms);
+    }
+    stockdb_free(db);
+    printf("ok: a write transaction left silent is ended by the server after the rw timeout\n");
+}
+
 /* ---------------------------------------------------------------- relay */
 
 /* A TCP relay between the handle and the server that can break the connection at the
  * moments that matter: right before the COMMIT reaches the server, right after the
- * server answered it (the reply is never delivered), or while idle. */
-enum { RELAY_PASS, RELAY_DROP_BEFORE_COMMIT, RELAY_DROP_AFTER_COMMIT, RELAY_DROP_BEFORE_ROLLBACK };
+ * server answered it (the reply is never delivered), or while idle. RELAY_HOLD_COMMIT is
+ * a partition: the COMMIT never arrives, the client's side is closed, and the server's
+ * side stays open and silent, as a server sees a client it can no longer hear from. */
+enum {
+    RELAY_PASS,
+    RELAY_DROP_BEFORE_COMMIT,
+    RELAY_DROP_AFTER_COMMIT,
+    RELAY_DROP_BEFORE_ROLLBACK,
+    RELAY_HOLD_COMMIT
+};
 
 static struct {
     int listen_fd;
@@ -939,6 +1245,8 @@ static struct {
     atomic_int kill_gen;     /* bumped to drop every open connection */
     atomic_int stop;
     atomic_int drops;
+    atomic_int holds;  /* RELAY_HOLD_COMMIT used */
+    atomic_int held;   /* server sides held open now */
     atomic_int active; /* relayed connections still open */
     pthread_t acceptor;
     pthread_t pipes[256];
@@ -954,6 +1262,25 @@ struct pipe_fds {
 static bool is_query(const char *buf, ssize_t n, const char *text) {
     size_t len = strlen(text);
     return n == (ssize_t)(4 + 1 + len) && buf[4] == 3 && memcmp(buf + 5, text, len) == 0;
+}
+
+/* RELAY_HOLD_COMMIT: closes the client's side and keeps the server's open, reading and
+ * dropping whatever it sends, until the server closes it (its session was killed or
+ * timed out) or the relay stops. */
+static void hold_server_side(struct pipe_fds *fds, int gen) {
+    char buf[4096];
+    atomic_fetch_add(&relay.holds, 1);
+    atomic_fetch_add(&relay.held, 1);
+    close(fds->client);
+    fds->client = -1;
+    while (!atomic_load(&relay.stop) && atomic_load(&relay.kill_gen) == gen) {
+        struct pollfd q = {fds->server, POLLIN, 0};
+        int n = poll(&q, 1, 50);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) break;
+        if (n == 1 && read(fds->server, buf, sizeof(buf)) <= 0) break;
+    }
+    atomic_fetch_sub(&relay.held, 1);
 }
 
 static void *pipe_main(void *arg) {
@@ -983,6 +1310,10 @@ static void *pipe_main(void *arg) {
                     if (atomic_load(&relay.refuse_after)) atomic_store(&relay.refuse, 1);
                     break;
                 }
+                if (mode == RELAY_HOLD_COMMIT) {
+                    hold_server_side(&fds, gen);
+                    break;
+                }
                 if (mode == RELAY_DROP_AFTER_COMMIT) {
                     if (write(fds.server, buf, (size_t)got) != got) break;
                     /* Wait for the server's answer: then it has committed. */
@@ -1004,7 +1335,7 @@ static void *pipe_main(void *arg) {
             if (write(fds.client, buf, (size_t)got) != got) break;
         }
     }
-    close(fds.client);
+    if (fds.client >= 0) close(fds.client);
     close(fds.server);
     atomic_fetch_sub(&relay.active, 1);
     return NULL;
@@ -1043,6 +1374,12 @@ static void *acceptor_main(void *arg) {
 }
 
 static void relay_start(int port, int upstream_port) {
+    /* A relay may be started again after relay_stop(). */
+    atomic_store(&relay.stop, 0);
+    atomic_store(&relay.npipes, 0);
+    atomic_store(&relay.mode, RELAY_PASS);
+    atomic_store(&relay.refuse, 0);
+    atomic_store(&relay.refuse_after, 0);
     relay.upstream_port = upstream_port;
     relay.listen_fd = socket(AF_INET, SOCK_STREAM, 0);
     CHECK(relay.listen_fd >= 0);
@@ -1193,6 +1530,51 @@ static void test_lost_commit_is_confirmed_by_request_id(int proxy_port, int mysq
     relay_stop();
 }
 
+/* A COMMIT lost in a partition: it never reaches the server, whose session stays with
+ * its write transaction open and the product's row locked. Confirming the order by its
+ * key must kill that session first: then the answer is final at once (not committed),
+ * and the row is free for everyone else. Without a key nothing can be confirmed, but the
+ * session is killed all the same. */
+static void test_a_commit_lost_in_a_partition_frees_the_row(int proxy_port, int mysql_port) {
+    relay_start(proxy_port, mysql_port);
+    stockdb_config cfg = g_cfg;
+    snprintf(cfg.host, sizeof(cfg.host), "127.0.0.1");
+    cfg.port = (unsigned)proxy_port;
+    /* rw 10 s: the server's own idle limit (10 s) and the lock wait (8 s) are longer
+     * than anything here may take. */
+    stockdb *db = stockdb_new(&cfg, "itest-partition");
+    CHECK(db != NULL);
+    stockdb_result res;
+    for (int keyed = 1; keyed >= 0; keyed--) {
+        set_product(42, 10);
+        int holds = atomic_load(&relay.holds);
+        atomic_store(&relay.mode, RELAY_HOLD_COMMIT);
+        double t0 = now_ms();
+        int rc = deduct(db, STOCKDB_READ_CHECK_UPDATE, 42, 0, keyed ? "part-1" : NULL, &res);
+        double took = now_ms() - t0;
+        CHECK_INT_EQ(holds + 1, atomic_load(&relay.holds));
+        CHECK_RC(keyed ? STOCKDB_ERR_CONNECT : STOCKDB_ERR_UNKNOWN, rc, db);
+        CHECK_INT_LT(took, 3000);
+        admin_exec("SET SESSION innodb_lock_wait_timeout = 1");
+        t0 = now_ms();
+        if (mysql_query(g_admin, "UPDATE product SET stock = stock WHERE id = 42"))
+            CHECK_FAIL_("expected the row to be free, got \"%s\" after %.0f ms",
+                        mysql_error(g_admin), now_ms() - t0);
+        admin_exec("SET SESSION innodb_lock_wait_timeout = DEFAULT");
+        CHECK_INT_EQ(10, db_stock(42));
+        CHECK_INT_EQ(0, db_orders(42));
+        printf("info: %s lost COMMIT answered in %.0f ms\n", keyed ? "a keyed" : "a keyless", took);
+    }
+    /* The key was not used up: it deducts now. */
+    CHECK_RC(STOCKDB_OK, deduct(db, STOCKDB_READ_CHECK_UPDATE, 42, 0, "part-1", &res), db);
+    CHECK_INT_EQ(0, res.replayed);
+    CHECK_INT_EQ(9, db_stock(42));
+    stockdb_free(db);
+    relay_stop();
+    CHECK_INT_EQ(0, atomic_load(&relay.held));
+    printf("ok: a COMMIT lost in a partition leaves no session holding the row\n");
+}
+
 /* ---------------------------------------------------------------- own server */
 
 static void ctl(const char *script, const char *what) {
@@ -1293,12 +1675,18 @@ int main(int argc, char **argv) {
         test_round_trips_are_counted_at_the_minimum(db);
         test_batch_on_a_segment(db);
         test_an_open_read_never_serves_a_stale_snapshot(db);
+        test_an_unfindable_duplicate_key_fails_one_item_not_the_batch(db);
+        test_keys_differing_in_case_are_different_orders(db);
+        test_an_idle_handle_holds_no_metadata_lock(db);
         stockdb_free(db);
+        test_batch_order_ids_are_real_with_an_increment_of_2();
+        test_a_silent_write_transaction_is_ended_by_the_server();
         test_new_checks_arguments();
         test_lock_wait_timeout_is_deadlock();
         test_twins_with_one_key_deduct_once();
         test_race_safe_strategies_end_at_zero();
         test_lost_commit_is_confirmed_by_request_id(atoi(argv[5]), (int)g_cfg.port);
+        test_a_commit_lost_in_a_partition_frees_the_row(atoi(argv[5]), (int)g_cfg.port);
         mysql_close(g_admin);
     } else if (argc == 4 && strcmp(argv[1], "restart") == 0) {
         load_config(argv[2]);

@@ -3,7 +3,7 @@
 #   combiner.sh fifo       stock k, more than k deductions queued behind a busy holder:
 #                          the next batch gives the units to the first k to arrive, in
 #                          one lock round, and the rest are sold out; 4 statements per
-#                          batch, and 1 (no lock) for a request after the sell-out;
+#                          batch, and 2 (no lock) for a request after the sell-out;
 #   combiner.sh same-key   one Idempotency-Key twice in one batch deducts once, and both
 #                          requests get that order (the second as a replay);
 #   combiner.sh lock-lost  ZooKeeper goes away while a batch thinks: the whole batch is
@@ -79,11 +79,11 @@ fifo)
   expect_eq "deductions over those rounds (1 + 5)" 6 "$(metric stockd_batch_size_sum)"
   # Round trips: 4 statements per batch (SELECT, UPDATE, INSERT, COMMIT), no pre-check
   # read while the product was in stock. Now that a batch saw it sold out, the next
-  # request costs one read and no lock round.
+  # request costs one read (and the ROLLBACK that ends its transaction) and no lock round.
   expect_eq "MySQL statements for the two batches" 8 "$(metric stockd_mysql_statements_total)"
   ask f6 1 fifo-6
   expect_eq "f6 (after the sell-out)" "409 sold_out" "$(answer f6)"
-  expect_eq "MySQL statements after one more sold-out request" 9 \
+  expect_eq "MySQL statements after one more sold-out request" 10 \
     "$(metric stockd_mysql_statements_total)"
   expect_eq "answered by the pre-check" 1 "$(metric stockd_precheck_sold_out_total)"
   expect_eq "lock rounds after it" 2 "$(metric stockd_batch_size_count)"
