@@ -319,6 +319,20 @@ static void fail_waiting(worker_state *ws, int32_t product_id, unsigned segment,
     }
 }
 
+/* Answers the jobs of ws->jobs[0..n-1] that are past their deadline (503, nothing
+ * deducted) and packs the rest to the front; returns how many are left. */
+static unsigned drop_expired(worker_state *ws, unsigned n) {
+    uint64_t now = stockd_now_ns();
+    unsigned live = 0;
+    for (unsigned i = 0; i < n; i++) {
+        if (expired(ws->w->ctx, ws->jobs[i], now))
+            finish_expired(ws, ws->jobs[i]);
+        else
+            ws->jobs[live++] = ws->jobs[i];
+    }
+    return live;
+}
+
 /* Serves the slot (product, or segment of it) this worker leads until no job of it
  * waits. */
 static void lead(worker_state *ws, int32_t product_id, unsigned segment) {
@@ -357,28 +371,13 @@ static void lead(worker_state *ws, int32_t product_id, unsigned segment) {
         unsigned n = stockd_combiner_take(ctx->combiner, product_id, segment, ws->jobs,
                                           ctx->cfg->batch_max, UINT64_MAX);
         /* Expired jobs leave the batch unanswered by the database. */
-        uint64_t now = stockd_now_ns();
-        unsigned live = 0;
-        for (unsigned i = 0; i < n; i++) {
-            if (expired(ctx, ws->jobs[i], now))
-                finish_expired(ws, ws->jobs[i]);
-            else
-                ws->jobs[live++] = ws->jobs[i];
-        }
+        unsigned live = drop_expired(ws, n);
         bool released = false;
         while (live > 0 && run_batch(ws, ws->jobs, live, &lock, answers, &released)) {
             /* Rolled back at the deadline of its oldest job. Those past their deadline get
              * 503; the rest, within theirs, run again at once under the same lock. Each
              * round answers at least the oldest, so this ends. */
-            now = stockd_now_ns();
-            unsigned keep = 0;
-            for (unsigned i = 0; i < live; i++) {
-                if (expired(ctx, ws->jobs[i], now))
-                    finish_expired(ws, ws->jobs[i]);
-                else
-                    ws->jobs[keep++] = ws->jobs[i];
-            }
-            live = keep;
+            live = drop_expired(ws, live);
         }
         passes++;
 

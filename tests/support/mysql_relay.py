@@ -39,6 +39,15 @@ def read_exact(sock, n):
     return buf
 
 
+def shut_both(*socks):
+    # Either direction ending ends the relayed connection, as a cut would.
+    for s in socks:
+        try:
+            s.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+
 def client_to_server(client, server, args):
     global commits
     try:
@@ -64,11 +73,7 @@ def client_to_server(client, server, args):
     except OSError:
         pass
     finally:
-        for s in (client, server):
-            try:
-                s.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
+        shut_both(client, server)
 
 
 def server_to_client(server, client):
@@ -81,11 +86,7 @@ def server_to_client(server, client):
     except OSError:
         pass
     finally:
-        for s in (client, server):
-            try:
-                s.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
+        shut_both(client, server)
 
 
 def main():
