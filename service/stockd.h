@@ -21,11 +21,14 @@
  *   contract.c pure functions: routing, the id and key parsers, and the mapping from an
  *             outcome to an HTTP status and a JSON body (cJSON). Unit-tested and fuzzed.
  *   config.c  command line and environment into a stockd_config (pure).
+ *   stockwatch.c off the request path: one thread re-reads from MySQL, once a second,
+ *             the stock of the products just served, for /metrics' stockd_product_stock.
  *   main.c    wiring, signals and orderly shutdown.
  *
  * Where the memory goes (loadtest/memory measures it; README "Memory"):
  *   - about 12 MB at rest, two thirds of it the pages of the shared libraries
- *     (libcrypto, GnuTLS, libc), and about 150 KiB per worker for its MySQL connection;
+ *     (libcrypto, GnuTLS, libc), and about 150 KiB per worker for its MySQL connection
+ *     (and as much for the stock watch's one, stockwatch.c);
  *   - under load, libmicrohttpd's connection memory: 6 KiB per open connection, all of
  *     it resident (http.c says why it is that size), about 3 MB at 1000 requests in
  *     flight over 3 instances;
