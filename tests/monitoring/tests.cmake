@@ -15,3 +15,8 @@ set_tests_properties(monitoring_rules_promtool_check_and_unit_tests
 # Grafana dashboard uses is on a real /metrics or recorded.
 stockd_integration_test(monitoring_prometheus_alert_fires_none_x3_silent_zk_x3
   COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/prometheus.sh TIMEOUT 120 LABELS monitoring)
+
+# The gauge itself: the table's stock, not the deduction's; re-read after a restock;
+# at most the 1000 most recently served products.
+stockd_integration_test(monitoring_stock_gauge_table_truth_1000_products
+  COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/stock_gauge.sh TIMEOUT 120 LABELS monitoring)
