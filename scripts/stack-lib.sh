@@ -1,6 +1,6 @@
 # shellcheck shell=bash
 # Functions that start and stop the real parts of the stack on loopback: a private
-# MariaDB, a standalone ZooKeeper, a Redis, N stockd instances and nginx. Sourced by
+# MariaDB, a standalone ZooKeeper, a Redis, N stockd instances, nginx and Prometheus. Sourced by
 # scripts/stack, the demo, the load scripts and the integration tests.
 #
 # Everything lives under one run directory ($1 of each function, or $STACK_RUN) and
@@ -390,6 +390,78 @@ redis_ping() {
 
 # redis_stop RUN [NAME]
 redis_stop() { stop_pidfile "$1/${2:-redis}/pid" 10; }
+
+# ---------------------------------------------------------------- Prometheus
+
+# Debian's Prometheus, scraping every stockd of the stack with the rules of
+# monitoring/stockd-rules.yml. Its targets are a file (file_sd) that Prometheus watches,
+# so a new instance list (restart-stockd) needs no restart. The data (a TSDB) lives in
+# RUN/prometheus/data and is kept 2 days.
+
+# STACK_PROMETHEUS_INTERVAL: scrape and evaluation interval (default 5s; the tests give 1s).
+
+# prometheus_write_cfg DIR PORT: DIR/prometheus.yml, scraping the targets of
+# DIR/targets.json (prometheus_targets).
+prometheus_write_cfg() {
+  local d=$1 interval=${STACK_PROMETHEUS_INTERVAL:-5s}
+  cat >"$d/prometheus.yml.tmp" <<CFG
+# Written by scripts/stack-lib.sh (prometheus_write_cfg); rewritten on every start.
+global:
+  scrape_interval: $interval
+  scrape_timeout: $interval
+  evaluation_interval: $interval
+rule_files:
+  - $STACK_SRC/monitoring/stockd-rules.yml
+scrape_configs:
+  - job_name: stockd
+    file_sd_configs:
+      - files: ['$d/targets.json']
+CFG
+  mv "$d/prometheus.yml.tmp" "$d/prometheus.yml"
+}
+
+# prometheus_targets RUN STOCKD_PORT...: points Prometheus at these stockd instances
+# (written whole and renamed into place: Prometheus never reads half a file).
+prometheus_targets() {
+  local d=$1/prometheus p list=""
+  shift
+  mkdir -p "$d"
+  for p in "$@"; do list+="${list:+, }\"127.0.0.1:$p\""; done
+  printf '[{"targets": [%s], "labels": {}}]\n' "$list" >"$d/targets.json.tmp"
+  mv "$d/targets.json.tmp" "$d/targets.json"
+}
+
+# prometheus_start RUN PORT: starts Prometheus on 127.0.0.1:PORT (the targets file must
+# exist, or it scrapes nothing until it does); returns once it is ready.
+prometheus_start() {
+  local run=$1 port=$2 d
+  d=$run/prometheus
+  mkdir -p "$d/data"
+  [[ -e $d/targets.json ]] || printf '[]\n' >"$d/targets.json"
+  prometheus_write_cfg "$d"
+  if pid_alive "$d/pid"; then
+    kill -HUP "$(cat "$d/pid")" # the configuration may have changed: reload it
+    return 0
+  fi
+  port_free "$port" || { stack_log "prometheus: port $port is taken"; return 1; }
+  prometheus --config.file="$d/prometheus.yml" --storage.tsdb.path="$d/data" \
+    --storage.tsdb.retention.time=2d --web.listen-address="127.0.0.1:$port" \
+    --web.console.templates=/etc/prometheus/consoles \
+    --web.console.libraries=/etc/prometheus/console_libraries \
+    >"$d/prometheus.log" 2>&1 &
+  echo $! >"$d/pid"
+  if ! wait_until 30 prometheus_ready "$port"; then
+    stack_log "prometheus: not ready on port $port, see $d/prometheus.log"
+    return 1
+  fi
+}
+
+# prometheus_ready PORT: true once Prometheus serves queries.
+prometheus_ready() {
+  curl -fsS -m 5 -o /dev/null "http://127.0.0.1:$1/-/ready" 2>/dev/null
+}
+
+prometheus_stop() { stop_pidfile "$1/prometheus/pid" 20; }
 
 # ---------------------------------------------------------------- stockd
 

@@ -195,4 +195,7 @@ bool stockd_combiner_sold_out_hint(stockd_combiner *c, int32_t product_id) {
 void stockd_combiner_note_stock(stockd_combiner *c, int32_t product_id, int32_t stock) {
     uint64_t v = ((uint64_t)(uint32_t)product_id << 1) | (stock <= 0 ? 1u : 0u);
     atomic_store_explicit(&c->hints[(uint32_t)product_id % NHINTS], v, memory_order_relaxed);
+    /* Every read or committed deduction passes here: the gauge of /metrics reads the
+     * product's stock again (the value given may be stale, stockwatch.c). */
+    stockd_stockwatch_touch(product_id);
 }

@@ -139,6 +139,10 @@ int main(int argc, char **argv) {
     ctx.locks = stockd_locks_new(&ctx);
     ctx.combiner = stockd_combiner_new();
     if (!ctx.queue || !ctx.locks || !ctx.combiner) goto out;
+    /* The stock gauge's reader; if it cannot start, the service still serves, only
+     * without stockd_product_stock. */
+    if (stockd_stockwatch_start(&ctx.db, cfg.instance) != 0)
+        stockd_log("warn", "cannot start the stock watch thread: no stockd_product_stock");
     workers = stockd_workers_start(&ctx);
     if (!workers) {
         stockd_log("error", "cannot start %u worker threads", cfg.workers);
@@ -173,6 +177,7 @@ out:
     stockd_locks_cancel(ctx.locks);
     if (ctx.queue) stockd_jobq_close(ctx.queue);
     stockd_workers_join(workers);
+    stockd_stockwatch_stop();
     stockd_http_stop(http, 5000);
     stockd_jobq_free(ctx.queue);
     stockd_combiner_free(ctx.combiner);

@@ -192,6 +192,36 @@ static void put_counter(buf *b, const char *name, const char *help, unsigned lon
     put(b, "# HELP %s %s\n# TYPE %s counter\n%s %llu\n", name, help, name, name, v);
 }
 
+/* The stock gauge (stockwatch.c): one series per product this instance served, the
+ * last value read back from MySQL. The snapshot is copied out under the watch's mutex
+ * (memory only), so rendering never waits on a read. */
+static void put_stock(buf *b) {
+    stockd_stock_reading *r = malloc(STOCKWATCH_MAX * sizeof(*r));
+    uint64_t reads, errors;
+    size_t n;
+
+    if (!r) {
+        b->oom = true;
+        return;
+    }
+    n = stockd_stockwatch_snapshot(r, STOCKWATCH_MAX);
+    put(b,
+        "# HELP stockd_product_stock Stock of a product this instance served, as last read "
+        "from MySQL (re-read within 1 s of each deduction; at most %d products).\n"
+        "# TYPE stockd_product_stock gauge\n",
+        STOCKWATCH_MAX);
+    for (size_t i = 0; i < n; i++)
+        put(b, "stockd_product_stock{product=\"%d\"} %d\n", r[i].product_id, r[i].stock);
+    free(r);
+    stockd_stockwatch_counts(&reads, &errors);
+    put_counter(b, "stockd_stock_watch_reads_total",
+                "Stock reads made for stockd_product_stock (not in stockd_mysql_statements_total).",
+                (unsigned long long)reads);
+    put_counter(b, "stockd_stock_watch_errors_total",
+                "Stock reads for stockd_product_stock that failed (retried the next second).",
+                (unsigned long long)errors);
+}
+
 char *stockd_metrics_render(const stockd_config *cfg, zklock_session *zk) {
     buf b = {.cap = 8192};
 
@@ -207,7 +237,12 @@ char *stockd_metrics_render(const stockd_config *cfg, zklock_session *zk) {
     for (int r = 0; r < STOCKD_ROUTE_COUNT; r++) {
         for (int x = 0; x < NRESULTS; x++) {
             unsigned long long v = atomic_load_explicit(&m.requests[r][x], memory_order_relaxed);
-            if (v)
+            /* A deduction's two usual outcomes are there from the start, at 0: a series
+             * that first appears with its value after a burst has no earlier sample, so
+             * rate() would never see that burst. */
+            bool always =
+                r == STOCKD_ROUTE_REDUCE && (x == STOCKD_R_DEDUCTED || x == STOCKD_R_SOLD_OUT);
+            if (v || always)
                 put(&b, "stockd_requests_total{route=\"%s\",result=\"%s\",code=\"%u\"} %llu\n",
                     route_names[r], stockd_result_name((stockd_result)x),
                     stockd_answer_status((stockd_result)x), v);
@@ -323,6 +358,7 @@ char *stockd_metrics_render(const stockd_config *cfg, zklock_session *zk) {
     if (lease_service)
         put(&b, "stockd_round_trips_per_deduction{service=\"%s\"} %.4f\n", lease_service,
             deducted ? (double)lease_ops / (double)deducted : 0.0);
+    put_stock(&b);
     if (b.oom) {
         free(b.s);
         return NULL;

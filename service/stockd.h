@@ -24,11 +24,14 @@
  *   config.c  command line, environment and --config file into a stockd_config (pure).
  *   log.c     one log line per event, text or JSON; it calls nothing else here, so
  *             every file may log without a circle back to main.c.
+ *   stockwatch.c off the request path: one thread re-reads from MySQL, once a second,
+ *             the stock of the products just served, for /metrics' stockd_product_stock.
  *   main.c    wiring, signals and orderly shutdown.
  *
  * Where the memory goes (loadtest/memory measures it; README "Memory"):
  *   - about 12 MB at rest, two thirds of it the pages of the shared libraries
- *     (libcrypto, GnuTLS, libc), and about 150 KiB per worker for its MySQL connection;
+ *     (libcrypto, GnuTLS, libc), and about 150 KiB per worker for its MySQL connection
+ *     (and as much for the stock watch's one, stockwatch.c);
  *   - under load, libmicrohttpd's connection memory: 6 KiB per open connection, all of
  *     it resident (http.c says why it is that size), about 3 MB at 1000 requests in
  *     flight over 3 instances;
@@ -485,6 +488,35 @@ void stockd_metrics_lock_ops(uint64_t n); /* Redis commands or stock_lock statem
 /* The Prometheus text exposition; the caller frees it. NULL when out of memory. zk may
  * be NULL. Reads memory only, so the polling thread may call it. */
 char *stockd_metrics_render(const stockd_config *cfg, zklock_session *zk);
+
+/* ------------------------------------------------------------------ stock watch */
+
+/* The stock of the products this instance serves, as read back from MySQL once a
+ * second for the stockd_product_stock gauge (stockwatch.c says why not the stock a
+ * deduction believes it left). At most STOCKWATCH_MAX products, the most recently
+ * served. */
+#define STOCKWATCH_MAX 1000
+
+typedef struct stockd_stock_reading {
+    int32_t product_id;
+    int32_t stock;
+} stockd_stock_reading;
+
+/* Marks the product as served just now: its stock is read again within a second. Any
+ * thread; never blocks on I/O. */
+void stockd_stockwatch_touch(int32_t product_id);
+/* Starts the thread that reads the marked products, on a MySQL connection of its own
+ * (db copied; instance at most STOCKDB_INSTANCE_MAX bytes). 0, or -1 if the thread
+ * could not start. Main thread, after stockdb_global_init(). */
+int stockd_stockwatch_start(const stockdb_config *db, const char *instance);
+/* Stops and joins that thread (a read in flight ends first). Main thread; a no-op if
+ * it never started. */
+void stockd_stockwatch_stop(void);
+/* Copies up to max readings (products read at least once) into out; returns how many.
+ * Memory only: the polling thread may call it. */
+size_t stockd_stockwatch_snapshot(stockd_stock_reading *out, size_t max);
+/* Reads made (found or not found) and reads that failed, so far. */
+void stockd_stockwatch_counts(uint64_t *reads, uint64_t *errors);
 
 /* ------------------------------------------------------------------ log */
 

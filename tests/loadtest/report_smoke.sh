@@ -27,7 +27,7 @@ done
 # stockd i at +10+i from the base; nginx, ZooKeeper and Redis moved to +1, +2 and +3.
 run=$T/stack out=$T/out
 export STOCKD_BIN STACK_NGINX_PORT=$((PORT0 + 1)) STACK_ZK_PORT=$((PORT0 + 2))
-export STACK_REDIS_PORT=$((PORT0 + 3))
+export STACK_REDIS_PORT=$((PORT0 + 3)) STACK_PROMETHEUS_PORT=$((PORT0 + 4))
 unset STOCKD_MYSQL_PASSWORD STACK_RUN STACK_PORT_BASE # the stack makes its own
 trap 'STACK_RUN=$run STACK_PORT_BASE=$PORT0 "$STOCKD_SRC/scripts/stack" down </dev/null \
   >/dev/null 2>&1 || true; t_cleanup' EXIT

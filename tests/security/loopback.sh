@@ -13,9 +13,10 @@ if [[ ! -x $STOCKD_BIN ]]; then
 fi
 
 stack=$STOCKD_SRC/scripts/stack
-# As in tests/stack/up_down.sh: MariaDB at +6, stockd i at +10+i, nginx +1, ZooKeeper +2.
+# As in tests/stack/up_down.sh: MariaDB at +6, stockd i at +10+i, nginx +1, ZooKeeper +2,
+# Prometheus +4.
 export STACK_RUN=$T STACK_PORT_BASE=$PORT0 STACK_NGINX_PORT=$((PORT0 + 1))
-export STACK_ZK_PORT=$((PORT0 + 2))
+export STACK_ZK_PORT=$((PORT0 + 2)) STACK_PROMETHEUS_PORT=$((PORT0 + 4))
 export STOCKD_BIN
 unset STOCKD_MYSQL_PASSWORD
 trap '"$stack" down </dev/null || true; t_cleanup' EXIT
@@ -30,7 +31,7 @@ tree() {
   for p in $(pgrep -P "$1"); do tree "$p"; done
 }
 pids=()
-for f in "$T"/mysql/pid "$T"/zk/pid "$T"/nginx/nginx.pid "$T"/stockd/*.pid; do
+for f in "$T"/mysql/pid "$T"/zk/pid "$T"/nginx/nginx.pid "$T"/prometheus/pid "$T"/stockd/*.pid; do
   [[ -s $f ]] || fail "no pid file $f"
   while read -r p; do pids+=("$p"); done < <(tree "$(cat "$f")")
 done

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # docker-compose.yml, docker/nginx/nginx.conf and the Dockerfiles, checked without a
 # container engine: Debian's docker-compose resolves the compose file, and the resolved
-# config must have the seven services, each built here from a Dockerfile that starts
+# config must have the eight services, each built here from a Dockerfile that starts
 # from debian:12 and has a HEALTHCHECK, nginx waiting for healthy stockd instances, no
-# host port except nginx's, and the password only from the environment. nginx -t
+# host port except nginx's and Prometheus's (loopback only), and the password only from the environment. nginx -t
 # checks the compose nginx.conf with the service names mapped to loopback.
 # tests/stack/containers.sh runs the same files for real. PyYAML comes with
 # docker-compose (python3-yaml is its dependency).
@@ -54,8 +54,9 @@ def check(cond, msg):
         print("ok:", msg)
 
 stockds = ["stockd-1", "stockd-2", "stockd-3"]
-check(sorted(svc) == sorted(["mariadb", "zookeeper", "redis", "nginx"] + stockds),
-      "seven services: mariadb, zookeeper, redis, stockd-1..3, nginx (got %s)" % sorted(svc))
+check(sorted(svc) == sorted(["mariadb", "zookeeper", "redis", "nginx", "prometheus"] + stockds),
+      "eight services: mariadb, zookeeper, redis, stockd-1..3, nginx, prometheus (got %s)"
+      % sorted(svc))
 
 # Every image is built here, from debian:12 only, and carries its health check: the
 # compose file has none of its own (podman-compose 1.0.3 mangles the array form).
@@ -88,7 +89,12 @@ for n in stockds:
           "%s waits for healthy mariadb, zookeeper and redis" % n)
 
 published = {n: s.get("ports") for n, s in svc.items() if s.get("ports")}
-check(list(published) == ["nginx"], "only nginx publishes ports (got %s)" % published)
+check(sorted(published) == ["nginx", "prometheus"],
+      "only nginx and prometheus publish ports (got %s)" % published)
+for p in svc.get("prometheus", {}).get("ports", []):
+    text = str(p)
+    check(text.startswith("127.0.0.1:") and text.split(":")[-1].split("/")[0] == "9090",
+          "prometheus publishes its port 9090 on loopback only (%s)" % text)
 for p in nginx.get("ports", []):
     text = str(p)
     check(text.startswith("127.0.0.1:") and text.split(":")[-1].split("/")[0] == "80",
@@ -171,6 +177,20 @@ sed -e 's|server stockd-\([0-9]\):8080|server 127.0.0.1:1808\1|' \
 nginx -t -q -p "$T" -c "$T/nginx.conf" -g "pid $T/nginx.pid;" 2>"$T/nginx-t.log" ||
   fail "nginx -t rejects docker/nginx/nginx.conf: $(cat "$T/nginx-t.log")"
 echo "ok: docker/nginx/nginx.conf passes nginx -t"
+
+# The compose Prometheus's configuration, checked by promtool with the rules file where
+# the image puts it (here: the repository's), and scraping the three stockd services.
+sed "s|/etc/stockd/stockd-rules.yml|$src/monitoring/stockd-rules.yml|" \
+  "$src/docker/prometheus/prometheus.yml" >"$T/prometheus.yml"
+promtool check config "$T/prometheus.yml" >"$T/promtool.log" 2>&1 ||
+  fail "promtool check config rejects docker/prometheus/prometheus.yml: $(cat "$T/promtool.log")"
+for n in 1 2 3; do
+  grep -q "stockd-$n:8080" "$src/docker/prometheus/prometheus.yml" ||
+    fail "docker/prometheus/prometheus.yml does not scrape stockd-$n:8080"
+done
+grep -q '^COPY monitoring/stockd-rules.yml /etc/stockd/stockd-rules.yml' \
+  "$src/docker/prometheus/Dockerfile" || fail "docker/prometheus/Dockerfile does not copy the rules"
+echo "ok: docker/prometheus/prometheus.yml passes promtool check config and scrapes stockd-1..3"
 n=$(grep -c '^[[:space:]]*server stockd-[0-9]:8080' "$src/docker/nginx/nginx.conf")
 [[ $n == 3 ]] || fail "docker/nginx/nginx.conf: expected 3 upstream servers, got $n"
 awk '/location \/stock\/reduce/ { inloc = 1 } inloc && /proxy_next_upstream off;/ { ok = 1 }

@@ -36,6 +36,7 @@ product=3 stock=50 requests=300 concurrency=25
 
 export CONTAINERS_CONF=$src/docker/podman/containers.conf
 export STOCKD_LOCK=zk STOCKD_HTTP_PORT=$port STOCKD_IMAGE_TAG=$project
+export STOCKD_PROMETHEUS_PORT=$((port + 1))
 STOCKD_MYSQL_PASSWORD=$(od -An -N12 -tx1 /dev/urandom | tr -d ' \n')
 export STOCKD_MYSQL_PASSWORD
 # The lock services' credentials (docker-compose.yml requires them, issue 16 #12).
@@ -130,7 +131,7 @@ bridge=$(podman network inspect -f '{{.NetworkInterface}}' "$net" 2>/dev/null ||
 running=$(podman ps --filter "label=io.podman.compose.project=$project" --format '{{.Names}}' | sort)
 expect_eq "containers running after up -d --build ($(elapsed "$t0"))" \
   "$(printf '%s\n' "$project"_mariadb_1 "$project"_nginx_1 "$project"_stockd-{1,2,3}_1 \
-    "$project"_zookeeper_1 "$project"_redis_1 | sort)" "$running"
+    "$project"_zookeeper_1 "$project"_redis_1 "$project"_prometheus_1 | sort)" "$running"
 
 # The images keep their health checks (built in Docker's format): podman runs them on
 # demand, there is no systemd here to schedule them.

@@ -13,26 +13,41 @@ fi
 
 stack=$STOCKD_SRC/scripts/stack
 # Everything inside the 20 ports ctest gives this test: MariaDB at +6 and stockd i at
-# +10+i from the base; nginx, ZooKeeper and Redis (+80, +81, +82 by default) moved to
-# +1, +2 and +3.
+# +10+i from the base; nginx, ZooKeeper, Redis and Prometheus (+80, +81, +82, +90 by
+# default) moved to +1, +2, +3 and +4.
 export STACK_RUN=$T STACK_PORT_BASE=$PORT0 STACK_NGINX_PORT=$((PORT0 + 1))
 export STACK_ZK_PORT=$((PORT0 + 2)) STACK_REDIS_PORT=$((PORT0 + 3))
+export STACK_PROMETHEUS_PORT=$((PORT0 + 4))
 export STOCKD_BIN
 unset STOCKD_MYSQL_PASSWORD # the stack makes its own
 trap '"$stack" down </dev/null || true; t_cleanup' EXIT
 
-pids() { cat "$T"/mysql/pid "$T"/zk/pid "$T"/redis/pid "$T"/nginx/nginx.pid "$T"/stockd/*.pid 2>/dev/null; }
+pids() {
+  cat "$T"/mysql/pid "$T"/zk/pid "$T"/redis/pid "$T"/nginx/nginx.pid "$T"/prometheus/pid \
+    "$T"/stockd/*.pid 2>/dev/null
+}
+
+# prom_targets: the scrape targets Prometheus knows, sorted, on one line.
+prom_targets() {
+  curl -fsS "$PROMETHEUS_URL/api/v1/targets" |
+    jq -r '[.data.activeTargets[] | .labels.instance] | sort | join(" ")'
+}
 
 "$stack" up --instances 2 </dev/null || fail "stack up failed"
 "$stack" status >"$T/status.txt" || fail "status after up: $(cat "$T/status.txt")"
 cat "$T/status.txt"
-expect_eq "components up" 6 "$(grep -cE ' up$' "$T/status.txt")"
+expect_eq "components up" 7 "$(grep -cE ' up$' "$T/status.txt")"
 
 eval "$("$stack" env)"
 expect_eq NGINX_URL "http://127.0.0.1:$((PORT0 + 1))" "$NGINX_URL"
 expect_eq MYSQL_URL "mysql://stockd@127.0.0.1:$((PORT0 + 6))/shop" "$MYSQL_URL"
 expect_eq ZK "127.0.0.1:$((PORT0 + 2))" "$ZK"
 expect_eq STOCKD_PORTS "$((PORT0 + 11)) $((PORT0 + 12))" "$STOCKD_PORTS"
+expect_eq PROMETHEUS_URL "http://127.0.0.1:$((PORT0 + 4))" "$PROMETHEUS_URL"
+# Prometheus applies a new target list a few seconds after it reads it.
+wait_until 20 eval '[[ $(prom_targets) == "127.0.0.1:$((PORT0 + 11)) 127.0.0.1:$((PORT0 + 12))" ]]' ||
+  fail "Prometheus targets: expected both instances, got '$(prom_targets)'"
+echo "ok: Prometheus scrapes both instances"
 expect_eq "password file mode" 600 "$(stat -c %a "$T/mysql-password")"
 expect_eq "password in env" "$(cat "$T/mysql-password")" "$STOCKD_MYSQL_PASSWORD"
 [[ ${#STOCKD_MYSQL_PASSWORD} -ge 16 ]] || fail "short password: $STOCKD_MYSQL_PASSWORD"
@@ -95,6 +110,10 @@ expect_eq "stockd lines after restart" 1 "$(grep -c '^stockd-' "$T/status.txt")"
 grep -q 'lock mode: local' "$T/status.txt" || fail "status does not show lock mode local"
 if kill -0 "$old2" 2>/dev/null; then fail "stockd-2 (pid $old2) still runs"; fi
 expect_eq "nginx upstreams" 1 "$(grep -c 'server 127.0.0.1:' "$T/nginx/nginx.conf")"
+# Prometheus watches its targets file: the instance list follows without a restart.
+wait_until 20 eval '[[ $(prom_targets) == "127.0.0.1:$((PORT0 + 11))" ]]' ||
+  fail "Prometheus targets after restart-stockd: $(prom_targets)"
+echo "ok: Prometheus scrapes the one instance left"
 for _ in 1 2 3; do
   body=$(curl -fsS "$NGINX_URL/stock/reduce?id=2") || fail "deduction after restart failed"
   expect_eq "answering instance" stockd-1 "$(jq -r .instance <<<"$body")"
@@ -113,7 +132,7 @@ all=$(pids | xargs)
 for pid in $all; do
   if kill -0 "$pid" 2>/dev/null; then fail "pid $pid still runs after down"; fi
 done
-for p in $((PORT0 + 1)) $((PORT0 + 2)) $((PORT0 + 6)) $((PORT0 + 11)) $((PORT0 + 12)); do
+for p in $((PORT0 + 1)) $((PORT0 + 2)) $((PORT0 + 4)) $((PORT0 + 6)) $((PORT0 + 11)) $((PORT0 + 12)); do
   port_free "$p" || fail "port $p still taken after down"
 done
 echo "ok: nothing runs and no port is taken after down"

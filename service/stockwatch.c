@@ -1,0 +1,228 @@
+/* stockwatch.c: the stock of the products this instance serves, read back from MySQL
+ * for the stockd_product_stock gauge of /metrics (and the alert on negative stock,
+ * monitoring/stockd-rules.yml).
+ *
+ * Why a read of its own. The stock a worker knows after a deduction is not the table's:
+ * without a lock (mode none) instances race, and the stock one of them believes it left
+ * (what it read, minus what it took) is already stale when another one's UPDATE lands
+ * after it. A gauge fed with those values could say 0 while the row says -46, which is
+ * exactly when the alert must fire. So the gauge only ever holds what a plain read of
+ * the committed row returned: every worker that has just read or written a product's
+ * stock marks it (stockd_stockwatch_touch, from stockd_combiner_note_stock), and one
+ * thread with a MySQL connection of its own re-reads the marked products once a second
+ * (stockdb_get_stock: one SELECT, segments included). Whoever committed last marked the
+ * product after its commit, so its instance reads the final stock within a second of
+ * the last write: the alert cannot miss an oversell that stays, whatever the race.
+ * Stock only falls under deductions, so a negative value read is a true oversell at the
+ * moment of the read. A product whose last reading was negative is re-read every pass
+ * until it is not, so that a restock by hand clears the alert without any deduction.
+ *
+ * Bounded: at most STOCKWATCH_MAX products, the most recently served ones (the least
+ * recently served is forgotten, and its series leaves /metrics). The cost is one SELECT
+ * per second per product that was served in the last second or reads negative, on a
+ * connection outside the workers' (its statements are counted in
+ * stockd_stock_watch_reads_total, not in stockd_mysql_statements_total).
+ *
+ * Threads: one process-wide table under one mutex, held for memory moves only, never
+ * across I/O, so the polling thread may snapshot it for /metrics. */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "stockd.h"
+
+#define INDEX_SIZE 2048 /* a power of two, over twice STOCKWATCH_MAX: short probes */
+#define PASS_MS    1000
+
+typedef struct reading {
+    int32_t product_id;
+    int32_t stock;
+    bool known;     /* stock holds a read (a product that was never read has no series) */
+    bool dirty;     /* touched since the last read began */
+    uint64_t touch; /* the table's clock at the last touch, for forgetting the oldest */
+} reading;
+
+static struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    reading r[STOCKWATCH_MAX];
+    unsigned n;
+    uint16_t index[INDEX_SIZE]; /* entry + 1, 0 = empty; linear probing */
+    uint64_t clock;
+    bool started, stop;
+    pthread_t thread;
+    stockdb_config db;
+    char instance[STOCKDB_INSTANCE_MAX + 1];
+    atomic_ullong reads, errors;
+} w = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+
+static unsigned slot_of(int32_t product_id) {
+    /* Knuth's multiplicative hash: consecutive ids spread over the index. */
+    return ((uint32_t)product_id * 2654435761u) >> (32 - 11);
+}
+
+/* The entry of product_id, or -1. Under w.mu. */
+static int find(int32_t product_id) {
+    for (unsigned h = slot_of(product_id);; h = (h + 1) & (INDEX_SIZE - 1)) {
+        unsigned e = w.index[h];
+        if (e == 0) return -1;
+        if (w.r[e - 1].product_id == product_id) return (int)e - 1;
+    }
+}
+
+static void index_add(unsigned e) {
+    unsigned h = slot_of(w.r[e].product_id);
+    while (w.index[h] != 0)
+        h = (h + 1) & (INDEX_SIZE - 1);
+    w.index[h] = (uint16_t)(e + 1);
+}
+
+void stockd_stockwatch_touch(int32_t product_id) {
+    if (product_id <= 0) return;
+    pthread_mutex_lock(&w.mu);
+    int e = find(product_id);
+    if (e < 0) {
+        if (w.n < STOCKWATCH_MAX) {
+            e = (int)w.n++;
+            w.r[e] = (reading){.product_id = product_id};
+            index_add((unsigned)e);
+        } else {
+            /* Full: the least recently served product gives its entry up. Rare (only
+             * past STOCKWATCH_MAX distinct products), so the index is simply rebuilt. */
+            e = 0;
+            for (unsigned i = 1; i < w.n; i++)
+                if (w.r[i].touch < w.r[e].touch) e = (int)i;
+            w.r[e] = (reading){.product_id = product_id};
+            memset(w.index, 0, sizeof(w.index));
+            for (unsigned i = 0; i < w.n; i++)
+                index_add(i);
+        }
+    }
+    w.r[e].dirty = true;
+    w.r[e].touch = ++w.clock;
+    pthread_mutex_unlock(&w.mu);
+}
+
+size_t stockd_stockwatch_snapshot(stockd_stock_reading *out, size_t max) {
+    size_t k = 0;
+    pthread_mutex_lock(&w.mu);
+    for (unsigned i = 0; i < w.n && k < max; i++)
+        if (w.r[i].known)
+            out[k++] =
+                (stockd_stock_reading){.product_id = w.r[i].product_id, .stock = w.r[i].stock};
+    pthread_mutex_unlock(&w.mu);
+    return k;
+}
+
+void stockd_stockwatch_counts(uint64_t *reads, uint64_t *errors) {
+    *reads = atomic_load_explicit(&w.reads, memory_order_relaxed);
+    *errors = atomic_load_explicit(&w.errors, memory_order_relaxed);
+}
+
+/* Stores a read (or, for a product that is gone, forgets the value); takes w.mu. */
+static void store(int32_t product_id, int rc, int32_t stock) {
+    pthread_mutex_lock(&w.mu);
+    int e = find(product_id);
+    if (e >= 0) {
+        if (rc == STOCKDB_OK) {
+            w.r[e].stock = stock;
+            w.r[e].known = true;
+        } else if (rc == STOCKDB_ERR_NOT_FOUND) {
+            w.r[e].known = false;
+        } else {
+            w.r[e].dirty = true; /* read again next pass */
+        }
+    }
+    pthread_mutex_unlock(&w.mu);
+}
+
+static void *watch_main(void *arg) {
+    (void)arg;
+    stockdb *db = stockdb_new(&w.db, w.instance);
+    int32_t *ids = malloc(STOCKWATCH_MAX * sizeof(*ids));
+    time_t last_log = 0;
+    struct timespec until;
+
+    pthread_mutex_lock(&w.mu);
+    while (!w.stop) {
+        clock_gettime(CLOCK_MONOTONIC, &until);
+        until.tv_sec += PASS_MS / 1000;
+        while (!w.stop && pthread_cond_timedwait(&w.cv, &w.mu, &until) == 0) {
+        }
+        if (w.stop) break;
+        /* What to read this pass: the products served since the last one, and those
+         * that read negative (so that a restock by hand shows). Cleared before the
+         * read: a commit after our read marks its product again. */
+        unsigned k = 0;
+        for (unsigned i = 0; ids && i < w.n; i++) {
+            if (w.r[i].dirty || (w.r[i].known && w.r[i].stock < 0)) {
+                ids[k++] = w.r[i].product_id;
+                w.r[i].dirty = false;
+            }
+        }
+        pthread_mutex_unlock(&w.mu);
+        for (unsigned i = 0; db && i < k; i++) {
+            int32_t stock = 0;
+            int rc = stockdb_get_stock(db, ids[i], &stock);
+            if (rc == STOCKDB_OK || rc == STOCKDB_ERR_NOT_FOUND) {
+                atomic_fetch_add_explicit(&w.reads, 1, memory_order_relaxed);
+            } else {
+                atomic_fetch_add_explicit(&w.errors, 1, memory_order_relaxed);
+                time_t now = time(NULL);
+                if (now - last_log >= 10) {
+                    last_log = now;
+                    stockd_log("warn", "stock watch: reading product %d: %s", ids[i],
+                               stockdb_errstr(db));
+                }
+            }
+            store(ids[i], rc, stock);
+            if (rc == STOCKDB_ERR_CONNECT) {
+                /* MySQL is down: the rest of this pass would fail the same way. */
+                for (unsigned j = i + 1; j < k; j++)
+                    store(ids[j], rc, 0);
+                break;
+            }
+        }
+        pthread_mutex_lock(&w.mu);
+    }
+    pthread_mutex_unlock(&w.mu);
+    free(ids);
+    stockdb_free(db);
+    return NULL;
+}
+
+int stockd_stockwatch_start(const stockdb_config *db, const char *instance) {
+    pthread_condattr_t ca;
+
+    pthread_mutex_lock(&w.mu);
+    if (w.started) {
+        pthread_mutex_unlock(&w.mu);
+        return 0;
+    }
+    w.db = *db;
+    snprintf(w.instance, sizeof(w.instance), "%s", instance ? instance : "");
+    w.stop = false;
+    pthread_mutex_unlock(&w.mu);
+
+    /* The pass timer runs on CLOCK_MONOTONIC, like every other wait of stockd. */
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_destroy(&w.cv);
+    pthread_cond_init(&w.cv, &ca);
+    pthread_condattr_destroy(&ca);
+    if (pthread_create(&w.thread, NULL, watch_main, NULL) != 0) return -1;
+    w.started = true;
+    return 0;
+}
+
+void stockd_stockwatch_stop(void) {
+    if (!w.started) return;
+    pthread_mutex_lock(&w.mu);
+    w.stop = true;
+    pthread_cond_signal(&w.cv);
+    pthread_mutex_unlock(&w.mu);
+    pthread_join(w.thread, NULL);
+    w.started = false;
+}
