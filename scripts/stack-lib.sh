@@ -23,9 +23,22 @@ wait_until() {
   done
 }
 
+# pid_runs PID: true if process PID runs. A zombie does not: a server killed while its
+# starter has exited is reaped by init, which may take seconds (seen here), and in the
+# meantime it must already count as down, for `status` and for starting it again. (A
+# zombie main thread whose other threads still run is a running process.)
+pid_runs() {
+  local state='' tasks
+  kill -0 "$1" 2>/dev/null || return 1
+  state=$(sed -n 's/^State:[[:space:]]*\([A-Z]\).*/\1/p' "/proc/$1/status" 2>/dev/null) || true
+  [[ $state == Z ]] || return 0
+  tasks=("/proc/$1/task"/*)
+  ((${#tasks[@]} > 1))
+}
+
 # pid_alive PIDFILE: true if the process named in PIDFILE runs.
 pid_alive() {
-  [[ -s $1 ]] && kill -0 "$(cat "$1")" 2>/dev/null
+  [[ -s $1 ]] && pid_runs "$(cat "$1")"
 }
 
 # stop_pidfile PIDFILE [SECONDS]: SIGTERM, wait, then SIGKILL.
@@ -33,11 +46,11 @@ stop_pidfile() {
   local f=$1 secs=${2:-20} pid
   [[ -s $f ]] || return 0
   pid=$(cat "$f")
-  if kill -0 "$pid" 2>/dev/null; then
+  if pid_runs "$pid"; then
     kill -TERM "$pid" 2>/dev/null || true
-    if ! wait_until "$secs" eval "! kill -0 $pid"; then
+    if ! wait_until "$secs" eval "! pid_runs $pid"; then
       kill -KILL "$pid" 2>/dev/null || true
-      wait_until 5 eval "! kill -0 $pid" || true
+      wait_until 5 eval "! pid_runs $pid" || true
     fi
   fi
   rm -f "$f"

@@ -82,7 +82,7 @@ old2=$(cat "$T/stockd/2.pid")
 "$stack" status >"$T/status.txt" || fail "status after restart: $(cat "$T/status.txt")"
 expect_eq "stockd lines after restart" 1 "$(grep -c '^stockd-' "$T/status.txt")"
 grep -q 'lock mode: local' "$T/status.txt" || fail "status does not show lock mode local"
-if kill -0 "$old2" 2>/dev/null; then fail "stockd-2 (pid $old2) still runs"; fi
+if pid_runs "$old2"; then fail "stockd-2 (pid $old2) still runs"; fi
 expect_eq "nginx upstreams" 1 "$(grep -c 'server 127.0.0.1:' "$T/nginx/nginx.conf")"
 for _ in 1 2 3; do
   body=$(curl -fsS "$NGINX_URL/stock/reduce?id=2") || fail "deduction after restart failed"
@@ -94,7 +94,7 @@ expect_eq "stock after 5 deductions" 95 "$("$stack" mysql -N -B -e 'SELECT stock
 all=$(pids | xargs)
 "$stack" down </dev/null || fail "stack down failed"
 for pid in $all; do
-  if kill -0 "$pid" 2>/dev/null; then fail "pid $pid still runs after down"; fi
+  if pid_runs "$pid"; then fail "pid $pid still runs after down"; fi
 done
 for p in $((PORT0 + 1)) $((PORT0 + 2)) $((PORT0 + 6)) $((PORT0 + 11)) $((PORT0 + 12)); do
   port_free "$p" || fail "port $p still taken after down"
