@@ -25,6 +25,11 @@ stockd_integration_test(stack_docker_initdb_user
 # a second up that keeps data and processes, restart-stockd in another mode, down.
 stockd_integration_test(stack_up_status_restart_down
   COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/up_down.sh TIMEOUT 300 LABELS stack)
+# scripts/stack up --zk-ensemble: three ZooKeeper servers that every stockd is given,
+# deductions through nginx, the leader killed and the deductions going on, a second up
+# starting it again, an up back to a standalone ZooKeeper, and down.
+stockd_integration_test(stack_up_zk_ensemble_leader_killed_down
+  COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/up_ensemble.sh TIMEOUT 300 LABELS stack)
 
 # docker-compose.yml built and run for real with podman (docker/podman/compose): every
 # image from debian:12, three stockd behind nginx on 127.0.0.1 and a three-server
