@@ -23,9 +23,22 @@ wait_until() {
   done
 }
 
+# pid_runs PID: true if process PID runs. A zombie does not: a server killed while its
+# starter has exited is reaped by init, which may take seconds (seen here), and in the
+# meantime it must already count as down, for `status` and for starting it again. (A
+# zombie main thread whose other threads still run is a running process.)
+pid_runs() {
+  local state='' tasks
+  kill -0 "$1" 2>/dev/null || return 1
+  state=$(sed -n 's/^State:[[:space:]]*\([A-Z]\).*/\1/p' "/proc/$1/status" 2>/dev/null) || true
+  [[ $state == Z ]] || return 0
+  tasks=("/proc/$1/task"/*)
+  ((${#tasks[@]} > 1))
+}
+
 # pid_alive PIDFILE: true if the process named in PIDFILE runs.
 pid_alive() {
-  [[ -s $1 ]] && kill -0 "$(cat "$1")" 2>/dev/null
+  [[ -s $1 ]] && pid_runs "$(cat "$1")"
 }
 
 # stop_pidfile PIDFILE [SECONDS]: SIGTERM, wait, then SIGKILL.
@@ -33,11 +46,11 @@ stop_pidfile() {
   local f=$1 secs=${2:-20} pid
   [[ -s $f ]] || return 0
   pid=$(cat "$f")
-  if kill -0 "$pid" 2>/dev/null; then
+  if pid_runs "$pid"; then
     kill -TERM "$pid" 2>/dev/null || true
-    if ! wait_until "$secs" eval "! kill -0 $pid"; then
+    if ! wait_until "$secs" eval "! pid_runs $pid"; then
       kill -KILL "$pid" 2>/dev/null || true
-      wait_until 5 eval "! kill -0 $pid" || true
+      wait_until 5 eval "! pid_runs $pid" || true
     fi
   fi
   rm -f "$f"
@@ -258,10 +271,31 @@ zk_stop() { stop_pidfile "$1/${2:-zk}/pid" 20; }
 
 # ---------------------------------------------------------------- ZooKeeper ensemble
 
-# A three-server ensemble on loopback, for the fault tests. Server N (1..3) lives in
-# RUN/zkN (so a test's cleanup, which stops RUN/*/pid, stops it too) and uses the ports
+# A three-server ensemble on loopback, for the fault tests and `scripts/stack up
+# --zk-ensemble`. Server N (1..3) lives in RUN/zkN (so a test's cleanup, which stops
+# RUN/*/pid, stops it too) and uses the ports
 #   client BASE+N-1, quorum BASE+N+2, leader election BASE+N+5
 # (nine ports from BASE). It forms a quorum in 2 to 8 s on this machine.
+
+# zk_ensemble_cfg DIR N SERVER...: makes the server of DIR (its zoo.cfg written by
+# zk_write_cfg) member N of an ensemble: N in DIR/data/myid, and one server.I line per
+# SERVER (HOST:QUORUM_PORT:ELECTION_PORT, the I-th is server I) appended to the
+# zoo.cfg. Every member must be given the same list. Used by zk_ensemble_start_one
+# and by the ZooKeeper container (docker/zookeeper/entrypoint.sh), whose members are
+# zk1..zk3 of docker-compose.yml.
+zk_ensemble_cfg() {
+  local d=$1 n=$2 i=0 s
+  shift 2
+  if ! [[ $n =~ ^[1-9][0-9]*$ ]] || ((n > $#)); then
+    stack_log "zk: member number '$n' is not one of 1..$#"
+    return 1
+  fi
+  echo "$n" >"$d/data/myid"
+  for s in "$@"; do
+    i=$((i + 1))
+    echo "server.$i=$s" >>"$d/zoo.cfg"
+  done
+}
 
 # zk_ensemble_hosts BASE: the connection string, "127.0.0.1:BASE,...:BASE+2".
 zk_ensemble_hosts() {
@@ -285,16 +319,14 @@ zk_ensemble_start() {
 # zk_ensemble_start_one RUN BASE N [nowait]: starts server N (again) and, unless told
 # not to, waits until it serves (which needs a quorum: another server must be up).
 zk_ensemble_start_one() {
-  local run=$1 b=$2 n=$3 wait=${4:-wait} d i
+  local run=$1 b=$2 n=$3 wait=${4:-wait} d i members=()
   d=$run/zk$n
   mkdir -p "$d/data"
   if ! pid_alive "$d/pid"; then
     port_free $((b + n - 1)) || { stack_log "zk$n: port $((b + n - 1)) is taken"; return 1; }
-    echo "$n" >"$d/data/myid"
     zk_write_cfg "$d" $((b + n - 1))
-    for i in 1 2 3; do
-      echo "server.$i=127.0.0.1:$((b + i + 2)):$((b + i + 5))" >>"$d/zoo.cfg"
-    done
+    for i in 1 2 3; do members+=("127.0.0.1:$((b + i + 2)):$((b + i + 5))"); done
+    zk_ensemble_cfg "$d" "$n" "${members[@]}" || return 1
     zk_launch "$d"
   fi
   [[ $wait == nowait ]] && return 0

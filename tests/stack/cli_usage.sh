@@ -42,6 +42,11 @@ expect_rc 2 "--instances needs a value" up --instances
 expect_rc 2 "--lock: not a lock mode: 'Z K'" up --lock 'Z K'
 expect_rc 2 "unknown argument '--verbose'" up --verbose
 expect_rc 2 "unexpected argument 'now'" down now
+# The ZooKeeper topology is the stack's: `up` chooses it, restart-stockd cannot.
+expect_rc 0 "--zk-ensemble" up --help
+expect_rc 2 "unknown argument '--zk-ensemble'" restart-stockd --zk-ensemble
+STACK_ZK_PORT=65530 expect_rc 1 "the ZooKeeper ensemble needs the nine ports from 65530" \
+  up --zk-ensemble
 STACK_PORT_BASE=80 expect_rc 1 "STACK_PORT_BASE must be a number in 1024..65400" up
 STACK_NGINX_PORT=x expect_rc 1 "not a port: x" up
 [[ ! -e $STACK_RUN ]] || fail "a usage error created the run directory"

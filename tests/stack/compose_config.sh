@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # docker-compose.yml, docker/nginx/nginx.conf and the Dockerfiles, checked without a
 # container engine: Debian's docker-compose resolves the compose file, and the resolved
-# config must have the eight services, each built here from a Dockerfile that starts
+# config must have the ten services (zk1..3 a ZooKeeper ensemble that stockd is given
+# whole, and Prometheus), each built here from a Dockerfile that starts
 # from debian:12 and has a HEALTHCHECK, nginx waiting for healthy stockd instances, no
 # host port except nginx's and Prometheus's (loopback only), and the password only from the environment. nginx -t
 # checks the compose nginx.conf with the service names mapped to loopback.
@@ -54,8 +55,9 @@ def check(cond, msg):
         print("ok:", msg)
 
 stockds = ["stockd-1", "stockd-2", "stockd-3"]
-check(sorted(svc) == sorted(["mariadb", "zookeeper", "redis", "nginx", "prometheus"] + stockds),
-      "eight services: mariadb, zookeeper, redis, stockd-1..3, nginx, prometheus (got %s)"
+zks = ["zk1", "zk2", "zk3"]
+check(sorted(svc) == sorted(["mariadb", "redis", "nginx", "prometheus"] + zks + stockds),
+      "ten services: mariadb, zk1..3, redis, stockd-1..3, nginx, prometheus (got %s)"
       % sorted(svc))
 
 # Every image is built here, from debian:12 only, and carries its health check: the
@@ -85,8 +87,19 @@ check(isinstance(deps, dict) and all(
 for n in stockds:
     d = svc.get(n, {}).get("depends_on", {})
     check(all(d.get(x, {}).get("condition") == "service_healthy"
-              for x in ("mariadb", "zookeeper", "redis")),
-          "%s waits for healthy mariadb, zookeeper and redis" % n)
+              for x in ["mariadb", "redis"] + zks),
+          "%s waits for healthy mariadb, zk1..3 and redis" % n)
+
+# The ZooKeeper ensemble: one image, each member its own number 1..3 and the same list
+# of the three members' quorum and election ports, named by their services.
+zk_images = {svc.get(n, {}).get("image") for n in zks}
+check(len(zk_images) == 1 and None not in zk_images, "zk1..3 share one image (%s)" % zk_images)
+want_servers = ",".join("%s:2888:3888" % n for n in zks)
+for i, n in enumerate(zks, 1):
+    env = svc.get(n, {}).get("environment") or {}
+    check(str(env.get("STOCKD_ZK_MYID")) == str(i) and env.get("STOCKD_ZK_SERVERS") == want_servers,
+          "%s is member %d of %s (got %s, %s)"
+          % (n, i, want_servers, env.get("STOCKD_ZK_MYID"), env.get("STOCKD_ZK_SERVERS")))
 
 published = {n: s.get("ports") for n, s in svc.items() if s.get("ports")}
 check(sorted(published) == ["nginx", "prometheus"],
@@ -121,8 +134,9 @@ for n in stockds:
           "%s: ZooKeeper digest ACL on, its password from the environment" % n)
     check(env.get("STOCKD_LOCK") == "zk", "%s: lock mode from STOCKD_LOCK" % n)
     # Every lock service's address is given, so that any STOCKD_LOCK works.
-    check(env.get("STOCKD_ZK") == "zookeeper:2181" and env.get("STOCKD_REDIS") == "redis:6379",
-          "%s: ZooKeeper and Redis addresses are the services' (got %s, %s)"
+    check(env.get("STOCKD_ZK") == "zk1:2181,zk2:2181,zk3:2181"
+          and env.get("STOCKD_REDIS") == "redis:6379",
+          "%s: ZooKeeper (all three members) and Redis addresses are the services' (got %s, %s)"
           % (n, env.get("STOCKD_ZK"), env.get("STOCKD_REDIS")))
     check("ports" not in s, "%s publishes no port" % n)
     check(s.get("build", {}).get("context") is not None, "%s builds from the Dockerfile" % n)
@@ -152,7 +166,7 @@ PY
 # as the native stack does: the same install, settings, schema, user, zoo.cfg and Redis
 # settings (no persistence).
 for f in mariadb:mysql_install mariadb:mysql_create_db mariadb:STACK_MYSQL_FLAGS \
-  zookeeper:zk_write_cfg zookeeper:zk_exec redis:STACK_REDIS_FLAGS; do
+  zookeeper:zk_write_cfg zookeeper:zk_ensemble_cfg zookeeper:zk_exec redis:STACK_REDIS_FLAGS; do
   grep -q "${f#*:}" "$src/docker/${f%%:*}/entrypoint.sh" ||
     fail "docker/${f%%:*}/entrypoint.sh does not use stack-lib's ${f#*:}"
 done

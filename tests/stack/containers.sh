@@ -3,15 +3,20 @@
 # the README's podman path): every image built from debian:12 (bootstrapped from
 # Debian's mirror when podman lacks it) with `up -d --build` and STOCKD_LOCK=zk, then
 # from the host's loopback only, through the port nginx publishes:
-#   - nginx answers /health 200, from each of the three stockd containers;
-#   - product 3 reset to stock 50, then 300 deductions, 25 at a time: every answer is
-#     deducted or sold_out, exactly 50 deducted, the stock ends at exactly 0, the
-#     orders rows are the deducted answers (same count, same order ids), and the
-#     answers came from all three stockd containers (nginx spread them);
+#   - nginx answers /health 200, from each of the three stockd containers, and the
+#     ZooKeeper ensemble zk1..zk3 has one leader and two followers;
+#   - product 3 reset to stock 500, then 600 deductions, 25 at a time, and once the
+#     first is deducted the leader's container is killed (podman kill): the two
+#     others elect a new leader, no stockd container restarts, every answer is
+#     deducted, sold_out or a 503, and the deducted answers are the orders rows (same
+#     count, same order ids, same count per instance) and the stock's drop;
+#   - the old leader started again rejoins as a follower, and a second, short load
+#     (30 units, 90 deductions) ends exactly: 30 deducted, the stock at 0, the ledger
+#     equal to the answers, and answers from all three stockd containers;
 #   - nginx restarted while stockd-3 is stopped waits for it;
 #   - then the same running stack in STOCKD_LOCK=redis and STOCKD_LOCK=db-lock, one
 #     after the other: only the three stockd containers are made again with the new
-#     mode (mariadb, zookeeper, redis and nginx keep running, the database keeps its
+#     mode (mariadb, zk1..3, redis and nginx keep running, the database keeps its
 #     data), each container's /metrics must name the mode and count operations on its
 #     lock service (Redis, the stock_lock table), and the same reset and load must end
 #     as exactly as under zk;
@@ -131,11 +136,11 @@ bridge=$(podman network inspect -f '{{.NetworkInterface}}' "$net" 2>/dev/null ||
 running=$(podman ps --filter "label=io.podman.compose.project=$project" --format '{{.Names}}' | sort)
 expect_eq "containers running after up -d --build ($(elapsed "$t0"))" \
   "$(printf '%s\n' "$project"_mariadb_1 "$project"_nginx_1 "$project"_stockd-{1,2,3}_1 \
-    "$project"_zookeeper_1 "$project"_redis_1 "$project"_prometheus_1 | sort)" "$running"
+    "$project"_zk{1,2,3}_1 "$project"_redis_1 "$project"_prometheus_1 | sort)" "$running"
 
 # The images keep their health checks (built in Docker's format): podman runs them on
 # demand, there is no systemd here to schedule them.
-for s in mariadb zookeeper redis stockd-1 nginx; do
+for s in mariadb zk1 redis stockd-1 nginx; do
   hc=$(podman inspect -f '{{.Config.Healthcheck}}' "${project}_${s}_1")
   [[ $hc == *CMD* ]] || fail "$s: the image has no HEALTHCHECK (was it built in OCI format?)"
 done
@@ -163,11 +168,17 @@ ready() {
     ((${#healthy[@]} == 3)) || sleep 0.5
   done
   echo "ok: /health 200 through nginx in mode $mode from ${!healthy[*]} ($(elapsed "$t0"))"
-  # Each container's own health check agrees.
-  for s in mariadb zookeeper redis stockd-1 stockd-2 stockd-3 nginx; do
-    podman healthcheck run "${project}_${s}_1" >/dev/null 2>&1 || fail "$s: its health check fails"
+  # Each container's own health check agrees, within the time the images' HEALTHCHECK
+  # would give it: a ZooKeeper server still joining the quorum fails its check for a
+  # moment while stockd already serves through the other two (seen: zk2, once).
+  t0=$SECONDS
+  for s in mariadb zk1 zk2 zk3 redis stockd-1 stockd-2 stockd-3 nginx; do
+    until podman healthcheck run "${project}_${s}_1" >/dev/null 2>&1; do
+      ((SECONDS - t0 < 60)) || fail "$s: its health check still fails after 60 s"
+      sleep 1
+    done
   done
-  echo "ok: every container's health check passes"
+  echo "ok: every container's health check passes ($(elapsed "$t0"))"
 }
 ready zk
 
@@ -181,45 +192,165 @@ sql() {
     sql "$1"
 }
 
-# load MODE: resets the product, fires the load through nginx and checks that it ended
-# exactly: 50 deducted, the stock at 0, and the ledger rows made by this load (the ids
-# above the highest before it: the rounds share one database) equal to the deducted
-# answers, per instance too; and that nginx spread the answers over all three.
-load() {
-  local mode=$1 d=$T/$1 mark t0 codes spread
+# reset NAME STOCK: makes the round's folder $T/NAME, keeps there the highest order id
+# so far (the rounds share one database: a round's ledger rows are the ids above it),
+# and sets the product's stock to STOCK.
+reset() {
+  local name=$1 d=$T/$1
   mkdir -p "$d/answers"
-  mark=$(sql "SELECT COALESCE(MAX(id), 0) FROM orders")
+  sql "SELECT COALESCE(MAX(id), 0) FROM orders" >"$d/mark"
   podman exec "${project}_mariadb_1" bash -c \
-    "source /usr/local/lib/stockd/scripts/stack-lib.sh && mysql_set_stock /var/lib/stockd shop $product $stock"
-  expect_eq "$mode: stock of product $product after the reset" "$stock" \
+    "source /usr/local/lib/stockd/scripts/stack-lib.sh && mysql_set_stock /var/lib/stockd shop $product $2"
+  expect_eq "$name: stock of product $product after the reset" "$2" \
     "$(sql "SELECT stock FROM product WHERE id=$product")"
+}
 
-  t0=$SECONDS
-  seq "$requests" | xargs -P "$concurrency" -I{} curl -s -m 60 -o "$d/answers/{}" \
-    -w '%{http_code}\n' "$base/stock/reduce?id=$product" >"$d/codes" || true
-  echo "$mode: load: $requests requests, $concurrency at a time, in $(elapsed "$t0")"
-  codes=$(sort "$d/codes" | uniq -c | awk '{ printf "%s:%s ", $2, $1 }')
-  expect_eq "$mode: HTTP answers (status:count)" "200:$stock 409:$((requests - stock)) " "$codes"
+# fire NAME REQUESTS CONCURRENCY: the deductions through nginx, CONCURRENCY at a time;
+# each answer's body in $T/NAME/answers/I, the status codes in $T/NAME/codes.
+fire() {
+  seq "$2" | xargs -P "$3" -I{} curl -s -m 60 -o "$T/$1/answers/{}" \
+    -w '%{http_code}\n' "$base/stock/reduce?id=$product" >"$T/$1/codes" || true
+}
 
-  jq -s -r '.[] | [.result, .instance, (.order_id // "")] | @tsv' "$d"/answers/* >"$d/answers.tsv"
-  expect_eq "$mode: answers" "$requests" "$(wc -l <"$d/answers.tsv")"
-  expect_eq "$mode: deducted answers" "$stock" "$(awk '$1 == "deducted"' "$d/answers.tsv" | wc -l)"
-  expect_eq "$mode: stock after the load" 0 "$(sql "SELECT stock FROM product WHERE id=$product")"
-  expect_eq "$mode: orders rows (the ledger)" "$stock" \
+# codes NAME: the round's status codes, "status:count " each, in order.
+codes() { sort "$T/$1/codes" | uniq -c | awk '{ printf "%s:%s ", $2, $1 }'; }
+
+# deducted NAME: how many of the round's answers so far say deducted.
+deducted() { grep -l '"result":"deducted"' "$T/$1"/answers/* 2>/dev/null | wc -l; }
+
+# reconcile NAME STOCK REQUESTS: every request has a JSON answer, and the ledger agrees
+# with the answers: the orders rows the round made are the deducted answers (same
+# count, same order ids, same count per instance), and the stock is the reset's STOCK
+# less the deducted answers.
+reconcile() {
+  local name=$1 s=$2 n=$3 d=$T/$1 mark k
+  mark=$(cat "$d/mark")
+  jq -s -r '.[] | [.result, .instance, (.order_id // "")] | @tsv' "$d"/answers/* \
+    >"$d/answers.tsv" || fail "$name: an answer is not JSON (see $d/answers)"
+  expect_eq "$name: answers" "$n" "$(wc -l <"$d/answers.tsv")"
+  k=$(awk '$1 == "deducted"' "$d/answers.tsv" | wc -l)
+  ((k <= s)) || fail "$name: $k deducted answers for a stock of $s"
+  expect_eq "$name: stock after the load ($s less the $k deducted answers)" $((s - k)) \
+    "$(sql "SELECT stock FROM product WHERE id=$product")"
+  expect_eq "$name: orders rows (the ledger)" "$k" \
     "$(sql "SELECT COUNT(*) FROM orders WHERE product_id=$product AND id > $mark")"
-  expect_eq "$mode: order ids: answered = in the ledger" \
+  expect_eq "$name: order ids: answered = in the ledger" \
     "$(sql "SELECT id FROM orders WHERE product_id=$product AND id > $mark ORDER BY id" | tr '\n' ' ')" \
     "$(awk '$1 == "deducted" { print $3 }' "$d/answers.tsv" | sort -n | tr '\n' ' ')"
-  expect_eq "$mode: deductions per instance: answered = in the ledger" \
+  expect_eq "$name: deductions per instance: answered = in the ledger" \
     "$(sql "SELECT instance, COUNT(*) FROM orders WHERE product_id=$product AND id > $mark
             GROUP BY instance ORDER BY instance" | tr '\t\n' ': ')" \
     "$(awk '$1 == "deducted" { print $2 }' "$d/answers.tsv" | sort | uniq -c | awk '{ printf "%s:%s ", $2, $1 }')"
-  spread=$(cut -f2 "$d/answers.tsv" | sort | uniq -c | awk '{ printf "%s:%s ", $2, $1 }')
-  expect_eq "$mode: instances that answered" "stockd-1 stockd-2 stockd-3" \
-    "$(cut -f2 "$d/answers.tsv" | sort -u | tr '\n' ' ' | sed 's/ $//')"
-  echo "ok: $mode: nginx spread the requests: $spread"
 }
-load zk
+
+# load NAME [STOCK REQUESTS CONCURRENCY]: resets the product, fires the load through
+# nginx and checks that it ended exactly: every answer deducted or sold_out, STOCK
+# deducted, the stock at 0, the ledger equal to the answers (reconcile); and that
+# nginx spread the answers over all three.
+load() {
+  local name=$1 s=${2:-$stock} n=${3:-$requests} c=${4:-$concurrency} d=$T/$1 t0 spread
+  reset "$name" "$s"
+  t0=$SECONDS
+  fire "$name" "$n" "$c"
+  echo "$name: load: $n requests, $c at a time, in $(elapsed "$t0")"
+  expect_eq "$name: HTTP answers (status:count)" "200:$s 409:$((n - s)) " "$(codes "$name")"
+  expect_eq "$name: deducted answers" "$s" "$(deducted "$name")"
+  reconcile "$name" "$s" "$n"
+  spread=$(cut -f2 "$d/answers.tsv" | sort | uniq -c | awk '{ printf "%s:%s ", $2, $1 }')
+  expect_eq "$name: instances that answered" "stockd-1 stockd-2 stockd-3" \
+    "$(cut -f2 "$d/answers.tsv" | sort -u | tr '\n' ' ' | sed 's/ $//')"
+  echo "ok: $name: nginx spread the requests: $spread"
+}
+
+# ---------------------------------------------------------------- the ZooKeeper leader killed
+
+# zk_mode N: the mode of member zkN (leader or follower), from `srvr` asked inside its
+# container (stack-lib's zk_4lw); nothing while it is down or not serving.
+zk_mode() {
+  podman exec "${project}_zk$1_1" bash -c \
+    'source /usr/local/lib/stockd/scripts/stack-lib.sh && zk_4lw 2181 srvr' 2>/dev/null |
+    sed -n 's/^Mode: //p' || true
+}
+# zk_modes: "zk1:MODE zk2:MODE zk3:MODE", MODE - for a member that does not serve.
+zk_modes() {
+  local n m
+  for n in 1 2 3; do
+    m=$(zk_mode "$n")
+    printf 'zk%s:%s ' "$n" "${m:--}"
+  done
+}
+# zk_leader: the number of the member that leads, or nothing.
+zk_leader() { zk_modes | grep -o 'zk[123]:leader' | cut -c3 || true; }
+# stockd_starts: when each stockd container last started (a restart changes it).
+stockd_starts() {
+  local n
+  for n in 1 2 3; do podman inspect -f '{{.State.StartedAt}}' "${project}_stockd-${n}_1"; done
+}
+
+modes=$(zk_modes)
+expect_eq "the ensemble's modes, sorted" "follower follower leader" \
+  "$(tr ' ' '\n' <<<"$modes" | cut -s -d: -f2 | sort | xargs)"
+leader=$(zk_leader)
+echo "ok: the ensemble serves: $modes"
+
+# The load of the zk round, with the leader's container killed once the first unit is
+# deducted: its clients lose their server, the two followers theirs, until the two
+# elect a new leader; meanwhile a deduction waits for the lock (up to stockd's 5 s) or
+# gets a 503, and a holder whose session is in doubt rolls back (lock_lost) rather than
+# write. Whatever each request got, the ledger must agree with the answers. The stock
+# is larger than the other rounds' so that units are still being deducted when the
+# kill lands: with 50 units all were sold before `podman kill` returned (seen, with
+# curl's one process per request making about 50 requests a second), and the rest of
+# the load were sold-out answers, which need no lock.
+name=zk-leader-kill kstock=500 krequests=600
+d=$T/$name
+reset "$name" "$kstock"
+starts=$(stockd_starts)
+t0=$SECONDS
+fire "$name" "$krequests" "$concurrency" &
+loadpid=$!
+until (($(deducted "$name") >= 1)); do
+  kill -0 "$loadpid" 2>/dev/null || fail "$name: the load ended before a unit was deducted"
+  ((SECONDS - t0 < 60)) || fail "$name: no unit was deducted within 60 s"
+  sleep 0.1
+done
+podman kill "${project}_zk${leader}_1" >/dev/null
+tk=$SECONDS
+at_kill=$(deducted "$name")
+kill -0 "$loadpid" 2>/dev/null || fail "$name: the load was over before the kill landed"
+((at_kill < kstock)) ||
+  fail "$name: all $kstock units were deducted before the kill landed: not a kill under load"
+echo "ok: killed the leader zk$leader under load (at most $at_kill of $kstock units deducted"\
+  "when it landed, $(find "$d/answers" -type f | wc -l) of $krequests requests answered)"
+until l=$(zk_leader) && [[ -n $l && $l != "$leader" ]]; do
+  ((SECONDS - tk < 60)) || fail "$name: no new leader within 60 s of the kill: $(zk_modes)"
+  sleep 0.5
+done
+echo "ok: zk$l leads within $(elapsed "$tk") of the kill: $(zk_modes)"
+wait "$loadpid" || true
+echo "$name: load: $krequests requests, $concurrency at a time, in $(elapsed "$t0"):" \
+  "$(codes "$name")"
+bad=$(grep -cvxE '200|409|503' "$d/codes" || true)
+expect_eq "$name: answers other than 200, 409 or 503" 0 "$bad"
+reconcile "$name" "$kstock" "$krequests"
+expect_eq "$name: results" "" \
+  "$(cut -f1 "$d/answers.tsv" | grep -vxE 'deducted|sold_out|unavailable|lock_timeout|lock_lost|overloaded' |
+    sort | uniq -c | xargs)"
+echo "ok: $name: $(cut -f1 "$d/answers.tsv" | sort | uniq -c | awk '{ printf "%s:%s ", $2, $1 }')"
+expect_eq "$name: when each stockd container started (none restarted)" \
+  "$(xargs <<<"$starts")" "$(stockd_starts | xargs)"
+
+# The old leader comes back as a follower, every container is healthy again, and a
+# second load on the whole ensemble is exact.
+t0=$SECONDS
+podman start "${project}_zk${leader}_1" >/dev/null
+until [[ $(zk_mode "$leader") == follower ]]; do
+  ((SECONDS - t0 < 90)) || fail "zk$leader did not rejoin as a follower within 90 s: $(zk_modes)"
+  sleep 0.5
+done
+echo "ok: zk$leader started again rejoined as a follower ($(elapsed "$t0")): $(zk_modes)"
+ready zk
+load zk-after 30 90 15
 
 # ---------------------------------------------------------------- a stockd that arrives late
 
@@ -269,7 +400,7 @@ sample() { awk -v k="$1" '$1 == k { print $2 }'; }
 # `podman start` it falls back to leaves them as they are.
 switch() {
   local mode=$1 t0=$SECONDS s before after
-  before=$(for s in mariadb zookeeper redis nginx; do
+  before=$(for s in mariadb zk1 zk2 zk3 redis nginx; do
     podman inspect -f '{{.Id}}' "${project}_${s}_1"
   done)
   podman rm -f -t 5 "${project}"_stockd-{1,2,3}_1 >/dev/null
@@ -280,10 +411,10 @@ switch() {
       "$(podman inspect -f '{{range .Config.Env}}{{println .}}{{end}}' "${project}_${s}_1" |
         grep '^STOCKD_LOCK=')"
   done
-  after=$(for s in mariadb zookeeper redis nginx; do
+  after=$(for s in mariadb zk1 zk2 zk3 redis nginx; do
     podman inspect -f '{{.Id}}' "${project}_${s}_1"
   done)
-  expect_eq "$mode: mariadb, zookeeper, redis and nginx are the same containers" "$before" "$after"
+  expect_eq "$mode: mariadb, zk1..3, redis and nginx are the same containers" "$before" "$after"
   echo "ok: stockd-1..3 made again in mode $mode ($(elapsed "$t0"))"
   ready "$mode"
 }

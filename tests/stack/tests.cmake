@@ -29,11 +29,18 @@ stockd_integration_test(stack_docker_initdb_user
 # a second up that keeps data and processes, restart-stockd in another mode, down.
 stockd_integration_test(stack_up_status_restart_down
   COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/up_down.sh TIMEOUT 300 LABELS stack)
+# scripts/stack up --zk-ensemble: three ZooKeeper servers that every stockd is given,
+# deductions through nginx, the leader killed and the deductions going on, a second up
+# starting it again, an up back to a standalone ZooKeeper, and down.
+stockd_integration_test(stack_up_zk_ensemble_leader_killed_down
+  COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/up_ensemble.sh TIMEOUT 300 LABELS stack)
 
 # docker-compose.yml built and run for real with podman (docker/podman/compose): every
-# image from debian:12, three stockd behind nginx on 127.0.0.1, a ZooKeeper-locked load
-# through it ending at exactly 0 with the ledger matching, and the requests spread over
-# the three containers; then the same stack with only the stockd containers made again
+# image from debian:12, three stockd behind nginx on 127.0.0.1 and a three-server
+# ZooKeeper ensemble; a ZooKeeper-locked load through nginx during which the leader's
+# container is killed, the ledger matching the answers and the stock; the old leader
+# started again, and a second load ending at exactly 0 with the ledger matching and the
+# requests spread over the three containers; then the same stack with only the stockd containers made again
 # in the lease modes redis and db-lock, the same load exact in each; then down -v and
 # the network removed. It takes minutes (the
 # images are built from source) and the images never contain this build's binaries, so

@@ -13,7 +13,7 @@ fi
 
 stack=$STOCKD_SRC/scripts/stack
 # Everything inside the 20 ports ctest gives this test: MariaDB at +6 and stockd i at
-# +10+i from the base; nginx, ZooKeeper, Redis and Prometheus (+80, +81, +82, +90 by
+# +10+i from the base; nginx, ZooKeeper, Redis and Prometheus (+80, +81, +82, +92 by
 # default) moved to +1, +2, +3 and +4.
 export STACK_RUN=$T STACK_PORT_BASE=$PORT0 STACK_NGINX_PORT=$((PORT0 + 1))
 export STACK_ZK_PORT=$((PORT0 + 2)) STACK_REDIS_PORT=$((PORT0 + 3))
@@ -108,7 +108,7 @@ old2=$(cat "$T/stockd/2.pid")
 "$stack" status >"$T/status.txt" || fail "status after restart: $(cat "$T/status.txt")"
 expect_eq "stockd lines after restart" 1 "$(grep -c '^stockd-' "$T/status.txt")"
 grep -q 'lock mode: local' "$T/status.txt" || fail "status does not show lock mode local"
-if kill -0 "$old2" 2>/dev/null; then fail "stockd-2 (pid $old2) still runs"; fi
+if pid_runs "$old2"; then fail "stockd-2 (pid $old2) still runs"; fi
 expect_eq "nginx upstreams" 1 "$(grep -c 'server 127.0.0.1:' "$T/nginx/nginx.conf")"
 # Prometheus watches its targets file: the instance list follows without a restart.
 wait_until 20 eval '[[ $(prom_targets) == "127.0.0.1:$((PORT0 + 11))" ]]' ||
@@ -130,7 +130,7 @@ expect_eq "stock after 6 deductions" 94 "$("$stack" mysql -N -B -e 'SELECT stock
 all=$(pids | xargs)
 "$stack" down </dev/null || fail "stack down failed"
 for pid in $all; do
-  if kill -0 "$pid" 2>/dev/null; then fail "pid $pid still runs after down"; fi
+  if pid_runs "$pid"; then fail "pid $pid still runs after down"; fi
 done
 for p in $((PORT0 + 1)) $((PORT0 + 2)) $((PORT0 + 4)) $((PORT0 + 6)) $((PORT0 + 11)) $((PORT0 + 12)); do
   port_free "$p" || fail "port $p still taken after down"
