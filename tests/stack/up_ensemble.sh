@@ -46,7 +46,7 @@ t0=$SECONDS
 echo "up --zk-ensemble took $((SECONDS - t0)) s"
 "$stack" status >"$T/status.txt" || fail "status after up: $(cat "$T/status.txt")"
 cat "$T/status.txt"
-expect_eq "components up (mysql, zk1..3, redis, stockd-1..2, nginx)" 8 "$(grep -cE ' up$' "$T/status.txt")"
+expect_eq "components up (mysql, zk1..3, redis, stockd-1..2, nginx, prometheus)" 9 "$(grep -cE ' up$' "$T/status.txt")"
 expect_eq "status rows of the ensemble" "zk1 zk2 zk3" "$(grep -oE '^zk[0-9]' "$T/status.txt" | xargs)"
 expect_eq "the ensemble's modes, sorted" "follower follower leader" \
   "$(sed -n 's/^zookeeper ensemble: //p' "$T/status.txt" | xargs -n 2 | cut -d' ' -f2 | sort | xargs)"
