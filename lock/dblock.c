@@ -26,6 +26,10 @@
 
 enum { ST_INSERT, ST_TAKEOVER, ST_RELEASE, ST_UNDO, ST_RENEW, ST_COUNT };
 
+#define RENEW_SQL                                                                                  \
+    "UPDATE stock_lock SET expires_at = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND"                 \
+    " WHERE name = ? AND owner = ? AND token = ?"
+
 /* UTC_TIMESTAMP, not NOW: the session time zone (and its daylight saving jumps) must not
  * move a lease. */
 static const char *const stmt_sql[ST_COUNT] = {
@@ -41,9 +45,10 @@ static const char *const stmt_sql[ST_COUNT] = {
      * acquisition only. A row that was taken over has another owner and token, so it is
      * not touched. Prepared only on a handle that renews (dl_exec), so that the service
      * user needs UPDATE (expires_at) only where --lease-renew is on. Keep it last. */
-    [ST_RENEW] = "UPDATE stock_lock SET expires_at = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND"
-                 " WHERE name = ? AND owner = ? AND token = ?",
+    [ST_RENEW] = RENEW_SQL,
 };
+/* The same, for the lazy prepare (dl_exec), which takes a table of its own. */
+static const char *const renew_sql[1] = {RENEW_SQL};
 
 /* Internal results of dl_exec, never returned to users. */
 #define DL_DUP    1 /* duplicate key: the lock is held */
@@ -145,9 +150,9 @@ static int dl_exec(dblock *d, int st, MYSQL_BIND *params, uint64_t *affected, ui
     *sent = false;
     int rc = dl_connect(d);
     if (rc != DBLOCK_OK) return rc;
-    if (!d->stmt[st]) {
-        /* The statements dl_connect leaves out (the renewal), on first use. */
-        rc = stockdb_conn_prepare(d->conn, &d->stmt[st], &stmt_sql[st], NULL, 1, d->errstr,
+    if (st == ST_RENEW && !d->stmt[ST_RENEW]) {
+        /* The one statement dl_connect leaves out (the renewal), on first use. */
+        rc = stockdb_conn_prepare(d->conn, &d->stmt[ST_RENEW], renew_sql, NULL, 1, d->errstr,
                                   sizeof(d->errstr));
         if (rc != STOCKDB_OK) {
             if (d->stmt[st]) mysql_stmt_close(d->stmt[st]);

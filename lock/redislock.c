@@ -54,7 +54,8 @@ static const char release_lua[] = "if redis.call('GET', KEYS[1]) == ARGV[1] then
 /* KEYS[1] the lock; ARGV[1] our token, ARGV[2] the lease in ms. The watchdog's
  * compare-and-extend: 1 if the key still holds our token and its expiry is now a full
  * lease from the server's now, 0 if it was not ours (expired, or another holder's), in
- * which case nothing is touched. */
+ * which case nothing is touched. Loaded only on a handle that renews, so the others send
+ * the same commands as before the watchdog existed. Keep it last. */
 static const char renew_lua[] = "if redis.call('GET', KEYS[1]) == ARGV[1] then\n"
                                 "  return redis.call('PEXPIRE', KEYS[1], ARGV[2])\n"
                                 "end\n"
@@ -88,6 +89,7 @@ struct redislock {
     char sha[SCRIPT_COUNT][41];
     redislock_hold *holds;
     const atomic_int *cancel; /* the config's; may be NULL */
+    bool renews;              /* has renewed: load the renewal script too */
     redislock_stats st;
     char errstr[256];
 };
@@ -222,7 +224,7 @@ static int rl_error_code(const char *err) {
 /* Loads both scripts on the command connection (their SHA1s do not change, but a
  * restarted or flushed server has forgotten them). */
 static int rl_load_scripts(redislock *l) {
-    for (int i = 0; i < SCRIPT_COUNT; i++) {
+    for (int i = 0; i < (l->renews ? SCRIPT_COUNT : SCRIPT_RENEW); i++) {
         redisReply *r = redisCommand(l->cmd, "SCRIPT LOAD %s", script_text[i]);
         l->st.ops++;
         if (!r) {
@@ -275,6 +277,7 @@ static int rl_eval(redislock *l, int which, int nargs, const char **args, long l
     for (int attempt = 0; attempt < 3; attempt++) {
         int rc = rl_connect_cmd(l);
         if (rc != REDISLOCK_OK) return rc;
+        if (!l->sha[which][0] && (rc = rl_load_scripts(l)) != REDISLOCK_OK) return rc;
         argv[1] = l->sha[which];
         for (int i = 0; i < 3 + nargs; i++)
             argl[i] = strlen(argv[i]);
@@ -584,6 +587,7 @@ int redislock_renew(redislock *via, redislock_hold *h) {
     snprintf(key, sizeof(key), "%s%s", owner->prefix, h->name);
     snprintf(lease, sizeof(lease), "%d", owner->lease_ms);
     const char *args[3] = {key, h->value, lease};
+    via->renews = true;
     int64_t sent = lock_now_us();
     long long r = 0;
     int rc = rl_eval(via, SCRIPT_RENEW, 3, args, &r);
