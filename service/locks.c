@@ -349,6 +349,9 @@ static void renew_due(stockd_locks *l, void **handle, uint64_t *ops_seen) {
         }
         pthread_mutex_unlock(&s->renew_mu);
         if (rc != ZKLOCK_OK) lease_log(l, "renewal", l->lease->errstr(*handle));
+        /* A service that cannot be reached would cost every other slot its own
+         * timeout, with their releases waiting: the next tick tries again. */
+        if (rc != ZKLOCK_OK && rc != ZKLOCK_LOST) break;
     }
     if (*handle) {
         uint64_t now = l->lease->ops(*handle);
