@@ -24,7 +24,11 @@
 #include <mysql.h>
 #include <mysqld_error.h>
 
-enum { ST_INSERT, ST_TAKEOVER, ST_RELEASE, ST_UNDO, ST_COUNT };
+enum { ST_INSERT, ST_TAKEOVER, ST_RELEASE, ST_UNDO, ST_RENEW, ST_COUNT };
+
+#define RENEW_SQL                                                                                  \
+    "UPDATE stock_lock SET expires_at = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND"                 \
+    " WHERE name = ? AND owner = ? AND token = ?"
 
 /* UTC_TIMESTAMP, not NOW: the session time zone (and its daylight saving jumps) must not
  * move a lease. */
@@ -37,7 +41,14 @@ static const char *const stmt_sql[ST_COUNT] = {
     /* After an INSERT whose reply was lost: our row, if it was made. The handle holds
      * no other row of this name (no reentrancy), so owner + name is exactly that one. */
     [ST_UNDO] = "DELETE FROM stock_lock WHERE name = ? AND owner = ?",
+    /* The watchdog's renewal: a full lease from the server's now, for this very
+     * acquisition only. A row that was taken over has another owner and token, so it is
+     * not touched. Prepared only on a handle that renews (dl_exec), so that the service
+     * user needs UPDATE (expires_at) only where --lease-renew is on. Keep it last. */
+    [ST_RENEW] = RENEW_SQL,
 };
+/* The same, for the lazy prepare (dl_exec), which takes a table of its own. */
+static const char *const renew_sql[1] = {RENEW_SQL};
 
 /* Internal results of dl_exec, never returned to users. */
 #define DL_DUP    1 /* duplicate key: the lock is held */
@@ -49,7 +60,10 @@ struct dblock_hold {
     dblock *d;
     dblock_hold *next;
     int64_t token;
-    int64_t valid_until_us;
+    /* Monotonic: sent + lease - margin, of the INSERT or of the latest renewal that
+     * succeeded. Atomic because a renewer thread moves it forward (dblock_renew) while
+     * the holder's thread reads it (dblock_check). */
+    atomic_llong valid_until_us;
     char name[DBLOCK_NAME_MAX + 1];
 };
 
@@ -107,9 +121,10 @@ static int dl_code(int stockdb_rc) {
 
 static int dl_connect(dblock *d) {
     if (d->conn) return DBLOCK_OK;
-    /* No client flags: the lock table is written by INSERT and DELETE only, so
-     * CLIENT_FOUND_ROWS (which changes what an UPDATE reports) would change nothing. */
-    int rc = stockdb_conn_open(&d->cfg, 0, &d->conn, d->errstr, sizeof(d->errstr));
+    /* CLIENT_FOUND_ROWS: the renewal's UPDATE must count the row it matched, even in
+     * the (same-microsecond) case where its new expires_at equals the old one. INSERT
+     * and DELETE report the same either way. */
+    int rc = stockdb_conn_open(&d->cfg, CLIENT_FOUND_ROWS, &d->conn, d->errstr, sizeof(d->errstr));
     if (rc != STOCKDB_OK) return dl_code(rc);
     /* Autocommit on purpose: each statement commits, so the lock row is visible to
      * everyone as soon as the INSERT returns. */
@@ -119,7 +134,7 @@ static int dl_connect(dblock *d) {
         return DBLOCK_ERR_CONNECTION;
     }
     /* Statements are named by their SQL in errors (names NULL). */
-    rc = stockdb_conn_prepare(d->conn, d->stmt, stmt_sql, NULL, ST_COUNT, d->errstr,
+    rc = stockdb_conn_prepare(d->conn, d->stmt, stmt_sql, NULL, ST_RENEW, d->errstr,
                               sizeof(d->errstr));
     if (rc != STOCKDB_OK) dl_disconnect(d);
     return dl_code(rc);
@@ -135,6 +150,17 @@ static int dl_exec(dblock *d, int st, MYSQL_BIND *params, uint64_t *affected, ui
     *sent = false;
     int rc = dl_connect(d);
     if (rc != DBLOCK_OK) return rc;
+    if (st == ST_RENEW && !d->stmt[ST_RENEW]) {
+        /* The one statement dl_connect leaves out (the renewal), on first use. */
+        rc = stockdb_conn_prepare(d->conn, &d->stmt[ST_RENEW], renew_sql, NULL, 1, d->errstr,
+                                  sizeof(d->errstr));
+        if (rc != STOCKDB_OK) {
+            if (d->stmt[st]) mysql_stmt_close(d->stmt[st]);
+            d->stmt[st] = NULL;
+            if (rc == STOCKDB_ERR_CONNECT) dl_disconnect(d);
+            return dl_code(rc);
+        }
+    }
     MYSQL_STMT *s = d->stmt[st];
     d->st.ops++;
     if (mysql_stmt_bind_param(s, params) == 0) {
@@ -326,7 +352,7 @@ int dblock_acquire(dblock *d, const char *name, int timeout_ms, dblock_hold **ou
         if (rc == DBLOCK_OK) {
             h->d = d;
             h->token = token;
-            h->valid_until_us = sent + (int64_t)(d->lease_ms - d->margin_ms) * 1000;
+            atomic_store(&h->valid_until_us, sent + (int64_t)(d->lease_ms - d->margin_ms) * 1000);
             memcpy(h->name, name, n + 1);
             h->next = d->holds;
             d->holds = h;
@@ -361,7 +387,46 @@ out:
 
 int dblock_check(const dblock_hold *h) {
     if (!h) return DBLOCK_ERR_ARGS;
-    return lock_now_us() < h->valid_until_us ? DBLOCK_OK : DBLOCK_LOST;
+    return lock_now_us() < atomic_load(&h->valid_until_us) ? DBLOCK_OK : DBLOCK_LOST;
+}
+
+int dblock_renew(dblock *via, dblock_hold *h) {
+    if (!via || !h) return DBLOCK_ERR_ARGS;
+    via->errstr[0] = '\0';
+    /* The hold's name and token and its handle's owner and lease were fixed before it
+     * was acquired and are only read here. */
+    const dblock *owner = h->d;
+    MYSQL_BIND p[4];
+    unsigned long name_len, owner_len;
+    int64_t lease_us = (int64_t)owner->lease_ms * 1000, token = h->token;
+    bind_i64(&p[0], &lease_us);
+    bind_str(&p[1], h->name, &name_len);
+    bind_str(&p[2], owner->owner, &owner_len);
+    bind_i64(&p[3], &token);
+    int64_t sent = lock_now_us();
+    uint64_t matched = 0;
+    bool was_sent;
+    /* Safe to repeat after a reconnect: a second renewal extends from a later now. */
+    int rc = dl_exec(via, ST_RENEW, p, &matched, NULL, &was_sent);
+    if (rc == DBLOCK_ERR_CONNECTION) {
+        sent = lock_now_us();
+        rc = dl_exec(via, ST_RENEW, p, &matched, NULL, &was_sent);
+    }
+    if (rc == DL_VICTIM || rc == DL_DUP) return DBLOCK_ERR_QUERY;
+    if (rc != DBLOCK_OK) return rc;
+    if (matched == 0) {
+        set_err(via, "lock %s: no row with our token %lld any more", h->name, (long long)token);
+        via->st.renew_lost++;
+        return DBLOCK_LOST;
+    }
+    /* Only ever moved forward: a renewal whose reply came late must not shorten a
+     * later one. */
+    long long until = sent + (int64_t)(owner->lease_ms - owner->margin_ms) * 1000;
+    long long cur = atomic_load(&h->valid_until_us);
+    while (cur < until && !atomic_compare_exchange_weak(&h->valid_until_us, &cur, until)) {
+    }
+    via->st.renewals++;
+    return DBLOCK_OK;
 }
 
 int64_t dblock_token(const dblock_hold *h) {

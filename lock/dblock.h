@@ -85,6 +85,8 @@ typedef struct dblock_stats {
     uint64_t release_lost; /* releases that found the row gone or taken over */
     uint64_t ops;          /* statements executed */
     uint64_t sleeps;       /* backoff sleeps while waiting */
+    uint64_t renewals;     /* dblock_renew calls through this handle that extended */
+    uint64_t renew_lost;   /* ... that found the row gone or taken over */
 } dblock_stats;
 
 typedef struct dblock dblock;
@@ -113,6 +115,23 @@ int dblock_acquire(dblock *d, const char *name, int timeout_ms, dblock_hold **ou
  * safety margin has passed since the INSERT was sent. Local clock only; never asks the
  * server. DBLOCK_ERR_ARGS for NULL. */
 int dblock_check(const dblock_hold *h);
+
+/* The watchdog's renewal, as Redisson's: UPDATE stock_lock SET expires_at = now + lease
+ * WHERE name = ? AND owner = ? AND token = ? of hold h, on the connection of handle
+ * `via`. On DBLOCK_OK, dblock_check(h) counts its lease from the moment this renewal
+ * was sent. Returns DBLOCK_OK; DBLOCK_LOST if no row of this acquisition is left (it
+ * was taken over after its lease; h's lease clock is not touched); DBLOCK_ERR_CONNECTION
+ * (after one reconnect) or DBLOCK_ERR_QUERY if it could not be done (nothing extended;
+ * try again while there is lease left); DBLOCK_ERR_ARGS for NULL. A row whose lease has
+ * passed by the database's clock but that nobody took over is still this acquisition's
+ * and is renewed: nobody else can have held the lock in between.
+ *
+ * The one exception to the thread rule above, made for a renewer thread: `via` is a
+ * handle made and used on the CALLING thread (the renewer's own, on the same server),
+ * while h may belong to another handle and thread, which may be using h meanwhile
+ * (check, token). The caller guarantees that h is not released or freed during the
+ * call. The counters go to `via`. */
+int dblock_renew(dblock *via, dblock_hold *h);
 
 /* The fencing token (stock_lock.token of this acquisition), > 0; 0 for NULL. */
 int64_t dblock_token(const dblock_hold *h);

@@ -51,8 +51,18 @@ static const char release_lua[] = "if redis.call('GET', KEYS[1]) == ARGV[1] then
                                   "end\n"
                                   "return 0\n";
 
-enum { SCRIPT_ACQUIRE, SCRIPT_RELEASE, SCRIPT_COUNT };
-static const char *const script_text[SCRIPT_COUNT] = {acquire_lua, release_lua};
+/* KEYS[1] the lock; ARGV[1] our token, ARGV[2] the lease in ms. The watchdog's
+ * compare-and-extend: 1 if the key still holds our token and its expiry is now a full
+ * lease from the server's now, 0 if it was not ours (expired, or another holder's), in
+ * which case nothing is touched. Loaded only on a handle that renews, so the others send
+ * the same commands as before the watchdog existed. Keep it last. */
+static const char renew_lua[] = "if redis.call('GET', KEYS[1]) == ARGV[1] then\n"
+                                "  return redis.call('PEXPIRE', KEYS[1], ARGV[2])\n"
+                                "end\n"
+                                "return 0\n";
+
+enum { SCRIPT_ACQUIRE, SCRIPT_RELEASE, SCRIPT_RENEW, SCRIPT_COUNT };
+static const char *const script_text[SCRIPT_COUNT] = {acquire_lua, release_lua, renew_lua};
 
 #define KEY_MAX (32 + 10 + REDISLOCK_NAME_MAX + 1) /* prefix + "#released:" + name */
 
@@ -61,7 +71,10 @@ struct redislock_hold {
     redislock_hold *next;
     pthread_t thread;
     int64_t token;
-    int64_t valid_until_us; /* monotonic: sent + lease - margin */
+    /* Monotonic: sent + lease - margin, of the acquire or of the latest renewal that
+     * succeeded. Atomic because a renewer thread moves it forward (redislock_renew)
+     * while the holder's thread reads it (redislock_check). */
+    atomic_llong valid_until_us;
     char name[REDISLOCK_NAME_MAX + 1];
     char value[24]; /* the token as the key holds it */
 };
@@ -76,6 +89,7 @@ struct redislock {
     char sha[SCRIPT_COUNT][41];
     redislock_hold *holds;
     const atomic_int *cancel; /* the config's; may be NULL */
+    bool renews;              /* has renewed: load the renewal script too */
     redislock_stats st;
     char errstr[256];
 };
@@ -210,7 +224,7 @@ static int rl_error_code(const char *err) {
 /* Loads both scripts on the command connection (their SHA1s do not change, but a
  * restarted or flushed server has forgotten them). */
 static int rl_load_scripts(redislock *l) {
-    for (int i = 0; i < SCRIPT_COUNT; i++) {
+    for (int i = 0; i < (l->renews ? SCRIPT_COUNT : SCRIPT_RENEW); i++) {
         redisReply *r = redisCommand(l->cmd, "SCRIPT LOAD %s", script_text[i]);
         l->st.ops++;
         if (!r) {
@@ -250,8 +264,8 @@ static int rl_connect_cmd(redislock *l) {
 
 /* Runs script `which` with nkeys keys followed by the other args; on REDISLOCK_OK
  * *result is its integer answer. A broken connection is made again and the call sent
- * once more: both scripts are safe to repeat (a repeated acquire finds the key held;
- * a repeated release finds it gone). */
+ * once more: every script is safe to repeat (a repeated acquire finds the key held;
+ * a repeated release finds it gone; a repeated renewal extends from a later now). */
 static int rl_eval(redislock *l, int which, int nargs, const char **args, long long *result) {
     const char *argv[8];
     size_t argl[8];
@@ -259,10 +273,11 @@ static int rl_eval(redislock *l, int which, int nargs, const char **args, long l
     argv[2] = "2";
     for (int i = 0; i < nargs; i++)
         argv[3 + i] = args[i];
-    if (which == SCRIPT_RELEASE) argv[2] = "1";
+    if (which != SCRIPT_ACQUIRE) argv[2] = "1";
     for (int attempt = 0; attempt < 3; attempt++) {
         int rc = rl_connect_cmd(l);
         if (rc != REDISLOCK_OK) return rc;
+        if (!l->sha[which][0] && (rc = rl_load_scripts(l)) != REDISLOCK_OK) return rc;
         argv[1] = l->sha[which];
         for (int i = 0; i < 3 + nargs; i++)
             argl[i] = strlen(argv[i]);
@@ -506,7 +521,7 @@ int redislock_acquire(redislock *l, const char *name, int timeout_ms, redislock_
             h->l = l;
             h->thread = pthread_self();
             h->token = r;
-            h->valid_until_us = sent + (int64_t)(l->lease_ms - l->margin_ms) * 1000;
+            atomic_store(&h->valid_until_us, sent + (int64_t)(l->lease_ms - l->margin_ms) * 1000);
             strcpy(h->name, name);
             snprintf(h->value, sizeof(h->value), "%lld", r);
             h->next = l->holds;
@@ -559,7 +574,37 @@ out:
 
 int redislock_check(const redislock_hold *h) {
     if (!h) return REDISLOCK_ERR_ARGS;
-    return lock_now_us() < h->valid_until_us ? REDISLOCK_OK : REDISLOCK_LOST;
+    return lock_now_us() < atomic_load(&h->valid_until_us) ? REDISLOCK_OK : REDISLOCK_LOST;
+}
+
+int redislock_renew(redislock *via, redislock_hold *h) {
+    if (!via || !h) return REDISLOCK_ERR_ARGS;
+    via->errstr[0] = '\0';
+    /* The hold's name, value, prefix and lease were fixed when it was acquired and are
+     * only read here; the holder's thread writes nothing of it while it is held. */
+    const redislock *owner = h->l;
+    char key[KEY_MAX], lease[16];
+    snprintf(key, sizeof(key), "%s%s", owner->prefix, h->name);
+    snprintf(lease, sizeof(lease), "%d", owner->lease_ms);
+    const char *args[3] = {key, h->value, lease};
+    via->renews = true;
+    int64_t sent = lock_now_us();
+    long long r = 0;
+    int rc = rl_eval(via, SCRIPT_RENEW, 3, args, &r);
+    if (rc != REDISLOCK_OK) return rc;
+    if (r != 1) {
+        set_err(via, "lock %s: the key no longer holds token %s", h->name, h->value);
+        via->st.renew_lost++;
+        return REDISLOCK_LOST;
+    }
+    /* The server's expiry is now at least a lease after `sent`. Only ever moved
+     * forward: a renewal whose reply came late must not shorten a later one. */
+    long long until = sent + (int64_t)(owner->lease_ms - owner->margin_ms) * 1000;
+    long long cur = atomic_load(&h->valid_until_us);
+    while (cur < until && !atomic_compare_exchange_weak(&h->valid_until_us, &cur, until)) {
+    }
+    via->st.renewals++;
+    return REDISLOCK_OK;
 }
 
 int64_t redislock_token(const redislock_hold *h) {

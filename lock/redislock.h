@@ -102,6 +102,8 @@ typedef struct redislock_stats {
     uint64_t wakeups;      /* release messages a waiter received */
     uint64_t polls;        /* waits that ended without a message (poll, lease end) */
     uint64_t reconnects;
+    uint64_t renewals;   /* redislock_renew calls through this handle that extended */
+    uint64_t renew_lost; /* ... that found the key no longer ours */
 } redislock_stats;
 
 typedef struct redislock redislock;
@@ -137,6 +139,23 @@ int redislock_acquire(redislock *l, const char *name, int timeout_ms, redislock_
  * clock). Cheap: reads local state only, never asks Redis. REDISLOCK_ERR_ARGS for NULL.
  * Call it right before committing work done under the lock. */
 int redislock_check(const redislock_hold *h);
+
+/* The watchdog's renewal, as Redisson's: extends the lease of hold h to a full lease
+ * from now if, and only if, its key still holds h's token (a Lua compare-and-extend with
+ * PEXPIRE), through the command connection of handle `via`. On REDISLOCK_OK,
+ * redislock_check(h) counts its lease from the moment this renewal was sent. Returns
+ * REDISLOCK_OK; REDISLOCK_LOST if the key was not ours any more (the lease ran out; it
+ * may have a new owner, which is left alone; h's lease clock is not touched, so
+ * check() says LOST when it would have anyway); REDISLOCK_ERR_CONNECTION,
+ * REDISLOCK_ERR_AUTH or REDISLOCK_ERR_REDIS if it could not be sent (nothing was
+ * extended; try again, while there is lease left); REDISLOCK_ERR_ARGS for NULL.
+ *
+ * The one exception to the thread rule above, made for a renewer thread: `via` is a
+ * handle of the CALLING thread (the renewer's own, on the same Redis), while h may
+ * belong to another handle and thread, which may be using h meanwhile (check, token).
+ * The caller guarantees that h is not released or freed during the call. The counters
+ * go to `via`. */
+int redislock_renew(redislock *via, redislock_hold *h);
 
 /* The fencing token of this acquisition, > 0 (0 for NULL). Tokens of one Redis grow
  * across all names, so a database can refuse a write carrying a token lower than the

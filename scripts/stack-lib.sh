@@ -142,7 +142,7 @@ GRANT SELECT, UPDATE ON \`$db\`.product TO '$user'@'$host';
 GRANT SELECT, UPDATE ON \`$db\`.product_segment TO '$user'@'$host';
 GRANT SELECT ON \`$db\`.product_stock TO '$user'@'$host';
 GRANT SELECT, INSERT ON \`$db\`.orders TO '$user'@'$host';
-GRANT SELECT, INSERT, DELETE ON \`$db\`.stock_lock TO '$user'@'$host';
+GRANT SELECT, INSERT, DELETE, UPDATE (expires_at) ON \`$db\`.stock_lock TO '$user'@'$host';
 SQL
   done
 }

@@ -132,6 +132,10 @@ void stockd_config_usage(FILE *out) {
           "  --log-format text|json text: one line per event for people; json: one\n"
           "                         object per line (time, level, instance, message) for\n"
           "                         log shippers (STOCKD_LOG_FORMAT) [text]\n"
+          "  --lease-renew on|off   the watchdog of modes redis and db-lock, as Redisson's:\n"
+          "                         a thread renews every lease this process holds at a\n"
+          "                         third of its length, only while it is still ours\n"
+          "                         (STOCKD_LEASE_RENEW) [off]\n"
           "  --config FILE          read options from FILE: KEY=VALUE lines with the keys\n"
           "                         of the environment variables above (STOCKD_PORT=8081),\n"
           "                         # comments and blank lines; an unknown key or a bad\n"
@@ -198,6 +202,7 @@ enum {
     O_REDIS_PASSWORD_FILE,
     O_ZK_AUTH_FILE,
     O_LOG_FORMAT,
+    O_LEASE_RENEW,
     O_CONFIG, /* not in options[]: read before the environment (config_file_find) */
     O_HELP,
     O_VERSION,
@@ -237,6 +242,7 @@ static const struct {
     {O_REDIS_PASSWORD_FILE, "redis-password-file", "STOCKD_REDIS_PASSWORD_FILE"},
     {O_ZK_AUTH_FILE, "zk-auth-file", "STOCKD_ZK_AUTH_FILE"},
     {O_LOG_FORMAT, "log-format", "STOCKD_LOG_FORMAT"},
+    {O_LEASE_RENEW, "lease-renew", "STOCKD_LEASE_RENEW"},
 };
 #define NOPTIONS (sizeof(options) / sizeof(options[0]))
 
@@ -354,6 +360,13 @@ static int apply(stockd_config *c, int id, const char *v, const char *name, char
             return 0;
         }
         snprintf(err, errlen, "%s must be text or json, got '%s'", name, v ? v : "");
+        return -1;
+    case O_LEASE_RENEW:
+        if (v && (strcmp(v, "on") == 0 || strcmp(v, "off") == 0)) {
+            c->lease_renew = strcmp(v, "on") == 0;
+            return 0;
+        }
+        snprintf(err, errlen, "%s must be on or off, got '%s'", name, v ? v : "");
         return -1;
     }
     return -1;
@@ -629,6 +642,13 @@ int stockd_config_parse(stockd_config *c, int argc, char **argv, char *err, size
                      (unsigned long long)STOCKD_LEASE_MIN_MS(pause_us));
             return -1;
         }
+    }
+    /* Only a lease has anything to renew: ZooKeeper's session is kept alive by its
+     * client, and the other modes hold nothing that expires. */
+    if (c->lease_renew && c->lock != STOCKD_LOCK_REDIS && c->lock != STOCKD_LOCK_DB_LOCK) {
+        snprintf(err, errlen, "--lease-renew on needs a lease lock (redis or db-lock), not %s",
+                 stockd_lock_mode_name(c->lock));
+        return -1;
     }
     if (!c->instance[0]) snprintf(c->instance, sizeof(c->instance), "stockd-%u", c->port);
     if (stockd_check_key(c->instance, strlen(c->instance)) != 0) {

@@ -26,7 +26,22 @@
  *
  * stockd_locks_cancel() ends every lock wait for good, whatever the kind: ZooKeeper's
  * through zklock_session_cancel(), the lease kinds through a flag every handle of the
- * pool reads between its tries (so a wait ends within one poll interval). */
+ * pool reads between its tries (so a wait ends within one poll interval).
+ *
+ * The watchdog (--lease-renew on), as Redisson's: one renewer thread per process, with
+ * a lock-service handle of its own (the libraries' handles are per thread; their
+ * *_renew functions are the one call that takes another thread's hold). A holder is
+ * usually asleep in --think-us or waiting on MySQL, so it cannot renew for itself.
+ * Every tick (a twelfth of the lease) the renewer walks the slots and renews each hold
+ * whose last renewal (or acquisition) is a third of the lease old: a compare-and-extend
+ * that succeeds only while the lease is still this acquisition's. A successful renewal
+ * moves the hold's own lease clock forward, so the pre-commit check keeps meaning "the
+ * lease is surely ours": a process that was paused renewed nothing and is refused by
+ * it, or by the fence. A renewal that finds the lock gone stops renewing that hold; one
+ * that cannot reach the service is tried again at the next tick. Each slot's hold is
+ * published to the renewer under the slot's renew_mu, which a renewal holds for its
+ * round trip, so a release waits for an in-flight renewal and the renewer never touches
+ * a freed hold. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -61,6 +76,13 @@ struct stockd_locks {
     lease_slot *free_slots;
     atomic_llong last_log; /* CLOCK_MONOTONIC second of the last failure logged */
     atomic_int cancelled;  /* set once by stockd_locks_cancel; read by the lease handles */
+    /* The watchdog (--lease-renew on): its thread, and the stop it waits on. */
+    int lease_ms;
+    bool renewer_started;
+    pthread_t renewer;
+    pthread_mutex_t renew_stop_mu;
+    pthread_cond_t renew_stop_cv; /* on CLOCK_MONOTONIC */
+    bool renew_stop;
 };
 
 typedef struct stockd_lock_kind {
@@ -143,7 +165,8 @@ typedef struct lease_ops {
     int (*check)(const void *hold);
     int64_t (*token)(const void *hold);
     int (*release)(void *hold);
-    int (*ping)(void *handle); /* NULL: nothing beyond MySQL to check */
+    int (*renew)(void *via_handle, void *hold); /* on the renewer's thread and handle */
+    int (*ping)(void *handle);                  /* NULL: nothing beyond MySQL to check */
     uint64_t (*ops)(const void *handle);
     const char *(*errstr)(const void *handle);
     int (*to_zk)(int rc);
@@ -156,7 +179,16 @@ struct lease_slot {
     void *hold;        /* the acquisition in progress, or NULL */
     uint64_t ops_seen; /* the handle's operations already added to the metrics */
     lease_slot *next;  /* in the free list */
+    /* What the renewer sees: the hold to renew (NULL: none, or its lock is lost) and
+     * when it is next due (CLOCK_MONOTONIC us). Both under renew_mu. */
+    pthread_mutex_t renew_mu;
+    void *renewing;
+    int64_t renew_due_us;
 };
+
+static int64_t now_us(void) {
+    return (int64_t)(stockd_now_ns() / 1000);
+}
 
 /* Logs a lock-service failure with its detail, at most once a second per process, so
  * that an outage is one line a second and not one per request. */
@@ -230,6 +262,12 @@ static int lease_acquire(stockd_locks *l, const char *name, uint32_t key, void *
     lease_count_ops(s, true);
     if (rc == ZKLOCK_OK) {
         stockd_metrics_lock_event(STOCKD_LOCK_EV_ACQUIRED);
+        if (l->renewer_started) {
+            pthread_mutex_lock(&s->renew_mu);
+            s->renewing = s->hold;
+            s->renew_due_us = now_us() + (int64_t)l->lease_ms * 1000 / 3;
+            pthread_mutex_unlock(&s->renew_mu);
+        }
         *impl = s;
         return ZKLOCK_OK;
     }
@@ -256,6 +294,12 @@ static int64_t lease_token(const void *impl) {
 static int lease_release(void *impl) {
     lease_slot *s = impl;
     stockd_locks *l = s->l;
+    /* Withdrawn from the renewer first; this waits for a renewal in flight. */
+    if (l->renewer_started) {
+        pthread_mutex_lock(&s->renew_mu);
+        s->renewing = NULL;
+        pthread_mutex_unlock(&s->renew_mu);
+    }
     int rc = l->lease->to_zk(l->lease->release(s->hold));
     lease_count_ops(s, true);
     if (rc == ZKLOCK_LOST) {
@@ -270,6 +314,104 @@ static int lease_release(void *impl) {
 }
 
 static const stockd_lock_kind kind_lease = {lease_acquire, lease_check, lease_token, lease_release};
+
+/* The watchdog. */
+
+/* One pass over the slots: renews every hold that is due. *handle is the renewer's own,
+ * made here the first time (and again after a failed open). */
+static void renew_due(stockd_locks *l, void **handle, uint64_t *ops_seen) {
+    int64_t third_us = (int64_t)l->lease_ms * 1000 / 3;
+    for (unsigned i = 0; i < l->cfg->workers; i++) {
+        lease_slot *s = &l->slots[i];
+        pthread_mutex_lock(&s->renew_mu);
+        if (!s->renewing || now_us() < s->renew_due_us) {
+            pthread_mutex_unlock(&s->renew_mu);
+            continue;
+        }
+        if (!*handle) {
+            char err[512];
+            if (l->lease->open(l, handle, err, sizeof(err)) != 0) {
+                *handle = NULL;
+                pthread_mutex_unlock(&s->renew_mu);
+                lease_log(l, "renewer connect", err);
+                return; /* the next tick tries again, while the leases last */
+            }
+            *ops_seen = 0;
+        }
+        int64_t sent = now_us();
+        int rc = l->lease->to_zk(l->lease->renew(*handle, s->renewing));
+        if (rc == ZKLOCK_OK) {
+            s->renew_due_us = sent + third_us;
+            stockd_metrics_lease_renewal();
+        } else if (rc == ZKLOCK_LOST) {
+            /* Gone for good: its holder's check or the fence refuses its write. */
+            s->renewing = NULL;
+        }
+        pthread_mutex_unlock(&s->renew_mu);
+        if (rc != ZKLOCK_OK) lease_log(l, "renewal", l->lease->errstr(*handle));
+        /* A service that cannot be reached would cost every other slot its own
+         * timeout, with their releases waiting: the next tick tries again. */
+        if (rc != ZKLOCK_OK && rc != ZKLOCK_LOST) break;
+    }
+    if (*handle) {
+        uint64_t now = l->lease->ops(*handle);
+        stockd_metrics_lock_ops(now - *ops_seen);
+        *ops_seen = now;
+    }
+}
+
+static void *renewer_main(void *arg) {
+    stockd_locks *l = arg;
+    void *handle = NULL;
+    uint64_t ops_seen = 0;
+    /* A twelfth of the lease: a hold is renewed between a third and about five
+     * twelfths of its lease after the last renewal, well before the safety margin. */
+    int64_t tick_us = (int64_t)l->lease_ms * 1000 / 12;
+    if (tick_us < 1000) tick_us = 1000;
+    pthread_mutex_lock(&l->renew_stop_mu);
+    while (!l->renew_stop) {
+        pthread_mutex_unlock(&l->renew_stop_mu);
+        renew_due(l, &handle, &ops_seen);
+        struct timespec until;
+        clock_gettime(CLOCK_MONOTONIC, &until);
+        int64_t ns = until.tv_nsec + tick_us * 1000;
+        until.tv_sec += (time_t)(ns / 1000000000);
+        until.tv_nsec = (long)(ns % 1000000000);
+        pthread_mutex_lock(&l->renew_stop_mu);
+        if (!l->renew_stop) pthread_cond_timedwait(&l->renew_stop_cv, &l->renew_stop_mu, &until);
+    }
+    pthread_mutex_unlock(&l->renew_stop_mu);
+    /* Freed on the thread that made it, as the libraries want. */
+    if (handle) l->lease->close(handle);
+    return NULL;
+}
+
+/* Starts the renewer. 0, or -1 (then there is no renewer). */
+static int renewer_start(stockd_locks *l) {
+    pthread_condattr_t ca;
+    if (pthread_condattr_init(&ca) != 0) return -1;
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    int rc = pthread_cond_init(&l->renew_stop_cv, &ca);
+    pthread_condattr_destroy(&ca);
+    if (rc != 0) return -1;
+    if (pthread_create(&l->renewer, NULL, renewer_main, l) != 0) {
+        pthread_cond_destroy(&l->renew_stop_cv);
+        return -1;
+    }
+    l->renewer_started = true;
+    return 0;
+}
+
+static void renewer_stop(stockd_locks *l) {
+    if (!l->renewer_started) return;
+    pthread_mutex_lock(&l->renew_stop_mu);
+    l->renew_stop = true;
+    pthread_cond_signal(&l->renew_stop_cv);
+    pthread_mutex_unlock(&l->renew_stop_mu);
+    pthread_join(l->renewer, NULL);
+    pthread_cond_destroy(&l->renew_stop_cv);
+    l->renewer_started = false;
+}
 
 /* Redis. */
 
@@ -335,6 +477,10 @@ static int redis_release(void *hold) {
     return redislock_release(hold);
 }
 
+static int redis_renew(void *via, void *hold) {
+    return redislock_renew(via, hold);
+}
+
 static int redis_ping(void *handle) {
     return redislock_ping(handle);
 }
@@ -358,6 +504,7 @@ static const lease_ops lease_redis = {
     .check = redis_check,
     .token = redis_token,
     .release = redis_release,
+    .renew = redis_renew,
     .ping = redis_ping,
     .ops = redis_ops,
     .errstr = redis_errstr,
@@ -429,6 +576,10 @@ static int db_release(void *hold) {
     return dblock_release(hold);
 }
 
+static int db_renew(void *via, void *hold) {
+    return dblock_renew(via, hold);
+}
+
 static uint64_t db_ops(const void *handle) {
     dblock_stats st;
     dblock_get_stats(handle, &st);
@@ -448,6 +599,7 @@ static const lease_ops lease_db = {
     .check = db_check,
     .token = db_token,
     .release = db_release,
+    .renew = db_renew,
     .ping = NULL,
     .ops = db_ops,
     .errstr = db_errstr,
@@ -466,6 +618,7 @@ stockd_locks *stockd_locks_new(const stockd_ctx *ctx) {
     for (size_t i = 0; i < LOCAL_STRIPES; i++)
         pthread_mutex_init(&l->stripes[i], NULL);
     pthread_mutex_init(&l->pool_mu, NULL);
+    pthread_mutex_init(&l->renew_stop_mu, NULL);
     switch (ctx->cfg->lock) {
     case STOCKD_LOCK_LOCAL:
         l->kind = &kind_local;
@@ -488,6 +641,13 @@ stockd_locks *stockd_locks_new(const stockd_ctx *ctx) {
             l->slots[i].l = l;
             l->slots[i].next = l->free_slots;
             l->free_slots = &l->slots[i];
+            pthread_mutex_init(&l->slots[i].renew_mu, NULL);
+        }
+        l->lease_ms = (int)(ctx->cfg->lock == STOCKD_LOCK_REDIS ? ctx->cfg->redis_lease_ms
+                                                                : ctx->cfg->db_lock_lease_ms);
+        if (ctx->cfg->lease_renew && renewer_start(l) != 0) {
+            stockd_locks_free(l);
+            return NULL;
         }
         break;
     default:
@@ -501,12 +661,15 @@ void stockd_locks_free(stockd_locks *l) {
     if (!l) return;
     /* The workers are gone: every slot is back, and any lock still held (none, after an
      * orderly shutdown) frees itself when its lease runs out. */
+    renewer_stop(l);
     if (l->slots) {
         for (unsigned i = 0; i < l->cfg->workers; i++) {
             if (l->slots[i].handle) l->lease->close(l->slots[i].handle);
+            pthread_mutex_destroy(&l->slots[i].renew_mu);
         }
         free(l->slots);
     }
+    pthread_mutex_destroy(&l->renew_stop_mu);
     pthread_mutex_destroy(&l->pool_mu);
     for (size_t i = 0; i < LOCAL_STRIPES; i++)
         pthread_mutex_destroy(&l->stripes[i]);

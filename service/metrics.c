@@ -37,6 +37,7 @@ static struct {
     atomic_ullong statements;
     atomic_ullong precheck_reads, precheck_sold_out, combined, segment_moves;
     atomic_ullong lock_events[STOCKD_LOCK_EV_COUNT], lock_ops;
+    atomic_ullong lease_renewals;
 } m;
 
 static const char *route_names[STOCKD_ROUTE_COUNT] = {
@@ -135,6 +136,10 @@ void stockd_metrics_lock_event(stockd_lock_event e) {
 
 void stockd_metrics_lock_ops(uint64_t n) {
     atomic_fetch_add_explicit(&m.lock_ops, n, memory_order_relaxed);
+}
+
+void stockd_metrics_lease_renewal(void) {
+    atomic_fetch_add_explicit(&m.lease_renewals, 1, memory_order_relaxed);
 }
 
 /* A growing text buffer; on allocation failure it stops growing and marks itself. */
@@ -347,6 +352,13 @@ char *stockd_metrics_render(const stockd_config *cfg, zklock_session *zk) {
             "# TYPE stockd_lock_service_ops_total counter\n"
             "stockd_lock_service_ops_total{service=\"%s\"} %llu\n",
             lease_service, lease_ops);
+        /* 0 with --lease-renew off: the series exists in every lease mode. */
+        put(&b,
+            "# HELP stockd_lease_renewals_total Leases the watchdog extended (--lease-renew).\n"
+            "# TYPE stockd_lease_renewals_total counter\n"
+            "stockd_lease_renewals_total{service=\"%s\"} %llu\n",
+            lease_service,
+            (unsigned long long)atomic_load_explicit(&m.lease_renewals, memory_order_relaxed));
     }
     put(&b, "# HELP stockd_round_trips_per_deduction Operations sent per deduction answered so "
             "far, by service.\n# TYPE stockd_round_trips_per_deduction gauge\n");

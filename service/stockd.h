@@ -129,6 +129,10 @@ typedef struct stockd_config {
     /* true: a lease kind's lease must be at least STOCKD_LEASE_MIN_MS(think) (config.c
      * refuses less); false only for the demonstrations of a holder outliving its lease. */
     bool lease_check;
+    /* true: a renewer thread extends every lease this process holds at a third of its
+     * length (locks.c, Redisson's watchdog); false (the default): a lease is never
+     * extended, so a batch must end within it. */
+    bool lease_renew;
     bool help;
     bool version;
 } stockd_config;
@@ -485,6 +489,7 @@ typedef enum stockd_lock_event {
 } stockd_lock_event;
 void stockd_metrics_lock_event(stockd_lock_event e);
 void stockd_metrics_lock_ops(uint64_t n); /* Redis commands or stock_lock statements sent */
+void stockd_metrics_lease_renewal(void);  /* a lease the watchdog extended */
 /* The Prometheus text exposition; the caller frees it. NULL when out of memory. zk may
  * be NULL. Reads memory only, so the polling thread may call it. */
 char *stockd_metrics_render(const stockd_config *cfg, zklock_session *zk);

@@ -197,6 +197,56 @@ static void test_stale_holder(void) {
     printf("ok: an expired row is taken over; the stale holder's release is refused\n");
 }
 
+/* A watchdog's thread: its own handle (made, used and freed there) renews another
+ * thread's hold `times` times, every gap_ms, and keeps the last code. */
+struct renewer {
+    dblock_hold *h;
+    int times, gap_ms, rc;
+};
+
+static void *renew_thread(void *arg) {
+    struct renewer *r = arg;
+    dblock *via = open_lock(600);
+    for (int i = 0; i < r->times; i++) {
+        ls_sleep_ms(r->gap_ms);
+        r->rc = dblock_renew(via, r->h);
+    }
+    dblock_free(via);
+    return NULL;
+}
+
+/* Issue 20 #3: renewed from another thread, a 600 ms lease outlives 900 ms and is not
+ * taken over; not renewed, it is, and a later renewal touches neither the new row nor
+ * the stale hold's lease clock. */
+static void test_renew(void) {
+    dblock *a = open_lock(600), *b = open_lock(600);
+    const char *name = ls_name("renew");
+    dblock_hold *ha = NULL, *hb = NULL;
+    CHECK_INT_EQ(DBLOCK_OK, dblock_acquire(a, name, 1000, &ha));
+    struct renewer r = {.h = ha, .times = 3, .gap_ms = 300, .rc = 999};
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, renew_thread, &r) == 0);
+    pthread_join(t, NULL);
+    CHECK_INT_EQ(DBLOCK_OK, r.rc);
+    CHECK_INT_EQ(DBLOCK_OK, dblock_check(ha)); /* 900 ms into a 600 ms lease */
+    CHECK_INT_EQ(DBLOCK_ERR_TIMEOUT, dblock_acquire(b, name, 0, &hb)); /* no takeover */
+
+    ls_sleep_ms(700); /* no renewal: the lease runs out */
+    CHECK_INT_EQ(DBLOCK_LOST, dblock_check(ha));
+    CHECK_INT_EQ(DBLOCK_OK, dblock_acquire(b, name, 0, &hb)); /* a takeover */
+    r = (struct renewer){.h = ha, .times = 1, .gap_ms = 0, .rc = 999};
+    CHECK(pthread_create(&t, NULL, renew_thread, &r) == 0);
+    pthread_join(t, NULL);
+    CHECK_INT_EQ(DBLOCK_LOST, r.rc);
+    CHECK_INT_EQ(DBLOCK_LOST, dblock_check(ha));
+    CHECK_INT_EQ(dblock_token(hb), row_token(name));
+    CHECK_INT_EQ(DBLOCK_LOST, dblock_release(ha));
+    CHECK_INT_EQ(DBLOCK_OK, dblock_release(hb));
+    dblock_free(a);
+    dblock_free(b);
+    printf("ok: a lease renewed from another thread outlives itself; a lost one is not renewed\n");
+}
+
 /* dblock_acquire for ls_kind. */
 static int acquire_any(void *lock, const char *name, int timeout_ms, void **hold) {
     dblock_hold *h = *hold;
@@ -312,6 +362,7 @@ int main(void) {
     test_tokens_grow();
     test_timeout();
     test_stale_holder();
+    test_renew();
     test_cancel();
     test_owner_unique();
     stockdb_global_end();

@@ -229,6 +229,60 @@ static void test_stale_holder(const char *addr) {
     printf("ok: a stale holder's release is refused and leaves the new holder's key\n");
 }
 
+/* A watchdog's thread: its own handle renews another thread's hold `times` times,
+ * every gap_ms, and keeps the last code. */
+struct renewer {
+    const char *addr;
+    redislock_hold *h;
+    int times, gap_ms, rc;
+};
+
+static void *renew_thread(void *arg) {
+    struct renewer *r = arg;
+    redislock *via = open_lock(r->addr, 600, 0);
+    for (int i = 0; i < r->times; i++) {
+        ls_sleep_ms(r->gap_ms);
+        r->rc = redislock_renew(via, r->h);
+    }
+    redislock_free(via);
+    return NULL;
+}
+
+/* Issue 20 #3: renewed from another thread, a 600 ms lease outlives 900 ms and keeps
+ * out other handles; not renewed, it runs out, and a later renewal is refused without
+ * touching the new holder's key or the stale hold's lease clock. */
+static void test_renew(const char *addr) {
+    redislock *a = open_lock(addr, 600, 0), *b = open_lock(addr, 600, 0);
+    const char *name = ls_name("renew");
+    redislock_hold *ha = NULL, *hb = NULL;
+    CHECK_INT_EQ(REDISLOCK_OK, redislock_acquire(a, name, 1000, &ha));
+    struct renewer r = {.addr = addr, .h = ha, .times = 3, .gap_ms = 300, .rc = 999};
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, renew_thread, &r) == 0);
+    pthread_join(t, NULL);
+    CHECK_INT_EQ(REDISLOCK_OK, r.rc);
+    CHECK_INT_EQ(REDISLOCK_OK, redislock_check(ha)); /* 900 ms into a 600 ms lease */
+    CHECK_INT_EQ(REDISLOCK_ERR_TIMEOUT, redislock_acquire(b, name, 0, &hb));
+
+    ls_sleep_ms(700); /* no renewal: the lease runs out */
+    CHECK_INT_EQ(REDISLOCK_LOST, redislock_check(ha));
+    CHECK_INT_EQ(REDISLOCK_OK, redislock_acquire(b, name, 0, &hb));
+    r = (struct renewer){.addr = addr, .h = ha, .times = 1, .gap_ms = 0, .rc = 999};
+    CHECK(pthread_create(&t, NULL, renew_thread, &r) == 0);
+    pthread_join(t, NULL);
+    CHECK_INT_EQ(REDISLOCK_LOST, r.rc);
+    CHECK_INT_EQ(REDISLOCK_LOST, redislock_check(ha));
+    char v[64], want[64];
+    key_value(addr, name, v, sizeof(v));
+    snprintf(want, sizeof(want), "%lld", (long long)redislock_token(hb));
+    CHECK_STR_EQ(want, v);
+    CHECK_INT_EQ(REDISLOCK_LOST, redislock_release(ha));
+    CHECK_INT_EQ(REDISLOCK_OK, redislock_release(hb));
+    redislock_free(a);
+    redislock_free(b);
+    printf("ok: a lease renewed from another thread outlives itself; a lost one is not renewed\n");
+}
+
 static void own_redis(const char *what) {
     char cmd[1024];
     snprintf(cmd, sizeof(cmd), "bash \"%s/tests/lock/own_redis.sh\" %s", ls_env("STOCKD_SRC"),
@@ -279,6 +333,7 @@ int main(void) {
     test_woken_by_release(addr);
     test_cancel(addr);
     test_stale_holder(addr);
+    test_renew(addr);
     test_redis_restart();
     printf("ok\n");
     return 0;

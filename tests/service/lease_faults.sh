@@ -20,6 +20,20 @@
 #       unfenced: (--fence off on both) nothing stops it: stock -1, two orders, the
 #                 last unit sold twice.
 #
+#     With a fourth argument `renew` (--lease-renew on, on both), the same: the watchdog
+#     renews instance 1's lease (at least once, checked before the stop), but a stopped
+#     process renews nothing, so the lease runs out all the same and only the fence (or
+#     the pre-commit check) refuses the late write.
+#
+#   lease_faults.sh slow redis|db-lock renew|norenew
+#     Issue 20 item 3, Redisson's watchdog. One instance, lease 1 s, a batch that thinks
+#     2.5 s (--lease-check off lets it start), product 2 with 5 units, one deduction:
+#       renew:   (--lease-renew on) its lease is renewed at a third of its length while
+#                it thinks: 200 deducted, stock 4, one order, and
+#                stockd_lease_renewals_total >= 2 (the lock is not lost at the release);
+#       norenew: (the default) the lease runs out during the think: 503 lock_lost,
+#                nothing deducted, no order, no renewal.
+#
 #   lease_faults.sh shutdown redis|db-lock
 #     Products 1 and 2 are locked from outside for an hour (a SET of the Redis key, an
 #     INSERT of the stock_lock row), and stockd (lock timeout 20 s) has deductions of
@@ -98,8 +112,9 @@ redis-down)
   ;;
 
 paused)
-  kind=${2:?kind} fencing=${3:?fenced or unfenced}
+  kind=${2:?kind} fencing=${3:?fenced or unfenced} renew=${4:-}
   args=(--lock-timeout-ms 15000 --batch-max 1)
+  [[ $renew == renew ]] && args+=(--lease-renew on)
   case $kind in
   redis) args+=(--redis-lease-ms 1000) ;;
   db-lock) args+=(--db-lock-lease-ms 1000) ;;
@@ -119,6 +134,15 @@ paused)
   reduce $((PORT0 + 1)) 2 >"$T/paused" &
   paused=$!
   wait_until 10 holding || fail "instance 1 never took the lock"
+  renewals() {
+    curl -sS "http://127.0.0.1:$((PORT0 + 1))/metrics" |
+      sed -n 's/^stockd_lease_renewals_total{service="[a-z_]*"} //p'
+  }
+  if [[ $renew == renew ]]; then
+    # The watchdog works before the stop: the lease was extended at least once.
+    wait_until 5 eval '(($(renewals) >= 1))' || fail "instance 1's lease was never renewed"
+    echo "renewals before the stop: $(renewals)"
+  fi
   t_hold=$(date +%s.%N)
   kill -STOP "$(cat "$T/stockd/1.pid")"
   expect_eq "instance 2, once the paused holder's lease ran out" "200 deducted" "$(reduce $((PORT0 + 2)) 2)"
@@ -129,6 +153,7 @@ paused)
   kill -CONT "$(cat "$T/stockd/1.pid")"
   wait "$paused"
   echo "the paused holder's answer: $(cat "$T/paused")"
+  [[ $renew == renew ]] && echo "renewals after the continue: $(renewals)"
   if [[ $fencing == fenced ]]; then
     expect_eq "the paused holder's late write" "503 lock_lost" "$(cat "$T/paused")"
     # Refused by the UPDATE's fence (it writes the moment it runs again) or, if its
@@ -144,6 +169,39 @@ paused)
     expect_eq "the paused holder's late write" "200 deducted" "$(cat "$T/paused")"
     expect_eq "stock: the last unit sold twice" -1 "$(stock 2)"
     expect_eq "orders" 2 "$(orders 2)"
+  fi
+  ;;
+slow)
+  kind=${2:?kind} renew=${3:?renew or norenew}
+  args=(--lock-timeout-ms 15000 --batch-max 1 --think-us 2500000 --lease-check off)
+  case $kind in
+  redis) args+=(--redis-lease-ms 1000) ;;
+  db-lock) args+=(--db-lock-lease-ms 1000) ;;
+  *) fail "unknown kind $kind" ;;
+  esac
+  [[ $renew == renew ]] && args+=(--lease-renew on)
+  sql "UPDATE product SET stock = 5 WHERE id = 2"
+  n0=$(orders 2)
+  t_stockd 1 "$kind" "${args[@]}"
+  t0=$(date +%s.%N)
+  got=$(reduce $((PORT0 + 1)) 2)
+  echo "the slow holder's answer after $(awk -v t0="$t0" -v t1="$(date +%s.%N)" \
+    'BEGIN { printf "%.2f", t1 - t0 }') s: $got"
+  m=$(curl -sS "http://127.0.0.1:$((PORT0 + 1))/metrics")
+  renewed=$(sed -n 's/^stockd_lease_renewals_total{service="[a-z_]*"} //p' <<<"$m")
+  lost=$(sed -n 's/^stockd_lock_lost_total //p' <<<"$m")
+  echo "renewals: $renewed, releases that found the lease gone: $lost"
+  if [[ $renew == renew ]]; then
+    expect_eq "the slow holder, renewed" "200 deducted" "$got"
+    expect_eq "stock" 4 "$(stock 2)"
+    expect_eq "orders" $((n0 + 1)) "$(orders 2)"
+    ((${renewed:-0} >= 2)) || fail "the lease was renewed ${renewed:-0} times in a 2.5 s batch, want >= 2"
+    expect_eq "releases that found the lease gone" 0 "$lost"
+  else
+    expect_eq "the slow holder, not renewed" "503 lock_lost" "$got"
+    expect_eq "stock: nothing deducted" 5 "$(stock 2)"
+    expect_eq "orders" "$n0" "$(orders 2)"
+    expect_eq "renewals" 0 "$renewed"
   fi
   ;;
 shutdown)
@@ -275,6 +333,6 @@ release-lost)
   grep 'lock release' "$log" | grep -q 'taken over' ||
     fail "the release's log line does not say the lock was taken over"
   ;;
-*) fail "usage: lease_faults.sh redis-down | paused redis|db-lock fenced|unfenced | shutdown redis|db-lock | crashed-holder | release-lost" ;;
+*) fail "usage: lease_faults.sh redis-down | paused redis|db-lock fenced|unfenced [renew] | slow redis|db-lock renew|norenew | shutdown redis|db-lock | crashed-holder | release-lost" ;;
 esac
 echo PASS

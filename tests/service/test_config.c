@@ -355,6 +355,30 @@ int main(void) {
         CHECK_INT_EQ(0, parse(&c, err, 7, short_lease));
         unsetenv("STOCKD_LEASE_CHECK");
     }
+    {
+        /* Issue 20 #3, the watchdog: off by default, on|off for the lease kinds only (a
+         * mode without a lease has nothing to renew), and its environment twin. */
+        char *dflt[] = {"stockd", "--lock", "redis", NULL};
+        CHECK_INT_EQ(0, parse(&c, err, 3, dflt));
+        CHECK(!c.lease_renew);
+        char *on[] = {"stockd", "--lock", "db-lock", "--lease-renew", "on", NULL};
+        CHECK_INT_EQ(0, parse(&c, err, 5, on));
+        CHECK(c.lease_renew);
+        char *not_bool[] = {"stockd", "--lock", "redis", "--lease-renew", "yes", NULL};
+        err[0] = '\0';
+        CHECK_INT_EQ(-1, parse(&c, err, 5, not_bool));
+        CHECK(strstr(err, "--lease-renew must be on or off") != NULL);
+        char *zk[] = {"stockd", "--lock", "zk", "--lease-renew", "on", NULL};
+        err[0] = '\0';
+        CHECK_INT_EQ(-1, parse(&c, err, 5, zk));
+        CHECK(strstr(err, "needs a lease lock (redis or db-lock), not zk") != NULL);
+        char *zk_off[] = {"stockd", "--lock", "zk", "--lease-renew", "off", NULL};
+        CHECK_INT_EQ(0, parse(&c, err, 5, zk_off));
+        setenv("STOCKD_LEASE_RENEW", "on", 1);
+        CHECK_INT_EQ(0, parse(&c, err, 3, dflt));
+        CHECK(c.lease_renew);
+        unsetenv("STOCKD_LEASE_RENEW");
+    }
     /* Credentials: user from argv or the environment, secrets from the environment only
      * (argv has no option for them), never repeated in an error. */
     setenv("STOCKD_REDIS_PASSWORD", "s3cret-redis", 1);

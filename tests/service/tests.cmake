@@ -68,6 +68,14 @@ foreach(kind redis db-lock)
     COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/lease_faults.sh paused ${kind} fenced LABELS fault)
   stockd_integration_test(lease_faults_paused_${name}_unfenced_oversells
     COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/lease_faults.sh paused ${kind} unfenced LABELS fault)
+  # Issue 20 #3, the watchdog: a slow holder keeps its lease with renewal and loses it
+  # without; a paused process renews nothing, so only the fence saves the stock.
+  stockd_integration_test(lease_renew_slow_holder_${name}_renewed_keeps_lock
+    COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/lease_faults.sh slow ${kind} renew LABELS fault)
+  stockd_integration_test(lease_renew_slow_holder_${name}_unrenewed_loses_lock
+    COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/lease_faults.sh slow ${kind} norenew LABELS fault)
+  stockd_integration_test(lease_renew_paused_${name}_fenced_refused
+    COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/lease_faults.sh paused ${kind} fenced renew LABELS fault)
   # SIGTERM cancels the waits for a lock held from outside: 503 at once, exit 0.
   stockd_integration_test(lease_shutdown_${name}_cancels_lock_waits
     COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/lease_faults.sh shutdown ${kind} LABELS fault)
