@@ -10,8 +10,14 @@ recognise COM_QUERY "COMMIT" (what mysql_commit() sends); the N-th such packet, 
 over all connections, is held for S seconds before it goes on, while every other
 connection flows freely. The relay prints "ready" once it listens, and one line to
 stdout when it starts and ends the hold ("holding COMMIT #N", "released COMMIT #N"), so
-a test can act while the COMMIT is held. It never changes a byte."""
+a test can act while the COMMIT is held. It never changes a byte.
+
+  --arm-file PATH (for loadtest/nemesis): whenever PATH exists when a COMMIT arrives, the
+  relay takes it (reads the seconds S written in it, deletes it) and holds that COMMIT for
+  S seconds, printing the same two lines. So a caller arms "hold the next COMMIT for S s"
+  at any time by writing S to PATH.tmp and renaming it to PATH."""
 import argparse
+import os
 import socket
 import sys
 import threading
@@ -51,9 +57,10 @@ def client_to_server(client, server, args):
                 with lock:
                     commits += 1
                     nth = commits
-                if nth == args.hold_commit:
-                    say(f"holding COMMIT #{nth} for {args.hold_s} s")
-                    time.sleep(args.hold_s)
+                    hold_s = args.hold_s if nth == args.hold_commit else armed_hold(args)
+                if hold_s:
+                    say(f"holding COMMIT #{nth} for {hold_s} s")
+                    time.sleep(hold_s)
                     say(f"released COMMIT #{nth}")
             server.sendall(head + payload)
     except OSError:
@@ -64,6 +71,23 @@ def client_to_server(client, server, args):
                 s.shutdown(socket.SHUT_RDWR)
             except OSError:
                 pass
+
+
+def armed_hold(args):
+    """The seconds of the hold armed through --arm-file, taking the arming (0 if none).
+    Called under `lock`, so one armed hold goes to one COMMIT."""
+    if not args.arm_file:
+        return 0
+    try:
+        with open(args.arm_file, encoding="ascii") as f:
+            text = f.read()
+        os.unlink(args.arm_file)
+    except OSError:
+        return 0
+    try:
+        return max(0.0, float(text.strip()))
+    except ValueError:
+        return 0
 
 
 def server_to_client(server, client):
@@ -89,6 +113,7 @@ def main():
     ap.add_argument("--upstream", type=int, required=True)
     ap.add_argument("--hold-commit", type=int, default=0)
     ap.add_argument("--hold-s", type=float, default=0)
+    ap.add_argument("--arm-file", default="")
     args = ap.parse_args()
     ls = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
