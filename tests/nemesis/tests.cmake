@@ -6,3 +6,29 @@ add_test(NAME nemesis_checker_finds_each_anomaly
   COMMAND python3 ${nemesis}/test_nemesis_check.py)
 set_tests_properties(nemesis_checker_finds_each_anomaly PROPERTIES LABELS "unit;nemesis"
   TIMEOUT 60)
+
+# The nemesis on its own private stack (on the test's 20 ports). Each run costs its
+# --seconds plus about 15 s of start and stop (MariaDB, the ZooKeeper ensemble).
+# nemesis_run(NAME EXPECT SECONDS NEMESIS-ARGS...): EXPECT is exact or an anomaly name.
+function(nemesis_run name expect seconds)
+  math(EXPR timeout "${seconds} + 240")
+  stockd_integration_test(${name}
+    COMMAND bash ${nemesis}/nemesis_run.sh ${expect} --seconds ${seconds} ${ARGN}
+    TIMEOUT ${timeout} LABELS nemesis)
+endfunction()
+
+# Self-checks: runs that must fail do fail, with the anomaly named.
+nemesis_run(nemesis_selfcheck_none_3_instances_oversells negative_stock 20
+  --mode none --seed 1 --faults none)
+nemesis_run(nemesis_selfcheck_local_3_instances_oversells negative_stock 20
+  --mode local --seed 1 --faults none)
+nemesis_run(nemesis_selfcheck_redis_fence_off_paused_past_lease_sells_twice negative_stock 30
+  --mode redis --extra "--fence off --think-us 200000" --seed 1 --faults pause
+  --fault-gap 0.5 2)
+
+# Short exact runs under every fault the mode can have.
+nemesis_run(nemesis_zk_batched_exact exact 45 --mode zk --seed 1)
+nemesis_run(nemesis_zk_per_request_exact exact 45 --mode zk --extra "--batch-max 1" --seed 1)
+nemesis_run(nemesis_redis_exact exact 45 --mode redis --seed 1)
+nemesis_run(nemesis_db_lock_exact exact 45 --mode db-lock --seed 1)
+nemesis_run(nemesis_atomic_exact exact 45 --mode atomic --seed 1)

@@ -13,9 +13,10 @@ stdout when it starts and ends the hold ("holding COMMIT #N", "released COMMIT #
 a test can act while the COMMIT is held. It never changes a byte.
 
   --arm-file PATH (for loadtest/nemesis): whenever PATH exists when a COMMIT arrives, the
-  relay takes it (reads the seconds S written in it, deletes it) and holds that COMMIT for
-  S seconds, printing the same two lines. So a caller arms "hold the next COMMIT for S s"
-  at any time by writing S to PATH.tmp and renaming it to PATH."""
+  relay reads "S [K]" from it. With K 0 (or none) it deletes PATH and holds that COMMIT for
+  S seconds, printing the same two lines; otherwise it lets the COMMIT pass and writes
+  "S K-1" back. So a caller arms "hold the (K+1)-th next COMMIT for S s" at any time by
+  writing "S K" to PATH.tmp and renaming it to PATH."""
 import argparse
 import os
 import socket
@@ -80,14 +81,16 @@ def armed_hold(args):
         return 0
     try:
         with open(args.arm_file, encoding="ascii") as f:
-            text = f.read()
+            words = f.read().split()
+        hold_s, skip = float(words[0]), int(words[1]) if len(words) > 1 else 0
+        if skip > 0:
+            with open(args.arm_file, "w", encoding="ascii") as f:
+                f.write(f"{hold_s} {skip - 1}\n")
+            return 0
         os.unlink(args.arm_file)
-    except OSError:
+    except (OSError, ValueError, IndexError):
         return 0
-    try:
-        return max(0.0, float(text.strip()))
-    except ValueError:
-        return 0
+    return max(0.0, hold_s)
 
 
 def server_to_client(server, client):
