@@ -13,6 +13,7 @@ from contextlib import redirect_stdout
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
                                 "loadtest"))
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 import nemesis_check  # noqa: E402
 
 T0 = 1_800_000_000.0
