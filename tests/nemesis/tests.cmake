@@ -36,3 +36,9 @@ nemesis_run(nemesis_zk_per_request_exact exact 45 --mode zk --extra "--batch-max
 nemesis_run(nemesis_redis_exact exact 45 --mode redis --seed 1)
 nemesis_run(nemesis_db_lock_exact exact 45 --mode db-lock --seed 1)
 nemesis_run(nemesis_atomic_exact exact 45 --mode atomic --seed 1)
+
+# The relay's --arm-file (hold the (K+1)-th next COMMIT), against a stand-in upstream.
+add_test(NAME nemesis_relay_holds_the_armed_commit
+  COMMAND python3 ${nemesis}/test_relay_arm.py)
+set_tests_properties(nemesis_relay_holds_the_armed_commit PROPERTIES LABELS "unit;nemesis"
+  TIMEOUT 60)
