@@ -1,0 +1,316 @@
+#!/usr/bin/env python3
+"""The nemesis's history checker: decides from the history of a run and the final
+database alone whether anything happened that stockd's model forbids.
+
+  nemesis_check.py --history history.jsonl --final final.json [--slack-ms MS]
+
+The model is simpler than general linearizability: each product is a counter that
+deductions lower by one (never below 0) and restocks raise, and each Idempotency-Key
+buys at most once. So the checker needs no search over interleavings; it checks:
+
+  negative_stock            a product's final stock is below 0, or a replay of its ledger
+                            (orders and restocks in commit order, below) goes below 0
+  ledger_mismatch           orders != initial - final + restocks, for a product
+  deducted_without_order    an answer "deducted" whose order row does not exist
+  order_id_mismatch         an answer "deducted" whose order id is another key's or another
+                            product's row, or whose key's row has another id
+  order_for_nothing_deducted  an order row for a key every attempt of which was answered
+                            "nothing was deducted" (sold out, or a clear 4xx/5xx)
+  order_without_request     an order row whose key the workload never sent
+  duplicate_order           more than one order row for one key (some attempt was answered)
+  unknown_outcome_two_orders  the same, for a key whose every attempt timed out
+  sold_out_not_linearizable an answer "sold out" although at no instant between its
+                            invocation and completion the product's stock can have been <= 0
+
+Commit order. orders.created_at is CURRENT_TIMESTAMP(6) of the INSERT, which runs after
+the transaction's UPDATE of the product row and before its COMMIT, so while it holds that
+row's lock. Two deductions of a product therefore INSERT in the order they commit, and
+created_at (ties broken by the AUTO_INCREMENT id, for the rows of one batch) is the commit
+order. A restock writes its row of nemesis_restock in its own transaction after its UPDATE
+of the product, so its `at` has the same property.
+
+The sold-out check. Each deduction takes effect at one instant (its linearization point)
+between its request's invocation and the COMMIT of its order, and each restock between its
+invocation and its client's seeing the COMMIT succeed. The checker does not know these
+instants, but it can bound the stock from below: at instant t, at least initial + the
+restocks seen committed before t - the orders whose request was invoked before t (or, for
+an order of no recorded request, created before t). A sold-out answer is right if at some
+instant of its window the stock was <= 0 in some choice of those instants; with every
+deduction as early and every restock as late as it may be, the bound is the lowest stock
+any choice gives. So the checker flags only answers for which the bound stays above 0 over
+the whole window, and never a right one. Why so generous: a batch reads the stock once
+(say 3 units for 6 requests), and a restock that commits between that read and the
+batch's write does not move row_version (a raise need not), so the batch sells 3 and
+answers 3 sold out while the committed stock is 11 at its COMMIT. That history is
+linearizable (the 3 deductions and the 3 sold-out answers at the read, the restock after),
+and a bound that put the orders at their created_at would call it wrong; the first
+nemesis run on main did exactly that.
+
+Clock precision. The client's times (time.time()) and MariaDB's CURRENT_TIMESTAMP(6) read
+the same CLOCK_REALTIME of the same machine (the nemesis runs everything on loopback and
+never moves MariaDB's clock; its clock faults are stand-ins, see loadtest/nemesis), so they
+are comparable to the microsecond. The window is still widened by --slack-ms (default
+5 ms) on each side, to cover float rounding and a clock step by NTP during a run; the
+larger the slack, the fewer anomalies this check can see, never more.
+
+Input formats (JSON):
+  history, one object a line:
+    {"type":"op","key":K,"attempt":N,"product":P,"invoke":T,"complete":T,
+     "outcome":"deducted"|"sold_out"|"failed"|"unknown","order_id":ID,"status":S,
+     "result":R,"instance":I}
+    {"type":"restock","id":N,"product":P,"amount":A,"invoke":T,"complete":T,
+     "outcome":"ok"|"failed"|"unknown"}
+    other types (meta, fault) are kept for the reader and ignored here.
+  final: {"products": {"P": {"initial": N, "final": N}},
+          "orders": [{"id":ID,"product":P,"request_id":K,"created_at":T,"instance":I}],
+          "restocks": [{"id":N,"product":P,"amount":A,"at":T}]}
+  The final restocks are the committed ones (read from the database); without them the
+  history's restocks with outcome "ok" are taken, at their completion time.
+Exit status: 0 no anomaly, 1 anomalies, 2 unreadable input."""
+import argparse
+import json
+import sys
+from collections import defaultdict
+
+OUTCOMES = ("deducted", "sold_out", "failed", "unknown")
+DEFAULT_SLACK_S = 0.005
+
+
+class Anomaly:
+    """One violation: its name, the product, a sentence, and the operations involved."""
+
+    def __init__(self, name, product, text, ops=(), orders=()):
+        self.name = name
+        self.product = product
+        self.text = text
+        self.ops = list(ops)
+        self.orders = list(orders)
+
+    def lines(self):
+        out = [f"ANOMALY {self.name} product={self.product}: {self.text}"]
+        for op in self.ops:
+            out.append("  " + format_op(op))
+        for o in self.orders:
+            out.append(
+                f"  order id={o['id']} key={o.get('request_id')} product={o['product']} "
+                f"created_at={o['created_at']:.6f} instance={o.get('instance')}")
+        return out
+
+
+def format_op(op):
+    if op.get("type") == "restock":
+        return (f"restock id={op.get('id')} +{op.get('amount')} outcome={op.get('outcome')} "
+                f"[{op['invoke']:.6f}, {op['complete']:.6f}]")
+    extra = f" order_id={op['order_id']}" if op.get("order_id") else ""
+    return (f"op key={op['key']} attempt={op.get('attempt', 1)} outcome={op['outcome']} "
+            f"status={op.get('status')} result={op.get('result')}{extra} "
+            f"instance={op.get('instance')} [{op['invoke']:.6f}, {op['complete']:.6f}]")
+
+
+def read_history(path):
+    recs = []
+    with open(path, encoding="utf-8") as f:
+        for n, line in enumerate(f, 1):
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                recs.append(json.loads(line))
+            except ValueError as e:
+                raise ValueError(f"{path}:{n}: {e}") from None
+    return recs
+
+
+def check(history, final, slack_s=DEFAULT_SLACK_S):
+    """Returns the list of Anomaly found in history (a list of records) and final (the
+    final database, as in the module's docstring). Pure: reads nothing else."""
+    ops = [r for r in history if r.get("type") == "op"]
+    for op in ops:
+        if op.get("outcome") not in OUTCOMES:
+            raise ValueError(f"op with an unknown outcome: {op}")
+    hist_restocks = [r for r in history if r.get("type") == "restock"]
+    products = {int(p): v for p, v in final["products"].items()}
+    orders = sorted(final.get("orders", []), key=lambda o: (o["created_at"], o["id"]))
+    if "restocks" in final:
+        restocks = list(final["restocks"])
+    else:
+        restocks = [{"id": r.get("id"), "product": r["product"], "amount": r["amount"],
+                     "at": r["complete"]} for r in hist_restocks if r.get("outcome") == "ok"]
+    # When a client saw each restock succeed (by id): the latest its COMMIT can be.
+    restock_seen = {r.get("id"): r["complete"] for r in hist_restocks if r.get("outcome") == "ok"}
+
+    anomalies = []
+    by_key = defaultdict(list)
+    for op in ops:
+        by_key[op["key"]].append(op)
+    orders_by_id = {o["id"]: o for o in orders}
+    orders_by_key = defaultdict(list)
+    for o in orders:
+        orders_by_key[o.get("request_id")].append(o)
+
+    for p in sorted(products):
+        anomalies += check_product_ledger(p, products[p], orders, restocks, by_key)
+
+    # Every "deducted" answer has its row, with its key, its product and its id.
+    for op in ops:
+        if op["outcome"] != "deducted":
+            continue
+        row = orders_by_id.get(op.get("order_id"))
+        mine = orders_by_key.get(op["key"], [])
+        if row is None and not mine:
+            anomalies.append(Anomaly(
+                "deducted_without_order", op["product"],
+                f"answered deducted (order {op.get('order_id')}) but the ledger has no order "
+                f"for key {op['key']}", [op]))
+        elif row is None or row.get("request_id") != op["key"] or \
+                row["product"] != op["product"]:
+            anomalies.append(Anomaly(
+                "order_id_mismatch", op["product"],
+                f"answered order {op.get('order_id')} for key {op['key']}, but the ledger's "
+                f"row for that id or key does not match", [op],
+                ([row] if row else []) + [o for o in mine if o is not row]))
+
+    # Per key: at most one order, and none for a key only ever told "nothing deducted".
+    for key, rows in orders_by_key.items():
+        attempts = by_key.get(key, [])
+        product = rows[0]["product"]
+        if not attempts:
+            anomalies.append(Anomaly(
+                "order_without_request", product,
+                f"order row(s) for key {key}, which the workload never sent", [], rows))
+            continue
+        if len(rows) > 1:
+            answered = any(a["outcome"] != "unknown" for a in attempts)
+            anomalies.append(Anomaly(
+                "duplicate_order" if answered else "unknown_outcome_two_orders", product,
+                f"{len(rows)} orders for one key {key}", attempts, rows))
+        if all(a["outcome"] in ("sold_out", "failed") for a in attempts):
+            anomalies.append(Anomaly(
+                "order_for_nothing_deducted", product,
+                f"key {key} has an order, but every attempt was answered that nothing "
+                f"was deducted", attempts, rows))
+
+    # The earliest instant each key's deduction may take effect: its first invocation.
+    first_invoke = {k: min(a["invoke"] for a in v) for k, v in by_key.items()}
+    anomalies += check_sold_out(ops, products, orders, restocks, restock_seen, first_invoke,
+                                slack_s)
+    return anomalies
+
+
+def check_product_ledger(p, prod, orders, restocks, by_key):
+    """negative_stock (final and replayed) and ledger_mismatch for product p."""
+    out = []
+    initial, fin = prod["initial"], prod["final"]
+    mine = [o for o in orders if o["product"] == p]
+    rs = [r for r in restocks if r["product"] == p]
+    added = sum(r["amount"] for r in rs)
+
+    def ops_of(rows):
+        return [op for o in rows for op in by_key.get(o.get("request_id"), [])]
+
+    if fin < 0:
+        last = mine[-(-fin) - 1:] if len(mine) > -fin else mine
+        out.append(Anomaly("negative_stock", p, f"final stock {fin} (initial {initial}, "
+                           f"restocked {added}, {len(mine)} orders); the last orders:",
+                           ops_of(last), last))
+    # The replay, in commit order; a restock at the same instant as an order goes first,
+    # so that the replay can only understate a fall below 0.
+    events = [(o["created_at"], 1, o["id"], -1, o) for o in mine]
+    events += [(r["at"], 0, r.get("id") or 0, r["amount"], None) for r in rs]
+    events.sort(key=lambda e: e[:3])
+    stock, low, low_order = initial, initial, None
+    for _, _, _, delta, o in events:
+        stock += delta
+        if stock < low:
+            low, low_order = stock, o
+    if low < 0 and fin >= 0:
+        out.append(Anomaly("negative_stock", p, f"the ledger replayed in commit order goes "
+                           f"down to {low} (final stock {fin}); the order that reached it:",
+                           ops_of([low_order]), [low_order]))
+    if len(mine) != initial - fin + added:
+        out.append(Anomaly("ledger_mismatch", p,
+                           f"{len(mine)} orders but initial {initial} - final {fin} + "
+                           f"restocks {added} = {initial - fin + added}"))
+    return out
+
+
+def check_sold_out(ops, products, orders, restocks, restock_seen, first_invoke, slack_s):
+    """sold_out_not_linearizable: see the module's docstring for the bound and the slack."""
+    out = []
+    for p, prod in products.items():
+        # Steps of the lower bound: -1 at the first invocation of each order's key (its
+        # created_at if the workload never sent the key), +amount at the time a client saw
+        # the restock's COMMIT succeed (never, if no client saw it).
+        steps = [(min(o["created_at"], first_invoke.get(o.get("request_id"), o["created_at"])),
+                  -1) for o in orders if o["product"] == p]
+        for r in restocks:
+            if r["product"] == p and r.get("id") in restock_seen:
+                steps.append((max(r["at"], restock_seen[r["id"]]), r["amount"]))
+            elif r["product"] == p and r.get("id") is None:
+                steps.append((r["at"], r["amount"]))  # hand-made: no history record
+        steps.sort()
+        times = [s[0] for s in steps]
+        prefix = [prod["initial"]]
+        for _, d in steps:
+            prefix.append(prefix[-1] + d)
+        for op in ops:
+            if op["product"] != p or op["outcome"] != "sold_out":
+                continue
+            lo, hi = op["invoke"] - slack_s, op["complete"] + slack_s
+            i = bisect_right(times, lo)
+            low = prefix[i]  # the bound at the window's start
+            while i < len(steps) and steps[i][0] <= hi:
+                i += 1
+                low = min(low, prefix[i])
+            if low > 0:
+                out.append(Anomaly(
+                    "sold_out_not_linearizable", p,
+                    f"answered sold out, but the stock was at least {low} throughout "
+                    f"[{lo:.6f}, {hi:.6f}] wherever the deductions and restocks are placed "
+                    f"in their windows (slack {slack_s * 1000:g} ms)", [op]))
+    return out
+
+
+def bisect_right(a, x):
+    lo, hi = 0, len(a)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if x < a[mid]:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+def summary(anomalies):
+    """{name: count}, for the summary line."""
+    counts = defaultdict(int)
+    for a in anomalies:
+        counts[a.name] += 1
+    return dict(sorted(counts.items()))
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description="Checks a nemesis history and final database.")
+    ap.add_argument("--history", required=True)
+    ap.add_argument("--final", required=True)
+    ap.add_argument("--slack-ms", type=float, default=DEFAULT_SLACK_S * 1000)
+    args = ap.parse_args(argv)
+    try:
+        history = read_history(args.history)
+        with open(args.final, encoding="utf-8") as f:
+            final = json.load(f)
+        anomalies = check(history, final, args.slack_ms / 1000)
+    except (OSError, ValueError, KeyError) as e:
+        print(f"nemesis_check: {e}", file=sys.stderr)
+        return 2
+    for a in anomalies:
+        print("\n".join(a.lines()))
+    nops = sum(1 for r in history if r.get("type") == "op")
+    names = " ".join(f"{k}={v}" for k, v in summary(anomalies).items())
+    print(f"anomalies={len(anomalies)} ops={nops}" + (f" ({names})" if names else ""))
+    return 1 if anomalies else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

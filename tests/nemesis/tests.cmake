@@ -1,0 +1,49 @@
+# The nemesis (loadtest/nemesis) and its history checker (loadtest/nemesis_check.py).
+set(nemesis ${CMAKE_CURRENT_SOURCE_DIR}/nemesis)
+
+# The checker on hand-made histories: a clean one passes, each anomaly is found.
+add_test(NAME nemesis_checker_finds_each_anomaly
+  COMMAND python3 ${nemesis}/test_nemesis_check.py)
+set_tests_properties(nemesis_checker_finds_each_anomaly PROPERTIES LABELS "unit;nemesis"
+  TIMEOUT 60)
+
+# The nemesis on its own private stack (on the test's 20 ports). Each run costs its
+# --seconds plus 8 to 17 s of start and stop (MariaDB, the ZooKeeper ensemble). CI time,
+# measured 2026-11-24 on the shared 2-core machine: self-checks 29 + 29 + 41 + about 40 s,
+# exact runs 62 + 62 + 57 + 54 + 54 s; about 7.2 minutes in all.
+# nemesis_run(NAME EXPECT SECONDS NEMESIS-ARGS...): EXPECT is exact or an anomaly name.
+function(nemesis_run name expect seconds)
+  math(EXPR timeout "${seconds} + 240")
+  stockd_integration_test(${name}
+    COMMAND bash ${nemesis}/nemesis_run.sh ${expect} --seconds ${seconds} ${ARGN}
+    TIMEOUT ${timeout} LABELS nemesis)
+endfunction()
+
+# The nemesis runs are registered in the plain build only, as the container test is: a
+# sanitizer build of stockd is several times slower, so the same schedule would test the
+# sanitizer more than the faults, and three builds would triple the 7 minutes.
+if(NOT STOCKD_SANITIZE)
+# Self-checks: runs that must fail do fail, with the anomaly named.
+nemesis_run(nemesis_selfcheck_none_3_instances_oversells negative_stock 20
+  --mode none --seed 1 --faults none)
+nemesis_run(nemesis_selfcheck_local_3_instances_oversells negative_stock 20
+  --mode local --seed 1 --faults none)
+nemesis_run(nemesis_selfcheck_redis_fence_off_paused_past_lease_sells_twice negative_stock 30
+  --mode redis --extra "--fence off --think-us 200000" --seed 1 --faults pause
+  --fault-gap 0.5 2)
+nemesis_run(nemesis_selfcheck_redis_fence_off_clock_jump_sells_twice negative_stock 30
+  --mode redis --extra "--fence off" --seed 1 --faults clock --fault-gap 0.5 2)
+
+# Short exact runs under every fault the mode can have.
+nemesis_run(nemesis_zk_batched_exact exact 45 --mode zk --seed 1)
+nemesis_run(nemesis_zk_per_request_exact exact 45 --mode zk --extra "--batch-max 1" --seed 1)
+nemesis_run(nemesis_redis_exact exact 45 --mode redis --seed 1)
+nemesis_run(nemesis_db_lock_exact exact 45 --mode db-lock --seed 1)
+nemesis_run(nemesis_atomic_exact exact 45 --mode atomic --seed 1)
+endif()
+
+# The relay's --arm-file (hold the (K+1)-th next COMMIT), against a stand-in upstream.
+add_test(NAME nemesis_relay_holds_the_armed_commit
+  COMMAND python3 ${nemesis}/test_relay_arm.py)
+set_tests_properties(nemesis_relay_holds_the_armed_commit PROPERTIES LABELS "unit;nemesis"
+  TIMEOUT 60)
