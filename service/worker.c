@@ -121,7 +121,8 @@ static int batch_guard_check(void *arg) {
         return 1;
     }
     if (g->release) {
-        (void)stockd_lock_release(g->release);
+        /* Once: a batch retried after a deadlock comes back here with the lock gone. */
+        if (!g->released) (void)stockd_lock_release(g->release);
         g->released = true;
         return 0;
     }
