@@ -162,6 +162,15 @@ bad:
     return -1;
 }
 
+static int set_onoff(bool *dst, const char *s, const char *name, char *err, size_t errlen) {
+    if (s && (strcmp(s, "on") == 0 || strcmp(s, "off") == 0)) {
+        *dst = strcmp(s, "on") == 0;
+        return 0;
+    }
+    snprintf(err, errlen, "%s must be on or off, got '%s'", name, s ? s : "");
+    return -1;
+}
+
 static int set_str(char *dst, size_t cap, const char *s, const char *name, char *err,
                    size_t errlen) {
     if (!s || strlen(s) >= cap) {
@@ -288,12 +297,7 @@ static int apply(stockd_config *c, int id, const char *v, const char *name, char
     case O_BATCH_MAX:
         return set_uint(&c->batch_max, v, 1, STOCKDB_BATCH_MAX, name, err, errlen);
     case O_PRECHECK:
-        if (v && (strcmp(v, "on") == 0 || strcmp(v, "off") == 0)) {
-            c->precheck = strcmp(v, "on") == 0;
-            return 0;
-        }
-        snprintf(err, errlen, "%s must be on or off, got '%s'", name, v ? v : "");
-        return -1;
+        return set_onoff(&c->precheck, v, name, err, errlen);
     case O_LOCK_PASSES:
         return set_uint(&c->lock_passes, v, 1, 1000, name, err, errlen);
     case O_QUEUE_DEADLINE:
@@ -313,12 +317,7 @@ static int apply(stockd_config *c, int id, const char *v, const char *name, char
     case O_DB_LOCK_LEASE:
         return set_uint(&c->db_lock_lease_ms, v, 100, 3600000, name, err, errlen);
     case O_FENCE:
-        if (v && (strcmp(v, "on") == 0 || strcmp(v, "off") == 0)) {
-            c->fence = strcmp(v, "on") == 0;
-            return 0;
-        }
-        snprintf(err, errlen, "%s must be on or off, got '%s'", name, v ? v : "");
-        return -1;
+        return set_onoff(&c->fence, v, name, err, errlen);
     case O_SEGMENTS:
         return set_uint(&c->segments, v, 1, STOCKD_SEGMENTS_MAX, name, err, errlen);
     case O_PITFALL:
@@ -336,12 +335,7 @@ static int apply(stockd_config *c, int id, const char *v, const char *name, char
         }
         return 0;
     case O_LEASE_CHECK:
-        if (v && (strcmp(v, "on") == 0 || strcmp(v, "off") == 0)) {
-            c->lease_check = strcmp(v, "on") == 0;
-            return 0;
-        }
-        snprintf(err, errlen, "%s must be on or off, got '%s'", name, v ? v : "");
-        return -1;
+        return set_onoff(&c->lease_check, v, name, err, errlen);
     case O_REDIS_USER:
         /* The name goes into AUTH as one argument; Redis ACL names have no spaces. */
         if (!v || !*v || strcspn(v, " \t\r\n") != strlen(v)) {
@@ -362,12 +356,7 @@ static int apply(stockd_config *c, int id, const char *v, const char *name, char
         snprintf(err, errlen, "%s must be text or json, got '%s'", name, v ? v : "");
         return -1;
     case O_LEASE_RENEW:
-        if (v && (strcmp(v, "on") == 0 || strcmp(v, "off") == 0)) {
-            c->lease_renew = strcmp(v, "on") == 0;
-            return 0;
-        }
-        snprintf(err, errlen, "%s must be on or off, got '%s'", name, v ? v : "");
-        return -1;
+        return set_onoff(&c->lease_renew, v, name, err, errlen);
     }
     return -1;
 }
