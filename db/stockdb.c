@@ -8,9 +8,10 @@
  * failure of a call ends in stockdb__fail(), which decides between three ends: the
  * connection is gone (drop it; retry only if nothing was written), the server refused a
  * statement (roll back, report), or the server picked us as a lock victim (roll back,
- * STOCKDB_ERR_DEADLOCK). The deductions are in stockdb_deduct.c (one request) and
- * stockdb_batch.c (a batch), the mysql:// parser in stockdb_url.c; stockdb_int.h is what
- * they share. */
+ * STOCKDB_ERR_DEADLOCK). The connection kit that lock/dblock.c borrows (stockdb_conn_*)
+ * is here too, so both connect the same way. The deductions are in stockdb_deduct.c (one
+ * request) and stockdb_batch.c (a batch), the mysql:// parser in stockdb_url.c;
+ * stockdb_int.h is what they share. */
 #include "stockdb_int.h"
 
 #include <stdarg.h>
@@ -466,7 +467,7 @@ int stockdb_peek(stockdb *db, int32_t product_id, const char *request_id, int32_
         int32_t value = 0, opid = 0;
         uint64_t oid = 0;
         bool found = false;
-        /* One read, then the ROLLBACK that ends its transaction (end_trx): it wrote
+        /* One read, then the ROLLBACK that ends its transaction (stockdb__end_trx): it wrote
          * nothing, but an open transaction holds metadata locks while the worker idles. */
         rc = stockdb__read_total(db, product_id, request_id, &found, &value, &oid, &opid);
         if (rc == STOCKDB_OK) {

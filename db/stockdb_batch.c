@@ -534,7 +534,7 @@ int stockdb_deduct_batch(stockdb *db, stockdb_strategy strategy, stockdb_batch *
         goto out;
     }
     batch_find_leaders(&st);
-    /* Each RETRY_KEYS answers at least one key, but the one that turns one_by_one on, so
+    /* Each STOCKDB__RETRY_KEYS answers at least one key, but the one that turns one_by_one on, so
      * there are at most n + 1 of them; an idle connection lost before the first statement
      * is retried once, and so is a compare-and-set that found the row changed (then it is
      * STOCKDB_ERR_FENCED). */

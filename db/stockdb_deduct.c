@@ -53,7 +53,7 @@ static const char sql_kill[] = "KILL CONNECTION ?";
  * may kill it without any privilege) on the new connection. Its open transaction, if
  * any, is rolled back, and a COMMIT of it still on its way through the network can no
  * longer land. Best effort: a session that has ended already gives ER_NO_SUCH_THREAD,
- * and any other failure leaves the locking read of confirm_key to wait for the session
+ * and any other failure leaves the locking read of stockdb__confirm_key to wait for the session
  * as before. Counted as one statement. It assumes the new connection reaches the same
  * server as the old one did (one MariaDB, as here): behind a proxy that fails over to
  * another server, the id could name an unrelated session there. */
