@@ -11,3 +11,6 @@ add_executable(fault-proxy ${support}/fault_proxy_cli.c)
 target_link_libraries(fault-proxy PRIVATE fault_proxy)
 set_target_properties(fault-proxy PROPERTIES RUNTIME_OUTPUT_DIRECTORY
                       ${PROJECT_BINARY_DIR}/tests/support)
+
+# The proxy itself, against a stand-in upstream on loopback (about 3 s).
+stockd_unit_test(fault_proxy_test SOURCES ${support}/fault_proxy_test.c LIBS fault_proxy)
