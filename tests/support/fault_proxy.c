@@ -171,6 +171,8 @@ static void fp__cut(fp_conn *c) {
 
 static void fp__strand(fp_conn *c) {
     fault_proxy *p = c->p;
+    /* Counted before the client can see its side close. */
+    fp__count(p, &p->stranded, 1);
     close(c->cfd);
     c->cfd = -1;
     c->stranded = 1;
@@ -186,7 +188,6 @@ static void fp__strand(fp_conn *c) {
         d->tail = NULL;
         d->queued = d->in_len = 0;
     }
-    fp__count(p, &p->stranded, 1);
 }
 
 static void fp__conn_free(fp_conn *c) {
