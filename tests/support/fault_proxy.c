@@ -378,7 +378,6 @@ static void *fp__main(void *arg) {
     struct pollfd *fds = NULL;
     fp_conn **owner = NULL;
     size_t cap = 0;
-    int was_blackhole = 0;
     for (;;) {
         pthread_mutex_lock(&p->mu);
         int stop = p->stop, blackhole = p->blackhole, delay_ms = p->delay_ms;
@@ -402,7 +401,8 @@ static void *fp__main(void *arg) {
                     c->d[dir].held = 0;
                 }
             }
-            if (!blackhole && was_blackhole && !c->dead && !c->stranded && c->ufd < 0 &&
+            /* One accepted in a partition reaches the upstream once it is over. */
+            if (!blackhole && !c->dead && !c->stranded && c->ufd < 0 &&
                 fp__connect_upstream(c) != 0)
                 fp__cut(c);
             if (c->dead || c->stranded || blackhole || c->ufd < 0) continue;
@@ -412,7 +412,6 @@ static void *fp__main(void *arg) {
                 if (c->d[dir].eof && !c->d[dir].head) fp__cut(c);
             }
         }
-        was_blackhole = blackhole;
         /* Free the dead, then tell a cut_all() caller that its connections are gone. */
         for (fp_conn **pc = &p->conns; *pc;) {
             fp_conn *c = *pc;
