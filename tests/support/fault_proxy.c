@@ -460,6 +460,12 @@ static void *fp__main(void *arg) {
         if (wait > 1000) wait = 1000;
         if (poll(fds, n, (int)wait) < 0 && errno != EINTR) break;
         now = fp_now_ms();
+        /* Taken again: a setting changed while we waited applies to what woke us (the
+         * caller may have sent its bytes right after the change). */
+        pthread_mutex_lock(&p->mu);
+        blackhole = p->blackhole;
+        delay_ms = p->delay_ms;
+        pthread_mutex_unlock(&p->mu);
 
         if (fds[1].revents & POLLIN) {
             char buf[64];
