@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "redislock.h"
+#include "redlock.h"
 #include "stockd.h"
 
 static const char *mode_names[] = {
@@ -20,6 +21,7 @@ static const char *mode_names[] = {
     [STOCKD_LOCK_ATOMIC] = "atomic",
     [STOCKD_LOCK_REDIS] = "redis",
     [STOCKD_LOCK_DB_LOCK] = "db-lock",
+    [STOCKD_LOCK_REDLOCK] = "redlock",
 };
 #define NMODES (sizeof(mode_names) / sizeof(mode_names[0]))
 
@@ -47,7 +49,7 @@ void stockd_config_usage(FILE *out) {
           "  --port P               listen port (STOCKD_PORT) [8080]\n"
           "  --bind ADDR            listen address (STOCKD_BIND) [127.0.0.1]\n"
           "  --lock MODE            none | local | zk | zk-herd | for-update | atomic |\n"
-          "                         redis | db-lock (STOCKD_LOCK) [none]\n"
+          "                         redis | db-lock | redlock (STOCKD_LOCK) [none]\n"
           "  --mysql URL            mysql://USER@HOST:PORT/DB (STOCKD_MYSQL)\n"
           "                         [mysql://stockd@127.0.0.1:3306/shop]; the password is\n"
           "                         read from STOCKD_MYSQL_PASSWORD, so it is not in argv\n"
@@ -55,9 +57,11 @@ void stockd_config_usage(FILE *out) {
           "                         [127.0.0.1:2181]; used by zk and zk-herd\n"
           "  --redis HOST:PORT      the Redis of mode redis (STOCKD_REDIS) [127.0.0.1:6379];\n"
           "                         connected at the first request, so a Redis that is down\n"
-          "                         gives 503 answers, not a failed start\n"
-          "  --redis-lease-ms N     lease of one Redis lock acquisition; keep it well above\n"
-          "                         a batch's time (STOCKD_REDIS_LEASE_MS) [10000]\n"
+          "                         gives 503 answers, not a failed start. Mode redlock\n"
+          "                         takes 3 to 9 independent servers, HOST:PORT,HOST:PORT,...\n"
+          "                         and holds a lock while a majority grants it\n"
+          "  --redis-lease-ms N     lease of one Redis (or RedLock) lock acquisition; keep it\n"
+          "                         well above a batch's time (STOCKD_REDIS_LEASE_MS) [10000]\n"
           "  --db-lock-lease-ms N   lease of one stock_lock row, after which another\n"
           "                         instance may take a crashed holder's lock\n"
           "                         (STOCKD_DB_LOCK_LEASE_MS) [10000]\n"
@@ -127,14 +131,15 @@ void stockd_config_usage(FILE *out) {
           "                         show what it does (STOCKD_PITFALL) [none]:\n"
           "                         release-before-commit (unlock, then COMMIT) or\n"
           "                         snapshot-before-lock (REPEATABLE READ snapshot opened\n"
-          "                         before acquiring). Lock modes local, zk, zk-herd, redis\n"
-          "                         and db-lock only. NEVER in production\n"
+          "                         before acquiring). Lock modes local, zk, zk-herd, redis,\n"
+          "                         db-lock and redlock only. NEVER in production\n"
           "  --log-format text|json text: one line per event for people; json: one\n"
           "                         object per line (time, level, instance, message) for\n"
           "                         log shippers (STOCKD_LOG_FORMAT) [text]\n"
-          "  --lease-renew on|off   the watchdog of modes redis and db-lock, as Redisson's:\n"
-          "                         a thread renews every lease this process holds at a\n"
-          "                         third of its length, only while it is still ours\n"
+          "  --lease-renew on|off   the watchdog of modes redis, db-lock and redlock, as\n"
+          "                         Redisson's: a thread renews every lease this process\n"
+          "                         holds at a third of its length, only while it is\n"
+          "                         still ours\n"
           "                         (STOCKD_LEASE_RENEW) [off]\n"
           "  --config FILE          read options from FILE: KEY=VALUE lines with the keys\n"
           "                         of the environment variables above (STOCKD_PORT=8081),\n"
@@ -266,8 +271,8 @@ static int apply(stockd_config *c, int id, const char *v, const char *name, char
     case O_LOCK:
         if (stockd_lock_mode_parse(v, &c->lock) != 0) {
             snprintf(err, errlen,
-                     "%s must be none, local, zk, zk-herd, for-update, atomic, redis or db-lock, "
-                     "got '%s'",
+                     "%s must be none, local, zk, zk-herd, for-update, atomic, redis, db-lock or "
+                     "redlock, got '%s'",
                      name, v);
             return -1;
         }
@@ -305,8 +310,15 @@ static int apply(stockd_config *c, int id, const char *v, const char *name, char
     case O_REDIS: {
         char host[256];
         int port;
-        if (!v || redislock_parse_addr(v, host, sizeof(host), &port) != REDISLOCK_OK) {
-            snprintf(err, errlen, "%s must be HOST:PORT, got '%s'", name, v ? v : "");
+        /* One address (mode redis) or RedLock's list; which one the mode wants is
+         * checked once every option is in (stockd_config_parse's end). */
+        if (!v ||
+            (strchr(v, ',') ? redlock_count_addrs(v) < 0
+                            : redislock_parse_addr(v, host, sizeof(host), &port) != REDISLOCK_OK)) {
+            snprintf(err, errlen,
+                     "%s must be HOST:PORT (or, for mode redlock, %d to %d distinct "
+                     "HOST:PORT,...), got '%s'",
+                     name, REDLOCK_SERVERS_MIN, REDLOCK_SERVERS_MAX, v ? v : "");
             return -1;
         }
         return set_str(c->redis, sizeof(c->redis), v, name, err, errlen);
@@ -595,10 +607,24 @@ int stockd_config_parse(stockd_config *c, int argc, char **argv, char *err, size
         snprintf(err, errlen, "unexpected argument '%s'", argv[optind]);
         return -1;
     }
+    if (c->lock == STOCKD_LOCK_REDLOCK && redlock_count_addrs(c->redis) < 0) {
+        snprintf(err, errlen,
+                 "--lock redlock needs --redis with %d to %d independent servers, "
+                 "HOST:PORT,HOST:PORT,..., got '%s'",
+                 REDLOCK_SERVERS_MIN, REDLOCK_SERVERS_MAX, c->redis);
+        return -1;
+    }
+    if (c->lock == STOCKD_LOCK_REDIS && strchr(c->redis, ',')) {
+        snprintf(err, errlen,
+                 "--lock redis takes one HOST:PORT in --redis, got '%s' (a list of servers is "
+                 "for --lock redlock)",
+                 c->redis);
+        return -1;
+    }
     if (c->segments > 1 && (c->lock == STOCKD_LOCK_NONE || c->lock == STOCKD_LOCK_ATOMIC)) {
         snprintf(err, errlen,
                  "--segments %u needs a mode with a lock (local, zk, zk-herd, for-update, "
-                 "redis or db-lock), not %s",
+                 "redis, db-lock or redlock), not %s",
                  c->segments, stockd_lock_mode_name(c->lock));
         return -1;
     }
@@ -611,14 +637,16 @@ int stockd_config_parse(stockd_config *c, int argc, char **argv, char *err, size
          c->lock == STOCKD_LOCK_FOR_UPDATE)) {
         snprintf(err, errlen,
                  "--pitfall %s needs a lock the service takes and releases around its "
-                 "transaction (local, zk, zk-herd, redis or db-lock); %s has none to misuse",
+                 "transaction (local, zk, zk-herd, redis, db-lock or redlock); %s has none to "
+                 "misuse",
                  c->pitfall == STOCKD_PITFALL_RELEASE_BEFORE_COMMIT ? "release-before-commit"
                                                                     : "snapshot-before-lock",
                  stockd_lock_mode_name(c->lock));
         return -1;
     }
-    if (c->lease_check && (c->lock == STOCKD_LOCK_REDIS || c->lock == STOCKD_LOCK_DB_LOCK)) {
-        bool redis = c->lock == STOCKD_LOCK_REDIS;
+    if (c->lease_check && (c->lock == STOCKD_LOCK_REDIS || c->lock == STOCKD_LOCK_DB_LOCK ||
+                           c->lock == STOCKD_LOCK_REDLOCK)) {
+        bool redis = c->lock != STOCKD_LOCK_DB_LOCK;
         uint64_t pause_us = (uint64_t)c->think_us + c->think_jitter_us;
         unsigned lease = redis ? c->redis_lease_ms : c->db_lock_lease_ms;
         if (lease < STOCKD_LEASE_MIN_MS(pause_us)) {
@@ -634,8 +662,10 @@ int stockd_config_parse(stockd_config *c, int argc, char **argv, char *err, size
     }
     /* Only a lease has anything to renew: ZooKeeper's session is kept alive by its
      * client, and the other modes hold nothing that expires. */
-    if (c->lease_renew && c->lock != STOCKD_LOCK_REDIS && c->lock != STOCKD_LOCK_DB_LOCK) {
-        snprintf(err, errlen, "--lease-renew on needs a lease lock (redis or db-lock), not %s",
+    if (c->lease_renew && c->lock != STOCKD_LOCK_REDIS && c->lock != STOCKD_LOCK_DB_LOCK &&
+        c->lock != STOCKD_LOCK_REDLOCK) {
+        snprintf(err, errlen,
+                 "--lease-renew on needs a lease lock (redis, db-lock or redlock), not %s",
                  stockd_lock_mode_name(c->lock));
         return -1;
     }

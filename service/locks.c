@@ -10,17 +10,20 @@
  *   redis       the Redis lease lock of lock/redislock.h, its fencing token from the
  *               acquire script, the local lease clock as the pre-commit check;
  *   db-lock     article 001's lock table (lock/dblock.h): a stock_lock row, its
- *               AUTO_INCREMENT token as the fence, the same lease check.
+ *               AUTO_INCREMENT token as the fence, the same lease check;
+ *   redlock     RedLock over 3..9 independent Redis servers (lock/redlock.h): a majority's
+ *               lease, the largest per-server token as the fence, its validity as the
+ *               pre-commit check.
  * Modes none and atomic take no lock and never come here.
  *
- * The two lease kinds have one connection per handle and their handles are NOT
- * thread-safe, while one stockd_locks serves every worker. So they share a small pool of
- * slots, one per worker (a worker holds at most one lock at a time): acquire takes a
- * slot under a mutex, the slot travels with the hold, and release gives it back. A slot's
- * handle is made the first time the slot is used, on that worker, and made again after
- * a failed attempt: a lock service that is down at start-up, or goes down later, makes
- * the requests that need it fail with 503 (ZKLOCK_ERR_CONNECTION), never the process.
- * Their codes are mapped onto ZKLOCK_* so the worker answers them as it answers
+ * The lease kinds have one connection per handle (RedLock: one per server) and their
+ * handles are NOT thread-safe, while one stockd_locks serves every worker. So they share a
+ * small pool of slots, one per worker (a worker holds at most one lock at a time): acquire
+ * takes a slot under a mutex, the slot travels with the hold, and release gives it back.
+ * A slot's handle is made the first time the slot is used, on that worker, and made again
+ * after a failed attempt: a lock service that is down at start-up, or goes down later,
+ * makes the requests that need it fail with 503 (ZKLOCK_ERR_CONNECTION), never the
+ * process. Their codes are mapped onto ZKLOCK_* so the worker answers them as it answers
  * ZooKeeper's: timeout 503 lock_timeout, an unreachable or failing service 503
  * unavailable, a lease that ran out before the commit lock_lost (through the guard).
  *
@@ -51,6 +54,7 @@
 
 #include "dblock.h"
 #include "redislock.h"
+#include "redlock.h"
 #include "stockd.h"
 
 /* Products are striped over a fixed set of mutexes instead of getting one each, so
@@ -511,6 +515,101 @@ static const lease_ops lease_redis = {
     .to_zk = redis_to_zk,
 };
 
+/* RedLock. Its library answers in lock_codes.h's space. */
+
+static int redlock_to_zk(int rc) {
+    switch (rc) {
+    case LOCK_OK:
+        return ZKLOCK_OK;
+    case LOCK_ERR_ARGS:
+        return ZKLOCK_ERR_ARGS;
+    case LOCK_ERR_NOMEM:
+        return ZKLOCK_ERR_NOMEM;
+    case LOCK_ERR_TIMEOUT:
+        return ZKLOCK_ERR_TIMEOUT;
+    case LOCK_ERR_CONNECTION:
+        return ZKLOCK_ERR_CONNECTION;
+    case LOCK_ERR_NOT_OWNER:
+        return ZKLOCK_ERR_NOT_OWNER;
+    case LOCK_LOST:
+        return ZKLOCK_LOST;
+    case LOCK_ERR_CANCELLED:
+        return ZKLOCK_ERR_CANCELLED;
+    default: /* LOCK_ERR_SERVER */
+        return ZKLOCK_ERR_ZK;
+    }
+}
+
+static int redlock_open(const stockd_locks *l, void **handle, char *err, size_t errcap) {
+    redlock_config c = {.addrs = l->cfg->redis,
+                        .lease_ms = (int)l->cfg->redis_lease_ms,
+                        .cancel = &l->cancelled,
+                        .user = l->cfg->redis_user,
+                        .password = l->cfg->redis_password};
+    redlock *r = NULL;
+    int rc = redlock_new(&c, &r, err, errcap);
+    *handle = r;
+    return rc;
+}
+
+static void redlock_close(void *handle) {
+    redlock_free(handle);
+}
+
+static int rl_acquire(void *handle, const char *name, int timeout_ms, void **hold) {
+    redlock_hold *h = NULL;
+    int rc = redlock_acquire(handle, name, timeout_ms, &h);
+    *hold = h;
+    return rc;
+}
+
+static int rl_check(const void *hold) {
+    return redlock_check(hold);
+}
+
+static int64_t rl_token(const void *hold) {
+    return redlock_token(hold);
+}
+
+static int rl_release(void *hold) {
+    return redlock_release(hold);
+}
+
+static int rl_renew(void *via, void *hold) {
+    return redlock_renew(via, hold);
+}
+
+static int rl_ping(void *handle) {
+    return redlock_ping(handle);
+}
+
+static uint64_t rl_ops(const void *handle) {
+    redlock_stats st;
+    redlock_get_stats(handle, &st);
+    return st.ops;
+}
+
+static const char *rl_errstr(const void *handle) {
+    return redlock_errstr(handle);
+}
+
+static const lease_ops lease_redlock = {
+    .service = "redlock",
+    .down_message = "fewer than a majority of the RedLock servers are reachable; nothing was "
+                    "deducted",
+    .open = redlock_open,
+    .close = redlock_close,
+    .acquire = rl_acquire,
+    .check = rl_check,
+    .token = rl_token,
+    .release = rl_release,
+    .renew = rl_renew,
+    .ping = rl_ping,
+    .ops = rl_ops,
+    .errstr = rl_errstr,
+    .to_zk = redlock_to_zk,
+};
+
 /* The lock table. */
 
 static int db_to_zk(int rc) {
@@ -630,8 +729,11 @@ stockd_locks *stockd_locks_new(const stockd_ctx *ctx) {
         break;
     case STOCKD_LOCK_REDIS:
     case STOCKD_LOCK_DB_LOCK:
+    case STOCKD_LOCK_REDLOCK:
         l->kind = &kind_lease;
-        l->lease = ctx->cfg->lock == STOCKD_LOCK_REDIS ? &lease_redis : &lease_db;
+        l->lease = ctx->cfg->lock == STOCKD_LOCK_REDIS     ? &lease_redis
+                   : ctx->cfg->lock == STOCKD_LOCK_REDLOCK ? &lease_redlock
+                                                           : &lease_db;
         l->slots = calloc(ctx->cfg->workers, sizeof(*l->slots));
         if (!l->slots) {
             stockd_locks_free(l);
@@ -643,8 +745,8 @@ stockd_locks *stockd_locks_new(const stockd_ctx *ctx) {
             l->free_slots = &l->slots[i];
             pthread_mutex_init(&l->slots[i].renew_mu, NULL);
         }
-        l->lease_ms = (int)(ctx->cfg->lock == STOCKD_LOCK_REDIS ? ctx->cfg->redis_lease_ms
-                                                                : ctx->cfg->db_lock_lease_ms);
+        l->lease_ms = (int)(ctx->cfg->lock == STOCKD_LOCK_DB_LOCK ? ctx->cfg->db_lock_lease_ms
+                                                                  : ctx->cfg->redis_lease_ms);
         if (ctx->cfg->lease_renew && renewer_start(l) != 0) {
             stockd_locks_free(l);
             return NULL;
@@ -712,6 +814,8 @@ uint8_t stockd_lock_fence_kind(stockd_lock_mode m) {
         return 2;
     case STOCKD_LOCK_DB_LOCK:
         return 3;
+    case STOCKD_LOCK_REDLOCK:
+        return 5; /* 4 is etcd's */
     default:
         return 0;
     }

@@ -70,7 +70,7 @@ int main(int argc, char **argv) {
     char err[256];
     sigset_t sigs;
     int sig = 0, rc, status = 1;
-    bool uses_zk;
+    bool uses_zk, redis;
 
     if (stockd_config_parse(&cfg, argc, argv, err, sizeof(err)) != 0) {
         fprintf(stderr, "stockd: %s (see --help)\n", err);
@@ -123,6 +123,7 @@ int main(int argc, char **argv) {
         return 1;
     }
     uses_zk = cfg.lock == STOCKD_LOCK_ZK || cfg.lock == STOCKD_LOCK_ZK_HERD;
+    redis = cfg.lock == STOCKD_LOCK_REDIS || cfg.lock == STOCKD_LOCK_REDLOCK;
     if (uses_zk) {
         zklock_session_config zc = {.hosts = cfg.zk,
                                     .session_timeout_ms = (int)cfg.zk_session_ms,
@@ -159,9 +160,8 @@ int main(int argc, char **argv) {
                cfg.bind, cfg.port, stockd_lock_mode_name(cfg.lock), cfg.batch_max,
                cfg.precheck ? "on" : "off", cfg.workers, ctx.db.user, ctx.db.host, ctx.db.port,
                ctx.db.database, uses_zk ? ", zookeeper " : "", uses_zk ? cfg.zk : "",
-               cfg.lock == STOCKD_LOCK_REDIS ? ", redis " : "",
-               cfg.lock == STOCKD_LOCK_REDIS ? cfg.redis : "",
-               cfg.lock == STOCKD_LOCK_REDIS && cfg.redis_password[0] ? " with a password" : "",
+               redis ? ", redis " : "", redis ? cfg.redis : "",
+               redis && cfg.redis_password[0] ? " with a password" : "",
                uses_zk && cfg.zk_auth[0] ? ", zookeeper digest ACL" : "",
                cfg.fence ? "" : ", FENCING OFF");
 

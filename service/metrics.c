@@ -329,6 +329,7 @@ char *stockd_metrics_render(const stockd_config *cfg, zklock_session *zk) {
     /* The lease locks: their service is Redis, or MySQL's stock_lock table on
      * connections of their own (not counted in stockd_mysql_statements_total). */
     const char *lease_service = cfg->lock == STOCKD_LOCK_REDIS     ? "redis"
+                                : cfg->lock == STOCKD_LOCK_REDLOCK ? "redis"
                                 : cfg->lock == STOCKD_LOCK_DB_LOCK ? "mysql_lock_table"
                                                                    : NULL;
     unsigned long long lease_ops = atomic_load_explicit(&m.lock_ops, memory_order_relaxed);

@@ -17,8 +17,8 @@
  *             deduction that finds its segment empty moves on to the next one; at most
  *             half the workers lead one product's segments, the rest wait parked.
  *   locks.c   the lock kinds behind one small interface: local mutex, ZooKeeper fair
- *             or herd lock, Redis lease lock, the database lock table, or none beyond
- *             the database's own row lock.
+ *             or herd lock, Redis lease lock, RedLock, the database lock table, or none
+ *             beyond the database's own row lock.
  *   contract.c pure functions: routing, the id and key parsers, and the mapping from an
  *             outcome to an HTTP status and a JSON body (cJSON). Unit-tested and fuzzed.
  *   config.c  command line, environment and --config file into a stockd_config (pure).
@@ -63,6 +63,7 @@ typedef enum stockd_lock_mode {
     STOCKD_LOCK_ATOMIC,     /* one conditional UPDATE, no lock */
     STOCKD_LOCK_REDIS,      /* Redis lease lock (lock/redislock.h) + fencing */
     STOCKD_LOCK_DB_LOCK,    /* a stock_lock row is the lock (lock/dblock.h) + fencing */
+    STOCKD_LOCK_REDLOCK,    /* RedLock over 3..9 Redis servers (lock/redlock.h) + fencing */
 } stockd_lock_mode;
 
 /* --pitfall: the two mistakes that oversell most often in real code, each made exactly
@@ -105,8 +106,9 @@ typedef struct stockd_config {
     bool precheck;              /* sold out answered from one read before the lock */
     unsigned lock_passes;       /* batches per acquisition while more wait */
     unsigned queue_deadline_ms; /* 0 = none; see stockd_job.deadline_ns */
-    char redis[256];            /* HOST:PORT of the Redis of mode redis */
-    unsigned redis_lease_ms;    /* the lease of a Redis lock acquisition */
+    char redis[256];            /* HOST:PORT of the Redis of mode redis; for mode redlock,
+                                 * the comma list of its servers */
+    unsigned redis_lease_ms;    /* the lease of a Redis (or RedLock) lock acquisition */
     unsigned db_lock_lease_ms;  /* the lease of a stock_lock row */
     /* false only for the paused-holder demonstration: the write carries no fencing
      * token and the commit does not re-check the lock, as a client that trusts its

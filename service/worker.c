@@ -469,7 +469,7 @@ static void serve_health(worker_state *ws, stockd_job *job) {
     int zk_rc = ctx->zk ? zklock_session_status(ctx->zk) : ZKLOCK_OK;
     char lock_err[512];
     int lock_rc = stockd_locks_ping(ctx->locks, lock_err, sizeof(lock_err));
-    bool redis = ctx->cfg->lock == STOCKD_LOCK_REDIS;
+    bool redis = ctx->cfg->lock == STOCKD_LOCK_REDIS || ctx->cfg->lock == STOCKD_LOCK_REDLOCK;
     bool ok = db_rc == STOCKDB_OK && zk_rc == ZKLOCK_OK && lock_rc == ZKLOCK_OK;
 
     job->status = ok ? 200 : 503;

@@ -46,6 +46,18 @@ stockd_integration_test(oversell_redis_per_request_3_instances_exact_zero
   COMMAND env CHECK_ONE_PER_ACQUISITION=1 bash ${CMAKE_CURRENT_SOURCE_DIR}/service/oversell.sh redis 3 zero --batch-max 1 LABELS experiment)
 stockd_integration_test(oversell_db_lock_3_instances_exact_zero
   COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/oversell.sh db-lock 3 zero LABELS experiment)
+# RedLock (article 001 §3.7) on the fixture's three independent Redis servers.
+stockd_integration_test(oversell_redlock_3_instances_exact_zero
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/oversell.sh redlock 3 zero LABELS experiment)
+# Kleppmann's case (a clock jump on two of three servers, stood in for by PEXPIRE): two
+# holders at once; the fence refuses the stale one, --fence off sells the last unit
+# twice. And one or two servers down. About 5 s each, on servers of their own.
+foreach(fencing fenced unfenced)
+  stockd_integration_test(redlock_faults_jump_${fencing}
+    COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/redlock_faults.sh jump ${fencing} LABELS fault)
+endforeach()
+stockd_integration_test(redlock_faults_servers_down
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/redlock_faults.sh servers-down LABELS fault)
 # Segmented stock (article 001's section 8): the same load on stock split over K
 # segments, each with its own lock; segments.sh drains unevenly split stock.
 foreach(k 4 16)
