@@ -5,8 +5,10 @@
  * redislock reconnects a broken connection by itself. Every per-server step is a
  * redislock call (acquire with timeout 0 = one try, release, renew, ping), so the Lua,
  * the fencing counter and the credentials are redislock's alone. This file adds the
- * vote: rounds, the majority, the validity, the backoff and the token. */
+ * vote: rounds, the majority, the validity, the backoff and the token; and ends with the
+ * registry's row (lock.h), a lease kind pooled by lease_pool.c like redis. */
 #include "redlock.h"
+#include "lock.h"
 #include "lock_clock.h"
 #include "redislock.h"
 
@@ -479,3 +481,79 @@ const char *redlock_strerror(int code) {
         return "unknown lock code";
     }
 }
+
+/* ---------------------------------------------------------------- the kind */
+
+/* The registry's row (lock.h): a lease kind, one handle (N connections) per worker.
+ * cfg->addr is the comma list of servers (--redis in mode redlock). */
+
+static int rlk_open(const lock_config *cfg, const atomic_int *cancel, void **handle, char *err,
+                    size_t errcap) {
+    redlock_config c = {.addrs = cfg->addr,
+                        .lease_ms = cfg->lease_ms,
+                        .cancel = cancel,
+                        .user = cfg->user,
+                        .password = cfg->password};
+    redlock *r = NULL;
+    int rc = redlock_new(&c, &r, err, errcap);
+    *handle = r;
+    return rc;
+}
+
+static void rlk_close(void *handle) {
+    redlock_free(handle);
+}
+
+static int rlk_acquire(void *handle, const char *name, int timeout_ms, void **hold) {
+    redlock_hold *h = NULL;
+    int rc = redlock_acquire(handle, name, timeout_ms, &h);
+    *hold = h;
+    return rc;
+}
+
+static int rlk_check(const void *hold) {
+    return redlock_check(hold);
+}
+
+static int64_t rlk_token(const void *hold) {
+    return redlock_token(hold);
+}
+
+static int rlk_release(void *hold) {
+    return redlock_release(hold);
+}
+
+static int rlk_renew(void *via, void *hold) {
+    return redlock_renew(via, hold);
+}
+
+static int rlk_ping(void *handle) {
+    return redlock_ping(handle);
+}
+
+static uint64_t rlk_ops(const void *handle) {
+    redlock_stats st;
+    redlock_get_stats(handle, &st);
+    return st.ops;
+}
+
+static const char *rlk_errstr(const void *handle) {
+    return redlock_errstr(handle);
+}
+
+static const lock_lease_ops rlk_lease = {
+    .open = rlk_open,
+    .close = rlk_close,
+    .acquire = rlk_acquire,
+    .check = rlk_check,
+    .token = rlk_token,
+    .release = rlk_release,
+    .renew = rlk_renew,
+    .ping = rlk_ping,
+    .ops = rlk_ops,
+    .errstr = rlk_errstr,
+};
+
+const lock_kind redlock_kind = LOCK_LEASE_KIND(
+    "redlock", "redis", LOCK_FENCE_REDLOCK,
+    "fewer than a majority of the RedLock servers are reachable; nothing was deducted", &rlk_lease);

@@ -20,8 +20,9 @@
  * The fencing token. RedLock has no monotonic counter of its own: each server has its
  * own counter, and they are unrelated. A hold's token is the MAXIMUM of the per-server
  * tokens it got. Each of those is redislock's counter, floored at that server's clock in
- * microseconds, so the tokens of all servers live on one scale (Redis time, µs; the same
- * scale as --lock redis, so both share fence_kind 2). What that guarantees:
+ * microseconds, so the tokens of all servers live on one scale (Redis time, µs). The
+ * database keeps them apart from other kinds' by fence_kind LOCK_FENCE_REDLOCK (5).
+ * What that guarantees:
  *   - any two majorities share a server S; if B acquired after A's key on S was gone
  *     (released, or expired), B's token on S is above A's token on S;
  *   - hence B's token (a maximum) is above A's whenever A's largest per-server token was
