@@ -58,6 +58,14 @@ foreach(fencing fenced unfenced)
 endforeach()
 stockd_integration_test(redlock_faults_servers_down
   COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/redlock_faults.sh servers-down LABELS fault)
+# The Sentinel failover hazard (article 001 §3.5.4): the lock key written after the
+# replication link broke is lost with the primary, Sentinel promotes the replica, and a
+# second instance takes the same lock. The fence refuses the first holder's write;
+# --fence off sells the last unit twice. About 6 s each.
+foreach(fencing fenced unfenced)
+  stockd_integration_test(sentinel_failover_${fencing}
+    COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/sentinel_failover.sh ${fencing} LABELS fault)
+endforeach()
 # Segmented stock (article 001's section 8): the same load on stock split over K
 # segments, each with its own lock; segments.sh drains unevenly split stock.
 foreach(k 4 16)
