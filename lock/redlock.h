@@ -53,6 +53,10 @@
  * acquired it; locks are not reentrant (LOCK_ERR_ARGS); no fork() with a handle open.
  * redlock_renew is the one call that takes another thread's hold (the watchdog).
  *
+ * The file ends with the registry's row, redlock_kind (lock.h: "redlock", a lease kind
+ * pooled by lease_pool.c, service "redis", fence kind LOCK_FENCE_REDLOCK), which
+ * stockd's --lock redlock uses with --redis as the list of servers.
+ *
  * Every function returns LOCK_OK (0) or a negative LOCK_* code of lock_codes.h;
  * redlock_strerror() names it, redlock_errstr() has the detail of the last error on a
  * handle. Nothing here prints, exits or aborts on a server error. */
