@@ -62,6 +62,13 @@ stockd_integration_test(redlock_faults_servers_down
 # replication link broke is lost with the primary, Sentinel promotes the replica, and a
 # second instance takes the same lock. The fence refuses the first holder's write;
 # --fence off sells the last unit twice. About 6 s each.
+# The watchdog and the paused holder in mode redlock (lease_faults.sh's cases, on the
+# fixture's three servers): renewal keeps a slow holder's majority, and a paused
+# holder's late write is refused by the fence. About 4 s each.
+stockd_integration_test(lease_renew_slow_holder_redlock_renewed_keeps_lock
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/lease_faults.sh slow redlock renew LABELS fault)
+stockd_integration_test(lease_faults_paused_redlock_fenced_refused
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/lease_faults.sh paused redlock fenced LABELS fault)
 foreach(fencing fenced unfenced)
   stockd_integration_test(sentinel_failover_${fencing}
     COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/sentinel_failover.sh ${fencing} LABELS fault)
