@@ -3,11 +3,11 @@
 #
 #   sentinel_failover.sh fenced|unfenced
 #
-# A primary P (PORT0+15), a replica R (PORT0+17) that replicates from P through a relay
-# (tests/support/tcp_relay.py on PORT0+16), and one redis-sentinel (PORT0+18, quorum 1)
-# watching P, all of the test's own. Product 2 has one unit.
-#   1. The replication link is cut (the relay is killed): R keeps everything it had,
-#      and gets nothing written from now on.
+# A primary P (PORT0+15), a replica R (PORT0+17) that replicates from P through the
+# tests' fault proxy (tests/support/fault-proxy on PORT0+16), and one redis-sentinel
+# (PORT0+18, quorum 1) watching P, all of the test's own. Product 2 has one unit.
+#   1. The replication link is partitioned (the proxy's `blackhole on`, then `cut`): R
+#      keeps everything it had, and gets nothing written from now on.
 #   2. Instance 1 (--redis P, a 30 s lease, so its lease never runs out in this test)
 #      takes product 2's lock on P, reads stock 1, and is SIGSTOPped in its think time.
 #      The key is on P and not on R.
@@ -39,10 +39,10 @@ metric() { curl -sS "http://127.0.0.1:$1/metrics" | sed -n "s/^$2 //p"; }
 p_port=$((PORT0 + 15)) relay_port=$((PORT0 + 16)) r_port=$((PORT0 + 17)) s_port=$((PORT0 + 18))
 redis_start "$T" "$p_port" primary || fail "the primary did not start"
 mkdir -p "$T/relay"
-python3 "$STOCKD_SRC/tests/support/tcp_relay.py" --listen "$relay_port" --upstream "$p_port" \
-  >"$T/relay/log" 2>&1 &
+"$STOCKD_BUILD/tests/support/fault-proxy" --listen "$relay_port" --upstream "$p_port" \
+  --control "$T/relay/control" >"$T/relay/log" 2>&1 &
 echo $! >"$T/relay/pid"
-wait_until 10 grep -q ready "$T/relay/log" || fail "the relay did not start"
+wait_until 10 grep -q ready "$T/relay/log" || fail "the fault proxy did not start"
 redis_start "$T" "$r_port" replica "$relay_port" || fail "the replica did not start"
 linked() { redis-cli -p "$r_port" INFO replication | grep -q '^master_link_status:up'; }
 wait_until 20 linked || fail "the replica never linked to the primary"
@@ -56,8 +56,10 @@ args=(--lock-timeout-ms 15000 --batch-max 1 --redis-lease-ms 30000)
 sql "UPDATE product SET stock = 1 WHERE id = 2"
 t_stockd 1 redis "${args[@]}" --redis "127.0.0.1:$p_port" --think-us 1000000
 
-# 1. Replication stops here.
-stop_pidfile "$T/relay/pid" 5
+# 1. Replication stops here: a partition, and the open link closed.
+printf 'blackhole on\ncut\n' >"$T/relay/control.tmp"
+mv "$T/relay/control.tmp" "$T/relay/control"
+wait_until 10 grep -q 'control: cut' "$T/relay/log" || fail "the fault proxy did not cut"
 gone() { ! linked; }
 wait_until 10 gone || fail "the replica still reports its link up"
 

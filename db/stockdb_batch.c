@@ -1,0 +1,565 @@
+/* stockdb_batch.c: several deductions of one product as one transaction (stockdb.h's
+ * stockdb_deduct_batch); READ_CHECK_UPDATE and FOR_UPDATE requests are a batch of one.
+ *
+ * One attempt (batch_once) is a row of named steps: the per-row step stockdb__row_take
+ * (the check, then k units taken with the fenced compare-and-set), the ledger
+ * (batch_insert_orders: one INSERT ... RETURNING of the k orders), the guard and COMMIT
+ * (batch_commit), and the answers (batch_answer). The per-row step knows nothing of items
+ * or orders, so a transaction over several products can run it once per row. An attempt
+ * that meets a key with an order already, or a row changed since its check, ends its
+ * transaction and asks stockdb_deduct_batch to run the rest again (STOCKDB__RETRY_*). */
+#include "stockdb_int.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <errmsg.h>
+#include <mysql.h>
+
+/* ---------------------------------------------------------------- one row */
+
+/* The check: reads row's stock, fence and version (locking it for FOR_UPDATE). A segment
+ * that has no row is an empty one if the product exists (it may be split over fewer
+ * segments than the caller was told, or not at all): one more read, only on that path.
+ * Sets *found; returns STOCKDB_OK or a code of stockdb__run(). */
+static int row_read(stockdb *db, stockdb_strategy strategy, stockdb__row *row, bool *found) {
+    bool split = row->segment > 0;
+    int32_t pid = row->product_id, seg = row->segment;
+    MYSQL_BIND p[2], r[4];
+    stockdb__bind_int(&p[0], &pid, NULL);
+    stockdb__bind_int(&p[1], &seg, NULL);
+    stockdb__bind_row(r, &row->stock, &row->seen_fence, &row->seen_kind, &row->version);
+    int id = strategy == STOCKDB_FOR_UPDATE
+                 ? (split ? STOCKDB__ST_SEG_READ_FOR_UPDATE : STOCKDB__ST_READ_FOR_UPDATE)
+                 : (split ? STOCKDB__ST_SEG_READ : STOCKDB__ST_READ);
+    int rc = stockdb__run(db, id, p, r, found, NULL);
+    if (rc != STOCKDB_OK || *found || !split) return rc;
+    int32_t total, unused_pid;
+    uint64_t unused_id;
+    rc = stockdb__read_total(db, pid, NULL, found, &total, &unused_id, &unused_pid);
+    row->stock = 0;
+    row->seen_fence = 0;
+    row->seen_kind = 0;
+    row->version = 0;
+    return rc;
+}
+
+/* The write: row->taken units at once. Unfenced it is the seed's unconditional write (so
+ * an unlocked run still oversells); fenced it is a compare-and-set on the row_version the
+ * check read, which refuses it after ANY write in between: a stale holder's, or the late
+ * COMMIT of a batch made under our own token or an older one. Sets *rows to the rows it
+ * changed; returns STOCKDB_OK or a code of stockdb__run(). */
+static int row_write(stockdb *db, stockdb__row *row, uint64_t *rows) {
+    bool fenced = row->fence > 0, split = row->segment > 0;
+    int32_t k = row->taken, pid = row->product_id, seg = row->segment, kind = row->fence_kind;
+    int64_t fence = row->fence;
+    MYSQL_BIND p[8];
+    int np = 0;
+    stockdb__bind_int(&p[np++], &k, NULL);
+    if (fenced) {
+        stockdb__bind_bigint(&p[np++], &fence, NULL);
+        stockdb__bind_int(&p[np++], &kind, NULL);
+    }
+    stockdb__bind_int(&p[np++], &pid, NULL);
+    if (split) stockdb__bind_int(&p[np++], &seg, NULL);
+    if (fenced) {
+        stockdb__bind_ubigint(&p[np++], &row->version);
+        stockdb__bind_bigint(&p[np++], &fence, NULL);
+        stockdb__bind_int(&p[np++], &kind, NULL);
+    }
+    int id = split ? (fenced ? STOCKDB__ST_SEG_UPDATE_BATCH_FENCED : STOCKDB__ST_SEG_UPDATE_BATCH)
+                   : (fenced ? STOCKDB__ST_UPDATE_BATCH_FENCED : STOCKDB__ST_UPDATE_BATCH);
+    return stockdb__run(db, id, p, NULL, NULL, rows);
+}
+
+int stockdb__row_take(stockdb *db, stockdb_strategy strategy, stockdb__row *row, size_t want,
+                      unsigned think_us, bool wrote) {
+    bool found = false;
+    uint64_t rows = 0;
+    row->taken = 0;
+    int rc = row_read(db, strategy, row, &found);
+    if (rc != STOCKDB_OK) return stockdb__fail(db, rc, wrote);
+    if (!found) {
+        stockdb__set_err(db, "no product with id %d", row->product_id);
+        return STOCKDB_ERR_NOT_FOUND;
+    }
+    /* A newer holder has written already: nothing we read can be trusted. */
+    if (row->fence > 0 &&
+        stockdb__newer_holder_wrote(row->seen_fence, row->seen_kind, row->fence, row->fence_kind))
+        return stockdb__fenced_out(db, row->product_id, row->segment, row->fence);
+    if (row->stock <= 0 || want == 0) return STOCKDB_OK;
+    row->taken = (size_t)row->stock < want ? row->stock : (int32_t)want;
+
+    if (think_us) {
+        /* The experiment's stand-in for the business logic between check and write: it
+         * stands for the work around one check-and-update (once per batch of one product). */
+        struct timespec ts = {think_us / 1000000, (long)(think_us % 1000000) * 1000};
+        nanosleep(&ts, NULL);
+    }
+    rc = row_write(db, row, &rows);
+    if (rc != STOCKDB_OK) return stockdb__fail(db, rc, true);
+    if (rows > 0) return STOCKDB_OK;
+    stockdb__rollback(db);
+    /* The row changed after our check. The caller reads it again once: a newer holder's
+     * token then shows as fenced, anything else gets a fresh check. */
+    if (row->fence > 0) {
+        stockdb__set_err(db, "product %d changed between the check and the write; rolled back",
+                         row->product_id);
+        return STOCKDB__RETRY_STALE;
+    }
+    stockdb__set_err(db, "no product with id %d (deleted after the check)", row->product_id);
+    return STOCKDB_ERR_NOT_FOUND;
+}
+
+/* ---------------------------------------------------------------- the batch's state */
+
+/* What the attempts at one batch share: which items are already answered (a key found in
+ * orders) and which item each one follows (the first item with the same key; itself if
+ * none), and room for the items an attempt sells to (sel) and their order ids (ids). */
+typedef struct batch_state {
+    stockdb_batch *b;
+    size_t *leader;
+    bool *done;
+    size_t *sel;
+    uint64_t *ids;
+    /* Insert the orders one row at a time: set once a duplicate key could not be found
+     * (see batch_insert_orders). */
+    bool one_by_one;
+} batch_state;
+
+/* True for an item that still needs an answer of its own (a leader not yet done). */
+static bool batch_open(const batch_state *st, size_t i) {
+    return !st->done[i] && st->leader[i] == i;
+}
+
+/* Answers every open item as sold out, with the stock left. */
+static void batch_sold_out(batch_state *st, int32_t stock) {
+    for (size_t i = 0; i < st->b->n; i++) {
+        if (!batch_open(st, i)) continue;
+        st->b->items[i].rc = STOCKDB_OK;
+        st->b->items[i].res = (stockdb_result){.outcome = STOCKDB_SOLD_OUT, .stock = stock};
+        st->done[i] = true;
+    }
+}
+
+/* Looks up the orders of the keyed open items and answers those that exist: replayed, or
+ * STOCKDB_ERR_KEY_REUSED for a key of another product. One statement per key; this runs
+ * only on a duplicate key or when nothing is left to sell. Returns STOCKDB_OK or a code of
+ * stockdb__run(). */
+static int answer_known_keys(stockdb *db, batch_state *st, size_t *answered) {
+    stockdb_batch *b = st->b;
+    *answered = 0;
+    for (size_t i = 0; i < b->n; i++) {
+        stockdb_item *it = &b->items[i];
+        if (!batch_open(st, i) || !it->request_id) continue;
+        bool found = false;
+        uint64_t order_id = 0;
+        int32_t pid = 0, stock = 0;
+        int rc = stockdb__lookup_order(db, STOCKDB__ST_LOOKUP, it->request_id, &found, &order_id,
+                                       &pid, &stock);
+        if (rc != STOCKDB_OK) return rc;
+        if (!found) continue;
+        it->rc = stockdb__replay(db, b->product_id, it->request_id, order_id, pid, stock, &it->res);
+        st->done[i] = true;
+        (*answered)++;
+    }
+    return STOCKDB_OK;
+}
+
+/* ---------------------------------------------------------------- the ledger */
+
+/* Appends key (NULL: JSON null) to the JSON array being built in *buf. Request ids are
+ * at most STOCKDB_REQUEST_ID_MAX bytes; every byte that JSON cannot carry raw is
+ * escaped, so any key arrives as it was. Returns false when out of memory. */
+static bool json_add_key(char **buf, size_t *len, size_t *cap, const char *key) {
+    size_t need = *len + 2 + (key ? 6 * strlen(key) + 2 : 4) + 2;
+    if (need > *cap) {
+        size_t c = *cap ? *cap : 256;
+        while (c < need)
+            c *= 2;
+        char *grown = realloc(*buf, c);
+        if (!grown) return false;
+        *buf = grown;
+        *cap = c;
+    }
+    char *o = *buf + *len;
+    if (*len > 1) *o++ = ',';
+    if (!key) {
+        memcpy(o, "null", 4);
+        o += 4;
+    } else {
+        *o++ = '"';
+        for (const unsigned char *p = (const unsigned char *)key; *p; p++) {
+            if (*p == '"' || *p == '\\') {
+                *o++ = '\\';
+                *o++ = (char)*p;
+            } else if (*p < 0x20) {
+                o += snprintf(o, 7, "\\u%04x", *p);
+            } else {
+                *o++ = (char)*p;
+            }
+        }
+        *o++ = '"';
+    }
+    *len = (size_t)(o - *buf);
+    return true;
+}
+
+/* Runs ST_INSERT_BATCH with params and reads the id of each row it wrote, in order,
+ * into st->ids[0..k-1]. Each row's key must be the key of item st->sel[j], as the
+ * statement writes them in array order; anything else is an error, never a wrong id.
+ * Returns STOCKDB_OK or a code of stockdb__code(). */
+static int insert_returning(stockdb *db, batch_state *st, MYSQL_BIND *params, size_t k) {
+    MYSQL_STMT *stmt = db->stmt[STOCKDB__ST_INSERT_BATCH];
+    const char *name = stockdb__stmt_name[STOCKDB__ST_INSERT_BATCH];
+    uint64_t id = 0;
+    char key[STOCKDB_REQUEST_ID_MAX + 1];
+    unsigned long key_len = 0;
+    my_bool key_null = 0;
+    MYSQL_BIND r[2];
+    size_t got = 0;
+    int rc;
+
+    db->statements++;
+    db->in_trx = true;
+    stockdb__bind_ubigint(&r[0], &id);
+    memset(&r[1], 0, sizeof(r[1]));
+    r[1].buffer_type = MYSQL_TYPE_STRING;
+    r[1].buffer = key;
+    r[1].buffer_length = sizeof(key);
+    r[1].length = &key_len;
+    r[1].is_null = &key_null;
+    /* On a failure, no mysql_stmt_free_result(): a duplicate key ends the result after some
+     * rows with an error, and Connector/C (3.3) would then wait for the rest of a result
+     * that will never come, until the read timeout drops the connection. The next execute
+     * starts clean without it. */
+    if (mysql_stmt_bind_param(stmt, params) || mysql_stmt_execute(stmt) ||
+        mysql_stmt_bind_result(stmt, r) || mysql_stmt_store_result(stmt))
+        return stockdb__stmt_error(db, stmt, name);
+    while ((rc = mysql_stmt_fetch(stmt)) == 0 || rc == MYSQL_DATA_TRUNCATED) {
+        const char *want = got < k ? st->b->items[st->sel[got]].request_id : NULL;
+        bool same = got < k && (key_null ? !want
+                                         : want && rc == 0 && key_len == strlen(want) &&
+                                               memcmp(key, want, key_len) == 0);
+        if (!same) {
+            stockdb__set_err(db, "%s: row %zu of %zu is not the order of its item", name, got + 1,
+                             k);
+            mysql_stmt_free_result(stmt);
+            return stockdb__code(db, CR_UNKNOWN_ERROR);
+        }
+        st->ids[got++] = id;
+    }
+    if (rc == 1) return stockdb__stmt_error(db, stmt, name);
+    mysql_stmt_free_result(stmt);
+    if (got != k) {
+        stockdb__set_err(db, "%s wrote %zu rows, not %zu", name, got, k);
+        return stockdb__code(db, CR_UNKNOWN_ERROR);
+    }
+    return STOCKDB_OK;
+}
+
+/* The JSON array of the keys of items st->sel[0..k-1], in that order (NULL when out of
+ * memory; the caller frees it). */
+static char *keys_json(const batch_state *st, size_t k) {
+    char *json = NULL;
+    size_t len = 1, cap = 0;
+    if (!json_add_key(&json, &len, &cap, "")) return NULL; /* room, and the '[' below */
+    json[0] = '[';
+    len = 1;
+    for (size_t j = 0; j < k; j++) {
+        if (!json_add_key(&json, &len, &cap, st->b->items[st->sel[j]].request_id)) {
+            free(json);
+            return NULL;
+        }
+    }
+    json[len++] = ']';
+    json[len] = '\0';
+    return json;
+}
+
+/* The orders of an attempt: rows for items st->sel[0..k-1], in that order, their ids in
+ * st->ids. One INSERT ... SELECT ... RETURNING over a JSON array of the keys; with
+ * st->one_by_one, a single-row INSERT each, so that a duplicate key names its item:
+ * *dup_at is then the index into sel of the row that failed. Returns STOCKDB_OK or a
+ * STOCKDB_* code (stockdb__duplicate_key tells a key that has an order already). */
+static int insert_orders(stockdb *db, batch_state *st, size_t k, size_t *dup_at) {
+    stockdb_batch *b = st->b;
+    int32_t pid = b->product_id;
+    int64_t fence = b->fence;
+    my_bool fence_null = b->fence <= 0;
+    unsigned long instance_len, key_len;
+    uint64_t rows = 0;
+    MYSQL_BIND p[4];
+
+    stockdb__bind_int(&p[0], &pid, NULL);
+    stockdb__bind_text(&p[1], db->instance, &instance_len);
+    stockdb__bind_bigint(&p[2], &fence, &fence_null);
+    if (st->one_by_one) {
+        for (size_t j = 0; j < k; j++) {
+            stockdb__bind_text(&p[3], b->items[st->sel[j]].request_id, &key_len);
+            *dup_at = j;
+            int rc = stockdb__run(db, STOCKDB__ST_INSERT, p, NULL, NULL, &rows);
+            if (rc != STOCKDB_OK) return rc;
+            st->ids[j] = mysql_stmt_insert_id(db->stmt[STOCKDB__ST_INSERT]);
+        }
+        return STOCKDB_OK;
+    }
+    char *json = keys_json(st, k);
+    if (!json) {
+        stockdb__set_err(db, "out of memory for the keys of a batch");
+        return stockdb__code(db, CR_OUT_OF_MEMORY);
+    }
+    stockdb__bind_text(&p[3], json, &key_len);
+    int rc = insert_returning(db, st, p, k);
+    free(json);
+    return rc;
+}
+
+/* Answers item i, whose single-row INSERT hit a duplicate key (one_by_one), after the
+ * rollback: its order if a look-up finds it now, else an error for this item alone.
+ * Returns STOCKDB__RETRY_KEYS (the rest run again), or a code of stockdb__fail() when the
+ * look-up fails. */
+static int answer_duplicate(stockdb *db, batch_state *st, size_t i) {
+    stockdb_batch *b = st->b;
+    stockdb_item *it = &b->items[i];
+    bool found = false;
+    uint64_t order_id = 0;
+    int32_t pid = 0, stock = 0;
+    if (it->request_id) {
+        int rc = stockdb__lookup_order(db, STOCKDB__ST_LOOKUP, it->request_id, &found, &order_id,
+                                       &pid, &stock);
+        if (rc != STOCKDB_OK) return stockdb__fail(db, rc, false);
+    }
+    if (found) {
+        it->rc = stockdb__replay(db, b->product_id, it->request_id, order_id, pid, stock, &it->res);
+    } else {
+        it->rc = STOCKDB_ERR_QUERY;
+        stockdb__set_err(db, "request id \"%s\" is refused as a duplicate, but no order has it",
+                         it->request_id ? it->request_id : "");
+    }
+    st->done[i] = true;
+    return STOCKDB__RETRY_KEYS;
+}
+
+/* The ledger of an attempt that took k units: the first k open items in arrival order
+ * (st->sel) get an order each. A key that has an order already (a retry of an earlier
+ * request) rolls the attempt back; the keys that exist are answered from their orders and
+ * the rest run again (STOCKDB__RETRY_KEYS). Returns STOCKDB_OK, STOCKDB__RETRY_KEYS or a
+ * code of stockdb__fail(). */
+static int batch_insert_orders(stockdb *db, batch_state *st, size_t k) {
+    size_t n_sel = 0, dup_at = 0, answered = 0;
+    for (size_t i = 0; i < st->b->n && n_sel < k; i++)
+        if (batch_open(st, i)) st->sel[n_sel++] = i;
+    int rc = insert_orders(db, st, k, &dup_at);
+    if (rc == STOCKDB_OK) return STOCKDB_OK;
+    if (!stockdb__duplicate_key(db, rc)) return stockdb__fail(db, rc, true);
+    stockdb__rollback(db);
+    if (st->one_by_one) return answer_duplicate(db, st, st->sel[dup_at]);
+    rc = answer_known_keys(db, st, &answered);
+    if (rc != STOCKDB_OK) return stockdb__fail(db, rc, false);
+    /* The database refused a key that no look-up finds: two keys it holds for one (a
+     * request_id column whose collation is not yet the byte-exact one of sql/schema.sql),
+     * or an order deleted since. Never fail the whole batch for it: insert its orders one
+     * row at a time to learn which item is refused. */
+    if (answered == 0) st->one_by_one = true;
+    return STOCKDB__RETRY_KEYS;
+}
+
+/* ---------------------------------------------------------------- commit and answers */
+
+/* The guard, then COMMIT of an attempt that wrote k orders. A COMMIT whose reply was lost
+ * is confirmed by any one keyed order of it, the transaction being atomic. Returns
+ * STOCKDB_OK when it committed, or a STOCKDB_* error (rolled back, or not confirmed). */
+static int batch_commit(stockdb *db, batch_state *st, size_t k) {
+    stockdb_batch *b = st->b;
+    if (b->guard && b->guard(b->guard_arg) != 0) {
+        stockdb__rollback(db);
+        stockdb__set_err(db, "the guard refused the commit; the batch of %zu was rolled back", k);
+        return STOCKDB_ERR_GUARD;
+    }
+    int rc = stockdb__commit(db);
+    if (rc == STOCKDB_OK) return STOCKDB_OK;
+    if (rc != STOCKDB_ERR_CONNECT) return stockdb__fail(db, rc, true); /* the server said no */
+    const char *key = NULL;
+    uint64_t key_id = 0, found_id = 0;
+    int32_t found_pid = 0;
+    bool found = false;
+    for (size_t j = 0; j < k && !key; j++) {
+        key = b->items[st->sel[j]].request_id;
+        key_id = st->ids[j];
+    }
+    rc = stockdb__confirm_key(db, key, &found, &found_id, &found_pid);
+    if (rc != STOCKDB_OK) return rc;
+    if (!found) return STOCKDB_ERR_CONNECT;
+    if (found_id != key_id) {
+        stockdb__set_err(db,
+                         "COMMIT reply lost, and request id \"%s\" has order %llu, not ours (%llu)",
+                         key, (unsigned long long)found_id, (unsigned long long)key_id);
+        return STOCKDB_ERR_UNKNOWN;
+    }
+    return STOCKDB_OK;
+}
+
+/* The answers of a committed attempt that read stock and took k units: items sel[0..k-1]
+ * each their order and the stock it left, every other open item sold out. */
+static void batch_answer(batch_state *st, int32_t stock, size_t k) {
+    for (size_t j = 0; j < k; j++) {
+        stockdb_item *it = &st->b->items[st->sel[j]];
+        it->rc = STOCKDB_OK;
+        it->res = (stockdb_result){
+            .outcome = STOCKDB_DEDUCTED, .stock = stock - (int32_t)j - 1, .order_id = st->ids[j]};
+        st->done[st->sel[j]] = true;
+    }
+    batch_sold_out(st, stock - (int32_t)k);
+}
+
+/* ---------------------------------------------------------------- one attempt */
+
+/* The end of a read that writes nothing. A locking read (FOR_UPDATE) rolls back at once
+ * to free its row lock; a plain read (READ_CHECK_UPDATE) holds no row lock, and its
+ * transaction is ended with whatever look-ups follow it, by stockdb__end_trx() when the
+ * call returns. */
+static void end_read(stockdb *db, stockdb_strategy strategy) {
+    if (strategy == STOCKDB_FOR_UPDATE) stockdb__rollback(db);
+}
+
+/* One attempt at the batch on a connected handle. Returns STOCKDB_OK (every item not done
+ * before has its answer), a STOCKDB_* error for the whole batch, STOCKDB__RETRY_IDLE (the
+ * connection dropped before anything was written), STOCKDB__RETRY_KEYS, or
+ * STOCKDB__RETRY_STALE (the fenced write found the row changed since the check and was
+ * rolled back). */
+static int batch_once(stockdb *db, stockdb_strategy strategy, batch_state *st) {
+    stockdb_batch *b = st->b;
+    stockdb__row row = {.product_id = b->product_id,
+                        .segment = b->segment,
+                        .fence = b->fence,
+                        .fence_kind = b->fence_kind};
+    size_t want = 0, answered = 0;
+    for (size_t i = 0; i < b->n; i++)
+        if (batch_open(st, i)) want++;
+
+    int rc = stockdb__row_take(db, strategy, &row, want, b->think_us, false);
+    if ((rc == STOCKDB_ERR_NOT_FOUND || rc == STOCKDB_ERR_FENCED) && row.taken == 0)
+        end_read(db, strategy); /* refused by the check */
+    if (rc != STOCKDB_OK) return rc;
+    size_t k = (size_t)row.taken;
+    if (k == 0) {
+        /* Nothing to sell. A key that bought before still gets its order. */
+        end_read(db, strategy);
+        rc = answer_known_keys(db, st, &answered);
+        if (rc != STOCKDB_OK) return stockdb__fail(db, rc, false);
+        batch_sold_out(st, row.stock);
+        return STOCKDB_OK;
+    }
+    rc = batch_insert_orders(db, st, k);
+    if (rc == STOCKDB_OK) rc = batch_commit(db, st, k);
+    if (rc == STOCKDB_OK) batch_answer(st, row.stock, k);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- public API */
+
+/* Two items with one key are one deduction: the later follows the first. Keys are
+ * compared byte for byte, as the database compares them (orders.request_id is
+ * utf8mb4_nopad_bin, sql/schema.sql). A batch is at most STOCKDB_BATCH_MAX items, so the
+ * quadratic scan stays small. Clears every item's answer. */
+static void batch_find_leaders(batch_state *st) {
+    stockdb_batch *b = st->b;
+    for (size_t i = 0; i < b->n; i++) {
+        const char *key = b->items[i].request_id;
+        st->leader[i] = i;
+        for (size_t j = 0; key && j < i; j++) {
+            const char *other = b->items[j].request_id;
+            if (other && strcmp(other, key) == 0) {
+                st->leader[i] = j;
+                break;
+            }
+        }
+        b->items[i].rc = STOCKDB_OK;
+        memset(&b->items[i].res, 0, sizeof(b->items[i].res));
+    }
+}
+
+/* A follower gets its leader's answer; a deduction is a replay for it. */
+static void batch_follow(batch_state *st) {
+    stockdb_batch *b = st->b;
+    for (size_t i = 0; i < b->n; i++) {
+        size_t l = st->leader[i];
+        if (l == i) continue;
+        b->items[i] = (stockdb_item){
+            .request_id = b->items[i].request_id, .rc = b->items[l].rc, .res = b->items[l].res};
+        if (b->items[i].res.outcome == STOCKDB_DEDUCTED) b->items[i].res.replayed = true;
+    }
+}
+
+/* Checks a batch's arguments; sets errstr when they are bad. */
+static bool batch_args_ok(stockdb *db, stockdb_strategy strategy, const stockdb_batch *b) {
+    if (!b || !b->items || b->n == 0 || b->n > STOCKDB_BATCH_MAX) {
+        stockdb__set_err(db, "stockdb_deduct_batch: 1..%d items are required", STOCKDB_BATCH_MAX);
+        return false;
+    }
+    if (strategy != STOCKDB_READ_CHECK_UPDATE && strategy != STOCKDB_FOR_UPDATE) {
+        stockdb__set_err(db, "stockdb_deduct_batch: strategy %d does not batch", (int)strategy);
+        return false;
+    }
+    if (b->fence < 0) {
+        stockdb__set_err(db, "stockdb_deduct_batch: negative fence %lld", (long long)b->fence);
+        return false;
+    }
+    if (b->segment < 0) {
+        stockdb__set_err(db, "stockdb_deduct_batch: negative segment %d", (int)b->segment);
+        return false;
+    }
+    for (size_t i = 0; i < b->n; i++)
+        if (!stockdb__request_id_ok(db, "stockdb_deduct_batch", b->items[i].request_id))
+            return false;
+    return true;
+}
+
+int stockdb_deduct_batch(stockdb *db, stockdb_strategy strategy, stockdb_batch *b) {
+    if (!db) return STOCKDB_ERR_CONFIG;
+    stockdb__clear_err(db);
+    if (!batch_args_ok(db, strategy, b)) return STOCKDB_ERR_CONFIG;
+
+    batch_state st = {.b = b,
+                      .leader = malloc(b->n * sizeof(*st.leader)),
+                      .done = calloc(b->n, sizeof(*st.done)),
+                      .sel = malloc(b->n * sizeof(*st.sel)),
+                      .ids = malloc(b->n * sizeof(*st.ids))};
+    int rc = STOCKDB_ERR_NOMEM;
+    if (!st.leader || !st.done || !st.sel || !st.ids) {
+        stockdb__set_err(db, "stockdb_deduct_batch: out of memory");
+        goto out;
+    }
+    batch_find_leaders(&st);
+    /* Each STOCKDB__RETRY_KEYS answers at least one key, but the one that turns one_by_one on, so
+     * there are at most n + 1 of them; an idle connection lost before the first statement
+     * is retried once, and so is a compare-and-set that found the row changed (then it is
+     * STOCKDB_ERR_FENCED). */
+    for (int idle_retries = 0, stale_retries = 0;;) {
+        rc = stockdb__connect(db);
+        if (rc != STOCKDB_OK) break;
+        rc = batch_once(db, strategy, &st);
+        if (rc == STOCKDB__RETRY_KEYS) continue;
+        if (rc == STOCKDB__RETRY_STALE) {
+            if (++stale_retries < 2) continue;
+            rc = STOCKDB_ERR_FENCED; /* errstr says why */
+            break;
+        }
+        if (rc != STOCKDB__RETRY_IDLE) break;
+        if (++idle_retries == 2) {
+            rc = STOCKDB_ERR_CONNECT; /* errstr says why */
+            break;
+        }
+    }
+    if (rc == STOCKDB_OK) batch_follow(&st);
+out:
+    stockdb__end_trx(db);
+    free(st.leader);
+    free(st.done);
+    free(st.sel);
+    free(st.ids);
+    return rc;
+}
