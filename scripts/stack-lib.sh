@@ -376,32 +376,53 @@ STACK_REDIS_USER=${STACK_REDIS_USER:-stockd}
 STACK_REDIS_ACL=(-@all +evalsha "+script|load" +exists +pttl +time +incr +set +get +del +publish
   +subscribe +unsubscribe +ping)
 
-# redis_auth_conf DIR: writes DIR/auth.conf for STACK_REDIS_PASSWORD and prints its
-# path, or prints nothing when there is no password.
+# With a Sentinel (scripts/stack up --redis-sentinel, STACK_REDIS_REPLICATION=1), two more
+# users with the same password: `replica`, which a replica logs in as to replicate
+# (masteruser), and `sentinel`, with the commands Redis's documentation lists for
+# Sentinel (INFO, ROLE, REPLICAOF, CONFIG REWRITE, its hello channel, ...). Neither may
+# touch a key.
+STACK_REDIS_REPLICA_ACL=(+psync +replconf +ping)
+STACK_REDIS_SENTINEL_ACL=(allchannels +multi +exec +slaveof +replicaof +ping +subscribe
+  "+config|rewrite" +role +publish +info "+client|setname" "+client|kill" "+script|kill")
+
+# redis_auth_conf DIR [MASTER_PORT]: writes DIR/auth.conf for STACK_REDIS_PASSWORD and
+# prints its path, or prints nothing when there is no password. With MASTER_PORT, the
+# server is a replica that logs in to 127.0.0.1:MASTER_PORT as user `replica`.
 redis_auth_conf() {
-  local d=$1 hash
+  local d=$1 master=${2:-} hash
   [[ -n ${STACK_REDIS_PASSWORD:-} ]] || return 0
   hash=$(printf '%s' "$STACK_REDIS_PASSWORD" | sha256sum | cut -d' ' -f1)
   (
     umask 077
     printf 'user default off\nuser %s reset on #%s ~lock:* resetchannels &lock:#released:* %s\n' \
       "$STACK_REDIS_USER" "$hash" "${STACK_REDIS_ACL[*]}" >"$d/auth.conf"
+    if [[ ${STACK_REDIS_REPLICATION:-0} == 1 ]]; then
+      printf 'user replica reset on #%s resetchannels -@all %s\n' "$hash" \
+        "${STACK_REDIS_REPLICA_ACL[*]}" >>"$d/auth.conf"
+      printf 'user sentinel reset on #%s -@all %s\n' "$hash" "${STACK_REDIS_SENTINEL_ACL[*]}" \
+        >>"$d/auth.conf"
+    fi
+    # A replica's password to its primary: in this 0600 file, never in argv.
+    [[ -z $master ]] || printf 'masteruser replica\nmasterauth "%s"\n' "$STACK_REDIS_PASSWORD" \
+      >>"$d/auth.conf"
   )
   printf '%s' "$d/auth.conf"
 }
 
-# redis_start RUN PORT [NAME]: a private redis-server under RUN/NAME (default redis),
-# on loopback only, protected mode on, with STACK_REDIS_FLAGS (and the ACL above when
-# STACK_REDIS_PASSWORD is set).
+# redis_start RUN PORT [NAME [MASTER_PORT]]: a private redis-server under RUN/NAME
+# (default redis), on loopback only, protected mode on, with STACK_REDIS_FLAGS (and the
+# ACL above when STACK_REDIS_PASSWORD is set); with MASTER_PORT a replica of the Redis
+# on 127.0.0.1:MASTER_PORT.
 redis_start() {
-  local run=$1 port=$2 name=${3:-redis} d conf
+  local run=$1 port=$2 name=${3:-redis} master=${4:-} d conf
   d=$run/$name
   mkdir -p "$d"
   if pid_alive "$d/pid"; then return 0; fi
   port_free "$port" || { stack_log "redis: port $port is taken"; return 1; }
-  conf=$(redis_auth_conf "$d")
+  conf=$(redis_auth_conf "$d" "$master")
   redis-server ${conf:+"$conf"} --port "$port" --bind 127.0.0.1 --protected-mode yes \
-    "${STACK_REDIS_FLAGS[@]}" --dir "$d" --logfile "$d/redis.log" >/dev/null 2>&1 &
+    "${STACK_REDIS_FLAGS[@]}" ${master:+--replicaof 127.0.0.1 "$master"} --dir "$d" \
+    --logfile "$d/redis.log" >/dev/null 2>&1 &
   echo $! >"$d/pid"
   if ! wait_until 20 redis_ping "$port"; then
     stack_log "redis: did not start on port $port, see $d/redis.log"
@@ -422,6 +443,52 @@ redis_ping() {
 
 # redis_stop RUN [NAME]
 redis_stop() { stop_pidfile "$1/${2:-redis}/pid" 10; }
+
+# sentinel_start RUN PORT MASTER_PORT [NAME]: a redis-sentinel under RUN/NAME (default
+# sentinel) on 127.0.0.1:PORT that watches the primary on 127.0.0.1:MASTER_PORT as master
+# `stockd`, alone (quorum 1): it calls the primary down after 1 s without an answer and
+# promotes a replica. failover-timeout is 60 s, so it leaves a replica that replicates
+# from elsewhere alone for that long (the failover test cuts a replica's link on purpose).
+# With STACK_REDIS_PASSWORD it logs in to the servers as user `sentinel` (its 0600 config
+# file holds the password, as Sentinel wants it).
+sentinel_start() {
+  local run=$1 port=$2 master=$3 name=${4:-sentinel} d
+  d=$run/$name
+  mkdir -p "$d"
+  if pid_alive "$d/pid"; then return 0; fi
+  port_free "$port" || { stack_log "sentinel: port $port is taken"; return 1; }
+  (
+    umask 077
+    {
+      printf 'port %s\nbind 127.0.0.1\nprotected-mode no\ndaemonize no\ndir %s\n' "$port" "$d"
+      printf 'logfile %s/sentinel.log\n' "$d"
+      printf 'sentinel monitor stockd 127.0.0.1 %s 1\n' "$master"
+      printf 'sentinel down-after-milliseconds stockd 1000\n'
+      printf 'sentinel failover-timeout stockd 60000\n'
+      if [[ -n ${STACK_REDIS_PASSWORD:-} ]]; then
+        printf 'sentinel auth-user stockd sentinel\nsentinel auth-pass stockd "%s"\n' \
+          "$STACK_REDIS_PASSWORD"
+      fi
+    } >"$d/sentinel.conf"
+  )
+  redis-sentinel "$d/sentinel.conf" >/dev/null 2>&1 &
+  echo $! >"$d/pid"
+  if ! wait_until 20 sentinel_primary "$port"; then
+    stack_log "sentinel: did not start on port $port, see $d/sentinel.log"
+    return 1
+  fi
+}
+
+# sentinel_primary PORT: prints HOST:PORT of the primary the Sentinel on PORT names for
+# master `stockd` (SENTINEL get-master-addr-by-name); fails if it names none.
+sentinel_primary() {
+  local a
+  mapfile -t a < <(redis-cli -p "$1" --raw SENTINEL get-master-addr-by-name stockd 2>/dev/null)
+  ((${#a[@]} == 2)) && [[ ${a[1]} =~ ^[0-9]+$ ]] || return 1
+  printf '%s:%s\n' "${a[0]}" "${a[1]}"
+}
+
+sentinel_stop() { stop_pidfile "$1/${2:-sentinel}/pid" 10; }
 
 # ---------------------------------------------------------------- Prometheus
 

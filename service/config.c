@@ -30,6 +30,9 @@ const stockd_mode stockd_modes[] = {
                            "--redis-lease-ms"},
     [STOCKD_LOCK_DB_LOCK] = {"db-lock", "db-lock", STOCKDB_READ_CHECK_UPDATE, true, 0, 0, 0,
                              CF(db_lock_lease_ms), "--db-lock-lease-ms"},
+    [STOCKD_LOCK_REDLOCK] = {"redlock", "redlock", STOCKDB_READ_CHECK_UPDATE, true, CF(redis),
+                             CF(redis_user), CF(redis_password), CF(redis_lease_ms),
+                             "--redis-lease-ms"},
 };
 const size_t stockd_nmodes = sizeof(stockd_modes) / sizeof(stockd_modes[0]);
 
@@ -79,6 +82,33 @@ static bool mode_lease(const stockd_mode *m) {
     return m->lease_off != 0;
 }
 
+/* RedLock's server count bounds (lock/redlock.h's REDLOCK_SERVERS_MIN and _MAX; config.c
+ * links no Redis client, so they are repeated here). */
+#define REDLOCK_MIN 3
+#define REDLOCK_MAX 9
+
+/* How many distinct HOST:PORT a comma list names (1 for a plain address), or -1 if one
+ * is malformed, two are equal, or there are more than REDLOCK_MAX. */
+static int redis_list_count(const char *v) {
+    char seen[REDLOCK_MAX][256];
+    int n = 0;
+    for (const char *p = v;;) {
+        const char *comma = strchr(p, ',');
+        size_t len = comma ? (size_t)(comma - p) : strlen(p);
+        char host[256];
+        int port;
+        if (n == REDLOCK_MAX || len == 0 || len >= sizeof(seen[0])) return -1;
+        memcpy(seen[n], p, len);
+        seen[n][len] = '\0';
+        if (lock_parse_hostport(seen[n], host, sizeof(host), &port) != LOCK_OK) return -1;
+        for (int i = 0; i < n; i++)
+            if (strcmp(seen[i], seen[n]) == 0) return -1;
+        n++;
+        if (!comma) return n;
+        p = comma + 1;
+    }
+}
+
 static const char *field_str(const stockd_config *c, size_t off) {
     return off ? (const char *)c + off : NULL;
 }
@@ -109,7 +139,7 @@ void stockd_config_usage(FILE *out) {
           "  --port P               listen port (STOCKD_PORT) [8080]\n"
           "  --bind ADDR            listen address (STOCKD_BIND) [127.0.0.1]\n"
           "  --lock MODE            none | local | zk | zk-herd | for-update | atomic |\n"
-          "                         redis | db-lock (STOCKD_LOCK) [none]\n"
+          "                         redis | db-lock | redlock (STOCKD_LOCK) [none]\n"
           "  --mysql URL            mysql://USER@HOST:PORT/DB (STOCKD_MYSQL)\n"
           "                         [mysql://stockd@127.0.0.1:3306/shop]; the password is\n"
           "                         read from STOCKD_MYSQL_PASSWORD, so it is not in argv\n"
@@ -117,9 +147,11 @@ void stockd_config_usage(FILE *out) {
           "                         [127.0.0.1:2181]; used by zk and zk-herd\n"
           "  --redis HOST:PORT      the Redis of mode redis (STOCKD_REDIS) [127.0.0.1:6379];\n"
           "                         connected at the first request, so a Redis that is down\n"
-          "                         gives 503 answers, not a failed start\n"
-          "  --redis-lease-ms N     lease of one Redis lock acquisition; keep it well above\n"
-          "                         a batch's time (STOCKD_REDIS_LEASE_MS) [10000]\n"
+          "                         gives 503 answers, not a failed start. Mode redlock\n"
+          "                         takes 3 to 9 independent servers, HOST:PORT,HOST:PORT,...\n"
+          "                         and holds a lock while a majority grants it\n"
+          "  --redis-lease-ms N     lease of one Redis (or RedLock) lock acquisition; keep it\n"
+          "                         well above a batch's time (STOCKD_REDIS_LEASE_MS) [10000]\n"
           "  --db-lock-lease-ms N   lease of one stock_lock row, after which another\n"
           "                         instance may take a crashed holder's lock\n"
           "                         (STOCKD_DB_LOCK_LEASE_MS) [10000]\n"
@@ -189,14 +221,15 @@ void stockd_config_usage(FILE *out) {
           "                         show what it does (STOCKD_PITFALL) [none]:\n"
           "                         release-before-commit (unlock, then COMMIT) or\n"
           "                         snapshot-before-lock (REPEATABLE READ snapshot opened\n"
-          "                         before acquiring). Lock modes local, zk, zk-herd, redis\n"
-          "                         and db-lock only. NEVER in production\n"
+          "                         before acquiring). Lock modes local, zk, zk-herd, redis,\n"
+          "                         db-lock and redlock only. NEVER in production\n"
           "  --log-format text|json text: one line per event for people; json: one\n"
           "                         object per line (time, level, instance, message) for\n"
           "                         log shippers (STOCKD_LOG_FORMAT) [text]\n"
-          "  --lease-renew on|off   the watchdog of modes redis and db-lock, as Redisson's:\n"
-          "                         a thread renews every lease this process holds at a\n"
-          "                         third of its length, only while it is still ours\n"
+          "  --lease-renew on|off   the watchdog of modes redis, db-lock and redlock, as\n"
+          "                         Redisson's: a thread renews every lease this process\n"
+          "                         holds at a third of its length, only while it is\n"
+          "                         still ours\n"
           "                         (STOCKD_LEASE_RENEW) [off]\n"
           "  --config FILE          read options from FILE: KEY=VALUE lines with the keys\n"
           "                         of the environment variables above (STOCKD_PORT=8081),\n"
@@ -364,10 +397,14 @@ static int apply(stockd_config *c, int id, const char *v, const char *name, char
     case O_QUEUE_DEADLINE:
         return set_uint(&c->queue_deadline_ms, v, 0, 3600000, name, err, errlen);
     case O_REDIS: {
-        char host[256];
-        int port;
-        if (!v || lock_parse_hostport(v, host, sizeof(host), &port) != LOCK_OK) {
-            snprintf(err, errlen, "%s must be HOST:PORT, got '%s'", name, v ? v : "");
+        /* One address (mode redis) or RedLock's list; which one the mode wants is
+         * checked once every option is in (stockd_config_parse's end). */
+        int n = v ? redis_list_count(v) : -1;
+        if (n < 0 || (strchr(v, ',') ? n < REDLOCK_MIN : n != 1)) {
+            snprintf(err, errlen,
+                     "%s must be HOST:PORT (or, for mode redlock, %d to %d distinct "
+                     "HOST:PORT,...), got '%s'",
+                     name, REDLOCK_MIN, REDLOCK_MAX, v ? v : "");
             return -1;
         }
         return set_str(c->redis, sizeof(c->redis), v, name, err, errlen);
@@ -662,6 +699,20 @@ int stockd_config_parse(stockd_config *c, int argc, char **argv, char *err, size
     char list[256];
     c->lock_kind = m->kind;
     c->strategy = m->strategy;
+    if (c->lock == STOCKD_LOCK_REDLOCK && redis_list_count(c->redis) < REDLOCK_MIN) {
+        snprintf(err, errlen,
+                 "--lock redlock needs --redis with %d to %d independent servers, "
+                 "HOST:PORT,HOST:PORT,..., got '%s'",
+                 REDLOCK_MIN, REDLOCK_MAX, c->redis);
+        return -1;
+    }
+    if (c->lock == STOCKD_LOCK_REDIS && strchr(c->redis, ',')) {
+        snprintf(err, errlen,
+                 "--lock redis takes one HOST:PORT in --redis, got '%s' (a list of servers is "
+                 "for --lock redlock)",
+                 c->redis);
+        return -1;
+    }
     if (c->segments > 1 && !m->batched) {
         snprintf(err, errlen, "--segments %u needs a mode with a lock (%s), not %s", c->segments,
                  mode_list(list, sizeof(list), mode_batched), m->name);

@@ -76,7 +76,7 @@ int main(int argc, char **argv) {
     char err[256];
     sigset_t sigs;
     int sig = 0, rc, status = 1;
-    bool uses_zk;
+    bool uses_zk, uses_redis;
     const lock_kind *kind;
     lock_config lc;
 
@@ -134,6 +134,7 @@ int main(int argc, char **argv) {
      * session here, and a failure ends the start-up). */
     kind = lock_kind_find(cfg.lock_kind);
     uses_zk = kind && kind->service && strcmp(kind->service, "zookeeper") == 0;
+    uses_redis = kind && kind->service && strcmp(kind->service, "redis") == 0;
     stockd_lock_config(&cfg, &ctx.db, &lc);
     lc.log = log_lock;
     rc = kind ? lock_set_new(kind, &lc, &ctx.locks, err, sizeof(err)) : LOCK_ERR_ARGS;
@@ -165,9 +166,8 @@ int main(int argc, char **argv) {
                cfg.bind, cfg.port, stockd_lock_mode_name(cfg.lock), cfg.batch_max,
                cfg.precheck ? "on" : "off", cfg.workers, ctx.db.user, ctx.db.host, ctx.db.port,
                ctx.db.database, uses_zk ? ", zookeeper " : "", uses_zk ? cfg.zk : "",
-               cfg.lock == STOCKD_LOCK_REDIS ? ", redis " : "",
-               cfg.lock == STOCKD_LOCK_REDIS ? cfg.redis : "",
-               cfg.lock == STOCKD_LOCK_REDIS && cfg.redis_password[0] ? " with a password" : "",
+               uses_redis ? ", redis " : "", uses_redis ? cfg.redis : "",
+               uses_redis && cfg.redis_password[0] ? " with a password" : "",
                uses_zk && cfg.zk_auth[0] ? ", zookeeper digest ACL" : "",
                cfg.fence ? "" : ", FENCING OFF");
 

@@ -70,6 +70,7 @@ typedef enum stockd_lock_mode {
     STOCKD_LOCK_ATOMIC,     /* no lock, one conditional UPDATE */
     STOCKD_LOCK_REDIS,      /* Redis lease lock (lock/redislock.h) + fencing */
     STOCKD_LOCK_DB_LOCK,    /* a stock_lock row is the lock (lock/dblock.h) + fencing */
+    STOCKD_LOCK_REDLOCK,    /* RedLock over 3..9 Redis servers (lock/redlock.h) + fencing */
 } stockd_lock_mode;
 
 /* One row of the table of modes. Adding a lock kind: its file in lock/ with its row
@@ -138,8 +139,9 @@ typedef struct stockd_config {
     bool precheck;              /* sold out answered from one read before the lock */
     unsigned lock_passes;       /* batches per acquisition while more wait */
     unsigned queue_deadline_ms; /* 0 = none; see stockd_job.deadline_ns */
-    char redis[256];            /* HOST:PORT of the Redis of mode redis */
-    unsigned redis_lease_ms;    /* the lease of a Redis lock acquisition */
+    char redis[256];            /* HOST:PORT of the Redis of mode redis; for mode redlock,
+                                 * the comma list of its servers */
+    unsigned redis_lease_ms;    /* the lease of a Redis (or RedLock) lock acquisition */
     unsigned db_lock_lease_ms;  /* the lease of a stock_lock row */
     /* false only for the paused-holder demonstration: the write carries no fencing
      * token and the commit does not re-check the lock, as a client that trusts its

@@ -58,10 +58,12 @@ sql() { mysql_cli "$STOCKD_TEST_RUN" -N -B "$DB" -e "$1"; }
 # t_db: makes this test's database with the schema and seed data.
 t_db() { mysql_create_db "$STOCKD_TEST_RUN" "$DB" "$DB_USER" "$DB_PASS"; }
 
-# t_stockd INDEX LOCK [ARGS...]: starts stockd INDEX (1..10) on PORT0+INDEX.
+# t_stockd INDEX LOCK [ARGS...]: starts stockd INDEX (1..10) on PORT0+INDEX. Mode
+# redlock gets the fixture's three servers (--redis in ARGS still wins: the last one does).
 t_stockd() {
   local i=$1 lock=$2
   shift 2
+  [[ $lock == redlock ]] && set -- --redis "$STOCKD_TEST_REDLOCK" "$@"
   stockd_start "$T" "$i" $((PORT0 + i)) "$lock" "$MYSQL_URL" "$STOCKD_TEST_ZK" "$@"
 }
 

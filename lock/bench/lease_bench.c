@@ -1,7 +1,8 @@
 /* lease-bench: how fast a lease lock changes hands (redislock or dblock), and the proof
  * that it excludes. The twin of zklock-bench for the two lease kinds: lock/bench/run
  * uses it for the numbers; the tests lock_mutex_redis, lock_mutex_db and
- * lock_lease_bench_smoke use it for the checks.
+ * lock_lease_bench_smoke use it for the checks. --kind redlock runs lock/redlock.h over
+ * the servers of a comma list in --redis (lock_mutex_redlock).
  *
  * P forked processes run T threads each; every thread has its own lock handle (neither
  * kind shares a connection between threads) and takes the same lock in a loop, N times
@@ -28,8 +29,9 @@
 #include "dblock.h"
 #include "harness.h"
 #include "redislock.h"
+#include "redlock.h"
 
-typedef enum { KIND_REDIS, KIND_DB } bench_kind;
+typedef enum { KIND_REDIS, KIND_DB, KIND_REDLOCK } bench_kind;
 
 typedef struct bench_shared {
     bench_state b;    /* first: what the harness counts */
@@ -52,6 +54,8 @@ typedef struct lk {
     dblock *d;
     redislock_hold *rh;
     dblock_hold *dh;
+    redlock *rl;
+    redlock_hold *rlh;
 } lk;
 
 static int lk_open(lk *k) {
@@ -60,6 +64,9 @@ static int lk_open(lk *k) {
     if (opt.kind == KIND_REDIS) {
         redislock_config c = {.addr = opt.redis, .lease_ms = opt.lease_ms};
         rc = redislock_new(&c, &k->r, err, sizeof(err));
+    } else if (opt.kind == KIND_REDLOCK) {
+        redlock_config c = {.addrs = opt.redis, .lease_ms = opt.lease_ms};
+        rc = redlock_new(&c, &k->rl, err, sizeof(err));
     } else {
         dblock_config c = {.db = dbcfg, .owner = "lease-bench", .lease_ms = opt.lease_ms};
         rc = dblock_new(&c, &k->d, err, sizeof(err));
@@ -79,24 +86,34 @@ static void lk_close(lk *k) {
         dblock_get_stats(k->d, &st);
         atomic_fetch_add(&sh->ops, st.ops);
     }
+    if (k->rl) {
+        redlock_stats st;
+        redlock_get_stats(k->rl, &st);
+        atomic_fetch_add(&sh->ops, st.ops);
+    }
     redislock_free(k->r);
     dblock_free(k->d);
+    redlock_free(k->rl);
 }
 
 /* The bench_lock of either kind; ctx is the thread's lk. */
 static int lk_acquire(void *ctx) {
     lk *k = ctx;
+    if (opt.kind == KIND_REDLOCK)
+        return redlock_acquire(k->rl, opt.b.name, opt.b.timeout_ms, &k->rlh);
     return opt.kind == KIND_REDIS ? redislock_acquire(k->r, opt.b.name, opt.b.timeout_ms, &k->rh)
                                   : dblock_acquire(k->d, opt.b.name, opt.b.timeout_ms, &k->dh);
 }
 
 static int lk_check(void *ctx) {
     lk *k = ctx;
+    if (opt.kind == KIND_REDLOCK) return redlock_check(k->rlh);
     return opt.kind == KIND_REDIS ? redislock_check(k->rh) : dblock_check(k->dh);
 }
 
 static int64_t lk_token(void *ctx) {
     lk *k = ctx;
+    if (opt.kind == KIND_REDLOCK) return redlock_token(k->rlh);
     return opt.kind == KIND_REDIS ? redislock_token(k->rh) : dblock_token(k->dh);
 }
 
@@ -104,11 +121,14 @@ static void lk_release(void *ctx) {
     lk *k = ctx;
     if (k->rh) redislock_release(k->rh);
     if (k->dh) dblock_release(k->dh);
+    if (k->rlh) redlock_release(k->rlh);
+    k->rlh = NULL;
     k->rh = NULL;
     k->dh = NULL;
 }
 
 static const char *lk_strerror(int code) {
+    if (opt.kind == KIND_REDLOCK) return redlock_strerror(code);
     return opt.kind == KIND_REDIS ? redislock_strerror(code) : dblock_strerror(code);
 }
 
@@ -159,7 +179,7 @@ out:
 }
 
 static const char *kind_name(void) {
-    return opt.kind == KIND_REDIS ? "redis" : "db";
+    return opt.kind == KIND_REDIS ? "redis" : opt.kind == KIND_REDLOCK ? "redlock" : "db";
 }
 
 /* lease-bench's part of the report: the lease, and lock-service operations per
@@ -178,6 +198,7 @@ static void own_report(bench_own *r) {
 static void usage(FILE *out) {
     fprintf(out,
             "usage: lease-bench --kind redis --redis HOST:PORT [options]\n"
+            "       lease-bench --kind redlock --redis HOST:PORT,HOST:PORT,HOST:PORT [options]\n"
             "       lease-bench --kind db --mysql mysql://USER@HOST:PORT/DB [options]\n"
             "  (the MySQL password comes from STOCKD_MYSQL_PASSWORD)\n"
             "  --procs P          processes (4)\n"
@@ -188,7 +209,7 @@ static void usage(FILE *out) {
 }
 
 /* The --kind names, by bench_kind. */
-static const char *const kinds[] = {"redis", "db", NULL};
+static const char *const kinds[] = {"redis", "db", "redlock", NULL};
 
 int main(int argc, char **argv) {
     const bench_option own[] = {{.name = "kind", .choices = kinds, .choice = &opt.kind},
@@ -199,7 +220,7 @@ int main(int argc, char **argv) {
     char name[96];
     int rc = bench_parse(argc, argv, own, usage, kind_name, &opt.b, name, sizeof(name));
     if (rc >= 0) return rc;
-    if (opt.kind < 0 || (opt.kind == KIND_REDIS && !opt.redis) ||
+    if (opt.kind < 0 || (opt.kind != KIND_DB && !opt.redis) ||
         (opt.kind == KIND_DB && !opt.mysql) || opt.lease_ms < 1) {
         usage(stderr);
         return 2;

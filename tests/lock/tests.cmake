@@ -126,3 +126,19 @@ foreach(kind redis db)
             $<TARGET_FILE:lock_lease_fault_test> paused ${kind} unfenced
     TIMEOUT 120 LABELS lock)
 endforeach()
+
+# ---------------------------------------------------------------- RedLock
+# lock/redlock.h against three Redis servers of the test's own (redlock_test.sh starts
+# them on the test's ports +15..+17 and passes the list in STOCKD_TEST_REDLOCK). The
+# library test takes about 3 s; the mutual-exclusion run about 5 s.
+set(REDLOCK_RUN bash ${CMAKE_CURRENT_SOURCE_DIR}/lock/redlock_test.sh)
+add_executable(lock_redlock_test lock/lock_redlock_test.c)
+target_include_directories(lock_redlock_test PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
+target_link_libraries(lock_redlock_test PRIVATE redlock stockdb PkgConfig::HIREDIS
+                      Threads::Threads)
+stockd_integration_test(lock_redlock_test COMMAND ${REDLOCK_RUN} $<TARGET_FILE:lock_redlock_test>
+  TIMEOUT 120 LABELS lock)
+stockd_integration_test(lock_mutex_redlock
+  COMMAND ${REDLOCK_RUN} sh -c "exec \"$0\" --kind redlock --redis \"$STOCKD_TEST_REDLOCK\" \"$@\""
+          ${LEASE_BENCH} --iterations 30 --expect-all
+  TIMEOUT 180 LABELS lock)

@@ -9,7 +9,7 @@
 #     /health says 200 (the connection is made at request time). Redis goes down again:
 #     503 again, never a crash. A malformed --redis is refused at start-up (exit 2).
 #
-#   lease_faults.sh paused redis|db-lock fenced|unfenced
+#   lease_faults.sh paused redis|db-lock|redlock fenced|unfenced
 #     Article 001's warning about lease locks, in the service. Product 2 has one unit.
 #     Instance 1 (lease 1 s, 3 s think time between its read and its write) takes the
 #     lock, reads stock 1 and is SIGSTOPped. Its lease runs out, instance 2 takes the
@@ -25,7 +25,7 @@
 #     process renews nothing, so the lease runs out all the same and only the fence (or
 #     the pre-commit check) refuses the late write.
 #
-#   lease_faults.sh slow redis|db-lock renew|norenew
+#   lease_faults.sh slow redis|db-lock|redlock renew|norenew
 #     Issue 20 item 3, Redisson's watchdog. One instance, lease 1 s, a batch that thinks
 #     2.5 s (--lease-check off lets it start), product 2 with 5 units, one deduction:
 #       renew:   (--lease-renew on) its lease is renewed at a third of its length while
@@ -116,7 +116,7 @@ paused)
   args=(--lock-timeout-ms 15000 --batch-max 1)
   [[ $renew == renew ]] && args+=(--lease-renew on)
   case $kind in
-  redis) args+=(--redis-lease-ms 1000) ;;
+  redis | redlock) args+=(--redis-lease-ms 1000) ;;
   db-lock) args+=(--db-lock-lease-ms 1000) ;;
   *) fail "unknown kind $kind" ;;
   esac
@@ -175,7 +175,7 @@ slow)
   kind=${2:?kind} renew=${3:?renew or norenew}
   args=(--lock-timeout-ms 15000 --batch-max 1 --think-us 2500000 --lease-check off)
   case $kind in
-  redis) args+=(--redis-lease-ms 1000) ;;
+  redis | redlock) args+=(--redis-lease-ms 1000) ;;
   db-lock) args+=(--db-lock-lease-ms 1000) ;;
   *) fail "unknown kind $kind" ;;
   esac

@@ -92,7 +92,7 @@ static void test_config_file(void) {
         {"# ok\nSTOCKD_PORT 9100\n", ":2: expected KEY=VALUE"},
         {"=9100\n", ":1: expected KEY=VALUE"},
         {"STOCKD_PORT=0\n", ":1: STOCKD_PORT must be an integer in 1..65535, got '0'"},
-        {"STOCKD_LOCK=redlock\n", ":1: STOCKD_LOCK must be none"},
+        {"STOCKD_LOCK=chubby\n", ":1: STOCKD_LOCK must be none"},
         {"STOCKD_PORT=1\n\nSTOCKD_PORT=2\n", ":3: STOCKD_PORT given twice (first on line 1)"},
         {"STOCKD_MYSQL_PASSWORD=x\n",
          ":1: STOCKD_MYSQL_PASSWORD is read from the environment only"},
@@ -157,6 +157,21 @@ int main(void) {
         CHECK_INT_EQ(STOCKD_LOCK_REDIS, c.lock);
         CHECK_STR_EQ("redis.internal:6390", c.redis);
         CHECK_INT_EQ(3000, c.redis_lease_ms);
+    }
+    /* RedLock: --redis is its list of servers; mode redis keeps taking one address, and
+     * each mode refuses the other's form once every option is in. */
+    {
+        char *argv[] = {"stockd", "--lock", "redlock", "--redis", "a:1,b:2,c:3", NULL};
+        CHECK_INT_EQ(0, parse(&c, err, 5, argv));
+        CHECK_INT_EQ(STOCKD_LOCK_REDLOCK, c.lock);
+        CHECK_STR_EQ("a:1,b:2,c:3", c.redis);
+        CHECK_INT_EQ(3000, c.redis_lease_ms);
+        char *one[] = {"stockd", "--lock", "redlock", NULL};
+        CHECK_INT_EQ(-1, parse(&c, err, 3, one));
+        CHECK(strstr(err, "--lock redlock needs --redis with 3 to 9") != NULL);
+        char *list[] = {"stockd", "--redis", "a:1,b:2,c:3", "--lock", "redis", NULL};
+        CHECK_INT_EQ(-1, parse(&c, err, 5, list));
+        CHECK(strstr(err, "a list of servers is for --lock redlock") != NULL);
     }
     {
         char *argv[] = {"stockd",
@@ -233,7 +248,9 @@ int main(void) {
         {"--port", "65536", "--port"},
         {"--port", "-1", "--port"},
         {"--port", "12x", "--port"},
-        {"--lock", "redlock", "--lock"},
+        {"--lock", "chubby", "--lock"},
+        {"--redis", "a:1,b:2", "HOST:PORT"},
+        {"--redis", "a:1,b:2,a:1", "HOST:PORT"},
         {"--workers", "0", "--workers"},
         {"--instance", "a b", "instance"},
         {"--nope", "1", "unknown option"},
@@ -295,7 +312,7 @@ int main(void) {
         CHECK_INT_EQ(0, parse(&c, err, 5, none));
         CHECK_INT_EQ(STOCKD_PITFALL_NONE, c.pitfall);
     }
-    for (int m = STOCKD_LOCK_NONE; m <= STOCKD_LOCK_DB_LOCK; m++) {
+    for (int m = STOCKD_LOCK_NONE; m <= STOCKD_LOCK_REDLOCK; m++) {
         stockd_lock_mode back;
         CHECK_INT_EQ(0, stockd_lock_mode_parse(stockd_lock_mode_name(m), &back));
         CHECK_INT_EQ(m, back);
@@ -371,7 +388,7 @@ int main(void) {
         char *zk[] = {"stockd", "--lock", "zk", "--lease-renew", "on", NULL};
         err[0] = '\0';
         CHECK_INT_EQ(-1, parse(&c, err, 5, zk));
-        CHECK(strstr(err, "needs a lease lock (redis or db-lock), not zk") != NULL);
+        CHECK(strstr(err, "needs a lease lock (redis, db-lock or redlock), not zk") != NULL);
         char *zk_off[] = {"stockd", "--lock", "zk", "--lease-renew", "off", NULL};
         CHECK_INT_EQ(0, parse(&c, err, 5, zk_off));
         setenv("STOCKD_LEASE_RENEW", "on", 1);

@@ -46,6 +46,33 @@ stockd_integration_test(oversell_redis_per_request_3_instances_exact_zero
   COMMAND env CHECK_ONE_PER_ACQUISITION=1 bash ${CMAKE_CURRENT_SOURCE_DIR}/service/oversell.sh redis 3 zero --batch-max 1 LABELS experiment)
 stockd_integration_test(oversell_db_lock_3_instances_exact_zero
   COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/oversell.sh db-lock 3 zero LABELS experiment)
+# RedLock (article 001 §3.7) on the fixture's three independent Redis servers.
+stockd_integration_test(oversell_redlock_3_instances_exact_zero
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/oversell.sh redlock 3 zero LABELS experiment)
+# Kleppmann's case (a clock jump on two of three servers, stood in for by PEXPIRE): two
+# holders at once; the fence refuses the stale one, --fence off sells the last unit
+# twice. And one or two servers down. About 5 s each, on servers of their own.
+foreach(fencing fenced unfenced)
+  stockd_integration_test(redlock_faults_jump_${fencing}
+    COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/redlock_faults.sh jump ${fencing} LABELS fault)
+endforeach()
+stockd_integration_test(redlock_faults_servers_down
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/redlock_faults.sh servers-down LABELS fault)
+# The Sentinel failover hazard (article 001 §3.5.4): the lock key written after the
+# replication link broke is lost with the primary, Sentinel promotes the replica, and a
+# second instance takes the same lock. The fence refuses the first holder's write;
+# --fence off sells the last unit twice. About 6 s each.
+# The watchdog and the paused holder in mode redlock (lease_faults.sh's cases, on the
+# fixture's three servers): renewal keeps a slow holder's majority, and a paused
+# holder's late write is refused by the fence. About 4 s each.
+stockd_integration_test(lease_renew_slow_holder_redlock_renewed_keeps_lock
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/lease_faults.sh slow redlock renew LABELS fault)
+stockd_integration_test(lease_faults_paused_redlock_fenced_refused
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/lease_faults.sh paused redlock fenced LABELS fault)
+foreach(fencing fenced unfenced)
+  stockd_integration_test(sentinel_failover_${fencing}
+    COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/sentinel_failover.sh ${fencing} LABELS fault)
+endforeach()
 # Segmented stock (article 001's section 8): the same load on stock split over K
 # segments, each with its own lock; segments.sh drains unevenly split stock.
 foreach(k 4 16)

@@ -34,6 +34,11 @@ stockd_integration_test(stack_up_status_restart_down
 # starting it again, an up back to a standalone ZooKeeper, and down.
 stockd_integration_test(stack_up_zk_ensemble_leader_killed_down
   COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/up_ensemble.sh TIMEOUT 300 LABELS stack)
+# scripts/stack up --lock redlock --redis-sentinel: RedLock's three servers, a replica and
+# a Sentinel; a deduction in mode redlock, then in mode redis; the primary killed, the
+# replica promoted, restart-stockd pointing stockd at it; down. About 30 s.
+stockd_integration_test(stack_up_redlock_sentinel_failover_down
+  COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/up_redlock_sentinel.sh TIMEOUT 300 LABELS stack)
 
 # docker-compose.yml built and run for real with podman (docker/podman/compose): every
 # image from debian:12, three stockd behind nginx on 127.0.0.1 and a three-server

@@ -1,0 +1,559 @@
+/* redlock.c: RedLock over N independent Redis servers (see redlock.h).
+ *
+ * A handle is one redislock handle per server, made at redlock_new (or, for a server that
+ * was down, at the first round that reaches it) and kept for the handle's life:
+ * redislock reconnects a broken connection by itself. Every per-server step is a
+ * redislock call (acquire with timeout 0 = one try, release, renew, ping), so the Lua,
+ * the fencing counter and the credentials are redislock's alone. This file adds the
+ * vote: rounds, the majority, the validity, the backoff and the token; and ends with the
+ * registry's row (lock.h), a lease kind pooled by lease_pool.c like redis. */
+#include "redlock.h"
+#include "lock.h"
+#include "lock_clock.h"
+#include "redislock.h"
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define ADDR_MAX 262 /* host (255) + ':' + port + NUL */
+
+struct redlock_hold {
+    redlock *l;
+    redlock_hold *next;
+    pthread_t thread;
+    int64_t token;
+    int granted;
+    /* Monotonic: the start of the round that took (or last renewed) it plus its
+     * validity. Atomic because a renewer thread moves it (redlock_renew). */
+    atomic_llong valid_until_us;
+    redislock_hold *sub[REDLOCK_SERVERS_MAX]; /* NULL where the server did not grant */
+    char name[REDISLOCK_NAME_MAX + 1];
+};
+
+struct redlock {
+    int n, quorum;
+    char addr[REDLOCK_SERVERS_MAX][ADDR_MAX];
+    redislock *srv[REDLOCK_SERVERS_MAX]; /* NULL until reached */
+    char prefix[33];
+    char user[129], password[513];
+    int lease_ms, drift_ms, timeout_ms, retry_ms;
+    const atomic_int *cancel;
+    uint64_t rng;
+    redlock_hold *holds;
+    redlock_stats st;
+    char errstr[512];
+};
+
+/* ---------------------------------------------------------------- helpers */
+
+static void set_err(redlock *l, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void set_err(redlock *l, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(l->errstr, sizeof(l->errstr), fmt, ap);
+    va_end(ap);
+}
+
+/* redislock's codes in lock_codes.h's space. An if-chain, not a switch: redislock's
+ * names may become aliases of the same values. AUTH is a connection failure here (the
+ * server is of no use to the vote). */
+static int code_of(int rc) {
+    if (rc == REDISLOCK_OK) return LOCK_OK;
+    if (rc == REDISLOCK_ERR_ARGS) return LOCK_ERR_ARGS;
+    if (rc == REDISLOCK_ERR_NOMEM) return LOCK_ERR_NOMEM;
+    if (rc == REDISLOCK_ERR_TIMEOUT) return LOCK_ERR_TIMEOUT;
+    if (rc == REDISLOCK_ERR_CONNECTION || rc == REDISLOCK_ERR_AUTH) return LOCK_ERR_CONNECTION;
+    if (rc == REDISLOCK_ERR_NOT_OWNER) return LOCK_ERR_NOT_OWNER;
+    if (rc == REDISLOCK_LOST) return LOCK_LOST;
+    if (rc == REDISLOCK_ERR_CANCELLED) return LOCK_ERR_CANCELLED;
+    return LOCK_ERR_SERVER;
+}
+
+/* Splits the comma list into addr[]; the count, or LOCK_ERR_ARGS. */
+static int split_addrs(const char *list, char addr[][ADDR_MAX]) {
+    if (!list || !*list) return LOCK_ERR_ARGS;
+    int n = 0;
+    const char *p = list;
+    for (;;) {
+        const char *comma = strchr(p, ',');
+        size_t len = comma ? (size_t)(comma - p) : strlen(p);
+        if (n == REDLOCK_SERVERS_MAX || len == 0 || len >= ADDR_MAX) return LOCK_ERR_ARGS;
+        char host[256];
+        int port;
+        memcpy(addr[n], p, len);
+        addr[n][len] = '\0';
+        if (redislock_parse_addr(addr[n], host, sizeof(host), &port) != REDISLOCK_OK)
+            return LOCK_ERR_ARGS;
+        for (int i = 0; i < n; i++)
+            if (strcmp(addr[i], addr[n]) == 0) return LOCK_ERR_ARGS;
+        n++;
+        if (!comma) break;
+        p = comma + 1;
+    }
+    return n < REDLOCK_SERVERS_MIN ? LOCK_ERR_ARGS : n;
+}
+
+int redlock_count_addrs(const char *addrs) {
+    char addr[REDLOCK_SERVERS_MAX][ADDR_MAX];
+    return split_addrs(addrs, addr);
+}
+
+/* A random backoff in 1..retry_ms ms (xorshift64; the state is per handle, so no
+ * thread shares it). */
+static int64_t backoff_us(redlock *l) {
+    l->rng ^= l->rng << 13;
+    l->rng ^= l->rng >> 7;
+    l->rng ^= l->rng << 17;
+    return 1000 + (int64_t)(l->rng % (uint64_t)l->retry_ms) * 1000;
+}
+
+static bool cancelled(const redlock *l) {
+    return l->cancel && atomic_load(l->cancel);
+}
+
+/* Server i's handle, made now if it has none. LOCK_OK or the failure's code, with the
+ * detail in errstr. */
+static int srv_open(redlock *l, int i) {
+    if (l->srv[i]) return LOCK_OK;
+    redislock_config c = {.addr = l->addr[i],
+                          .prefix = l->prefix,
+                          .lease_ms = l->lease_ms,
+                          .connect_timeout_ms = l->timeout_ms,
+                          .io_timeout_ms = l->timeout_ms,
+                          .cancel = l->cancel,
+                          .user = l->user,
+                          .password = l->password};
+    char err[256];
+    int rc = redislock_new(&c, &l->srv[i], err, sizeof(err));
+    if (rc != REDISLOCK_OK) {
+        l->srv[i] = NULL;
+        set_err(l, "%s", err); /* the callers name the server */
+    }
+    return code_of(rc);
+}
+
+/* Releases every per-server key of h that is still ours. Returns how many were still
+ * ours (*kept), how many were not (*lost); the rest could not be reached. */
+static void release_subs(redlock *l, redlock_hold *h, int *kept, int *lost) {
+    *kept = *lost = 0;
+    for (int i = 0; i < l->n; i++) {
+        if (!h->sub[i]) continue;
+        int rc = redislock_release(h->sub[i]);
+        h->sub[i] = NULL;
+        if (rc == REDISLOCK_OK) {
+            (*kept)++;
+        } else if (rc == REDISLOCK_LOST) {
+            (*lost)++;
+        } else {
+            set_err(l, "server %s: release: %s", l->addr[i], redislock_errstr(l->srv[i]));
+        }
+    }
+}
+
+/* ---------------------------------------------------------------- handle */
+
+int redlock_new(const redlock_config *cfg, redlock **out, char *errbuf, size_t errcap) {
+    if (errbuf && errcap) errbuf[0] = '\0';
+    if (!out) return LOCK_ERR_ARGS;
+    *out = NULL;
+    if (!cfg) return LOCK_ERR_ARGS;
+    redlock *l = calloc(1, sizeof(*l));
+    if (!l) return LOCK_ERR_NOMEM;
+    int rc = LOCK_ERR_ARGS;
+    const char *prefix = cfg->prefix ? cfg->prefix : "lock:";
+    l->lease_ms = cfg->lease_ms ? cfg->lease_ms : 10000;
+    l->drift_ms = cfg->drift_ms ? cfg->drift_ms : l->lease_ms / 100 + 2;
+    l->timeout_ms = cfg->server_timeout_ms ? cfg->server_timeout_ms : 200;
+    l->retry_ms = cfg->retry_ms ? cfg->retry_ms : 50;
+    l->cancel = cfg->cancel;
+    l->n = split_addrs(cfg->addrs, l->addr);
+    if (l->n < 0) {
+        set_err(l, "bad server list \"%s\" (want %d to %d distinct HOST:PORT, comma-separated)",
+                cfg->addrs ? cfg->addrs : "", REDLOCK_SERVERS_MIN, REDLOCK_SERVERS_MAX);
+        goto fail;
+    }
+    l->quorum = l->n / 2 + 1;
+    if (strlen(prefix) >= sizeof(l->prefix) || l->lease_ms < 1 || cfg->drift_ms < 0 ||
+        l->drift_ms >= l->lease_ms || l->timeout_ms < 1 || l->retry_ms < 1 ||
+        (cfg->user && strlen(cfg->user) >= sizeof(l->user)) ||
+        (cfg->password && strlen(cfg->password) >= sizeof(l->password))) {
+        set_err(l, "bad configuration: want a prefix of at most 32 bytes, lease_ms above the "
+                   "drift, positive timeouts, and credentials of at most 128/512 bytes");
+        goto fail;
+    }
+    strcpy(l->prefix, prefix);
+    snprintf(l->user, sizeof(l->user), "%s", cfg->user ? cfg->user : "");
+    snprintf(l->password, sizeof(l->password), "%s", cfg->password ? cfg->password : "");
+    l->rng = (uint64_t)lock_now_us() * 0x9E3779B97F4A7C15ull ^ (uint64_t)(uintptr_t)l;
+    if (!l->rng) l->rng = 1;
+    int up = 0;
+    char first_err[sizeof(l->errstr)] = "";
+    for (int i = 0; i < l->n; i++) {
+        int src = srv_open(l, i);
+        if (src == LOCK_OK) {
+            up++;
+        } else if (src == LOCK_ERR_NOMEM) {
+            rc = src;
+            goto fail;
+        } else if (!first_err[0]) {
+            snprintf(first_err, sizeof(first_err), "server %s: %.300s", l->addr[i], l->errstr);
+        }
+    }
+    if (up < l->quorum) {
+        set_err(l, "%d of %d servers reachable, %d needed; %.400s", up, l->n, l->quorum, first_err);
+        rc = LOCK_ERR_CONNECTION;
+        goto fail;
+    }
+    l->errstr[0] = '\0';
+    *out = l;
+    return LOCK_OK;
+
+fail:
+    if (errbuf && errcap) snprintf(errbuf, errcap, "%s", l->errstr);
+    redlock_free(l);
+    return rc;
+}
+
+void redlock_free(redlock *l) {
+    if (!l) return;
+    while (l->holds) {
+        redlock_hold *h = l->holds;
+        l->holds = h->next;
+        free(h); /* its per-server holds go with their handles below */
+    }
+    for (int i = 0; i < l->n; i++)
+        redislock_free(l->srv[i]);
+    explicit_bzero(l->password, sizeof(l->password));
+    free(l);
+}
+
+/* ---------------------------------------------------------------- the lock */
+
+int redlock_acquire(redlock *l, const char *name, int timeout_ms, redlock_hold **out) {
+    if (!out) return LOCK_ERR_ARGS;
+    *out = NULL;
+    if (!l || !name) return LOCK_ERR_ARGS;
+    l->errstr[0] = '\0';
+    if (strlen(name) > REDISLOCK_NAME_MAX) {
+        set_err(l, "bad lock name (at most %d bytes)", REDISLOCK_NAME_MAX);
+        return LOCK_ERR_ARGS;
+    }
+    for (redlock_hold *o = l->holds; o; o = o->next) {
+        if (strcmp(o->name, name) == 0) {
+            set_err(l, "lock %s is already held by this handle", name);
+            return LOCK_ERR_ARGS;
+        }
+    }
+    redlock_hold *h = calloc(1, sizeof(*h));
+    if (!h) return LOCK_ERR_NOMEM;
+    strcpy(h->name, name);
+    int64_t deadline = timeout_ms < 0 ? INT64_MAX : lock_now_us() + (int64_t)timeout_ms * 1000;
+    int rc;
+
+    for (;;) {
+        if (cancelled(l)) {
+            set_err(l, "lock %s: cancelled", name);
+            rc = LOCK_ERR_CANCELLED;
+            goto out;
+        }
+        l->st.rounds++;
+        int64_t start = lock_now_us();
+        int granted = 0, down = 0;
+        int64_t token = 0;
+        char why[sizeof(l->errstr)] = "";
+        rc = LOCK_OK;
+        for (int i = 0; i < l->n; i++) {
+            int src = srv_open(l, i);
+            if (src == LOCK_OK) src = code_of(redislock_acquire(l->srv[i], name, 0, &h->sub[i]));
+            if (src == LOCK_OK) {
+                granted++;
+                int64_t t = redislock_token(h->sub[i]);
+                if (t > token) token = t;
+                continue;
+            }
+            h->sub[i] = NULL;
+            if (src == LOCK_ERR_TIMEOUT) continue; /* held by another: a vote against */
+            if (src == LOCK_ERR_ARGS || src == LOCK_ERR_NOMEM || src == LOCK_ERR_CANCELLED) {
+                rc = src; /* the same on every server: stop the round */
+                if (src == LOCK_ERR_ARGS)
+                    snprintf(why, sizeof(why), "%s", redislock_errstr(l->srv[i]));
+                break;
+            }
+            down++;
+            snprintf(why, sizeof(why), "server %s: %.300s", l->addr[i],
+                     l->srv[i] ? redislock_errstr(l->srv[i]) : l->errstr);
+        }
+        int64_t validity = (int64_t)(l->lease_ms - l->drift_ms) * 1000 - (lock_now_us() - start);
+        if (rc == LOCK_OK && granted >= l->quorum && validity > 0) {
+            h->l = l;
+            h->thread = pthread_self();
+            h->token = token;
+            h->granted = granted;
+            atomic_store(&h->valid_until_us, start + validity);
+            h->next = l->holds;
+            l->holds = h;
+            *out = h;
+            h = NULL;
+            l->st.acquired++;
+            l->errstr[0] = '\0';
+            goto out;
+        }
+        l->st.rounds_short++;
+        int kept, lost;
+        release_subs(l, h, &kept, &lost);
+        if (rc != LOCK_OK) {
+            set_err(l, "lock %s: %s", name, rc == LOCK_ERR_CANCELLED ? "cancelled" : why);
+            goto out;
+        }
+        if (down > l->n - l->quorum) {
+            set_err(l, "lock %s: %d of %d servers unreachable or failing, %d needed; last: %.400s",
+                    name, down, l->n, l->quorum, why);
+            rc = LOCK_ERR_CONNECTION;
+            goto out;
+        }
+        int64_t now = lock_now_us();
+        if (now >= deadline) {
+            set_err(l, "lock %s: no majority within %d ms (last round: %d of %d granted)", name,
+                    timeout_ms, granted, l->n);
+            l->st.timeouts++;
+            rc = LOCK_ERR_TIMEOUT;
+            goto out;
+        }
+        int64_t wait = backoff_us(l);
+        if (deadline - now < wait) wait = deadline - now;
+        lock_sleep_us(wait);
+    }
+
+out:
+    free(h);
+    return rc;
+}
+
+int redlock_check(const redlock_hold *h) {
+    if (!h) return LOCK_ERR_ARGS;
+    return lock_now_us() < atomic_load(&h->valid_until_us) ? LOCK_OK : LOCK_LOST;
+}
+
+int64_t redlock_token(const redlock_hold *h) {
+    return h ? h->token : 0;
+}
+
+int redlock_granted(const redlock_hold *h) {
+    return h ? h->granted : 0;
+}
+
+int redlock_renew(redlock *via, redlock_hold *h) {
+    if (!via || !h) return LOCK_ERR_ARGS;
+    via->errstr[0] = '\0';
+    const redlock *owner = h->l;
+    if (via->n != owner->n) return LOCK_ERR_ARGS;
+    int64_t start = lock_now_us();
+    int extended = 0, lost = 0;
+    for (int i = 0; i < owner->n; i++) {
+        if (!h->sub[i]) continue;
+        if (strcmp(via->addr[i], owner->addr[i]) != 0) return LOCK_ERR_ARGS;
+        int rc = srv_open(via, i);
+        if (rc == LOCK_OK) rc = code_of(redislock_renew(via->srv[i], h->sub[i]));
+        if (rc == LOCK_OK) {
+            extended++;
+        } else if (rc == LOCK_LOST) {
+            lost++;
+        } else {
+            char detail[320];
+            snprintf(detail, sizeof(detail), "%.300s",
+                     via->srv[i] ? redislock_errstr(via->srv[i]) : via->errstr);
+            set_err(via, "server %s: renew: %s", via->addr[i], detail);
+        }
+    }
+    if (extended >= owner->quorum) {
+        int64_t until =
+            start + (int64_t)(owner->lease_ms - owner->drift_ms) * 1000 - (lock_now_us() - start);
+        long long cur = atomic_load(&h->valid_until_us);
+        while (cur < until && !atomic_compare_exchange_weak(&h->valid_until_us, &cur, until)) {
+        }
+        via->st.renewals++;
+        via->errstr[0] = '\0';
+        return LOCK_OK;
+    }
+    if (lost > h->granted - owner->quorum) {
+        set_err(via, "lock %s: our key is gone on %d of the %d servers that granted it", h->name,
+                lost, h->granted);
+        via->st.renew_lost++;
+        return LOCK_LOST;
+    }
+    if (!via->errstr[0]) set_err(via, "lock %s: too few servers answered the renewal", h->name);
+    return LOCK_ERR_CONNECTION;
+}
+
+int redlock_release(redlock_hold *h) {
+    if (!h) return LOCK_ERR_ARGS;
+    if (!pthread_equal(h->thread, pthread_self())) return LOCK_ERR_NOT_OWNER;
+    redlock *l = h->l;
+    l->errstr[0] = '\0';
+    for (redlock_hold **p = &l->holds; *p; p = &(*p)->next) {
+        if (*p == h) {
+            *p = h->next;
+            break;
+        }
+    }
+    int kept, lost, rc = LOCK_OK;
+    release_subs(l, h, &kept, &lost);
+    if (kept >= l->quorum) {
+        l->st.released++;
+        l->errstr[0] = '\0';
+    } else if (lost > 0) {
+        set_err(l, "lock %s: our key was gone on %d of %d servers (still ours on %d)", h->name,
+                lost, h->granted, kept);
+        l->st.release_lost++;
+        rc = LOCK_LOST;
+    } else {
+        rc = LOCK_ERR_CONNECTION;
+    }
+    free(h);
+    return rc;
+}
+
+int redlock_ping(redlock *l) {
+    if (!l) return LOCK_ERR_ARGS;
+    l->errstr[0] = '\0';
+    int up = 0;
+    char why[sizeof(l->errstr)] = "";
+    for (int i = 0; i < l->n; i++) {
+        int rc = srv_open(l, i);
+        if (rc == LOCK_OK) rc = code_of(redislock_ping(l->srv[i]));
+        if (rc == LOCK_OK) {
+            up++;
+        } else {
+            snprintf(why, sizeof(why), "server %s: %.300s", l->addr[i],
+                     l->srv[i] ? redislock_errstr(l->srv[i]) : l->errstr);
+        }
+    }
+    if (up >= l->quorum) {
+        l->errstr[0] = '\0';
+        return LOCK_OK;
+    }
+    set_err(l, "%d of %d servers answer, %d needed; %.400s", up, l->n, l->quorum, why);
+    return LOCK_ERR_CONNECTION;
+}
+
+void redlock_get_stats(const redlock *l, redlock_stats *out) {
+    if (!out) return;
+    memset(out, 0, sizeof(*out));
+    if (!l) return;
+    *out = l->st;
+    for (int i = 0; i < l->n; i++) {
+        redislock_stats s;
+        redislock_get_stats(l->srv[i], &s);
+        out->ops += s.ops;
+    }
+}
+
+const char *redlock_errstr(const redlock *l) {
+    return l ? l->errstr : "";
+}
+
+const char *redlock_strerror(int code) {
+    switch (code) {
+    case LOCK_OK:
+        return "ok";
+    case LOCK_ERR_ARGS:
+        return "bad argument";
+    case LOCK_ERR_NOMEM:
+        return "out of memory";
+    case LOCK_ERR_TIMEOUT:
+        return "no majority acquired in time";
+    case LOCK_ERR_CONNECTION:
+        return "fewer than a majority of the Redis servers reachable";
+    case LOCK_ERR_CANCELLED:
+        return "lock wait cancelled";
+    case LOCK_ERR_SERVER:
+        return "unexpected Redis error";
+    case LOCK_ERR_NOT_OWNER:
+        return "the hold belongs to another thread";
+    case LOCK_LOST:
+        return "lock lost (validity passed, or the keys are gone on a majority)";
+    default:
+        return "unknown lock code";
+    }
+}
+
+/* ---------------------------------------------------------------- the kind */
+
+/* The registry's row (lock.h): a lease kind, one handle (N connections) per worker.
+ * cfg->addr is the comma list of servers (--redis in mode redlock). */
+
+static int rlk_open(const lock_config *cfg, const atomic_int *cancel, void **handle, char *err,
+                    size_t errcap) {
+    redlock_config c = {.addrs = cfg->addr,
+                        .lease_ms = cfg->lease_ms,
+                        .cancel = cancel,
+                        .user = cfg->user,
+                        .password = cfg->password};
+    redlock *r = NULL;
+    int rc = redlock_new(&c, &r, err, errcap);
+    *handle = r;
+    return rc;
+}
+
+static void rlk_close(void *handle) {
+    redlock_free(handle);
+}
+
+static int rlk_acquire(void *handle, const char *name, int timeout_ms, void **hold) {
+    redlock_hold *h = NULL;
+    int rc = redlock_acquire(handle, name, timeout_ms, &h);
+    *hold = h;
+    return rc;
+}
+
+static int rlk_check(const void *hold) {
+    return redlock_check(hold);
+}
+
+static int64_t rlk_token(const void *hold) {
+    return redlock_token(hold);
+}
+
+static int rlk_release(void *hold) {
+    return redlock_release(hold);
+}
+
+static int rlk_renew(void *via, void *hold) {
+    return redlock_renew(via, hold);
+}
+
+static int rlk_ping(void *handle) {
+    return redlock_ping(handle);
+}
+
+static uint64_t rlk_ops(const void *handle) {
+    redlock_stats st;
+    redlock_get_stats(handle, &st);
+    return st.ops;
+}
+
+static const char *rlk_errstr(const void *handle) {
+    return redlock_errstr(handle);
+}
+
+static const lock_lease_ops rlk_lease = {
+    .open = rlk_open,
+    .close = rlk_close,
+    .acquire = rlk_acquire,
+    .check = rlk_check,
+    .token = rlk_token,
+    .release = rlk_release,
+    .renew = rlk_renew,
+    .ping = rlk_ping,
+    .ops = rlk_ops,
+    .errstr = rlk_errstr,
+};
+
+const lock_kind redlock_kind = LOCK_LEASE_KIND(
+    "redlock", "redis", LOCK_FENCE_REDLOCK,
+    "fewer than a majority of the RedLock servers are reachable; nothing was deducted", &rlk_lease);

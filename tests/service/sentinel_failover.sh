@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# The Sentinel failover hazard (article 001 §3.5.4), end to end, mode redis:
+#
+#   sentinel_failover.sh fenced|unfenced
+#
+# A primary P (PORT0+15), a replica R (PORT0+17) that replicates from P through the
+# tests' fault proxy (tests/support/fault-proxy on PORT0+16), and one redis-sentinel
+# (PORT0+18, quorum 1) watching P, all of the test's own. Product 2 has one unit.
+#   1. The replication link is partitioned (the proxy's `blackhole on`, then `cut`): R
+#      keeps everything it had, and gets nothing written from now on.
+#   2. Instance 1 (--redis P, a 30 s lease, so its lease never runs out in this test)
+#      takes product 2's lock on P, reads stock 1, and is SIGSTOPped in its think time.
+#      The key is on P and not on R.
+#   3. P is killed with -9. Sentinel calls it down after 1 s and promotes R.
+#   4. Instance 2 is started on the primary Sentinel now names (stockd does not ask
+#      Sentinel itself: a stockd that is (re)started after a failover is given the new
+#      address, which is what this does). R has no lock key: instance 2 takes the same
+#      lock and buys the last unit.
+#   5. Instance 1 is continued: its lease is valid by its own clock, so the pre-commit
+#      check lets it write.
+#       fenced:   its token (P's clock when it acquired) is below instance 2's (R's
+#                 clock, later): the database refuses the write. 503 lock_lost, stock 0,
+#                 one order; the refusal is the fence's, not the pre-commit check's;
+#       unfenced: (--fence off on both) stock -1, two orders.
+# About 6 s.
+source "$STOCKD_SRC/tests/lib.sh"
+fencing=${1:?fenced or unfenced}
+
+t_db
+stock() { sql "SELECT stock FROM product WHERE id=$1"; }
+orders() { sql "SELECT COUNT(*) FROM orders WHERE product_id=$1"; }
+reduce() {
+  local port=$1 id=$2
+  curl -sS -m 30 -o "$T/ans.$port" -w '%{http_code}' "http://127.0.0.1:$port/stock/reduce?id=$id" >"$T/code.$port"
+  echo "$(cat "$T/code.$port") $(jq -r .result "$T/ans.$port")"
+}
+metric() { curl -sS "http://127.0.0.1:$1/metrics" | sed -n "s/^$2 //p"; }
+
+p_port=$((PORT0 + 15)) relay_port=$((PORT0 + 16)) r_port=$((PORT0 + 17)) s_port=$((PORT0 + 18))
+redis_start "$T" "$p_port" primary || fail "the primary did not start"
+mkdir -p "$T/relay"
+"$STOCKD_BUILD/tests/support/fault-proxy" --listen "$relay_port" --upstream "$p_port" \
+  --control "$T/relay/control" >"$T/relay/log" 2>&1 &
+echo $! >"$T/relay/pid"
+wait_until 10 grep -q ready "$T/relay/log" || fail "the fault proxy did not start"
+redis_start "$T" "$r_port" replica "$relay_port" || fail "the replica did not start"
+linked() { redis-cli -p "$r_port" INFO replication | grep -q '^master_link_status:up'; }
+wait_until 20 linked || fail "the replica never linked to the primary"
+sentinel_start "$T" "$s_port" "$p_port" || fail "the sentinel did not start"
+knows_replica() { [[ $(redis-cli -p "$s_port" SENTINEL replicas stockd | grep -c "^$r_port\$") -ge 1 ]]; }
+wait_until 20 knows_replica || fail "the sentinel never saw the replica"
+expect_eq "the sentinel's primary" "127.0.0.1:$p_port" "$(sentinel_primary "$s_port")"
+
+args=(--lock-timeout-ms 15000 --batch-max 1 --redis-lease-ms 30000)
+[[ $fencing == unfenced ]] && args+=(--fence off)
+sql "UPDATE product SET stock = 1 WHERE id = 2"
+t_stockd 1 redis "${args[@]}" --redis "127.0.0.1:$p_port" --think-us 1000000
+
+# 1. Replication stops here: a partition, and the open link closed.
+printf 'blackhole on\ncut\n' >"$T/relay/control.tmp"
+mv "$T/relay/control.tmp" "$T/relay/control"
+wait_until 10 grep -q 'control: cut' "$T/relay/log" || fail "the fault proxy did not cut"
+gone() { ! linked; }
+wait_until 10 gone || fail "the replica still reports its link up"
+
+# 2. Instance 1 takes the lock on the primary only.
+reduce $((PORT0 + 1)) 2 >"$T/first" &
+first=$!
+holding() { (($(metric $((PORT0 + 1)) stockd_lock_acquisitions_total) >= 1)); }
+wait_until 10 holding || fail "instance 1 never took the lock"
+kill -STOP "$(cat "$T/stockd/1.pid")"
+[[ -n $(redis-cli -p "$p_port" GET lock:product_2) ]] || fail "no lock key on the primary"
+expect_eq "the key on the replica" "" "$(redis-cli -p "$r_port" GET lock:product_2)"
+
+# 3. The primary fails; Sentinel promotes the replica.
+kill -9 "$(cat "$T/primary/pid")"
+promoted() { [[ $(sentinel_primary "$s_port") == "127.0.0.1:$r_port" ]]; }
+t0=$SECONDS
+wait_until 30 promoted || fail "the sentinel did not promote the replica: $(tail -n 5 "$T/sentinel/sentinel.log")"
+writable() { redis-cli -p "$r_port" INFO replication | grep -q '^role:master'; }
+wait_until 10 writable || fail "the replica never became a primary"
+echo "promoted after about $((SECONDS - t0)) s"
+
+# 4. A second instance on the new primary takes the same lock.
+t_stockd 2 redis "${args[@]}" --redis "$(sentinel_primary "$s_port")"
+expect_eq "instance 2, on the promoted replica" "200 deducted" "$(reduce $((PORT0 + 2)) 2)"
+
+# 5. The first holder runs again and writes.
+kill -CONT "$(cat "$T/stockd/1.pid")"
+wait "$first"
+echo "instance 1's answer: $(cat "$T/first")"
+m=$(curl -sS "http://127.0.0.1:$((PORT0 + 1))/metrics")
+fenced=$(sed -n 's/^stockd_mysql_errors_total{kind="fenced"} //p' <<<"$m")
+guard=$(sed -n 's/^stockd_mysql_errors_total{kind="guard"} //p' <<<"$m")
+echo "instance 1 refused by: fence ${fenced:-0}, pre-commit check ${guard:-0}"
+if [[ $fencing == fenced ]]; then
+  expect_eq "the stale holder's write" "503 lock_lost" "$(cat "$T/first")"
+  expect_eq "refused by the fence" 1 "${fenced:-0}"
+  expect_eq "not by the pre-commit check (its lease is valid)" 0 "${guard:-0}"
+  expect_eq "stock" 0 "$(stock 2)"
+  expect_eq "orders" 1 "$(orders 2)"
+else
+  expect_eq "the stale holder's write" "200 deducted" "$(cat "$T/first")"
+  expect_eq "stock: the last unit sold twice" -1 "$(stock 2)"
+  expect_eq "orders" 2 "$(orders 2)"
+fi
+echo PASS
