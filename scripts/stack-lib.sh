@@ -1,6 +1,7 @@
 # shellcheck shell=bash
 # Functions that start and stop the real parts of the stack on loopback: a private
-# MariaDB, a standalone ZooKeeper, a Redis, N stockd instances, nginx and Prometheus. Sourced by
+# MariaDB, a standalone ZooKeeper, a Redis, an etcd, N stockd instances, nginx and
+# Prometheus. Sourced by
 # scripts/stack, the demo, the load scripts and the integration tests.
 #
 # Everything lives under one run directory ($1 of each function, or $STACK_RUN) and
@@ -422,6 +423,44 @@ redis_ping() {
 
 # redis_stop RUN [NAME]
 redis_stop() { stop_pidfile "$1/${2:-redis}/pid" 10; }
+
+# ---------------------------------------------------------------- etcd
+
+# Debian's etcd 3.4 (etcd-server), one member, for --lock etcd: the stand-in for Consul
+# (article 001 §5), which Debian 12 does not package. Its data lives in RUN/etcd/data
+# with etcd's safe defaults (every write fsynced before it is answered), so the fencing
+# token (a key's create revision) keeps growing across restarts. Client and peer URLs
+# are on loopback only and without authentication: nothing but the lock keys is kept.
+
+# etcd_start RUN PORT: a one-member etcd under RUN/etcd, clients on 127.0.0.1:PORT, its
+# peer URL on 127.0.0.1:PORT-1; returns once /health says true.
+etcd_start() {
+  local run=$1 port=$2 d peer
+  d=$run/etcd
+  peer=$((port - 1))
+  mkdir -p "$d"
+  if pid_alive "$d/pid"; then return 0; fi
+  port_free "$port" || { stack_log "etcd: port $port is taken"; return 1; }
+  port_free "$peer" || { stack_log "etcd: peer port $peer is taken"; return 1; }
+  etcd --name s1 --data-dir "$d/data" \
+    --listen-client-urls "http://127.0.0.1:$port" --advertise-client-urls "http://127.0.0.1:$port" \
+    --listen-peer-urls "http://127.0.0.1:$peer" --initial-advertise-peer-urls "http://127.0.0.1:$peer" \
+    --initial-cluster "s1=http://127.0.0.1:$peer" --initial-cluster-state new \
+    >"$d/etcd.log" 2>&1 &
+  echo $! >"$d/pid"
+  if ! wait_until 30 etcd_healthy "$port"; then
+    stack_log "etcd: not healthy on port $port, see $d/etcd.log"
+    return 1
+  fi
+}
+
+# etcd_healthy PORT: true when the member on PORT has a leader and answers.
+etcd_healthy() {
+  [[ $(curl -s -m 3 "http://127.0.0.1:$1/health" 2>/dev/null) == *'"health":"true"'* ]]
+}
+
+# etcd_stop RUN
+etcd_stop() { stop_pidfile "$1/etcd/pid" 20; }
 
 # ---------------------------------------------------------------- Prometheus
 

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # The `servers` ctest fixture: starts (up) or stops (down) the private MariaDB,
-# ZooKeeper and Redis that the integration tests share. Also stops anything a failed test
+# ZooKeeper, Redis and etcd that the integration tests share. Also stops anything a failed test
 # left running under the test run directory.
 set -euo pipefail
 source "$STOCKD_SRC/scripts/stack-lib.sh"
 run=$STOCKD_TEST_RUN
 zk_port=${STOCKD_TEST_ZK##*:}
 redis_port=${STOCKD_TEST_REDIS##*:}
+etcd_port=${STOCKD_TEST_ETCD##*:}
 
 case ${1:-} in
 up)
@@ -14,7 +15,9 @@ up)
   mysql_start "$run" "$STOCKD_TEST_MYSQL_PORT"
   zk_start "$run" "$zk_port"
   redis_start "$run" "$redis_port"
-  echo "servers: mysql on $STOCKD_TEST_MYSQL_PORT, zookeeper on $zk_port, redis on $redis_port, under $run"
+  etcd_start "$run" "$etcd_port"
+  echo "servers: mysql on $STOCKD_TEST_MYSQL_PORT, zookeeper on $zk_port, redis on $redis_port," \
+    "etcd on $etcd_port, under $run"
   ;;
 down)
   # Tests stop what they start; this catches what a failed or timed-out one left.
@@ -22,6 +25,7 @@ down)
   for d in "$run"/t/*/nginx; do [[ -d $d ]] && nginx_stop "${d%/nginx}"; done
   for f in "$run"/t/*/*/pid; do [[ -e $f ]] && stop_pidfile "$f" 10; done
   redis_stop "$run"
+  etcd_stop "$run"
   zk_stop "$run"
   mysql_stop "$run"
   echo "servers: stopped"

@@ -122,3 +122,13 @@ foreach(kind redis db)
             $<TARGET_FILE:lock_lease_fault_test> paused ${kind} unfenced
     TIMEOUT 120 LABELS lock)
 endforeach()
+
+# ---------------------------------------------------------------- etcd
+# etcdlock on the fixture's etcd (STOCKD_TEST_ETCD): mutual exclusion over processes and
+# threads, FIFO order, growing tokens, timeouts, the keep-alive, a lease that ends.
+# About 20 s, most of it the two lease tests' waits for a TTL.
+add_executable(lock_etcd_test lock/lock_etcd_test.c)
+target_include_directories(lock_etcd_test PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
+target_link_libraries(lock_etcd_test PRIVATE etcdlock stockdb PkgConfig::MYSQL Threads::Threads)
+stockd_integration_test(lock_etcd_test COMMAND ${LEASE_RUN} $<TARGET_FILE:lock_etcd_test>
+  TIMEOUT 180 LABELS lock)
