@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "etcdlock.h"
 #include "redislock.h"
 #include "stockd.h"
 
@@ -20,6 +21,7 @@ static const char *mode_names[] = {
     [STOCKD_LOCK_ATOMIC] = "atomic",
     [STOCKD_LOCK_REDIS] = "redis",
     [STOCKD_LOCK_DB_LOCK] = "db-lock",
+    [STOCKD_LOCK_ETCD] = "etcd",
 };
 #define NMODES (sizeof(mode_names) / sizeof(mode_names[0]))
 
@@ -47,7 +49,7 @@ void stockd_config_usage(FILE *out) {
           "  --port P               listen port (STOCKD_PORT) [8080]\n"
           "  --bind ADDR            listen address (STOCKD_BIND) [127.0.0.1]\n"
           "  --lock MODE            none | local | zk | zk-herd | for-update | atomic |\n"
-          "                         redis | db-lock (STOCKD_LOCK) [none]\n"
+          "                         redis | db-lock | etcd (STOCKD_LOCK) [none]\n"
           "  --mysql URL            mysql://USER@HOST:PORT/DB (STOCKD_MYSQL)\n"
           "                         [mysql://stockd@127.0.0.1:3306/shop]; the password is\n"
           "                         read from STOCKD_MYSQL_PASSWORD, so it is not in argv\n"
@@ -61,11 +63,17 @@ void stockd_config_usage(FILE *out) {
           "  --db-lock-lease-ms N   lease of one stock_lock row, after which another\n"
           "                         instance may take a crashed holder's lock\n"
           "                         (STOCKD_DB_LOCK_LEASE_MS) [10000]\n"
-          "                         In modes redis and db-lock, start-up is refused (exit 2)\n"
-          "                         unless the mode's lease is at least twice the longest\n"
-          "                         pause (--think-us + --think-jitter-us) plus 200 ms:\n"
-          "                         room for the batch's SQL and COMMIT, the lease's safety\n"
-          "                         margin (a tenth) and a loaded machine\n"
+          "  --etcd HOST:PORT[,HOST:PORT...]  the etcd members of mode etcd (STOCKD_ETCD)\n"
+          "                         [127.0.0.1:2379]; connected at the first request, as\n"
+          "                         Redis is\n"
+          "  --etcd-ttl-s N         TTL of an etcd lock's lease, kept alive while it is\n"
+          "                         held; a holder that dies blocks its product this long\n"
+          "                         (STOCKD_ETCD_TTL_S) [10]; etcd raises it to at least 2\n"
+          "                         In modes redis, db-lock and etcd, start-up is refused\n"
+          "                         (exit 2) unless the mode's lease is at least twice\n"
+          "                         the longest pause (--think-us + --think-jitter-us)\n"
+          "                         plus 200 ms: room for the batch's SQL and COMMIT, the\n"
+          "                         lease's safety margin (a tenth) and a loaded machine\n"
           "  --lease-check on|off   off skips that refusal (STOCKD_LEASE_CHECK) [on]; ONLY\n"
           "                         for the demonstrations of a holder outliving its lease\n"
           "  --redis-user NAME      the Redis ACL user stockd authenticates as\n"
@@ -127,8 +135,8 @@ void stockd_config_usage(FILE *out) {
           "                         show what it does (STOCKD_PITFALL) [none]:\n"
           "                         release-before-commit (unlock, then COMMIT) or\n"
           "                         snapshot-before-lock (REPEATABLE READ snapshot opened\n"
-          "                         before acquiring). Lock modes local, zk, zk-herd, redis\n"
-          "                         and db-lock only. NEVER in production\n"
+          "                         before acquiring). Lock modes local, zk, zk-herd, redis,\n"
+          "                         db-lock and etcd only. NEVER in production\n"
           "  --log-format text|json text: one line per event for people; json: one\n"
           "                         object per line (time, level, instance, message) for\n"
           "                         log shippers (STOCKD_LOG_FORMAT) [text]\n"
@@ -212,6 +220,8 @@ enum {
     O_ZK_AUTH_FILE,
     O_LOG_FORMAT,
     O_LEASE_RENEW,
+    O_ETCD,
+    O_ETCD_TTL,
     O_CONFIG, /* not in options[]: read before the environment (config_file_find) */
     O_HELP,
     O_VERSION,
@@ -252,6 +262,8 @@ static const struct {
     {O_ZK_AUTH_FILE, "zk-auth-file", "STOCKD_ZK_AUTH_FILE"},
     {O_LOG_FORMAT, "log-format", "STOCKD_LOG_FORMAT"},
     {O_LEASE_RENEW, "lease-renew", "STOCKD_LEASE_RENEW"},
+    {O_ETCD, "etcd", "STOCKD_ETCD"},
+    {O_ETCD_TTL, "etcd-ttl-s", "STOCKD_ETCD_TTL_S"},
 };
 #define NOPTIONS (sizeof(options) / sizeof(options[0]))
 
@@ -266,8 +278,8 @@ static int apply(stockd_config *c, int id, const char *v, const char *name, char
     case O_LOCK:
         if (stockd_lock_mode_parse(v, &c->lock) != 0) {
             snprintf(err, errlen,
-                     "%s must be none, local, zk, zk-herd, for-update, atomic, redis or db-lock, "
-                     "got '%s'",
+                     "%s must be none, local, zk, zk-herd, for-update, atomic, redis, db-lock or "
+                     "etcd, got '%s'",
                      name, v);
             return -1;
         }
@@ -316,6 +328,16 @@ static int apply(stockd_config *c, int id, const char *v, const char *name, char
         return set_uint(&c->redis_lease_ms, v, 100, 3600000, name, err, errlen);
     case O_DB_LOCK_LEASE:
         return set_uint(&c->db_lock_lease_ms, v, 100, 3600000, name, err, errlen);
+    case O_ETCD:
+        if (!v || etcdlock_parse_endpoints(v) != LOCK_OK) {
+            snprintf(err, errlen, "%s must be HOST:PORT[,HOST:PORT...], got '%s'", name,
+                     v ? v : "");
+            return -1;
+        }
+        return set_str(c->etcd, sizeof(c->etcd), v, name, err, errlen);
+    /* etcd grants no lease below its minimum (2 s with the default election timeout). */
+    case O_ETCD_TTL:
+        return set_uint(&c->etcd_ttl_s, v, 2, 3600, name, err, errlen);
     case O_FENCE:
         return set_onoff(&c->fence, v, name, err, errlen);
     case O_SEGMENTS:
@@ -520,6 +542,8 @@ int stockd_config_parse(stockd_config *c, int argc, char **argv, char *err, size
     strcpy(c->redis, "127.0.0.1:6379");
     c->redis_lease_ms = 10000;
     c->db_lock_lease_ms = 10000;
+    strcpy(c->etcd, "127.0.0.1:2379");
+    c->etcd_ttl_s = 10;
     c->fence = true;
     c->segments = 1;
     c->lease_check = true;
@@ -598,7 +622,7 @@ int stockd_config_parse(stockd_config *c, int argc, char **argv, char *err, size
     if (c->segments > 1 && (c->lock == STOCKD_LOCK_NONE || c->lock == STOCKD_LOCK_ATOMIC)) {
         snprintf(err, errlen,
                  "--segments %u needs a mode with a lock (local, zk, zk-herd, for-update, "
-                 "redis or db-lock), not %s",
+                 "redis, db-lock or etcd), not %s",
                  c->segments, stockd_lock_mode_name(c->lock));
         return -1;
     }
@@ -611,31 +635,38 @@ int stockd_config_parse(stockd_config *c, int argc, char **argv, char *err, size
          c->lock == STOCKD_LOCK_FOR_UPDATE)) {
         snprintf(err, errlen,
                  "--pitfall %s needs a lock the service takes and releases around its "
-                 "transaction (local, zk, zk-herd, redis or db-lock); %s has none to misuse",
+                 "transaction (local, zk, zk-herd, redis, db-lock or etcd); %s has none to misuse",
                  c->pitfall == STOCKD_PITFALL_RELEASE_BEFORE_COMMIT ? "release-before-commit"
                                                                     : "snapshot-before-lock",
                  stockd_lock_mode_name(c->lock));
         return -1;
     }
-    if (c->lease_check && (c->lock == STOCKD_LOCK_REDIS || c->lock == STOCKD_LOCK_DB_LOCK)) {
-        bool redis = c->lock == STOCKD_LOCK_REDIS;
+    if (c->lease_check && (c->lock == STOCKD_LOCK_REDIS || c->lock == STOCKD_LOCK_DB_LOCK ||
+                           c->lock == STOCKD_LOCK_ETCD)) {
         uint64_t pause_us = (uint64_t)c->think_us + c->think_jitter_us;
-        unsigned lease = redis ? c->redis_lease_ms : c->db_lock_lease_ms;
+        unsigned lease = c->lock == STOCKD_LOCK_REDIS     ? c->redis_lease_ms
+                         : c->lock == STOCKD_LOCK_DB_LOCK ? c->db_lock_lease_ms
+                                                          : c->etcd_ttl_s * 1000;
+        const char *opt = c->lock == STOCKD_LOCK_REDIS     ? "--redis-lease-ms"
+                          : c->lock == STOCKD_LOCK_DB_LOCK ? "--db-lock-lease-ms"
+                                                           : "--etcd-ttl-s (in ms)";
         if (lease < STOCKD_LEASE_MIN_MS(pause_us)) {
             snprintf(err, errlen,
                      "%s %u is too short for a batch that pauses up to %llu us "
                      "(--think-us + --think-jitter-us): every batch would outlive its lease; "
                      "want at least %llu ms (twice the pause plus 200 ms)",
-                     redis ? "--redis-lease-ms" : "--db-lock-lease-ms", lease,
-                     (unsigned long long)pause_us,
+                     opt, lease, (unsigned long long)pause_us,
                      (unsigned long long)STOCKD_LEASE_MIN_MS(pause_us));
             return -1;
         }
     }
     /* Only a lease has anything to renew: ZooKeeper's session is kept alive by its
-     * client, and the other modes hold nothing that expires. */
+     * client, etcd's lease by etcdlock's keep-alive, and the other modes hold nothing
+     * that expires. */
     if (c->lease_renew && c->lock != STOCKD_LOCK_REDIS && c->lock != STOCKD_LOCK_DB_LOCK) {
-        snprintf(err, errlen, "--lease-renew on needs a lease lock (redis or db-lock), not %s",
+        snprintf(err, errlen,
+                 "--lease-renew on needs a lease lock (redis or db-lock; etcd keeps its "
+                 "own lease alive), not %s",
                  stockd_lock_mode_name(c->lock));
         return -1;
     }

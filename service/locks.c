@@ -10,7 +10,11 @@
  *   redis       the Redis lease lock of lock/redislock.h, its fencing token from the
  *               acquire script, the local lease clock as the pre-commit check;
  *   db-lock     article 001's lock table (lock/dblock.h): a stock_lock row, its
- *               AUTO_INCREMENT token as the fence, the same lease check.
+ *               AUTO_INCREMENT token as the fence, the same lease check;
+ *   etcd        the etcd fair lock (lock/etcdlock.h), Consul's model: a lease kept alive
+ *               by the library, its key's create revision as the fence, the lease clock
+ *               (moved on by each keep-alive) as the check. A pooled lease kind, with no
+ *               renewal of ours: the library renews its own leases.
  * Modes none and atomic take no lock and never come here.
  *
  * The two lease kinds have one connection per handle and their handles are NOT
@@ -49,7 +53,11 @@
 #include <string.h>
 #include <time.h>
 
+#include <curl/curl.h>
+
 #include "dblock.h"
+#include "etcdlock.h"
+#include "lock.h"
 #include "redislock.h"
 #include "stockd.h"
 
@@ -83,6 +91,7 @@ struct stockd_locks {
     pthread_mutex_t renew_stop_mu;
     pthread_cond_t renew_stop_cv; /* on CLOCK_MONOTONIC */
     bool renew_stop;
+    bool curl_ready; /* etcd: curl_global_init ran, cleaned up by stockd_locks_free */
 };
 
 typedef struct stockd_lock_kind {
@@ -606,6 +615,97 @@ static const lease_ops lease_db = {
     .to_zk = db_to_zk,
 };
 
+/* etcd. Its library answers the codes of lock_codes.h, whose values are ZooKeeper's. */
+
+static int etcd_to_zk(int rc) {
+    switch (rc) {
+    case LOCK_OK:
+        return ZKLOCK_OK;
+    case LOCK_ERR_ARGS:
+        return ZKLOCK_ERR_ARGS;
+    case LOCK_ERR_NOMEM:
+        return ZKLOCK_ERR_NOMEM;
+    case LOCK_ERR_TIMEOUT:
+        return ZKLOCK_ERR_TIMEOUT;
+    case LOCK_ERR_CONNECTION:
+        return ZKLOCK_ERR_CONNECTION;
+    case LOCK_ERR_NOT_OWNER:
+        return ZKLOCK_ERR_NOT_OWNER;
+    case LOCK_LOST:
+        return ZKLOCK_LOST;
+    case LOCK_ERR_CANCELLED:
+        return ZKLOCK_ERR_CANCELLED;
+    default: /* LOCK_ERR_SERVER: etcd answered an error; 503 like ZooKeeper's */
+        return ZKLOCK_ERR_ZK;
+    }
+}
+
+static int etcd_open(const stockd_locks *l, void **handle, char *err, size_t errcap) {
+    int connect_ms = l->timeout_ms > 0 && l->timeout_ms < 2000 ? l->timeout_ms : 2000;
+    if (connect_ms < 100) connect_ms = 100;
+    etcdlock_config c = {.endpoints = l->cfg->etcd,
+                         .ttl_s = (int)l->cfg->etcd_ttl_s,
+                         .connect_timeout_ms = connect_ms,
+                         .cancel = &l->cancelled};
+    etcdlock *e = NULL;
+    int rc = etcdlock_new(&c, &e, err, errcap);
+    *handle = e;
+    return rc;
+}
+
+static void etcd_close(void *handle) {
+    etcdlock_free(handle);
+}
+
+static int etcd_acquire(void *handle, const char *name, int timeout_ms, void **hold) {
+    etcdlock_hold *h = NULL;
+    int rc = etcdlock_acquire(handle, name, timeout_ms, &h);
+    *hold = h;
+    return rc;
+}
+
+static int etcd_check(const void *hold) {
+    return etcdlock_check(hold);
+}
+
+static int64_t etcd_token(const void *hold) {
+    return etcdlock_token(hold);
+}
+
+static int etcd_release(void *hold) {
+    return etcdlock_release(hold);
+}
+
+static int etcd_ping(void *handle) {
+    return etcdlock_ping(handle);
+}
+
+static uint64_t etcd_ops(const void *handle) {
+    etcdlock_stats st;
+    etcdlock_get_stats(handle, &st);
+    return st.ops + st.keepalives + st.keepalive_lost;
+}
+
+static const char *etcd_errstr(const void *handle) {
+    return etcdlock_errstr(handle);
+}
+
+static const lease_ops lease_etcd = {
+    .service = "etcd",
+    .down_message = "etcd is unavailable; nothing was deducted",
+    .open = etcd_open,
+    .close = etcd_close,
+    .acquire = etcd_acquire,
+    .check = etcd_check,
+    .token = etcd_token,
+    .release = etcd_release,
+    .renew = NULL, /* etcdlock keeps its leases alive itself; --lease-renew is refused */
+    .ping = etcd_ping,
+    .ops = etcd_ops,
+    .errstr = etcd_errstr,
+    .to_zk = etcd_to_zk,
+};
+
 /* ---------------------------------------------------------------- the interface */
 
 stockd_locks *stockd_locks_new(const stockd_ctx *ctx) {
@@ -630,8 +730,18 @@ stockd_locks *stockd_locks_new(const stockd_ctx *ctx) {
         break;
     case STOCKD_LOCK_REDIS:
     case STOCKD_LOCK_DB_LOCK:
+    case STOCKD_LOCK_ETCD:
         l->kind = &kind_lease;
-        l->lease = ctx->cfg->lock == STOCKD_LOCK_REDIS ? &lease_redis : &lease_db;
+        l->lease = ctx->cfg->lock == STOCKD_LOCK_REDIS     ? &lease_redis
+                   : ctx->cfg->lock == STOCKD_LOCK_DB_LOCK ? &lease_db
+                                                           : &lease_etcd;
+        /* libcurl's global state, once, here on the main thread before any worker
+         * makes an etcd handle. */
+        if (l->lease == &lease_etcd && curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
+            stockd_locks_free(l);
+            return NULL;
+        }
+        l->curl_ready = l->lease == &lease_etcd;
         l->slots = calloc(ctx->cfg->workers, sizeof(*l->slots));
         if (!l->slots) {
             stockd_locks_free(l);
@@ -643,9 +753,10 @@ stockd_locks *stockd_locks_new(const stockd_ctx *ctx) {
             l->free_slots = &l->slots[i];
             pthread_mutex_init(&l->slots[i].renew_mu, NULL);
         }
-        l->lease_ms = (int)(ctx->cfg->lock == STOCKD_LOCK_REDIS ? ctx->cfg->redis_lease_ms
-                                                                : ctx->cfg->db_lock_lease_ms);
-        if (ctx->cfg->lease_renew && renewer_start(l) != 0) {
+        l->lease_ms = (int)(ctx->cfg->lock == STOCKD_LOCK_REDIS     ? ctx->cfg->redis_lease_ms
+                            : ctx->cfg->lock == STOCKD_LOCK_DB_LOCK ? ctx->cfg->db_lock_lease_ms
+                                                                    : ctx->cfg->etcd_ttl_s * 1000);
+        if (ctx->cfg->lease_renew && l->lease->renew && renewer_start(l) != 0) {
             stockd_locks_free(l);
             return NULL;
         }
@@ -669,6 +780,7 @@ void stockd_locks_free(stockd_locks *l) {
         }
         free(l->slots);
     }
+    if (l->curl_ready) curl_global_cleanup();
     pthread_mutex_destroy(&l->renew_stop_mu);
     pthread_mutex_destroy(&l->pool_mu);
     for (size_t i = 0; i < LOCAL_STRIPES; i++)
@@ -712,6 +824,8 @@ uint8_t stockd_lock_fence_kind(stockd_lock_mode m) {
         return 2;
     case STOCKD_LOCK_DB_LOCK:
         return 3;
+    case STOCKD_LOCK_ETCD:
+        return LOCK_FENCE_ETCD;
     default:
         return 0;
     }

@@ -330,6 +330,7 @@ char *stockd_metrics_render(const stockd_config *cfg, zklock_session *zk) {
      * connections of their own (not counted in stockd_mysql_statements_total). */
     const char *lease_service = cfg->lock == STOCKD_LOCK_REDIS     ? "redis"
                                 : cfg->lock == STOCKD_LOCK_DB_LOCK ? "mysql_lock_table"
+                                : cfg->lock == STOCKD_LOCK_ETCD    ? "etcd"
                                                                    : NULL;
     unsigned long long lease_ops = atomic_load_explicit(&m.lock_ops, memory_order_relaxed);
     if (lease_service) {

@@ -469,7 +469,10 @@ static void serve_health(worker_state *ws, stockd_job *job) {
     int zk_rc = ctx->zk ? zklock_session_status(ctx->zk) : ZKLOCK_OK;
     char lock_err[512];
     int lock_rc = stockd_locks_ping(ctx->locks, lock_err, sizeof(lock_err));
-    bool redis = ctx->cfg->lock == STOCKD_LOCK_REDIS;
+    /* The lock services /health names beside MySQL and ZooKeeper. */
+    const char *service = ctx->cfg->lock == STOCKD_LOCK_REDIS  ? "redis"
+                          : ctx->cfg->lock == STOCKD_LOCK_ETCD ? "etcd"
+                                                               : NULL;
     bool ok = db_rc == STOCKDB_OK && zk_rc == ZKLOCK_OK && lock_rc == ZKLOCK_OK;
 
     job->status = ok ? 200 : 503;
@@ -478,8 +481,8 @@ static void serve_health(worker_state *ws, stockd_job *job) {
                                    !ctx->zk             ? "unused"
                                    : zk_rc == ZKLOCK_OK ? "up"
                                                         : "down",
-                                   zk_rc == ZKLOCK_OK ? NULL : zklock_strerror(zk_rc),
-                                   !redis                 ? NULL
+                                   zk_rc == ZKLOCK_OK ? NULL : zklock_strerror(zk_rc), service,
+                                   !service               ? NULL
                                    : lock_rc == ZKLOCK_OK ? "up"
                                                           : "down",
                                    lock_rc == ZKLOCK_OK ? NULL : lock_err,
