@@ -10,6 +10,7 @@
  * sent to the next endpoint of the list; every request here may be repeated: the put is
  * a check-and-set whose failure branch reads our own key back, as concurrency.Mutex's. */
 #include "etcdlock.h"
+#include "lock.h"
 #include "lock_clock.h"
 
 #include <inttypes.h>
@@ -365,16 +366,17 @@ static void hold_unlink(etcdlock *l, etcdlock_hold *h) {
     pthread_mutex_unlock(&l->mu);
 }
 
-/* One keep-alive for h, on the keep-alive thread (mu held). */
-static void ka_one(etcdlock *l, etcdlock_hold *h) {
-    char err[256];
+/* One keep-alive of h's lease through connection c of handle l: LOCK_OK (h's lease
+ * clock moved on), LOCK_LOST (the lease is gone; h is marked lost) or the call's error
+ * (detail in err). Counted in l's keep-alive counters. */
+static int keepalive(etcdlock *l, el_conn *c, etcdlock_hold *h, char *err, size_t errcap) {
     cJSON *req = cJSON_CreateObject(), *res = NULL;
-    if (!req) return;
+    if (!req) return LOCK_ERR_NOMEM;
     j_add_i64(req, "ID", h->lease);
     int64_t sent = lock_now_us();
-    int rc = conn_call(l, &l->ka, "/v3/lease/keepalive", req, &res, NULL, err, sizeof(err));
+    int rc = conn_call(l, c, "/v3/lease/keepalive", req, &res, NULL, err, errcap);
     cJSON_Delete(req);
-    if (rc != LOCK_OK) return; /* unreachable: the next tick tries again, while TTL lasts */
+    if (rc != LOCK_OK) return rc;
     int64_t ttl = j_i64(j_get(res, "result"), "TTL");
     cJSON_Delete(res);
     if (ttl <= 0) {
@@ -383,7 +385,8 @@ static void ka_one(etcdlock *l, etcdlock_hold *h) {
         atomic_store(&h->lost, 1);
         atomic_store(&h->valid_until_us, 0);
         atomic_fetch_add(&l->keepalive_lost, 1);
-        return;
+        snprintf(err, errcap, "lease %llx is gone", (unsigned long long)h->lease);
+        return LOCK_LOST;
     }
     long long until = sent + ttl * 1000000 - (int64_t)h->margin_ms * 1000;
     long long cur = atomic_load(&h->valid_until_us);
@@ -391,6 +394,14 @@ static void ka_one(etcdlock *l, etcdlock_hold *h) {
            !atomic_compare_exchange_weak(&h->valid_until_us, &cur, until)) {
     }
     atomic_fetch_add(&l->keepalives, 1);
+    return LOCK_OK;
+}
+
+/* One keep-alive for h, on the keep-alive thread (mu held). An unreachable etcd is
+ * tried again at the next tick, while the TTL lasts. */
+static void ka_one(etcdlock *l, etcdlock_hold *h) {
+    char err[256];
+    (void)keepalive(l, &l->ka, h, err, sizeof(err));
 }
 
 static void *ka_main(void *arg) {
@@ -413,11 +424,23 @@ static void *ka_main(void *arg) {
 
 /* ---------------------------------------------------------------- handle */
 
+static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
+static CURLcode curl_init_rc;
+
+static void curl_init(void) {
+    curl_init_rc = curl_global_init(CURL_GLOBAL_DEFAULT);
+}
+
 int etcdlock_new(const etcdlock_config *cfg, etcdlock **out, char *errbuf, size_t errcap) {
     if (errbuf && errcap) errbuf[0] = '\0';
     if (!out) return LOCK_ERR_ARGS;
     *out = NULL;
     if (!cfg) return LOCK_ERR_ARGS;
+    pthread_once(&curl_once, curl_init);
+    if (curl_init_rc != CURLE_OK) {
+        if (errbuf && errcap) snprintf(errbuf, errcap, "libcurl: curl_global_init failed");
+        return LOCK_ERR_NOMEM;
+    }
     etcdlock *l = calloc(1, sizeof(*l));
     if (!l) return LOCK_ERR_NOMEM;
     int rc = LOCK_ERR_ARGS;
@@ -815,6 +838,13 @@ int etcdlock_ttl(const etcdlock_hold *h) {
     return h ? h->ttl_s : 0;
 }
 
+int etcdlock_renew(etcdlock *via, etcdlock_hold *h) {
+    if (!via || !h) return LOCK_ERR_ARGS;
+    via->errstr[0] = '\0';
+    via->st.ops++;
+    return keepalive(via, &via->cmd, h, via->errstr, sizeof(via->errstr));
+}
+
 int etcdlock_release(etcdlock_hold *h) {
     if (!h) return LOCK_ERR_ARGS;
     if (!pthread_equal(h->thread, pthread_self())) return LOCK_ERR_NOT_OWNER;
@@ -906,3 +936,82 @@ const char *etcdlock_strerror(int code) {
         return "unknown etcdlock code";
     }
 }
+
+/* ---------------------------------------------------------------- the kind */
+
+/* The registry's row (lock.h): a lease kind, pooled by lease_pool.c, one handle per
+ * worker. The pool's lease is in ms; etcd's TTL is in whole seconds, so it is rounded
+ * up (stockd's --etcd-ttl-s gives whole seconds anyway). */
+
+static int ek_open(const lock_config *cfg, const atomic_int *cancel, void **handle, char *err,
+                   size_t errcap) {
+    /* A connect that hangs (a black-holed address) must not outlast the lock wait. */
+    int connect_ms = cfg->timeout_ms > 0 && cfg->timeout_ms < 2000 ? cfg->timeout_ms : 2000;
+    if (connect_ms < 100) connect_ms = 100;
+    etcdlock_config c = {.endpoints = cfg->addr,
+                         .ttl_s = cfg->lease_ms > 0 ? (cfg->lease_ms + 999) / 1000 : 0,
+                         .connect_timeout_ms = connect_ms,
+                         .cancel = cancel};
+    etcdlock *e = NULL;
+    int rc = etcdlock_new(&c, &e, err, errcap);
+    *handle = e;
+    return rc;
+}
+
+static void ek_close(void *handle) {
+    etcdlock_free(handle);
+}
+
+static int ek_acquire(void *handle, const char *name, int timeout_ms, void **hold) {
+    etcdlock_hold *h = NULL;
+    int rc = etcdlock_acquire(handle, name, timeout_ms, &h);
+    *hold = h;
+    return rc;
+}
+
+static int ek_check(const void *hold) {
+    return etcdlock_check(hold);
+}
+
+static int64_t ek_token(const void *hold) {
+    return etcdlock_token(hold);
+}
+
+static int ek_release(void *hold) {
+    return etcdlock_release(hold);
+}
+
+static int ek_renew(void *via, void *hold) {
+    return etcdlock_renew(via, hold);
+}
+
+static int ek_ping(void *handle) {
+    return etcdlock_ping(handle);
+}
+
+/* The calling thread's requests and the keep-alive thread's, all sent to etcd. */
+static uint64_t ek_ops(const void *handle) {
+    const etcdlock *l = handle;
+    return l->st.ops + atomic_load(&((etcdlock *)l)->keepalives) +
+           atomic_load(&((etcdlock *)l)->keepalive_lost);
+}
+
+static const char *ek_errstr(const void *handle) {
+    return etcdlock_errstr(handle);
+}
+
+static const lock_lease_ops ek_lease = {
+    .open = ek_open,
+    .close = ek_close,
+    .acquire = ek_acquire,
+    .check = ek_check,
+    .token = ek_token,
+    .release = ek_release,
+    .renew = ek_renew,
+    .ping = ek_ping,
+    .ops = ek_ops,
+    .errstr = ek_errstr,
+};
+
+const lock_kind etcdlock_kind = LOCK_LEASE_KIND(
+    "etcd", "etcd", LOCK_FENCE_ETCD, "etcd is unavailable; nothing was deducted", &ek_lease);

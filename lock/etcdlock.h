@@ -35,8 +35,12 @@
  *     thread checks, reads the token of, or releases it. etcdlock_check may race with
  *     the keep-alive thread safely (it reads one atomic).
  *   - Locks are NOT reentrant: acquiring a name this handle holds is LOCK_ERR_ARGS.
- *   - Never fork() with a handle open. curl_global_init() must have run before the
- *     first handle is made while other threads run (stockd's main does it).
+ *   - Never fork() with a handle open. etcdlock_new runs curl_global_init() once per
+ *     process (libcurl 7.84 and later make it thread-safe; Debian 12 has 7.88).
+ *
+ * The end of etcdlock.c is the kind's row for lock.h's registry ("etcd", fence kind
+ * LOCK_FENCE_ETCD): a lease kind pooled by lease_pool.c, one handle per worker, its
+ * lease_ms rounded up to whole seconds of TTL.
  *
  * Every function returns LOCK_OK (0) or a negative LOCK_* code of lock_codes.h;
  * etcdlock_strerror() names it, etcdlock_errstr() has the detail of the last error on a
@@ -130,6 +134,18 @@ int64_t etcdlock_token(const etcdlock_hold *h);
 
 /* The lease's TTL in seconds as etcd granted it (0 for NULL). */
 int etcdlock_ttl(const etcdlock_hold *h);
+
+/* One keep-alive of h's lease, sent now through the connection of handle `via`, as the
+ * keep-alive thread does on its own every third of the TTL: for a watchdog of the
+ * caller's (lock.h's renewer), which is then redundant but harmless. On LOCK_OK,
+ * etcdlock_check(h) counts the TTL from the moment this keep-alive was sent. Returns
+ * LOCK_OK; LOCK_LOST if the lease was gone (check() says LOST from now on);
+ * LOCK_ERR_CONNECTION or LOCK_ERR_SERVER if it could not be sent (nothing changed);
+ * LOCK_ERR_ARGS for NULL. The one exception to the thread rule: `via` is a handle of
+ * the calling thread, h may belong to another handle and thread, which may be using h
+ * meanwhile (check, token); the caller guarantees h is not released during the call.
+ * The counters go to `via`. */
+int etcdlock_renew(etcdlock *via, etcdlock_hold *h);
 
 /* Releases the hold: deletes our key and revokes the lease. The hold is freed in every
  * case except LOCK_ERR_NOT_OWNER. Returns LOCK_OK; LOCK_LOST if our key was already gone

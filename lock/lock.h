@@ -51,8 +51,9 @@ struct stockdb_config;
  * Called from any thread the set runs on; must not call back into the set. */
 typedef void (*lock_log_fn)(void *arg, const char *level, const char *msg);
 
-/* What lock_set_new needs. Every pointer is borrowed for the call only (copied where
- * kept). A kind reads the fields it needs and ignores the others. */
+/* What lock_set_new needs. The set keeps a copy of the struct; what its pointers point
+ * to must stay valid as long as the set (the service's configuration does). A kind
+ * reads the fields it needs and ignores the others. */
 typedef struct lock_config {
     const char *addr;     /* the lock service: zk "HOST:PORT,...", redis "HOST:PORT", ...;
                            * NULL for kinds without one */

@@ -44,24 +44,28 @@
  *     the node is deleted when it reaches zero. The hold is freed by the last release.
  *   - ZooKeeper's watcher callbacks only record state and signal; they never block.
  *
- * Every function returns ZKLOCK_OK (0) or a negative ZKLOCK_* code; zklock_strerror()
- * names it. Nothing here prints (ZooKeeper's own log is set to errors only and sent
+ * Every function returns ZKLOCK_OK (0) or a negative ZKLOCK_* code, the values of
+ * lock_codes.h; zklock_strerror() names it. zklock_kind.c ends the library with its two
+ * rows of the lock registry (lock.h): zk and zk-herd. Nothing here prints (ZooKeeper's own log is set to errors only and sent
  * to a callback that drops it), exits or aborts on a server error. */
 #ifndef ZKLOCK_H
 #define ZKLOCK_H
 
 #include <stdint.h>
 
-#define ZKLOCK_OK             0
-#define ZKLOCK_ERR_ARGS       -1 /* bad argument */
-#define ZKLOCK_ERR_NOMEM      -2
-#define ZKLOCK_ERR_TIMEOUT    -3 /* not acquired before the deadline; our node is gone */
-#define ZKLOCK_ERR_CONNECTION -4 /* no usable connection to ZooKeeper */
-#define ZKLOCK_ERR_CANCELLED  -5 /* zklock_session_cancel() was called */
-#define ZKLOCK_ERR_ZK         -6 /* ZooKeeper answered an unexpected error */
-#define ZKLOCK_ERR_NOT_OWNER  -7 /* the hold belongs to another thread */
-#define ZKLOCK_SUSPECT        -8 /* check: connection lost; the lock may have passed on */
-#define ZKLOCK_LOST           -9 /* check: the session expired; the lock is lost */
+#include "lock_codes.h"
+
+/* The codes are lock_codes.h's, under zklock's own names. */
+#define ZKLOCK_OK             LOCK_OK
+#define ZKLOCK_ERR_ARGS       LOCK_ERR_ARGS       /* bad argument */
+#define ZKLOCK_ERR_NOMEM      LOCK_ERR_NOMEM
+#define ZKLOCK_ERR_TIMEOUT    LOCK_ERR_TIMEOUT    /* not acquired before the deadline; our node is gone */
+#define ZKLOCK_ERR_CONNECTION LOCK_ERR_CONNECTION /* no usable connection to ZooKeeper */
+#define ZKLOCK_ERR_CANCELLED  LOCK_ERR_CANCELLED  /* zklock_session_cancel() was called */
+#define ZKLOCK_ERR_ZK         LOCK_ERR_SERVER     /* ZooKeeper answered an unexpected error */
+#define ZKLOCK_ERR_NOT_OWNER  LOCK_ERR_NOT_OWNER  /* the hold belongs to another thread */
+#define ZKLOCK_SUSPECT        LOCK_SUSPECT /* check: connection lost; the lock may have passed on */
+#define ZKLOCK_LOST           LOCK_LOST    /* check: the session expired; the lock is lost */
 
 typedef enum zklock_kind {
     ZKLOCK_FAIR = 0, /* ephemeral-sequential queue, watch the predecessor */

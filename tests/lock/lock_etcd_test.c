@@ -13,7 +13,6 @@
  *     stale holder's release is LOST and leaves the new holder's key alone;
  *   - another thread cannot release a hold; a handle cannot take a name twice;
  *   - the cancel flag ends a wait and refuses later acquires. */
-#include <curl/curl.h>
 #include <pthread.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -361,7 +360,6 @@ static void test_cancel(const char *ep) {
 
 int main(void) {
     const char *ep = ls_env("STOCKD_TEST_ETCD");
-    curl_global_init(CURL_GLOBAL_DEFAULT);
     test_config();
     test_unreachable();
     test_tokens_grow(ep);
@@ -372,7 +370,6 @@ int main(void) {
     test_mutual_exclusion(ep);
     test_keepalive_holds(ep);
     test_lost_lease(ep);
-    curl_global_cleanup();
     printf("ok\n");
     return 0;
 }
