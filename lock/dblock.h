@@ -38,7 +38,8 @@
  *
  * Every function returns DBLOCK_OK (0) or a negative DBLOCK_* code, the values of
  * lock_codes.h (the file ends with the registry's row, dblock_kind; lock.h);
- * dblock_strerror() names it, dblock_errstr() has the detail. Nothing here prints, exits or aborts. */
+ * dblock_strerror() names it, dblock_errstr() has the detail. Nothing here prints,
+ * exits or aborts. */
 #ifndef DBLOCK_H
 #define DBLOCK_H
 
@@ -50,14 +51,17 @@
 #include "stockdb.h"
 
 /* The codes are lock_codes.h's, under dblock's own names. */
-#define DBLOCK_OK             LOCK_OK
-#define DBLOCK_ERR_ARGS       LOCK_ERR_ARGS /* bad argument or configuration, or name held already */
-#define DBLOCK_ERR_NOMEM      LOCK_ERR_NOMEM
-#define DBLOCK_ERR_TIMEOUT    LOCK_ERR_TIMEOUT    /* not acquired before the deadline */
-#define DBLOCK_ERR_CONNECTION LOCK_ERR_CONNECTION /* the server is unreachable or the connection broke */
-#define DBLOCK_ERR_QUERY      LOCK_ERR_SERVER     /* the server refused a statement (schema, grants) */
-#define DBLOCK_LOST           LOCK_LOST /* check: the lease has passed; release: row not ours */
-#define DBLOCK_ERR_CANCELLED  LOCK_ERR_CANCELLED  /* the config's cancel flag was set */
+#define DBLOCK_OK LOCK_OK
+/* bad argument or configuration, or name held already */
+#define DBLOCK_ERR_ARGS    LOCK_ERR_ARGS
+#define DBLOCK_ERR_NOMEM   LOCK_ERR_NOMEM
+#define DBLOCK_ERR_TIMEOUT LOCK_ERR_TIMEOUT /* not acquired before the deadline */
+/* the server is unreachable or the connection broke */
+#define DBLOCK_ERR_CONNECTION LOCK_ERR_CONNECTION
+/* the server refused a statement (schema, grants) */
+#define DBLOCK_ERR_QUERY     LOCK_ERR_SERVER
+#define DBLOCK_LOST          LOCK_LOST /* check: the lease has passed; release: row not ours */
+#define DBLOCK_ERR_CANCELLED LOCK_ERR_CANCELLED /* the config's cancel flag was set */
 
 /* The longest lock name, in bytes (stock_lock.name is VARCHAR(200)). */
 #define DBLOCK_NAME_MAX 200

@@ -44,9 +44,9 @@ typedef struct lease_set lease_set;
 /* A pooled handle, and the hold it carries while a thread has it. */
 typedef struct lease_slot {
     lease_set *l;
-    void *handle;      /* NULL until first used, and after a failed open */
-    void *hold;        /* the acquisition in progress, or NULL */
-    uint64_t ops_seen; /* the handle's operations already counted */
+    void *handle;            /* NULL until first used, and after a failed open */
+    void *hold;              /* the acquisition in progress, or NULL */
+    uint64_t ops_seen;       /* the handle's operations already counted */
     struct lease_slot *next; /* in the free list */
     /* What the renewer sees: the hold to renew (NULL: none, or its lock is lost) and
      * when it is next due (CLOCK_MONOTONIC us). Both under renew_mu. */

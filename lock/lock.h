@@ -100,10 +100,10 @@ typedef struct lock_lease_ops {
     int (*acquire)(void *handle, const char *name, int timeout_ms, void **hold);
     int (*check)(const void *hold);
     int64_t (*token)(const void *hold);
-    int (*release)(void *hold);            /* frees the hold whatever it returns */
-    int (*renew)(void *via, void *hold);   /* on the renewer's thread and handle */
-    int (*ping)(void *handle);             /* NULL: nothing to check beyond MySQL */
-    uint64_t (*ops)(const void *handle);   /* operations sent so far through the handle */
+    int (*release)(void *hold);                /* frees the hold whatever it returns */
+    int (*renew)(void *via, void *hold);       /* on the renewer's thread and handle */
+    int (*ping)(void *handle);                 /* NULL: nothing to check beyond MySQL */
+    uint64_t (*ops)(const void *handle);       /* operations sent so far through the handle */
     const char *(*errstr)(const void *handle); /* the last error's detail */
 } lock_lease_ops;
 
@@ -127,9 +127,9 @@ typedef struct lock_kind {
     void (*set_free)(void *set);
     /* A hold. acquire: LOCK_OK with *hold, or an error with nothing held. */
     int (*acquire)(void *set, const char *name, void **hold);
-    int (*check)(const void *hold);   /* LOCK_OK while surely ours; SUSPECT or LOST */
+    int (*check)(const void *hold); /* LOCK_OK while surely ours; SUSPECT or LOST */
     int64_t (*token)(const void *hold);
-    int (*release)(void *hold);       /* lets go in every case but NOT_OWNER */
+    int (*release)(void *hold); /* lets go in every case but NOT_OWNER */
     /* The set again. ping: LOCK_OK, or the error with its detail in err; NULL = the
      * kind has nothing to check. stats: NULL = all zero. */
     int (*ping)(void *set, char *err, size_t errcap);
@@ -152,13 +152,13 @@ int lock_lease_ping(void *set, char *err, size_t errcap);
 void lock_lease_stats(void *set, lock_stats *out);
 
 /* The row of a lease kind: `ops` its library's calls, the rest as in lock_kind. */
-#define LOCK_LEASE_KIND(NAME, SERVICE, FENCE, DOWN, OPS)                                     \
-    {                                                                                        \
-        .name = (NAME), .service = (SERVICE), .fence_kind = (FENCE), .flags = LOCK_KIND_LEASE, \
-        .down_message = (DOWN), .lease = (OPS), .set_new = lock_lease_set_new,                \
-        .set_cancel = lock_lease_set_cancel, .set_free = lock_lease_set_free,                 \
-        .acquire = lock_lease_acquire, .check = lock_lease_check, .token = lock_lease_token,  \
-        .release = lock_lease_release, .ping = lock_lease_ping, .stats = lock_lease_stats,    \
+#define LOCK_LEASE_KIND(NAME, SERVICE, FENCE, DOWN, OPS)                                           \
+    {                                                                                              \
+        .name = (NAME), .service = (SERVICE), .fence_kind = (FENCE), .flags = LOCK_KIND_LEASE,     \
+        .down_message = (DOWN), .lease = (OPS), .set_new = lock_lease_set_new,                     \
+        .set_cancel = lock_lease_set_cancel, .set_free = lock_lease_set_free,                      \
+        .acquire = lock_lease_acquire, .check = lock_lease_check, .token = lock_lease_token,       \
+        .release = lock_lease_release, .ping = lock_lease_ping, .stats = lock_lease_stats,         \
     }
 
 /* ------------------------------------------------------------------ registry */

@@ -57,18 +57,21 @@
 #include "lock_codes.h"
 
 /* The codes are lock_codes.h's, under redislock's own names. */
-#define REDISLOCK_OK             LOCK_OK
-#define REDISLOCK_ERR_ARGS       LOCK_ERR_ARGS /* bad argument or configuration, or name held already */
-#define REDISLOCK_ERR_NOMEM      LOCK_ERR_NOMEM
-#define REDISLOCK_ERR_TIMEOUT    LOCK_ERR_TIMEOUT    /* not acquired before the deadline */
-#define REDISLOCK_ERR_CONNECTION LOCK_ERR_CONNECTION /* Redis unreachable, or the connection broke */
-#define REDISLOCK_ERR_REDIS      LOCK_ERR_SERVER     /* Redis answered an unexpected error */
-#define REDISLOCK_ERR_NOT_OWNER  LOCK_ERR_NOT_OWNER  /* the hold belongs to another thread; untouched */
-#define REDISLOCK_LOST           LOCK_LOST /* check: the lease has passed; release: key not ours */
-#define REDISLOCK_ERR_CANCELLED  LOCK_ERR_CANCELLED  /* the config's cancel flag was set */
+#define REDISLOCK_OK LOCK_OK
+/* bad argument or configuration, or name held already */
+#define REDISLOCK_ERR_ARGS    LOCK_ERR_ARGS
+#define REDISLOCK_ERR_NOMEM   LOCK_ERR_NOMEM
+#define REDISLOCK_ERR_TIMEOUT LOCK_ERR_TIMEOUT /* not acquired before the deadline */
+/* Redis unreachable, or the connection broke */
+#define REDISLOCK_ERR_CONNECTION LOCK_ERR_CONNECTION
+#define REDISLOCK_ERR_REDIS      LOCK_ERR_SERVER /* Redis answered an unexpected error */
+/* the hold belongs to another thread; untouched */
+#define REDISLOCK_ERR_NOT_OWNER LOCK_ERR_NOT_OWNER
+#define REDISLOCK_LOST          LOCK_LOST /* check: the lease has passed; release: key not ours */
+#define REDISLOCK_ERR_CANCELLED LOCK_ERR_CANCELLED /* the config's cancel flag was set */
 /* Redis refused our credentials, or wants some: a connection error (the lock service
  * cannot be used), with "authentication ... refused" in redislock_errstr(). */
-#define REDISLOCK_ERR_AUTH       LOCK_ERR_CONNECTION
+#define REDISLOCK_ERR_AUTH LOCK_ERR_CONNECTION
 
 /* The longest lock name, in bytes. Names are [A-Za-z0-9_.-]. */
 #define REDISLOCK_NAME_MAX 200

@@ -46,8 +46,9 @@
  *
  * Every function returns ZKLOCK_OK (0) or a negative ZKLOCK_* code, the values of
  * lock_codes.h; zklock_strerror() names it. zklock_kind.c ends the library with its two
- * rows of the lock registry (lock.h): zk and zk-herd. Nothing here prints (ZooKeeper's own log is set to errors only and sent
- * to a callback that drops it), exits or aborts on a server error. */
+ * rows of the lock registry (lock.h): zk and zk-herd. Nothing here prints (ZooKeeper's
+ * own log is set to errors only and sent to a callback that drops it), exits or aborts
+ * on a server error. */
 #ifndef ZKLOCK_H
 #define ZKLOCK_H
 
@@ -56,10 +57,11 @@
 #include "lock_codes.h"
 
 /* The codes are lock_codes.h's, under zklock's own names. */
-#define ZKLOCK_OK             LOCK_OK
-#define ZKLOCK_ERR_ARGS       LOCK_ERR_ARGS       /* bad argument */
-#define ZKLOCK_ERR_NOMEM      LOCK_ERR_NOMEM
-#define ZKLOCK_ERR_TIMEOUT    LOCK_ERR_TIMEOUT    /* not acquired before the deadline; our node is gone */
+#define ZKLOCK_OK        LOCK_OK
+#define ZKLOCK_ERR_ARGS  LOCK_ERR_ARGS /* bad argument */
+#define ZKLOCK_ERR_NOMEM LOCK_ERR_NOMEM
+/* not acquired before the deadline; our node is gone */
+#define ZKLOCK_ERR_TIMEOUT    LOCK_ERR_TIMEOUT
 #define ZKLOCK_ERR_CONNECTION LOCK_ERR_CONNECTION /* no usable connection to ZooKeeper */
 #define ZKLOCK_ERR_CANCELLED  LOCK_ERR_CANCELLED  /* zklock_session_cancel() was called */
 #define ZKLOCK_ERR_ZK         LOCK_ERR_SERVER     /* ZooKeeper answered an unexpected error */

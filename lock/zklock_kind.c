@@ -100,13 +100,13 @@ static void zk_stats(void *set, lock_stats *out) {
 
 static const zklock_kind zk_fair = ZKLOCK_FAIR, zk_herd = ZKLOCK_HERD;
 
-#define ZK_KIND(NAME, ARG)                                                                     \
-    {                                                                                          \
-        .name = (NAME), .service = "zookeeper", .fence_kind = LOCK_FENCE_ZOOKEEPER,              \
-        .flags = LOCK_KIND_SESSION, .arg = (ARG), .set_new = zk_set_new,                        \
-        .set_cancel = zk_set_cancel, .set_free = zk_set_free, .acquire = zk_acquire,            \
-        .check = zk_check, .token = zk_token, .release = zk_release, .ping = zk_ping,           \
-        .stats = zk_stats,                                                                     \
+#define ZK_KIND(NAME, ARG)                                                                         \
+    {                                                                                              \
+        .name = (NAME), .service = "zookeeper", .fence_kind = LOCK_FENCE_ZOOKEEPER,                \
+        .flags = LOCK_KIND_SESSION, .arg = (ARG), .set_new = zk_set_new,                           \
+        .set_cancel = zk_set_cancel, .set_free = zk_set_free, .acquire = zk_acquire,               \
+        .check = zk_check, .token = zk_token, .release = zk_release, .ping = zk_ping,              \
+        .stats = zk_stats,                                                                         \
     }
 
 const lock_kind zklock_kind_fair = ZK_KIND("zk", &zk_fair);

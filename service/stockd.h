@@ -168,7 +168,7 @@ typedef struct stockd_config {
      * refuses less); false only for the demonstrations of a holder outliving its lease. */
     bool lease_check;
     /* true: a renewer thread extends every lease this process holds at a third of its
-     * length (locks.c, Redisson's watchdog); false (the default): a lease is never
+     * length (lock/lease_pool.c, Redisson's watchdog); false (the default): a lease is never
      * extended, so a batch must end within it. */
     bool lease_renew;
     bool help;
