@@ -1,5 +1,6 @@
 /* lock_etcd_test: the contract of etcdlock.h against a real etcd (the fixture's).
  *   - endpoint lists are parsed strictly; nothing listening gives LOCK_ERR_CONNECTION;
+ *     a list whose first member is down is served by the next;
  *   - mutual exclusion: 2 processes x 3 threads, a handle each, on one name: never two
  *     in the critical section (a counter in shared memory), every acquisition made;
  *   - FIFO: waiters that queued in the order B, C, D get the lock in that order;
@@ -54,6 +55,23 @@ static void test_unreachable(void) {
     CHECK(l == NULL);
     CHECK(strstr(err, ep) != NULL);
     printf("ok: nothing listening: LOCK_ERR_CONNECTION (%s)\n", err);
+}
+
+/* A list whose first member is down: every request goes on to the next one. */
+static void test_failover(const char *ep) {
+    char list[128];
+    snprintf(list, sizeof(list), "127.0.0.1:%s,%s", ls_env("STOCKD_TEST_DEAD_PORT"), ep);
+    etcdlock_config c = {.endpoints = list, .connect_timeout_ms = 500};
+    etcdlock *l = NULL;
+    char err[512];
+    CHECK_INT_EQ(LOCK_OK, etcdlock_new(&c, &l, err, sizeof(err)));
+    etcdlock_hold *h = NULL;
+    CHECK_INT_EQ(LOCK_OK, etcdlock_acquire(l, ls_name("failover"), 1000, &h));
+    CHECK_INT_GT(etcdlock_token(h), 0);
+    CHECK_INT_EQ(LOCK_OK, etcdlock_release(h));
+    CHECK_INT_EQ(LOCK_OK, etcdlock_ping(l));
+    etcdlock_free(l);
+    printf("ok: a member list whose first member is down: the next one answers\n");
 }
 
 /* ---------------------------------------------------------------- mutual exclusion */
@@ -362,6 +380,7 @@ int main(void) {
     const char *ep = ls_env("STOCKD_TEST_ETCD");
     test_config();
     test_unreachable();
+    test_failover(ep);
     test_tokens_grow(ep);
     test_timeout(ep);
     test_woken_by_release(ep);
