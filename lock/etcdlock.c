@@ -841,7 +841,6 @@ int etcdlock_ttl(const etcdlock_hold *h) {
 int etcdlock_renew(etcdlock *via, etcdlock_hold *h) {
     if (!via || !h) return LOCK_ERR_ARGS;
     via->errstr[0] = '\0';
-    via->st.ops++;
     return keepalive(via, &via->cmd, h, via->errstr, sizeof(via->errstr));
 }
 

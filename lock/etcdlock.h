@@ -91,7 +91,8 @@ typedef struct etcdlock_stats {
     uint64_t ops;            /* requests sent by the calling thread (grant, txn, range, ...) */
     uint64_t watches;        /* watches opened on a predecessor */
     uint64_t wakeups;        /* predecessor deletes a watch delivered */
-    uint64_t keepalives;     /* keep-alives that extended a lease (keep-alive thread) */
+    uint64_t keepalives;     /* keep-alives that extended a lease (the keep-alive thread
+                              * and etcdlock_renew through this handle) */
     uint64_t keepalive_lost; /* keep-alives that found the lease gone */
 } etcdlock_stats;
 
