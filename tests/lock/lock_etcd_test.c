@@ -12,6 +12,8 @@
  *   - the keep-alive keeps a 2 s lease held for 5 s; without it (no_keepalive) the lease
  *     ends: check() says LOST, another handle takes the lock with a larger token, the
  *     stale holder's release is LOST and leaves the new holder's key alone;
+ *   - etcdlock_renew through another thread's handle keeps a lease without the
+ *     keep-alive thread, and says LOST once the lease has ended;
  *   - another thread cannot release a hold; a handle cannot take a name twice;
  *   - the cancel flag ends a wait and refuses later acquires. */
 #include <pthread.h>
@@ -307,6 +309,51 @@ static void test_keepalive_holds(const char *ep) {
            (unsigned long long)st.keepalives);
 }
 
+/* A watchdog's thread: its own handle renews another thread's hold `times` times,
+ * every gap_ms, and keeps the last code. */
+struct renewer {
+    const char *ep;
+    etcdlock_hold *h;
+    int times, gap_ms, rc;
+};
+
+static void *renew_thread(void *arg) {
+    struct renewer *r = arg;
+    etcdlock *via = open_lock(r->ep, 10, 0, NULL);
+    for (int i = 0; i < r->times; i++) {
+        ls_sleep_ms(r->gap_ms);
+        r->rc = etcdlock_renew(via, r->h);
+    }
+    etcdlock_free(via);
+    return NULL;
+}
+
+static void test_renew(const char *ep) {
+    /* No keep-alive thread: only the other thread's renewals keep the 2 s lease. */
+    etcdlock *a = open_lock(ep, 2, 1, NULL), *b = open_lock(ep, 10, 0, NULL);
+    const char *name = ls_name("renew");
+    etcdlock_hold *h = NULL, *h2 = NULL;
+    CHECK_INT_EQ(LOCK_OK, etcdlock_acquire(a, name, 1000, &h));
+    struct renewer r = {.ep = ep, .h = h, .times = 5, .gap_ms = 600, .rc = 999};
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, renew_thread, &r) == 0);
+    pthread_join(t, NULL);
+    CHECK_INT_EQ(LOCK_OK, r.rc);
+    CHECK_INT_EQ(LOCK_OK, etcdlock_check(h)); /* 3 s after the grant of a 2 s lease */
+    CHECK_INT_EQ(LOCK_ERR_TIMEOUT, etcdlock_acquire(b, name, 0, &h2));
+    /* Without renewals the lease ends; a renewal then finds it gone. */
+    ls_sleep_ms(3000);
+    r = (struct renewer){.ep = ep, .h = h, .times = 1, .gap_ms = 0, .rc = 999};
+    CHECK(pthread_create(&t, NULL, renew_thread, &r) == 0);
+    pthread_join(t, NULL);
+    CHECK_INT_EQ(LOCK_LOST, r.rc);
+    CHECK_INT_EQ(LOCK_LOST, etcdlock_check(h));
+    CHECK_INT_EQ(LOCK_LOST, etcdlock_release(h));
+    etcdlock_free(a);
+    etcdlock_free(b);
+    printf("ok: another handle's renewals kept a 2 s lease for 3 s; once it ended, LOST\n");
+}
+
 struct releaser {
     etcdlock_hold *h;
     int rc;
@@ -389,6 +436,7 @@ int main(void) {
     test_mutual_exclusion(ep);
     test_keepalive_holds(ep);
     test_lost_lease(ep);
+    test_renew(ep);
     printf("ok\n");
     return 0;
 }
