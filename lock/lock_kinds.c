@@ -5,8 +5,8 @@
 
 #include "lock.h"
 
-extern const lock_kind lock_kind_none;   /* lock_none.c: nothing beyond the row lock */
-extern const lock_kind lock_kind_local;  /* lock_local.c: striped mutexes */
+extern const lock_kind lock_kind_none;  /* lock_none.c: nothing beyond the row lock */
+extern const lock_kind lock_kind_local; /* lock_local.c: striped mutexes */
 extern const lock_kind zklock_kind_fair; /* zklock_kind.c: the ZooKeeper fair lock */
 extern const lock_kind zklock_kind_herd; /* zklock_kind.c: the herd lock */
 extern const lock_kind redislock_kind;   /* redislock.c */
