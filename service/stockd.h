@@ -120,10 +120,10 @@ typedef enum stockd_log_format {
 typedef struct stockd_config {
     char bind[64];
     unsigned port;
-    stockd_lock_mode lock; /* the --lock word: a row of stockd_modes */
+    stockd_lock_mode lock;      /* the --lock word: a row of stockd_modes */
     /* The two axes, filled from that row by stockd_config_parse. */
-    const char *lock_kind;     /* the lock kind (lock/lock.h's registry) */
-    stockdb_strategy strategy; /* the database strategy (db/stockdb.h) */
+    const char *lock_kind;      /* the lock kind (lock/lock.h's registry) */
+    stockdb_strategy strategy;  /* the database strategy (db/stockdb.h) */
     char mysql_url[512];
     char zk[512];
     char instance[65];

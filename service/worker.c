@@ -396,7 +396,8 @@ static void lead(worker_state *ws, int32_t product_id, unsigned segment) {
                 if (rc != LOCK_ERR_TIMEOUT) log_failure(ws, "lock", lock_text(ctx, rc));
                 /* The jobs that waited through the whole attempt get its failure; the
                  * ones that came during it try again, unless the lock is unusable now. */
-                fail_waiting(ws, product_id, segment, rc, rc == LOCK_ERR_TIMEOUT ? t0 : UINT64_MAX);
+                fail_waiting(ws, product_id, segment, rc,
+                             rc == LOCK_ERR_TIMEOUT ? t0 : UINT64_MAX);
                 if (stockd_combiner_leave(ctx->combiner, product_id, &segment)) break;
                 continue;
             }
