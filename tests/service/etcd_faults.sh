@@ -18,14 +18,15 @@
 #     etcd comes up: the next deduction goes through and /health says 200. etcd goes
 #     down again: 503 again, never a crash. A malformed --etcd is refused (exit 2).
 #
-#   etcd_faults.sh paused
+#   etcd_faults.sh paused fenced|unfenced
 #     Article 001's warning about leases. Product 2 has one unit. Instance 1 (TTL 2 s,
 #     4 s think time between its read and its write) takes the lock, reads stock 1 and is
 #     SIGSTOPped: its keep-alive stops with it. The lease ends, etcd deletes its key,
 #     instance 2's watch fires and it buys the last unit. Instance 1 is continued after
-#     its think time, so it writes at once: its token (an older create revision) is
-#     refused by the fence, or its pre-commit lease check refuses first: 503 lock_lost,
-#     stock 0, one order.
+#     its think time, so it writes at once:
+#       fenced:   its token (an older create revision) is refused by the fence, or its
+#                 pre-commit lease check refuses first: 503 lock_lost, stock 0, one order;
+#       unfenced: (--fence off on both) nothing stops it: stock -1, two orders.
 # It runs its own etcd for etcd-down (it stops it), never the shared one.
 source "$STOCKD_SRC/tests/lib.sh"
 
@@ -111,7 +112,9 @@ etcd-down)
   ;;
 
 paused)
+  fencing=${2:?fenced or unfenced}
   args=(--lock-timeout-ms 15000 --batch-max 1 --etcd-ttl-s 2)
+  [[ $fencing == unfenced ]] && args+=(--fence off)
   sql "UPDATE product SET stock = 1 WHERE id = 2"
   # Instance 1 pauses 4 s under a 2 s lease on purpose: it is the holder that outlives
   # its lease, so the start-up check of the lease against the pause is turned off.
@@ -131,6 +134,13 @@ paused)
   kill -CONT "$(cat "$T/stockd/1.pid")"
   wait "$paused"
   echo "the paused holder's answer: $(cat "$T/paused")"
+  if [[ $fencing == unfenced ]]; then
+    expect_eq "the paused holder's late write" "200 deducted" "$(cat "$T/paused")"
+    expect_eq "stock: the last unit sold twice" -1 "$(stock 2)"
+    expect_eq "orders" 2 "$(orders 2)"
+    echo PASS
+    exit 0
+  fi
   expect_eq "the paused holder's late write" "503 lock_lost" "$(cat "$T/paused")"
   m=$(curl -sS "http://127.0.0.1:$((PORT0 + 1))/metrics")
   fenced=$(sed -n 's/^stockd_mysql_errors_total{kind="fenced"} //p' <<<"$m")
@@ -141,6 +151,6 @@ paused)
   expect_eq "orders" 1 "$(orders 2)"
   expect_eq "the fence holds etcd's token (fence_kind 4)" 4 "$(sql "SELECT fence_kind FROM product WHERE id = 2")"
   ;;
-*) fail "usage: etcd_faults.sh killed-holder | etcd-down | paused" ;;
+*) fail "usage: etcd_faults.sh killed-holder | etcd-down | paused fenced|unfenced" ;;
 esac
 echo PASS
