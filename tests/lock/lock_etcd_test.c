@@ -15,7 +15,10 @@
  *   - etcdlock_renew through another thread's handle keeps a lease without the
  *     keep-alive thread, and says LOST once the lease has ended;
  *   - another thread cannot release a hold; a handle cannot take a name twice;
- *   - the cancel flag ends a wait and refuses later acquires. */
+ *   - the cancel flag ends a wait and refuses later acquires;
+ *   - etcd going away and coming back (its own, with the same data directory): calls
+ *     fail with LOCK_ERR_CONNECTION, the handle works again by itself, and the first
+ *     token after the restart is above every token before it. */
 #include <pthread.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -400,6 +403,47 @@ static void test_lost_lease(const char *ep) {
            (double)waited / 1e6);
 }
 
+/* The test's own etcd (under $OWN_REDIS_RUN/etcd, the run directory lease_lock_test.sh
+ * gives its own servers), on the test's port +17 (peer +16); the shared one is never
+ * stopped. */
+static void own_etcd(const char *what, char *ep, size_t cap) {
+    int port = atoi(ls_env("STOCKD_TEST_PORTS")) + 17;
+    snprintf(ep, cap, "127.0.0.1:%d", port);
+    char cmd[1024];
+    snprintf(cmd, sizeof(cmd), "bash -c 'source \"%s/scripts/stack-lib.sh\" && etcd_%s \"%s\" %d'",
+             ls_env("STOCKD_SRC"), what, ls_env("OWN_REDIS_RUN"), port);
+    if (system(cmd) != 0) CHECK_FAIL_("%s failed", cmd);
+}
+
+static void test_etcd_restart(void) {
+    char ep[64];
+    own_etcd("start", ep, sizeof(ep));
+    etcdlock *l = open_lock(ep, 2, 0, NULL);
+    const char *name = ls_name("restart");
+    etcdlock_hold *h = NULL;
+    CHECK_INT_EQ(LOCK_OK, etcdlock_acquire(l, name, 1000, &h));
+    int64_t before = etcdlock_token(h);
+    own_etcd("stop", ep, sizeof(ep));
+    CHECK_INT_EQ(LOCK_ERR_CONNECTION, etcdlock_release(h));
+    printf("  release with etcd down: %s\n", etcdlock_errstr(l));
+    CHECK_INT_EQ(LOCK_ERR_CONNECTION, etcdlock_acquire(l, name, 1000, &h));
+    CHECK(h == NULL);
+    CHECK_INT_EQ(LOCK_ERR_CONNECTION, etcdlock_ping(l));
+    own_etcd("start", ep, sizeof(ep)); /* the same data directory */
+    CHECK_INT_EQ(LOCK_OK, etcdlock_ping(l));
+    /* The key the failed release left goes with its lease (2 s, from the restart). */
+    int64_t t0 = ls_now_us();
+    CHECK_INT_EQ(LOCK_OK, etcdlock_acquire(l, name, 15000, &h));
+    CHECK_INT_GT(etcdlock_token(h), before);
+    printf("  token before the restart %lld, after %lld; the orphan key went after %.1f s\n",
+           (long long)before, (long long)etcdlock_token(h), (double)(ls_now_us() - t0) / 1e6);
+    CHECK_INT_EQ(LOCK_OK, etcdlock_release(h));
+    etcdlock_free(l);
+    own_etcd("stop", ep, sizeof(ep));
+    printf("ok: etcd down gives LOCK_ERR_CONNECTION; back up, the same handle works and tokens "
+           "still grow (revisions are on disk)\n");
+}
+
 static int acquire_any(void *lock, const char *name, int timeout_ms, void **hold) {
     etcdlock_hold *h = *hold;
     int rc = etcdlock_acquire(lock, name, timeout_ms, &h);
@@ -437,6 +481,7 @@ int main(void) {
     test_keepalive_holds(ep);
     test_lost_lease(ep);
     test_renew(ep);
+    test_etcd_restart();
     printf("ok\n");
     return 0;
 }
