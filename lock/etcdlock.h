@@ -16,8 +16,9 @@
  *   - the fencing token is our key's create revision: etcd's revision counter grows with
  *     every write in the cluster and survives restarts (it is in the data directory);
  *   - release deletes our key (LOST if it was gone) and revokes the lease. A holder that
- *     dies stops keeping its lease alive; etcd deletes its key once the TTL has passed,
- *     so the lock is blocked for at most one TTL.
+ *     dies stops keeping its lease alive; etcd deletes its key once the TTL has passed
+ *     (it looks for expired leases every half second), so the lock is blocked for at
+ *     most about one TTL after the last keep-alive.
  *
  * What a lease cannot promise: a holder paused (SIGSTOP, GC, swap) past its TTL wakes
  * believing it holds the lock while a successor does. etcdlock_check() says LOST once the
