@@ -53,7 +53,7 @@ case ${1:-} in
 killed-holder)
   ttl=3 timeout_ms=15000
   sql "UPDATE product SET stock = 10 WHERE id = 2"
-  args=(--etcd-ttl-s $ttl --lock-timeout-ms $timeout_ms --batch-max 1)
+  args=(--etcd-ttl-s "$ttl" --lock-timeout-ms "$timeout_ms" --batch-max 1)
   # Killed inside a 30 s pause under a 3 s lease, on purpose (no lease check).
   t_stockd 1 etcd "${args[@]}" --think-us 30000000 --lease-check off
   t_stockd 2 etcd "${args[@]}"
