@@ -462,6 +462,58 @@ etcd_healthy() {
 # etcd_stop RUN
 etcd_stop() { stop_pidfile "$1/etcd/pid" 20; }
 
+# A three-member etcd cluster on loopback, for the fault tests. Member N (1..3) lives in
+# RUN/etcdN and uses the ports client BASE+N-1 and peer BASE+N+2 (six ports from BASE).
+
+# etcd_cluster_hosts BASE: the member list, "127.0.0.1:BASE,...:BASE+2" (for --etcd).
+etcd_cluster_hosts() {
+  printf '127.0.0.1:%s,127.0.0.1:%s,127.0.0.1:%s' "$1" $(($1 + 1)) $(($1 + 2))
+}
+
+# etcd_cluster_start RUN BASE: starts the three members (the first time, as a new
+# cluster) and returns once each one reports a leader.
+etcd_cluster_start() {
+  local run=$1 b=$2 n d members='' state=new
+  for n in 1 2 3; do members+="${members:+,}e$n=http://127.0.0.1:$((b + n + 2))"; done
+  for n in 1 2 3; do
+    d=$run/etcd$n
+    mkdir -p "$d"
+    pid_alive "$d/pid" && continue
+    [[ -d $d/data ]] && state=existing
+    port_free $((b + n - 1)) || { stack_log "etcd$n: port $((b + n - 1)) is taken"; return 1; }
+    etcd --name "e$n" --data-dir "$d/data" \
+      --listen-client-urls "http://127.0.0.1:$((b + n - 1))" \
+      --advertise-client-urls "http://127.0.0.1:$((b + n - 1))" \
+      --listen-peer-urls "http://127.0.0.1:$((b + n + 2))" \
+      --initial-advertise-peer-urls "http://127.0.0.1:$((b + n + 2))" \
+      --initial-cluster "$members" --initial-cluster-state "$state" >"$d/etcd.log" 2>&1 &
+    echo $! >"$d/pid"
+  done
+  for n in 1 2 3; do
+    wait_until 60 etcd_healthy $((b + n - 1)) ||
+      { stack_log "etcd$n: not healthy, see $run/etcd$n/etcd.log"; return 1; }
+  done
+}
+
+# etcd_cluster_leader BASE: prints the number (1..3) of the member that leads; fails if
+# none answers as the leader.
+etcd_cluster_leader() {
+  local n out
+  for n in 1 2 3; do
+    out=$(curl -s -m 3 -X POST -d '{}' "http://127.0.0.1:$(($1 + n - 1))/v3/maintenance/status") ||
+      continue
+    [[ -n $out && $(jq -r '.leader // empty' <<<"$out") == "$(jq -r '.header.member_id // "x"' <<<"$out")" ]] &&
+      { echo "$n"; return 0; }
+  done
+  return 1
+}
+
+# etcd_cluster_stop RUN
+etcd_cluster_stop() {
+  local n
+  for n in 1 2 3; do stop_pidfile "$1/etcd$n/pid" 20; done
+}
+
 # ---------------------------------------------------------------- Prometheus
 
 # Debian's Prometheus, scraping every stockd of the stack with the rules of
