@@ -473,8 +473,8 @@ etcd_cluster_hosts() {
 # etcd_cluster_start RUN BASE: starts the three members (the first time, as a new
 # cluster) and returns once each one reports a leader.
 etcd_cluster_start() {
-  local run=$1 b=$2 n d members='' state=new
-  for n in 1 2 3; do members+="${members:+,}e$n=http://127.0.0.1:$((b + n + 2))"; done
+  local run=$1 b=$2 n d cluster='' state=new
+  for n in 1 2 3; do cluster+="${cluster:+,}e$n=http://127.0.0.1:$((b + n + 2))"; done
   for n in 1 2 3; do
     d=$run/etcd$n
     mkdir -p "$d"
@@ -486,7 +486,7 @@ etcd_cluster_start() {
       --advertise-client-urls "http://127.0.0.1:$((b + n - 1))" \
       --listen-peer-urls "http://127.0.0.1:$((b + n + 2))" \
       --initial-advertise-peer-urls "http://127.0.0.1:$((b + n + 2))" \
-      --initial-cluster "$members" --initial-cluster-state "$state" >"$d/etcd.log" 2>&1 &
+      --initial-cluster "$cluster" --initial-cluster-state "$state" >"$d/etcd.log" 2>&1 &
     echo $! >"$d/pid"
   done
   for n in 1 2 3; do
