@@ -12,10 +12,11 @@ extern const lock_kind zklock_kind_herd; /* zklock_kind.c: the herd lock */
 extern const lock_kind redislock_kind;   /* redislock.c */
 extern const lock_kind redlock_kind;     /* redlock.c */
 extern const lock_kind dblock_kind;      /* dblock.c */
+extern const lock_kind etcdlock_kind;    /* etcdlock.c */
 
 const lock_kind *const lock_kinds[] = {
     &lock_kind_none, &lock_kind_local, &zklock_kind_fair, &zklock_kind_herd,
-    &redislock_kind, &dblock_kind,     &redlock_kind,     NULL,
+    &redislock_kind, &dblock_kind,     &redlock_kind,     &etcdlock_kind,    NULL,
 };
 
 const lock_kind *lock_kind_find(const char *name) {

@@ -1,6 +1,7 @@
 # shellcheck shell=bash
 # Functions that start and stop the real parts of the stack on loopback: a private
-# MariaDB, a standalone ZooKeeper, a Redis, N stockd instances, nginx and Prometheus. Sourced by
+# MariaDB, a standalone ZooKeeper, a Redis, an etcd, N stockd instances, nginx and
+# Prometheus. Sourced by
 # scripts/stack, the demo, the load scripts and the integration tests.
 #
 # Everything lives under one run directory ($1 of each function, or $STACK_RUN) and
@@ -479,6 +480,36 @@ sentinel_start() {
   fi
 }
 
+# ---------------------------------------------------------------- etcd
+
+# Debian's etcd 3.4 (etcd-server), one member, for --lock etcd: the stand-in for Consul
+# (article 001 §5), which Debian 12 does not package. Its data lives in RUN/etcd/data
+# with etcd's safe defaults (every write fsynced before it is answered), so the fencing
+# token (a key's create revision) keeps growing across restarts. Client and peer URLs
+# are on loopback only and without authentication: nothing but the lock keys is kept.
+
+# etcd_start RUN PORT: a one-member etcd under RUN/etcd, clients on 127.0.0.1:PORT, its
+# peer URL on 127.0.0.1:PORT-1; returns once /health says true.
+etcd_start() {
+  local run=$1 port=$2 d peer
+  d=$run/etcd
+  peer=$((port - 1))
+  mkdir -p "$d"
+  if pid_alive "$d/pid"; then return 0; fi
+  port_free "$port" || { stack_log "etcd: port $port is taken"; return 1; }
+  port_free "$peer" || { stack_log "etcd: peer port $peer is taken"; return 1; }
+  etcd --name s1 --data-dir "$d/data" \
+    --listen-client-urls "http://127.0.0.1:$port" --advertise-client-urls "http://127.0.0.1:$port" \
+    --listen-peer-urls "http://127.0.0.1:$peer" --initial-advertise-peer-urls "http://127.0.0.1:$peer" \
+    --initial-cluster "s1=http://127.0.0.1:$peer" --initial-cluster-state new \
+    >"$d/etcd.log" 2>&1 &
+  echo $! >"$d/pid"
+  if ! wait_until 30 etcd_healthy "$port"; then
+    stack_log "etcd: not healthy on port $port, see $d/etcd.log"
+    return 1
+  fi
+}
+
 # sentinel_primary PORT: prints HOST:PORT of the primary the Sentinel on PORT names for
 # master `stockd` (SENTINEL get-master-addr-by-name); fails if it names none.
 sentinel_primary() {
@@ -489,6 +520,66 @@ sentinel_primary() {
 }
 
 sentinel_stop() { stop_pidfile "$1/${2:-sentinel}/pid" 10; }
+
+# etcd_healthy PORT: true when the member on PORT has a leader and answers.
+etcd_healthy() {
+  [[ $(curl -s -m 3 "http://127.0.0.1:$1/health" 2>/dev/null) == *'"health":"true"'* ]]
+}
+
+# etcd_stop RUN
+etcd_stop() { stop_pidfile "$1/etcd/pid" 20; }
+
+# A three-member etcd cluster on loopback, for the fault tests. Member N (1..3) lives in
+# RUN/etcdN and uses the ports client BASE+N-1 and peer BASE+N+2 (six ports from BASE).
+
+# etcd_cluster_hosts BASE: the member list, "127.0.0.1:BASE,...:BASE+2" (for --etcd).
+etcd_cluster_hosts() {
+  printf '127.0.0.1:%s,127.0.0.1:%s,127.0.0.1:%s' "$1" $(($1 + 1)) $(($1 + 2))
+}
+
+# etcd_cluster_start RUN BASE: starts the three members (the first time, as a new
+# cluster) and returns once each one reports a leader.
+etcd_cluster_start() {
+  local run=$1 b=$2 n d cluster='' state=new
+  for n in 1 2 3; do cluster+="${cluster:+,}e$n=http://127.0.0.1:$((b + n + 2))"; done
+  for n in 1 2 3; do
+    d=$run/etcd$n
+    mkdir -p "$d"
+    pid_alive "$d/pid" && continue
+    [[ -d $d/data ]] && state=existing
+    port_free $((b + n - 1)) || { stack_log "etcd$n: port $((b + n - 1)) is taken"; return 1; }
+    etcd --name "e$n" --data-dir "$d/data" \
+      --listen-client-urls "http://127.0.0.1:$((b + n - 1))" \
+      --advertise-client-urls "http://127.0.0.1:$((b + n - 1))" \
+      --listen-peer-urls "http://127.0.0.1:$((b + n + 2))" \
+      --initial-advertise-peer-urls "http://127.0.0.1:$((b + n + 2))" \
+      --initial-cluster "$cluster" --initial-cluster-state "$state" >"$d/etcd.log" 2>&1 &
+    echo $! >"$d/pid"
+  done
+  for n in 1 2 3; do
+    wait_until 60 etcd_healthy $((b + n - 1)) ||
+      { stack_log "etcd$n: not healthy, see $run/etcd$n/etcd.log"; return 1; }
+  done
+}
+
+# etcd_cluster_leader BASE: prints the number (1..3) of the member that leads; fails if
+# none answers as the leader.
+etcd_cluster_leader() {
+  local n out
+  for n in 1 2 3; do
+    out=$(curl -s -m 3 -X POST -d '{}' "http://127.0.0.1:$(($1 + n - 1))/v3/maintenance/status") ||
+      continue
+    [[ -n $out && $(jq -r '.leader // empty' <<<"$out") == "$(jq -r '.header.member_id // "x"' <<<"$out")" ]] &&
+      { echo "$n"; return 0; }
+  done
+  return 1
+}
+
+# etcd_cluster_stop RUN
+etcd_cluster_stop() {
+  local n
+  for n in 1 2 3; do stop_pidfile "$1/etcd$n/pid" 20; done
+}
 
 # ---------------------------------------------------------------- Prometheus
 

@@ -33,6 +33,8 @@ const stockd_mode stockd_modes[] = {
     [STOCKD_LOCK_REDLOCK] = {"redlock", "redlock", STOCKDB_READ_CHECK_UPDATE, true, CF(redis),
                              CF(redis_user), CF(redis_password), CF(redis_lease_ms),
                              "--redis-lease-ms"},
+    [STOCKD_LOCK_ETCD] = {"etcd", "etcd", STOCKDB_READ_CHECK_UPDATE, true, CF(etcd), 0, 0,
+                          CF(etcd_lease_ms), "--etcd-ttl-s (in ms)"},
 };
 const size_t stockd_nmodes = sizeof(stockd_modes) / sizeof(stockd_modes[0]);
 
@@ -86,18 +88,22 @@ static bool mode_lease(const stockd_mode *m) {
  * links no Redis client, so they are repeated here). */
 #define REDLOCK_MIN 3
 #define REDLOCK_MAX 9
+/* The most addresses one list may name: RedLock's servers, or etcd's members (an etcd
+ * cluster of more than 9 members is slower, not safer). */
+#define HOSTPORT_LIST_MAX REDLOCK_MAX
 
 /* How many distinct HOST:PORT a comma list names (1 for a plain address), or -1 if one
- * is malformed, two are equal, or there are more than REDLOCK_MAX. */
-static int redis_list_count(const char *v) {
-    char seen[REDLOCK_MAX][256];
+ * is malformed, two are equal, or there are more than HOSTPORT_LIST_MAX. For --redis
+ * (redlock's servers) and --etcd (the cluster's members). */
+static int hostport_list_count(const char *v) {
+    char seen[HOSTPORT_LIST_MAX][256];
     int n = 0;
     for (const char *p = v;;) {
         const char *comma = strchr(p, ',');
         size_t len = comma ? (size_t)(comma - p) : strlen(p);
         char host[256];
         int port;
-        if (n == REDLOCK_MAX || len == 0 || len >= sizeof(seen[0])) return -1;
+        if (n == HOSTPORT_LIST_MAX || len == 0 || len >= sizeof(seen[0])) return -1;
         memcpy(seen[n], p, len);
         seen[n][len] = '\0';
         if (lock_parse_hostport(seen[n], host, sizeof(host), &port) != LOCK_OK) return -1;
@@ -139,7 +145,7 @@ void stockd_config_usage(FILE *out) {
           "  --port P               listen port (STOCKD_PORT) [8080]\n"
           "  --bind ADDR            listen address (STOCKD_BIND) [127.0.0.1]\n"
           "  --lock MODE            none | local | zk | zk-herd | for-update | atomic |\n"
-          "                         redis | db-lock | redlock (STOCKD_LOCK) [none]\n"
+          "                         redis | db-lock | redlock | etcd (STOCKD_LOCK) [none]\n"
           "  --mysql URL            mysql://USER@HOST:PORT/DB (STOCKD_MYSQL)\n"
           "                         [mysql://stockd@127.0.0.1:3306/shop]; the password is\n"
           "                         read from STOCKD_MYSQL_PASSWORD, so it is not in argv\n"
@@ -155,11 +161,17 @@ void stockd_config_usage(FILE *out) {
           "  --db-lock-lease-ms N   lease of one stock_lock row, after which another\n"
           "                         instance may take a crashed holder's lock\n"
           "                         (STOCKD_DB_LOCK_LEASE_MS) [10000]\n"
-          "                         In modes redis and db-lock, start-up is refused (exit 2)\n"
-          "                         unless the mode's lease is at least twice the longest\n"
-          "                         pause (--think-us + --think-jitter-us) plus 200 ms:\n"
-          "                         room for the batch's SQL and COMMIT, the lease's safety\n"
-          "                         margin (a tenth) and a loaded machine\n"
+          "  --etcd HOST:PORT[,HOST:PORT...]  the etcd members of mode etcd (STOCKD_ETCD)\n"
+          "                         [127.0.0.1:2379]; connected at the first request, as\n"
+          "                         Redis is\n"
+          "  --etcd-ttl-s N         TTL of an etcd lock's lease, kept alive while it is\n"
+          "                         held; a holder that dies blocks its product this long\n"
+          "                         (STOCKD_ETCD_TTL_S) [10]; etcd raises it to at least 2\n"
+          "                         In modes redis, db-lock and etcd, start-up is refused\n"
+          "                         (exit 2) unless the mode's lease is at least twice\n"
+          "                         the longest pause (--think-us + --think-jitter-us)\n"
+          "                         plus 200 ms: room for the batch's SQL and COMMIT, the\n"
+          "                         lease's safety margin (a tenth) and a loaded machine\n"
           "  --lease-check on|off   off skips that refusal (STOCKD_LEASE_CHECK) [on]; ONLY\n"
           "                         for the demonstrations of a holder outliving its lease\n"
           "  --redis-user NAME      the Redis ACL user stockd authenticates as\n"
@@ -222,15 +234,16 @@ void stockd_config_usage(FILE *out) {
           "                         release-before-commit (unlock, then COMMIT) or\n"
           "                         snapshot-before-lock (REPEATABLE READ snapshot opened\n"
           "                         before acquiring). Lock modes local, zk, zk-herd, redis,\n"
-          "                         db-lock and redlock only. NEVER in production\n"
+          "                         db-lock, redlock and etcd only. NEVER in production\n"
           "  --log-format text|json text: one line per event for people; json: one\n"
           "                         object per line (time, level, instance, message) for\n"
           "                         log shippers (STOCKD_LOG_FORMAT) [text]\n"
           "  --lease-renew on|off   the watchdog of modes redis, db-lock and redlock, as\n"
           "                         Redisson's: a thread renews every lease this process\n"
           "                         holds at a third of its length, only while it is\n"
-          "                         still ours\n"
-          "                         (STOCKD_LEASE_RENEW) [off]\n"
+          "                         still ours (STOCKD_LEASE_RENEW) [off]; redundant in\n"
+          "                         mode etcd, whose library keeps its leases alive\n"
+          "                         itself\n"
           "  --config FILE          read options from FILE: KEY=VALUE lines with the keys\n"
           "                         of the environment variables above (STOCKD_PORT=8081),\n"
           "                         # comments and blank lines; an unknown key or a bad\n"
@@ -307,6 +320,8 @@ enum {
     O_ZK_AUTH_FILE,
     O_LOG_FORMAT,
     O_LEASE_RENEW,
+    O_ETCD,
+    O_ETCD_TTL,
     O_CONFIG, /* not in options[]: read before the environment (config_file_find) */
     O_HELP,
     O_VERSION,
@@ -347,6 +362,8 @@ static const struct {
     {O_ZK_AUTH_FILE, "zk-auth-file", "STOCKD_ZK_AUTH_FILE"},
     {O_LOG_FORMAT, "log-format", "STOCKD_LOG_FORMAT"},
     {O_LEASE_RENEW, "lease-renew", "STOCKD_LEASE_RENEW"},
+    {O_ETCD, "etcd", "STOCKD_ETCD"},
+    {O_ETCD_TTL, "etcd-ttl-s", "STOCKD_ETCD_TTL_S"},
 };
 #define NOPTIONS (sizeof(options) / sizeof(options[0]))
 
@@ -399,7 +416,7 @@ static int apply(stockd_config *c, int id, const char *v, const char *name, char
     case O_REDIS: {
         /* One address (mode redis) or RedLock's list; which one the mode wants is
          * checked once every option is in (stockd_config_parse's end). */
-        int n = v ? redis_list_count(v) : -1;
+        int n = v ? hostport_list_count(v) : -1;
         if (n < 0 || (strchr(v, ',') ? n < REDLOCK_MIN : n != 1)) {
             snprintf(err, errlen,
                      "%s must be HOST:PORT (or, for mode redlock, %d to %d distinct "
@@ -414,6 +431,16 @@ static int apply(stockd_config *c, int id, const char *v, const char *name, char
         return set_uint(&c->redis_lease_ms, v, 100, 3600000, name, err, errlen);
     case O_DB_LOCK_LEASE:
         return set_uint(&c->db_lock_lease_ms, v, 100, 3600000, name, err, errlen);
+    case O_ETCD:
+        if (!v || hostport_list_count(v) < 1) {
+            snprintf(err, errlen, "%s must be HOST:PORT[,HOST:PORT...], got '%s'", name,
+                     v ? v : "");
+            return -1;
+        }
+        return set_str(c->etcd, sizeof(c->etcd), v, name, err, errlen);
+    /* etcd grants no lease below its minimum (2 s with the default election timeout). */
+    case O_ETCD_TTL:
+        return set_uint(&c->etcd_ttl_s, v, 2, 3600, name, err, errlen);
     case O_FENCE:
         return set_onoff(&c->fence, v, name, err, errlen);
     case O_SEGMENTS:
@@ -620,6 +647,8 @@ int stockd_config_parse(stockd_config *c, int argc, char **argv, char *err, size
     strcpy(c->redis, "127.0.0.1:6379");
     c->redis_lease_ms = 10000;
     c->db_lock_lease_ms = 10000;
+    strcpy(c->etcd, "127.0.0.1:2379");
+    c->etcd_ttl_s = 10;
     c->fence = true;
     c->segments = 1;
     c->lease_check = true;
@@ -697,9 +726,10 @@ int stockd_config_parse(stockd_config *c, int argc, char **argv, char *err, size
     }
     const stockd_mode *m = stockd_mode_of(c->lock);
     char list[256];
+    c->etcd_lease_ms = c->etcd_ttl_s * 1000;
     c->lock_kind = m->kind;
     c->strategy = m->strategy;
-    if (c->lock == STOCKD_LOCK_REDLOCK && redis_list_count(c->redis) < REDLOCK_MIN) {
+    if (c->lock == STOCKD_LOCK_REDLOCK && hostport_list_count(c->redis) < REDLOCK_MIN) {
         snprintf(err, errlen,
                  "--lock redlock needs --redis with %d to %d independent servers, "
                  "HOST:PORT,HOST:PORT,..., got '%s'",

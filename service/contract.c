@@ -176,8 +176,8 @@ void stockd_answer_from_db(stockd_answer *a, int lock_rc, int rc, const stockdb_
 }
 
 char *stockd_health_json(bool ok, const char *mysql_err, const char *zk_state, const char *zk_err,
-                         const char *redis_state, const char *redis_err, const char *lock_mode,
-                         const char *instance) {
+                         const char *service, const char *service_state, const char *service_err,
+                         const char *lock_mode, const char *instance) {
     cJSON *o = cJSON_CreateObject();
     char *out = NULL;
 
@@ -187,8 +187,10 @@ char *stockd_health_json(bool ok, const char *mysql_err, const char *zk_state, c
     if (mysql_err && !cJSON_AddStringToObject(o, "mysql_error", mysql_err)) goto out;
     if (!cJSON_AddStringToObject(o, "zookeeper", zk_state)) goto out;
     if (zk_err && !cJSON_AddStringToObject(o, "zookeeper_error", zk_err)) goto out;
-    if (redis_state && !cJSON_AddStringToObject(o, "redis", redis_state)) goto out;
-    if (redis_state && redis_err && !cJSON_AddStringToObject(o, "redis_error", redis_err)) goto out;
+    char err_field[64];
+    if (service) snprintf(err_field, sizeof(err_field), "%s_error", service);
+    if (service && !cJSON_AddStringToObject(o, service, service_state)) goto out;
+    if (service && service_err && !cJSON_AddStringToObject(o, err_field, service_err)) goto out;
     if (!cJSON_AddStringToObject(o, "lock", lock_mode)) goto out;
     if (!cJSON_AddStringToObject(o, "instance", instance)) goto out;
     out = cJSON_PrintUnformatted(o);

@@ -162,12 +162,14 @@ int main(int argc, char **argv) {
     }
     stockd_log("info",
                "listening on %s:%u, lock %s, batch-max %u, precheck %s, %u workers, "
-               "mysql %s@%s:%u/%s%s%s%s%s%s%s%s",
+               "mysql %s@%s:%u/%s%s%s%s%s%s%s%s%s%s",
                cfg.bind, cfg.port, stockd_lock_mode_name(cfg.lock), cfg.batch_max,
                cfg.precheck ? "on" : "off", cfg.workers, ctx.db.user, ctx.db.host, ctx.db.port,
                ctx.db.database, uses_zk ? ", zookeeper " : "", uses_zk ? cfg.zk : "",
                uses_redis ? ", redis " : "", uses_redis ? cfg.redis : "",
                uses_redis && cfg.redis_password[0] ? " with a password" : "",
+               cfg.lock == STOCKD_LOCK_ETCD ? ", etcd " : "",
+               cfg.lock == STOCKD_LOCK_ETCD ? cfg.etcd : "",
                uses_zk && cfg.zk_auth[0] ? ", zookeeper digest ACL" : "",
                cfg.fence ? "" : ", FENCING OFF");
 

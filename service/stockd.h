@@ -71,6 +71,7 @@ typedef enum stockd_lock_mode {
     STOCKD_LOCK_REDIS,      /* Redis lease lock (lock/redislock.h) + fencing */
     STOCKD_LOCK_DB_LOCK,    /* a stock_lock row is the lock (lock/dblock.h) + fencing */
     STOCKD_LOCK_REDLOCK,    /* RedLock over 3..9 Redis servers (lock/redlock.h) + fencing */
+    STOCKD_LOCK_ETCD,       /* etcd fair lock with a lease (lock/etcdlock.h) + fencing */
 } stockd_lock_mode;
 
 /* One row of the table of modes. Adding a lock kind: its file in lock/ with its row
@@ -143,6 +144,10 @@ typedef struct stockd_config {
                                  * the comma list of its servers */
     unsigned redis_lease_ms;    /* the lease of a Redis (or RedLock) lock acquisition */
     unsigned db_lock_lease_ms;  /* the lease of a stock_lock row */
+    char etcd[512];             /* HOST:PORT[,HOST:PORT...] of the etcd of mode etcd */
+    unsigned etcd_ttl_s;        /* the TTL of an etcd lock's lease, seconds */
+    unsigned etcd_lease_ms;     /* the same in ms, set by stockd_config_parse (the mode
+                                 * table's lease) */
     /* false only for the paused-holder demonstration: the write carries no fencing
      * token and the commit does not re-check the lock, as a client that trusts its
      * lease would do. */
@@ -236,11 +241,13 @@ const char *stockd_result_name(stockd_result r);
 char *stockd_answer_json(const stockd_answer *a, const char *instance);
 
 /* Renders /health: {"result":"ok"|"unavailable","mysql":"up"|"down","zookeeper":...,
- * "redis":...}. The error texts may be NULL; redis_state NULL leaves "redis" out (the
- * modes that do not use it). The caller frees the result. */
+ * "<service>":...}, where service is the lock service of the mode ("redis", "etcd"),
+ * with its state and, when not NULL, its error as "<service>_error". The error texts may
+ * be NULL; service NULL leaves it out (the modes without one). The caller frees the
+ * result. */
 char *stockd_health_json(bool ok, const char *mysql_err, const char *zk_state, const char *zk_err,
-                         const char *redis_state, const char *redis_err, const char *lock_mode,
-                         const char *instance);
+                         const char *service, const char *service_state, const char *service_err,
+                         const char *lock_mode, const char *instance);
 
 /* Parses a product id: decimal digits only, 1..INT32_MAX, no sign, no spaces, no leading
  * zero, exactly len bytes (so an embedded NUL is refused). Returns 0 or -1 and sets

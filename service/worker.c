@@ -508,7 +508,12 @@ static void serve_health(worker_state *ws, stockd_job *job) {
     char lock_err[512];
     int lock_rc = lock_ping(ctx->locks, lock_err, sizeof(lock_err));
     bool zk = kind->service && strcmp(kind->service, "zookeeper") == 0;
-    bool redis = kind->service && strcmp(kind->service, "redis") == 0;
+    /* The lock services /health names beside MySQL and ZooKeeper (the lock table's is
+     * MySQL itself). */
+    const char *service =
+        kind->service && (strcmp(kind->service, "redis") == 0 || strcmp(kind->service, "etcd") == 0)
+            ? kind->service
+            : NULL;
     bool ok = db_rc == STOCKDB_OK && lock_rc == LOCK_OK;
 
     job->status = ok ? 200 : 503;
@@ -517,11 +522,11 @@ static void serve_health(worker_state *ws, stockd_job *job) {
                                    !zk                  ? "unused"
                                    : lock_rc == LOCK_OK ? "up"
                                                         : "down",
-                                   zk && lock_rc != LOCK_OK ? lock_err : NULL,
-                                   !redis               ? NULL
+                                   zk && lock_rc != LOCK_OK ? lock_err : NULL, service,
+                                   !service             ? NULL
                                    : lock_rc == LOCK_OK ? "up"
                                                         : "down",
-                                   redis && lock_rc != LOCK_OK ? lock_err : NULL,
+                                   service && lock_rc != LOCK_OK ? lock_err : NULL,
                                    stockd_lock_mode_name(ctx->cfg->lock), ctx->cfg->instance);
     ctx->complete(job);
 }

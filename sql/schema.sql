@@ -8,7 +8,7 @@
 --                kind is refused, so a holder that lost its lock can never write after
 --                a newer holder;
 --   fence_kind   which lock service issued `fence` (0 none, 1 ZooKeeper, 2 Redis,
---                3 stock_lock). Tokens of different kinds are not comparable, so a row
+--                3 stock_lock, 4 etcd: a lock key's create revision). Tokens of different kinds are not comparable, so a row
 --                last written under another kind takes any token: switching a product's
 --                lock mode needs no manual step;
 --   row_version  bumped by every write stockd makes. A fenced write is a compare-and-set

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The `servers` ctest fixture: starts (up) or stops (down) the private MariaDB,
-# ZooKeeper and Redis that the integration tests share, and the three more Redis servers
-# of mode redlock (STOCKD_TEST_REDLOCK, independent of the first and of each other). Also stops anything a failed test
+# ZooKeeper, Redis and etcd that the integration tests share, and the three more Redis
+# servers of mode redlock (STOCKD_TEST_REDLOCK, independent of the first and of each
+# other). Also stops anything a failed test
 # left running under the test run directory.
 set -euo pipefail
 source "$STOCKD_SRC/scripts/stack-lib.sh"
@@ -9,6 +10,7 @@ run=$STOCKD_TEST_RUN
 zk_port=${STOCKD_TEST_ZK##*:}
 redis_port=${STOCKD_TEST_REDIS##*:}
 IFS=, read -r -a redlock_addrs <<<"$STOCKD_TEST_REDLOCK"
+etcd_port=${STOCKD_TEST_ETCD##*:}
 
 case ${1:-} in
 up)
@@ -19,8 +21,9 @@ up)
   for i in "${!redlock_addrs[@]}"; do
     redis_start "$run" "${redlock_addrs[$i]##*:}" "redlock$((i + 1))"
   done
+  etcd_start "$run" "$etcd_port"
   echo "servers: mysql on $STOCKD_TEST_MYSQL_PORT, zookeeper on $zk_port, redis on $redis_port," \
-    "redlock on $STOCKD_TEST_REDLOCK, under $run"
+    "redlock on $STOCKD_TEST_REDLOCK, etcd on $etcd_port, under $run"
   ;;
 down)
   # Tests stop what they start; this catches what a failed or timed-out one left.
@@ -29,6 +32,7 @@ down)
   for f in "$run"/t/*/*/pid; do [[ -e $f ]] && stop_pidfile "$f" 10; done
   redis_stop "$run"
   for i in "${!redlock_addrs[@]}"; do redis_stop "$run" "redlock$((i + 1))"; done
+  etcd_stop "$run"
   zk_stop "$run"
   mysql_stop "$run"
   echo "servers: stopped"

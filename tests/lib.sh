@@ -19,6 +19,8 @@ export STOCKLOAD_BIN=$STOCKD_BUILD/loadtest/stockload
 export FAULT_PROXY_BIN=$STOCKD_BUILD/tests/support/fault-proxy
 # Mode redis finds the fixture's Redis without an option (a test may still pass --redis).
 [[ -n ${STOCKD_TEST_REDIS:-} ]] && export STOCKD_REDIS=$STOCKD_TEST_REDIS
+# Mode etcd likewise finds the fixture's etcd.
+[[ -n ${STOCKD_TEST_ETCD:-} ]] && export STOCKD_ETCD=$STOCKD_TEST_ETCD
 
 # Runs on exit. It calls `exit` only to fail a test that would otherwise pass; when
 # it returns normally bash keeps the script's own exit status, so a test that also

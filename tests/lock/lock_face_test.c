@@ -20,7 +20,8 @@
 /* ---------------------------------------------------------------- the registry */
 
 static void test_registry(void) {
-    static const char *names[] = {"none", "local", "zk", "zk-herd", "redis", "db-lock", "redlock"};
+    static const char *names[] = {"none",  "local", "zk",      "zk-herd",
+                                  "redis", "db-lock", "redlock", "etcd"};
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
         const lock_kind *k = lock_kind_find(names[i]);
         if (!k) CHECK_FAIL_("lock_kind_find(\"%s\"): NULL", names[i]);
@@ -49,6 +50,7 @@ static void test_registry(void) {
     CHECK_INT_EQ(LOCK_FENCE_REDIS, lock_kind_find("redis")->fence_kind);
     CHECK_INT_EQ(LOCK_FENCE_TABLE, lock_kind_find("db-lock")->fence_kind);
     CHECK_INT_EQ(LOCK_FENCE_REDLOCK, lock_kind_find("redlock")->fence_kind);
+    CHECK_INT_EQ(LOCK_FENCE_ETCD, lock_kind_find("etcd")->fence_kind);
 }
 
 static void test_codes(void) {

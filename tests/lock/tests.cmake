@@ -142,3 +142,13 @@ stockd_integration_test(lock_mutex_redlock
   COMMAND ${REDLOCK_RUN} sh -c "exec \"$0\" --kind redlock --redis \"$STOCKD_TEST_REDLOCK\" \"$@\""
           ${LEASE_BENCH} --iterations 30 --expect-all
   TIMEOUT 180 LABELS lock)
+# ---------------------------------------------------------------- etcd
+# etcdlock on the fixture's etcd (STOCKD_TEST_ETCD): mutual exclusion over processes and
+# threads, FIFO order, growing tokens, timeouts, the keep-alive, a lease that ends; and
+# an etcd of its own (the test's port +17, peer +16) stopped and started again.
+# About 25 s, most of it the lease tests' waits for a TTL and its own etcd's restart.
+add_executable(lock_etcd_test lock/lock_etcd_test.c)
+target_include_directories(lock_etcd_test PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
+target_link_libraries(lock_etcd_test PRIVATE etcdlock stockdb PkgConfig::MYSQL Threads::Threads)
+stockd_integration_test(lock_etcd_test COMMAND ${LEASE_RUN} $<TARGET_FILE:lock_etcd_test>
+  TIMEOUT 180 LABELS lock)

@@ -111,7 +111,7 @@ static void check_answer(const stockd_answer *a) {
 }
 
 static void check_health(const char *err) {
-    char *json = stockd_health_json(false, err, "up", err, "down", err, "zk", "stockd-1");
+    char *json = stockd_health_json(false, err, "up", err, "redis", "down", err, "zk", "stockd-1");
     cJSON *o, *v;
 
     FUZZ_CHECK(json != NULL);

@@ -79,8 +79,11 @@ metric() {
 # least one operation and every release one more. The operations per deduction are
 # printed for the record (a measurement, not asserted).
 case $mode in
-redis | db-lock)
-  service=$([[ $mode == redis ]] && echo redis || echo mysql_lock_table)
+redis | db-lock | etcd)
+  case $mode in
+  redis | etcd) service=$mode ;;
+  db-lock) service=mysql_lock_table ;;
+  esac
   acquired=$(metric stockd_lock_acquisitions_total)
   ops=$(metric "stockd_lock_service_ops_total{service=\"$service\"}")
   ((acquired >= 1)) || fail "no lock acquisitions counted in mode $mode"

@@ -388,13 +388,45 @@ int main(void) {
         char *zk[] = {"stockd", "--lock", "zk", "--lease-renew", "on", NULL};
         err[0] = '\0';
         CHECK_INT_EQ(-1, parse(&c, err, 5, zk));
-        CHECK(strstr(err, "needs a lease lock (redis, db-lock or redlock), not zk") != NULL);
+        CHECK(strstr(err, "needs a lease lock (redis, db-lock, redlock or etcd), not zk") != NULL);
+        /* etcd keeps its leases alive itself; the watchdog is redundant there, not wrong. */
+        char *etcd_renew[] = {"stockd", "--lock", "etcd", "--lease-renew", "on", NULL};
+        CHECK_INT_EQ(0, parse(&c, err, 5, etcd_renew));
         char *zk_off[] = {"stockd", "--lock", "zk", "--lease-renew", "off", NULL};
         CHECK_INT_EQ(0, parse(&c, err, 5, zk_off));
         setenv("STOCKD_LEASE_RENEW", "on", 1);
         CHECK_INT_EQ(0, parse(&c, err, 3, dflt));
         CHECK(c.lease_renew);
         unsetenv("STOCKD_LEASE_RENEW");
+    }
+    {
+        /* Issue 20 #2, mode etcd: a member list, a TTL of at least etcd's minimum (2 s),
+         * and the lease check against the pause like the other lease kinds. */
+        char *dflt[] = {"stockd", "--lock", "etcd", NULL};
+        CHECK_INT_EQ(0, parse(&c, err, 3, dflt));
+        CHECK_INT_EQ(STOCKD_LOCK_ETCD, c.lock);
+        CHECK_STR_EQ("127.0.0.1:2379", c.etcd);
+        CHECK_INT_EQ(10, c.etcd_ttl_s);
+        char *list[] = {"stockd",          "--lock",       "etcd", "--etcd",
+                        "a:1,127.0.0.1:2", "--etcd-ttl-s", "2",    NULL};
+        CHECK_INT_EQ(0, parse(&c, err, 7, list));
+        CHECK_STR_EQ("a:1,127.0.0.1:2", c.etcd);
+        CHECK_INT_EQ(2, c.etcd_ttl_s);
+        char *bad_list[] = {"stockd", "--etcd", "a:1,", NULL};
+        err[0] = '\0';
+        CHECK_INT_EQ(-1, parse(&c, err, 3, bad_list));
+        CHECK(strstr(err, "--etcd must be HOST:PORT[,HOST:PORT...], got 'a:1,'") != NULL);
+        char *ttl1[] = {"stockd", "--etcd-ttl-s", "1", NULL};
+        CHECK_INT_EQ(-1, parse(&c, err, 3, ttl1));
+        char *short_ttl[] = {"stockd", "--lock",     "etcd",    "--etcd-ttl-s",
+                             "2",      "--think-us", "1000000", NULL};
+        err[0] = '\0';
+        CHECK_INT_EQ(-1, parse(&c, err, 7, short_ttl));
+        CHECK(strstr(err, "--etcd-ttl-s (in ms) 2000 is too short") != NULL);
+        setenv("STOCKD_ETCD", "127.0.0.1:9", 1);
+        CHECK_INT_EQ(0, parse(&c, err, 3, dflt));
+        CHECK_STR_EQ("127.0.0.1:9", c.etcd);
+        unsetenv("STOCKD_ETCD");
     }
     /* Credentials: user from argv or the environment, secrets from the environment only
      * (argv has no option for them), never repeated in an error. */

@@ -148,7 +148,8 @@ static void test_error_answers(void) {
 }
 
 static void test_health_json(void) {
-    char *s = stockd_health_json(false, "Can't connect", "up", NULL, NULL, NULL, "zk", "stockd-2");
+    char *s =
+        stockd_health_json(false, "Can't connect", "up", NULL, NULL, NULL, NULL, "zk", "stockd-2");
     cJSON *o = cJSON_Parse(s);
     CHECK(o != NULL);
     CHECK_STR_EQ("unavailable", str_field(o, "result"));
@@ -161,14 +162,25 @@ static void test_health_json(void) {
     free(s);
 
     /* Mode redis: the Redis state and its error are part of the answer. */
-    s = stockd_health_json(false, NULL, "unused", NULL, "down", "Connection refused", "redis",
-                           "stockd-3");
+    s = stockd_health_json(false, NULL, "unused", NULL, "redis", "down", "Connection refused",
+                           "redis", "stockd-3");
     o = cJSON_Parse(s);
     CHECK(o != NULL);
     CHECK_STR_EQ("up", str_field(o, "mysql"));
     CHECK_STR_EQ("unused", str_field(o, "zookeeper"));
     CHECK_STR_EQ("down", str_field(o, "redis"));
     CHECK_STR_EQ("Connection refused", str_field(o, "redis_error"));
+    cJSON_Delete(o);
+    free(s);
+
+    /* Mode etcd: the same, under its own name. */
+    s = stockd_health_json(true, NULL, "unused", NULL, "etcd", "up", NULL, "etcd", "stockd-4");
+    o = cJSON_Parse(s);
+    CHECK(o != NULL);
+    CHECK_STR_EQ("ok", str_field(o, "result"));
+    CHECK_STR_EQ("up", str_field(o, "etcd"));
+    CHECK(cJSON_GetObjectItem(o, "etcd_error") == NULL);
+    CHECK(cJSON_GetObjectItem(o, "redis") == NULL);
     cJSON_Delete(o);
     free(s);
 }
