@@ -1,0 +1,347 @@
+/* etcdlock_http.c: etcdlock's side of etcd's v3 JSON gateway (see etcdlock_int.h).
+ *
+ * Every request is one POST of a JSON object to the gateway (/v3/lease/grant,
+ * /v3/kv/txn, /v3/kv/range, ...), made with cJSON and sent with libcurl; keys travel in
+ * base64, 64-bit numbers as decimal strings, as the gateway writes them. A handle has
+ * three libcurl easy handles: `cmd` for the calling thread's requests, `watch` for the
+ * streaming watch on a predecessor (run through a multi handle, so a wait can look at
+ * the cancel flag and the deadline while the stream is open), and `ka` for the keep-alive
+ * thread. A request that cannot reach its endpoint (or finds it without a leader) is
+ * sent to the next endpoint of the list. What the requests say is the recipe's, in
+ * etcdlock.c; this file only carries them. */
+#include "etcdlock_int.h"
+#include "lock_clock.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---------------------------------------------------------------- endpoints, base64, JSON */
+
+int etcdlock__split_endpoints(const char *s, char (*out)[ETCDLOCK_EP_MAX]) {
+    if (!s || !*s) return -1;
+    int n = 0;
+    const char *p = s;
+    for (;;) {
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        const char *colon = memchr(p, ':', len);
+        if (n == ETCDLOCK_ENDPOINTS_MAX || len == 0 || len >= ETCDLOCK_EP_MAX || !colon ||
+            colon == p)
+            return -1;
+        for (const char *q = p; q < colon; q++) {
+            char c = *q;
+            if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                  c == '.' || c == '-' || c == '_'))
+                return -1;
+        }
+        long port = 0;
+        if (colon + 1 == p + len) return -1;
+        for (const char *q = colon + 1; q < p + len; q++) {
+            if (*q < '0' || *q > '9') return -1;
+            port = port * 10 + (*q - '0');
+            if (port > 65535) return -1;
+        }
+        if (port == 0) return -1;
+        if (out) {
+            memcpy(out[n], p, len);
+            out[n][len] = '\0';
+        }
+        n++;
+        if (!end) return n;
+        p = end + 1;
+    }
+}
+
+int etcdlock_parse_endpoints(const char *endpoints) {
+    return etcdlock__split_endpoints(endpoints, NULL) > 0 ? LOCK_OK : LOCK_ERR_ARGS;
+}
+
+static void b64(const char *in, size_t n, char *out) {
+    static const char tab[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    const unsigned char *s = (const unsigned char *)in;
+    size_t i = 0;
+    char *o = out;
+    for (; i + 2 < n; i += 3) {
+        *o++ = tab[s[i] >> 2];
+        *o++ = tab[((s[i] & 3) << 4) | (s[i + 1] >> 4)];
+        *o++ = tab[((s[i + 1] & 15) << 2) | (s[i + 2] >> 6)];
+        *o++ = tab[s[i + 2] & 63];
+    }
+    if (i < n) {
+        *o++ = tab[s[i] >> 2];
+        if (i + 1 < n) {
+            *o++ = tab[((s[i] & 3) << 4) | (s[i + 1] >> 4)];
+            *o++ = tab[(s[i + 1] & 15) << 2];
+        } else {
+            *o++ = tab[(s[i] & 3) << 4];
+            *o++ = '=';
+        }
+        *o++ = '=';
+    }
+    *o = '\0';
+}
+
+void etcdlock__b64s(const char *s, char *out) {
+    b64(s, strlen(s), out);
+}
+
+int64_t etcdlock__j_i64(const cJSON *o, const char *field) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, field);
+    if (cJSON_IsString(v) && v->valuestring) return strtoll(v->valuestring, NULL, 10);
+    if (cJSON_IsNumber(v)) return (int64_t)v->valuedouble;
+    return 0;
+}
+
+cJSON *etcdlock__j_get(const cJSON *o, const char *field) {
+    return cJSON_GetObjectItemCaseSensitive(o, field);
+}
+
+void etcdlock__j_add_i64(cJSON *o, const char *field, int64_t v) {
+    char s[24];
+    snprintf(s, sizeof(s), "%" PRId64, v);
+    cJSON_AddStringToObject(o, field, s);
+}
+
+/* ---------------------------------------------------------------- HTTP */
+
+static size_t on_body(char *data, size_t size, size_t nmemb, void *arg) {
+    etcdlock_buf *b = arg;
+    size_t n = size * nmemb;
+    if (b->n + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 4096;
+        while (cap < b->n + n + 1)
+            cap *= 2;
+        char *p = realloc(b->p, cap);
+        if (!p) return 0; /* libcurl then fails the transfer */
+        b->p = p;
+        b->cap = cap;
+    }
+    memcpy(b->p + b->n, data, n);
+    b->n += n;
+    b->p[b->n] = '\0';
+    return n;
+}
+
+static int conn_init(etcdlock_conn *c) {
+    c->easy = curl_easy_init();
+    c->headers = curl_slist_append(NULL, "Content-Type: application/json");
+    if (!c->easy || !c->headers) return LOCK_ERR_NOMEM;
+    return LOCK_OK;
+}
+
+static void conn_free(etcdlock_conn *c) {
+    if (c->easy) curl_easy_cleanup(c->easy);
+    curl_slist_free_all(c->headers);
+    free(c->body.p);
+    memset(c, 0, sizeof(*c));
+}
+
+static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
+static CURLcode curl_init_rc;
+
+static void curl_init(void) {
+    curl_init_rc = curl_global_init(CURL_GLOBAL_DEFAULT);
+}
+
+int etcdlock__http_global_init(void) {
+    pthread_once(&curl_once, curl_init);
+    return curl_init_rc == CURLE_OK ? LOCK_OK : LOCK_ERR_NOMEM;
+}
+
+int etcdlock__http_open(etcdlock *l) {
+    if (conn_init(&l->cmd) || conn_init(&l->watch) || conn_init(&l->ka) ||
+        !(l->multi = curl_multi_init()))
+        return LOCK_ERR_NOMEM;
+    return LOCK_OK;
+}
+
+void etcdlock__http_close(etcdlock *l) {
+    if (l->multi) curl_multi_cleanup(l->multi);
+    l->multi = NULL;
+    conn_free(&l->cmd);
+    conn_free(&l->watch);
+    conn_free(&l->ka);
+}
+
+/* Sets up c for a POST of body to path on its current endpoint. */
+static void conn_prepare(etcdlock *l, etcdlock_conn *c, const char *path, const char *body,
+                         long timeout_ms) {
+    char url[ETCDLOCK_EP_MAX + 64];
+    snprintf(url, sizeof(url), "http://%s%s", l->ep[c->ep], path);
+    CURL *e = c->easy;
+    c->body.n = 0;
+    if (c->body.p) c->body.p[0] = '\0';
+    c->curlerr[0] = '\0';
+    curl_easy_setopt(e, CURLOPT_URL, url);
+    curl_easy_setopt(e, CURLOPT_HTTPHEADER, c->headers);
+    curl_easy_setopt(e, CURLOPT_COPYPOSTFIELDS, body);
+    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(e, CURLOPT_WRITEDATA, &c->body);
+    curl_easy_setopt(e, CURLOPT_ERRORBUFFER, c->curlerr);
+    curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, (long)l->connect_ms);
+    curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, timeout_ms);
+    curl_easy_setopt(e, CURLOPT_PROXY, "");
+}
+
+/* POSTs req to path and parses the answer into *out (the caller frees it). Tries each
+ * endpoint once, starting with the connection's current one. LOCK_OK; or
+ * LOCK_ERR_CONNECTION (no endpoint answered, or every one said unavailable);
+ * LOCK_ERR_SERVER (an error answer: *grpc has its code, the detail goes to err). */
+int etcdlock__conn_call(etcdlock *l, etcdlock_conn *c, const char *path, const cJSON *req,
+                        cJSON **out, int *grpc, char *err, size_t errcap) {
+    *out = NULL;
+    if (grpc) *grpc = 0;
+    char *body = cJSON_PrintUnformatted(req);
+    if (!body) return LOCK_ERR_NOMEM;
+    int rc = LOCK_ERR_CONNECTION;
+    for (int tries = 0; tries < l->nep; tries++) {
+        conn_prepare(l, c, path, body, (long)(l->connect_ms + l->io_ms));
+        CURLcode cc = curl_easy_perform(c->easy);
+        if (cc != CURLE_OK) {
+            snprintf(err, errcap, "%.100s %s: %.200s", l->ep[c->ep], path,
+                     c->curlerr[0] ? c->curlerr : curl_easy_strerror(cc));
+            rc = cc == CURLE_WRITE_ERROR ? LOCK_ERR_NOMEM : LOCK_ERR_CONNECTION;
+            c->ep = (c->ep + 1) % l->nep;
+            continue;
+        }
+        long status = 0;
+        curl_easy_getinfo(c->easy, CURLINFO_RESPONSE_CODE, &status);
+        cJSON *j = c->body.p ? cJSON_Parse(c->body.p) : NULL;
+        if (!j) {
+            snprintf(err, errcap, "%.100s %s: HTTP %ld, an answer that is not JSON", l->ep[c->ep],
+                     path, status);
+            rc = LOCK_ERR_SERVER;
+            break;
+        }
+        const cJSON *e = etcdlock__j_get(j, "error");
+        if (status == 200 && !e) {
+            *out = j;
+            rc = LOCK_OK;
+            break;
+        }
+        int code = (int)etcdlock__j_i64(j, "code");
+        if (grpc) *grpc = code;
+        snprintf(err, errcap, "%.100s %s: HTTP %ld: %.200s", l->ep[c->ep], path, status,
+                 cJSON_IsString(e) ? e->valuestring : "(no message)");
+        cJSON_Delete(j);
+        if (code == ETCDLOCK_GRPC_UNAVAILABLE || code == ETCDLOCK_GRPC_DEADLINE_EXCEEDED ||
+            status == 503) {
+            /* No leader here (an election, a lost quorum): another member may have one. */
+            rc = LOCK_ERR_CONNECTION;
+            c->ep = (c->ep + 1) % l->nep;
+            continue;
+        }
+        rc = LOCK_ERR_SERVER;
+        break;
+    }
+    free(body);
+    return rc;
+}
+
+/* etcdlock__conn_call on the calling thread's connection, counted, with the detail in errstr. */
+int etcdlock__call(etcdlock *l, const char *path, const cJSON *req, cJSON **out, int *grpc) {
+    l->st.ops++;
+    return etcdlock__conn_call(l, &l->cmd, path, req, out, grpc, l->errstr, sizeof(l->errstr));
+}
+
+/* ---------------------------------------------------------------- the watch */
+
+/* What the watch stream has told us so far. */
+typedef struct watch_state {
+    etcdlock_buf line; /* a partial JSON object, up to its newline */
+    bool deleted, ended;
+} watch_state;
+
+static void watch_message(watch_state *w, const char *text) {
+    cJSON *j = cJSON_Parse(text);
+    if (!j) return;
+    const cJSON *r = etcdlock__j_get(j, "result");
+    if (!r || etcdlock__j_get(j, "error") || cJSON_IsTrue(etcdlock__j_get(r, "canceled")) ||
+        etcdlock__j_i64(r, "compact_revision") > 0)
+        w->ended = true; /* look again with a range */
+    const cJSON *ev;
+    cJSON_ArrayForEach(ev, etcdlock__j_get(r, "events")) {
+        const cJSON *t = etcdlock__j_get(ev, "type");
+        if (cJSON_IsString(t) && strcmp(t->valuestring, "DELETE") == 0) w->deleted = true;
+    }
+    cJSON_Delete(j);
+}
+
+static size_t on_watch(char *data, size_t size, size_t nmemb, void *arg) {
+    watch_state *w = arg;
+    size_t n = size * nmemb;
+    for (size_t i = 0; i < n; i++) {
+        if (data[i] == '\n') {
+            if (w->line.n) watch_message(w, w->line.p);
+            w->line.n = 0;
+            continue;
+        }
+        if (on_body(data + i, 1, 1, &w->line) != 1) return 0;
+    }
+    return n;
+}
+
+/* Waits until the key pred_b64 is deleted at a revision after from_rev. 1 when it was
+ * (or the watch ended some other way: look again), 0 at the deadline,
+ * LOCK_ERR_CANCELLED, or LOCK_ERR_NOMEM. A watch that cannot connect waits poll_ms and
+ * answers 1: the range that follows tells whether etcd is reachable at all. */
+int etcdlock__watch_delete(etcdlock *l, const char *pred_b64, int64_t from_rev,
+                           int64_t deadline_us) {
+    cJSON *req = cJSON_CreateObject();
+    if (!req) return LOCK_ERR_NOMEM;
+    cJSON *cr = cJSON_AddObjectToObject(req, "create_request");
+    cJSON_AddStringToObject(cr, "key", pred_b64);
+    etcdlock__j_add_i64(cr, "start_revision", from_rev + 1);
+    cJSON *filters = cJSON_AddArrayToObject(cr, "filters");
+    cJSON_AddItemToArray(filters, cJSON_CreateString("NOPUT"));
+    char *body = cJSON_PrintUnformatted(req);
+    cJSON_Delete(req);
+    if (!body) return LOCK_ERR_NOMEM;
+    etcdlock_conn *c = &l->watch;
+    watch_state w = {0};
+    conn_prepare(l, c, "/v3/watch", body, 0L);
+    free(body);
+    curl_easy_setopt(c->easy, CURLOPT_WRITEFUNCTION, on_watch);
+    curl_easy_setopt(c->easy, CURLOPT_WRITEDATA, &w);
+    l->st.ops++;
+    l->st.watches++;
+    curl_multi_add_handle(l->multi, c->easy);
+    int rc = 1;
+    bool failed = false;
+    for (;;) {
+        int running = 0;
+        curl_multi_perform(l->multi, &running);
+        CURLMsg *m;
+        int left;
+        while ((m = curl_multi_info_read(l->multi, &left)))
+            if (m->msg == CURLMSG_DONE && m->data.result != CURLE_OK) failed = true;
+        if (w.deleted) {
+            l->st.wakeups++;
+            break;
+        }
+        if (w.ended || !running) break;
+        if (l->cancel && atomic_load(l->cancel)) {
+            rc = LOCK_ERR_CANCELLED;
+            break;
+        }
+        int64_t left_us = deadline_us - lock_now_us();
+        if (left_us <= 0) {
+            rc = 0;
+            break;
+        }
+        int wait_ms = left_us / 1000 + 1 < l->poll_ms ? (int)(left_us / 1000 + 1) : l->poll_ms;
+        curl_multi_poll(l->multi, NULL, 0, wait_ms, NULL);
+    }
+    curl_multi_remove_handle(l->multi, c->easy);
+    free(w.line.p);
+    if (rc == 1 && failed && !w.deleted) {
+        c->ep = (c->ep + 1) % l->nep;
+        int64_t left_us = deadline_us - lock_now_us();
+        lock_sleep_us(left_us < (int64_t)l->poll_ms * 1000 ? (left_us > 0 ? left_us : 0)
+                                                           : (int64_t)l->poll_ms * 1000);
+    }
+    return rc;
+}

@@ -1,0 +1,132 @@
+/* etcdlock_int.h: private to lock/. The handle and the hold that etcdlock.c (the lock
+ * recipe: leases, the keep-alive thread, the queue, acquire and release, the kind's
+ * row) and etcdlock_http.c (the v3 JSON gateway: libcurl requests with member failover,
+ * base64 keys, the JSON helpers, the streaming watch) share, and the calls the second
+ * offers the first.
+ *
+ * Threads: the configuration is fixed once etcdlock_new returns; the `cmd` and `watch`
+ * connections, the multi handle, st and errstr are the calling thread's; the `ka`
+ * connection is the keep-alive thread's; the list of holds, ka_tick_us and stop are
+ * shared under mu; the counters and a hold's lease clock are atomics. */
+#ifndef ETCDLOCK_INT_H
+#define ETCDLOCK_INT_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cjson/cJSON.h>
+#include <curl/curl.h>
+
+#include "etcdlock.h"
+
+#define ETCDLOCK_EP_MAX  280 /* one HOST:PORT of the list, with its NUL */
+#define ETCDLOCK_KEY_MAX (32 + ETCDLOCK_NAME_MAX + 1 + 16 + 1) /* prefix name / lease-hex */
+#define ETCDLOCK_B64_MAX (((ETCDLOCK_KEY_MAX + 2) / 3) * 4 + 1)
+
+/* gRPC status codes the gateway passes on. */
+#define ETCDLOCK_GRPC_DEADLINE_EXCEEDED 4
+#define ETCDLOCK_GRPC_NOT_FOUND         5
+#define ETCDLOCK_GRPC_UNAVAILABLE       14
+
+typedef struct etcdlock_buf {
+    char *p;
+    size_t n, cap;
+} etcdlock_buf;
+
+/* One libcurl easy handle, the endpoint it talks to, and its answer. */
+typedef struct etcdlock_conn {
+    CURL *easy;
+    int ep;
+    etcdlock_buf body;
+    struct curl_slist *headers;
+    char curlerr[CURL_ERROR_SIZE];
+} etcdlock_conn;
+
+struct etcdlock_hold {
+    etcdlock *l;
+    etcdlock_hold *next; /* in l->holds, under l->mu */
+    pthread_t thread;
+    int64_t lease;
+    int ttl_s;
+    int64_t rev; /* our key's create revision: the fencing token */
+    int margin_ms;
+    /* Monotonic: the send time of the grant or of the latest keep-alive that extended
+     * the lease, plus the TTL, minus the margin; 0 once a keep-alive found the lease
+     * gone. Written by the keep-alive thread, read by check(). */
+    atomic_llong valid_until_us;
+    atomic_int lost;
+    char name[ETCDLOCK_NAME_MAX + 1];
+    char key[ETCDLOCK_KEY_MAX];
+};
+
+struct etcdlock {
+    char ep[ETCDLOCK_ENDPOINTS_MAX][ETCDLOCK_EP_MAX];
+    int nep;
+    char prefix[33];
+    int ttl_s, margin_cfg_ms, poll_ms, connect_ms, io_ms;
+    const atomic_int *cancel;
+    etcdlock_conn cmd, watch, ka;
+    CURLM *multi;
+    /* The holds (waiting or held) whose leases the keep-alive thread renews. The list
+     * is written by the handle's thread and walked by the keep-alive thread, both under
+     * mu; the keep-alive thread holds mu for its round trips, so a hold is never freed
+     * under it. */
+    pthread_mutex_t mu;
+    pthread_cond_t cv; /* on CLOCK_MONOTONIC: wakes the keep-alive thread to stop */
+    bool stop, ka_started;
+    pthread_t ka_thread;
+    int64_t ka_tick_us; /* under mu */
+    etcdlock_hold *holds;
+    etcdlock_stats st; /* the calling thread's counters */
+    atomic_ullong keepalives, keepalive_lost;
+    char errstr[512];
+};
+
+/* ---------------------------------------------------------------- etcdlock_http.c */
+
+/* Splits an endpoint list into out (may be NULL): the count, or -1 if malformed. */
+int etcdlock__split_endpoints(const char *s, char (*out)[ETCDLOCK_EP_MAX]);
+
+/* The base64 of the string s into out (ETCDLOCK_B64_MAX bytes for a key). */
+void etcdlock__b64s(const char *s, char *out);
+
+/* A 64-bit field the gateway writes as a decimal string (or, rarely, a number); 0 if
+ * missing. */
+int64_t etcdlock__j_i64(const cJSON *o, const char *field);
+/* The member `field` of o, or NULL (o may be NULL). */
+cJSON *etcdlock__j_get(const cJSON *o, const char *field);
+/* Adds a 64-bit field as the gateway wants it: a decimal string. */
+void etcdlock__j_add_i64(cJSON *o, const char *field, int64_t v);
+
+/* curl_global_init, once per process: LOCK_OK or LOCK_ERR_NOMEM. */
+int etcdlock__http_global_init(void);
+/* Makes l's three connections and its multi handle: LOCK_OK or LOCK_ERR_NOMEM (what was
+ * made is left for etcdlock__http_close). */
+int etcdlock__http_open(etcdlock *l);
+/* Frees what etcdlock__http_open made; safe on a half-made or zeroed handle. */
+void etcdlock__http_close(etcdlock *l);
+
+/* POSTs req to path through c and parses the answer into *out (the caller frees it).
+ * Tries each endpoint once, starting with the connection's current one. LOCK_OK; or
+ * LOCK_ERR_CONNECTION (no endpoint answered, or every one said unavailable);
+ * LOCK_ERR_SERVER (an error answer: *grpc, if not NULL, has its code; the detail goes
+ * to err); LOCK_ERR_NOMEM. Any thread, with a connection of its own. */
+int etcdlock__conn_call(etcdlock *l, etcdlock_conn *c, const char *path, const cJSON *req,
+                        cJSON **out, int *grpc, char *err, size_t errcap);
+
+/* etcdlock__conn_call on the calling thread's connection, counted, with the detail in
+ * l->errstr. */
+int etcdlock__call(etcdlock *l, const char *path, const cJSON *req, cJSON **out, int *grpc);
+
+/* Waits until the key pred_b64 is deleted at a revision after from_rev. 1 when it was
+ * (or the watch ended some other way: look again), 0 at the deadline,
+ * LOCK_ERR_CANCELLED, or LOCK_ERR_NOMEM. A watch that cannot connect waits poll_ms and
+ * answers 1: the range that follows tells whether etcd is reachable at all. Calling
+ * thread only (the `watch` connection and the multi handle). */
+int etcdlock__watch_delete(etcdlock *l, const char *pred_b64, int64_t from_rev,
+                           int64_t deadline_us);
+
+#endif
