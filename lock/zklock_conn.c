@@ -5,7 +5,9 @@
  *     zookeeper_close must not run on ZooKeeper's completion thread, where our
  *     watchers run), and
  *   - deletes nodes that a release or a failed acquisition could not delete
- *     because the connection was down, once it is back with the same session.
+ *     because the connection was down, once it is back with the same session, and
+ *   - lets go of cached holds (zklock_release_cached) once a contender queues, their
+ *     time runs out, or the session is cancelled.
  * The lock recipes themselves are in zklock.c. */
 #include <errno.h>
 #include <stdlib.h>
@@ -436,8 +438,12 @@ static void *zklock_maint_main(void *arg) {
             continue;
         }
         if (s->cleanups && old->state == ZKLOCK_CONN_CONNECTED) zklock_cleanups_run_locked(s);
+        /* Cached holds that are contended, out of time, lost or cancelled go now; the
+         * next one to run out of time sets the next wake-up. */
+        int64_t until = zklock__now_ms() + 500, next = zklock__cache_sweep_locked(s);
+        if (next >= 0 && next < until) until = next;
         /* Retry queued cleanups now and then even without a state change. */
-        zklock_cond_wait_until(&s->maint_cond, &s->mu, zklock__now_ms() + 500);
+        zklock_cond_wait_until(&s->maint_cond, &s->mu, until);
     }
     pthread_mutex_unlock(&s->mu);
     return NULL;

@@ -65,6 +65,13 @@ struct zklock_hold {
     int sweep;      /* a create's reply was lost: release deletes by GUID */
     uint64_t epoch; /* of the connection that made the node */
     int64_t token;  /* czxid of the node */
+    /* The cache (zklock_release_cached), all under s->mu. While `cached`, the hold has no
+     * thread: count is 0, owner is meaningless, and only the session touches it. */
+    int waited;           /* the acquisition waited behind another node: never cached */
+    int cached;           /* kept after its last release, owned by the session */
+    int contended;        /* the children watch fired: let go at the next release */
+    int64_t cache_until;  /* ms: a cached hold not taken again by then is let go */
+    uint64_t cache_watch; /* id of the armed children watch on parent, 0 = none */
     char guid[ZKLOCK_GUID_LEN + 1];
     char *name;
     char *parent; /* fair: <root>/<name>; herd: <root> */
@@ -122,6 +129,15 @@ uint64_t zklock__watch_id_locked(zklock_session *s);
 
 /* The watcher of every node watch; the context is the watch id. */
 void zklock__node_watcher(zhandle_t *zh, int type, int state, const char *path, void *ctx);
+
+/* The watcher of a cached hold's children watch on its lock's parent (the context is
+ * the watch id): marks the hold contended and wakes the maintenance thread. */
+void zklock__cache_watcher(zhandle_t *zh, int type, int state, const char *path, void *ctx);
+
+/* Run by the maintenance thread (mu held, dropped around ZooKeeper calls): lets go of
+ * every cached hold that is contended, past its time, lost, or whose session is
+ * cancelled. Returns the earliest cache_until left (ms), -1 when none is cached. */
+int64_t zklock__cache_sweep_locked(zklock_session *s);
 
 /* Deletes what `e` describes through c (caller holds a reference). Returns a zk
  * code: ZOK when nothing of ours is left, else the failing call's code. */
