@@ -723,6 +723,13 @@ int stockd_lock_release(stockd_lock *h) {
     return rc;
 }
 
+int stockd_lock_release_cached(stockd_lock *h, unsigned max_ms) {
+    if (h->kind != &kind_zk || !max_ms) return stockd_lock_release(h);
+    int rc = zklock_release_cached(h->impl, (int)max_ms);
+    h->impl = NULL;
+    return rc;
+}
+
 const char *stockd_locks_failure_message(const stockd_locks *l, int rc) {
     /* LOST is no outage: the service answered, and the lock was no longer ours. */
     if (!l || !l->lease || rc == ZKLOCK_OK || rc == ZKLOCK_ERR_TIMEOUT ||

@@ -104,6 +104,7 @@ typedef struct stockd_config {
     unsigned batch_max;         /* deductions per lock acquisition (combiner.c) */
     bool precheck;              /* sold out answered from one read before the lock */
     unsigned lock_passes;       /* batches per acquisition while more wait */
+    unsigned lock_cache_ms;     /* zk: keep the lock node this long after a batch; 0 = off */
     unsigned queue_deadline_ms; /* 0 = none; see stockd_job.deadline_ns */
     char redis[256];            /* HOST:PORT of the Redis of mode redis */
     unsigned redis_lease_ms;    /* the lease of a Redis lock acquisition */
@@ -356,6 +357,11 @@ uint8_t stockd_lock_fence_kind(stockd_lock_mode m);
 /* Releases; ZKLOCK_OK or the kind's error (the lock is let go either way). Same
  * thread as the acquire. */
 int stockd_lock_release(stockd_lock *h);
+/* Mode zk: releases h but keeps its ZooKeeper node for up to max_ms, so that the next
+ * stockd_lock_acquire of the same product (and segment) by any worker of this process
+ * is served from the cache (zklock_release_cached). Other kinds, or max_ms 0: exactly
+ * stockd_lock_release. */
+int stockd_lock_release_cached(stockd_lock *h, unsigned max_ms);
 /* Lock-service operations so far (ZooKeeper operations for zk kinds, else 0; the lease
  * kinds count theirs in stockd_metrics_lock_ops). */
 uint64_t stockd_locks_ops(stockd_locks *l);
