@@ -52,6 +52,7 @@ typedef struct zklock_attempt {
      * alone means the lock is ours, without listing the children again. */
     int pred_lowest;
     int waited; /* some round found a node below ours: another contender was there */
+    uint64_t cache_epoch; /* connection epoch of w.cache_watch */
 } zklock_attempt;
 
 /* ---------------------------------------------------------------- helpers */
@@ -315,7 +316,26 @@ static int zklock_fair_round(zklock_attempt *a, zklock_conn *c, uint64_t *seq) {
     }
     struct String_vector kids = {0, NULL};
     zklock__count_op(a->s, ZKLOCK_OP_CHILDREN);
-    rc = zoo_get_children(c->zh, a->parent, 0, &kids);
+    if (a->s->cache && !a->w.cache_watch && !a->waited) {
+        /* The first listing sets the children watch a cached hold needs (config.cache):
+         * caching then costs no operation of its own. If we must wait, it fires at the
+         * next change of the children and finds no hold: nothing is left behind. */
+        pthread_mutex_lock(&a->s->mu);
+        uint64_t id = zklock__watch_id_locked(a->s);
+        a->w.cache_watch = id;
+        a->w.cache_fired = 0;
+        pthread_mutex_unlock(&a->s->mu);
+        a->cache_epoch = c->epoch;
+        rc = zoo_wget_children(c->zh, a->parent, zklock__cache_watcher, (void *)(uintptr_t)id,
+                               &kids);
+        if (rc != ZOK) {
+            pthread_mutex_lock(&a->s->mu);
+            a->w.cache_watch = 0; /* a failed call registers no watch */
+            pthread_mutex_unlock(&a->s->mu);
+        }
+    } else {
+        rc = zoo_get_children(c->zh, a->parent, 0, &kids);
+    }
     if (rc == ZNONODE) return ZKLOCK_RESTART; /* parent reaped: no node of ours in it */
     if (rc != ZOK) return zklock__zk_retryable(rc) ? ZKLOCK_ROUND_AGAIN : ZKLOCK_ERR_ZK;
 
@@ -614,6 +634,9 @@ void zklock__cache_watcher(zhandle_t *zh, int type, int state, const char *path,
         pthread_cond_signal(&s->maint_cond);
         break;
     }
+    /* Set by an acquisition's first listing that has not made its hold yet. */
+    for (zklock_waiter *w = s->waiters; w; w = w->next)
+        if (w->cache_watch == id) w->cache_fired = 1;
     pthread_mutex_unlock(&s->mu);
 }
 
@@ -732,6 +755,14 @@ int zklock_acquire(zklock_session *s, const char *name, zklock_kind kind, int ti
         h->path = a.path;
         a.parent = a.path = NULL;
         pthread_mutex_lock(&s->mu);
+        /* The first listing's children watch, if it is still armed on the session that
+         * made our node; if it fired already, a contender came: let go at release. */
+        if (a.w.cache_watch && !a.waited && a.cache_epoch == a.epoch) {
+            if (a.w.cache_fired)
+                h->contended = 1;
+            else
+                h->cache_watch = a.w.cache_watch;
+        }
         h->next = s->holds;
         s->holds = h;
         s->stats.acquired++;

@@ -37,7 +37,8 @@
  * DLMs' (VMS, GFS2) lock caching with callbacks: a process keeps a lock node it no
  * longer uses, so that its next use costs no round trip, and lets it go when somebody
  * else asks. The "callback" is a children watch on the lock's parent, armed once per
- * acquisition: ZooKeeper fires it when another contender creates its node. A cached
+ * acquisition (by its first listing with config.cache, else by the first
+ * zklock_release_cached): ZooKeeper fires it when another contender creates its node. A cached
  * lock is let go by the maintenance thread at once when that watch fires, when it was
  * not used again within its time (max_ms), when the session is cancelled, and with
  * the session when it expires or is freed. Only the fair lock caches, and only a hold
@@ -99,6 +100,11 @@ typedef struct zklock_session_config {
      * lock's parent. The root path's existing nodes are given the same ACL where we may
      * (zoo_set_acl; a node another identity owns is left as it is). Copied. */
     const char *auth;
+    /* 1 if this process will cache its fair locks (zklock_release_cached): each fair
+     * acquisition's first listing of the children then sets the children watch that
+     * caching needs, so that caching costs no operation of its own. 0: the watch is
+     * set by the first zklock_release_cached of an acquisition (one operation). */
+    int cache;
 } zklock_session_config;
 
 /* Counters for /metrics and the lock benchmark. All only grow. */
@@ -182,8 +188,9 @@ int zklock_release(zklock_hold *h);
  * the next zklock_acquire of the same name and kind by ANY thread of this process
  * within that time, while no other contender has queued and the node is surely ours,
  * gets this hold back at once, with the same node and fencing token, and sends no
- * ZooKeeper operation (a cache hit). The first caching of an acquisition sets one
- * children watch on the lock's parent (one operation; it stays armed across hits);
+ * ZooKeeper operation (a cache hit). The acquisition's first listing (with
+ * config.cache) or else its first caching (one operation) sets one children watch on
+ * the lock's parent, which stays armed across hits;
  * ZooKeeper fires it when another contender creates its node, and the hold is then
  * let go: at once by the session's maintenance thread if it is cached, or at its next
  * release if a thread has it. A cached hold is also let go when max_ms passes without

@@ -67,6 +67,8 @@ void zklock__waiter_add(zklock_session *s, zklock_waiter *w) {
     pthread_condattr_destroy(&attr);
     w->watch_id = 0;
     w->fired = 0;
+    w->cache_watch = 0;
+    w->cache_fired = 0;
     pthread_mutex_lock(&s->mu);
     w->next = s->waiters;
     s->waiters = w;
@@ -475,6 +477,7 @@ int zklock_session_new(const zklock_session_config *cfg, zklock_session **out) {
     pthread_condattr_destroy(&attr);
     s->session_timeout_ms = cfg->session_timeout_ms ? cfg->session_timeout_ms : 6000;
     s->connect_timeout_ms = cfg->connect_timeout_ms ? cfg->connect_timeout_ms : 5000;
+    s->cache = cfg->cache != 0;
     s->hosts = strdup(cfg->hosts);
     s->root = strdup(root);
     s->acl = &ZOO_OPEN_ACL_UNSAFE;

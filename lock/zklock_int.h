@@ -40,6 +40,8 @@ typedef struct zklock_waiter {
     uint64_t watch_id; /* the watch this waiter sleeps on, 0 = none */
     int fired;         /* that watch fired */
     int deleted;       /* ... because its node was deleted */
+    uint64_t cache_watch; /* an acquisition's children watch (config.cache), 0 = none */
+    int cache_fired;      /* ... it fired before the hold took it over */
 } zklock_waiter;
 
 /* A node that must still be deleted once the connection is back (same session):
@@ -85,6 +87,7 @@ struct zklock_session {
     const struct ACL_vector *acl; /* of every node we make: creator-only with auth */
     int session_timeout_ms;
     int connect_timeout_ms;
+    int cache; /* config.cache: the first listing of a fair acquisition is watched */
 
     pthread_mutex_t mu;
     pthread_cond_t maint_cond; /* wakes the maintenance thread */

@@ -125,6 +125,7 @@ int main(int argc, char **argv) {
     uses_zk = cfg.lock == STOCKD_LOCK_ZK || cfg.lock == STOCKD_LOCK_ZK_HERD;
     if (uses_zk) {
         zklock_session_config zc = {.hosts = cfg.zk,
+                                    .cache = cfg.lock_cache_ms > 0 && cfg.batch_max > 1,
                                     .session_timeout_ms = (int)cfg.zk_session_ms,
                                     .connect_timeout_ms = 10000,
                                     .auth = cfg.zk_auth[0] ? cfg.zk_auth : NULL};

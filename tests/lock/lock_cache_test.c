@@ -140,6 +140,44 @@ int main(void) {
     CHECK_INT_EQ(parks, stats(b).cache_parks);
     CHECK(lt_wait_children(zh, name, 0, 10));
 
+    /* 4b. With config.cache the acquisition's first listing sets the watch: an
+     *     acquisition and its caching cost 2 operations (create, list), a hit 0, and a
+     *     contender still gets the lock at once. A second such session that queues
+     *     behind it is not cached, and its stray first-listing watch does no harm. */
+    zklock_session_config cc = {.hosts = hosts, .session_timeout_ms = SESSION_MS,
+                                .connect_timeout_ms = 10000, .cache = 1};
+    zklock_session *w1 = NULL, *w2 = NULL;
+    CHECK_INT_EQ(ZKLOCK_OK, zklock_session_new(&cc, &w1));
+    CHECK_INT_EQ(ZKLOCK_OK, zklock_session_new(&cc, &w2));
+    o0 = ops(w1);
+    CHECK_INT_EQ(ZKLOCK_OK, zklock_acquire(w1, name, ZKLOCK_FAIR, 10000, &h));
+    CHECK_INT_EQ(ZKLOCK_OK, zklock_release_cached(h, 60000));
+    CHECK_INT_EQ(ZKLOCK_OK, zklock_acquire(w1, name, ZKLOCK_FAIR, 10000, &h));
+    CHECK_INT_EQ(ZKLOCK_OK, zklock_release_cached(h, 60000));
+    CHECK_INT_EQ(2, ops(w1) - o0);
+    CHECK_INT_EQ(1, stats(w1).cache_hits);
+    contender cw = {.s = w2, .name = name};
+    t0 = lt_now_ms();
+    CHECK(pthread_create(&t, NULL, contend, &cw) == 0);
+    pthread_join(t, NULL);
+    CHECK_INT_EQ(ZKLOCK_OK, cw.rc);
+    printf("handover with the listing's watch: %lld ms\n", (long long)(cw.got_ms - t0));
+    CHECK_INT_LT(cw.got_ms - t0, SESSION_MS);
+    CHECK_INT_EQ(1, stats(w1).cache_let_go_contender);
+    CHECK(lt_wait_children(zh, name, 0, 10));
+    /* w2 queues behind w1's held node: its hold is not cached. */
+    CHECK_INT_EQ(ZKLOCK_OK, zklock_acquire(w1, name, ZKLOCK_FAIR, 10000, &h));
+    contender cw2 = {.s = w2, .name = name, .cache = 1};
+    CHECK(pthread_create(&t, NULL, contend, &cw2) == 0);
+    CHECK(lt_wait_children(zh, name, 2, 10));
+    CHECK_INT_EQ(ZKLOCK_OK, zklock_release(h));
+    pthread_join(t, NULL);
+    CHECK_INT_EQ(ZKLOCK_OK, cw2.rc);
+    CHECK_INT_EQ(0, stats(w2).cache_parks);
+    CHECK(lt_wait_children(zh, name, 0, 10));
+    zklock_session_free(w1);
+    zklock_session_free(w2);
+
     /* 5. Out of time: let go after max_ms. */
     CHECK_INT_EQ(ZKLOCK_OK, zklock_acquire(a, name, ZKLOCK_FAIR, 10000, &h));
     uint64_t timeouts = stats(a).cache_let_go_timeout;
