@@ -625,6 +625,7 @@ void zklock__cache_watcher(zhandle_t *zh, int type, int state, const char *path,
     zklock_conn *c = (zklock_conn *)zoo_get_context(zh);
     zklock_session *s = c->s;
     pthread_mutex_lock(&s->mu);
+    s->stats.cache_callbacks++;
     for (zklock_hold *h = s->holds; h; h = h->next) {
         if (h->cache_watch != id) continue;
         /* Any change of the children means a contender came (or went): the watch

@@ -128,6 +128,7 @@ typedef struct zklock_stats {
     uint64_t cache_let_go_contender; /* cached holds let go: another node came */
     uint64_t cache_let_go_timeout;   /* ... their time ran out */
     uint64_t cache_let_go_other;     /* ... lost, disconnected, or the session cancelled */
+    uint64_t cache_callbacks;        /* children watches of the cache that fired */
 } zklock_stats;
 
 typedef struct zklock_session zklock_session;

@@ -52,6 +52,14 @@ static void *contend(void *arg) {
     return NULL;
 }
 
+/* Waits until session s, whose operations were o0, has queued behind another node:
+ * created its node, listed the children and set its watch on the predecessor (3). */
+static void wait_queued(zklock_session *s, uint64_t o0) {
+    for (int i = 0; i < 500 && ops(s) - o0 < 3; i++)
+        lt_sleep_ms(10);
+    CHECK_INT_GE(ops(s) - o0, 3);
+}
+
 int main(void) {
     const char *hosts = lt_zk_hosts();
     zhandle_t *zh = lt_zk_open(hosts);
@@ -114,11 +122,13 @@ int main(void) {
     CHECK_INT_EQ(hits + 1, stats(a).cache_hits);
     uint64_t parks = stats(a).cache_parks;
     contender cb2 = {.s = b, .name = name};
+    uint64_t calls = stats(a).cache_callbacks;
     t0 = lt_now_ms();
     CHECK(pthread_create(&t, NULL, contend, &cb2) == 0);
-    CHECK(lt_wait_children(zh, name, 2, 10));
-    for (int i = 0; i < 100 && stats(b).op_get_data < 1; i++)
-        lt_sleep_ms(20); /* b watches our node */
+    /* The callback: ZooKeeper told a that b's node came. */
+    for (int i = 0; i < 500 && stats(a).cache_callbacks == calls; i++)
+        lt_sleep_ms(10);
+    CHECK_INT_EQ(calls + 1, stats(a).cache_callbacks);
     CHECK_INT_EQ(ZKLOCK_OK, zklock_release_cached(h, 60000));
     pthread_join(t, NULL);
     CHECK_INT_EQ(ZKLOCK_OK, cb2.rc);
@@ -132,8 +142,9 @@ int main(void) {
     CHECK_INT_EQ(ZKLOCK_OK, zklock_acquire(a, name, ZKLOCK_FAIR, 10000, &ha));
     parks = stats(b).cache_parks;
     contender cb3 = {.s = b, .name = name, .cache = 1};
+    o0 = ops(b);
     CHECK(pthread_create(&t, NULL, contend, &cb3) == 0);
-    CHECK(lt_wait_children(zh, name, 2, 10));
+    wait_queued(b, o0);
     CHECK_INT_EQ(ZKLOCK_OK, zklock_release(ha));
     pthread_join(t, NULL);
     CHECK_INT_EQ(ZKLOCK_OK, cb3.rc);
@@ -149,12 +160,31 @@ int main(void) {
     zklock_session *w1 = NULL, *w2 = NULL;
     CHECK_INT_EQ(ZKLOCK_OK, zklock_session_new(&cc, &w1));
     CHECK_INT_EQ(ZKLOCK_OK, zklock_session_new(&cc, &w2));
+    /* A child that is no lock node keeps the container parent from being reaped
+     * (which would cost a create of the parent and a retry), so the count is exact. */
+    char keeper[256];
+    snprintf(keeper, sizeof(keeper), "/stock/locks/%s/keeper", name);
+    char parent[256];
+    snprintf(parent, sizeof(parent), "/stock/locks/%s", name);
+    int krc = ZNONODE;
+    for (int i = 0; i < 10 && krc == ZNONODE; i++) { /* the parent may be reaped meanwhile */
+        zoo_create(zh, parent, NULL, -1, &ZOO_OPEN_ACL_UNSAFE, ZOO_CONTAINER, NULL, 0);
+        krc = zoo_create(zh, keeper, NULL, -1, &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0);
+    }
+    CHECK_INT_EQ(ZOK, krc);
     o0 = ops(w1);
     CHECK_INT_EQ(ZKLOCK_OK, zklock_acquire(w1, name, ZKLOCK_FAIR, 10000, &h));
     CHECK_INT_EQ(ZKLOCK_OK, zklock_release_cached(h, 60000));
     CHECK_INT_EQ(ZKLOCK_OK, zklock_acquire(w1, name, ZKLOCK_FAIR, 10000, &h));
     CHECK_INT_EQ(ZKLOCK_OK, zklock_release_cached(h, 60000));
     CHECK_INT_EQ(2, ops(w1) - o0);
+    CHECK_INT_EQ(ZOK, zoo_delete(zh, keeper, -1)); /* a change of the children: */
+    for (int i = 0; i < 500 && stats(w1).cache_let_go_contender == 0; i++)
+        lt_sleep_ms(10); /* ... any change lets the cached node go */
+    CHECK_INT_EQ(1, stats(w1).cache_let_go_contender);
+    CHECK(lt_wait_children(zh, name, 0, 10));
+    CHECK_INT_EQ(ZKLOCK_OK, zklock_acquire(w1, name, ZKLOCK_FAIR, 10000, &h));
+    CHECK_INT_EQ(ZKLOCK_OK, zklock_release_cached(h, 60000));
     CHECK_INT_EQ(1, stats(w1).cache_hits);
     contender cw = {.s = w2, .name = name};
     t0 = lt_now_ms();
@@ -163,13 +193,14 @@ int main(void) {
     CHECK_INT_EQ(ZKLOCK_OK, cw.rc);
     printf("handover with the listing's watch: %lld ms\n", (long long)(cw.got_ms - t0));
     CHECK_INT_LT(cw.got_ms - t0, SESSION_MS);
-    CHECK_INT_EQ(1, stats(w1).cache_let_go_contender);
+    CHECK_INT_EQ(2, stats(w1).cache_let_go_contender);
     CHECK(lt_wait_children(zh, name, 0, 10));
     /* w2 queues behind w1's held node: its hold is not cached. */
     CHECK_INT_EQ(ZKLOCK_OK, zklock_acquire(w1, name, ZKLOCK_FAIR, 10000, &h));
     contender cw2 = {.s = w2, .name = name, .cache = 1};
+    o0 = ops(w2);
     CHECK(pthread_create(&t, NULL, contend, &cw2) == 0);
-    CHECK(lt_wait_children(zh, name, 2, 10));
+    wait_queued(w2, o0);
     CHECK_INT_EQ(ZKLOCK_OK, zklock_release(h));
     pthread_join(t, NULL);
     CHECK_INT_EQ(ZKLOCK_OK, cw2.rc);
