@@ -8,6 +8,8 @@
 #          deduction are printed.
 #   ops1   1 instance, the same hot load twice, caching off then on: exact each time,
 #          and with caching fewer ZooKeeper operations per deduction, with cache hits.
+#   handover  an instance whose lock is cached for 30 s lets it go as soon as another
+#          instance queues: the other's deduction is answered within the session timeout.
 #   kill9  an instance that cached its lock is killed -9: the node stays until its
 #          session (2 s) expires, and then the other instance takes the lock and
 #          deducts. (That a write of a holder that lost its cached lock is refused is
@@ -76,6 +78,25 @@ ops1)
   awk -v on="${per[200]}" -v off="${per[0]}" 'BEGIN { exit !(on < off) }' ||
     fail "operations per deduction with the cache (${per[200]}) not below without (${per[0]})"
   echo "ok: ZooKeeper operations per deduction ${per[0]} -> ${per[200]} with the lock cache"
+  ;;
+handover)
+  # A caches its lock for up to 30 s; B's deduction must not wait for that: the
+  # children watch tells A at once, and A lets go.
+  sql "UPDATE product SET stock = 10 WHERE id = 1"
+  t_stockd 1 zk --lock-cache-ms 30000
+  t_stockd 2 zk --lock-timeout-ms 20000
+  code=$(curl -sS -m 20 -o "$T/a.body" -w '%{http_code}' "http://127.0.0.1:$((PORT0 + 1))/stock/reduce?id=1")
+  expect_eq "A's deduction" "200 deducted" "$code $(jq -r .result "$T/a.body")"
+  expect_eq "A kept its lock node (cached)" 1 "$(metric $((PORT0 + 1)) stockd_lock_cache_parks_total)"
+  t0=$(date +%s%N)
+  code=$(curl -sS -m 30 -o "$T/b.body" -w '%{http_code}' "http://127.0.0.1:$((PORT0 + 2))/stock/reduce?id=1")
+  ms=$((($(date +%s%N) - t0) / 1000000))
+  echo "B's deduction, with A's lock cached for 30 s, was answered after $ms ms"
+  expect_eq "B's deduction" "200 deducted" "$code $(jq -r .result "$T/b.body")"
+  # A generous bound (the session timeout, 6 s), far below the 30 s of A's cache.
+  ((ms < 6000)) || fail "B waited $ms ms for A's cached lock"
+  expect_eq "A let its cached lock go for a contender" 1 \
+    "$(metric $((PORT0 + 1)) 'stockd_lock_cache_releases_total{reason="contender"}')"
   ;;
 kill9)
   sql "UPDATE product SET stock = 10 WHERE id = 1"

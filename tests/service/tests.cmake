@@ -109,9 +109,9 @@ endforeach()
 stockd_integration_test(late_commit_zk_cached_exact
   COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/late_commit.sh zk cached LABELS faults)
 # Lock caching in the service (issue 19 #1 and #7): fair shares and exact 0 on three
-# instances, fewer ZooKeeper operations per deduction on one, and a holder killed -9
-# with its lock cached (each 10-40 s).
-foreach(case fair3 ops1 kill9)
+# instances, fewer ZooKeeper operations per deduction on one, a cached lock handed to
+# another instance at once, and a holder killed -9 with its lock cached (each 2-40 s).
+foreach(case fair3 ops1 handover kill9)
   stockd_integration_test(lock_cache_${case}
     COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/lock_cache.sh ${case} LABELS faults)
 endforeach()
