@@ -51,7 +51,7 @@ typedef struct zklock_attempt {
      * Sequence numbers only grow, so no lower node can appear later: its deletion
      * alone means the lock is ours, without listing the children again. */
     int pred_lowest;
-    int waited; /* some round found a node below ours: another contender was there */
+    int waited;           /* some round found a node below ours: another contender was there */
     uint64_t cache_epoch; /* connection epoch of w.cache_watch */
 } zklock_attempt;
 
@@ -905,8 +905,8 @@ int zklock_release_cached(zklock_hold *h, int max_ms) {
     if (c) {
         struct String_vector kids = {0, NULL};
         zklock__count_op(s, ZKLOCK_OP_CHILDREN);
-        int zrc = zoo_wget_children(c->zh, h->parent, zklock__cache_watcher,
-                                    (void *)(uintptr_t)id, &kids);
+        int zrc = zoo_wget_children(c->zh, h->parent, zklock__cache_watcher, (void *)(uintptr_t)id,
+                                    &kids);
         zklock__conn_put(s, c);
         const char *mine = strrchr(h->path, '/') + 1;
         int others = 0;

@@ -37,9 +37,9 @@ typedef struct zklock_conn {
 typedef struct zklock_waiter {
     struct zklock_waiter *next;
     pthread_cond_t cond;
-    uint64_t watch_id; /* the watch this waiter sleeps on, 0 = none */
-    int fired;         /* that watch fired */
-    int deleted;       /* ... because its node was deleted */
+    uint64_t watch_id;    /* the watch this waiter sleeps on, 0 = none */
+    int fired;            /* that watch fired */
+    int deleted;          /* ... because its node was deleted */
     uint64_t cache_watch; /* an acquisition's children watch (config.cache), 0 = none */
     int cache_fired;      /* ... it fired before the hold took it over */
 } zklock_waiter;

@@ -155,8 +155,8 @@ int main(void) {
      *     acquisition and its caching cost 2 operations (create, list), a hit 0, and a
      *     contender still gets the lock at once. A second such session that queues
      *     behind it is not cached, and its stray first-listing watch does no harm. */
-    zklock_session_config cc = {.hosts = hosts, .session_timeout_ms = SESSION_MS,
-                                .connect_timeout_ms = 10000, .cache = 1};
+    zklock_session_config cc = {
+        .hosts = hosts, .session_timeout_ms = SESSION_MS, .connect_timeout_ms = 10000, .cache = 1};
     zklock_session *w1 = NULL, *w2 = NULL;
     CHECK_INT_EQ(ZKLOCK_OK, zklock_session_new(&cc, &w1));
     CHECK_INT_EQ(ZKLOCK_OK, zklock_session_new(&cc, &w2));

@@ -184,8 +184,8 @@ int main(void) {
     setenv("STOCKD_BATCH_MAX", "8", 1);
     setenv("STOCKD_PRECHECK", "off", 1);
     {
-        char *argv[] = {"stockd", "--lock-passes", "4", "--queue-deadline-ms", "0",
-                        "--lock-cache-ms", "0", NULL};
+        char *argv[] = {"stockd", "--lock-passes",   "4", "--queue-deadline-ms",
+                        "0",      "--lock-cache-ms", "0", NULL};
         CHECK_INT_EQ(0, parse(&c, err, 7, argv));
         CHECK_INT_EQ(0, c.lock_cache_ms);
         CHECK_INT_EQ(8, c.batch_max);
