@@ -8,6 +8,7 @@
  * is held), a lock victim (deadlock or lock wait timeout: try again later), or any
  * other refusal. */
 #include "dblock.h"
+#include "lock.h"
 #include "lock_clock.h"
 
 #include <errno.h>
@@ -517,3 +518,83 @@ const char *dblock_strerror(int code) {
         return "unknown dblock code";
     }
 }
+
+/* ---------------------------------------------------------------- the kind */
+
+/* The registry's row (lock.h): a lease kind, pooled by lease_pool.c. A handle is made
+ * on a worker thread, which has run mysql_thread_init() for its own stockdb handle
+ * already; MariaDB Connector/C lets a connection move between threads as long as one
+ * thread at a time uses it, which the pool guarantees. */
+
+static int dk_open(const lock_config *cfg, const atomic_int *cancel, void **handle, char *err,
+                   size_t errcap) {
+    /* dblock takes an owner of at most 40 bytes; the instance name may be longer. */
+    char owner[41];
+    const char *o = cfg->owner ? cfg->owner : "";
+    size_t n = strnlen(o, sizeof(owner) - 1);
+    memcpy(owner, o, n);
+    owner[n] = '\0';
+    *handle = NULL;
+    if (!cfg->db) {
+        snprintf(err, errcap, "db-lock: no database configured");
+        return DBLOCK_ERR_ARGS;
+    }
+    dblock_config c = {.db = *cfg->db, .owner = owner, .lease_ms = cfg->lease_ms, .cancel = cancel};
+    dblock *d = NULL;
+    int rc = dblock_new(&c, &d, err, errcap);
+    memset(c.db.password, 0, sizeof(c.db.password));
+    *handle = d;
+    return rc;
+}
+
+static void dk_close(void *handle) {
+    dblock_free(handle);
+}
+
+static int dk_acquire(void *handle, const char *name, int timeout_ms, void **hold) {
+    dblock_hold *h = NULL;
+    int rc = dblock_acquire(handle, name, timeout_ms, &h);
+    *hold = h;
+    return rc;
+}
+
+static int dk_check(const void *hold) {
+    return dblock_check(hold);
+}
+
+static int64_t dk_token(const void *hold) {
+    return dblock_token(hold);
+}
+
+static int dk_release(void *hold) {
+    return dblock_release(hold);
+}
+
+static int dk_renew(void *via, void *hold) {
+    return dblock_renew(via, hold);
+}
+
+static uint64_t dk_ops(const void *handle) {
+    return ((const dblock *)handle)->st.ops;
+}
+
+static const char *dk_errstr(const void *handle) {
+    return dblock_errstr(handle);
+}
+
+/* No ping: /health checks MySQL through the worker's own connection already. */
+static const lock_lease_ops dk_lease = {
+    .open = dk_open,
+    .close = dk_close,
+    .acquire = dk_acquire,
+    .check = dk_check,
+    .token = dk_token,
+    .release = dk_release,
+    .renew = dk_renew,
+    .ops = dk_ops,
+    .errstr = dk_errstr,
+};
+
+const lock_kind dblock_kind =
+    LOCK_LEASE_KIND("db-lock", "mysql_lock_table", LOCK_FENCE_TABLE,
+                    "the lock table is unavailable; nothing was deducted", &dk_lease);

@@ -36,8 +36,10 @@
  * used on that thread only. Locks are not reentrant: acquiring a name this handle
  * already holds is refused (DBLOCK_ERR_ARGS).
  *
- * Every function returns DBLOCK_OK (0) or a negative DBLOCK_* code; dblock_strerror()
- * names it, dblock_errstr() has the detail. Nothing here prints, exits or aborts. */
+ * Every function returns DBLOCK_OK (0) or a negative DBLOCK_* code, the values of
+ * lock_codes.h (the file ends with the registry's row, dblock_kind; lock.h);
+ * dblock_strerror() names it, dblock_errstr() has the detail. Nothing here prints,
+ * exits or aborts. */
 #ifndef DBLOCK_H
 #define DBLOCK_H
 
@@ -45,16 +47,21 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "lock_codes.h"
 #include "stockdb.h"
 
-#define DBLOCK_OK             0
-#define DBLOCK_ERR_ARGS       -1 /* bad argument or configuration, or name held already */
-#define DBLOCK_ERR_NOMEM      -2
-#define DBLOCK_ERR_TIMEOUT    -3 /* not acquired before the deadline */
-#define DBLOCK_ERR_CONNECTION -4 /* the server is unreachable or the connection broke */
-#define DBLOCK_ERR_QUERY      -5 /* the server refused a statement (schema, grants) */
-#define DBLOCK_LOST           -6 /* check: the lease has passed; release: row not ours */
-#define DBLOCK_ERR_CANCELLED  -7 /* the config's cancel flag was set */
+/* The codes are lock_codes.h's, under dblock's own names. */
+#define DBLOCK_OK LOCK_OK
+/* bad argument or configuration, or name held already */
+#define DBLOCK_ERR_ARGS    LOCK_ERR_ARGS
+#define DBLOCK_ERR_NOMEM   LOCK_ERR_NOMEM
+#define DBLOCK_ERR_TIMEOUT LOCK_ERR_TIMEOUT /* not acquired before the deadline */
+/* the server is unreachable or the connection broke */
+#define DBLOCK_ERR_CONNECTION LOCK_ERR_CONNECTION
+/* the server refused a statement (schema, grants) */
+#define DBLOCK_ERR_QUERY     LOCK_ERR_SERVER
+#define DBLOCK_LOST          LOCK_LOST /* check: the lease has passed; release: row not ours */
+#define DBLOCK_ERR_CANCELLED LOCK_ERR_CANCELLED /* the config's cancel flag was set */
 
 /* The longest lock name, in bytes (stock_lock.name is VARCHAR(200)). */
 #define DBLOCK_NAME_MAX 200

@@ -7,6 +7,7 @@
  * reader), so a wait can end on a message, a lease end, the poll interval or the
  * deadline. Any error on a context drops it; the next call connects again. */
 #include "redislock.h"
+#include "lock.h"
 #include "lock_clock.h"
 
 #include <errno.h>
@@ -123,28 +124,7 @@ static bool name_valid(const char *name) {
 }
 
 int redislock_parse_addr(const char *addr, char *host, size_t hostcap, int *port) {
-    if (!addr || !host || !port || hostcap == 0) return REDISLOCK_ERR_ARGS;
-    const char *colon = strrchr(addr, ':');
-    if (!colon || colon == addr || (size_t)(colon - addr) >= hostcap) return REDISLOCK_ERR_ARGS;
-    for (const char *p = addr; p < colon; p++) {
-        char c = *p;
-        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-              c == '.' || c == '-' || c == '_'))
-            return REDISLOCK_ERR_ARGS;
-    }
-    long v = 0;
-    const char *p = colon + 1;
-    if (!*p) return REDISLOCK_ERR_ARGS;
-    for (; *p; p++) {
-        if (*p < '0' || *p > '9') return REDISLOCK_ERR_ARGS;
-        v = v * 10 + (*p - '0');
-        if (v > 65535) return REDISLOCK_ERR_ARGS;
-    }
-    if (v == 0) return REDISLOCK_ERR_ARGS;
-    memcpy(host, addr, (size_t)(colon - addr));
-    host[colon - addr] = '\0';
-    *port = (int)v;
-    return REDISLOCK_OK;
+    return lock_parse_hostport(addr, host, hostcap, port);
 }
 
 /* ---------------------------------------------------------------- connections */
@@ -688,8 +668,8 @@ const char *redislock_strerror(int code) {
         return "out of memory";
     case REDISLOCK_ERR_TIMEOUT:
         return "lock not acquired in time";
-    case REDISLOCK_ERR_CONNECTION:
-        return "no connection to Redis";
+    case REDISLOCK_ERR_CONNECTION: /* also REDISLOCK_ERR_AUTH */
+        return "no connection to Redis, or Redis refused the credentials";
     case REDISLOCK_ERR_REDIS:
         return "unexpected Redis error";
     case REDISLOCK_ERR_NOT_OWNER:
@@ -698,9 +678,84 @@ const char *redislock_strerror(int code) {
         return "lock lost (lease passed)";
     case REDISLOCK_ERR_CANCELLED:
         return "lock wait cancelled";
-    case REDISLOCK_ERR_AUTH:
-        return "Redis refused the credentials";
     default:
         return "unknown redislock code";
     }
 }
+
+/* ---------------------------------------------------------------- the kind */
+
+/* The registry's row (lock.h): a lease kind, pooled by lease_pool.c, one handle per
+ * worker. */
+
+static int rk_open(const lock_config *cfg, const atomic_int *cancel, void **handle, char *err,
+                   size_t errcap) {
+    /* A connect that hangs (a black-holed address) must not outlast the lock wait. */
+    int connect_ms = cfg->timeout_ms > 0 && cfg->timeout_ms < 2000 ? cfg->timeout_ms : 2000;
+    if (connect_ms < 100) connect_ms = 100;
+    redislock_config c = {.addr = cfg->addr,
+                          .lease_ms = cfg->lease_ms,
+                          .connect_timeout_ms = connect_ms,
+                          .cancel = cancel,
+                          .user = cfg->user,
+                          .password = cfg->password};
+    redislock *r = NULL;
+    int rc = redislock_new(&c, &r, err, errcap);
+    *handle = r;
+    return rc;
+}
+
+static void rk_close(void *handle) {
+    redislock_free(handle);
+}
+
+static int rk_acquire(void *handle, const char *name, int timeout_ms, void **hold) {
+    redislock_hold *h = NULL;
+    int rc = redislock_acquire(handle, name, timeout_ms, &h);
+    *hold = h;
+    return rc;
+}
+
+static int rk_check(const void *hold) {
+    return redislock_check(hold);
+}
+
+static int64_t rk_token(const void *hold) {
+    return redislock_token(hold);
+}
+
+static int rk_release(void *hold) {
+    return redislock_release(hold);
+}
+
+static int rk_renew(void *via, void *hold) {
+    return redislock_renew(via, hold);
+}
+
+static int rk_ping(void *handle) {
+    return redislock_ping(handle);
+}
+
+static uint64_t rk_ops(const void *handle) {
+    return ((const redislock *)handle)->st.ops;
+}
+
+static const char *rk_errstr(const void *handle) {
+    return redislock_errstr(handle);
+}
+
+static const lock_lease_ops rk_lease = {
+    .open = rk_open,
+    .close = rk_close,
+    .acquire = rk_acquire,
+    .check = rk_check,
+    .token = rk_token,
+    .release = rk_release,
+    .renew = rk_renew,
+    .ping = rk_ping,
+    .ops = rk_ops,
+    .errstr = rk_errstr,
+};
+
+const lock_kind redislock_kind = LOCK_LEASE_KIND(
+    "redis", "redis", LOCK_FENCE_REDIS, "Redis is unavailable; nothing was deducted", &rk_lease);

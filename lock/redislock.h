@@ -43,7 +43,8 @@
  *     with REDISLOCK_ERR_ARGS (it would otherwise wait on itself until the lease ends).
  *   - Never fork() with a handle open; make handles after fork.
  *
- * Every function returns REDISLOCK_OK (0) or a negative REDISLOCK_* code;
+ * Every function returns REDISLOCK_OK (0) or a negative REDISLOCK_* code, the values of
+ * lock_codes.h (the file ends with the registry's row, redislock_kind; lock.h);
  * redislock_strerror() names it, redislock_errstr() has the detail of the last error on
  * a handle. Nothing here prints, exits or aborts on a server error. */
 #ifndef REDISLOCK_H
@@ -53,16 +54,24 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define REDISLOCK_OK             0
-#define REDISLOCK_ERR_ARGS       -1 /* bad argument or configuration, or name held already */
-#define REDISLOCK_ERR_NOMEM      -2
-#define REDISLOCK_ERR_TIMEOUT    -3 /* not acquired before the deadline */
-#define REDISLOCK_ERR_CONNECTION -4 /* Redis unreachable, or the connection broke */
-#define REDISLOCK_ERR_REDIS      -5 /* Redis answered an unexpected error */
-#define REDISLOCK_ERR_NOT_OWNER  -6 /* the hold belongs to another thread; untouched */
-#define REDISLOCK_LOST           -7 /* check: the lease has passed; release: key not ours */
-#define REDISLOCK_ERR_CANCELLED  -8 /* the config's cancel flag was set */
-#define REDISLOCK_ERR_AUTH       -9 /* Redis refused our credentials, or wants some */
+#include "lock_codes.h"
+
+/* The codes are lock_codes.h's, under redislock's own names. */
+#define REDISLOCK_OK LOCK_OK
+/* bad argument or configuration, or name held already */
+#define REDISLOCK_ERR_ARGS    LOCK_ERR_ARGS
+#define REDISLOCK_ERR_NOMEM   LOCK_ERR_NOMEM
+#define REDISLOCK_ERR_TIMEOUT LOCK_ERR_TIMEOUT /* not acquired before the deadline */
+/* Redis unreachable, or the connection broke */
+#define REDISLOCK_ERR_CONNECTION LOCK_ERR_CONNECTION
+#define REDISLOCK_ERR_REDIS      LOCK_ERR_SERVER /* Redis answered an unexpected error */
+/* the hold belongs to another thread; untouched */
+#define REDISLOCK_ERR_NOT_OWNER LOCK_ERR_NOT_OWNER
+#define REDISLOCK_LOST          LOCK_LOST /* check: the lease has passed; release: key not ours */
+#define REDISLOCK_ERR_CANCELLED LOCK_ERR_CANCELLED /* the config's cancel flag was set */
+/* Redis refused our credentials, or wants some: a connection error (the lock service
+ * cannot be used), with "authentication ... refused" in redislock_errstr(). */
+#define REDISLOCK_ERR_AUTH LOCK_ERR_CONNECTION
 
 /* The longest lock name, in bytes. Names are [A-Za-z0-9_.-]. */
 #define REDISLOCK_NAME_MAX 200

@@ -38,10 +38,10 @@
  * longer uses, so that its next use costs no round trip, and lets it go when somebody
  * else asks. The "callback" is a children watch on the lock's parent, armed once per
  * acquisition (by its first listing with config.cache, else by the first
- * zklock_release_cached): ZooKeeper fires it when another contender creates its node. A cached
- * lock is let go by the maintenance thread at once when that watch fires, when it was
- * not used again within its time (max_ms), when the session is cancelled, and with
- * the session when it expires or is freed. Only the fair lock caches, and only a hold
+ * zklock_release_cached): ZooKeeper fires it when another contender creates its node.
+ * A cached lock is let go by the maintenance thread at once when that watch fires,
+ * when it was not used again within its time (max_ms), when the session is cancelled,
+ * and with the session when it expires or is freed. Only the fair lock caches, and only a hold
  * that did not queue behind another contender: under steady contention the cache
  * would only add the watch's operation. The fencing token stays the node's czxid, so a
  * cached lock serves many batches under one token; the database's compare-and-set on
@@ -62,24 +62,30 @@
  *     the same node and token. That is the one hand-over between threads.
  *   - ZooKeeper's watcher callbacks only record state and signal; they never block.
  *
- * Every function returns ZKLOCK_OK (0) or a negative ZKLOCK_* code; zklock_strerror()
- * names it. Nothing here prints (ZooKeeper's own log is set to errors only and sent
- * to a callback that drops it), exits or aborts on a server error. */
+ * Every function returns ZKLOCK_OK (0) or a negative ZKLOCK_* code, the values of
+ * lock_codes.h; zklock_strerror() names it. zklock_kind.c ends the library with its two
+ * rows of the lock registry (lock.h): zk and zk-herd. Nothing here prints (ZooKeeper's
+ * own log is set to errors only and sent to a callback that drops it), exits or aborts
+ * on a server error. */
 #ifndef ZKLOCK_H
 #define ZKLOCK_H
 
 #include <stdint.h>
 
-#define ZKLOCK_OK             0
-#define ZKLOCK_ERR_ARGS       -1 /* bad argument */
-#define ZKLOCK_ERR_NOMEM      -2
-#define ZKLOCK_ERR_TIMEOUT    -3 /* not acquired before the deadline; our node is gone */
-#define ZKLOCK_ERR_CONNECTION -4 /* no usable connection to ZooKeeper */
-#define ZKLOCK_ERR_CANCELLED  -5 /* zklock_session_cancel() was called */
-#define ZKLOCK_ERR_ZK         -6 /* ZooKeeper answered an unexpected error */
-#define ZKLOCK_ERR_NOT_OWNER  -7 /* the hold belongs to another thread */
-#define ZKLOCK_SUSPECT        -8 /* check: connection lost; the lock may have passed on */
-#define ZKLOCK_LOST           -9 /* check: the session expired; the lock is lost */
+#include "lock_codes.h"
+
+/* The codes are lock_codes.h's, under zklock's own names. */
+#define ZKLOCK_OK        LOCK_OK
+#define ZKLOCK_ERR_ARGS  LOCK_ERR_ARGS /* bad argument */
+#define ZKLOCK_ERR_NOMEM LOCK_ERR_NOMEM
+/* not acquired before the deadline; our node is gone */
+#define ZKLOCK_ERR_TIMEOUT    LOCK_ERR_TIMEOUT
+#define ZKLOCK_ERR_CONNECTION LOCK_ERR_CONNECTION /* no usable connection to ZooKeeper */
+#define ZKLOCK_ERR_CANCELLED  LOCK_ERR_CANCELLED  /* zklock_session_cancel() was called */
+#define ZKLOCK_ERR_ZK         LOCK_ERR_SERVER     /* ZooKeeper answered an unexpected error */
+#define ZKLOCK_ERR_NOT_OWNER  LOCK_ERR_NOT_OWNER  /* the hold belongs to another thread */
+#define ZKLOCK_SUSPECT        LOCK_SUSPECT /* check: connection lost; the lock may have passed on */
+#define ZKLOCK_LOST           LOCK_LOST    /* check: the session expired; the lock is lost */
 
 typedef enum zklock_kind {
     ZKLOCK_FAIR = 0, /* ephemeral-sequential queue, watch the predecessor */

@@ -8,33 +8,97 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "redislock.h"
+#include <stddef.h>
+
 #include "stockd.h"
 
-static const char *mode_names[] = {
-    [STOCKD_LOCK_NONE] = "none",
-    [STOCKD_LOCK_LOCAL] = "local",
-    [STOCKD_LOCK_ZK] = "zk",
-    [STOCKD_LOCK_ZK_HERD] = "zk-herd",
-    [STOCKD_LOCK_FOR_UPDATE] = "for-update",
-    [STOCKD_LOCK_ATOMIC] = "atomic",
-    [STOCKD_LOCK_REDIS] = "redis",
-    [STOCKD_LOCK_DB_LOCK] = "db-lock",
+#define CF(field) offsetof(stockd_config, field)
+
+/* The --lock words: each a lock kind and a database strategy (stockd.h, stockd_mode).
+ * none, for-update and atomic share the kind none and differ only in the strategy and
+ * in whether deductions are batched. */
+const stockd_mode stockd_modes[] = {
+    [STOCKD_LOCK_NONE] = {"none", "none", STOCKDB_READ_CHECK_UPDATE, false},
+    [STOCKD_LOCK_LOCAL] = {"local", "local", STOCKDB_READ_CHECK_UPDATE, true},
+    [STOCKD_LOCK_ZK] = {"zk", "zk", STOCKDB_READ_CHECK_UPDATE, true, CF(zk), 0, CF(zk_auth)},
+    [STOCKD_LOCK_ZK_HERD] = {"zk-herd", "zk-herd", STOCKDB_READ_CHECK_UPDATE, true, CF(zk), 0,
+                             CF(zk_auth)},
+    [STOCKD_LOCK_FOR_UPDATE] = {"for-update", "none", STOCKDB_FOR_UPDATE, true},
+    [STOCKD_LOCK_ATOMIC] = {"atomic", "none", STOCKDB_ATOMIC, false},
+    [STOCKD_LOCK_REDIS] = {"redis", "redis", STOCKDB_READ_CHECK_UPDATE, true, CF(redis),
+                           CF(redis_user), CF(redis_password), CF(redis_lease_ms),
+                           "--redis-lease-ms"},
+    [STOCKD_LOCK_DB_LOCK] = {"db-lock", "db-lock", STOCKDB_READ_CHECK_UPDATE, true, 0, 0, 0,
+                             CF(db_lock_lease_ms), "--db-lock-lease-ms"},
 };
-#define NMODES (sizeof(mode_names) / sizeof(mode_names[0]))
+const size_t stockd_nmodes = sizeof(stockd_modes) / sizeof(stockd_modes[0]);
+
+const stockd_mode *stockd_mode_of(stockd_lock_mode m) {
+    return (size_t)m < stockd_nmodes ? &stockd_modes[m] : &stockd_modes[0];
+}
 
 const char *stockd_lock_mode_name(stockd_lock_mode m) {
-    return (size_t)m < NMODES ? mode_names[m] : "?";
+    return (size_t)m < stockd_nmodes ? stockd_modes[m].name : "?";
 }
 
 int stockd_lock_mode_parse(const char *s, stockd_lock_mode *out) {
-    for (size_t i = 0; i < NMODES; i++) {
-        if (strcmp(s, mode_names[i]) == 0) {
+    for (size_t i = 0; i < stockd_nmodes; i++) {
+        if (strcmp(s, stockd_modes[i].name) == 0) {
             *out = (stockd_lock_mode)i;
             return 0;
         }
     }
     return -1;
+}
+
+/* Writes the names of the modes that `pick` keeps as "a, b or c" into buf. */
+static const char *mode_list(char *buf, size_t cap, bool (*pick)(const stockd_mode *)) {
+    size_t n = 0, len = 0, total = 0;
+    for (size_t i = 0; i < stockd_nmodes; i++)
+        total += !pick || pick(&stockd_modes[i]);
+    buf[0] = '\0';
+    for (size_t i = 0; i < stockd_nmodes && len < cap; i++) {
+        if (pick && !pick(&stockd_modes[i])) continue;
+        n++;
+        len += (size_t)snprintf(buf + len, cap - len, "%s%s",
+                                n == 1 ? "" : n == total ? " or " : ", ", stockd_modes[i].name);
+    }
+    return buf;
+}
+
+static bool mode_batched(const stockd_mode *m) {
+    return m->batched;
+}
+
+/* A lock the service takes and releases around a transaction. */
+static bool mode_locks(const stockd_mode *m) {
+    return strcmp(m->kind, "none") != 0;
+}
+
+static bool mode_lease(const stockd_mode *m) {
+    return m->lease_off != 0;
+}
+
+static const char *field_str(const stockd_config *c, size_t off) {
+    return off ? (const char *)c + off : NULL;
+}
+
+void stockd_lock_config(const stockd_config *cfg, const stockdb_config *db, lock_config *out) {
+    const stockd_mode *m = stockd_mode_of(cfg->lock);
+    *out = (lock_config){.addr = field_str(cfg, m->addr_off),
+                         .user = field_str(cfg, m->user_off),
+                         .password = field_str(cfg, m->password_off),
+                         .timeout_ms = (int)cfg->lock_timeout_ms,
+                         .lease_ms = m->lease_off ? (int)*(const unsigned *)((const char *)cfg +
+                                                                              m->lease_off)
+                                                  : 0,
+                         .session_ms = (int)cfg->zk_session_ms,
+                         .holders = cfg->workers,
+                         .renew = cfg->lease_renew,
+                         /* --batch-max 1 keeps the seed's one acquisition per deduction */
+                         .cache = cfg->lock_cache_ms > 0 && cfg->batch_max > 1,
+                         .owner = cfg->instance,
+                         .db = db};
 }
 
 void stockd_config_usage(FILE *out) {
@@ -272,10 +336,9 @@ static int apply(stockd_config *c, int id, const char *v, const char *name, char
         return set_str(c->bind, sizeof(c->bind), v, name, err, errlen);
     case O_LOCK:
         if (stockd_lock_mode_parse(v, &c->lock) != 0) {
-            snprintf(err, errlen,
-                     "%s must be none, local, zk, zk-herd, for-update, atomic, redis or db-lock, "
-                     "got '%s'",
-                     name, v);
+            char list[256];
+            snprintf(err, errlen, "%s must be %s, got '%s'", name,
+                     mode_list(list, sizeof(list), NULL), v);
             return -1;
         }
         return 0;
@@ -314,7 +377,7 @@ static int apply(stockd_config *c, int id, const char *v, const char *name, char
     case O_REDIS: {
         char host[256];
         int port;
-        if (!v || redislock_parse_addr(v, host, sizeof(host), &port) != REDISLOCK_OK) {
+        if (!v || lock_parse_hostport(v, host, sizeof(host), &port) != LOCK_OK) {
             snprintf(err, errlen, "%s must be HOST:PORT, got '%s'", name, v ? v : "");
             return -1;
         }
@@ -514,6 +577,8 @@ int stockd_config_parse(stockd_config *c, int argc, char **argv, char *err, size
     strcpy(c->bind, "127.0.0.1");
     c->port = 8080;
     c->lock = STOCKD_LOCK_NONE;
+    c->lock_kind = stockd_modes[STOCKD_LOCK_NONE].kind;
+    c->strategy = stockd_modes[STOCKD_LOCK_NONE].strategy;
     strcpy(c->mysql_url, "mysql://stockd@127.0.0.1:3306/shop");
     strcpy(c->zk, "127.0.0.1:2181");
     c->workers = 16;
@@ -605,48 +670,46 @@ int stockd_config_parse(stockd_config *c, int argc, char **argv, char *err, size
         snprintf(err, errlen, "unexpected argument '%s'", argv[optind]);
         return -1;
     }
-    if (c->segments > 1 && (c->lock == STOCKD_LOCK_NONE || c->lock == STOCKD_LOCK_ATOMIC)) {
-        snprintf(err, errlen,
-                 "--segments %u needs a mode with a lock (local, zk, zk-herd, for-update, "
-                 "redis or db-lock), not %s",
-                 c->segments, stockd_lock_mode_name(c->lock));
+    const stockd_mode *m = stockd_mode_of(c->lock);
+    char list[256];
+    c->lock_kind = m->kind;
+    c->strategy = m->strategy;
+    if (c->segments > 1 && !m->batched) {
+        snprintf(err, errlen, "--segments %u needs a mode with a lock (%s), not %s", c->segments,
+                 mode_list(list, sizeof(list), mode_batched), m->name);
         return -1;
     }
     /* A pitfall misuses a lock that the service takes and releases around a
      * transaction. none and atomic take no lock, and for-update's lock is the row lock,
      * which the database holds to COMMIT and which its locking read reads through: there
      * the mistake cannot be made. */
-    if (c->pitfall != STOCKD_PITFALL_NONE &&
-        (c->lock == STOCKD_LOCK_NONE || c->lock == STOCKD_LOCK_ATOMIC ||
-         c->lock == STOCKD_LOCK_FOR_UPDATE)) {
+    if (c->pitfall != STOCKD_PITFALL_NONE && !mode_locks(m)) {
         snprintf(err, errlen,
                  "--pitfall %s needs a lock the service takes and releases around its "
-                 "transaction (local, zk, zk-herd, redis or db-lock); %s has none to misuse",
+                 "transaction (%s); %s has none to misuse",
                  c->pitfall == STOCKD_PITFALL_RELEASE_BEFORE_COMMIT ? "release-before-commit"
                                                                     : "snapshot-before-lock",
-                 stockd_lock_mode_name(c->lock));
+                 mode_list(list, sizeof(list), mode_locks), m->name);
         return -1;
     }
-    if (c->lease_check && (c->lock == STOCKD_LOCK_REDIS || c->lock == STOCKD_LOCK_DB_LOCK)) {
-        bool redis = c->lock == STOCKD_LOCK_REDIS;
+    if (c->lease_check && mode_lease(m)) {
         uint64_t pause_us = (uint64_t)c->think_us + c->think_jitter_us;
-        unsigned lease = redis ? c->redis_lease_ms : c->db_lock_lease_ms;
+        unsigned lease = *(const unsigned *)((const char *)c + m->lease_off);
         if (lease < STOCKD_LEASE_MIN_MS(pause_us)) {
             snprintf(err, errlen,
                      "%s %u is too short for a batch that pauses up to %llu us "
                      "(--think-us + --think-jitter-us): every batch would outlive its lease; "
                      "want at least %llu ms (twice the pause plus 200 ms)",
-                     redis ? "--redis-lease-ms" : "--db-lock-lease-ms", lease,
-                     (unsigned long long)pause_us,
+                     m->lease_option, lease, (unsigned long long)pause_us,
                      (unsigned long long)STOCKD_LEASE_MIN_MS(pause_us));
             return -1;
         }
     }
     /* Only a lease has anything to renew: ZooKeeper's session is kept alive by its
      * client, and the other modes hold nothing that expires. */
-    if (c->lease_renew && c->lock != STOCKD_LOCK_REDIS && c->lock != STOCKD_LOCK_DB_LOCK) {
-        snprintf(err, errlen, "--lease-renew on needs a lease lock (redis or db-lock), not %s",
-                 stockd_lock_mode_name(c->lock));
+    if (c->lease_renew && !mode_lease(m)) {
+        snprintf(err, errlen, "--lease-renew on needs a lease lock (%s), not %s",
+                 mode_list(list, sizeof(list), mode_lease), m->name);
         return -1;
     }
     if (!c->instance[0]) snprintf(c->instance, sizeof(c->instance), "stockd-%u", c->port);

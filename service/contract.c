@@ -107,13 +107,13 @@ int stockd_check_key(const char *s, size_t len) {
 
 void stockd_answer_from_db(stockd_answer *a, int lock_rc, int rc, const stockdb_result *res) {
     switch (lock_rc) {
-    case ZKLOCK_OK:
+    case LOCK_OK:
         break;
-    case ZKLOCK_ERR_TIMEOUT:
+    case LOCK_ERR_TIMEOUT:
         a->result = STOCKD_R_LOCK_TIMEOUT;
         a->message = "the product's lock was not acquired in time; nothing was deducted";
         return;
-    case ZKLOCK_ERR_CANCELLED:
+    case LOCK_ERR_CANCELLED:
         a->result = STOCKD_R_UNAVAILABLE;
         a->message = "the service is shutting down; nothing was deducted";
         return;

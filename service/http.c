@@ -153,7 +153,7 @@ static enum MHD_Result route(stockd_http *h, struct MHD_Connection *c, http_req 
     if (d.route == STOCKD_ROUTE_METRICS) {
         /* Rendering reads counters only: no I/O, so it is done right here. */
         stockd_metrics_request(STOCKD_ROUTE_METRICS, STOCKD_R_OK);
-        return send_body(c, 200, stockd_metrics_render(h->ctx->cfg, h->ctx->zk), NULL,
+        return send_body(c, 200, stockd_metrics_render(h->ctx->cfg, h->ctx->locks), NULL,
                          "text/plain; version=0.0.4; charset=utf-8");
     }
     job->route = d.route;

@@ -32,6 +32,12 @@ static void hide_url_password(int argc, char **argv) {
     }
 }
 
+/* The lock set's logger (lock_config.log): lock/ never calls into the service. */
+static void log_lock(void *arg, const char *level, const char *msg) {
+    (void)arg;
+    stockd_log(level, "%s", msg);
+}
+
 /* Reads the first line of a secret's file into buf (without its line end). 0, or -1 with
  * the reason in err. The file's content never goes into a message. */
 static int read_secret_file(const char *path, const char *option, char *buf, size_t cap, char *err,
@@ -71,6 +77,8 @@ int main(int argc, char **argv) {
     sigset_t sigs;
     int sig = 0, rc, status = 1;
     bool uses_zk;
+    const lock_kind *kind;
+    lock_config lc;
 
     if (stockd_config_parse(&cfg, argc, argv, err, sizeof(err)) != 0) {
         fprintf(stderr, "stockd: %s (see --help)\n", err);
@@ -122,22 +130,19 @@ int main(int argc, char **argv) {
         stockd_log("error", "cannot initialise the MySQL client library");
         return 1;
     }
-    uses_zk = cfg.lock == STOCKD_LOCK_ZK || cfg.lock == STOCKD_LOCK_ZK_HERD;
-    if (uses_zk) {
-        zklock_session_config zc = {.hosts = cfg.zk,
-                                    .cache = cfg.lock_cache_ms > 0 && cfg.batch_max > 1,
-                                    .session_timeout_ms = (int)cfg.zk_session_ms,
-                                    .connect_timeout_ms = 10000,
-                                    .auth = cfg.zk_auth[0] ? cfg.zk_auth : NULL};
-        rc = zklock_session_new(&zc, &ctx.zk);
-        if (rc != ZKLOCK_OK) {
-            stockd_log("error", "cannot connect to ZooKeeper at %s: %s", cfg.zk,
-                       zklock_strerror(rc));
-            goto out;
-        }
+    /* The product locks: the mode's kind from lock/'s registry (zk connects its
+     * session here, and a failure ends the start-up). */
+    kind = lock_kind_find(cfg.lock_kind);
+    uses_zk = kind && kind->service && strcmp(kind->service, "zookeeper") == 0;
+    stockd_lock_config(&cfg, &ctx.db, &lc);
+    lc.log = log_lock;
+    rc = kind ? lock_set_new(kind, &lc, &ctx.locks, err, sizeof(err)) : LOCK_ERR_ARGS;
+    if (rc != LOCK_OK) {
+        stockd_log("error", "cannot make the %s locks: %s", cfg.lock_kind,
+                   err[0] ? err : lock_strerror(rc));
+        goto out;
     }
     ctx.queue = stockd_jobq_new(cfg.queue_max);
-    ctx.locks = stockd_locks_new(&ctx);
     ctx.combiner = stockd_combiner_new();
     if (!ctx.queue || !ctx.locks || !ctx.combiner) goto out;
     /* The stock gauge's reader; if it cannot start, the service still serves, only
@@ -175,15 +180,14 @@ out:
     /* Every lock wait, now and later, ends at once with "shutting down" (503), so the
      * requests queued behind a lock are answered instead of waiting out their timeouts;
      * closing the queue lets the workers answer the rest and exit. */
-    stockd_locks_cancel(ctx.locks);
+    lock_set_cancel(ctx.locks);
     if (ctx.queue) stockd_jobq_close(ctx.queue);
     stockd_workers_join(workers);
     stockd_stockwatch_stop();
     stockd_http_stop(http, 5000);
     stockd_jobq_free(ctx.queue);
     stockd_combiner_free(ctx.combiner);
-    stockd_locks_free(ctx.locks);
-    zklock_session_free(ctx.zk);
+    lock_set_free(ctx.locks);
     stockdb_global_end();
     if (status == 0) stockd_log("info", "stopped");
     return status;

@@ -3,7 +3,7 @@
  * One process-wide set, updated with relaxed atomics from any thread (a counter only
  * needs to be exact eventually, not ordered with anything else) and rendered on the
  * HTTP polling thread for GET /metrics; rendering reads memory only, never blocks on
- * I/O. ZooKeeper's counters come from the lock library's own stats. */
+ * I/O. The lock counters come from the lock set's own (lock_get_stats, lock/lock.h). */
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -36,8 +36,6 @@ static struct {
     atomic_ullong batch[NBATCH + 1], batch_count, batch_sum;
     atomic_ullong statements;
     atomic_ullong precheck_reads, precheck_sold_out, combined, segment_moves;
-    atomic_ullong lock_events[STOCKD_LOCK_EV_COUNT], lock_ops;
-    atomic_ullong lease_renewals;
 } m;
 
 static const char *route_names[STOCKD_ROUTE_COUNT] = {
@@ -129,19 +127,6 @@ void stockd_metrics_precheck(bool sold_out) {
     if (sold_out) atomic_fetch_add_explicit(&m.precheck_sold_out, 1, memory_order_relaxed);
 }
 
-void stockd_metrics_lock_event(stockd_lock_event e) {
-    if ((unsigned)e < STOCKD_LOCK_EV_COUNT)
-        atomic_fetch_add_explicit(&m.lock_events[e], 1, memory_order_relaxed);
-}
-
-void stockd_metrics_lock_ops(uint64_t n) {
-    atomic_fetch_add_explicit(&m.lock_ops, n, memory_order_relaxed);
-}
-
-void stockd_metrics_lease_renewal(void) {
-    atomic_fetch_add_explicit(&m.lease_renewals, 1, memory_order_relaxed);
-}
-
 /* A growing text buffer; on allocation failure it stops growing and marks itself. */
 typedef struct buf {
     char *s;
@@ -227,7 +212,7 @@ static void put_stock(buf *b) {
                 (unsigned long long)errors);
 }
 
-char *stockd_metrics_render(const stockd_config *cfg, zklock_session *zk) {
+char *stockd_metrics_render(const stockd_config *cfg, lock_set *locks) {
     buf b = {.cap = 8192};
 
     b.s = malloc(b.cap);
@@ -278,7 +263,7 @@ char *stockd_metrics_render(const stockd_config *cfg, zklock_session *zk) {
 
     /* Round trips per deduction: the totals, and their ratio to the deductions answered
      * so far (sold-out answers included in the cost, since they are part of it). */
-    unsigned long long deducted = 0, statements, zk_ops = 0;
+    unsigned long long deducted = 0, statements;
     for (int r = 0; r < STOCKD_ROUTE_COUNT; r++)
         deducted += atomic_load_explicit(&m.requests[r][STOCKD_R_DEDUCTED], memory_order_relaxed);
     statements = atomic_load_explicit(&m.statements, memory_order_relaxed);
@@ -299,9 +284,16 @@ char *stockd_metrics_render(const stockd_config *cfg, zklock_session *zk) {
                 "Requests answered sold out by the pre-check, without the lock.",
                 atomic_load_explicit(&m.precheck_sold_out, memory_order_relaxed));
 
-    if (zk) {
-        zklock_stats st;
-        zklock_get_stats(zk, &st);
+    /* The lock's counters, in one of two families: a session kind's (ZooKeeper: the
+     * session's events and its operations by type) or a lease kind's (Redis, or
+     * MySQL's stock_lock table on connections of their own, not counted in
+     * stockd_mysql_statements_total). */
+    const lock_kind *kind = lock_set_kind(locks);
+    lock_stats st;
+    lock_get_stats(locks, &st);
+    const char *session_service = kind && (kind->flags & LOCK_KIND_SESSION) ? kind->service : NULL;
+    const char *lease_service = kind && (kind->flags & LOCK_KIND_LEASE) ? kind->service : NULL;
+    if (session_service) {
         const struct {
             const char *name, *help;
             uint64_t value;
@@ -315,8 +307,8 @@ char *stockd_metrics_render(const stockd_config *cfg, zklock_session *zk) {
             {"stockd_lock_cache_parks_total",
              "ZooKeeper locks kept (cached) after a batch instead of released.", st.cache_parks},
             {"stockd_lock_timeouts_total", "ZooKeeper lock acquisitions timed out.", st.timeouts},
-            {"stockd_lock_suspect_total", "Held locks that became suspect.", st.suspect_events},
-            {"stockd_lock_lost_total", "Held locks that were lost.", st.lost_events},
+            {"stockd_lock_suspect_total", "Held locks that became suspect.", st.suspect},
+            {"stockd_lock_lost_total", "Held locks that were lost.", st.lost},
             {"stockd_zk_session_expirations_total", "ZooKeeper sessions expired.", st.expirations},
             {"stockd_zk_watch_events_total", "Node watches fired for lock waiters.",
              st.watch_events},
@@ -334,57 +326,44 @@ char *stockd_metrics_render(const stockd_config *cfg, zklock_session *zk) {
             (unsigned long long)st.cache_let_go_other);
         put(&b, "# HELP stockd_zk_ops_total ZooKeeper operations by type.\n"
                 "# TYPE stockd_zk_ops_total counter\n");
-        put(&b, "stockd_zk_ops_total{op=\"create\"} %llu\n", (unsigned long long)st.op_create);
-        put(&b, "stockd_zk_ops_total{op=\"delete\"} %llu\n", (unsigned long long)st.op_delete);
-        put(&b, "stockd_zk_ops_total{op=\"get_children\"} %llu\n",
-            (unsigned long long)st.op_get_children);
-        put(&b, "stockd_zk_ops_total{op=\"get_data\"} %llu\n", (unsigned long long)st.op_get_data);
-        zk_ops = st.op_create + st.op_delete + st.op_get_children + st.op_get_data;
+        for (size_t i = 0; i < sizeof(st.op) / sizeof(st.op[0]) && st.op[i].name; i++)
+            put(&b, "stockd_zk_ops_total{op=\"%s\"} %llu\n", st.op[i].name,
+                (unsigned long long)st.op[i].n);
     }
-    /* The lease locks: their service is Redis, or MySQL's stock_lock table on
-     * connections of their own (not counted in stockd_mysql_statements_total). */
-    const char *lease_service = cfg->lock == STOCKD_LOCK_REDIS     ? "redis"
-                                : cfg->lock == STOCKD_LOCK_DB_LOCK ? "mysql_lock_table"
-                                                                   : NULL;
-    unsigned long long lease_ops = atomic_load_explicit(&m.lock_ops, memory_order_relaxed);
     if (lease_service) {
         const struct {
             const char *name, *help;
-            stockd_lock_event e;
+            uint64_t value;
         } counters[] = {
-            {"stockd_lock_acquisitions_total", "Lock acquisitions.", STOCKD_LOCK_EV_ACQUIRED},
-            {"stockd_lock_timeouts_total", "Lock acquisitions timed out.", STOCKD_LOCK_EV_TIMEOUT},
-            {"stockd_lock_lost_total", "Releases that found the lease run out.",
-             STOCKD_LOCK_EV_LOST},
+            {"stockd_lock_acquisitions_total", "Lock acquisitions.", st.acquired},
+            {"stockd_lock_timeouts_total", "Lock acquisitions timed out.", st.timeouts},
+            {"stockd_lock_lost_total", "Releases that found the lease run out.", st.lost},
             {"stockd_lock_unavailable_total", "Lock calls that could not reach the lock service.",
-             STOCKD_LOCK_EV_UNAVAILABLE},
+             st.unavailable},
         };
         for (size_t i = 0; i < sizeof(counters) / sizeof(counters[0]); i++)
             put_counter(&b, counters[i].name, counters[i].help,
-                        atomic_load_explicit(&m.lock_events[counters[i].e], memory_order_relaxed));
+                        (unsigned long long)counters[i].value);
         put(&b,
             "# HELP stockd_lock_service_ops_total Operations sent to the lock service.\n"
             "# TYPE stockd_lock_service_ops_total counter\n"
             "stockd_lock_service_ops_total{service=\"%s\"} %llu\n",
-            lease_service, lease_ops);
+            lease_service, (unsigned long long)st.ops);
         /* 0 with --lease-renew off: the series exists in every lease mode. */
         put(&b,
             "# HELP stockd_lease_renewals_total Leases the watchdog extended (--lease-renew).\n"
             "# TYPE stockd_lease_renewals_total counter\n"
             "stockd_lease_renewals_total{service=\"%s\"} %llu\n",
-            lease_service,
-            (unsigned long long)atomic_load_explicit(&m.lease_renewals, memory_order_relaxed));
+            lease_service, (unsigned long long)st.renewals);
     }
     put(&b, "# HELP stockd_round_trips_per_deduction Operations sent per deduction answered so "
             "far, by service.\n# TYPE stockd_round_trips_per_deduction gauge\n");
     put(&b, "stockd_round_trips_per_deduction{service=\"mysql\"} %.4f\n",
         deducted ? (double)statements / (double)deducted : 0.0);
-    if (zk)
-        put(&b, "stockd_round_trips_per_deduction{service=\"zookeeper\"} %.4f\n",
-            deducted ? (double)zk_ops / (double)deducted : 0.0);
-    if (lease_service)
-        put(&b, "stockd_round_trips_per_deduction{service=\"%s\"} %.4f\n", lease_service,
-            deducted ? (double)lease_ops / (double)deducted : 0.0);
+    if (session_service || lease_service)
+        put(&b, "stockd_round_trips_per_deduction{service=\"%s\"} %.4f\n",
+            session_service ? session_service : lease_service,
+            deducted ? (double)st.ops / (double)deducted : 0.0);
     put_stock(&b);
     if (b.oom) {
         free(b.s);

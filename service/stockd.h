@@ -16,12 +16,15 @@
  *             With --segments K, per segment: each has its own lock and row, and a
  *             deduction that finds its segment empty moves on to the next one; at most
  *             half the workers lead one product's segments, the rest wait parked.
- *   locks.c   the lock kinds behind one small interface: local mutex, ZooKeeper fair
- *             or herd lock, Redis lease lock, the database lock table, or none beyond
- *             the database's own row lock.
+ *   lock/     (lock/lock.h) the lock kinds behind one small face: local mutex,
+ *             ZooKeeper fair or herd lock, Redis lease lock, the database lock table, or
+ *             none beyond the database's own row lock. worker.c makes a product's lock
+ *             name and calls lock_acquire / lock_check / lock_token / lock_release.
  *   contract.c pure functions: routing, the id and key parsers, and the mapping from an
  *             outcome to an HTTP status and a JSON body (cJSON). Unit-tested and fuzzed.
- *   config.c  command line, environment and --config file into a stockd_config (pure).
+ *   config.c  command line, environment and --config file into a stockd_config (pure);
+ *             its table of --lock words gives each mode's lock kind and database
+ *             strategy (stockd_modes).
  *   log.c     one log line per event, text or JSON; it calls nothing else here, so
  *             every file may log without a circle back to main.c.
  *   stockwatch.c off the request path: one thread re-reads from MySQL, once a second,
@@ -49,21 +52,48 @@
 #include <stdio.h>
 #include <time.h>
 
+#include "lock.h"
 #include "stockdb.h"
-#include "zklock.h"
 
 /* ------------------------------------------------------------------ config */
 
+/* A --lock word is a mode: a row of stockd_modes (config.c) naming two independent
+ * axes, the lock kind (lock/lock.h's registry) and the database strategy
+ * (db/stockdb.h). The words users type stay what they were; the enum names the rows
+ * the code and tests refer to, in the table's order. */
 typedef enum stockd_lock_mode {
-    STOCKD_LOCK_NONE = 0,   /* the seed's first experiment: no lock at all */
+    STOCKD_LOCK_NONE = 0,   /* no lock, read-check-update: the seed's first experiment */
     STOCKD_LOCK_LOCAL,      /* one mutex per product inside this process */
     STOCKD_LOCK_ZK,         /* ZooKeeper fair lock + fencing */
     STOCKD_LOCK_ZK_HERD,    /* ZooKeeper non-fair lock (herd effect) + fencing */
-    STOCKD_LOCK_FOR_UPDATE, /* SELECT ... FOR UPDATE: the row lock is the lock */
-    STOCKD_LOCK_ATOMIC,     /* one conditional UPDATE, no lock */
+    STOCKD_LOCK_FOR_UPDATE, /* no lock, SELECT ... FOR UPDATE: the row lock is the lock */
+    STOCKD_LOCK_ATOMIC,     /* no lock, one conditional UPDATE */
     STOCKD_LOCK_REDIS,      /* Redis lease lock (lock/redislock.h) + fencing */
     STOCKD_LOCK_DB_LOCK,    /* a stock_lock row is the lock (lock/dblock.h) + fencing */
 } stockd_lock_mode;
+
+/* One row of the table of modes. Adding a lock kind: its file in lock/ with its row
+ * in lock/lock_kinds.c, then its row here; adding a strategy: its function in db/ and
+ * a row here. The offsets say which stockd_config fields feed the kind's lock_config
+ * (0 = none; offset 0 is `bind`, never one of them). */
+typedef struct stockd_mode {
+    const char *name;          /* the --lock word */
+    const char *kind;          /* axis 1: the lock kind's name in lock/lock_kinds.c */
+    stockdb_strategy strategy; /* axis 2: how the database deducts */
+    /* true: deductions meet in the combiner (combiner.c) and run in batches, each
+     * batch under one acquisition of the kind; false: each on its own, without the
+     * combiner (kind none only). */
+    bool batched;
+    size_t addr_off;          /* char[]: the lock service's address */
+    size_t user_off;          /* char[]: its user */
+    size_t password_off;      /* char[]: its password (zk: the digest USER:PASSWORD) */
+    size_t lease_off;         /* unsigned: the lease in ms; 0 = not a lease kind */
+    const char *lease_option; /* that lease's option, for messages */
+} stockd_mode;
+
+/* The table, in the enum's order; stockd_nmodes rows. */
+extern const stockd_mode stockd_modes[];
+extern const size_t stockd_nmodes;
 
 /* --pitfall: the two mistakes that oversell most often in real code, each made exactly
  * and nothing else changed (worker.c, README "Two classic mistakes"). */
@@ -89,7 +119,10 @@ typedef enum stockd_log_format {
 typedef struct stockd_config {
     char bind[64];
     unsigned port;
-    stockd_lock_mode lock;
+    stockd_lock_mode lock;      /* the --lock word: a row of stockd_modes */
+    /* The two axes, filled from that row by stockd_config_parse. */
+    const char *lock_kind;      /* the lock kind (lock/lock.h's registry) */
+    stockdb_strategy strategy;  /* the database strategy (db/stockdb.h) */
     char mysql_url[512];
     char zk[512];
     char instance[65];
@@ -131,7 +164,7 @@ typedef struct stockd_config {
      * refuses less); false only for the demonstrations of a holder outliving its lease. */
     bool lease_check;
     /* true: a renewer thread extends every lease this process holds at a third of its
-     * length (locks.c, Redisson's watchdog); false (the default): a lease is never
+     * length (lock/lease_pool.c, Redisson's watchdog); false (the default): a lease is never
      * extended, so a batch must end within it. */
     bool lease_renew;
     bool help;
@@ -158,6 +191,8 @@ int stockd_config_set_zk_auth(stockd_config *cfg, const char *v, const char *nam
                               size_t errlen);
 const char *stockd_lock_mode_name(stockd_lock_mode m);
 int stockd_lock_mode_parse(const char *s, stockd_lock_mode *out);
+/* The row of mode m (the first row, none, for a value out of range). Pure. */
+const stockd_mode *stockd_mode_of(stockd_lock_mode m);
 
 /* ------------------------------------------------------------------ answers */
 
@@ -214,7 +249,7 @@ int stockd_parse_id(const char *s, size_t len, int32_t *out, const char **why);
 int stockd_check_key(const char *s, size_t len);
 
 /* Maps a finished deduction or read to an answer. rc is a STOCKDB_* code; lock_rc a
- * ZKLOCK_* code from the acquire (ZKLOCK_OK if there was no lock or it was taken). */
+ * LOCK_* code from the acquire (LOCK_OK if there was no lock or it was taken). */
 void stockd_answer_from_db(stockd_answer *a, int lock_rc, int rc, const stockdb_result *res);
 
 /* ------------------------------------------------------------------ jobs */
@@ -322,58 +357,15 @@ void stockd_combiner_note_stock(stockd_combiner *c, int32_t product_id, int32_t 
 
 /* ------------------------------------------------------------------ locks */
 
-/* The product locks of the configured mode behind one interface (locks.c), so the
- * worker has no switch per lock kind. Codes are ZKLOCK_* for every kind. */
-typedef struct stockd_locks stockd_locks;
-typedef struct stockd_lock {
-    const struct stockd_lock_kind *kind;
-    void *impl; /* the kind's hold */
-    int32_t product_id;
-    unsigned segment; /* 0 = the whole product */
-} stockd_lock;
+/* The product locks are lock/lock.h's: main.c makes the set of cfg->lock_kind
+ * (stockd_lock_config fills its lock_config) and worker.c takes product_N or
+ * product_N_seg_S. Every code is a LOCK_* of lock/lock_codes.h. */
 
-/* Makes the locks of cfg->lock (zk: the session in ctx). NULL when out of memory. Main
- * thread. */
-struct stockd_ctx;
-stockd_locks *stockd_locks_new(const struct stockd_ctx *ctx);
-void stockd_locks_free(stockd_locks *l);
-/* Ends every lock wait, now and later, with ZKLOCK_ERR_CANCELLED (answered 503
- * "shutting down"): zk through its session, redis and db-lock within one poll interval.
- * The local mutex, held only for a transaction, is not waited on long enough to need it.
- * For shutdown: any thread, once, before the workers are joined; NULL is a no-op. */
-void stockd_locks_cancel(stockd_locks *l);
-/* Waits at most the configured lock timeout for the lock of the product (named
- * product_N) or of its segment S >= 1 (product_N_seg_S). ZKLOCK_OK with *out held, or
- * the error. */
-int stockd_lock_acquire(stockd_locks *l, int32_t product_id, unsigned segment, stockd_lock *out);
-/* ZKLOCK_OK while the lock is surely ours; called right before COMMIT. */
-int stockd_lock_check(const stockd_lock *h);
-/* The fencing token for the database (0 = the kind has none). */
-int64_t stockd_lock_token(const stockd_lock *h);
-/* Which lock service issues the tokens of mode m, for the database's fence_kind
- * (db/stockdb.h): 1 ZooKeeper (zk and zk-herd share czxids), 2 Redis, 3 the stock_lock
- * table; 0 for the modes without a token. Pure. */
-uint8_t stockd_lock_fence_kind(stockd_lock_mode m);
-/* Releases; ZKLOCK_OK or the kind's error (the lock is let go either way). Same
- * thread as the acquire. */
-int stockd_lock_release(stockd_lock *h);
-/* Mode zk: releases h but keeps its ZooKeeper node for up to max_ms, so that the next
- * stockd_lock_acquire of the same product (and segment) by any worker of this process
- * is served from the cache (zklock_release_cached). Other kinds, or max_ms 0: exactly
- * stockd_lock_release. */
-int stockd_lock_release_cached(stockd_lock *h, unsigned max_ms);
-/* Lock-service operations so far (ZooKeeper operations for zk kinds, else 0; the lease
- * kinds count theirs in stockd_metrics_lock_ops). */
-uint64_t stockd_locks_ops(stockd_locks *l);
-/* The answer's message for a failed acquire of rc when the kind has its own (Redis, the
- * lock table: "... is unavailable"), else NULL (keep stockd_answer_from_db's). */
-const char *stockd_locks_failure_message(const stockd_locks *l, int rc);
-/* A text for a lock code, for the log: the kind's own where it has one. */
-const char *stockd_locks_strerror(const stockd_locks *l, int rc);
-/* Checks the kind's own lock service where it has one besides MySQL and ZooKeeper's
- * session (Redis): ZKLOCK_OK or ZKLOCK_ERR_CONNECTION with the detail in err. ZKLOCK_OK
- * for every other kind. Worker threads (it borrows a pooled connection). */
-int stockd_locks_ping(stockd_locks *l, char *err, size_t errcap);
+/* Fills *out from cfg for the kind of cfg's mode: the address, credentials and lease
+ * its row names, the lock timeout, one holder per worker, the watchdog and the
+ * instance. Pointers into cfg and db are kept, so both must outlive the set. log, if
+ * not NULL, is the set's logger. Pure. */
+void stockd_lock_config(const stockd_config *cfg, const stockdb_config *db, lock_config *out);
 
 /* ------------------------------------------------------------------ routing */
 
@@ -438,8 +430,7 @@ typedef struct stockd_ctx {
     const stockd_config *cfg;
     stockdb_config db;
     stockd_jobq *queue;
-    zklock_session *zk;        /* NULL unless the mode uses ZooKeeper */
-    stockd_locks *locks;       /* the product locks of the mode */
+    lock_set *locks;           /* the product locks of the mode's kind (lock/lock.h) */
     stockd_combiner *combiner; /* per-product batching */
     /* Called by a worker once a job's answer is set; resumes the HTTP connection. */
     void (*complete)(stockd_job *job);
@@ -485,20 +476,10 @@ void stockd_metrics_statements(uint64_t n);  /* MySQL statements sent */
 void stockd_metrics_precheck(bool sold_out); /* a pre-check read, and its answer */
 void stockd_metrics_combined(void);          /* a deduction handed to the combiner */
 void stockd_metrics_segment_move(void);      /* a deduction moved on from an empty segment */
-/* The lease locks' (redis, db-lock) counters; the zk kinds have theirs in zklock. */
-typedef enum stockd_lock_event {
-    STOCKD_LOCK_EV_ACQUIRED = 0,
-    STOCKD_LOCK_EV_TIMEOUT,
-    STOCKD_LOCK_EV_LOST,        /* a release found the lock no longer ours (the lease ran out) */
-    STOCKD_LOCK_EV_UNAVAILABLE, /* the lock service could not be reached or refused */
-    STOCKD_LOCK_EV_COUNT,
-} stockd_lock_event;
-void stockd_metrics_lock_event(stockd_lock_event e);
-void stockd_metrics_lock_ops(uint64_t n); /* Redis commands or stock_lock statements sent */
-void stockd_metrics_lease_renewal(void);  /* a lease the watchdog extended */
-/* The Prometheus text exposition; the caller frees it. NULL when out of memory. zk may
- * be NULL. Reads memory only, so the polling thread may call it. */
-char *stockd_metrics_render(const stockd_config *cfg, zklock_session *zk);
+/* The Prometheus text exposition; the caller frees it. NULL when out of memory. The
+ * lock counters come from locks (lock_get_stats; NULL = none). Reads memory only, so
+ * the polling thread may call it. */
+char *stockd_metrics_render(const stockd_config *cfg, lock_set *locks);
 
 /* ------------------------------------------------------------------ stock watch */
 

@@ -98,14 +98,53 @@ static void finish_expired(worker_state *ws, stockd_job *job) {
     finish(ws, job, &a);
 }
 
+/* A product's lock (or its segment's): lock/lock.h's hold, and what it guards. */
+typedef struct product_lock {
+    lock_hold hold;
+    int32_t product_id;
+    unsigned segment; /* 0 = the whole product */
+} product_lock;
+
+/* Waits at most the configured lock timeout for the lock of the product (named
+ * product_N) or of its segment S >= 1 (product_N_seg_S). LOCK_OK with *out held, or
+ * the error. */
+static int product_lock_acquire(lock_set *locks, int32_t product_id, unsigned segment,
+                                product_lock *out) {
+    char name[48];
+    out->product_id = product_id;
+    out->segment = segment;
+    if (segment)
+        snprintf(name, sizeof(name), "product_%d_seg_%u", product_id, segment);
+    else
+        snprintf(name, sizeof(name), "product_%d", product_id);
+    return lock_acquire(locks, name, &out->hold);
+}
+
+/* A text for a lock code, for the log: the kind's own message where it has one. */
+static const char *lock_text(const stockd_ctx *ctx, int rc) {
+    /* Only a release sees a lease kind's LOST (the pre-commit check is the guard's, and
+     * is answered, not logged): the batch before it has run, and whether it committed
+     * was decided by the fence, not by this release. */
+    if (rc == LOCK_LOST && (lock_set_kind(ctx->locks)->flags & LOCK_KIND_LEASE))
+        return ctx->cfg->fence
+                   ? "the lock was no longer ours at this release (its lease ran out, and it "
+                     "may have been taken over); the commit before it was fenced, so it could "
+                     "not overwrite a newer holder's write, and nothing is undone"
+                   : "the lock was no longer ours at this release (its lease ran out, and it "
+                     "may have been taken over); with --fence off the commit before it was not "
+                     "fenced and may have oversold";
+    const char *m = lock_failure_message(ctx->locks, rc);
+    return m ? m : lock_strerror(rc);
+}
+
 /* What the check stockdb calls right before COMMIT (stockdb_batch.guard) looks at. */
 typedef struct batch_guard {
-    const stockd_lock *lock; /* NULL: the lock is not re-checked (--fence off) */
+    const product_lock *lock; /* NULL: the lock is not re-checked (--fence off) */
     /* --pitfall release-before-commit: the mistake instead of the check. The lock is let
      * go here, after the write and before COMMIT, as when an unlock in a finally block
      * runs inside a @Transactional method and the commit follows its return. The fence
      * (when on) still protects the row; the lock no longer does. */
-    stockd_lock *release;
+    product_lock *release;
     uint64_t deadline_ns; /* the batch's oldest job's deadline; 0 = none */
     bool late;            /* out: refused because that deadline had passed */
     bool released;        /* out: `release` was let go */
@@ -123,11 +162,11 @@ static int batch_guard_check(void *arg) {
     }
     if (g->release) {
         /* Once: a batch retried after a deadlock comes back here with the lock gone. */
-        if (!g->released) (void)stockd_lock_release(g->release);
+        if (!g->released) (void)lock_release(&g->release->hold);
         g->released = true;
         return 0;
     }
-    return g->lock && stockd_lock_check(g->lock) != ZKLOCK_OK;
+    return g->lock && lock_check(&g->lock->hold) != LOCK_OK;
 }
 
 /* The pause between check and update for one transaction: --think-us plus a uniformly
@@ -143,12 +182,12 @@ static unsigned think_us(worker_state *ws) {
 
 /* ---------------------------------------------------------------- per request */
 
-/* One deduction without a lock (none, atomic); a deadlock victim was rolled back whole,
- * so it is retried (twice). Its deadline is checked before COMMIT too. */
+/* One deduction without a lock or the combiner (modes none, atomic), by the mode's
+ * strategy; a deadlock victim was rolled back whole, so it is retried (twice). Its
+ * deadline is checked before COMMIT too. */
 static void serve_unlocked(worker_state *ws, stockd_job *job) {
     stockd_ctx *ctx = ws->w->ctx;
-    stockdb_strategy s =
-        ctx->cfg->lock == STOCKD_LOCK_ATOMIC ? STOCKDB_ATOMIC : STOCKDB_READ_CHECK_UPDATE;
+    stockdb_strategy s = ctx->cfg->strategy;
     uint64_t limit = (uint64_t)ctx->cfg->queue_deadline_ms * 1000000u;
     batch_guard g = {.deadline_ns = limit ? job->arrived_ns + limit : 0};
     stockdb_request req = {.product_id = job->product_id,
@@ -169,7 +208,7 @@ static void serve_unlocked(worker_state *ws, stockd_job *job) {
     }
     note_db_error(ws, "deduction", rc);
     if (rc == STOCKDB_OK) stockd_combiner_note_stock(ctx->combiner, job->product_id, res.stock);
-    stockd_answer_from_db(&a, ZKLOCK_OK, rc, &res);
+    stockd_answer_from_db(&a, LOCK_OK, rc, &res);
     finish(ws, job, &a);
 }
 
@@ -196,13 +235,13 @@ static bool precheck(worker_state *ws, stockd_job *job) {
         stockdb_result res = {
             .outcome = STOCKDB_DEDUCTED, .stock = stock, .order_id = order_id, .replayed = true};
         rc = order_product == job->product_id ? STOCKDB_OK : STOCKDB_ERR_KEY_REUSED;
-        stockd_answer_from_db(&a, ZKLOCK_OK, rc, &res);
+        stockd_answer_from_db(&a, LOCK_OK, rc, &res);
     } else if (rc == STOCKDB_OK) {
         stockd_metrics_precheck(true);
         stockdb_result res = {.outcome = STOCKDB_SOLD_OUT, .stock = stock};
-        stockd_answer_from_db(&a, ZKLOCK_OK, rc, &res);
+        stockd_answer_from_db(&a, LOCK_OK, rc, &res);
     } else {
-        stockd_answer_from_db(&a, ZKLOCK_OK, rc, NULL);
+        stockd_answer_from_db(&a, LOCK_OK, rc, NULL);
     }
     finish(ws, job, &a);
     return true;
@@ -215,7 +254,7 @@ static bool precheck(worker_state *ws, stockd_job *job) {
  * rolled back because its oldest job had passed its deadline before COMMIT: the caller
  * answers those past it and runs the rest again. With --pitfall release-before-commit
  * the lock is let go right before COMMIT (*released says whether that happened). */
-static bool run_batch(worker_state *ws, stockd_job **jobs, unsigned n, stockd_lock *h,
+static bool run_batch(worker_state *ws, stockd_job **jobs, unsigned n, product_lock *h,
                       stockd_answer *answers, bool *released) {
     stockd_ctx *ctx = ws->w->ctx;
     uint64_t limit = (uint64_t)ctx->cfg->queue_deadline_ms * 1000000u, oldest = UINT64_MAX;
@@ -232,18 +271,16 @@ static bool run_batch(worker_state *ws, stockd_job **jobs, unsigned n, stockd_lo
                      .deadline_ns = limit ? oldest + limit : 0};
     stockdb_batch b = {.product_id = h->product_id,
                        .segment = (int32_t)h->segment,
-                       .fence = fence ? stockd_lock_token(h) : 0,
-                       .fence_kind = stockd_lock_fence_kind(ctx->cfg->lock),
+                       .fence = fence ? lock_token(&h->hold) : 0,
+                       .fence_kind = lock_set_kind(ctx->locks)->fence_kind,
                        .guard = fence || limit || release_early ? batch_guard_check : NULL,
                        .guard_arg = &g,
                        .think_us = think_us(ws),
                        .items = ws->items,
                        .n = n};
-    stockdb_strategy s =
-        ctx->cfg->lock == STOCKD_LOCK_FOR_UPDATE ? STOCKDB_FOR_UPDATE : STOCKDB_READ_CHECK_UPDATE;
     int rc = STOCKDB_ERR_DEADLOCK;
     for (int attempt = 0; attempt < 3 && rc == STOCKDB_ERR_DEADLOCK; attempt++)
-        rc = stockdb_deduct_batch(ws->db, s, &b);
+        rc = stockdb_deduct_batch(ws->db, ctx->cfg->strategy, &b);
     *released = g.released;
     count_statements(ws);
     if (rc == STOCKDB_ERR_GUARD && g.late) return true;
@@ -253,7 +290,7 @@ static bool run_batch(worker_state *ws, stockd_job **jobs, unsigned n, stockd_lo
     for (unsigned i = 0; i < n; i++) {
         answers[i] = (stockd_answer){.id = h->product_id};
         int item_rc = rc == STOCKDB_OK ? ws->items[i].rc : rc;
-        stockd_answer_from_db(&answers[i], ZKLOCK_OK, item_rc, &ws->items[i].res);
+        stockd_answer_from_db(&answers[i], LOCK_OK, item_rc, &ws->items[i].res);
         if (answers[i].result == STOCKD_R_DEDUCTED) answers[i].segment = h->segment;
         if (item_rc == STOCKDB_OK && ws->items[i].res.stock < left) left = ws->items[i].res.stock;
     }
@@ -314,7 +351,7 @@ static void fail_waiting(worker_state *ws, int32_t product_id, unsigned segment,
         for (unsigned i = 0; i < n; i++) {
             stockd_answer a = {.id = product_id};
             stockd_answer_from_db(&a, lock_rc, STOCKDB_OK, NULL);
-            const char *m = stockd_locks_failure_message(ctx->locks, lock_rc);
+            const char *m = lock_failure_message(ctx->locks, lock_rc);
             if (m) a.message = m;
             finish(ws, ws->jobs[i], &a);
         }
@@ -339,7 +376,7 @@ static unsigned drop_expired(worker_state *ws, unsigned n) {
  * waits. */
 static void lead(worker_state *ws, int32_t product_id, unsigned segment) {
     stockd_ctx *ctx = ws->w->ctx;
-    stockd_lock lock;
+    product_lock lock;
     stockd_answer *answers = malloc(ctx->cfg->batch_max * sizeof(*answers));
     bool held = false;
     unsigned passes = 0;
@@ -351,18 +388,17 @@ static void lead(worker_state *ws, int32_t product_id, unsigned segment) {
              * snapshot, comes before the wait for the lock. */
             if (ctx->cfg->pitfall == STOCKD_PITFALL_SNAPSHOT_BEFORE_LOCK)
                 (void)stockdb_open_snapshot(ws->db, product_id);
-            int rc = answers ? stockd_lock_acquire(ctx->locks, product_id, segment, &lock)
-                             : ZKLOCK_ERR_NOMEM;
+            int rc = answers ? product_lock_acquire(ctx->locks, product_id, segment, &lock)
+                             : LOCK_ERR_NOMEM;
             stockd_metrics_lock_wait(stockd_now_ns() - t0);
-            if (rc != ZKLOCK_OK) {
+            if (rc != LOCK_OK) {
                 if (ctx->cfg->pitfall == STOCKD_PITFALL_SNAPSHOT_BEFORE_LOCK)
                     stockdb_end_transaction(ws->db);
-                if (rc != ZKLOCK_ERR_TIMEOUT)
-                    log_failure(ws, "lock", stockd_locks_strerror(ctx->locks, rc));
+                if (rc != LOCK_ERR_TIMEOUT) log_failure(ws, "lock", lock_text(ctx, rc));
                 /* The jobs that waited through the whole attempt get its failure; the
                  * ones that came during it try again, unless the lock is unusable now. */
                 fail_waiting(ws, product_id, segment, rc,
-                             rc == ZKLOCK_ERR_TIMEOUT ? t0 : UINT64_MAX);
+                             rc == LOCK_ERR_TIMEOUT ? t0 : UINT64_MAX);
                 if (stockd_combiner_leave(ctx->combiner, product_id, &segment)) break;
                 continue;
             }
@@ -388,7 +424,7 @@ static void lead(worker_state *ws, int32_t product_id, unsigned segment) {
          * next holder starts as early as possible. */
         bool keep = !released && passes < ctx->cfg->lock_passes &&
                     stockd_combiner_waiting(ctx->combiner, product_id, segment) > 0 &&
-                    stockd_lock_check(&lock) == ZKLOCK_OK;
+                    lock_check(&lock.hold) == LOCK_OK;
         if (released) {
             held = false;
         } else if (!keep) {
@@ -397,9 +433,8 @@ static void lead(worker_state *ws, int32_t product_id, unsigned segment) {
              * instance queues for it (lock/zklock.h). --batch-max 1 keeps the seed's
              * one acquisition per deduction. */
             unsigned cache_ms = ctx->cfg->batch_max > 1 ? ctx->cfg->lock_cache_ms : 0;
-            int rel = stockd_lock_release_cached(&lock, cache_ms);
-            if (rel != ZKLOCK_OK)
-                log_failure(ws, "lock release", stockd_locks_strerror(ctx->locks, rel));
+            int rel = lock_release_cached(&lock.hold, (int)cache_ms);
+            if (rel != LOCK_OK) log_failure(ws, "lock release", lock_text(ctx, rel));
             held = false;
         }
         int32_t total = TOTAL_UNREAD;
@@ -419,8 +454,9 @@ static void serve_deduct(worker_state *ws, stockd_job *job) {
         finish_expired(ws, job);
         return;
     }
-    if (ctx->cfg->lock == STOCKD_LOCK_NONE) {
-        serve_unlocked(ws, job); /* the seed's race, untouched */
+    bool batched = stockd_mode_of(ctx->cfg->lock)->batched;
+    if (!batched && ctx->cfg->strategy == STOCKDB_READ_CHECK_UPDATE) {
+        serve_unlocked(ws, job); /* mode none: the seed's race, untouched */
         return;
     }
     /* The pre-check serves atomic too: its sold-out answer would otherwise cost an
@@ -428,8 +464,8 @@ static void serve_deduct(worker_state *ws, stockd_job *job) {
     if (ctx->cfg->precheck && stockd_combiner_sold_out_hint(ctx->combiner, job->product_id) &&
         precheck(ws, job))
         return;
-    if (ctx->cfg->lock == STOCKD_LOCK_ATOMIC) {
-        serve_unlocked(ws, job);
+    if (!batched) {
+        serve_unlocked(ws, job); /* atomic */
         return;
     }
     if (ctx->cfg->segments > 1 && !job->segment)
@@ -460,7 +496,7 @@ static void serve_stock(worker_state *ws, stockd_job *job) {
 
     count_statements(ws);
     note_db_error(ws, "stock read", rc);
-    stockd_answer_from_db(&a, ZKLOCK_OK, rc, NULL);
+    stockd_answer_from_db(&a, LOCK_OK, rc, NULL);
     if (rc == STOCKDB_OK) {
         a.has_stock = true;
         a.stock = stock;
@@ -469,26 +505,29 @@ static void serve_stock(worker_state *ws, stockd_job *job) {
     finish(ws, job, &a);
 }
 
+/* /health: MySQL through this worker's connection, and the lock kind's service (the
+ * ZooKeeper session's state, or a PING to Redis) where it has one. */
 static void serve_health(worker_state *ws, stockd_job *job) {
     stockd_ctx *ctx = ws->w->ctx;
+    const lock_kind *kind = lock_set_kind(ctx->locks);
     int db_rc = stockdb_ping(ws->db);
-    int zk_rc = ctx->zk ? zklock_session_status(ctx->zk) : ZKLOCK_OK;
     char lock_err[512];
-    int lock_rc = stockd_locks_ping(ctx->locks, lock_err, sizeof(lock_err));
-    bool redis = ctx->cfg->lock == STOCKD_LOCK_REDIS;
-    bool ok = db_rc == STOCKDB_OK && zk_rc == ZKLOCK_OK && lock_rc == ZKLOCK_OK;
+    int lock_rc = lock_ping(ctx->locks, lock_err, sizeof(lock_err));
+    bool zk = kind->service && strcmp(kind->service, "zookeeper") == 0;
+    bool redis = kind->service && strcmp(kind->service, "redis") == 0;
+    bool ok = db_rc == STOCKDB_OK && lock_rc == LOCK_OK;
 
     job->status = ok ? 200 : 503;
     job->result = ok ? STOCKD_R_OK : STOCKD_R_UNAVAILABLE;
     job->body = stockd_health_json(ok, db_rc == STOCKDB_OK ? NULL : stockdb_errstr(ws->db),
-                                   !ctx->zk             ? "unused"
-                                   : zk_rc == ZKLOCK_OK ? "up"
+                                   !zk                  ? "unused"
+                                   : lock_rc == LOCK_OK ? "up"
                                                         : "down",
-                                   zk_rc == ZKLOCK_OK ? NULL : zklock_strerror(zk_rc),
-                                   !redis                 ? NULL
-                                   : lock_rc == ZKLOCK_OK ? "up"
-                                                          : "down",
-                                   lock_rc == ZKLOCK_OK ? NULL : lock_err,
+                                   zk && lock_rc != LOCK_OK ? lock_err : NULL,
+                                   !redis               ? NULL
+                                   : lock_rc == LOCK_OK ? "up"
+                                                        : "down",
+                                   redis && lock_rc != LOCK_OK ? lock_err : NULL,
                                    stockd_lock_mode_name(ctx->cfg->lock), ctx->cfg->instance);
     ctx->complete(job);
 }

@@ -50,6 +50,10 @@ lock_c_test(lock_cache_test)
 
 stockd_unit_test(lock_child_seq_test SOURCES lock/lock_child_seq_test.c LIBS zklock)
 
+# lock/lock.h without a server: the registry, codes, none and local, and the lease pool
+# and watchdog on an in-memory lease kind (under a second).
+stockd_unit_test(lock_face_test SOURCES lock/lock_face_test.c LIBS lock)
+
 # Restarts its own ZooKeeper while one process holds and others wait.
 stockd_integration_test(lock_zk_restart_test
   COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/lock/lock_zk_restart_test.sh

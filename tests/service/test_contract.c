@@ -87,7 +87,7 @@ static const char *str_field(cJSON *o, const char *k) {
 static void test_deducted_answer_has_stock_order_and_instance(void) {
     stockdb_result res = {.outcome = STOCKDB_DEDUCTED, .stock = 41, .order_id = 977};
     stockd_answer a = {.id = 1};
-    stockd_answer_from_db(&a, ZKLOCK_OK, STOCKDB_OK, &res);
+    stockd_answer_from_db(&a, LOCK_OK, STOCKDB_OK, &res);
     CHECK_INT_EQ(200, stockd_answer_status(a.result));
     cJSON *o = render(&a);
     CHECK_STR_EQ("deducted", str_field(o, "result"));
@@ -106,19 +106,19 @@ static void test_outcome_to_status_table(void) {
         unsigned status;
         const char *result;
     } cases[] = {
-        {ZKLOCK_OK, STOCKDB_OK, STOCKDB_SOLD_OUT, 409, "sold_out"},
-        {ZKLOCK_OK, STOCKDB_ERR_NOT_FOUND, 0, 404, "not_found"},
-        {ZKLOCK_OK, STOCKDB_ERR_CONNECT, 0, 503, "unavailable"},
-        {ZKLOCK_OK, STOCKDB_ERR_DEADLOCK, 0, 503, "unavailable"},
-        {ZKLOCK_OK, STOCKDB_ERR_FENCED, 0, 503, "lock_lost"},
-        {ZKLOCK_OK, STOCKDB_ERR_GUARD, 0, 503, "lock_lost"},
-        {ZKLOCK_OK, STOCKDB_ERR_UNKNOWN, 0, 500, "unknown"},
-        {ZKLOCK_OK, STOCKDB_ERR_QUERY, 0, 500, "internal_error"},
+        {LOCK_OK, STOCKDB_OK, STOCKDB_SOLD_OUT, 409, "sold_out"},
+        {LOCK_OK, STOCKDB_ERR_NOT_FOUND, 0, 404, "not_found"},
+        {LOCK_OK, STOCKDB_ERR_CONNECT, 0, 503, "unavailable"},
+        {LOCK_OK, STOCKDB_ERR_DEADLOCK, 0, 503, "unavailable"},
+        {LOCK_OK, STOCKDB_ERR_FENCED, 0, 503, "lock_lost"},
+        {LOCK_OK, STOCKDB_ERR_GUARD, 0, 503, "lock_lost"},
+        {LOCK_OK, STOCKDB_ERR_UNKNOWN, 0, 500, "unknown"},
+        {LOCK_OK, STOCKDB_ERR_QUERY, 0, 500, "internal_error"},
         /* A key reused for another product is the client's mistake, not a 500. */
-        {ZKLOCK_OK, STOCKDB_ERR_KEY_REUSED, 0, 422, "key_conflict"},
-        {ZKLOCK_ERR_TIMEOUT, STOCKDB_ERR_QUERY, 0, 503, "lock_timeout"},
-        {ZKLOCK_ERR_CONNECTION, STOCKDB_ERR_QUERY, 0, 503, "unavailable"},
-        {ZKLOCK_ERR_CANCELLED, STOCKDB_ERR_QUERY, 0, 503, "unavailable"},
+        {LOCK_OK, STOCKDB_ERR_KEY_REUSED, 0, 422, "key_conflict"},
+        {LOCK_ERR_TIMEOUT, STOCKDB_ERR_QUERY, 0, 503, "lock_timeout"},
+        {LOCK_ERR_CONNECTION, STOCKDB_ERR_QUERY, 0, 503, "unavailable"},
+        {LOCK_ERR_CANCELLED, STOCKDB_ERR_QUERY, 0, 503, "unavailable"},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         stockdb_result res = {.outcome = cases[i].outcome};

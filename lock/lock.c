@@ -1,0 +1,143 @@
+/* lock.c: the calls of lock.h that every kind shares: a set and a hold dispatch to
+ * their kind's table, and the code names and address parser that need no kind. Pure
+ * (no lock service of its own); the kinds are in their own files and the registry in
+ * lock_kinds.c. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lock.h"
+
+struct lock_set {
+    const lock_kind *kind;
+    void *impl;
+};
+
+int lock_set_new(const lock_kind *k, const lock_config *cfg, lock_set **out, char *err,
+                 size_t errcap) {
+    if (errcap) err[0] = '\0';
+    *out = NULL;
+    if (!k || !cfg) return LOCK_ERR_ARGS;
+    lock_set *s = calloc(1, sizeof(*s));
+    if (!s) return LOCK_ERR_NOMEM;
+    s->kind = k;
+    int rc = k->set_new(k, cfg, &s->impl, err, errcap);
+    if (rc != LOCK_OK) {
+        free(s);
+        return rc;
+    }
+    *out = s;
+    return LOCK_OK;
+}
+
+void lock_set_cancel(lock_set *s) {
+    if (s && s->kind->set_cancel) s->kind->set_cancel(s->impl);
+}
+
+void lock_set_free(lock_set *s) {
+    if (!s) return;
+    if (s->kind->set_free) s->kind->set_free(s->impl);
+    free(s);
+}
+
+const lock_kind *lock_set_kind(const lock_set *s) {
+    return s ? s->kind : NULL;
+}
+
+int lock_ping(lock_set *s, char *err, size_t errcap) {
+    if (errcap) err[0] = '\0';
+    if (!s || !s->kind->ping) return LOCK_OK;
+    return s->kind->ping(s->impl, err, errcap);
+}
+
+void lock_get_stats(lock_set *s, lock_stats *out) {
+    memset(out, 0, sizeof(*out));
+    if (s && s->kind->stats) s->kind->stats(s->impl, out);
+}
+
+const char *lock_failure_message(const lock_set *s, int rc) {
+    /* LOST is no outage: the service answered, and the lock was no longer ours. */
+    if (!s || rc == LOCK_OK || rc == LOCK_ERR_TIMEOUT || rc == LOCK_ERR_CANCELLED ||
+        rc == LOCK_LOST)
+        return NULL;
+    return s->kind->down_message;
+}
+
+int lock_acquire(lock_set *s, const char *name, lock_hold *out) {
+    out->kind = s->kind;
+    out->impl = NULL;
+    return s->kind->acquire(s->impl, name, &out->impl);
+}
+
+int lock_check(const lock_hold *h) {
+    return h->kind->check(h->impl);
+}
+
+int64_t lock_token(const lock_hold *h) {
+    return h->kind->token(h->impl);
+}
+
+int lock_release(lock_hold *h) {
+    int rc = h->kind->release(h->impl);
+    if (rc != LOCK_ERR_NOT_OWNER) h->impl = NULL;
+    return rc;
+}
+
+int lock_release_cached(lock_hold *h, int max_ms) {
+    if (max_ms <= 0 || !h->kind->release_cached) return lock_release(h);
+    int rc = h->kind->release_cached(h->impl, max_ms);
+    if (rc != LOCK_ERR_NOT_OWNER) h->impl = NULL;
+    return rc;
+}
+
+const char *lock_strerror(int code) {
+    switch (code) {
+    case LOCK_OK:
+        return "ok";
+    case LOCK_ERR_ARGS:
+        return "bad argument";
+    case LOCK_ERR_NOMEM:
+        return "out of memory";
+    case LOCK_ERR_TIMEOUT:
+        return "lock not acquired before the deadline";
+    case LOCK_ERR_CONNECTION:
+        return "no usable connection to the lock service";
+    case LOCK_ERR_CANCELLED:
+        return "cancelled";
+    case LOCK_ERR_SERVER:
+        return "unexpected error from the lock service";
+    case LOCK_ERR_NOT_OWNER:
+        return "the hold belongs to another thread";
+    case LOCK_SUSPECT:
+        return "connection lost; the lock may have passed on";
+    case LOCK_LOST:
+        return "lock lost";
+    default:
+        return "unknown lock code";
+    }
+}
+
+int lock_parse_hostport(const char *addr, char *host, size_t hostcap, int *port) {
+    if (!addr || !host || !port || hostcap == 0) return LOCK_ERR_ARGS;
+    const char *colon = strrchr(addr, ':');
+    if (!colon || colon == addr || (size_t)(colon - addr) >= hostcap) return LOCK_ERR_ARGS;
+    for (const char *p = addr; p < colon; p++) {
+        char c = *p;
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '.' || c == '-' || c == '_'))
+            return LOCK_ERR_ARGS;
+    }
+    long v = 0;
+    const char *p = colon + 1;
+    if (!*p) return LOCK_ERR_ARGS;
+    for (; *p; p++) {
+        if (*p < '0' || *p > '9') return LOCK_ERR_ARGS;
+        v = v * 10 + (*p - '0');
+        if (v > 65535) return LOCK_ERR_ARGS;
+    }
+    if (v == 0) return LOCK_ERR_ARGS;
+    memcpy(host, addr, (size_t)(colon - addr));
+    host[colon - addr] = '\0';
+    *port = (int)v;
+    return LOCK_OK;
+}

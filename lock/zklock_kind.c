@@ -1,0 +1,123 @@
+/* zklock_kind.c: the ZooKeeper locks as two kinds of the registry (lock.h), "zk" (the
+ * fair lock) and "zk-herd" (the herd lock). A set is one zklock_session; a hold is a
+ * zklock_hold, whose czxid is the fencing token and whose session state is the
+ * pre-commit check. The codes are zklock's own, which are lock_codes.h's. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lock.h"
+#include "zklock.h"
+
+typedef struct zk_set {
+    zklock_session *s;
+    zklock_kind kind;
+    int timeout_ms;
+} zk_set;
+
+static int zk_set_new(const lock_kind *k, const lock_config *cfg, void **set, char *err,
+                      size_t errcap) {
+    char auth[1100] = "";
+    zk_set *z = calloc(1, sizeof(*z));
+    if (!z) return LOCK_ERR_NOMEM;
+    z->kind = *(const zklock_kind *)k->arg;
+    z->timeout_ms = cfg->timeout_ms;
+    if (cfg->password && cfg->password[0])
+        snprintf(auth, sizeof(auth), "%s%s%s", cfg->user ? cfg->user : "",
+                 cfg->user && cfg->user[0] ? ":" : "", cfg->password);
+    zklock_session_config zc = {.hosts = cfg->addr,
+                                .session_timeout_ms = cfg->session_ms,
+                                .connect_timeout_ms = 10000,
+                                .auth = auth[0] ? auth : NULL,
+                                .cache = cfg->cache};
+    int rc = zklock_session_new(&zc, &z->s);
+    memset(auth, 0, sizeof(auth));
+    if (rc != ZKLOCK_OK) {
+        snprintf(err, errcap, "cannot connect to ZooKeeper at %s: %s",
+                 cfg->addr ? cfg->addr : "(none)", zklock_strerror(rc));
+        free(z);
+        return rc;
+    }
+    *set = z;
+    return LOCK_OK;
+}
+
+static void zk_set_cancel(void *set) {
+    zklock_session_cancel(((zk_set *)set)->s);
+}
+
+static void zk_set_free(void *set) {
+    zk_set *z = set;
+    zklock_session_free(z->s);
+    free(z);
+}
+
+static int zk_acquire(void *set, const char *name, void **hold) {
+    zk_set *z = set;
+    zklock_hold *h = NULL;
+    int rc = zklock_acquire(z->s, name, z->kind, z->timeout_ms, &h);
+    *hold = h;
+    return rc;
+}
+
+static int zk_check(const void *hold) {
+    return zklock_check(hold);
+}
+
+static int64_t zk_token(const void *hold) {
+    return zklock_token(hold);
+}
+
+static int zk_release(void *hold) {
+    return zklock_release(hold);
+}
+
+static int zk_release_cached(void *hold, int max_ms) {
+    return zklock_release_cached(hold, max_ms);
+}
+
+/* The session's state: it never waits, so /health can ask. */
+static int zk_ping(void *set, char *err, size_t errcap) {
+    int rc = zklock_session_status(((zk_set *)set)->s);
+    if (rc != ZKLOCK_OK) snprintf(err, errcap, "%s", zklock_strerror(rc));
+    return rc;
+}
+
+static void zk_stats(void *set, lock_stats *out) {
+    zklock_stats st;
+    zklock_get_stats(((zk_set *)set)->s, &st);
+    out->acquired = st.acquired;
+    out->timeouts = st.timeouts;
+    out->suspect = st.suspect_events;
+    out->lost = st.lost_events;
+    out->expirations = st.expirations;
+    out->watch_events = st.watch_events;
+    out->cache_hits = st.cache_hits;
+    out->cache_parks = st.cache_parks;
+    out->cache_let_go_contender = st.cache_let_go_contender;
+    out->cache_let_go_timeout = st.cache_let_go_timeout;
+    out->cache_let_go_other = st.cache_let_go_other;
+    out->op[0].name = "create";
+    out->op[0].n = st.op_create;
+    out->op[1].name = "delete";
+    out->op[1].n = st.op_delete;
+    out->op[2].name = "get_children";
+    out->op[2].n = st.op_get_children;
+    out->op[3].name = "get_data";
+    out->op[3].n = st.op_get_data;
+    out->ops = st.op_create + st.op_delete + st.op_get_children + st.op_get_data;
+}
+
+static const zklock_kind zk_fair = ZKLOCK_FAIR, zk_herd = ZKLOCK_HERD;
+
+#define ZK_KIND(NAME, ARG)                                                                         \
+    {                                                                                              \
+        .name = (NAME), .service = "zookeeper", .fence_kind = LOCK_FENCE_ZOOKEEPER,                \
+        .flags = LOCK_KIND_SESSION, .arg = (ARG), .set_new = zk_set_new,                           \
+        .set_cancel = zk_set_cancel, .set_free = zk_set_free, .acquire = zk_acquire,               \
+        .check = zk_check, .token = zk_token, .release = zk_release,                               \
+        .release_cached = zk_release_cached, .ping = zk_ping, .stats = zk_stats,                   \
+    }
+
+const lock_kind zklock_kind_fair = ZK_KIND("zk", &zk_fair);
+const lock_kind zklock_kind_herd = ZK_KIND("zk-herd", &zk_herd);
