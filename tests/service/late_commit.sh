@@ -60,6 +60,12 @@ ask() {
   echo "$(cat "$T/$1.code") $(jq -r .result "$T/$1.body" 2>/dev/null)" >"$T/$1"
 }
 ask a1 $((PORT0 + 1)) &
+if [[ $variant == cached ]]; then
+  # a2 must not join a1's batch (--batch-max is not 1 here): send it once a1's lock round
+  # has begun, within its 0.2 s of work.
+  a_rounds() { curl -fsS "http://127.0.0.1:$((PORT0 + 1))/metrics" | awk '$1 == "stockd_lock_acquisitions_total" { print $2 }'; }
+  wait_until 10 eval '(( $(a_rounds) >= 1 ))' || fail "a1 never took the lock"
+fi
 sleep 0.05
 ask a2 $((PORT0 + 1)) &
 wait_until 10 grep -q "holding COMMIT #2" "$T/relay/log" ||
