@@ -53,6 +53,7 @@ typedef struct zklock_attempt {
     int pred_lowest;
     int waited;           /* some round found a node below ours: another contender was there */
     uint64_t cache_epoch; /* connection epoch of w.cache_watch */
+    int behind;           /* the listing that gave us the lock showed others queued behind */
 } zklock_attempt;
 
 /* ---------------------------------------------------------------- helpers */
@@ -362,7 +363,7 @@ static int zklock_fair_round(zklock_attempt *a, zklock_conn *c, uint64_t *seq) {
     }
     int64_t pred_seq = -1;
     const char *pred = NULL;
-    int found = 0, below = 0; /* lock nodes of others below ours */
+    int found = 0, below = 0, above = 0; /* lock nodes of others below and above ours */
     for (int i = 0; i < kids.count; i++) {
         const char *k = kids.data[i];
         int64_t ks = zklock__child_seq(k);
@@ -384,6 +385,8 @@ static int zklock_fair_round(zklock_attempt *a, zklock_conn *c, uint64_t *seq) {
                 pred_seq = ks;
                 pred = k;
             }
+        } else {
+            above++;
         }
     }
     if (!found) {
@@ -391,6 +394,9 @@ static int zklock_fair_round(zklock_attempt *a, zklock_conn *c, uint64_t *seq) {
         goto done;
     }
     if (!pred) {
+        /* Contenders that queued between our create and this listing are behind us
+         * already: the watch this listing set will not fire for them. */
+        a->behind = above > 0;
         out = ZKLOCK_OK;
         goto done;
     }
@@ -757,9 +763,10 @@ int zklock_acquire(zklock_session *s, const char *name, zklock_kind kind, int ti
         a.parent = a.path = NULL;
         pthread_mutex_lock(&s->mu);
         /* The first listing's children watch, if it is still armed on the session that
-         * made our node; if it fired already, a contender came: let go at release. */
+         * made our node; if it fired already, or the listing showed a contender behind us,
+         * let go at release. */
         if (a.w.cache_watch && !a.waited && a.cache_epoch == a.epoch) {
-            if (a.w.cache_fired)
+            if (a.w.cache_fired || a.behind)
                 h->contended = 1;
             else
                 h->cache_watch = a.w.cache_watch;
