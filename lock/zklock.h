@@ -42,8 +42,9 @@
  * A cached lock is let go by the maintenance thread at once when that watch fires,
  * when it was not used again within its time (max_ms), when the session is cancelled,
  * and with the session when it expires or is freed. Only the fair lock caches, and only a hold
- * that did not queue behind another contender: under steady contention the cache
- * would only add the watch's operation. The fencing token stays the node's czxid, so a
+ * that did not queue behind another contender and whose watched listing showed none
+ * queued behind it (that listing's watch cannot fire for those): under steady
+ * contention the cache would only slow the handover. The fencing token stays the node's czxid, so a
  * cached lock serves many batches under one token; the database's compare-and-set on
  * row_version keeps that sound (README, "The fence").
  *
