@@ -83,6 +83,13 @@ int lock_release(lock_hold *h) {
     return rc;
 }
 
+int lock_release_cached(lock_hold *h, int max_ms) {
+    if (max_ms <= 0 || !h->kind->release_cached) return lock_release(h);
+    int rc = h->kind->release_cached(h->impl, max_ms);
+    if (rc != LOCK_ERR_NOT_OWNER) h->impl = NULL;
+    return rc;
+}
+
 const char *lock_strerror(int code) {
     switch (code) {
     case LOCK_OK:

@@ -23,7 +23,9 @@
  *   - lock_set_new, lock_set_free: one thread (main), with no other thread inside a
  *     call on the set. lock_set_cancel: any thread, any time (shutdown).
  *   - lock_acquire: any thread; the hold belongs to the acquiring thread, which alone
- *     checks, reads the token of and releases it (as zklock.h states it).
+ *     checks, reads the token of and releases it (as zklock.h states it). A hold given
+ *     to lock_release_cached and kept passes to the set, and from it to the next
+ *     acquiring thread: the one hand-over between threads.
  *   - lock_ping: any worker thread (it may borrow a pooled connection).
  *   - lock_get_stats, lock_set_kind: any thread; they read memory only. */
 #ifndef LOCK_H
@@ -64,6 +66,8 @@ typedef struct lock_config {
     int session_ms;       /* session kinds (zk): the session timeout asked for */
     unsigned holders;     /* threads that may hold a lock at once (the workers) */
     bool renew;           /* lease kinds: a watchdog thread renews held leases */
+    bool cache;           /* zk: the holder will use lock_release_cached, so each
+                           * acquisition sets the watch caching needs (zklock.h) */
     const char *owner;    /* who we are, for rows or values people read (the instance) */
     const struct stockdb_config *db; /* db-lock: the MySQL server */
     lock_log_fn log;                 /* NULL = no log */
@@ -82,6 +86,14 @@ typedef struct lock_stats {
     uint64_t renewals;    /* leases the watchdog extended */
     uint64_t expirations; /* session kinds: sessions that expired and were replaced */
     uint64_t watch_events;
+    /* zk's lock cache (lock_release_cached): rounds served from the cache, holds kept,
+     * and cached holds let go because another contender queued, at their time limit, or
+     * otherwise (lost, disconnected, cancelled). */
+    uint64_t cache_hits;
+    uint64_t cache_parks;
+    uint64_t cache_let_go_contender;
+    uint64_t cache_let_go_timeout;
+    uint64_t cache_let_go_other;
     /* Session kinds: ops by type (zk: create, delete, get_children, get_data); the
      * names are the kind's, NULL past the last. */
     struct {
@@ -130,6 +142,9 @@ typedef struct lock_kind {
     int (*check)(const void *hold); /* LOCK_OK while surely ours; SUSPECT or LOST */
     int64_t (*token)(const void *hold);
     int (*release)(void *hold); /* lets go in every case but NOT_OWNER */
+    /* Releases but may keep the lock cached up to max_ms for the next acquire of the
+     * same name in this process (zk); NULL = the kind does not cache: release. */
+    int (*release_cached)(void *hold, int max_ms);
     /* The set again. ping: LOCK_OK, or the error with its detail in err; NULL = the
      * kind has nothing to check. stats: NULL = all zero. */
     int (*ping)(void *set, char *err, size_t errcap);
@@ -216,6 +231,12 @@ int64_t lock_token(const lock_hold *h);
 /* Releases; LOCK_OK or the kind's error (the lock is let go either way, but for
  * LOCK_ERR_NOT_OWNER). Same thread as the acquire. */
 int lock_release(lock_hold *h);
+/* As lock_release, but a kind that caches (zk, see zklock_release_cached) may keep the
+ * lock for up to max_ms, so that the next lock_acquire of the same name by any thread
+ * of this process takes it back without a round trip, until another process queues for
+ * it. On LOCK_OK the hold is no longer the caller's. max_ms 0, or a kind that does not
+ * cache: exactly lock_release. Same thread as the acquire. */
+int lock_release_cached(lock_hold *h, int max_ms);
 
 /* ------------------------------------------------------------------ helpers */
 

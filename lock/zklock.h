@@ -33,6 +33,21 @@
  *   - every acquisition yields a fencing token, the czxid of its lock node, which only
  *     grows across the ensemble; the database refuses writes with an older token.
  *
+ * Lock caching (zklock_release_cached), after Chubby's and GFS's client caches and the
+ * DLMs' (VMS, GFS2) lock caching with callbacks: a process keeps a lock node it no
+ * longer uses, so that its next use costs no round trip, and lets it go when somebody
+ * else asks. The "callback" is a children watch on the lock's parent, armed once per
+ * acquisition (by its first listing with config.cache, else by the first
+ * zklock_release_cached): ZooKeeper fires it when another contender creates its node.
+ * A cached lock is let go by the maintenance thread at once when that watch fires,
+ * when it was not used again within its time (max_ms), when the session is cancelled,
+ * and with the session when it expires or is freed. Only the fair lock caches, and only a hold
+ * that did not queue behind another contender and whose watched listing showed none
+ * queued behind it (that listing's watch cannot fire for those): under steady
+ * contention the cache would only slow the handover. The fencing token stays the node's czxid, so a
+ * cached lock serves many batches under one token; the database's compare-and-set on
+ * row_version keeps that sound (README, "The fence").
+ *
  * Threads and ownership:
  *   - A zklock_session is one ZooKeeper session shared by all threads of a process
  *     (replaced by a new one, in the background, when it expires).
@@ -42,6 +57,10 @@
  *     or release it. Locks are reentrant per thread: acquiring a lock the calling thread
  *     already holds returns the same hold with its count raised; release lowers it, and
  *     the node is deleted when it reaches zero. The hold is freed by the last release.
+ *   - A hold given to zklock_release_cached() and cached leaves its thread: the session
+ *     owns it (its maintenance thread may let it go at any time), and the next
+ *     acquisition of the same lock by any thread of the process takes it over, under
+ *     the same node and token. That is the one hand-over between threads.
  *   - ZooKeeper's watcher callbacks only record state and signal; they never block.
  *
  * Every function returns ZKLOCK_OK (0) or a negative ZKLOCK_* code, the values of
@@ -88,6 +107,11 @@ typedef struct zklock_session_config {
      * lock's parent. The root path's existing nodes are given the same ACL where we may
      * (zoo_set_acl; a node another identity owns is left as it is). Copied. */
     const char *auth;
+    /* 1 if this process will cache its fair locks (zklock_release_cached): each fair
+     * acquisition's first listing of the children then sets the children watch that
+     * caching needs, so that caching costs no operation of its own. 0: the watch is
+     * set by the first zklock_release_cached of an acquisition (one operation). */
+    int cache;
 } zklock_session_config;
 
 /* Counters for /metrics and the lock benchmark. All only grow. */
@@ -105,6 +129,13 @@ typedef struct zklock_stats {
     uint64_t watch_events;      /* node watches that fired for our waiters */
     uint64_t recovered_creates; /* lost create replies whose node we found and adopted */
     uint64_t orphans_deleted;   /* late duplicates of such creates that we deleted */
+    /* The cache (zklock_release_cached). */
+    uint64_t cache_parks;            /* holds kept after their last release */
+    uint64_t cache_hits;             /* acquisitions served by a cached hold, no operation */
+    uint64_t cache_let_go_contender; /* cached holds let go: another node came */
+    uint64_t cache_let_go_timeout;   /* ... their time ran out */
+    uint64_t cache_let_go_other;     /* ... lost, disconnected, or the session cancelled */
+    uint64_t cache_callbacks;        /* children watches of the cache that fired */
 } zklock_stats;
 
 typedef struct zklock_session zklock_session;
@@ -160,6 +191,32 @@ int64_t zklock_token(const zklock_hold *h);
  * once the connection is back with the same session (else the node went with the
  * session), so the lock is never left blocked. */
 int zklock_release(zklock_hold *h);
+
+/* Releases the hold's last level but keeps its node for up to max_ms (lock caching):
+ * the next zklock_acquire of the same name and kind by ANY thread of this process
+ * within that time, while no other contender has queued and the node is surely ours,
+ * gets this hold back at once, with the same node and fencing token, and sends no
+ * ZooKeeper operation (a cache hit). The acquisition's first listing (with
+ * config.cache) or else its first caching (one operation) sets one children watch on
+ * the lock's parent, which stays armed across hits;
+ * ZooKeeper fires it when another contender creates its node, and the hold is then
+ * let go: at once by the session's maintenance thread if it is cached, or at its next
+ * release if a thread has it. A cached hold is also let go when max_ms passes without
+ * a hit, when the session is cancelled (shutdown), and with the session when it is
+ * freed or expires.
+ *
+ * Ownership: on ZKLOCK_OK the hold leaves the calling thread; the pointer is no
+ * longer the caller's (the session may free it at any moment) and must not be used.
+ * The hold that a later cache hit returns belongs to that acquiring thread, as any
+ * fresh hold does.
+ *
+ * It behaves exactly as zklock_release (and returns what that returns) when max_ms
+ * <= 0, for the herd lock, for an inner level of a reentrant hold, for a hold that
+ * queued behind another contender's node when it was acquired (contention just seen
+ * is likely to go on, and the watch would fire at once), when a contender has queued
+ * already (the watch fired, or the watch's listing shows one), or when the hold is
+ * not surely ours. Returns ZKLOCK_OK when cached; ZKLOCK_ERR_NOT_OWNER (untouched). */
+int zklock_release_cached(zklock_hold *h, int max_ms);
 
 /* Is the session connected right now? ZKLOCK_OK, ZKLOCK_ERR_CONNECTION (connecting, or
  * the session expired and its replacement is not yet connected) or

@@ -5,7 +5,9 @@
  *     zookeeper_close must not run on ZooKeeper's completion thread, where our
  *     watchers run), and
  *   - deletes nodes that a release or a failed acquisition could not delete
- *     because the connection was down, once it is back with the same session.
+ *     because the connection was down, once it is back with the same session, and
+ *   - lets go of cached holds (zklock_release_cached) once a contender queues, their
+ *     time runs out, or the session is cancelled.
  * The lock recipes themselves are in zklock.c. */
 #include <errno.h>
 #include <stdlib.h>
@@ -65,6 +67,8 @@ void zklock__waiter_add(zklock_session *s, zklock_waiter *w) {
     pthread_condattr_destroy(&attr);
     w->watch_id = 0;
     w->fired = 0;
+    w->cache_watch = 0;
+    w->cache_fired = 0;
     pthread_mutex_lock(&s->mu);
     w->next = s->waiters;
     s->waiters = w;
@@ -436,8 +440,12 @@ static void *zklock_maint_main(void *arg) {
             continue;
         }
         if (s->cleanups && old->state == ZKLOCK_CONN_CONNECTED) zklock_cleanups_run_locked(s);
+        /* Cached holds that are contended, out of time, lost or cancelled go now; the
+         * next one to run out of time sets the next wake-up. */
+        int64_t until = zklock__now_ms() + 500, next = zklock__cache_sweep_locked(s);
+        if (next >= 0 && next < until) until = next;
         /* Retry queued cleanups now and then even without a state change. */
-        zklock_cond_wait_until(&s->maint_cond, &s->mu, zklock__now_ms() + 500);
+        zklock_cond_wait_until(&s->maint_cond, &s->mu, until);
     }
     pthread_mutex_unlock(&s->mu);
     return NULL;
@@ -469,6 +477,7 @@ int zklock_session_new(const zklock_session_config *cfg, zklock_session **out) {
     pthread_condattr_destroy(&attr);
     s->session_timeout_ms = cfg->session_timeout_ms ? cfg->session_timeout_ms : 6000;
     s->connect_timeout_ms = cfg->connect_timeout_ms ? cfg->connect_timeout_ms : 5000;
+    s->cache = cfg->cache != 0;
     s->hosts = strdup(cfg->hosts);
     s->root = strdup(root);
     s->acl = &ZOO_OPEN_ACL_UNSAFE;

@@ -37,9 +37,11 @@ typedef struct zklock_conn {
 typedef struct zklock_waiter {
     struct zklock_waiter *next;
     pthread_cond_t cond;
-    uint64_t watch_id; /* the watch this waiter sleeps on, 0 = none */
-    int fired;         /* that watch fired */
-    int deleted;       /* ... because its node was deleted */
+    uint64_t watch_id;    /* the watch this waiter sleeps on, 0 = none */
+    int fired;            /* that watch fired */
+    int deleted;          /* ... because its node was deleted */
+    uint64_t cache_watch; /* an acquisition's children watch (config.cache), 0 = none */
+    int cache_fired;      /* ... it fired before the hold took it over */
 } zklock_waiter;
 
 /* A node that must still be deleted once the connection is back (same session):
@@ -65,6 +67,13 @@ struct zklock_hold {
     int sweep;      /* a create's reply was lost: release deletes by GUID */
     uint64_t epoch; /* of the connection that made the node */
     int64_t token;  /* czxid of the node */
+    /* The cache (zklock_release_cached), all under s->mu. While `cached`, the hold has no
+     * thread: count is 0, owner is meaningless, and only the session touches it. */
+    int waited;           /* the acquisition waited behind another node: never cached */
+    int cached;           /* kept after its last release, owned by the session */
+    int contended;        /* the children watch fired: let go at the next release */
+    int64_t cache_until;  /* ms: a cached hold not taken again by then is let go */
+    uint64_t cache_watch; /* id of the armed children watch on parent, 0 = none */
     char guid[ZKLOCK_GUID_LEN + 1];
     char *name;
     char *parent; /* fair: <root>/<name>; herd: <root> */
@@ -78,6 +87,7 @@ struct zklock_session {
     const struct ACL_vector *acl; /* of every node we make: creator-only with auth */
     int session_timeout_ms;
     int connect_timeout_ms;
+    int cache; /* config.cache: the first listing of a fair acquisition is watched */
 
     pthread_mutex_t mu;
     pthread_cond_t maint_cond; /* wakes the maintenance thread */
@@ -122,6 +132,15 @@ uint64_t zklock__watch_id_locked(zklock_session *s);
 
 /* The watcher of every node watch; the context is the watch id. */
 void zklock__node_watcher(zhandle_t *zh, int type, int state, const char *path, void *ctx);
+
+/* The watcher of a cached hold's children watch on its lock's parent (the context is
+ * the watch id): marks the hold contended and wakes the maintenance thread. */
+void zklock__cache_watcher(zhandle_t *zh, int type, int state, const char *path, void *ctx);
+
+/* Run by the maintenance thread (mu held, dropped around ZooKeeper calls): lets go of
+ * every cached hold that is contended, past its time, lost, or whose session is
+ * cancelled. Returns the earliest cache_until left (ms), -1 when none is cached. */
+int64_t zklock__cache_sweep_locked(zklock_session *s);
 
 /* Deletes what `e` describes through c (caller holds a reference). Returns a zk
  * code: ZOK when nothing of ours is left, else the failing call's code. */

@@ -28,7 +28,8 @@ static int zk_set_new(const lock_kind *k, const lock_config *cfg, void **set, ch
     zklock_session_config zc = {.hosts = cfg->addr,
                                 .session_timeout_ms = cfg->session_ms,
                                 .connect_timeout_ms = 10000,
-                                .auth = auth[0] ? auth : NULL};
+                                .auth = auth[0] ? auth : NULL,
+                                .cache = cfg->cache};
     int rc = zklock_session_new(&zc, &z->s);
     memset(auth, 0, sizeof(auth));
     if (rc != ZKLOCK_OK) {
@@ -71,6 +72,10 @@ static int zk_release(void *hold) {
     return zklock_release(hold);
 }
 
+static int zk_release_cached(void *hold, int max_ms) {
+    return zklock_release_cached(hold, max_ms);
+}
+
 /* The session's state: it never waits, so /health can ask. */
 static int zk_ping(void *set, char *err, size_t errcap) {
     int rc = zklock_session_status(((zk_set *)set)->s);
@@ -87,6 +92,11 @@ static void zk_stats(void *set, lock_stats *out) {
     out->lost = st.lost_events;
     out->expirations = st.expirations;
     out->watch_events = st.watch_events;
+    out->cache_hits = st.cache_hits;
+    out->cache_parks = st.cache_parks;
+    out->cache_let_go_contender = st.cache_let_go_contender;
+    out->cache_let_go_timeout = st.cache_let_go_timeout;
+    out->cache_let_go_other = st.cache_let_go_other;
     out->op[0].name = "create";
     out->op[0].n = st.op_create;
     out->op[1].name = "delete";
@@ -105,8 +115,8 @@ static const zklock_kind zk_fair = ZKLOCK_FAIR, zk_herd = ZKLOCK_HERD;
         .name = (NAME), .service = "zookeeper", .fence_kind = LOCK_FENCE_ZOOKEEPER,                \
         .flags = LOCK_KIND_SESSION, .arg = (ARG), .set_new = zk_set_new,                           \
         .set_cancel = zk_set_cancel, .set_free = zk_set_free, .acquire = zk_acquire,               \
-        .check = zk_check, .token = zk_token, .release = zk_release, .ping = zk_ping,              \
-        .stats = zk_stats,                                                                         \
+        .check = zk_check, .token = zk_token, .release = zk_release,                               \
+        .release_cached = zk_release_cached, .ping = zk_ping, .stats = zk_stats,                   \
     }
 
 const lock_kind zklock_kind_fair = ZK_KIND("zk", &zk_fair);

@@ -131,6 +131,8 @@ void stockd_lock_config(const stockd_config *cfg, const stockdb_config *db, lock
                          .session_ms = (int)cfg->zk_session_ms,
                          .holders = cfg->workers,
                          .renew = cfg->lease_renew,
+                         /* --batch-max 1 keeps the seed's one acquisition per deduction */
+                         .cache = cfg->lock_cache_ms > 0 && cfg->batch_max > 1,
                          .owner = cfg->instance,
                          .db = db};
 }
@@ -216,6 +218,11 @@ void stockd_config_usage(FILE *out) {
           "  --lock-passes N        batches one acquisition may serve back to back while\n"
           "                         more deductions of the product wait (STOCKD_LOCK_PASSES)\n"
           "                         [1]: 1 = release and queue again after every batch\n"
+          "  --lock-cache-ms N      mode zk: keep the product's lock node after a batch for up\n"
+          "                         to N ms, so the next batch in this process takes it\n"
+          "                         without ZooKeeper; let go at once when another instance\n"
+          "                         queues (a children watch) (STOCKD_LOCK_CACHE_MS) [200];\n"
+          "                         0 = off; never with --batch-max 1\n"
           "  --queue-deadline-ms N  a request still unserved this long after it arrived is\n"
           "                         answered 503 without deducting, also when its batch's\n"
           "                         COMMIT would come later; a statement waits at most a\n"
@@ -307,6 +314,7 @@ enum {
     O_BATCH_MAX,
     O_PRECHECK,
     O_LOCK_PASSES,
+    O_LOCK_CACHE,
     O_QUEUE_DEADLINE,
     O_REDIS,
     O_REDIS_LEASE,
@@ -349,6 +357,7 @@ static const struct {
     {O_BATCH_MAX, "batch-max", "STOCKD_BATCH_MAX"},
     {O_PRECHECK, "precheck", "STOCKD_PRECHECK"},
     {O_LOCK_PASSES, "lock-passes", "STOCKD_LOCK_PASSES"},
+    {O_LOCK_CACHE, "lock-cache-ms", "STOCKD_LOCK_CACHE_MS"},
     {O_QUEUE_DEADLINE, "queue-deadline-ms", "STOCKD_QUEUE_DEADLINE_MS"},
     {O_REDIS, "redis", "STOCKD_REDIS"},
     {O_REDIS_LEASE, "redis-lease-ms", "STOCKD_REDIS_LEASE_MS"},
@@ -411,6 +420,8 @@ static int apply(stockd_config *c, int id, const char *v, const char *name, char
         return set_onoff(&c->precheck, v, name, err, errlen);
     case O_LOCK_PASSES:
         return set_uint(&c->lock_passes, v, 1, 1000, name, err, errlen);
+    case O_LOCK_CACHE:
+        return set_uint(&c->lock_cache_ms, v, 0, 60000, name, err, errlen);
     case O_QUEUE_DEADLINE:
         return set_uint(&c->queue_deadline_ms, v, 0, 3600000, name, err, errlen);
     case O_REDIS: {
@@ -643,6 +654,7 @@ int stockd_config_parse(stockd_config *c, int argc, char **argv, char *err, size
     c->batch_max = 64;
     c->precheck = true;
     c->lock_passes = 1;
+    c->lock_cache_ms = 200;
     c->queue_deadline_ms = 25000;
     strcpy(c->redis, "127.0.0.1:6379");
     c->redis_lease_ms = 10000;

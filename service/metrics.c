@@ -298,7 +298,14 @@ char *stockd_metrics_render(const stockd_config *cfg, lock_set *locks) {
             const char *name, *help;
             uint64_t value;
         } counters[] = {
-            {"stockd_lock_acquisitions_total", "ZooKeeper lock acquisitions.", st.acquired},
+            {"stockd_lock_acquisitions_total",
+             "ZooKeeper lock rounds begun: acquisitions, cache hits included.",
+             st.acquired + st.cache_hits},
+            {"stockd_lock_cache_hits_total",
+             "ZooKeeper lock rounds served by a cached lock node, without an operation.",
+             st.cache_hits},
+            {"stockd_lock_cache_parks_total",
+             "ZooKeeper locks kept (cached) after a batch instead of released.", st.cache_parks},
             {"stockd_lock_timeouts_total", "ZooKeeper lock acquisitions timed out.", st.timeouts},
             {"stockd_lock_suspect_total", "Held locks that became suspect.", st.suspect},
             {"stockd_lock_lost_total", "Held locks that were lost.", st.lost},
@@ -309,6 +316,14 @@ char *stockd_metrics_render(const stockd_config *cfg, lock_set *locks) {
         for (size_t i = 0; i < sizeof(counters) / sizeof(counters[0]); i++)
             put_counter(&b, counters[i].name, counters[i].help,
                         (unsigned long long)counters[i].value);
+        put(&b, "# HELP stockd_lock_cache_releases_total Cached ZooKeeper locks let go, by "
+                "reason.\n# TYPE stockd_lock_cache_releases_total counter\n");
+        put(&b, "stockd_lock_cache_releases_total{reason=\"contender\"} %llu\n",
+            (unsigned long long)st.cache_let_go_contender);
+        put(&b, "stockd_lock_cache_releases_total{reason=\"timeout\"} %llu\n",
+            (unsigned long long)st.cache_let_go_timeout);
+        put(&b, "stockd_lock_cache_releases_total{reason=\"other\"} %llu\n",
+            (unsigned long long)st.cache_let_go_other);
         put(&b, "# HELP stockd_zk_ops_total ZooKeeper operations by type.\n"
                 "# TYPE stockd_zk_ops_total counter\n");
         for (size_t i = 0; i < sizeof(st.op) / sizeof(st.op[0]) && st.op[i].name; i++)

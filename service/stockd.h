@@ -139,6 +139,7 @@ typedef struct stockd_config {
     unsigned batch_max;         /* deductions per lock acquisition (combiner.c) */
     bool precheck;              /* sold out answered from one read before the lock */
     unsigned lock_passes;       /* batches per acquisition while more wait */
+    unsigned lock_cache_ms;     /* zk: keep the lock node this long after a batch; 0 = off */
     unsigned queue_deadline_ms; /* 0 = none; see stockd_job.deadline_ns */
     char redis[256];            /* HOST:PORT of the Redis of mode redis; for mode redlock,
                                  * the comma list of its servers */

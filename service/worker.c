@@ -12,7 +12,8 @@
  *             v
  *           acquire the product's lock ──> take up to --batch-max waiting jobs ──>
  *           one transaction for all (read once, stock - k, one INSERT, guard, COMMIT)
- *           ──> release (or keep it for --lock-passes batches while more wait)
+ *           ──> release (or keep it for --lock-passes batches while more wait; in
+ *               mode zk the node may stay cached for the next batch, --lock-cache-ms)
  *           ──> answer every job of the batch ──> next batch, until none waits
  *
  * With segmented stock (--segments K) the slot, the lock and the batch are one
@@ -427,7 +428,12 @@ static void lead(worker_state *ws, int32_t product_id, unsigned segment) {
         if (released) {
             held = false;
         } else if (!keep) {
-            int rel = lock_release(&lock.hold);
+            /* Lock caching (zk): the node is kept for --lock-cache-ms, so that this
+             * product's next batch here starts without a ZooKeeper round, until another
+             * instance queues for it (lock/zklock.h). --batch-max 1 keeps the seed's
+             * one acquisition per deduction. */
+            unsigned cache_ms = ctx->cfg->batch_max > 1 ? ctx->cfg->lock_cache_ms : 0;
+            int rel = lock_release_cached(&lock.hold, (int)cache_ms);
             if (rel != LOCK_OK) log_failure(ws, "lock release", lock_text(ctx, rel));
             held = false;
         }

@@ -46,6 +46,7 @@ lock_c_test(lock_lost_reply_test)
 lock_c_test(lock_fencing_test)
 lock_c_test(lock_ops_test)
 lock_c_test(lock_restart_test)
+lock_c_test(lock_cache_test)
 
 stockd_unit_test(lock_child_seq_test SOURCES lock/lock_child_seq_test.c LIBS zklock)
 

@@ -16,8 +16,14 @@
 # fence value, which a second batch under one token leaves unchanged: B subtracted 2 from
 # 1 and this test ended at stock -1 for every kind.
 # Every answer is checked against the orders: each "deducted" has its order, nothing else.
+#
+# late_commit.sh zk cached: the same, but A's second batch runs under its CACHED lock
+# (--lock-cache-ms, batched, --lock-passes 1): the first batch's release keeps the node,
+# the second batch takes it back from the cache with the same token, and its COMMIT is
+# the late one. The fence does not care how the token was kept.
 source "$STOCKD_SRC/tests/lib.sh"
 kind=${1:?kind}
+variant=${2:-passes}
 
 t_db
 sql "UPDATE product SET stock = 3, fence = 0 WHERE id = 2"
@@ -32,6 +38,10 @@ wait_until 10 grep -q ready "$T/relay/log" || fail "the relay did not start: $(c
 # while the first batch runs), one deduction per batch, up to 4 batches per acquisition,
 # 0.2 s of work per batch. B: default leases, so its own lease outlasts the wait.
 a_args=(--workers 2 --batch-max 1 --lock-passes 4 --think-us 200000 --lock-timeout-ms 15000)
+if [[ $variant == cached ]]; then
+  [[ $kind == zk ]] || fail "only the zk lock caches"
+  a_args=(--workers 2 --lock-passes 1 --lock-cache-ms 10000 --think-us 200000 --lock-timeout-ms 15000)
+fi
 b_args=(--lock-timeout-ms 15000)
 case $kind in
 zk | zk-herd) a_args+=(--zk-session-ms 1000) ;;
@@ -50,6 +60,12 @@ ask() {
   echo "$(cat "$T/$1.code") $(jq -r .result "$T/$1.body" 2>/dev/null)" >"$T/$1"
 }
 ask a1 $((PORT0 + 1)) &
+if [[ $variant == cached ]]; then
+  # a2 must not join a1's batch (--batch-max is not 1 here): send it once a1's lock round
+  # has begun, within its 0.2 s of work.
+  a_rounds() { curl -fsS "http://127.0.0.1:$((PORT0 + 1))/metrics" | awk '$1 == "stockd_lock_acquisitions_total" { print $2 }'; }
+  wait_until 10 eval '(( $(a_rounds) >= 1 ))' || fail "a1 never took the lock"
+fi
 sleep 0.05
 ask a2 $((PORT0 + 1)) &
 wait_until 10 grep -q "holding COMMIT #2" "$T/relay/log" ||
@@ -74,4 +90,9 @@ expect_eq "A's two deductions (its late COMMIT landed)" "200 deducted 200 deduct
 expect_eq "orders = 3 - stock (the ledger)" $((3 - stock)) "$orders"
 expect_eq "deducted answers = orders" "$orders" "$deducted"
 expect_eq "stock" 0 "$stock"
+if [[ $variant == cached ]]; then
+  hits=$(curl -fsS "http://127.0.0.1:$((PORT0 + 1))/metrics" | awk '$1 == "stockd_lock_cache_hits_total" { print $2 }')
+  ((hits >= 1)) || fail "A's second batch did not run under its cached lock ($hits cache hits)"
+  echo "ok: A's second batch took its lock from the cache ($hits hit)"
+fi
 echo "ok: $kind: a late COMMIT of a second batch under one token did not oversell"

@@ -101,5 +101,13 @@ if [[ ${CHECK_ONE_PER_ACQUISITION:-0} == 1 ]]; then
   ((batches >= $(get orders))) || fail "expected at least $(get orders) lock rounds, got $batches"
   expect_eq "deductions per lock round (batch size sum = count)" "$batches" "$(metric stockd_batch_size_sum)"
   expect_eq "lock acquisitions = lock rounds" "$batches" "$(metric stockd_lock_acquisitions_total)"
+  # ... and none of them came from the lock cache: --batch-max 1 never caches.
+  [[ $mode == zk ]] && expect_eq "lock cache hits with --batch-max 1" 0 "$(metric stockd_lock_cache_hits_total)"
+fi
+# Mode zk caches its lock between batches (--lock-cache-ms): printed for the record.
+if [[ $mode == zk ]]; then
+  echo "zk: $(metric stockd_lock_acquisitions_total) lock rounds, $(metric stockd_lock_cache_hits_total)" \
+    "cache hits, cache let go: $(metric 'stockd_lock_cache_releases_total{reason="contender"}') for a" \
+    "contender, $(metric 'stockd_lock_cache_releases_total{reason="timeout"}') at timeout"
 fi
 echo PASS

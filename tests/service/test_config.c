@@ -140,6 +140,7 @@ int main(void) {
         CHECK_INT_EQ(1, c.segments);
         CHECK(c.precheck);
         CHECK_INT_EQ(1, c.lock_passes);
+        CHECK_INT_EQ(200, c.lock_cache_ms);
         CHECK_INT_EQ(25000, c.queue_deadline_ms);
         CHECK_INT_EQ(0, c.think_us);
         CHECK_INT_EQ(0, c.think_jitter_us);
@@ -198,8 +199,10 @@ int main(void) {
     setenv("STOCKD_BATCH_MAX", "8", 1);
     setenv("STOCKD_PRECHECK", "off", 1);
     {
-        char *argv[] = {"stockd", "--lock-passes", "4", "--queue-deadline-ms", "0", NULL};
-        CHECK_INT_EQ(0, parse(&c, err, 5, argv));
+        char *argv[] = {"stockd", "--lock-passes",   "4", "--queue-deadline-ms",
+                        "0",      "--lock-cache-ms", "0", NULL};
+        CHECK_INT_EQ(0, parse(&c, err, 7, argv));
+        CHECK_INT_EQ(0, c.lock_cache_ms);
         CHECK_INT_EQ(8, c.batch_max);
         CHECK(!c.precheck);
         CHECK_INT_EQ(4, c.lock_passes);
@@ -258,6 +261,8 @@ int main(void) {
         {"--batch-max", "1025", "--batch-max"},
         {"--precheck", "yes", "on or off"},
         {"--lock-passes", "0", "--lock-passes"},
+        {"--lock-cache-ms", "60001", "--lock-cache-ms"},
+        {"--lock-cache-ms", "-1", "--lock-cache-ms"},
         {"--redis", "localhost", "HOST:PORT"},
         {"--redis", "h:0", "HOST:PORT"},
         {"--redis", "a b:1", "HOST:PORT"},

@@ -149,6 +149,16 @@ foreach(kind zk zk-herd redis db-lock)
   stockd_integration_test(late_commit_${kind}_exact
     COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/late_commit.sh ${kind} LABELS faults)
 endforeach()
+# The same late COMMIT when the second batch ran under the zk lock's cache (issue 19 #1).
+stockd_integration_test(late_commit_zk_cached_exact
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/late_commit.sh zk cached LABELS faults)
+# Lock caching in the service (issue 19 #1 and #7): fair shares and exact 0 on three
+# instances, fewer ZooKeeper operations per deduction on one, a cached lock handed to
+# another instance at once, and a holder killed -9 with its lock cached (each 2-40 s).
+foreach(case fair3 ops1 handover kill9)
+  stockd_integration_test(lock_cache_${case}
+    COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/lock_cache.sh ${case} LABELS faults)
+endforeach()
 # Issue 16's defect 7: lock kinds with tokens on different scales share one fence column.
 foreach(case switch reset)
   stockd_integration_test(fence_kinds_${case}
