@@ -147,3 +147,8 @@ stockd_integration_test(affinity_local_3_exact_until_kill_then_oversells
   COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/affinity.sh local oversells LABELS experiment)
 stockd_integration_test(affinity_zk_3_kill_mid_run_exact
   COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/affinity.sh zk exact LABELS experiment)
+# Rate limiting in front (issue 20 #6): nginx's per-product limit_req refuses part of a
+# flood on one product with 429 JSON; the stock stays exact and every admitted
+# deduction has its order. About 5 s.
+stockd_integration_test(rate_limit_429_json_stock_exact
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/rate_limit.sh LABELS experiment)
