@@ -7,7 +7,8 @@
 # ceiling rows are there for each route, load and client, and every other row carries
 # its fraction of the matching one; no deduction row saw a sold-out or failed answer
 # (ample stock); every (spec, route, load) is exact with the ledger holding; the
-# durability settings are printed. The ensemble row needs nine more ports than a test
+# durability settings are printed; the rate limit runs (without, then with 20/s and a
+# burst of 10) end exact, and with the limit part of the answers are 429. The ensemble row needs nine more ports than a test
 # has, so it is left out here (--bench-ensemble ""); the full run has it.
 #
 # usage: report_bench_smoke.sh PATH/TO/stockload   (run by ctest with the STOCKD_* variables)
@@ -31,7 +32,7 @@ trap 'STACK_RUN=$run STACK_PORT_BASE=$PORT0 "$STOCKD_SRC/scripts/stack" down </d
   >/dev/null 2>&1 || true; t_cleanup' EXIT
 
 "$STOCKD_SRC/loadtest/report" --bench-only --bench "atomic zk" --bench-requests 200 \
-  --bench-concurrency 20 --bench-seconds 1 --bench-products 10 --bench-ensemble "" \
+  --bench-concurrency 20 --bench-seconds 1 --bench-products 10 --bench-ensemble "" --bench-rate-limit 20:10 \
   --run "$run" --port-base "$PORT0" --out "$out" </dev/null | tee "$T/stdout" ||
   fail "loadtest/report --bench-only failed"
 
@@ -54,7 +55,14 @@ expect_eq "hot rows whose orders match both clients' requests" 4 \
 expect_eq "zk rows with ZooKeeper operations counted" 8 \
   "$(q '[.bench.rows[] | select(.spec == "zk" and .lock_ops_per_deduction > 0)] | length')"
 expect_eq "durability: innodb_flush_log_at_trx_commit" 1 "$(q .durability.mysql.innodb_flush_log_at_trx_commit)"
+expect_eq "rate limit runs" "null 20:10" "$(q '[.bench.rate_limit[].rate_limit] | map(tostring) | join(" ")')"
+expect_eq "rate limit runs not exact" 0 "$(q '[.bench.rate_limit[] | select(.exact | not)] | length')"
+expect_eq "429 answers without the limit" 0 "$(q '.bench.rate_limit[0].refused_429')"
+(($(q '.bench.rate_limit[1].refused_429') > 0)) || fail "no 429 answers with the limit"
+(($(q '.bench.rate_limit[1].admitted') > 0)) || fail "nothing admitted with the limit"
+echo "ok: with the limit: $(q '.bench.rate_limit[1] | "\(.admitted) admitted, \(.refused_429) refused"')"
 md=$out/bench.md
+grep -q '^### Rate limiting in front' "$md" || fail "bench.md has no rate limit table"
 grep -q '^### nginx round-robin' "$md" || fail "bench.md has no round-robin table"
 grep -q '^### nginx affinity' "$md" || fail "bench.md has no affinity table"
 grep -q '^| GET /health (HTTP ceiling) |' "$md" || fail "bench.md has no ceiling row"
