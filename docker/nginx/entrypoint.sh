@@ -12,8 +12,8 @@
 # (deductions are never retried on another instance, see nginx.conf); other routes
 # move on to the next instance.
 set -euo pipefail
-conf=/etc/nginx/nginx.conf
-template=/etc/nginx/stockd-nginx.conf.in
+conf=${STOCKD_NGINX_CONF:-/etc/nginx/nginx.conf}
+template=${STOCKD_NGINX_TEMPLATE:-/etc/nginx/stockd-nginx.conf.in}
 
 # The route and the rate limit (docker-compose.yml passes them from the host's
 # environment): the template's marker comments become the directives, as
@@ -42,6 +42,8 @@ sed -e "s|^\([[:space:]]*\)#@BALANCE@[[:space:]]*\$|\1$balance|" \
   -e "s|^\([[:space:]]*\)#@LIMIT_REQ@[[:space:]]*\$|\1$limit_req|" \
   -e "s|max_fails=0;|$servers_fail;|" "$template" >"$conf"
 printf 'stockd-nginx: route %s, rate limit %s\n' "$route" "${limit:-none}" >&2
+# STOCKD_NGINX_RENDER_ONLY=1: only write the configuration (tests/stack/compose_config.sh).
+[[ ${STOCKD_NGINX_RENDER_ONLY:-} != 1 ]] || exit 0
 
 log() { printf 'stockd-nginx: %s\n' "$*" >&2; }
 
