@@ -33,7 +33,7 @@ args=(--batch-max 1 --think-us 50000 --think-jitter-us 20000)
 [[ $mode == zk* ]] && args+=(--zk-session-ms 2000)
 for i in 1 2 3; do t_stockd "$i" "$mode" "${args[@]}"; done
 STACK_NGINX_ROUTE=affinity t_nginx 3
-grep -q 'hash $arg_id consistent;' "$T/nginx/nginx.conf" || fail "nginx.conf has no hash balancer"
+grep -q '^[[:space:]]*hash $arg_id consistent;' "$T/nginx/nginx.conf" || fail "nginx.conf has no hash balancer"
 
 # load THREADS LOOPS OUT: stockload through nginx on product 1, reconciled.
 load() {
