@@ -83,3 +83,78 @@ def legend:
   "**MySQL statements / deduction**: the increase of `stockd_mysql_statements_total` (every statement sent: reads, writes, COMMIT, ROLLBACK, the sold-out pre-check) divided by the deducted answers.",
   "**mean batch**: deductions served per lock acquisition (`stockd_batch_size` histogram: sum / count). n/a: the mode does not batch.",
   "**instance share %**: each stockd instance's share of the orders, in instance order: how fairly the lock passed between the instances.";
+
+# The headline benchmark (.bench of report.json or bench.json): one object per nginx
+# route, {route, rows}, each row the cells of one line (bench_head); the first line is
+# the HTTP ceiling (median [min-max] of the ceilings measured next to the modes), then
+# the modes in run order, then the ZooKeeper-ensemble row if there is one. A mode's
+# cell is its req/s and its fraction of the ceiling measured right before it.
+def bench_head: ["mode", "hot ab", "hot stockload", "spread wrk", "spread stockload", "hot p99 (ab)",
+                 "spread p99 (wrk)", "lock ops/deduction", "exact"];
+def bench_align: ["l", "r", "r", "r", "r", "r", "r", "r", "l"];
+def bench_median: sort | if length == 0 then null elif length % 2 == 1 then .[length / 2 | floor]
+                  else (.[length / 2 - 1] + .[length / 2]) / 2 end;
+def bench_tables:
+  .bench as $B
+  | def ceil($r):
+      first($B.rows[] | select(.row == "ceiling" and .route == $r.route and .kind == $r.kind
+                               and .client == $r.client and .spec == $r.spec
+                               and .ensemble == $r.ensemble) | .rps) // null;
+    def withfrac: . as $r | ceil($r) as $c
+      | $r + {fraction: (if $c == null or $c == 0 or $r.row == "ceiling" then null else $r.rps / $c end)};
+    def cell($r): if $r == null then "–"
+                  else "\($r.rps | round)\(if $r.fraction == null then "" else " (\($r.fraction | fix2))" end)" end;
+    def p99($r): if $r == null then "–" else ($r.p99_ms | ms) end;
+    def find($rows; $kind; $client): first($rows[] | select(.kind == $kind and .client == $client)) // null;
+    def ops($rows; $kind): (first($rows[] | select(.kind == $kind)) // null) as $x
+      | if $x == null or $x.lock_ops_per_deduction == null then "–" else ($x.lock_ops_per_deduction | fix2) end;
+    def exact($rows): if ($rows | length) == 0 then "–"
+      elif all($rows[]; .exact) then "yes (\($rows | group_by(.kind) | map(.[0].orders) | add) orders)"
+      else "NO: " + ([$rows[] | select(.exact | not)
+                      | "\(.kind) \(.client): \(.initial) -> \(.final), \(.orders) orders; \(.client_orders) orders, \(.ok) 2xx"]
+                     | unique | join("; ")) end;
+    def line($name; $rows):
+      [$name, cell(find($rows; "hot"; "ab")), cell(find($rows; "hot"; "stockload")),
+       cell(find($rows; "spread"; "wrk")), cell(find($rows; "spread"; "stockload")),
+       p99(find($rows; "hot"; "ab")), p99(find($rows; "spread"; "wrk")),
+       "\(ops($rows; "hot")) / \(ops($rows; "spread"))", exact($rows)];
+    def ceilcell($rows; $kind; $client): [$rows[] | select(.kind == $kind and .client == $client) | .rps] as $v
+      | if ($v | length) == 0 then "–"
+        else "\($v | bench_median | round) [\($v | min | round)–\($v | max | round)]" end;
+    def ceilp99($rows; $kind; $client): [$rows[] | select(.kind == $kind and .client == $client) | .p99_ms]
+      | if length == 0 then "–" else (bench_median | ms) end;
+    def ceilline($rows):
+      ["GET /health (HTTP ceiling: median [min–max] of its runs)",
+       ceilcell($rows; "hot"; "ab"), ceilcell($rows; "hot"; "stockload"),
+       ceilcell($rows; "spread"; "wrk"), ceilcell($rows; "spread"; "stockload"),
+       ceilp99($rows; "hot"; "ab"), ceilp99($rows; "spread"; "wrk"), "–", "–"];
+    ($B.rows | map(withfrac)) as $rows
+  | ($rows | map(.route) | unique | sort | reverse)[] as $route
+  | [$rows[] | select(.route == $route and .row != "ceiling" and (.ensemble | not))] as $modes
+  | [$rows[] | select(.route == $route and .row != "ceiling" and .ensemble)] as $ens
+  | {route: $route,
+     rows: ([ceilline([$rows[] | select(.row == "ceiling" and .route == $route and (.ensemble | not))])]
+            + [($modes | map(.spec) | reduce .[] as $s ([]; if index([$s]) then . else . + [$s] end))[] as $spec
+               | line($spec; [$modes[] | select(.spec == $spec)])]
+            + (if ($ens | length) > 0 then [line("\($ens[0].spec), ZooKeeper as a 3-server ensemble"; $ens)]
+               else [] end))};
+
+# The rate limit runs of the benchmark, one line each.
+def bench_rl_head: ["rate limit", "requests", "admitted", "refused (429)", "admitted p99 ms",
+                    "req/s (all answers)", "stock exact, ledger reconciled"];
+def bench_rl_align: ["l", "r", "r", "r", "r", "r", "l"];
+def bench_rl_rows:
+  .bench.rate_limit[]
+  | [(.rate_limit // "none"), (.requests | tostring), (.admitted | tostring), (.refused_429 | tostring),
+     (.admitted_p99_ms | ms), (.rps | round | tostring),
+     (if .exact then "yes (\(.orders) orders, \(.initial) -> \(.final))"
+      else "NO: \(.orders) orders, \(.admitted) admitted, \(.initial) -> \(.final), reconciliation \(.reconciliation)" end)];
+
+# The benchmark's prose, shared by bench.md, report.md and index.html (Markdown inline).
+def bench_settings_text:
+  .bench.settings as $S
+  | "Every product starts with stock \($S.stock_each): no answer is sold out, every request is a deduction. The exact column: no product below 0, orders rows = the stock change, and the 2xx answers of each client = the orders its load made (wrk stops at its deadline without counting the requests still under way, so up to -c of its orders have no counted answer). **Hot**: product \($S.hot.product), `\($S.hot.ab)` and `\($S.hot.stockload)`. **Spread**: products \($S.spread.products) drawn uniformly, `\($S.spread.wrk)` and `\($S.spread.stockload)`. The **HTTP ceiling** is `GET /health?id=N` through the same nginx with the same client and settings (stockd answers it without the database), measured right before the load of each mode; each cell is req/s and, in brackets, its fraction of the ceiling measured next to it (same client, route and load). p99 in ms. Lock ops: ZooKeeper (or Redis, or lock-table) operations per deduction, hot / spread.";
+def bench_rl_text:
+  "Batched zk, nginx round-robin, stockload `\(.bench.settings.hot.stockload)` on product \(.bench.settings.hot.product), without and with `scripts/stack --rate-limit RATE:BURST` (RATE per second per product, BURST admitted at once above it; the rest get 429 with a JSON body and never reach stockd).";
+def bench_title:
+  "The headline benchmark: ample stock, one hot product and \(.bench.settings.spread.count // 100) spread, nginx \(.bench.rows | map(.route) | unique | sort | reverse | join(" and "))";

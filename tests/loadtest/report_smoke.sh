@@ -35,7 +35,7 @@ trap 'STACK_RUN=$run STACK_PORT_BASE=$PORT0 "$STOCKD_SRC/scripts/stack" down </d
 # Stock 50 and 300 requests at 100 in flight: the oversell experiment's proportions
 # (tests/service/oversell.sh), which make the unlocked run go negative every time.
 stock=50 threads=100 loops=3
-"$STOCKD_SRC/loadtest/report" --modes "none zk redis" --think-us 1000 --spread 0 --curve "" \
+"$STOCKD_SRC/loadtest/report" --modes "none zk redis" --think-us 1000 --spread 0 --curve "" --bench "" \
   --stock "$stock" --threads "$threads" --loops "$loops" --run "$run" --port-base "$PORT0" \
   --out "$out" </dev/null |
   tee "$T/stdout" || fail "loadtest/report failed"

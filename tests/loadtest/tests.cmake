@@ -24,3 +24,8 @@ add_test(NAME loadtest_report_html COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/load
 set_tests_properties(loadtest_report_html PROPERTIES
   ENVIRONMENT "STOCKD_SRC=${PROJECT_SOURCE_DIR};STOCKD_TEST_RUN=${STOCKD_TEST_RUN}"
   LABELS "unit;browser" TIMEOUT 120 SKIP_RETURN_CODE 77)
+# The headline benchmark (issue 19 #4) in its short mode: both routes, both clients per
+# load, the HTTP ceiling, exact ledgers and the durability settings. About 40 s.
+stockd_integration_test(loadtest_report_bench_smoke
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/loadtest/report_bench_smoke.sh $<TARGET_FILE:stockload>
+  LABELS loadtest)

@@ -193,3 +193,16 @@ foreach(kind zk redis db-lock)
     COMMAND env COMMIT_DELAY_MS=20 bash ${CMAKE_CURRENT_SOURCE_DIR}/service/oversell.sh ${kind} 3
             zero --batch-max 1 --fence off LABELS pitfall)
 endforeach()
+# Affinity routing (issue 19 #3): nginx routes by product id; a process mutex is exact
+# while the product's instance is up, oversells when a kill mid-run makes nginx move
+# the product away and back (up to 3 tries, see affinity.sh); zk stays exact across the
+# same kill. About 15 s each.
+stockd_integration_test(affinity_local_3_exact_until_kill_then_oversells
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/affinity.sh local oversells LABELS experiment)
+stockd_integration_test(affinity_zk_3_kill_mid_run_exact
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/affinity.sh zk exact LABELS experiment)
+# Rate limiting in front (issue 20 #6): nginx's per-product limit_req refuses part of a
+# flood on one product with 429 JSON; the stock stays exact and every admitted
+# deduction has its order. About 5 s.
+stockd_integration_test(rate_limit_429_json_stock_exact
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/rate_limit.sh LABELS experiment)

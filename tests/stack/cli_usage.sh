@@ -32,7 +32,7 @@ expect_rc() {
 expect_rc 0 "usage: scripts/stack COMMAND" --help
 expect_rc 2 "usage: scripts/stack COMMAND"
 expect_rc 2 "unknown command 'start'" start
-for cmd in up down status restart-stockd env mysql; do
+for cmd in up down status restart-stockd kill-stockd env mysql; do
   expect_rc 0 "usage: scripts/stack $cmd" "$cmd" --help
 done
 expect_rc 2 "--instances must be a number in 1..64, got '0'" up --instances 0
@@ -42,6 +42,14 @@ expect_rc 2 "--instances needs a value" up --instances
 expect_rc 2 "--lock: not a lock mode: 'Z K'" up --lock 'Z K'
 expect_rc 2 "unknown argument '--verbose'" up --verbose
 expect_rc 2 "unexpected argument 'now'" down now
+# nginx's route and rate limit (README "Affinity routing and rate limiting in front").
+expect_rc 2 "--route must be round-robin or affinity, got 'hash'" up --route hash
+expect_rc 2 "--route must be round-robin or affinity, got 'x'" restart-stockd --route=x
+expect_rc 2 "--rate-limit wants RATE[:BURST] (e.g. 100:20, 600r/m:10), got '0'" up --rate-limit 0
+expect_rc 2 "--rate-limit wants RATE[:BURST] (e.g. 100:20, 600r/m:10), got 'off'" up --rate-limit off
+expect_rc 2 "--rate-limit needs a value" restart-stockd --rate-limit
+expect_rc 2 "which instance? (1..N)" kill-stockd
+expect_rc 2 "unexpected argument 'x'" kill-stockd x
 # The ZooKeeper topology is the stack's: `up` chooses it, restart-stockd cannot.
 expect_rc 0 "--zk-ensemble" up --help
 expect_rc 2 "unknown argument '--zk-ensemble'" restart-stockd --zk-ensemble
@@ -56,6 +64,7 @@ expect_rc 0 "nothing under $STACK_RUN" down
 expect_rc 1 "no stack under $STACK_RUN (run: scripts/stack up)" status
 expect_rc 1 "no stack under $STACK_RUN" env
 expect_rc 1 "no stack under $STACK_RUN" restart-stockd --lock zk
+expect_rc 1 "no stack under $STACK_RUN" kill-stockd 1 --restart
 expect_rc 1 "no stack under $STACK_RUN" mysql -e 'select 1'
 
 # ---------------------------------------------------------------- stockd --config

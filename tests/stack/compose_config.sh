@@ -212,6 +212,31 @@ awk '/location \/stock\/reduce/ { inloc = 1 } inloc && /proxy_next_upstream off;
   fail "docker/nginx/nginx.conf: /stock/reduce lacks proxy_next_upstream off"
 echo "ok: 3 upstreams, no retry of /stock/reduce on another instance"
 
+# The route and the rate limit of the compose nginx: the entrypoint fills in the
+# markers from STOCKD_NGINX_ROUTE / STOCKD_NGINX_RATE_LIMIT (compose passes both), and
+# the result passes nginx -t; a bad value stops the container with a message.
+for m in BALANCE LIMIT_ZONE LIMIT_REQ; do
+  grep -q "^[[:space:]]*#@$m@[[:space:]]*\$" "$src/docker/nginx/nginx.conf" ||
+    fail "docker/nginx/nginx.conf lacks the #@$m@ marker"
+done
+for v in STOCKD_NGINX_ROUTE STOCKD_NGINX_RATE_LIMIT; do
+  grep -q "^[[:space:]]*$v: \${$v:-" "$src/docker-compose.yml" || fail "docker-compose.yml does not pass $v to nginx"
+done
+cp "$T/nginx.conf" "$T/nginx.tmpl"
+STOCKD_NGINX_CONF=$T/nginx-aff.conf STOCKD_NGINX_TEMPLATE=$T/nginx.tmpl STOCKD_NGINX_RENDER_ONLY=1 \
+  STOCKD_NGINX_ROUTE=affinity STOCKD_NGINX_RATE_LIMIT=200:50 bash "$src/docker/nginx/entrypoint.sh" 2>/dev/null ||
+  fail "the nginx entrypoint did not render affinity with a rate limit"
+nginx -t -q -p "$T" -c "$T/nginx-aff.conf" -g "pid $T/nginx.pid;" 2>"$T/nginx-t.log" ||
+  fail "nginx -t rejects the affinity + rate limit configuration: $(cat "$T/nginx-t.log")"
+grep -q '^[[:space:]]*hash $arg_id consistent;' "$T/nginx-aff.conf" || fail "affinity: no hash balancer"
+grep -q 'limit_req zone=stockd_product burst=50 nodelay' "$T/nginx-aff.conf" || fail "no limit_req"
+grep -q 'rate=200r/s' "$T/nginx-aff.conf" || fail "no limit_req_zone at 200r/s"
+if STOCKD_NGINX_CONF=$T/x.conf STOCKD_NGINX_TEMPLATE=$T/nginx.tmpl STOCKD_NGINX_RENDER_ONLY=1 \
+  STOCKD_NGINX_ROUTE=random bash "$src/docker/nginx/entrypoint.sh" 2>/dev/null; then
+  fail "the nginx entrypoint accepted STOCKD_NGINX_ROUTE=random"
+fi
+echo "ok: compose nginx with STOCKD_NGINX_ROUTE=affinity STOCKD_NGINX_RATE_LIMIT=200:50 passes nginx -t"
+
 # The Dockerfile: a build stage and a runtime stage with the runtime libraries only,
 # a non-root user, and stockd bound to all interfaces inside the container.
 df=$src/Dockerfile

@@ -126,6 +126,34 @@ body=$(curl -fsS "$NGINX_URL/stock/reduce?id=2") || fail "deduction in mode redi
 expect_eq "a deduction in mode redis" deducted "$(jq -r .result <<<"$body")"
 expect_eq "stock after 6 deductions" 94 "$("$stack" mysql -N -B -e 'SELECT stock FROM product WHERE id=2')"
 
+# nginx by product id with a rate limit (restart-stockd --affinity --rate-limit): the
+# state keeps both, the product's deductions meet in one instance, and a burst over the
+# limit gets 429 JSON; kill-stockd --restart brings a crashed instance back.
+"$stack" restart-stockd --instances 2 --lock zk --affinity --rate-limit 2:3 </dev/null ||
+  fail "restart-stockd --affinity --rate-limit failed"
+"$stack" status >"$T/status.txt" || fail "status after affinity: $(cat "$T/status.txt")"
+grep -q 'nginx: affinity, rate limit 2:3' "$T/status.txt" || fail "status: $(tail -1 "$T/status.txt")"
+grep -q '^[[:space:]]*hash $arg_id consistent;' "$T/nginx/nginx.conf" || fail "nginx.conf has no hash balancer"
+eval "$("$stack" env)"
+expect_eq "STACK_ROUTE" affinity "$STACK_ROUTE"
+codes=() owners=()
+for _ in 1 2 3 4 5 6; do
+  code=$(curl -sS -o "$T/ans" -w '%{http_code}' "$NGINX_URL/stock/reduce?id=2")
+  codes+=("$code $(jq -r .result "$T/ans")")
+  [[ $code != 200 ]] || owners+=("$(jq -r .instance "$T/ans")")
+done
+echo "answers: ${codes[*]}"
+[[ " ${codes[*]} " == *" 429 rate_limited "* ]] || fail "no 429 rate_limited in 6 quick requests: ${codes[*]}"
+expect_eq "instances that deducted product 2" 1 "$(printf '%s\n' "${owners[@]}" | sort -u | wc -l)"
+old=$(cat "$T/stockd/1.pid")
+"$stack" kill-stockd 1 --restart </dev/null || fail "kill-stockd --restart failed"
+if pid_runs "$old"; then fail "stockd-1 (pid $old) survived kill-stockd"; fi
+"$stack" status >/dev/null || fail "not all up after kill-stockd --restart"
+echo "ok: kill-stockd 1 --restart: a new stockd-1 answers"
+"$stack" restart-stockd --route round-robin --rate-limit off </dev/null || fail "back to round-robin failed"
+if grep -Eq '^[[:space:]]*(hash|limit_req|limit_req_zone) ' "$T/nginx/nginx.conf"; then fail "round-robin nginx.conf still routes by hash or limits"; fi
+echo "ok: back to round-robin without a limit"
+
 # down stops everything, and a second down is a no-op.
 all=$(pids | xargs)
 "$stack" down </dev/null || fail "stack down failed"

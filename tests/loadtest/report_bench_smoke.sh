@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# The headline benchmark of loadtest/report in its short mode (--bench-only, small
+# counts), on the report's own stack inside this test's ports: two specs (atomic and
+# batched zk), both routes, both clients per load (stockload and ab on the hot product,
+# stockload and wrk on the spread). It checks what the benchmark promises, not how fast
+# anything was: bench.md and bench.json exist; every row has a positive rate; the
+# ceiling rows are there for each route, load and client, and every other row carries
+# its fraction of the one measured next to it; no deduction row saw a sold-out or failed answer
+# (ample stock); every (spec, route, load) is exact with the ledger holding; the
+# durability settings are printed; the rate limit runs (without, then with 20/s and a
+# burst of 10) end exact, and with the limit part of the answers are 429. The ensemble row needs nine more ports than a test
+# has, so it is left out here (--bench-ensemble ""); the full run has it.
+#
+# usage: report_bench_smoke.sh PATH/TO/stockload   (run by ctest with the STOCKD_* variables)
+source "$STOCKD_SRC/tests/lib.sh"
+
+export STOCKLOAD_BIN=${1:?usage: report_bench_smoke.sh PATH/TO/stockload}
+if [[ ! -x $STOCKD_BIN ]] || ! grep -qa /stock/reduce "$STOCKD_BIN"; then
+  echo "SKIP: no stockd service binary at $STOCKD_BIN (build the stockd target first)"
+  exit 77
+fi
+[[ -x $STOCKLOAD_BIN ]] || { echo "SKIP: no stockload at $STOCKLOAD_BIN"; exit 77; }
+for tool in jq gnuplot ab wrk; do
+  command -v "$tool" >/dev/null || { echo "SKIP: $tool is not installed (scripts/deps)"; exit 77; }
+done
+
+run=$T/stack out=$T/out
+export STOCKD_BIN STACK_NGINX_PORT=$((PORT0 + 1)) STACK_ZK_PORT=$((PORT0 + 2))
+export STACK_REDIS_PORT=$((PORT0 + 3)) STACK_PROMETHEUS_PORT=$((PORT0 + 4))
+unset STOCKD_MYSQL_PASSWORD STACK_RUN STACK_PORT_BASE # the stack makes its own
+trap 'STACK_RUN=$run STACK_PORT_BASE=$PORT0 "$STOCKD_SRC/scripts/stack" down </dev/null \
+  >/dev/null 2>&1 || true; t_cleanup' EXIT
+
+"$STOCKD_SRC/loadtest/report" --bench-only --bench "atomic zk" --bench-requests 200 \
+  --bench-concurrency 20 --bench-seconds 1 --bench-products 10 --bench-ensemble "" --bench-rate-limit 20:10 \
+  --run "$run" --port-base "$PORT0" --out "$out" </dev/null | tee "$T/stdout" ||
+  fail "loadtest/report --bench-only failed"
+
+for f in bench.md bench.json; do [[ -s $out/$f ]] || fail "missing or empty: $out/$f"; done
+[[ ! -e $out/report.json ]] || fail "--bench-only wrote report.json"
+j=$out/bench.json
+jq -e . "$j" >/dev/null || fail "bench.json does not parse"
+q() { jq -r "$1" "$j"; }
+# 2 routes x 2 specs x 2 loads x 2 clients x (the ceiling next to it + the mode)
+expect_eq "rows" 32 "$(q '.bench.rows | length')"
+expect_eq "ceiling rows per spec" "atomic 8 zk 8" \
+  "$(q '[.bench.rows[] | select(.row == "ceiling") | .spec] | group_by(.) | map("\(.[0]) \(length)") | join(" ")')"
+expect_eq "ceiling rows per route, load and client" \
+  "affinity/hot/ab affinity/hot/stockload affinity/spread/stockload affinity/spread/wrk round-robin/hot/ab round-robin/hot/stockload round-robin/spread/stockload round-robin/spread/wrk" \
+  "$(q '[.bench.rows[] | select(.row == "ceiling") | "\(.route)/\(.kind)/\(.client)"] | unique | join(" ")')"
+expect_eq "rows with no positive rate" 0 "$(q '[.bench.rows[] | select((.rps > 0) | not)] | length')"
+expect_eq "deduction rows with answers other than 2xx (ample stock: none sold out)" 0 \
+  "$(q '[.bench.rows[] | select(.row != "ceiling" and .other != 0)] | length')"
+expect_eq "deduction rows not exact" 0 "$(q '[.bench.rows[] | select(.row != "ceiling" and (.exact | not))] | length')"
+expect_eq "hot rows whose orders match both clients' requests" 4 \
+  "$(q '[.bench.rows[] | select(.row != "ceiling" and .kind == "hot" and .client == "ab" and .orders == 400 and .initial - .final == 400)] | length')"
+expect_eq "zk rows with ZooKeeper operations counted" 8 \
+  "$(q '[.bench.rows[] | select(.spec == "zk" and .lock_ops_per_deduction > 0)] | length')"
+expect_eq "durability: innodb_flush_log_at_trx_commit" 1 "$(q .durability.mysql.innodb_flush_log_at_trx_commit)"
+expect_eq "rate limit runs" "null 20:10" "$(q '[.bench.rate_limit[].rate_limit] | map(tostring) | join(" ")')"
+expect_eq "rate limit runs not exact" 0 "$(q '[.bench.rate_limit[] | select(.exact | not)] | length')"
+expect_eq "429 answers without the limit" 0 "$(q '.bench.rate_limit[0].refused_429')"
+(($(q '.bench.rate_limit[1].refused_429') > 0)) || fail "no 429 answers with the limit"
+(($(q '.bench.rate_limit[1].admitted') > 0)) || fail "nothing admitted with the limit"
+echo "ok: with the limit: $(q '.bench.rate_limit[1] | "\(.admitted) admitted, \(.refused_429) refused"')"
+md=$out/bench.md
+grep -q '^### Rate limiting in front' "$md" || fail "bench.md has no rate limit table"
+grep -q '^### nginx round-robin' "$md" || fail "bench.md has no round-robin table"
+grep -q '^### nginx affinity' "$md" || fail "bench.md has no affinity table"
+grep -q '^| GET /health (HTTP ceiling: median' "$md" || fail "bench.md has no ceiling row"
+grep -Eq '^\| zk \| [0-9]+ \(0\.[0-9]{2}|^\| zk \| [0-9]+ \([1-9]\.[0-9]{2}' "$md" || fail "bench.md: zk row without a fraction"
+grep -q 'innodb_flush_log_at_trx_commit=1' "$md" || fail "bench.md does not print the durability settings"
+grep -q 'forceSync=' "$md" || fail "bench.md does not print ZooKeeper's forceSync"
+echo "ok: bench.md:"
+cat "$md"
+STACK_RUN=$run "$STOCKD_SRC/scripts/stack" status >/dev/null 2>&1 && fail "the stack still runs after the report"
+echo "ok: the stack is down"
