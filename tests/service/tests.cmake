@@ -193,3 +193,9 @@ foreach(kind zk redis db-lock)
     COMMAND env COMMIT_DELAY_MS=20 bash ${CMAKE_CURRENT_SOURCE_DIR}/service/oversell.sh ${kind} 3
             zero --batch-max 1 --fence off LABELS pitfall)
 endforeach()
+# Batches across products (issue 19 #2): exact 0 spread over 100 products on three
+# instances (~15 s), and a busy product not waited for (~6 s).
+foreach(case spread3 busy)
+  stockd_integration_test(cross_products_${case}
+    COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/cross_products.sh ${case} LABELS faults)
+endforeach()
