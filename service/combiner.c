@@ -54,7 +54,8 @@ typedef struct slot {
     bool led;                /* false: parked, waiting for a leader of the product */
     stockd_job *head, *tail; /* waiting jobs, in arrival order */
     unsigned waiting;
-    struct slot *next; /* hash chain */
+    uint64_t busy_until_ns; /* unled: its lock was found busy; not claimed before this */
+    struct slot *next;      /* hash chain */
 } slot;
 
 struct stockd_combiner {
@@ -108,12 +109,15 @@ void stockd_combiner_set_cross(stockd_combiner *c, unsigned n) {
 }
 
 /* The unled slot (an unsplit product's) whose first job is oldest, not among
- * skip[0..nskip-1] (slots claimed already), or NULL. */
-static slot *oldest_unled(const stockd_combiner *c, const int32_t *skip, unsigned nskip) {
+ * skip[0..nskip-1] (slots claimed already) and, when now_ns is not 0, not found busy
+ * until after now_ns; or NULL. */
+static slot *oldest_unled(const stockd_combiner *c, const int32_t *skip, unsigned nskip,
+                          uint64_t now_ns) {
     slot *best = NULL;
     for (size_t i = 0; i < NBUCKETS; i++)
         for (slot *s = c->buckets[i]; s; s = s->next) {
             if (s->segment || s->led || !s->head) continue;
+            if (now_ns && s->busy_until_ns > now_ns) continue;
             bool skipped = false;
             for (unsigned k = 0; k < nskip && !skipped; k++)
                 skipped = skip[k] == s->product_id;
@@ -126,7 +130,8 @@ unsigned stockd_combiner_claim(stockd_combiner *c, int32_t *out, unsigned max) {
     unsigned n = 0;
     pthread_mutex_lock(&c->mu);
     slot *s;
-    while (n < max && (s = oldest_unled(c, out, n)) != NULL) {
+    uint64_t now = stockd_now_ns();
+    while (n < max && (s = oldest_unled(c, out, n, now)) != NULL) {
         s->led = true;
         out[n++] = s->product_id;
     }
@@ -134,7 +139,8 @@ unsigned stockd_combiner_claim(stockd_combiner *c, int32_t *out, unsigned max) {
     return n;
 }
 
-void stockd_combiner_unclaim(stockd_combiner *c, int32_t product_id) {
+void stockd_combiner_unclaim(stockd_combiner *c, int32_t product_id, uint64_t busy_ns) {
+    uint64_t until = busy_ns ? stockd_now_ns() + busy_ns : 0;
     pthread_mutex_lock(&c->mu);
     slot **p = find(c, product_id, 0), *s = *p;
     if (s && !s->head) {
@@ -142,6 +148,7 @@ void stockd_combiner_unclaim(stockd_combiner *c, int32_t product_id) {
         free(s);
     } else if (s) {
         s->led = false;
+        s->busy_until_ns = until;
     }
     pthread_mutex_unlock(&c->mu);
 }
@@ -224,7 +231,7 @@ bool stockd_combiner_leave(stockd_combiner *c, int32_t *product_id, unsigned *se
             free(s);
         }
         slot *next = *segment ? oldest_parked(c, *product_id) : NULL;
-        if (!next && c->cross) next = oldest_unled(c, NULL, 0);
+        if (!next && c->cross) next = oldest_unled(c, NULL, 0, 0); /* busy or not */
         if (next) {
             next->led = true;
             *product_id = next->product_id;

@@ -364,8 +364,11 @@ void stockd_combiner_set_cross(stockd_combiner *c, unsigned n);
  * Returns how many. */
 unsigned stockd_combiner_claim(stockd_combiner *c, int32_t *out, unsigned max);
 /* Gives a claimed slot back: closed if no job waits, else unled again (the caller is
- * still a leader, and takes one over in leave if no other leader does first). */
-void stockd_combiner_unclaim(stockd_combiner *c, int32_t product_id);
+ * still a leader, and takes one over in leave if no other leader does first). busy_ns >
+ * 0: its lock was found busy, so no claim tries it again for that long (a try of a busy
+ * ZooKeeper lock costs three operations, and its node makes a holder that cached the
+ * lock let it go); a leader's takeover in leave still may, and waits for it. */
+void stockd_combiner_unclaim(stockd_combiner *c, int32_t product_id, uint64_t busy_ns);
 /* Bounds the leaders of one split product's segments (n = 0: no bound; the default). A
  * deduction for a segment with no leader while the product has n waits in a parked slot
  * (enter returns FOLLOWER) until a leader of the product takes it over in

@@ -390,6 +390,10 @@ static unsigned drop_expired(worker_state *ws, unsigned n) {
  * batch is then split: each product runs again on its own under its lock (run_batch),
  * which answers each job as a batch of one product does. Never a half-done batch. */
 
+/* How long a product whose lock a try found busy is not tried again (its jobs wait for
+ * a leader's takeover, or for the next claim after this). */
+#define CROSS_BUSY_NS (20u * 1000000u)
+
 typedef struct cross_group {
     product_lock lock; /* group 0: the leader's own (a copy; lead() releases it) */
     unsigned first, n; /* its jobs: ws->jobs[first .. first + n - 1] */
@@ -442,7 +446,7 @@ static unsigned run_cross(worker_state *ws, product_lock *primary, unsigned live
             /* Busy (another instance holds or queues for it): not waited for. */
             if (rc != LOCK_ERR_TIMEOUT) log_failure(ws, "lock (tried)", lock_text(ctx, rc));
             busy++;
-            stockd_combiner_unclaim(ctx->combiner, pids[i]);
+            stockd_combiner_unclaim(ctx->combiner, pids[i], CROSS_BUSY_NS);
             continue;
         }
         unsigned k = stockd_combiner_take(ctx->combiner, pids[i], 0, ws->jobs + used, max - used,
@@ -516,7 +520,7 @@ static unsigned run_cross(worker_state *ws, product_lock *primary, unsigned live
         unsigned cache_ms = cfg->lock_cache_ms;
         int rel = lock_release_cached(&h->hold, (int)cache_ms);
         if (rel != LOCK_OK) log_failure(ws, "lock release", lock_text(ctx, rel));
-        stockd_combiner_unclaim(ctx->combiner, h->product_id);
+        stockd_combiner_unclaim(ctx->combiner, h->product_id, 0);
     }
     return out;
 }
