@@ -624,7 +624,8 @@ static int multi_once(stockdb *db, stockdb_strategy strategy, batch_state *sts, 
         if (rc != STOCKDB_OK) return rc;
         if (!found) return STOCKDB_ERR_CONNECT;
         if (found_id != key_id) {
-            stockdb__set_err(db, "COMMIT reply lost, and request id \"%s\" has order %llu, not ours",
+            stockdb__set_err(db,
+                             "COMMIT reply lost, and request id \"%s\" has order %llu, not ours",
                              key, (unsigned long long)found_id);
             return STOCKDB_ERR_UNKNOWN;
         }

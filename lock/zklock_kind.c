@@ -126,7 +126,7 @@ static const zklock_kind zk_fair = ZKLOCK_FAIR, zk_herd = ZKLOCK_HERD;
         .flags = LOCK_KIND_SESSION, .arg = (ARG), .set_new = zk_set_new,                           \
         .set_cancel = zk_set_cancel, .set_free = zk_set_free, .acquire = zk_acquire,               \
         .check = zk_check, .token = zk_token, .release = zk_release,                               \
-        .release_cached = zk_release_cached, .try_acquire = zk_try_acquire, .ping = zk_ping,      \
+        .release_cached = zk_release_cached, .try_acquire = zk_try_acquire, .ping = zk_ping,       \
         .stats = zk_stats,                                                                         \
     }
 

@@ -16,6 +16,10 @@
  *               mode zk the node may stay cached for the next batch, --lock-cache-ms)
  *           ──> answer every job of the batch ──> next batch, until none waits
  *
+ * With --cross-products K (mode zk), the batch also takes the waiting deductions of up
+ * to K-1 other products whose locks a TRY gets now (never waited for), in the same
+ * transaction, each row under its own token (run_cross, below).
+ *
  * With segmented stock (--segments K) the slot, the lock and the batch are one
  * segment's: a deduction starts at a random segment and, when the batch finds that
  * segment empty, moves on to the next one (next_segment) until it is deducted or has
@@ -435,8 +439,8 @@ static unsigned run_cross(worker_state *ws, product_lock *primary, unsigned live
     cross_group g[STOCKDB_MULTI_MAX];
     int32_t pids[STOCKDB_MULTI_MAX];
     g[0] = (cross_group){.lock = *primary, .first = 0, .n = live};
-    unsigned nc = used < max ? stockd_combiner_claim(ctx->combiner, pids, cfg->cross_products - 1)
-                             : 0;
+    unsigned nc =
+        used < max ? stockd_combiner_claim(ctx->combiner, pids, cfg->cross_products - 1) : 0;
     for (unsigned i = 0; i < nc; i++) {
         product_lock pl = {.product_id = pids[i]};
         char name[48];
@@ -499,8 +503,7 @@ static unsigned run_cross(worker_state *ws, product_lock *primary, unsigned live
         } else if (n && rc == STOCKDB_SPLIT) {
             /* Nothing committed: this product on its own, under its lock (re-checked). */
             bool released = false;
-            while (n > 0 &&
-                   run_batch(ws, ws->jobs + first, n, h, answers + first, &released))
+            while (n > 0 && run_batch(ws, ws->jobs + first, n, h, answers + first, &released))
                 n = drop_expired_at(ws, ws->jobs + first, n);
         } else if (n) {
             /* The COMMIT's outcome is in doubt (or it failed after a lost reply): the
@@ -564,12 +567,16 @@ static void lead(worker_state *ws, int32_t product_id, unsigned segment) {
         /* Expired jobs leave the batch unanswered by the database. */
         unsigned live = drop_expired(ws, n);
         bool released = false;
-        if (live > 0 && answers && cross_on(ctx, segment)) live = run_cross(ws, &lock, live, answers);
-        else while (live > 0 && run_batch(ws, ws->jobs, live, &lock, answers, &released)) {
-            /* Rolled back at the deadline of its oldest job. Those past their deadline get
-             * 503; the rest, within theirs, run again at once under the same lock. Each
-             * round answers at least the oldest, so this ends. */
-            live = drop_expired(ws, live);
+        if (live > 0 && cross_on(ctx, segment)) {
+            /* With other products whose locks are free now (--cross-products). */
+            live = run_cross(ws, &lock, live, answers);
+        } else {
+            while (live > 0 && run_batch(ws, ws->jobs, live, &lock, answers, &released)) {
+                /* Rolled back at the deadline of its oldest job. Those past their deadline
+                 * get 503; the rest, within theirs, run again at once under the same lock.
+                 * Each round answers at least the oldest, so this ends. */
+                live = drop_expired(ws, live);
+            }
         }
         passes++;
 

@@ -797,15 +797,14 @@ static void test_batch_refused_or_fenced_rolls_back_whole(stockdb *db) {
     printf("ok: a refused or fenced batch is rolled back whole\n");
 }
 
-
 /* Batches of several products in one transaction (stockdb_deduct_multi): all or nothing.
  * Products 40..42, each batch of two keyed items under its own fence. */
 static int multi(stockdb *db, stockdb_strategy s, stockdb_item (*it)[2], const int64_t *fences,
                  size_t nb, int (*guard)(void *)) {
     stockdb_batch bs[3];
     for (size_t i = 0; i < nb; i++)
-        bs[i] = (stockdb_batch){
-            .product_id = 40 + (int)i, .fence = fences[i], .items = it[i], .n = 2};
+        bs[i] =
+            (stockdb_batch){.product_id = 40 + (int)i, .fence = fences[i], .items = it[i], .n = 2};
     return stockdb_deduct_multi(db, s, bs, nb, guard, NULL);
 }
 
