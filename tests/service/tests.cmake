@@ -2,6 +2,7 @@
 stockd_unit_test(test_contract SOURCES service/test_contract.c LIBS stockd_core)
 stockd_unit_test(test_config SOURCES service/test_config.c LIBS stockd_core)
 stockd_unit_test(test_jobq SOURCES service/test_jobq.c LIBS stockd_core)
+stockd_unit_test(test_combiner SOURCES service/test_combiner.c LIBS stockd_core)
 stockd_unit_test(test_log SOURCES service/test_log.c LIBS stockd_core)
 
 stockd_integration_test(http_contract COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/http_contract.sh)
