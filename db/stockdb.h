@@ -242,6 +242,28 @@ typedef struct stockdb_batch {
  * not confirmed: a keyed order of the batch confirms it), _CONFIG, _NOMEM. */
 int stockdb_deduct_batch(stockdb *db, stockdb_strategy strategy, stockdb_batch *b);
 
+/* stockdb_deduct_multi's answer when it committed nothing and the caller should run each
+ * batch on its own (stockdb_deduct_batch): positive, never taken for an error. */
+#define STOCKDB_SPLIT 1
+
+/* Batches of SEVERAL products (or segments) under their own locks, as ONE transaction:
+ * each row is read and written with its own fenced compare-and-set (bs[i].fence), then
+ * the orders of each batch (one INSERT per product), then ONE call of guard (which must
+ * check every lock; the batches' own guards are not called) and ONE COMMIT. All or
+ * nothing: either every batch's items get their answers as stockdb_deduct_batch gives
+ * them, or nothing is committed. The common case only: a batch whose row has no stock
+ * left, a key that has an order already, a row changed since its check, a fence or a
+ * guard refusal, a deadlock, or a failed statement before COMMIT all roll the whole
+ * transaction back and return STOCKDB_SPLIT: nothing was committed, and the caller runs
+ * the batches one by one (the per-product path decides those cases, each with its own
+ * lock re-checked). Returns STOCKDB_OK, STOCKDB_SPLIT, or for the whole transaction
+ * STOCKDB_ERR_UNKNOWN (a COMMIT reply lost and not confirmed: a keyed order of any batch
+ * confirms it), _CONNECT (COMMIT failed and confirmed not done), _CONFIG, _NOMEM.
+ * nb is 1..STOCKDB_MULTI_MAX; strategy as stockdb_deduct_batch. */
+#define STOCKDB_MULTI_MAX 64
+int stockdb_deduct_multi(stockdb *db, stockdb_strategy strategy, stockdb_batch *bs, size_t nb,
+                         int (*guard)(void *arg), void *guard_arg);
+
 /* The sold-out pre-check: one read, and the ROLLBACK that ends its transaction (2
  * statements). Reads the product's whole stock (product.stock plus its segments' stock,
  * sql/schema.sql) and, when request_id

@@ -563,3 +563,135 @@ out:
     free(st.ids);
     return rc;
 }
+
+/* ---------------------------------------------------------------- several products */
+
+/* One attempt at stockdb_deduct_multi on a connected handle (stockdb.h): every row's
+ * per-row step, then every batch's orders, the guard and COMMIT. Anything but the common
+ * case ends the transaction and returns STOCKDB_SPLIT; nothing is committed then. */
+static int multi_once(stockdb *db, stockdb_strategy strategy, batch_state *sts, size_t nb,
+                      int (*guard)(void *), void *guard_arg) {
+    stockdb__row rows[STOCKDB_MULTI_MAX];
+    size_t ks[STOCKDB_MULTI_MAX];
+    bool wrote = false;
+    for (size_t i = 0; i < nb; i++) {
+        stockdb_batch *b = sts[i].b;
+        size_t want = 0;
+        for (size_t j = 0; j < b->n; j++)
+            if (batch_open(&sts[i], j)) want++;
+        rows[i] = (stockdb__row){.product_id = b->product_id,
+                                 .segment = b->segment,
+                                 .fence = b->fence,
+                                 .fence_kind = b->fence_kind};
+        int rc = stockdb__row_take(db, strategy, &rows[i], want, b->think_us, wrote);
+        /* No stock left (the key look-ups are the per-product path's) or any refusal. */
+        if (rc != STOCKDB_OK || rows[i].taken == 0) {
+            stockdb__end_trx(db);
+            return rc == STOCKDB__RETRY_IDLE && !wrote ? STOCKDB__RETRY_IDLE : STOCKDB_SPLIT;
+        }
+        wrote = true;
+        ks[i] = (size_t)rows[i].taken;
+    }
+    for (size_t i = 0; i < nb; i++) {
+        /* A duplicate key rolls back inside; the per-product path answers it. */
+        if (batch_insert_orders(db, &sts[i], ks[i]) != STOCKDB_OK) {
+            stockdb__end_trx(db);
+            return STOCKDB_SPLIT;
+        }
+    }
+    if (guard && guard(guard_arg) != 0) {
+        stockdb__rollback(db);
+        stockdb__set_err(db, "the guard refused the commit of %zu products; rolled back", nb);
+        return STOCKDB_SPLIT;
+    }
+    int rc = stockdb__commit(db);
+    if (rc != STOCKDB_OK && rc != STOCKDB_ERR_CONNECT) {
+        stockdb__fail(db, rc, true); /* the server said no: nothing was committed */
+        return STOCKDB_SPLIT;
+    }
+    if (rc == STOCKDB_ERR_CONNECT) {
+        /* In doubt: any keyed order of the transaction tells, as it is atomic. */
+        const char *key = NULL;
+        uint64_t key_id = 0, found_id = 0;
+        int32_t found_pid = 0;
+        bool found = false;
+        for (size_t i = 0; i < nb && !key; i++)
+            for (size_t j = 0; j < ks[i] && !key; j++) {
+                key = sts[i].b->items[sts[i].sel[j]].request_id;
+                key_id = sts[i].ids[j];
+            }
+        rc = stockdb__confirm_key(db, key, &found, &found_id, &found_pid);
+        if (rc != STOCKDB_OK) return rc;
+        if (!found) return STOCKDB_ERR_CONNECT;
+        if (found_id != key_id) {
+            stockdb__set_err(db,
+                             "COMMIT reply lost, and request id \"%s\" has order %llu, not ours",
+                             key, (unsigned long long)found_id);
+            return STOCKDB_ERR_UNKNOWN;
+        }
+    }
+    for (size_t i = 0; i < nb; i++)
+        batch_answer(&sts[i], rows[i].stock, ks[i]);
+    return STOCKDB_OK;
+}
+
+int stockdb_deduct_multi(stockdb *db, stockdb_strategy strategy, stockdb_batch *bs, size_t nb,
+                         int (*guard)(void *arg), void *guard_arg) {
+    if (!db) return STOCKDB_ERR_CONFIG;
+    stockdb__clear_err(db);
+    if (!bs || nb == 0 || nb > STOCKDB_MULTI_MAX) {
+        stockdb__set_err(db, "stockdb_deduct_multi: 1..%d batches are required", STOCKDB_MULTI_MAX);
+        return STOCKDB_ERR_CONFIG;
+    }
+    for (size_t i = 0; i < nb; i++) {
+        if (!batch_args_ok(db, strategy, &bs[i])) return STOCKDB_ERR_CONFIG;
+        /* One key in two batches would be two deductions of one key in one transaction. */
+        for (size_t j = 0; j < i; j++)
+            for (size_t x = 0; x < bs[i].n; x++)
+                for (size_t y = 0; bs[i].items[x].request_id && y < bs[j].n; y++)
+                    if (bs[j].items[y].request_id &&
+                        strcmp(bs[i].items[x].request_id, bs[j].items[y].request_id) == 0)
+                        return STOCKDB_SPLIT;
+    }
+    batch_state sts[STOCKDB_MULTI_MAX];
+    memset(sts, 0, sizeof(sts));
+    int rc = STOCKDB_ERR_NOMEM;
+    for (size_t i = 0; i < nb; i++) {
+        size_t n = bs[i].n;
+        sts[i] = (batch_state){.b = &bs[i],
+                               .leader = malloc(n * sizeof(size_t)),
+                               .done = calloc(n, sizeof(bool)),
+                               .sel = malloc(n * sizeof(size_t)),
+                               .ids = malloc(n * sizeof(uint64_t))};
+        if (!sts[i].leader || !sts[i].done || !sts[i].sel || !sts[i].ids) {
+            stockdb__set_err(db, "stockdb_deduct_multi: out of memory");
+            goto out;
+        }
+        batch_find_leaders(&sts[i]);
+    }
+    for (int idle_retries = 0;;) {
+        rc = stockdb__connect(db);
+        if (rc != STOCKDB_OK) {
+            rc = STOCKDB_SPLIT; /* nothing was sent; the per-product path reports it */
+            break;
+        }
+        rc = multi_once(db, strategy, sts, nb, guard, guard_arg);
+        if (rc != STOCKDB__RETRY_IDLE) break;
+        if (++idle_retries == 2) {
+            rc = STOCKDB_SPLIT;
+            break;
+        }
+    }
+    if (rc == STOCKDB_OK)
+        for (size_t i = 0; i < nb; i++)
+            batch_follow(&sts[i]);
+out:
+    stockdb__end_trx(db);
+    for (size_t i = 0; i < nb; i++) {
+        free(sts[i].leader);
+        free(sts[i].done);
+        free(sts[i].sel);
+        free(sts[i].ids);
+    }
+    return rc;
+}

@@ -69,6 +69,17 @@ int lock_acquire(lock_set *s, const char *name, lock_hold *out) {
     return s->kind->acquire(s->impl, name, &out->impl);
 }
 
+int lock_try_acquire(lock_set *s, const char *name, lock_hold *out) {
+    out->kind = s->kind;
+    out->impl = NULL;
+    if (!s->kind->try_acquire) return LOCK_ERR_ARGS;
+    return s->kind->try_acquire(s->impl, name, &out->impl);
+}
+
+bool lock_can_try(const lock_set *s) {
+    return s->kind->try_acquire != NULL;
+}
+
 int lock_check(const lock_hold *h) {
     return h->kind->check(h->impl);
 }

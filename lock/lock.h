@@ -145,6 +145,11 @@ typedef struct lock_kind {
     /* Releases but may keep the lock cached up to max_ms for the next acquire of the
      * same name in this process (zk); NULL = the kind does not cache: release. */
     int (*release_cached)(void *hold, int max_ms);
+    /* As acquire, but never waits: a lock that another holder has (or is queued for
+     * before us) is LOCK_ERR_TIMEOUT at once, with our place in its queue given up (zk:
+     * our node deleted). A lock cached by this process is a hit. NULL = the kind has no
+     * try (lock_try_acquire is then LOCK_ERR_ARGS). */
+    int (*try_acquire)(void *set, const char *name, void **hold);
     /* The set again. ping: LOCK_OK, or the error with its detail in err; NULL = the
      * kind has nothing to check. stats: NULL = all zero. */
     int (*ping)(void *set, char *err, size_t errcap);
@@ -223,6 +228,12 @@ typedef struct lock_hold {
  * [A-Za-z0-9_.-], at most 200 bytes, e.g. "product_7_seg_2"). LOCK_OK with *out held,
  * or the error with nothing held. */
 int lock_acquire(lock_set *s, const char *name, lock_hold *out);
+/* As lock_acquire, but never waits (a lock that is not free now is LOCK_ERR_TIMEOUT at
+ * once, nothing held): what a holder of other locks may call without hold-and-wait.
+ * LOCK_ERR_ARGS for a kind without a try (lock_can_try). */
+int lock_try_acquire(lock_set *s, const char *name, lock_hold *out);
+/* Does the set's kind have lock_try_acquire? */
+bool lock_can_try(const lock_set *s);
 /* LOCK_OK while the lock is surely ours (call it right before COMMIT); LOCK_SUSPECT or
  * LOCK_LOST otherwise. Reads local state only. */
 int lock_check(const lock_hold *h);

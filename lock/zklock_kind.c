@@ -60,6 +60,16 @@ static int zk_acquire(void *set, const char *name, void **hold) {
     return rc;
 }
 
+/* Timeout 0: one round (a cache hit sends nothing); a node that is not first is
+ * deleted before the call returns. */
+static int zk_try_acquire(void *set, const char *name, void **hold) {
+    zk_set *z = set;
+    zklock_hold *h = NULL;
+    int rc = zklock_acquire(z->s, name, z->kind, 0, &h);
+    *hold = h;
+    return rc;
+}
+
 static int zk_check(const void *hold) {
     return zklock_check(hold);
 }
@@ -116,7 +126,8 @@ static const zklock_kind zk_fair = ZKLOCK_FAIR, zk_herd = ZKLOCK_HERD;
         .flags = LOCK_KIND_SESSION, .arg = (ARG), .set_new = zk_set_new,                           \
         .set_cancel = zk_set_cancel, .set_free = zk_set_free, .acquire = zk_acquire,               \
         .check = zk_check, .token = zk_token, .release = zk_release,                               \
-        .release_cached = zk_release_cached, .ping = zk_ping, .stats = zk_stats,                   \
+        .release_cached = zk_release_cached, .try_acquire = zk_try_acquire, .ping = zk_ping,       \
+        .stats = zk_stats,                                                                         \
     }
 
 const lock_kind zklock_kind_fair = ZK_KIND("zk", &zk_fair);

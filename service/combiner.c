@@ -22,6 +22,15 @@
  * takes over the product's parked slot whose first job is oldest, under the same mutex,
  * so a parked slot is never left once the product's last leader is gone.
  *
+ * Batches across products (--cross-products K, issue 19 #2): with it, a new unsplit
+ * product gets a leader of its own only while fewer than `cross` leaders exist;
+ * otherwise its slot is UNLED and its worker goes back to the queue. Each leader claims
+ * up to K-1 unled slots for its batch (those whose locks it can take now) and gives them
+ * back after it; a leader whose slot runs empty takes over the oldest unled slot before
+ * it leaves. An unled slot is made only while a leader exists, and the last leader
+ * cannot leave while one has jobs (both under the mutex), so no job is left without a
+ * leader here either.
+ *
  * Slots live in a small hash table (chained, by product id) guarded by one mutex; the
  * critical sections are a few pointer moves, never I/O.
  *
@@ -45,12 +54,15 @@ typedef struct slot {
     bool led;                /* false: parked, waiting for a leader of the product */
     stockd_job *head, *tail; /* waiting jobs, in arrival order */
     unsigned waiting;
-    struct slot *next; /* hash chain */
+    uint64_t busy_until_ns; /* unled: its lock was found busy; not claimed before this */
+    struct slot *next;      /* hash chain */
 } slot;
 
 struct stockd_combiner {
     pthread_mutex_t mu;
     unsigned max_leaders; /* per product, for segments; 0 = no bound */
+    unsigned cross;       /* leaders before new products wait unled; 0 = never */
+    unsigned leaders;     /* workers in lead() now (claimed slots not counted) */
     slot *buckets[NBUCKETS];
     /* (product id << 1) | sold out; 0 = no hint. Lock-free: one word per entry. */
     _Atomic uint64_t hints[NHINTS];
@@ -90,6 +102,57 @@ void stockd_combiner_set_max_leaders(stockd_combiner *c, unsigned n) {
     pthread_mutex_unlock(&c->mu);
 }
 
+void stockd_combiner_set_cross(stockd_combiner *c, unsigned n) {
+    pthread_mutex_lock(&c->mu);
+    c->cross = n;
+    pthread_mutex_unlock(&c->mu);
+}
+
+/* The unled slot (an unsplit product's) whose first job is oldest, not among
+ * skip[0..nskip-1] (slots claimed already) and, when now_ns is not 0, not found busy
+ * until after now_ns; or NULL. */
+static slot *oldest_unled(const stockd_combiner *c, const int32_t *skip, unsigned nskip,
+                          uint64_t now_ns) {
+    slot *best = NULL;
+    for (size_t i = 0; i < NBUCKETS; i++)
+        for (slot *s = c->buckets[i]; s; s = s->next) {
+            if (s->segment || s->led || !s->head) continue;
+            if (now_ns && s->busy_until_ns > now_ns) continue;
+            bool skipped = false;
+            for (unsigned k = 0; k < nskip && !skipped; k++)
+                skipped = skip[k] == s->product_id;
+            if (!skipped && (!best || s->head->arrived_ns < best->head->arrived_ns)) best = s;
+        }
+    return best;
+}
+
+unsigned stockd_combiner_claim(stockd_combiner *c, int32_t *out, unsigned max) {
+    unsigned n = 0;
+    pthread_mutex_lock(&c->mu);
+    slot *s;
+    uint64_t now = stockd_now_ns();
+    while (n < max && (s = oldest_unled(c, out, n, now)) != NULL) {
+        s->led = true;
+        out[n++] = s->product_id;
+    }
+    pthread_mutex_unlock(&c->mu);
+    return n;
+}
+
+void stockd_combiner_unclaim(stockd_combiner *c, int32_t product_id, uint64_t busy_ns) {
+    uint64_t until = busy_ns ? stockd_now_ns() + busy_ns : 0;
+    pthread_mutex_lock(&c->mu);
+    slot **p = find(c, product_id, 0), *s = *p;
+    if (s && !s->head) {
+        *p = s->next;
+        free(s);
+    } else if (s) {
+        s->led = false;
+        s->busy_until_ns = until;
+    }
+    pthread_mutex_unlock(&c->mu);
+}
+
 /* The product's slots that have a leader. A scan of every bucket, made only when a
  * segment's slot opens or closes, under the mutex: a few hundred pointer reads. */
 static unsigned leaders_of(const stockd_combiner *c, int32_t product_id) {
@@ -123,9 +186,10 @@ int stockd_combiner_enter(stockd_combiner *c, stockd_job *job) {
     } else {
         s->product_id = job->product_id;
         s->segment = job->segment;
-        s->led =
-            !job->segment || !c->max_leaders || leaders_of(c, job->product_id) < c->max_leaders;
+        s->led = job->segment ? !c->max_leaders || leaders_of(c, job->product_id) < c->max_leaders
+                              : !c->cross || c->leaders < c->cross;
         *p = s;
+        if (s->led) c->leaders++;
         rc = s->led ? STOCKD_COMBINER_LEADER : STOCKD_COMBINER_FOLLOWER;
     }
     job->next = NULL;
@@ -157,21 +221,24 @@ unsigned stockd_combiner_take(stockd_combiner *c, int32_t product_id, unsigned s
     return n;
 }
 
-bool stockd_combiner_leave(stockd_combiner *c, int32_t product_id, unsigned *segment) {
+bool stockd_combiner_leave(stockd_combiner *c, int32_t *product_id, unsigned *segment) {
     bool closed = false;
     pthread_mutex_lock(&c->mu);
-    slot **p = find(c, product_id, *segment), *s = *p;
+    slot **p = find(c, *product_id, *segment), *s = *p;
     if (!s || !s->head) {
         if (s) {
             *p = s->next;
             free(s);
         }
-        slot *next = *segment ? oldest_parked(c, product_id) : NULL;
+        slot *next = *segment ? oldest_parked(c, *product_id) : NULL;
+        if (!next && c->cross) next = oldest_unled(c, NULL, 0, 0); /* busy or not */
         if (next) {
             next->led = true;
+            *product_id = next->product_id;
             *segment = next->segment;
         } else {
             closed = true;
+            c->leaders--;
         }
     }
     pthread_mutex_unlock(&c->mu);

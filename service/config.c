@@ -223,6 +223,11 @@ void stockd_config_usage(FILE *out) {
           "                         without ZooKeeper; let go at once when another instance\n"
           "                         queues (a children watch) (STOCKD_LOCK_CACHE_MS) [200];\n"
           "                         0 = off; never with --batch-max 1\n"
+          "  --cross-products K     mode zk: one batch may take waiting deductions of up to K\n"
+          "                         products whose locks are free now (try only, never\n"
+          "                         waited for) and commit them in ONE transaction, each row\n"
+          "                         with its own fence (STOCKD_CROSS_PRODUCTS) [1]; 1 = one\n"
+          "                         product per batch; never with --batch-max 1 or segments\n"
           "  --queue-deadline-ms N  a request still unserved this long after it arrived is\n"
           "                         answered 503 without deducting, also when its batch's\n"
           "                         COMMIT would come later; a statement waits at most a\n"
@@ -315,6 +320,7 @@ enum {
     O_PRECHECK,
     O_LOCK_PASSES,
     O_LOCK_CACHE,
+    O_CROSS,
     O_QUEUE_DEADLINE,
     O_REDIS,
     O_REDIS_LEASE,
@@ -358,6 +364,7 @@ static const struct {
     {O_PRECHECK, "precheck", "STOCKD_PRECHECK"},
     {O_LOCK_PASSES, "lock-passes", "STOCKD_LOCK_PASSES"},
     {O_LOCK_CACHE, "lock-cache-ms", "STOCKD_LOCK_CACHE_MS"},
+    {O_CROSS, "cross-products", "STOCKD_CROSS_PRODUCTS"},
     {O_QUEUE_DEADLINE, "queue-deadline-ms", "STOCKD_QUEUE_DEADLINE_MS"},
     {O_REDIS, "redis", "STOCKD_REDIS"},
     {O_REDIS_LEASE, "redis-lease-ms", "STOCKD_REDIS_LEASE_MS"},
@@ -422,6 +429,8 @@ static int apply(stockd_config *c, int id, const char *v, const char *name, char
         return set_uint(&c->lock_passes, v, 1, 1000, name, err, errlen);
     case O_LOCK_CACHE:
         return set_uint(&c->lock_cache_ms, v, 0, 60000, name, err, errlen);
+    case O_CROSS:
+        return set_uint(&c->cross_products, v, 1, STOCKDB_MULTI_MAX, name, err, errlen);
     case O_QUEUE_DEADLINE:
         return set_uint(&c->queue_deadline_ms, v, 0, 3600000, name, err, errlen);
     case O_REDIS: {
@@ -654,6 +663,7 @@ int stockd_config_parse(stockd_config *c, int argc, char **argv, char *err, size
     c->batch_max = 64;
     c->precheck = true;
     c->lock_passes = 1;
+    c->cross_products = 1;
     c->lock_cache_ms = 200;
     c->queue_deadline_ms = 25000;
     strcpy(c->redis, "127.0.0.1:6379");

@@ -34,6 +34,7 @@ static struct {
     atomic_ullong mysql_errors[STOCKD_DBERR_COUNT];
     histogram deduction, lock_wait;
     atomic_ullong batch[NBATCH + 1], batch_count, batch_sum;
+    atomic_ullong xbatch_count, xbatch_sum, xbatch_busy; /* products per transaction */
     atomic_ullong statements;
     atomic_ullong precheck_reads, precheck_sold_out, combined, segment_moves;
 } m;
@@ -108,6 +109,12 @@ void stockd_metrics_batch(unsigned n) {
     atomic_fetch_add_explicit(&m.batch[i], 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&m.batch_count, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&m.batch_sum, n, memory_order_relaxed);
+}
+
+void stockd_metrics_batch_products(unsigned n, unsigned busy) {
+    atomic_fetch_add_explicit(&m.xbatch_count, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&m.xbatch_sum, n, memory_order_relaxed);
+    atomic_fetch_add_explicit(&m.xbatch_busy, busy, memory_order_relaxed);
 }
 
 void stockd_metrics_statements(uint64_t n) {
@@ -260,6 +267,16 @@ char *stockd_metrics_render(const stockd_config *cfg, lock_set *locks) {
     }
     put(&b, "stockd_batch_size_sum %llu\nstockd_batch_size_count %llu\n",
         (unsigned long long)atomic_load_explicit(&m.batch_sum, memory_order_relaxed), cum);
+    put(&b,
+        "# HELP stockd_batch_products Products in one batch's transaction (--cross-products).\n"
+        "# TYPE stockd_batch_products summary\n"
+        "stockd_batch_products_sum %llu\nstockd_batch_products_count %llu\n"
+        "# HELP stockd_cross_busy_total Extra products whose lock was busy when tried (their "
+        "deductions went to a later batch, never waited for).\n"
+        "# TYPE stockd_cross_busy_total counter\nstockd_cross_busy_total %llu\n",
+        (unsigned long long)atomic_load_explicit(&m.xbatch_sum, memory_order_relaxed),
+        (unsigned long long)atomic_load_explicit(&m.xbatch_count, memory_order_relaxed),
+        (unsigned long long)atomic_load_explicit(&m.xbatch_busy, memory_order_relaxed));
 
     /* Round trips per deduction: the totals, and their ratio to the deductions answered
      * so far (sold-out answers included in the cost, since they are part of it). */

@@ -140,6 +140,7 @@ typedef struct stockd_config {
     bool precheck;              /* sold out answered from one read before the lock */
     unsigned lock_passes;       /* batches per acquisition while more wait */
     unsigned lock_cache_ms;     /* zk: keep the lock node this long after a batch; 0 = off */
+    unsigned cross_products;    /* products one batch may take (try-locked); 1 = one */
     unsigned queue_deadline_ms; /* 0 = none; see stockd_job.deadline_ns */
     char redis[256];            /* HOST:PORT of the Redis of mode redis; for mode redlock,
                                  * the comma list of its servers */
@@ -349,7 +350,25 @@ unsigned stockd_combiner_take(stockd_combiner *c, int32_t product_id, unsigned s
  * false (the caller must serve the rest). Once closed, a parked segment of the product
  * (see stockd_combiner_set_max_leaders) passes to the caller: false with *segment set to
  * it; with none, true (the caller leads no more). */
-bool stockd_combiner_leave(stockd_combiner *c, int32_t product_id, unsigned *segment);
+bool stockd_combiner_leave(stockd_combiner *c, int32_t *product_id, unsigned *segment);
+/* Batches across products (--cross-products): with n > 0, a deduction of an unsplit
+ * product that has no slot while n leaders exist waits in an UNLED slot (enter returns
+ * FOLLOWER). A leader claims unled slots for its batch (stockd_combiner_claim) and gives
+ * each back after it (stockd_combiner_unclaim); a leader whose own slot runs empty takes
+ * over the oldest unled slot in stockd_combiner_leave (false, *product_id and *segment
+ * set to it), so unled jobs always have a leader. n = 0 (the default): every new slot
+ * gets its own leader, as before. Call before any job enters. */
+void stockd_combiner_set_cross(stockd_combiner *c, unsigned n);
+/* Leader only: claims up to max unled slots with waiting jobs, oldest first job first,
+ * and writes their product ids to out; the caller now leads them (take, then unclaim).
+ * Returns how many. */
+unsigned stockd_combiner_claim(stockd_combiner *c, int32_t *out, unsigned max);
+/* Gives a claimed slot back: closed if no job waits, else unled again (the caller is
+ * still a leader, and takes one over in leave if no other leader does first). busy_ns >
+ * 0: its lock was found busy, so no claim tries it again for that long (a try of a busy
+ * ZooKeeper lock costs three operations, and its node makes a holder that cached the
+ * lock let it go); a leader's takeover in leave still may, and waits for it. */
+void stockd_combiner_unclaim(stockd_combiner *c, int32_t product_id, uint64_t busy_ns);
 /* Bounds the leaders of one split product's segments (n = 0: no bound; the default). A
  * deduction for a segment with no leader while the product has n waits in a parked slot
  * (enter returns FOLLOWER) until a leader of the product takes it over in
@@ -481,6 +500,8 @@ void stockd_metrics_db_error(int stockdb_rc); /* ignores OK and NOT_FOUND */
 void stockd_metrics_deduction(uint64_t ns);
 void stockd_metrics_lock_wait(uint64_t ns);
 void stockd_metrics_batch(unsigned n);       /* deductions served by one acquisition */
+void stockd_metrics_batch_products(unsigned n, unsigned busy); /* products in one batch, and
+                                                                * tried locks found busy */
 void stockd_metrics_statements(uint64_t n);  /* MySQL statements sent */
 void stockd_metrics_precheck(bool sold_out); /* a pre-check read, and its answer */
 void stockd_metrics_combined(void);          /* a deduction handed to the combiner */

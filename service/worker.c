@@ -16,6 +16,10 @@
  *               mode zk the node may stay cached for the next batch, --lock-cache-ms)
  *           ──> answer every job of the batch ──> next batch, until none waits
  *
+ * With --cross-products K (mode zk), the batch also takes the waiting deductions of up
+ * to K-1 other products whose locks a TRY gets now (never waited for), in the same
+ * transaction, each row under its own token (run_cross, below).
+ *
  * With segmented stock (--segments K) the slot, the lock and the batch are one
  * segment's: a deduction starts at a random segment and, when the batch finds that
  * segment empty, moves on to the next one (next_segment) until it is deducted or has
@@ -358,18 +362,170 @@ static void fail_waiting(worker_state *ws, int32_t product_id, unsigned segment,
     }
 }
 
-/* Answers the jobs of ws->jobs[0..n-1] that are past their deadline (503, nothing
+/* Answers the jobs of jobs[0..n-1] that are past their deadline (503, nothing
  * deducted) and packs the rest to the front; returns how many are left. */
-static unsigned drop_expired(worker_state *ws, unsigned n) {
+static unsigned drop_expired_at(worker_state *ws, stockd_job **jobs, unsigned n) {
     uint64_t now = stockd_now_ns();
     unsigned live = 0;
     for (unsigned i = 0; i < n; i++) {
-        if (expired(ws->w->ctx, ws->jobs[i], now))
-            finish_expired(ws, ws->jobs[i]);
+        if (expired(ws->w->ctx, jobs[i], now))
+            finish_expired(ws, jobs[i]);
         else
-            ws->jobs[live++] = ws->jobs[i];
+            jobs[live++] = jobs[i];
     }
     return live;
+}
+
+static unsigned drop_expired(worker_state *ws, unsigned n) {
+    return drop_expired_at(ws, ws->jobs, n);
+}
+
+/* ---------------------------------------------------------------- across products */
+
+/* Batches across products (--cross-products K, issue 19 #2). The leader holds its own
+ * product's lock (waited for as ever); it then claims up to K-1 products whose jobs wait
+ * with no leader (combiner.c's unled slots) and TRIES each one's lock: a lock that is
+ * not free now is not waited for (lock_try_acquire gives our place in its queue up at
+ * once), its slot goes back and its jobs to a later batch. So a leader never waits for
+ * a lock while it holds another: no hold-and-wait, no deadlock. The products it got run
+ * as ONE transaction (stockdb_deduct_multi), each row with its own fenced
+ * compare-and-set, under one guard that re-checks EVERY lock before the one COMMIT: a
+ * lock lost, a fence refusal, or anything but the common case commits nothing, and the
+ * batch is then split: each product runs again on its own under its lock (run_batch),
+ * which answers each job as a batch of one product does. Never a half-done batch. */
+
+/* How long a product whose lock a try found busy is not tried again (its jobs wait for
+ * a leader's takeover, or for the next claim after this). */
+#define CROSS_BUSY_NS (20u * 1000000u)
+
+typedef struct cross_group {
+    product_lock lock; /* group 0: the leader's own (a copy; lead() releases it) */
+    unsigned first, n; /* its jobs: ws->jobs[first .. first + n - 1] */
+} cross_group;
+
+typedef struct cross_guard {
+    const cross_group *g;
+    unsigned ng;
+    bool check_locks;     /* --fence on */
+    uint64_t deadline_ns; /* the oldest job's; 0 = none */
+} cross_guard;
+
+static int cross_guard_check(void *arg) {
+    const cross_guard *x = arg;
+    if (x->deadline_ns && stockd_now_ns() > x->deadline_ns) return 1;
+    for (unsigned i = 0; x->check_locks && i < x->ng; i++)
+        if (lock_check(&x->g[i].lock.hold) != LOCK_OK) return 1;
+    return 0;
+}
+
+/* Does this leader batch across products? Only mode zk-like kinds that can try a lock,
+ * batched, unsplit, and without a pitfall demonstration. */
+static bool cross_on(const stockd_ctx *ctx, unsigned segment) {
+    const stockd_config *c = ctx->cfg;
+    return c->cross_products > 1 && c->batch_max > 1 && !segment && c->segments <= 1 &&
+           c->pitfall == STOCKD_PITFALL_NONE && lock_can_try(ctx->locks);
+}
+
+/* Runs the leader's live jobs ws->jobs[0..live-1] (product `primary`, held) with those
+ * of the other products it can take now; fills answers for every job it keeps and
+ * returns how many: ws->jobs[0..returned-1] and answers[] are then the jobs to answer
+ * (those it answered itself, past their deadline, are packed out). The extra products'
+ * locks are released (or cached) and their slots given back before it returns. */
+static unsigned run_cross(worker_state *ws, product_lock *primary, unsigned live,
+                          stockd_answer *answers) {
+    stockd_ctx *ctx = ws->w->ctx;
+    const stockd_config *cfg = ctx->cfg;
+    unsigned max = cfg->batch_max, used = live, busy = 0, ng = 1;
+    cross_group g[STOCKDB_MULTI_MAX];
+    int32_t pids[STOCKDB_MULTI_MAX];
+    g[0] = (cross_group){.lock = *primary, .first = 0, .n = live};
+    unsigned nc =
+        used < max ? stockd_combiner_claim(ctx->combiner, pids, cfg->cross_products - 1) : 0;
+    for (unsigned i = 0; i < nc; i++) {
+        product_lock pl = {.product_id = pids[i]};
+        char name[48];
+        snprintf(name, sizeof(name), "product_%d", pids[i]);
+        int rc = used < max ? lock_try_acquire(ctx->locks, name, &pl.hold) : LOCK_ERR_TIMEOUT;
+        if (rc != LOCK_OK) {
+            /* Busy (another instance holds or queues for it): not waited for. */
+            if (rc != LOCK_ERR_TIMEOUT) log_failure(ws, "lock (tried)", lock_text(ctx, rc));
+            busy++;
+            stockd_combiner_unclaim(ctx->combiner, pids[i], CROSS_BUSY_NS);
+            continue;
+        }
+        unsigned k = stockd_combiner_take(ctx->combiner, pids[i], 0, ws->jobs + used, max - used,
+                                          UINT64_MAX);
+        k = drop_expired_at(ws, ws->jobs + used, k);
+        g[ng++] = (cross_group){.lock = pl, .first = used, .n = k};
+        used += k;
+    }
+
+    uint64_t limit = (uint64_t)cfg->queue_deadline_ms * 1000000u, oldest = UINT64_MAX;
+    stockdb_batch bs[STOCKDB_MULTI_MAX];
+    unsigned nb = 0;
+    for (unsigned i = 0; i < ng; i++) {
+        if (!g[i].n) continue;
+        for (unsigned j = g[i].first; j < g[i].first + g[i].n; j++) {
+            ws->items[j] = (stockdb_item){.request_id = ws->jobs[j]->request_id};
+            if (ws->jobs[j]->arrived_ns < oldest) oldest = ws->jobs[j]->arrived_ns;
+        }
+        bs[nb++] = (stockdb_batch){.product_id = g[i].lock.product_id,
+                                   .fence = cfg->fence ? lock_token(&g[i].lock.hold) : 0,
+                                   .fence_kind = lock_set_kind(ctx->locks)->fence_kind,
+                                   .think_us = think_us(ws),
+                                   .items = ws->items + g[i].first,
+                                   .n = g[i].n};
+    }
+    cross_guard xg = {.g = g,
+                      .ng = ng,
+                      .check_locks = cfg->fence,
+                      .deadline_ns = limit && oldest != UINT64_MAX ? oldest + limit : 0};
+    int rc = nb > 1 ? stockdb_deduct_multi(ws->db, cfg->strategy, bs, nb, cross_guard_check, &xg)
+                    : STOCKDB_SPLIT;
+    count_statements(ws);
+    if (nb > 1) stockd_metrics_batch_products(rc == STOCKDB_OK ? nb : 1, busy);
+    if (rc != STOCKDB_OK && rc != STOCKDB_SPLIT) note_db_error(ws, "deduction across products", rc);
+
+    unsigned out = 0;
+    for (unsigned i = 0; i < ng; i++) {
+        unsigned n = g[i].n, first = g[i].first;
+        product_lock *h = &g[i].lock;
+        if (n && rc == STOCKDB_OK) {
+            int32_t left = INT32_MAX;
+            stockd_metrics_batch(n);
+            for (unsigned j = first; j < first + n; j++) {
+                answers[j] = (stockd_answer){.id = h->product_id};
+                stockd_answer_from_db(&answers[j], LOCK_OK, ws->items[j].rc, &ws->items[j].res);
+                if (ws->items[j].rc == STOCKDB_OK && ws->items[j].res.stock < left)
+                    left = ws->items[j].res.stock;
+            }
+            if (left != INT32_MAX) stockd_combiner_note_stock(ctx->combiner, h->product_id, left);
+        } else if (n && rc == STOCKDB_SPLIT) {
+            /* Nothing committed: this product on its own, under its lock (re-checked). */
+            bool released = false;
+            while (n > 0 && run_batch(ws, ws->jobs + first, n, h, answers + first, &released))
+                n = drop_expired_at(ws, ws->jobs + first, n);
+        } else if (n) {
+            /* The COMMIT's outcome is in doubt (or it failed after a lost reply): the
+             * whole transaction's, so every job gets that answer. */
+            for (unsigned j = first; j < first + n; j++) {
+                answers[j] = (stockd_answer){.id = h->product_id};
+                stockd_answer_from_db(&answers[j], LOCK_OK, rc, NULL);
+            }
+        }
+        memmove(ws->jobs + out, ws->jobs + first, n * sizeof(*ws->jobs));
+        memmove(answers + out, answers + first, n * sizeof(*answers));
+        out += n;
+        if (i == 0) continue;
+        /* The extra products: let go (or cache) before their answers go out, and give
+         * their slots back, in that order, so a leader that claims one next finds its
+         * lock free. */
+        unsigned cache_ms = cfg->lock_cache_ms;
+        int rel = lock_release_cached(&h->hold, (int)cache_ms);
+        if (rel != LOCK_OK) log_failure(ws, "lock release", lock_text(ctx, rel));
+        stockd_combiner_unclaim(ctx->combiner, h->product_id, 0);
+    }
+    return out;
 }
 
 /* Serves the slot (product, or segment of it) this worker leads until no job of it
@@ -399,7 +555,7 @@ static void lead(worker_state *ws, int32_t product_id, unsigned segment) {
                  * ones that came during it try again, unless the lock is unusable now. */
                 fail_waiting(ws, product_id, segment, rc,
                              rc == LOCK_ERR_TIMEOUT ? t0 : UINT64_MAX);
-                if (stockd_combiner_leave(ctx->combiner, product_id, &segment)) break;
+                if (stockd_combiner_leave(ctx->combiner, &product_id, &segment)) break;
                 continue;
             }
             held = true;
@@ -411,11 +567,16 @@ static void lead(worker_state *ws, int32_t product_id, unsigned segment) {
         /* Expired jobs leave the batch unanswered by the database. */
         unsigned live = drop_expired(ws, n);
         bool released = false;
-        while (live > 0 && run_batch(ws, ws->jobs, live, &lock, answers, &released)) {
-            /* Rolled back at the deadline of its oldest job. Those past their deadline get
-             * 503; the rest, within theirs, run again at once under the same lock. Each
-             * round answers at least the oldest, so this ends. */
-            live = drop_expired(ws, live);
+        if (live > 0 && cross_on(ctx, segment)) {
+            /* With other products whose locks are free now (--cross-products). */
+            live = run_cross(ws, &lock, live, answers);
+        } else {
+            while (live > 0 && run_batch(ws, ws->jobs, live, &lock, answers, &released)) {
+                /* Rolled back at the deadline of its oldest job. Those past their deadline
+                 * get 503; the rest, within theirs, run again at once under the same lock.
+                 * Each round answers at least the oldest, so this ends. */
+                live = drop_expired(ws, live);
+            }
         }
         passes++;
 
@@ -443,7 +604,7 @@ static void lead(worker_state *ws, int32_t product_id, unsigned segment) {
                 finish(ws, ws->jobs[i], &answers[i]);
         /* The slot closes, or this worker goes on with it, or with a parked segment of
          * the product (combiner.c bounds a product's leaders). */
-        if (!held && stockd_combiner_leave(ctx->combiner, product_id, &segment)) break;
+        if (!held && stockd_combiner_leave(ctx->combiner, &product_id, &segment)) break;
     }
     free(answers);
 }
@@ -606,6 +767,10 @@ stockd_workers *stockd_workers_start(stockd_ctx *ctx) {
      * are left for other products and /health (issue 16 #8). */
     stockd_combiner_set_max_leaders(ctx->combiner,
                                     ctx->cfg->workers / 2 ? ctx->cfg->workers / 2 : 1);
+    /* Across products, as many leaders again, each taking up to K products a batch;
+     * the other new products wait unled for one of them (combiner.c). */
+    if (cross_on(ctx, 0))
+        stockd_combiner_set_cross(ctx->combiner, ctx->cfg->workers / 2 ? ctx->cfg->workers / 2 : 1);
     w->threads = calloc(ctx->cfg->workers, sizeof(pthread_t));
     if (!w->threads) goto fail;
     /* Default thread attributes on purpose: a stack is only resident as far as it is

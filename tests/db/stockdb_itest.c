@@ -797,6 +797,95 @@ static void test_batch_refused_or_fenced_rolls_back_whole(stockdb *db) {
     printf("ok: a refused or fenced batch is rolled back whole\n");
 }
 
+/* Batches of several products in one transaction (stockdb_deduct_multi): all or nothing.
+ * Products 40..42, each batch of two keyed items under its own fence. */
+static int multi(stockdb *db, stockdb_strategy s, stockdb_item (*it)[2], const int64_t *fences,
+                 size_t nb, int (*guard)(void *)) {
+    stockdb_batch bs[3];
+    for (size_t i = 0; i < nb; i++)
+        bs[i] =
+            (stockdb_batch){.product_id = 40 + (int)i, .fence = fences[i], .items = it[i], .n = 2};
+    return stockdb_deduct_multi(db, s, bs, nb, guard, NULL);
+}
+
+static void multi_items(stockdb_item (*it)[2], char (*keys)[32], const char *tag) {
+    for (size_t i = 0; i < 3; i++)
+        for (size_t j = 0; j < 2; j++) {
+            snprintf(keys[i * 2 + j], 32, "mx-%s-%zu-%zu", tag, i, j);
+            it[i][j] = (stockdb_item){.request_id = keys[i * 2 + j]};
+        }
+}
+
+static void test_multi_products_commit_all_or_nothing(stockdb *db) {
+    const stockdb_strategy ss[] = {STOCKDB_READ_CHECK_UPDATE, STOCKDB_FOR_UPDATE};
+    for (size_t v = 0; v < 2; v++) {
+        stockdb_item it[3][2];
+        char keys[6][32], tag[16];
+        const int64_t fences[3] = {11, 12, 13};
+        for (int p = 40; p <= 42; p++)
+            set_product(p, 5);
+
+        /* The lock of one product lost before COMMIT (the guard says no): nothing of any
+         * product is committed. */
+        snprintf(tag, sizeof(tag), "g%zu", v);
+        multi_items(it, keys, tag);
+        CHECK_RC(STOCKDB_SPLIT, multi(db, ss[v], it, fences, 3, never_commit), db);
+        for (int p = 40; p <= 42; p++) {
+            CHECK_INT_EQ(5, db_stock(p));
+            CHECK_INT_EQ(0, db_orders(p));
+            CHECK_INT_EQ(0, db_fence(p));
+        }
+
+        /* A newer holder wrote the second product: its fenced check refuses, and the
+         * first product's written row is rolled back with it. */
+        admin_q(0, "UPDATE product SET fence = 1000, fence_kind = 0 WHERE id = 41", "");
+        snprintf(tag, sizeof(tag), "f%zu", v);
+        multi_items(it, keys, tag);
+        CHECK_RC(STOCKDB_SPLIT, multi(db, ss[v], it, fences, 3, NULL), db);
+        CHECK_INT_EQ(5, db_stock(40));
+        CHECK_INT_EQ(0, db_orders(40));
+        CHECK_INT_EQ(0, db_fence(40));
+        admin_q(0, "UPDATE product SET fence = 0 WHERE id = 41", "");
+
+        /* A product with no stock left is the per-product path's: nothing committed. */
+        set_product(42, 0);
+        snprintf(tag, sizeof(tag), "s%zu", v);
+        multi_items(it, keys, tag);
+        CHECK_RC(STOCKDB_SPLIT, multi(db, ss[v], it, fences, 3, NULL), db);
+        CHECK_INT_EQ(5, db_stock(40));
+        CHECK_INT_EQ(0, db_orders(40));
+        set_product(42, 5);
+
+        /* The common case: one transaction, each row its own compare-and-set under its
+         * own token. 2 statements a row, one INSERT a product, one COMMIT. */
+        snprintf(tag, sizeof(tag), "ok%zu", v);
+        multi_items(it, keys, tag);
+        uint64_t before = stockdb_statements(db);
+        CHECK_RC(STOCKDB_OK, multi(db, ss[v], it, fences, 3, NULL), db);
+        CHECK_INT_EQ(3 * 2 + 3 + 1, stockdb_statements(db) - before);
+        for (int p = 40; p <= 42; p++) {
+            CHECK_INT_EQ(3, db_stock(p));
+            CHECK_INT_EQ(2, db_orders(p));
+            CHECK_INT_EQ(fences[p - 40], db_fence(p));
+            for (size_t j = 0; j < 2; j++) {
+                stockdb_item *x = &it[p - 40][j];
+                CHECK_RC(STOCKDB_OK, x->rc, db);
+                CHECK_INT_EQ(STOCKDB_DEDUCTED, x->res.outcome);
+                CHECK_INT_EQ(4 - (int)j, x->res.stock);
+                CHECK_INT_EQ(1, admin_q(NO_ROW,
+                                        "SELECT COUNT(*) FROM orders WHERE id = ? AND "
+                                        "request_id = ? AND product_id = ?",
+                                        "isi", (long long)x->res.order_id, x->request_id, p));
+            }
+        }
+        /* A key that has an order already: split, nothing committed by this call. */
+        CHECK_RC(STOCKDB_SPLIT, multi(db, ss[v], it, fences, 3, NULL), db);
+        for (int p = 40; p <= 42; p++)
+            CHECK_INT_EQ(3, db_stock(p));
+    }
+    printf("ok: batches of several products commit in one transaction, or nothing of them\n");
+}
+
 static void test_round_trips_are_counted_at_the_minimum(stockdb *db) {
     stockdb_result res;
     int32_t stock = 0, order_product = 0;
@@ -1530,6 +1619,7 @@ static const itest_case cases[] = {
     WITH_DB(test_an_unfindable_duplicate_key_fails_one_item_not_the_batch),
     WITH_DB(test_keys_differing_in_case_are_different_orders),
     WITH_DB(test_an_idle_handle_holds_no_metadata_lock),
+    WITH_DB(test_multi_products_commit_all_or_nothing),
     ALONE(test_batch_order_ids_are_real_with_an_increment_of_2),
     ALONE(test_a_silent_write_transaction_is_ended_by_the_server),
     ALONE(test_new_checks_arguments),

@@ -2,6 +2,7 @@
 stockd_unit_test(test_contract SOURCES service/test_contract.c LIBS stockd_core)
 stockd_unit_test(test_config SOURCES service/test_config.c LIBS stockd_core)
 stockd_unit_test(test_jobq SOURCES service/test_jobq.c LIBS stockd_core)
+stockd_unit_test(test_combiner SOURCES service/test_combiner.c LIBS stockd_core)
 stockd_unit_test(test_log SOURCES service/test_log.c LIBS stockd_core)
 
 stockd_integration_test(http_contract COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/http_contract.sh)
@@ -206,3 +207,9 @@ stockd_integration_test(affinity_zk_3_kill_mid_run_exact
 # deduction has its order. About 5 s.
 stockd_integration_test(rate_limit_429_json_stock_exact
   COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/rate_limit.sh LABELS experiment)
+# Batches across products (issue 19 #2): exact 0 spread over 100 products on three
+# instances (~15 s), and a busy product not waited for (~6 s).
+foreach(case spread3 busy)
+  stockd_integration_test(cross_products_${case}
+    COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/cross_products.sh ${case} LABELS faults)
+endforeach()

@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# cross_products.sh CASE: batches across products (--cross-products K, issue 19 #2) in
+# mode zk, against the real MariaDB, ZooKeeper and nginx.
+#   spread3  3 instances behind nginx round-robin, 2000 requests spread uniformly over
+#            100 products of 4 units each (so every product sells out, all but surely):
+#            exact 0 on every product, no stock below 0, the ledger reconciled (the
+#            deducted answers = the orders = the units gone, per product too), and at
+#            least one transaction that committed several products. ~15 s.
+#   busy     a busy product is not waited for: instance B holds product 9's lock (a
+#            deduction with 3 s of think time); instance A (2 workers, so one leader)
+#            gets deductions of products 2..9: it commits 2..8 while B still holds 9 (its
+#            try of 9's lock gave up its place at once), and 9's deduction is served
+#            after B lets go, with B's order before it. ~6 s.
+# (A batch with one lock lost before COMMIT commits nothing: stockdb_itest's
+# multi_products_commit_all_or_nothing, with the guard refusing as a lost lock makes it.)
+source "$STOCKD_SRC/tests/lib.sh"
+case=${1:?case}
+
+t_db
+metric() { curl -fsS "http://127.0.0.1:$1/metrics" | awk -v m="$2" '$1 == m { print $2 }'; }
+
+case $case in
+spread3)
+  sql "INSERT INTO product (id, product_name, stock) SELECT seq, 'spread', 4 FROM seq_1_to_100
+       ON DUPLICATE KEY UPDATE stock = 4; DELETE FROM orders"
+  for i in 1 2 3; do t_stockd "$i" zk --cross-products 8 --think-us 1000; done
+  t_nginx 3
+  "$STOCKLOAD_BIN" --url "http://127.0.0.1:$PORT0/stock/reduce?id={id}" --products 1-100 \
+    --threads 100 --loops 20 --json --no-progress >"$T/load.json" || fail "stockload failed"
+  deducted=$(jq '.counts.deducted' "$T/load.json")
+  sold_out=$(jq '.counts.sold_out' "$T/load.json")
+  echo "answers: $deducted deducted, $sold_out sold out of $(jq .requests "$T/load.json")"
+  expect_eq "answers (deducted + sold out)" 2000 $((deducted + sold_out))
+  expect_eq "products left with stock" 0 "$(sql "SELECT COUNT(*) FROM product WHERE id <= 100 AND stock <> 0")"
+  expect_eq "orders" 400 "$(sql "SELECT COUNT(*) FROM orders WHERE product_id <= 100")"
+  expect_eq "deducted answers = orders" 400 "$deducted"
+  expect_eq "products whose orders are not 4" 0 "$(sql "SELECT COUNT(*) FROM product p WHERE id <= 100
+    AND (SELECT COUNT(*) FROM orders o WHERE o.product_id = p.id) <> 4")"
+  sum=0 count=0 busy=0
+  for i in 1 2 3; do
+    p=$((PORT0 + i))
+    s=$(metric "$p" stockd_batch_products_sum) c=$(metric "$p" stockd_batch_products_count)
+    b=$(metric "$p" stockd_cross_busy_total)
+    echo "stockd-$i: $c transactions across products, $s products in them, $b tried locks busy"
+    sum=$((sum + s)) count=$((count + c)) busy=$((busy + b))
+  done
+  ((sum > count)) || fail "no transaction committed several products ($sum products in $count)"
+  ;;
+busy)
+  sql "INSERT INTO product (id, product_name, stock) SELECT seq, 'busy', 10 FROM seq_1_to_9
+       ON DUPLICATE KEY UPDATE stock = 10; DELETE FROM orders"
+  t_stockd 1 zk --workers 2 --cross-products 16 --think-us 200000 --lock-cache-ms 0
+  t_stockd 2 zk --think-us 3000000
+  a=http://127.0.0.1:$((PORT0 + 1)) b=http://127.0.0.1:$((PORT0 + 2))
+  curl -sS -m 20 -o "$T/b.body" "$b/stock/reduce?id=9" &
+  bpid=$!
+  sleep 0.5 # B holds product 9's lock now, for 3 s
+  curl -sS -m 20 -o "$T/a2.body" "$a/stock/reduce?id=2" &
+  pids=($!)
+  sleep 0.05 # product 2's batch leads; the rest wait unled
+  for id in 3 4 5 6 7 8 9; do
+    curl -sS -m 20 -o "$T/a$id.body" "$a/stock/reduce?id=$id" &
+    pids+=($!)
+  done
+  for i in 0 1 2 3 4 5 6; do wait "${pids[$i]}"; done # products 2..8
+  # B is still thinking under 9's lock: A did not wait for it.
+  expect_eq "B's deduction still under way when A's products 2..8 were answered" 1 \
+    "$(kill -0 "$bpid" 2>/dev/null && echo 1 || echo 0)"
+  for id in 2 3 4 5 6 7 8; do
+    expect_eq "A's product $id" deducted "$(jq -r .result "$T/a$id.body")"
+  done
+  expect_eq "orders of product 9 while B holds its lock" 0 \
+    "$(sql "SELECT COUNT(*) FROM orders WHERE product_id = 9")"
+  wait "${pids[7]}"
+  wait "$bpid"
+  expect_eq "B's deduction of 9" deducted "$(jq -r .result "$T/b.body")"
+  expect_eq "A's deduction of 9" deducted "$(jq -r .result "$T/a9.body")"
+  expect_eq "product 9's orders: B's first, then A's" "stockd-2 stockd-1" \
+    "$(sql "SELECT GROUP_CONCAT(instance ORDER BY id SEPARATOR ' ') FROM orders WHERE product_id = 9")"
+  expect_eq "product 9's stock" 8 "$(sql "SELECT stock FROM product WHERE id = 9")"
+  s=$(metric $((PORT0 + 1)) stockd_batch_products_sum) c=$(metric $((PORT0 + 1)) stockd_batch_products_count)
+  echo "A: $c transactions across products, $s products; $(metric $((PORT0 + 1)) stockd_cross_busy_total) tried locks busy"
+  ((s > c)) || fail "A committed no transaction of several products"
+  (($(metric $((PORT0 + 1)) stockd_cross_busy_total) >= 1)) || fail "A never found 9's lock busy"
+  ;;
+*) fail "unknown case $case" ;;
+esac
+echo PASS
