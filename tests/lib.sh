@@ -15,6 +15,8 @@ DB_PASS=stockd-test-pw
 MYSQL_URL="mysql://$DB_USER@127.0.0.1:$STOCKD_TEST_MYSQL_PORT/$DB"
 export STOCKD_MYSQL_PASSWORD=$DB_PASS
 export STOCKLOAD_BIN=$STOCKD_BUILD/loadtest/stockload
+# The fault proxy (tests/support/fault_proxy_cli.c): a relay that can hold, delay or cut.
+export FAULT_PROXY_BIN=$STOCKD_BUILD/tests/support/fault-proxy
 # Mode redis finds the fixture's Redis without an option (a test may still pass --redis).
 [[ -n ${STOCKD_TEST_REDIS:-} ]] && export STOCKD_REDIS=$STOCKD_TEST_REDIS
 

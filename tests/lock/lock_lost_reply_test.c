@@ -1,7 +1,7 @@
 /* lock_lost_reply_test: a create whose reply is lost is recovered, and never
- * leaves an orphan. The zklock session talks to ZooKeeper through a small
- * loopback TCP proxy (lock_proxy.h). When armed, the proxy forwards the next
- * create2 request of a lock node to the server, swallows the reply, and severs
+ * leaves an orphan. The zklock session talks to ZooKeeper through the tests'
+ * fault proxy with its ZooKeeper hook (tests/support/fault_proxy_zk.h). When
+ * armed, the proxy forwards the next create2 request of a lock node to the server, swallows the reply, and severs
  * the connection 300 ms later (the server has made the node by then). The client
  * sees a connection loss on the create, reconnects through the proxy and its
  * ZooKeeper session survives. Checked:
@@ -36,7 +36,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lock_proxy.h"
+#include "fault_proxy_zk.h"
 #include "lock_test.h"
 
 /* czxid of the only child of <root>/<name>, or of <root>/<name>-herd. */
@@ -63,22 +63,23 @@ static void late_create_cases(const char *hosts, zhandle_t *zh, const char *base
     snprintf(herd, sizeof(herd), "%s_lateh", base);
     snprintf(path, sizeof(path), "/stock/locks/%s", late);
     CHECK_INT_EQ(ZOK, zoo_create(zh, path, NULL, -1, &ZOO_OPEN_ACL_UNSAFE, ZOO_CONTAINER, NULL, 0));
-    lp_proxy *p = lp_start(hosts);
+    fp_zk *p = fp_zk_start(hosts);
+    CHECK(p != NULL);
 
     /* 5. Fair, cancelled after recovery found nothing. */
-    zklock_session *s = lt_session(lp_hosts(p), 10000);
-    lp_hold_next_create(p, LP_OP_GETCHILDREN, LP_OP_GETCHILDREN2, 1);
+    zklock_session *s = lt_session(fp_zk_hosts(p), 10000);
+    fp_zk_hold_next_create(p, FP_ZK_OP_GETCHILDREN, FP_ZK_OP_GETCHILDREN2, 1);
     lt_acquire_run r = {.s = s, .name = late, .timeout_ms = 30000};
     pthread_t t;
     CHECK(pthread_create(&t, NULL, lt_acquire_main, &r) == 0);
-    for (int64_t end = lt_now_ms() + 10000; !lp_holding(p) && lt_now_ms() < end;)
+    for (int64_t end = lt_now_ms() + 10000; !fp_zk_holding(p) && lt_now_ms() < end;)
         lt_sleep_ms(10);
-    CHECK_INT_EQ(1, lp_holding(p));
+    CHECK_INT_EQ(1, fp_zk_holding(p));
     zklock_session_cancel(s);
-    lp_release(p);
+    fp_zk_release(p);
     pthread_join(t, NULL);
     CHECK_INT_EQ(ZKLOCK_ERR_CANCELLED, r.rc);
-    CHECK_INT_EQ(1, lp_injected(p));
+    CHECK_INT_EQ(1, fp_zk_injected(p));
     if (!lt_wait_children(zh, late, 0, 5))
         CHECK_FAIL_("late node left after the acquisition was cancelled: %d children",
                     lt_children(zh, late));
@@ -86,11 +87,11 @@ static void late_create_cases(const char *hosts, zhandle_t *zh, const char *base
     printf("fair, create applied after the recovery listing, then cancelled: no node left\n");
 
     /* 6. Herd: our own late node is the one in the way. */
-    s = lt_session(lp_hosts(p), 10000);
-    lp_hold_next_create(p, LP_OP_GETDATA, -1, 0);
+    s = lt_session(fp_zk_hosts(p), 10000);
+    fp_zk_hold_next_create(p, FP_ZK_OP_GETDATA, -1, 0);
     zklock_hold *h = NULL;
     int rc = zklock_acquire(s, herd, ZKLOCK_HERD, 5000, &h);
-    CHECK_INT_EQ(2, lp_injected(p));
+    CHECK_INT_EQ(2, fp_zk_injected(p));
     CHECK_INT_EQ(ZKLOCK_OK, rc);
     CHECK_INT_EQ(node_czxid(zh, herd, 1), zklock_token(h));
     CHECK_INT_EQ(ZKLOCK_OK, zklock_release(h));
@@ -110,9 +111,9 @@ static void late_create_cases(const char *hosts, zhandle_t *zh, const char *base
     pthread_t tm, tw;
     CHECK(pthread_create(&tm, NULL, lt_acquire_main, &m) == 0);
     CHECK(lt_wait_children(zh, rs, 2, 10));
-    s = lt_session(lp_hosts(p), 10000);
+    s = lt_session(fp_zk_hosts(p), 10000);
     w.s = s;
-    lp_hold_next_create(p, -1, -1, 0); /* kept until told */
+    fp_zk_hold_next_create(p, -1, -1, 0); /* kept until told */
     CHECK(pthread_create(&tw, NULL, lt_acquire_main, &w) == 0);
     /* The first create is held; the second, after reconnection, makes node 3. */
     CHECK(lt_wait_children(zh, rs, 3, 10));
@@ -131,15 +132,15 @@ static void late_create_cases(const char *hosts, zhandle_t *zh, const char *base
     }
     deallocate_String_vector(&v);
     CHECK_INT_EQ(ZOK, zoo_delete(zh, mine, -1));
-    lp_inject_after(p, LP_OP_GETCHILDREN, LP_OP_GETCHILDREN2);
+    fp_zk_inject_after(p, FP_ZK_OP_GETCHILDREN, FP_ZK_OP_GETCHILDREN2);
     /* The middle waiter gives up: ours lists (the held create follows the listing),
      * restarts, and waits behind the holder, or behind its own late node. */
     zklock_session_cancel(mid);
     pthread_join(tm, NULL);
     CHECK_INT_EQ(ZKLOCK_ERR_CANCELLED, m.rc);
-    for (int64_t end = lt_now_ms() + 10000; lp_injected(p) < 3 && lt_now_ms() < end;)
+    for (int64_t end = lt_now_ms() + 10000; fp_zk_injected(p) < 3 && lt_now_ms() < end;)
         lt_sleep_ms(10);
-    CHECK_INT_EQ(3, lp_injected(p));
+    CHECK_INT_EQ(3, fp_zk_injected(p));
     CHECK_INT_EQ(ZKLOCK_OK, zklock_release(hh));
     pthread_join(tw, NULL);
     CHECK_INT_EQ(ZKLOCK_OK, w.rc);
@@ -165,11 +166,11 @@ static void late_create_cases(const char *hosts, zhandle_t *zh, const char *base
     const char *sync_names[] = {sf, sh};
     for (int herd_kind = 0; herd_kind <= 1; herd_kind++) {
         const char *name = sync_names[herd_kind];
-        s = lt_session(lp_hosts(p), 10000);
-        lp_hold_next_create_before(p, LP_OP_SYNC);
+        s = lt_session(fp_zk_hosts(p), 10000);
+        fp_zk_hold_next_create_before(p, FP_ZK_OP_SYNC);
         rc = zklock_acquire(s, name, herd_kind ? ZKLOCK_HERD : ZKLOCK_FAIR, 5000, &h);
         CHECK_INT_EQ(ZKLOCK_OK, rc);
-        CHECK_INT_EQ(4 + herd_kind, lp_injected(p));
+        CHECK_INT_EQ(4 + herd_kind, fp_zk_injected(p));
         zklock_get_stats(s, &st);
         CHECK_INT_EQ(1, st.recovered_creates);
         if (!herd_kind) CHECK_INT_EQ(1, lt_children(zh, name));
@@ -182,7 +183,7 @@ static void late_create_cases(const char *hosts, zhandle_t *zh, const char *base
     CHECK(lt_wait_children(zh, sf, 0, 5)); /* the fair case's node went at its release */
     snprintf(path, sizeof(path), "/stock/locks/%s-herd", sh);
     CHECK_INT_EQ(ZNONODE, zoo_exists(zh, path, 0, NULL));
-    lp_stop(p);
+    fp_zk_stop(p);
 }
 
 int main(void) {
@@ -205,15 +206,16 @@ int main(void) {
                      zoo_create(zh, path, NULL, -1, &ZOO_OPEN_ACL_UNSAFE, ZOO_CONTAINER, NULL, 0));
     }
 
-    lp_proxy *p = lp_start(hosts);
-    zklock_session *s = lt_session(lp_hosts(p), 10000);
+    fp_zk *p = fp_zk_start(hosts);
+    CHECK(p != NULL);
+    zklock_session *s = lt_session(fp_zk_hosts(p), 10000);
     zklock_stats st;
 
     /* 1. Fair: the node made by the lost create is adopted. */
     zklock_hold *h = NULL;
-    lp_lose_next_create_reply(p, 0);
+    fp_zk_lose_next_create_reply(p, 0);
     CHECK_INT_EQ(ZKLOCK_OK, zklock_acquire(s, fair, ZKLOCK_FAIR, 30000, &h));
-    CHECK_INT_EQ(1, lp_triggers(p));
+    CHECK_INT_EQ(1, fp_zk_triggers(p));
     zklock_get_stats(s, &st);
     CHECK_INT_EQ(1, st.recovered_creates);
     CHECK_INT_EQ(1, lt_children(zh, fair));
@@ -224,9 +226,9 @@ int main(void) {
     printf("fair: lost create adopted\n");
 
     /* 2. Herd: the same for the single node. */
-    lp_lose_next_create_reply(p, 0);
+    fp_zk_lose_next_create_reply(p, 0);
     CHECK_INT_EQ(ZKLOCK_OK, zklock_acquire(s, herd, ZKLOCK_HERD, 30000, &h));
-    CHECK_INT_EQ(2, lp_triggers(p));
+    CHECK_INT_EQ(2, fp_zk_triggers(p));
     zklock_get_stats(s, &st);
     CHECK_INT_EQ(2, st.recovered_creates);
     CHECK_INT_EQ(node_czxid(zh, herd, 1), zklock_token(h));
@@ -237,10 +239,10 @@ int main(void) {
     printf("herd: lost create adopted\n");
 
     /* 3. The acquisition gives up while the create's fate is unknown. */
-    lp_lose_next_create_reply(p, 2500);
+    fp_zk_lose_next_create_reply(p, 2500);
     int rc = zklock_acquire(s, giveup, ZKLOCK_FAIR, 1000, &h);
     CHECK(rc == ZKLOCK_ERR_CONNECTION || rc == ZKLOCK_ERR_TIMEOUT);
-    CHECK_INT_EQ(3, lp_triggers(p));
+    CHECK_INT_EQ(3, fp_zk_triggers(p));
     CHECK_INT_EQ(1, lt_children(zh, giveup)); /* made by the lost create */
     if (!lt_wait_children(zh, giveup, 0, 20))
         CHECK_FAIL_("orphan left: %d children", lt_children(zh, giveup));
@@ -249,7 +251,7 @@ int main(void) {
 
     /* 4. Release while disconnected. */
     CHECK_INT_EQ(ZKLOCK_OK, zklock_acquire(s, rel, ZKLOCK_FAIR, 10000, &h));
-    lp_sever(p, 2500);
+    fp_zk_sever(p, 2500);
     int chk = ZKLOCK_OK;
     for (int64_t end = lt_now_ms() + 10000; chk == ZKLOCK_OK && lt_now_ms() < end;) {
         lt_sleep_ms(20);
@@ -270,7 +272,7 @@ int main(void) {
     printf("release while disconnected: node deleted after reconnection\n");
 
     zklock_session_free(s);
-    lp_stop(p);
+    fp_zk_stop(p);
 
     late_create_cases(hosts, zh, base);
     zookeeper_close(zh);

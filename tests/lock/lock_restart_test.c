@@ -1,7 +1,7 @@
 /* lock_restart_test: an acquisition whose node keeps vanishing from the listing
  * ends at its deadline, and leaves no node behind. The session goes through the
- * test proxy (lock_proxy.h), which makes the two cases that send the fair lock back
- * to making a new node:
+ * tests' fault proxy with its ZooKeeper hook (tests/support/fault_proxy_zk.h),
+ * which makes the two cases that send the fair lock back to making a new node:
  *   1. every listing comes back empty (as if our node had been deleted each time):
  *      the acquisition starts over and over, and must still end with
  *      ZKLOCK_ERR_TIMEOUT at its deadline, every node it made deleted;
@@ -14,7 +14,7 @@
 #include <pthread.h>
 #include <stdio.h>
 
-#include "lock_proxy.h"
+#include "fault_proxy_zk.h"
 #include "lock_test.h"
 
 typedef struct run {
@@ -67,21 +67,22 @@ int main(void) {
     snprintf(hidden, sizeof(hidden), "%s_hidden", base);
     snprintf(mangled, sizeof(mangled), "%s_mangled", base);
     zhandle_t *zh = lt_zk_open(hosts);
-    lp_proxy *p = lp_start(hosts);
-    zklock_session *s = lt_session(lp_hosts(p), 10000);
+    fp_zk *p = fp_zk_start(hosts);
+    CHECK(p != NULL);
+    zklock_session *s = lt_session(fp_zk_hosts(p), 10000);
 
     /* 1. Our node is never in the listing. */
-    lp_hide_children(p, 1);
+    fp_zk_hide_children(p, 1);
     int rc = acquire_guarded(s, zh, hidden, 1000, 20);
-    lp_hide_children(p, 0);
+    fp_zk_hide_children(p, 0);
     printf("listing without our node: %s\n", zklock_strerror(rc));
     CHECK_INT_EQ(ZKLOCK_ERR_TIMEOUT, rc);
     CHECK_INT_LE(lt_children(zh, hidden), 0); /* none left (or the parent reaped) */
 
     /* 2. Our node's name does not parse. */
-    lp_mangle_create(p, 1);
+    fp_zk_mangle_create(p, 1);
     rc = acquire_guarded(s, zh, mangled, 1000, 20);
-    lp_mangle_create(p, 0);
+    fp_zk_mangle_create(p, 0);
     printf("unparsable node name: %s\n", zklock_strerror(rc));
     CHECK_INT_EQ(ZKLOCK_ERR_ZK, rc);
     CHECK_INT_LE(lt_children(zh, mangled), 0);
@@ -92,7 +93,7 @@ int main(void) {
     CHECK_INT_EQ(ZKLOCK_OK, zklock_release(h));
 
     zklock_session_free(s);
-    lp_stop(p);
+    fp_zk_stop(p);
     zookeeper_close(zh);
     printf("ok\n");
     return 0;

@@ -5,15 +5,15 @@
  *      sessions are still open (closing them would drop their watches anyway).
  *   2. A waiter whose connection breaks while it waits lists again and watches its
  *      predecessor anew; it must not keep the watch it had before. Its session goes
- *      through the test proxy (lock_proxy.h): the holder keeps the lock, the
- *      waiter's connection is cut once while it waits, and the waiter times out.
- *      Then the connection is cut once more: on reconnecting, the client sets
+ *      through the tests' fault proxy (tests/support/fault_proxy_zk.h): the
+ *      holder keeps the lock, the waiter's connection is cut once while it
+ *      waits, and the waiter times out. Then the connection is cut once more: on reconnecting, the client sets
  *      again at the server every watch it still has, so the server's count, with
  *      the holder still holding, must be what it was before the waiter came. */
 #include <pthread.h>
 #include <stdio.h>
 
-#include "lock_proxy.h"
+#include "fault_proxy_zk.h"
 #include "lock_test.h"
 
 #define SESSIONS 2
@@ -59,8 +59,9 @@ static void reconnect_case(const char *hosts) {
     zklock_session *holder = lt_session(hosts, 0);
     zklock_hold *h = NULL;
     CHECK_INT_EQ(ZKLOCK_OK, zklock_acquire(holder, lname, ZKLOCK_FAIR, 10000, &h));
-    lp_proxy *p = lp_start(hosts);
-    zklock_session *ws = lt_session(lp_hosts(p), 10000);
+    fp_zk *p = fp_zk_start(hosts);
+    CHECK(p != NULL);
+    zklock_session *ws = lt_session(fp_zk_hosts(p), 10000);
     long before = lt_total_watches(hosts);
     CHECK_INT_GE(before, 0);
 
@@ -69,14 +70,14 @@ static void reconnect_case(const char *hosts) {
     pthread_t t;
     CHECK(pthread_create(&t, NULL, lt_acquire_main, &w) == 0);
     WAIT_FOR(data_ops(ws) == d0 + 1, "the waiter's watch");
-    lp_sever(p, 0);
+    fp_zk_sever(p, 0);
     WAIT_FOR(data_ops(ws) == d0 + 2, "the waiter's watch after reconnection");
     pthread_join(t, NULL);
     CHECK_INT_EQ(ZKLOCK_ERR_TIMEOUT, w.rc);
     CHECK_INT_EQ(d0 + 2, data_ops(ws)); /* it watched twice, then gave up */
 
-    lp_sever(p, 0);
-    WAIT_FOR(lp_connections(p) == 3 && zklock_session_status(ws) == ZKLOCK_OK,
+    fp_zk_sever(p, 0);
+    WAIT_FOR(fp_zk_connections(p) == 3 && zklock_session_status(ws) == ZKLOCK_OK,
              "the third connection");
     long after = -1;
     for (int64_t end = lt_now_ms() + 3000; lt_now_ms() < end; lt_sleep_ms(100))
@@ -87,7 +88,7 @@ static void reconnect_case(const char *hosts) {
 
     CHECK_INT_EQ(ZKLOCK_OK, zklock_release(h));
     zklock_session_free(ws);
-    lp_stop(p);
+    fp_zk_stop(p);
     zklock_session_free(holder);
 }
 

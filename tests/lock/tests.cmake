@@ -1,10 +1,10 @@
 # Tests of lock/ (see tests/CMakeLists.txt for the helpers). All run against a real
 # ZooKeeper: the shared one of the `servers` fixture, or one of their own under
 # $T for the restart test.
-add_library(lock_test_util STATIC lock/lock_test.c lock/lock_proxy.c)
+add_library(lock_test_util STATIC lock/lock_test.c)
 target_include_directories(lock_test_util PUBLIC ${CMAKE_CURRENT_SOURCE_DIR}
                                                  ${CMAKE_CURRENT_SOURCE_DIR}/lock)
-target_link_libraries(lock_test_util PUBLIC zklock)
+target_link_libraries(lock_test_util PUBLIC zklock fault_proxy)
 
 # lock_c_test(NAME [ARGS...]): builds tests/lock/NAME.c and runs it as an
 # integration test.

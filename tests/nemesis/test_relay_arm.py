@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
-"""tests/support/mysql_relay.py --arm-file, as loadtest/nemesis uses it, against a stand-in
-upstream that only records when each packet arrives (no MariaDB needed): "S K" written to
-the arm file lets K COMMITs pass and holds the next one for S seconds; every other packet,
-and every COMMIT once the arming is used up, goes through at once; the relay changes no
-byte."""
+"""fault-proxy --arm-file (tests/support/fault-proxy, the built binary given as the first
+argument), as loadtest/nemesis uses it, against a stand-in upstream that only records when
+each packet arrives (no MariaDB needed): "S K" written to the arm file lets K COMMITs pass
+and holds the next one for S seconds; every other packet, and every COMMIT once the arming
+is used up, goes through at once; the relay changes no byte."""
 import os
 import socket
 import subprocess
@@ -13,8 +13,7 @@ import threading
 import time
 import unittest
 
-RELAY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support",
-                     "mysql_relay.py")
+RELAY = None  # the fault-proxy binary, from the command line
 
 
 def packet(sql):
@@ -64,7 +63,7 @@ class RelayArmTest(unittest.TestCase):
         self.up = Upstream()
         self.port = free_port()
         self.relay = subprocess.Popen(
-            [sys.executable, RELAY, "--listen", str(self.port), "--upstream",
+            [RELAY, "--listen", str(self.port), "--upstream",
              str(self.up.port), "--arm-file", self.arm], stdout=subprocess.PIPE, text=True)
         self.assertEqual("ready", self.relay.stdout.readline().strip())
         self.client = socket.create_connection(("127.0.0.1", self.port))
@@ -113,4 +112,7 @@ class RelayArmTest(unittest.TestCase):
 
 
 if __name__ == "__main__":
+    if len(sys.argv) < 2:
+        sys.exit("usage: test_relay_arm.py FAULT-PROXY-BINARY")
+    RELAY = sys.argv.pop(1)
     unittest.main(verbosity=2)

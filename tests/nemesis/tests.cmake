@@ -54,8 +54,8 @@ nemesis_run(nemesis_db_lock_exact exact 45 --mode db-lock --seed 1)
 nemesis_run(nemesis_atomic_exact exact 45 --mode atomic --seed 1)
 endif()
 
-# The relay's --arm-file (hold the (K+1)-th next COMMIT), against a stand-in upstream.
+# fault-proxy's --arm-file (hold the (K+1)-th next COMMIT), against a stand-in upstream.
 add_test(NAME nemesis_relay_holds_the_armed_commit
-  COMMAND python3 ${nemesis}/test_relay_arm.py)
+  COMMAND python3 ${nemesis}/test_relay_arm.py $<TARGET_FILE:fault-proxy>)
 set_tests_properties(nemesis_relay_holds_the_armed_commit PROPERTIES LABELS "unit;nemesis"
   TIMEOUT 60)

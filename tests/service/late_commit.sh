@@ -3,8 +3,8 @@
 # zk-herd, redis, db-lock). One acquisition serves several batches (--lock-passes 4),
 # and the second batch's COMMIT arrives late.
 #
-# Product 2 has 3 units. Instance A reaches MariaDB through a relay
-# (tests/support/mysql_relay.py) that holds A's second COMMIT back for 4 s. A gets two
+# Product 2 has 3 units. Instance A reaches MariaDB through the fault proxy
+# (tests/support/fault-proxy) that holds A's second COMMIT back for 4 s. A gets two
 # deductions: the first batch commits (the row's fence is now A's token); the second,
 # under the same token, writes and sends its COMMIT, which the relay holds. A is then
 # paused (SIGSTOP) past its 1 s lease or ZooKeeper session, so B takes the lock with a
@@ -23,8 +23,8 @@ t_db
 sql "UPDATE product SET stock = 3, fence = 0 WHERE id = 2"
 relay_port=$((PORT0 + 10))
 mkdir -p "$T/relay"
-python3 "$STOCKD_SRC/tests/support/mysql_relay.py" --listen "$relay_port" \
-  --upstream "$STOCKD_TEST_MYSQL_PORT" --hold-commit 2 --hold-s 4 >"$T/relay/log" 2>&1 &
+"$FAULT_PROXY_BIN" --listen "$relay_port" --proto mysql \
+  --upstream "127.0.0.1:$STOCKD_TEST_MYSQL_PORT" --hold-commit 2 --hold-s 4 >"$T/relay/log" 2>&1 &
 echo $! >"$T/relay/pid"
 wait_until 10 grep -q ready "$T/relay/log" || fail "the relay did not start: $(cat "$T/relay/log")"
 

@@ -12,7 +12,7 @@
 # In every run, whatever the mode, the ledger must match: deducted answers = orders
 # rows = initial - final stock. SEGMENTS=K in the environment splits the stock over K
 # segments and starts every instance with --segments K. COMMIT_DELAY_MS=D puts a relay
-# (tests/support/mysql_relay.py) between the instances and MariaDB that delays every
+# (tests/support/fault-proxy) between the instances and MariaDB that delays every
 # COMMIT by D ms: a commit as slow as on a disk that syncs slowly.
 source "$STOCKD_SRC/tests/lib.sh"
 mode=$1 instances=$2 expect=$3
@@ -27,8 +27,8 @@ stockd_url=$MYSQL_URL
 if [[ -n ${COMMIT_DELAY_MS:-} ]]; then
   relay_port=$((PORT0 + 15))
   mkdir -p "$T/relay"
-  python3 "$STOCKD_SRC/tests/support/mysql_relay.py" --listen "$relay_port" \
-    --upstream "$STOCKD_TEST_MYSQL_PORT" --delay-commit-ms "$COMMIT_DELAY_MS" >"$T/relay/log" 2>&1 &
+  "$FAULT_PROXY_BIN" --listen "$relay_port" --proto mysql \
+    --upstream "127.0.0.1:$STOCKD_TEST_MYSQL_PORT" --delay-commit-ms "$COMMIT_DELAY_MS" >"$T/relay/log" 2>&1 &
   echo $! >"$T/relay/pid"
   wait_until 10 grep -q ready "$T/relay/log" || fail "the relay did not start"
   stockd_url=mysql://$DB_USER@127.0.0.1:$relay_port/$DB
