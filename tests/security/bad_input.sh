@@ -89,7 +89,8 @@ check() {
   IFS=';' read -r want_status want_result want_allow tag <<<"$2"
   if [[ $status != "$want_status" ]]; then
     why="status $status, expected $want_status"
-  elif [[ $want_result == @mhd && $want_status =~ ^(414|431)$ && $ctype == application/json* ]]; then
+  elif [[ $want_result == @mhd && $want_status =~ ^(414|431)$ &&
+    $ctype == application/json* ]]; then
     why="JSON from stockd, where libmicrohttpd's own answer was expected (README: Memory)"
   elif [[ $want_result != @* ]]; then
     if [[ $ctype != application/json* ]]; then
