@@ -8,9 +8,9 @@ set_tests_properties(nemesis_checker_finds_each_anomaly PROPERTIES LABELS "unit;
   TIMEOUT 60)
 
 # The nemesis on its own private stack (on the test's 20 ports). Each run costs its
-# --seconds plus 8 to 17 s of start and stop (MariaDB, the ZooKeeper ensemble). CI time,
-# measured 2026-11-24 on the shared 2-core machine: self-checks 29 + 29 + 41 + about 40 s,
-# exact runs 62 + 62 + 57 + 54 + 54 s; about 7.2 minutes in all.
+# --seconds plus 2 to 8 s of start and stop (MariaDB, the ZooKeeper ensemble). CI time,
+# measured 2026-11-25 on the shared 2-core machine (`ctest -L nemesis`, 485 s in all):
+# self-checks 22 + 22 + 34 + 34 + 32 + 34 + 29 + 28 s, exact runs 50 + 53 + 47 + 48 + 47 s.
 # nemesis_run(NAME EXPECT SECONDS NEMESIS-ARGS...): EXPECT is exact or an anomaly name.
 function(nemesis_run name expect seconds)
   math(EXPR timeout "${seconds} + 240")
