@@ -171,6 +171,8 @@ static void fp__cut(fp_conn *c) {
 
 static void fp__strand(fp_conn *c) {
     fault_proxy *p = c->p;
+    /* Counted before the client can see its side close. */
+    fp__count(p, &p->stranded, 1);
     close(c->cfd);
     c->cfd = -1;
     c->stranded = 1;
@@ -186,7 +188,6 @@ static void fp__strand(fp_conn *c) {
         d->tail = NULL;
         d->queued = d->in_len = 0;
     }
-    fp__count(p, &p->stranded, 1);
 }
 
 static void fp__conn_free(fp_conn *c) {
@@ -377,7 +378,6 @@ static void *fp__main(void *arg) {
     struct pollfd *fds = NULL;
     fp_conn **owner = NULL;
     size_t cap = 0;
-    int was_blackhole = 0;
     for (;;) {
         pthread_mutex_lock(&p->mu);
         int stop = p->stop, blackhole = p->blackhole, delay_ms = p->delay_ms;
@@ -401,7 +401,8 @@ static void *fp__main(void *arg) {
                     c->d[dir].held = 0;
                 }
             }
-            if (!blackhole && was_blackhole && !c->dead && !c->stranded && c->ufd < 0 &&
+            /* One accepted in a partition reaches the upstream once it is over. */
+            if (!blackhole && !c->dead && !c->stranded && c->ufd < 0 &&
                 fp__connect_upstream(c) != 0)
                 fp__cut(c);
             if (c->dead || c->stranded || blackhole || c->ufd < 0) continue;
@@ -411,7 +412,6 @@ static void *fp__main(void *arg) {
                 if (c->d[dir].eof && !c->d[dir].head) fp__cut(c);
             }
         }
-        was_blackhole = blackhole;
         /* Free the dead, then tell a cut_all() caller that its connections are gone. */
         for (fp_conn **pc = &p->conns; *pc;) {
             fp_conn *c = *pc;
@@ -460,6 +460,12 @@ static void *fp__main(void *arg) {
         if (wait > 1000) wait = 1000;
         if (poll(fds, n, (int)wait) < 0 && errno != EINTR) break;
         now = fp_now_ms();
+        /* Taken again: a setting changed while we waited applies to what woke us (the
+         * caller may have sent its bytes right after the change). */
+        pthread_mutex_lock(&p->mu);
+        blackhole = p->blackhole;
+        delay_ms = p->delay_ms;
+        pthread_mutex_unlock(&p->mu);
 
         if (fds[1].revents & POLLIN) {
             char buf[64];

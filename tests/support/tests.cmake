@@ -14,3 +14,9 @@ set_target_properties(fault-proxy PROPERTIES RUNTIME_OUTPUT_DIRECTORY
 
 # The proxy itself, against a stand-in upstream on loopback (about 3 s).
 stockd_unit_test(fault_proxy_test SOURCES ${support}/fault_proxy_test.c LIBS fault_proxy)
+
+# The command's --control file (blackhole, delay, cut, heal) against a stand-in upstream
+# (about 2 s).
+add_test(NAME fault_proxy_cli_control
+  COMMAND python3 ${support}/test_fault_proxy_cli.py $<TARGET_FILE:fault-proxy>)
+set_tests_properties(fault_proxy_cli_control PROPERTIES LABELS unit TIMEOUT 60)
