@@ -9,7 +9,8 @@ set_tests_properties(nemesis_checker_finds_each_anomaly PROPERTIES LABELS "unit;
 
 # The nemesis on its own private stack (on the test's 20 ports). Each run costs its
 # --seconds plus 2 to 8 s of start and stop (MariaDB, the ZooKeeper ensemble). CI time,
-# measured 2026-11-25 on the shared 2-core machine (`ctest -L nemesis`, 485 s in all):
+# measured 2026-11-25 on the shared 2-core machine (`ctest -L nemesis`, 485 s in all; 516
+# s in a second run):
 # self-checks 22 + 22 + 34 + 34 + 32 + 34 + 29 + 28 s, exact runs 50 + 53 + 47 + 48 + 47 s.
 # nemesis_run(NAME EXPECT SECONDS NEMESIS-ARGS...): EXPECT is exact or an anomaly name.
 function(nemesis_run name expect seconds)
