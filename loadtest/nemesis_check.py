@@ -29,6 +29,18 @@ created_at (ties broken by the AUTO_INCREMENT id, for the rows of one batch) is 
 order. A restock writes its row of nemesis_restock in its own transaction after its UPDATE
 of the product, so its `at` has the same property.
 
+The same lock gives an order that needs no clock, and the nemesis uses it, because its
+clock faults move MariaDB's clock (mode db-lock, libfaketime), backward too, and then
+created_at is no longer monotonic. Two deductions of a product INSERT in commit order, so
+their AUTO_INCREMENT ids are in commit order too (ids of committed rows are never reused,
+not even after crash recovery). A restock's row carries after_order: the highest order id
+of its product, read (READ COMMITTED, so the latest committed rows) after its UPDATE took
+the product row. Every order of that product committed before the restock has an id up to
+after_order, and every later one a higher id, as it could INSERT only after the restock's
+COMMIT let the row go. One restocker adds them one at a time, so restock ids are in commit
+order among themselves. When every restock of a product has after_order, the replay goes
+by order id, each restock right after its after_order (final's "replay_by_order_id").
+
 The sold-out check. Each deduction takes effect at one instant (its linearization point)
 between its request's invocation and the COMMIT of its order, and each restock between its
 invocation and its client's seeing the COMMIT succeed. The checker does not know these
@@ -47,11 +59,15 @@ and a bound that put the orders at their created_at would call it wrong; the fir
 nemesis run on main did exactly that.
 
 Clock precision. The client's times (time.time()) and MariaDB's CURRENT_TIMESTAMP(6) read
-the same CLOCK_REALTIME of the same machine (the nemesis runs everything on loopback and
-never moves MariaDB's clock; its clock faults are stand-ins, see loadtest/nemesis), so they
-are comparable to the microsecond. The window is still widened by --slack-ms (default
+the same CLOCK_REALTIME of the same machine (the nemesis runs everything on loopback), so
+they are comparable to the microsecond. The window is still widened by --slack-ms (default
 5 ms) on each side, to cover float rounding and a clock step by NTP during a run; the
-larger the slack, the fewer anomalies this check can see, never more.
+larger the slack, the fewer anomalies this check can see, never more. When the nemesis
+moves MariaDB's clock (mode db-lock's clock faults), the bound stays safe: an order counts
+from min(created_at, its first invocation) and a restock from max(at, when its client saw
+it), so a created_at or `at` moved by the clock either loses to the client's time or moves
+the deduction earlier or the restock later, which lowers the bound: fewer anomalies, never
+a false one.
 
 Input formats (JSON):
   history, one object a line:
@@ -63,7 +79,8 @@ Input formats (JSON):
     other types (meta, fault) are kept for the reader and ignored here.
   final: {"products": {"P": {"initial": N, "final": N}},
           "orders": [{"id":ID,"product":P,"request_id":K,"created_at":T,"instance":I}],
-          "restocks": [{"id":N,"product":P,"amount":A,"at":T}]}
+          "restocks": [{"id":N,"product":P,"amount":A,"at":T,"after_order":ID}]}
+  and "replay_by_order_id": true to replay by order id and after_order (left out: by time).
   The final restocks are the committed ones (read from the database); without them the
   history's restocks with outcome "ok" are taken, at their completion time.
 Exit status: 0 no anomaly, 1 anomalies, 2 unreadable input."""
@@ -149,7 +166,8 @@ def check(history, final, slack_s=DEFAULT_SLACK_S):
         orders_by_key[o.get("request_id")].append(o)
 
     for p in sorted(products):
-        anomalies += check_product_ledger(p, products[p], orders, restocks, by_key)
+        anomalies += check_product_ledger(p, products[p], orders, restocks, by_key,
+                                          bool(final.get("replay_by_order_id")))
 
     # Every "deducted" answer has its row, with its key, its product and its id.
     for op in ops:
@@ -197,7 +215,7 @@ def check(history, final, slack_s=DEFAULT_SLACK_S):
     return anomalies
 
 
-def check_product_ledger(p, prod, orders, restocks, by_key):
+def check_product_ledger(p, prod, orders, restocks, by_key, by_id=False):
     """negative_stock (final and replayed) and ledger_mismatch for product p."""
     out = []
     initial, fin = prod["initial"], prod["final"]
@@ -213,10 +231,16 @@ def check_product_ledger(p, prod, orders, restocks, by_key):
         out.append(Anomaly("negative_stock", p, f"final stock {fin} (initial {initial}, "
                            f"restocked {added}, {len(mine)} orders); the last orders:",
                            ops_of(last), last))
-    # The replay, in commit order; a restock at the same instant as an order goes first,
-    # so that the replay can only understate a fall below 0.
-    events = [(o["created_at"], 1, o["id"], -1, o) for o in mine]
-    events += [(r["at"], 0, r.get("id") or 0, r["amount"], None) for r in rs]
+    # The replay, in commit order. With every restock's after_order known (the nemesis
+    # records it), by order id: see the module's docstring. Otherwise by time; a restock
+    # at the same instant as an order goes first, so that the replay can only understate
+    # a fall below 0.
+    if by_id and all(r.get("after_order") is not None for r in rs):
+        events = [(o["id"], 0, 0, -1, o) for o in mine]
+        events += [(r["after_order"], 1, r.get("id") or 0, r["amount"], None) for r in rs]
+    else:
+        events = [(o["created_at"], 1, o["id"], -1, o) for o in mine]
+        events += [(r["at"], 0, r.get("id") or 0, r["amount"], None) for r in rs]
     events.sort(key=lambda e: e[:3])
     stock, low, low_order = initial, initial, None
     for _, _, _, delta, o in events:

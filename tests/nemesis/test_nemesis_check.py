@@ -98,6 +98,26 @@ class CheckerTest(unittest.TestCase):
         self.assertIn("down to -1", a[0].text)
         self.assertEqual(13, a[0].orders[0]["id"])
 
+    def test_replay_by_order_id_is_not_fooled_by_a_clock_that_went_back(self):
+        h, f = clean()
+        # MariaDB's clock went back 2.05 s before order 12: its created_at (4.0) is before
+        # the restock's (5.0), although it committed after it (after_order 11).
+        f["orders"][2]["created_at"] = T0 + 4.0
+        self.assertEqual(["negative_stock"], names(nemesis_check.check(h, f)))  # by time
+        f["replay_by_order_id"] = True
+        f["restocks"][0]["after_order"] = 11
+        self.assertEqual([], [a.lines() for a in nemesis_check.check(h, f)])
+
+    def test_replay_by_order_id_finds_a_sale_before_the_restock(self):
+        h, f = clean()
+        f["replay_by_order_id"] = True
+        # The restock committed after all three orders: 2 - 3 = -1 before it.
+        f["restocks"][0]["after_order"] = 12
+        a = nemesis_check.check(h, f)
+        self.assertEqual(["negative_stock"], names(a))
+        self.assertIn("down to -1", a[0].text)
+        self.assertEqual(12, a[0].orders[0]["id"])
+
     def test_ledger_mismatch(self):
         h, f = clean()
         f["products"]["1"]["final"] = 1  # a unit came back without a restock

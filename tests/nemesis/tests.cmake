@@ -8,9 +8,10 @@ set_tests_properties(nemesis_checker_finds_each_anomaly PROPERTIES LABELS "unit;
   TIMEOUT 60)
 
 # The nemesis on its own private stack (on the test's 20 ports). Each run costs its
-# --seconds plus 8 to 17 s of start and stop (MariaDB, the ZooKeeper ensemble). CI time,
-# measured 2026-11-24 on the shared 2-core machine: self-checks 29 + 29 + 41 + about 40 s,
-# exact runs 62 + 62 + 57 + 54 + 54 s; about 7.2 minutes in all.
+# --seconds plus 2 to 8 s of start and stop (MariaDB, the ZooKeeper ensemble). CI time,
+# measured 2026-11-25 on the shared 2-core machine (`ctest -L nemesis`, 485 s in all; 516
+# s in a second run):
+# self-checks 22 + 22 + 34 + 34 + 32 + 34 + 29 + 28 s, exact runs 50 + 53 + 47 + 48 + 47 s.
 # nemesis_run(NAME EXPECT SECONDS NEMESIS-ARGS...): EXPECT is exact or an anomaly name.
 function(nemesis_run name expect seconds)
   math(EXPR timeout "${seconds} + 240")
@@ -35,6 +36,25 @@ nemesis_run(nemesis_selfcheck_redis_fence_off_paused_past_lease_sells_twice nega
   --fault-gap 0.5 2)
 nemesis_run(nemesis_selfcheck_redis_fence_off_clock_jump_sells_twice negative_stock 30
   --mode redis --extra "--fence off" --seed 1 --faults clock --fault-gap 0.5 2)
+# db-lock's leases are timed by MariaDB's clock, which the clock faults step forward and
+# back (libfaketime): with the fence off a forward step lets a second holder sell what the
+# first is selling; with the fence the same schedule is exact. (Backward steps alone,
+# fence off: 0 anomalies in 30 s, db-lock and redis alike, measured 2026-11-25.) About
+# 37 s each on the shared 2-core machine.
+nemesis_run(nemesis_selfcheck_db_lock_fence_off_clock_jumps_sell_twice negative_stock 30
+  --mode db-lock --extra "--fence off" --seed 1 --faults clock,clock-back --fault-gap 0.5 2)
+nemesis_run(nemesis_db_lock_fenced_clock_jumps_exact exact 30
+  --mode db-lock --seed 1 --faults clock,clock-back --fault-gap 0.5 2)
+# The two classic mistakes (--pitfall) with the seed's plain SQL: each sells what is gone.
+# No fault is needed. release-before-commit needs a COMMIT slower than the next holder's
+# wake-up and read (README, "Two classic mistakes"): --commit-ms 20. Measured 2026-11-25
+# on the shared 2-core machine: 3 of 3 seeds each report negative_stock on all three
+# products, about 25 s a run.
+nemesis_run(nemesis_selfcheck_pitfall_release_before_commit_fence_off_oversells negative_stock 20
+  --mode zk --extra "--fence off --pitfall release-before-commit" --commit-ms 20 --seed 1
+  --faults none)
+nemesis_run(nemesis_selfcheck_pitfall_snapshot_before_lock_fence_off_oversells negative_stock 20
+  --mode zk --extra "--fence off --pitfall snapshot-before-lock" --seed 1 --faults none)
 
 # Short exact runs under every fault the mode can have.
 nemesis_run(nemesis_zk_batched_exact exact 45 --mode zk --seed 1)
