@@ -19,8 +19,9 @@ template=${STOCKD_NGINX_TEMPLATE:-/etc/nginx/stockd-nginx.conf.in}
 # environment): the template's marker comments become the directives, as
 # scripts/stack-lib.sh's nginx_render does for the native stack.
 #   STOCKD_NGINX_ROUTE       round-robin (default) | affinity (hash $arg_id consistent)
-#   STOCKD_NGINX_RATE_LIMIT  empty (no limit) | RATE[:BURST], RATE per second or N r/s, N r/m
+#   STOCKD_NGINX_RATE_LIMIT  empty or off (no limit) | RATE[:BURST], RATE per second or N r/s, N r/m
 route=${STOCKD_NGINX_ROUTE:-round-robin} limit=${STOCKD_NGINX_RATE_LIMIT:-}
+[[ $limit == off ]] && limit=""
 balance="" zone="" limit_req="" servers_fail=max_fails=0
 case $route in
 round-robin) ;;

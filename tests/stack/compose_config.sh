@@ -236,6 +236,17 @@ if STOCKD_NGINX_CONF=$T/x.conf STOCKD_NGINX_TEMPLATE=$T/nginx.tmpl STOCKD_NGINX_
   fail "the nginx entrypoint accepted STOCKD_NGINX_ROUTE=random"
 fi
 echo "ok: compose nginx with STOCKD_NGINX_ROUTE=affinity STOCKD_NGINX_RATE_LIMIT=200:50 passes nginx -t"
+# podman-compose 1.0.3 passes an empty default, `${VAR:-}`, to the container unexpanded
+# (the nginx container then refused "${STOCKD_NGINX_RATE_LIMIT:-}" and restarted for
+# ever), so no default may be empty; the rate limit's is "off", which renders no limit.
+if grep -v '^[[:space:]]*#' "$src/docker-compose.yml" | grep -n '\${[A-Z_]*:-}'; then
+  fail "docker-compose.yml has an empty \${VAR:-} default, which podman-compose does not expand"
+fi
+STOCKD_NGINX_CONF=$T/nginx-off.conf STOCKD_NGINX_TEMPLATE=$T/nginx.tmpl STOCKD_NGINX_RENDER_ONLY=1 \
+  STOCKD_NGINX_RATE_LIMIT=off bash "$src/docker/nginx/entrypoint.sh" 2>/dev/null ||
+  fail "the nginx entrypoint refused STOCKD_NGINX_RATE_LIMIT=off (compose's default)"
+if grep -q 'limit_req zone=' "$T/nginx-off.conf"; then fail "STOCKD_NGINX_RATE_LIMIT=off rendered a limit"; fi
+echo "ok: compose's rate-limit default (off) renders no limit; no empty defaults in docker-compose.yml"
 
 # The Dockerfile: a build stage and a runtime stage with the runtime libraries only,
 # a non-root user, and stockd bound to all interfaces inside the container.
