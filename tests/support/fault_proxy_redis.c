@@ -13,38 +13,41 @@ static size_t line_end(const unsigned char *buf, size_t len) {
     return nl ? (size_t)(nl - buf) + 1 : 0;
 }
 
+/* Is t a type whose line is a length (bulk) or a count (aggregate)? The other lines,
+ * integers and big numbers among them, are whole values and never read as numbers. */
+static int counted(unsigned char t) {
+    return strchr("$!=;*~>%|", t) != NULL && t != '\0';
+}
+
 static long value_len(const unsigned char *buf, size_t len, int depth) {
     if (len == 0) return 0;
     if (depth > RESP_DEPTH) return -1;
     size_t end = line_end(buf, len);
     if (!end) return len > (64u << 10) ? -1 : 0;
+    if (!counted(buf[0])) /* a simple line: + - : _ # , ( . and the client's inline commands */
+        return (long)end;
+    /* A length or count: digits, or -1 (null), or ? (a streamed value, whose parts come
+     * as values of their own: taken as a line). */
+    if (end >= 2 && buf[1] == '?') return (long)end;
+    if (end >= 2 && buf[1] == '-') return (long)end;
     long long n = 0;
-    int neg = 0;
-    for (size_t i = 1; i < end && buf[i] != '\r' && buf[i] != '\n'; i++) {
-        if (i == 1 && buf[i] == '-')
-            neg = 1;
-        else if (buf[i] >= '0' && buf[i] <= '9')
-            n = n * 10 + (buf[i] - '0');
-        else if (buf[i] != '?')
-            break; /* a streamed length: taken as a line */
-        if (n > (512ll << 20)) return -1;
+    size_t i = 1;
+    for (; i < end && buf[i] >= '0' && buf[i] <= '9'; i++) {
+        n = n * 10 + (buf[i] - '0');
+        if (n > (512ll << 20)) return -1; /* Redis's own ceiling for a bulk string */
     }
+    if (i == 1 || buf[i] != '\r' || i + 2 != end) return -1; /* not a length line */
     switch (buf[0]) {
     case '$':
     case '!':
-    case '=': /* bulk string, bulk error, verbatim string */
-        if (neg) return (long)end;
+    case '=':
+    case ';': /* bulk string, bulk error, verbatim string, a streamed string's part */
         if (end + (size_t)n + 2 > len) return 0;
         return (long)(end + (size_t)n + 2);
-    case '*':
-    case '~':
-    case '>':
-    case '%':
-    case '|': { /* array, set, push; map and attribute have pairs */
-        if (neg) return (long)end;
+    default: { /* array, set, push; map and attribute have pairs */
         long long items = buf[0] == '%' || buf[0] == '|' ? 2 * n : n;
         size_t off = end;
-        for (long long i = 0; i < items; i++) {
+        for (long long k = 0; k < items; k++) {
             long got = value_len(buf + off, len - off, depth + 1);
             if (got <= 0) return got;
             off += (size_t)got;
@@ -56,8 +59,6 @@ static long value_len(const unsigned char *buf, size_t len, int depth) {
         }
         return (long)off;
     }
-    default: /* a simple line: + - : _ # , ( and the client's inline commands */
-        return (long)end;
     }
 }
 

@@ -11,7 +11,10 @@
  *      connections flow, and prints its two lines; other packets and COMMITs pass;
  *   6. the MySQL hook's one-shot cut before a COMMIT, and its strand: the upstream's side
  *      stays open until the upstream closes it;
- *   7. the Redis hook's framing finds whole RESP values and waits for partial ones. */
+ *   7. the Redis hook's framing finds whole RESP values and waits for partial ones;
+ *   8. behind the Redis hook, every reply type stockd's hiredis sees (integers as big as
+ *      a fencing token, pub/sub messages, RESP3's types) comes back whole, in order and
+ *      at once (within 1 s, a bound far above a loopback trip and far below a timeout). */
 #include "check.h"
 #include "fault_proxy.h"
 #include "fault_proxy_mysql.h"
@@ -339,7 +342,11 @@ static void test_redis_framing(void) {
                            "*-1\r\n",
                            "%1\r\n+a\r\n:1\r\n",
                            "PING\r\n",
-                           "*1\r\n*1\r\n:7\r\n"};
+                           "*1\r\n*1\r\n:7\r\n",
+                           ":1764095012345678\r\n",
+                           "(3492890328409238509324850943850943825024385\r\n",
+                           ">2\r\n$7\r\nmessage\r\n:-1764095012345678\r\n",
+                           "~1\r\n_\r\n"};
     for (size_t i = 0; i < sizeof(whole) / sizeof(whole[0]); i++) {
         const unsigned char *b = (const unsigned char *)whole[i];
         size_t n = strlen(whole[i]);
@@ -352,6 +359,132 @@ static void test_redis_framing(void) {
     printf("ok: the Redis hook frames whole RESP values\n");
 }
 
+/* A stand-in Redis for one connection: for each step it reads the request's bytes,
+ * answers the reply at once (a split reply in two writes 100 ms apart) and says nothing
+ * more until the next request, so a reply the proxy kept back would never arrive. */
+typedef struct redis_step {
+    const char *req, *reply;
+    int split; /* the reply is written in two parts: this many bytes, then the rest */
+} redis_step;
+
+static struct {
+    int lfd;
+    const redis_step *steps;
+    size_t n;
+    atomic_int bad_request; /* 1 + the step whose request came wrong */
+} rs;
+
+static void *redis_stand_in(void *arg) {
+    (void)arg;
+    int fd = accept(rs.lfd, NULL, NULL);
+    if (fd < 0) return NULL;
+    char buf[4096];
+    for (size_t i = 0; i < rs.n; i++) {
+        size_t n = strlen(rs.steps[i].req);
+        if (recv_n(fd, buf, n, 10000) != n || memcmp(buf, rs.steps[i].req, n) != 0) {
+            atomic_store(&rs.bad_request, (int)i + 1);
+            break;
+        }
+        const char *r = rs.steps[i].reply;
+        size_t len = strlen(r), first = rs.steps[i].split ? (size_t)rs.steps[i].split : len;
+        send_all(fd, r, first);
+        if (first < len) {
+            usleep(100000);
+            send_all(fd, r + first, len - first);
+        }
+    }
+    char c;
+    while (read(fd, &c, 1) > 0) { /* until the proxy closes */
+    }
+    close(fd);
+    return NULL;
+}
+
+/* stockd's Redis link behind the Redis hook: each reply hiredis would get (simple
+ * string, error, integers up to a microsecond token, bulk, null bulk, arrays, nested
+ * arrays, a pub/sub message, and RESP3's types) reaches the client whole, in order,
+ * within 1 s (normally a millisecond or two; the hook's old framer cut the connection at
+ * an integer above 2^29 and stockd's lock waited out its timeouts). */
+static void test_redis_replies_pass_at_once(void) {
+    static const char get[] = "*2\r\n$3\r\nGET\r\n$4\r\nlock\r\n";
+    static const char ping[] = "*1\r\n$4\r\nPING\r\n";
+    static const char evalsha[] = "*5\r\n$7\r\nEVALSHA\r\n"
+                                  "$40\r\n0123456789abcdef0123456789abcdef01234567\r\n"
+                                  "$1\r\n2\r\n$4\r\nlock\r\n$5\r\nfence\r\n";
+    static const redis_step steps[] = {
+        {"*3\r\n$6\r\nSCRIPT\r\n$4\r\nLOAD\r\n$23\r\nreturn redis.call('x')\n\r\n",
+         "$40\r\n0123456789abcdef0123456789abcdef01234567\r\n", 0},
+        {evalsha, ":1764095012345678\r\n", 0}, /* a token: microseconds since 1970 */
+        {evalsha, ":-1500\r\n", 0},
+        {evalsha, ":0\r\n", 0},
+        {evalsha, ":9223372036854775807\r\n", 0},
+        {evalsha, "-NOSCRIPT No matching script. Please use EVAL.\r\n", 0},
+        {ping, "+PONG\r\n", 0},
+        {get, "$16\r\n1764095012345678\r\n", 0},
+        {get, "$-1\r\n", 0},
+        {get, "$0\r\n\r\n", 0},
+        {get, "*0\r\n", 0},
+        {get, "*-1\r\n", 0},
+        {get, "*3\r\n$3\r\nfoo\r\n:1764095012345678\r\n$-1\r\n", 0},
+        {get, "*2\r\n*2\r\n:1\r\n+a\r\n*1\r\n*1\r\n$1\r\nx\r\n", 0},
+        {"*2\r\n$9\r\nSUBSCRIBE\r\n$3\r\nrel\r\n", "*3\r\n$9\r\nsubscribe\r\n$3\r\nrel\r\n:1\r\n",
+         0},
+        {ping, "*3\r\n$7\r\nmessage\r\n$3\r\nrel\r\n$16\r\n1764095012345678\r\n", 0},
+        {ping, ">3\r\n$7\r\nmessage\r\n$3\r\nrel\r\n$16\r\n1764095012345678\r\n", 0},
+        {ping, "_\r\n", 0},
+        {ping, "#t\r\n", 0},
+        {ping, ",3.25\r\n", 0},
+        {ping, "(3492890328409238509324850943850943825024385\r\n", 0},
+        {ping, "%2\r\n+a\r\n:1764095012345678\r\n+b\r\n_\r\n", 0},
+        {ping, "~2\r\n:1\r\n:2\r\n", 0},
+        {ping, "=15\r\ntxt:Some string\r\n", 0},
+        {ping, "!10\r\nSYNTAX bad\r\n", 0},
+        {ping, "|1\r\n+ttl\r\n:3600\r\n:1764095012345678\r\n", 0},
+        {ping, "*2\r\n$3\r\nfoo\r\n:1764095012345678\r\n", 9}, /* split inside a value */
+        {ping, ":1764095012345678\r\n", 5},
+    };
+    rs.steps = steps;
+    rs.n = sizeof(steps) / sizeof(steps[0]);
+    rs.lfd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t al = sizeof(a);
+    CHECK_INT_EQ(0, bind(rs.lfd, (struct sockaddr *)&a, sizeof(a)));
+    CHECK_INT_EQ(0, listen(rs.lfd, 4));
+    CHECK_INT_EQ(0, getsockname(rs.lfd, (struct sockaddr *)&a, &al));
+    pthread_t t;
+    CHECK_INT_EQ(0, pthread_create(&t, NULL, redis_stand_in, NULL));
+
+    fp_hook hook = fp_redis_hook();
+    fault_proxy_config cfg = {.upstream_port = ntohs(a.sin_port), .hook = &hook};
+    fault_proxy *p = NULL;
+    CHECK_INT_EQ(FAULT_PROXY_OK, fault_proxy_new(&cfg, &p));
+    int fd = dial(p);
+    long long worst = 0;
+    for (size_t i = 0; i < rs.n; i++) {
+        const redis_step *s = &steps[i];
+        char back[256];
+        size_t n = strlen(s->reply);
+        long long t0 = fp_now_ms();
+        send_all(fd, s->req, strlen(s->req));
+        size_t got = recv_n(fd, back, n, 5000);
+        long long took = fp_now_ms() - t0;
+        if (got != n || memcmp(back, s->reply, n) != 0)
+            CHECK_FAIL_("step %zu: %zu of %zu bytes of %.20s... came back", i, got, n, s->reply);
+        if (took > 1000) CHECK_FAIL_("step %zu: the reply took %lld ms", i, took);
+        if (!s->split && took > worst) worst = took;
+    }
+    char extra;
+    CHECK_INT_EQ(0, recv_n(fd, &extra, 1, 100)); /* nothing more, nothing twice */
+    CHECK_INT_EQ(0, atomic_load(&rs.bad_request));
+    CHECK_INT_EQ(1, fault_proxy_connections(p));
+    close(fd);
+    fault_proxy_free(p);
+    pthread_join(t, NULL);
+    close(rs.lfd);
+    printf("info: the slowest whole reply took %lld ms behind the Redis hook\n", worst);
+    printf("ok: the Redis hook passes every reply type at once, whole and in order\n");
+}
+
 int main(void) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     upstream_start();
@@ -362,6 +495,7 @@ int main(void) {
     test_mysql_holds_the_nth_commit();
     test_mysql_cuts_and_strands();
     test_redis_framing();
+    test_redis_replies_pass_at_once();
     printf("fault_proxy_test: ok\n");
     return 0;
 }
