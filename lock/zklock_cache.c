@@ -84,7 +84,7 @@ int zklock__cache_list_watched(zklock_conn *c, zklock_waiter *w, const char *par
 }
 
 zklock_hold *zklock__cache_take_locked(zklock_session *s, const char *name, zklock_kind kind,
-                                      zklock_hold **stale) {
+                                       zklock_hold **stale) {
     *stale = NULL;
     for (zklock_hold **p = &s->holds; *p; p = &(*p)->next) {
         zklock_hold *h = *p;
@@ -134,8 +134,6 @@ int64_t zklock__cache_sweep_locked(zklock_session *s) {
     }
 }
 
-
-
 /* ---------------------------------------------------------------- release */
 
 int zklock_release_cached(zklock_hold *h, int max_ms) {
@@ -162,8 +160,8 @@ int zklock_release_cached(zklock_hold *h, int max_ms) {
     if (c) {
         struct String_vector kids = {0, NULL};
         zklock__count_op(s, ZKLOCK_OP_CHILDREN);
-        int zrc = zoo_wget_children(c->zh, h->parent, zklock_cache_watcher, (void *)(uintptr_t)id,
-                                    &kids);
+        int zrc =
+            zoo_wget_children(c->zh, h->parent, zklock_cache_watcher, (void *)(uintptr_t)id, &kids);
         zklock__conn_put(s, c);
         const char *mine = strrchr(h->path, '/') + 1;
         int others = 0;

@@ -156,7 +156,7 @@ int zklock__cache_list_watched(zklock_conn *c, zklock_waiter *w, const char *par
  * usable is unlinked into *stale, for the caller to zklock__hold_let_go once mu is
  * dropped. */
 zklock_hold *zklock__cache_take_locked(zklock_session *s, const char *name, zklock_kind kind,
-                                      zklock_hold **stale);
+                                       zklock_hold **stale);
 
 /* Run by the maintenance thread (mu held, dropped around ZooKeeper calls): lets go of
  * every cached hold that is contended, past its time, lost, or whose session is
