@@ -6,8 +6,8 @@
  * at release), marks the hold contended as soon as anybody else queues; a contended
  * hold, one past its time limit (cache_until), one whose session is lost or
  * cancelled, is let go by the maintenance thread of zklock_conn.c through
- * zklock__cache_sweep_locked. The lock recipes are in zklock.c; everything here runs
- * under s->mu and drops it around ZooKeeper calls (zklock_int.h). */
+ * zklock__cache_sweep_locked. The lock recipes are in zklock.c. The cache's state
+ * is guarded by s->mu, never held across a ZooKeeper call (zklock_int.h). */
 #include <stdint.h>
 #include <string.h>
 
