@@ -2,7 +2,8 @@
  * queue under a container parent, each waiter watching only its predecessor) and
  * the herd lock (one ephemeral node that every loser watches), with reentrancy,
  * release, check and fencing tokens. Connections, watchers and the background
- * cleanup are in zklock_conn.c.
+ * cleanup are in zklock_conn.c; the lock cache (zklock_release_cached, its children
+ * watch, time limit and hand-over) is in zklock_cache.c.
  *
  * One acquisition is an "attempt": a random GUID, a node made with it, and the
  * waiting. What the attempt knows about its node is one of
@@ -112,7 +113,7 @@ static int zklock_map_zk(int rc) {
     return zklock__zk_retryable(rc) ? ZKLOCK_ERR_CONNECTION : ZKLOCK_ERR_ZK;
 }
 
-static int zklock_hold_state_locked(const zklock_hold *h) {
+int zklock__hold_state_locked(const zklock_hold *h) {
     zklock_conn *c = h->s->conn;
     if (h->lost || c->epoch != h->epoch || c->state == ZKLOCK_CONN_EXPIRED) return ZKLOCK_LOST;
     int zs = zoo_state(c->zh);
@@ -318,22 +319,8 @@ static int zklock_fair_round(zklock_attempt *a, zklock_conn *c, uint64_t *seq) {
     struct String_vector kids = {0, NULL};
     zklock__count_op(a->s, ZKLOCK_OP_CHILDREN);
     if (a->s->cache && !a->w.cache_watch && !a->waited) {
-        /* The first listing sets the children watch a cached hold needs (config.cache):
-         * caching then costs no operation of its own. If we must wait, it fires at the
-         * next change of the children and finds no hold: nothing is left behind. */
-        pthread_mutex_lock(&a->s->mu);
-        uint64_t id = zklock__watch_id_locked(a->s);
-        a->w.cache_watch = id;
-        a->w.cache_fired = 0;
-        pthread_mutex_unlock(&a->s->mu);
         a->cache_epoch = c->epoch;
-        rc = zoo_wget_children(c->zh, a->parent, zklock__cache_watcher, (void *)(uintptr_t)id,
-                               &kids);
-        if (rc != ZOK) {
-            pthread_mutex_lock(&a->s->mu);
-            a->w.cache_watch = 0; /* a failed call registers no watch */
-            pthread_mutex_unlock(&a->s->mu);
-        }
+        rc = zklock__cache_list_watched(c, &a->w, a->parent, &kids);
     } else {
         rc = zoo_get_children(c->zh, a->parent, 0, &kids);
     }
@@ -600,78 +587,6 @@ static void zklock_hold_free(zklock_hold *h) {
     free(h);
 }
 
-/* ---------------------------------------------------------------- cache */
-
-/* May a cached hold be handed to a thread now? Only while nobody else queued for the
- * lock since we cached it (the watch has not fired), within its time, and while the
- * node is surely ours (connected, same session). mu held. */
-static int zklock_cache_usable_locked(const zklock_hold *h) {
-    return !h->contended && !h->s->cancelled && zklock__now_ms() < h->cache_until &&
-           zklock_hold_state_locked(h) == ZKLOCK_OK;
-}
-
-/* Counts why a cached hold is let go (mu held). */
-static void zklock_cache_count_let_go_locked(const zklock_hold *h) {
-    zklock_stats *st = &h->s->stats;
-    if (h->contended)
-        st->cache_let_go_contender++;
-    else if (!h->s->cancelled && zklock_hold_state_locked(h) == ZKLOCK_OK)
-        st->cache_let_go_timeout++;
-    else
-        st->cache_let_go_other++;
-}
-
-static int zklock_hold_let_go(zklock_hold *h);
-
-void zklock__cache_watcher(zhandle_t *zh, int type, int state, const char *path, void *ctx) {
-    uint64_t id = (uint64_t)(uintptr_t)ctx;
-    (void)state;
-    (void)path;
-    if (type == ZOO_SESSION_EVENT || type == ZOO_NOTWATCHING_EVENT) return;
-    zklock_conn *c = (zklock_conn *)zoo_get_context(zh);
-    zklock_session *s = c->s;
-    pthread_mutex_lock(&s->mu);
-    s->stats.cache_callbacks++;
-    for (zklock_hold *h = s->holds; h; h = h->next) {
-        if (h->cache_watch != id) continue;
-        /* Any change of the children means a contender came (or went): the watch
-         * is spent, and the hold is let go as soon as no thread has it. */
-        h->cache_watch = 0;
-        h->contended = 1;
-        pthread_cond_signal(&s->maint_cond);
-        break;
-    }
-    /* Set by an acquisition's first listing that has not made its hold yet. */
-    for (zklock_waiter *w = s->waiters; w; w = w->next)
-        if (w->cache_watch == id) w->cache_fired = 1;
-    pthread_mutex_unlock(&s->mu);
-}
-
-int64_t zklock__cache_sweep_locked(zklock_session *s) {
-    for (;;) {
-        zklock_hold *go = NULL;
-        int64_t next = -1;
-        for (zklock_hold **p = &s->holds; *p; p = &(*p)->next) {
-            zklock_hold *h = *p;
-            if (!h->cached) continue;
-            /* A SUSPECT hold waits, within its time, for its connection to return. */
-            int suspect_wait = zklock_hold_state_locked(h) == ZKLOCK_SUSPECT && !h->contended &&
-                               !s->cancelled && zklock__now_ms() < h->cache_until;
-            if (!zklock_cache_usable_locked(h) && !suspect_wait) {
-                *p = h->next;
-                go = h;
-                break;
-            }
-            if (next < 0 || h->cache_until < next) next = h->cache_until;
-        }
-        if (!go) return next;
-        zklock_cache_count_let_go_locked(go);
-        pthread_mutex_unlock(&s->mu);
-        (void)zklock_hold_let_go(go);
-        pthread_mutex_lock(&s->mu);
-    }
-}
-
 int zklock_acquire(zklock_session *s, const char *name, zklock_kind kind, int timeout_ms,
                    zklock_hold **out) {
     if (out) *out = NULL;
@@ -686,35 +601,21 @@ int zklock_acquire(zklock_session *s, const char *name, zklock_kind kind, int ti
         return ZKLOCK_ERR_CANCELLED;
     }
     zklock_hold *stale = NULL;
-    for (zklock_hold **p = &s->holds; *p; p = &(*p)->next) {
-        zklock_hold *h = *p;
-        if (!h->cached || h->kind != kind || strcmp(h->name, name) != 0) continue;
-        if (zklock_cache_usable_locked(h)) {
-            /* The hand-over: the session gives the cached hold to this thread, as if
-             * it had just been acquired, under the same node and token. */
-            h->cached = 0;
-            h->owner = self;
-            h->count = 1;
-            s->stats.cache_hits++;
-            pthread_mutex_unlock(&s->mu);
-            *out = h;
-            return ZKLOCK_OK;
-        }
-        /* Contended, out of time, or not surely ours: let it go, then queue anew. */
-        *p = h->next;
-        zklock_cache_count_let_go_locked(h);
-        stale = h;
-        break;
+    zklock_hold *cached = zklock__cache_take_locked(s, name, kind, &stale);
+    if (cached) {
+        pthread_mutex_unlock(&s->mu);
+        *out = cached;
+        return ZKLOCK_OK;
     }
     pthread_mutex_unlock(&s->mu);
-    if (stale) (void)zklock_hold_let_go(stale);
+    if (stale) (void)zklock__hold_let_go(stale);
     pthread_mutex_lock(&s->mu);
     for (zklock_hold *h = s->holds; h; h = h->next) {
         if (h->cached) continue;
         if (pthread_equal(h->owner, self) && h->kind == kind && strcmp(h->name, name) == 0) {
             /* Reentry. A lost hold is not handed out again: the caller must learn
              * that the outer critical section is no longer protected. */
-            int rc = zklock_hold_state_locked(h) == ZKLOCK_LOST ? ZKLOCK_LOST : ZKLOCK_OK;
+            int rc = zklock__hold_state_locked(h) == ZKLOCK_LOST ? ZKLOCK_LOST : ZKLOCK_OK;
             if (rc == ZKLOCK_OK) {
                 h->count++;
                 *out = h;
@@ -799,7 +700,7 @@ out_nowaiter:
 int zklock_check(const zklock_hold *h) {
     if (!h) return ZKLOCK_ERR_ARGS;
     pthread_mutex_lock(&h->s->mu);
-    int rc = zklock_hold_state_locked(h);
+    int rc = zklock__hold_state_locked(h);
     pthread_mutex_unlock(&h->s->mu);
     return rc;
 }
@@ -838,10 +739,10 @@ static int zklock_hold_delete(zklock_hold *h, zklock_conn *c) {
 
 /* Deletes the node of a hold that is no longer in s->holds and frees the hold (mu not
  * held). Returns what zklock_release documents. */
-static int zklock_hold_let_go(zklock_hold *h) {
+int zklock__hold_let_go(zklock_hold *h) {
     zklock_session *s = h->s;
     pthread_mutex_lock(&s->mu);
-    int state = zklock_hold_state_locked(h);
+    int state = zklock__hold_state_locked(h);
     zklock_conn *c = NULL;
     int rc = ZKLOCK_LOST;
     if (state != ZKLOCK_LOST) rc = zklock__conn_get_locked(s, NULL, 0, &c);
@@ -885,62 +786,5 @@ int zklock_release(zklock_hold *h) {
         }
     }
     pthread_mutex_unlock(&s->mu);
-    return zklock_hold_let_go(h);
-}
-
-int zklock_release_cached(zklock_hold *h, int max_ms) {
-    if (!h) return ZKLOCK_ERR_ARGS;
-    if (!pthread_equal(h->owner, pthread_self())) return ZKLOCK_ERR_NOT_OWNER;
-    zklock_session *s = h->s;
-    /* Not cached: off; the herd lock; an inner level of a reentrant hold; a lock that
-     * had to queue behind another contender (contention just seen is likely to go on,
-     * and the watch would cost an operation only to fire at once). */
-    if (max_ms <= 0 || h->kind != ZKLOCK_FAIR || h->count > 1 || h->waited)
-        return zklock_release(h);
-
-    /* Arm the children watch once per acquisition, while the hold is still this
-     * thread's (so nothing can free it meanwhile). A cache hit keeps it armed. */
-    pthread_mutex_lock(&s->mu);
-    zklock_conn *c = NULL;
-    uint64_t id = 0;
-    int ok = !h->contended && !s->cancelled && zklock_hold_state_locked(h) == ZKLOCK_OK;
-    if (ok && !h->cache_watch) {
-        ok = zklock__conn_get_locked(s, NULL, 0, &c) == ZKLOCK_OK;
-        if (ok) id = h->cache_watch = zklock__watch_id_locked(s);
-    }
-    pthread_mutex_unlock(&s->mu);
-    if (c) {
-        struct String_vector kids = {0, NULL};
-        zklock__count_op(s, ZKLOCK_OP_CHILDREN);
-        int zrc = zoo_wget_children(c->zh, h->parent, zklock__cache_watcher, (void *)(uintptr_t)id,
-                                    &kids);
-        zklock__conn_put(s, c);
-        const char *mine = strrchr(h->path, '/') + 1;
-        int others = 0;
-        for (int i = 0; zrc == ZOK && i < kids.count; i++)
-            if (zklock__child_seq(kids.data[i]) >= 0 && strcmp(kids.data[i], mine) != 0) others++;
-        if (zrc == ZOK) deallocate_String_vector(&kids);
-        pthread_mutex_lock(&s->mu);
-        if (zrc != ZOK) {
-            ok = 0;
-            if (h->cache_watch == id) h->cache_watch = 0; /* a failed call registers none */
-        } else if (others) {
-            h->contended = 1; /* somebody queued already */
-        }
-        pthread_mutex_unlock(&s->mu);
-    }
-
-    pthread_mutex_lock(&s->mu);
-    if (!ok || h->contended || s->cancelled || zklock_hold_state_locked(h) != ZKLOCK_OK) {
-        pthread_mutex_unlock(&s->mu);
-        return zklock_release(h);
-    }
-    /* The hand-over to the session: from here on the hold is not this thread's. */
-    h->count = 0;
-    h->cached = 1;
-    h->cache_until = zklock__now_ms() + max_ms;
-    s->stats.cache_parks++;
-    pthread_cond_signal(&s->maint_cond); /* its next wake-up may now be sooner */
-    pthread_mutex_unlock(&s->mu);
-    return ZKLOCK_OK;
+    return zklock__hold_let_go(h);
 }

@@ -8,7 +8,7 @@
  *     because the connection was down, once it is back with the same session, and
  *   - lets go of cached holds (zklock_release_cached) once a contender queues, their
  *     time runs out, or the session is cancelled.
- * The lock recipes themselves are in zklock.c. */
+ * The lock recipes themselves are in zklock.c, the lock cache in zklock_cache.c. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>

@@ -1,6 +1,7 @@
 /* zklock_int.h: private to lock/. The session's shared state, the connection
  * (one zhandle and its ZooKeeper session) and the helpers that zklock.c (the lock
- * recipes) and zklock_conn.c (connections, watchers, background cleanup) share.
+ * recipes), zklock_conn.c (connections, watchers, background cleanup) and
+ * zklock_cache.c (the lock cache of zklock_release_cached) share.
  *
  * Locking rule: one mutex per session (s->mu) guards everything below. It is never
  * held across a ZooKeeper call: the library's completion thread runs our watchers,
@@ -133,9 +134,29 @@ uint64_t zklock__watch_id_locked(zklock_session *s);
 /* The watcher of every node watch; the context is the watch id. */
 void zklock__node_watcher(zhandle_t *zh, int type, int state, const char *path, void *ctx);
 
-/* The watcher of a cached hold's children watch on its lock's parent (the context is
- * the watch id): marks the hold contended and wakes the maintenance thread. */
-void zklock__cache_watcher(zhandle_t *zh, int type, int state, const char *path, void *ctx);
+/* A hold's state as zklock_check reports it: ZKLOCK_OK, ZKLOCK_SUSPECT or
+ * ZKLOCK_LOST (mu held). In zklock.c. */
+int zklock__hold_state_locked(const zklock_hold *h);
+
+/* Deletes the node of a hold that is no longer in s->holds and frees the hold (mu not
+ * held). Returns what zklock_release documents. In zklock.c. */
+int zklock__hold_let_go(zklock_hold *h);
+
+/* ---- the lock cache (zklock_cache.c) */
+
+/* A fair acquisition's first listing of `parent` through c, setting the children
+ * watch a cached hold needs on it; w->cache_watch is its id (0 if the call failed)
+ * and w->cache_fired is set if it fires before the hold takes it over. mu not held.
+ * Returns the zk code of zoo_wget_children. */
+int zklock__cache_list_watched(zklock_conn *c, zklock_waiter *w, const char *parent,
+                               struct String_vector *kids);
+
+/* The hand-over (mu held): the cached hold of (name, kind), given to the calling
+ * thread if it is still usable, else NULL. A cached hold of that lock that is not
+ * usable is unlinked into *stale, for the caller to zklock__hold_let_go once mu is
+ * dropped. */
+zklock_hold *zklock__cache_take_locked(zklock_session *s, const char *name, zklock_kind kind,
+                                       zklock_hold **stale);
 
 /* Run by the maintenance thread (mu held, dropped around ZooKeeper calls): lets go of
  * every cached hold that is contended, past its time, lost, or whose session is

@@ -1,88 +1,15 @@
 /* config.c: stockd's options. Every option has an environment twin (STOCKD_*), read
  * first, so that a secret such as the MySQL password never has to appear in argv
  * (STOCKD_MYSQL_PASSWORD is read by main.c). --config FILE gives the same keys as
- * KEY=VALUE lines. Pure apart from getenv and reading that file. */
+ * KEY=VALUE lines. Pure apart from getenv and reading that file. The table of
+ * --lock modes and what derives from it (stockd_lock_config) are in modes.c. */
 #include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include <stddef.h>
-
 #include "stockd.h"
-
-#define CF(field) offsetof(stockd_config, field)
-
-/* The --lock words: each a lock kind and a database strategy (stockd.h, stockd_mode).
- * none, for-update and atomic share the kind none and differ only in the strategy and
- * in whether deductions are batched. */
-const stockd_mode stockd_modes[] = {
-    [STOCKD_LOCK_NONE] = {"none", "none", STOCKDB_READ_CHECK_UPDATE, false},
-    [STOCKD_LOCK_LOCAL] = {"local", "local", STOCKDB_READ_CHECK_UPDATE, true},
-    [STOCKD_LOCK_ZK] = {"zk", "zk", STOCKDB_READ_CHECK_UPDATE, true, CF(zk), 0, CF(zk_auth)},
-    [STOCKD_LOCK_ZK_HERD] = {"zk-herd", "zk-herd", STOCKDB_READ_CHECK_UPDATE, true, CF(zk), 0,
-                             CF(zk_auth)},
-    [STOCKD_LOCK_FOR_UPDATE] = {"for-update", "none", STOCKDB_FOR_UPDATE, true},
-    [STOCKD_LOCK_ATOMIC] = {"atomic", "none", STOCKDB_ATOMIC, false},
-    [STOCKD_LOCK_REDIS] = {"redis", "redis", STOCKDB_READ_CHECK_UPDATE, true, CF(redis),
-                           CF(redis_user), CF(redis_password), CF(redis_lease_ms),
-                           "--redis-lease-ms"},
-    [STOCKD_LOCK_DB_LOCK] = {"db-lock", "db-lock", STOCKDB_READ_CHECK_UPDATE, true, 0, 0, 0,
-                             CF(db_lock_lease_ms), "--db-lock-lease-ms"},
-    [STOCKD_LOCK_REDLOCK] = {"redlock", "redlock", STOCKDB_READ_CHECK_UPDATE, true, CF(redis),
-                             CF(redis_user), CF(redis_password), CF(redis_lease_ms),
-                             "--redis-lease-ms"},
-    [STOCKD_LOCK_ETCD] = {"etcd", "etcd", STOCKDB_READ_CHECK_UPDATE, true, CF(etcd), 0, 0,
-                          CF(etcd_lease_ms), "--etcd-ttl-s (in ms)"},
-};
-const size_t stockd_nmodes = sizeof(stockd_modes) / sizeof(stockd_modes[0]);
-
-const stockd_mode *stockd_mode_of(stockd_lock_mode m) {
-    return (size_t)m < stockd_nmodes ? &stockd_modes[m] : &stockd_modes[0];
-}
-
-const char *stockd_lock_mode_name(stockd_lock_mode m) {
-    return (size_t)m < stockd_nmodes ? stockd_modes[m].name : "?";
-}
-
-int stockd_lock_mode_parse(const char *s, stockd_lock_mode *out) {
-    for (size_t i = 0; i < stockd_nmodes; i++) {
-        if (strcmp(s, stockd_modes[i].name) == 0) {
-            *out = (stockd_lock_mode)i;
-            return 0;
-        }
-    }
-    return -1;
-}
-
-/* Writes the names of the modes that `pick` keeps as "a, b or c" into buf. */
-static const char *mode_list(char *buf, size_t cap, bool (*pick)(const stockd_mode *)) {
-    size_t n = 0, len = 0, total = 0;
-    for (size_t i = 0; i < stockd_nmodes; i++)
-        total += !pick || pick(&stockd_modes[i]);
-    buf[0] = '\0';
-    for (size_t i = 0; i < stockd_nmodes && len < cap; i++) {
-        if (pick && !pick(&stockd_modes[i])) continue;
-        n++;
-        len += (size_t)snprintf(buf + len, cap - len, "%s%s",
-                                n == 1 ? "" : n == total ? " or " : ", ", stockd_modes[i].name);
-    }
-    return buf;
-}
-
-static bool mode_batched(const stockd_mode *m) {
-    return m->batched;
-}
-
-/* A lock the service takes and releases around a transaction. */
-static bool mode_locks(const stockd_mode *m) {
-    return strcmp(m->kind, "none") != 0;
-}
-
-static bool mode_lease(const stockd_mode *m) {
-    return m->lease_off != 0;
-}
 
 /* RedLock's server count bounds (lock/redlock.h's REDLOCK_SERVERS_MIN and _MAX; config.c
  * links no Redis client, so they are repeated here). */
@@ -113,28 +40,6 @@ static int hostport_list_count(const char *v) {
         if (!comma) return n;
         p = comma + 1;
     }
-}
-
-static const char *field_str(const stockd_config *c, size_t off) {
-    return off ? (const char *)c + off : NULL;
-}
-
-void stockd_lock_config(const stockd_config *cfg, const stockdb_config *db, lock_config *out) {
-    const stockd_mode *m = stockd_mode_of(cfg->lock);
-    *out = (lock_config){.addr = field_str(cfg, m->addr_off),
-                         .user = field_str(cfg, m->user_off),
-                         .password = field_str(cfg, m->password_off),
-                         .timeout_ms = (int)cfg->lock_timeout_ms,
-                         .lease_ms = m->lease_off ? (int)*(const unsigned *)((const char *)cfg +
-                                                                              m->lease_off)
-                                                  : 0,
-                         .session_ms = (int)cfg->zk_session_ms,
-                         .holders = cfg->workers,
-                         .renew = cfg->lease_renew,
-                         /* --batch-max 1 keeps the seed's one acquisition per deduction */
-                         .cache = cfg->lock_cache_ms > 0 && cfg->batch_max > 1,
-                         .owner = cfg->instance,
-                         .db = db};
 }
 
 void stockd_config_usage(FILE *out) {
@@ -395,7 +300,7 @@ static int apply(stockd_config *c, int id, const char *v, const char *name, char
         if (stockd_lock_mode_parse(v, &c->lock) != 0) {
             char list[256];
             snprintf(err, errlen, "%s must be %s, got '%s'", name,
-                     mode_list(list, sizeof(list), NULL), v);
+                     stockd_mode_list(list, sizeof(list), NULL), v);
             return -1;
         }
         return 0;
@@ -767,23 +672,23 @@ int stockd_config_parse(stockd_config *c, int argc, char **argv, char *err, size
     }
     if (c->segments > 1 && !m->batched) {
         snprintf(err, errlen, "--segments %u needs a mode with a lock (%s), not %s", c->segments,
-                 mode_list(list, sizeof(list), mode_batched), m->name);
+                 stockd_mode_list(list, sizeof(list), stockd_mode_batched), m->name);
         return -1;
     }
     /* A pitfall misuses a lock that the service takes and releases around a
      * transaction. none and atomic take no lock, and for-update's lock is the row lock,
      * which the database holds to COMMIT and which its locking read reads through: there
      * the mistake cannot be made. */
-    if (c->pitfall != STOCKD_PITFALL_NONE && !mode_locks(m)) {
+    if (c->pitfall != STOCKD_PITFALL_NONE && !stockd_mode_locks(m)) {
         snprintf(err, errlen,
                  "--pitfall %s needs a lock the service takes and releases around its "
                  "transaction (%s); %s has none to misuse",
                  c->pitfall == STOCKD_PITFALL_RELEASE_BEFORE_COMMIT ? "release-before-commit"
                                                                     : "snapshot-before-lock",
-                 mode_list(list, sizeof(list), mode_locks), m->name);
+                 stockd_mode_list(list, sizeof(list), stockd_mode_locks), m->name);
         return -1;
     }
-    if (c->lease_check && mode_lease(m)) {
+    if (c->lease_check && stockd_mode_lease(m)) {
         uint64_t pause_us = (uint64_t)c->think_us + c->think_jitter_us;
         unsigned lease = *(const unsigned *)((const char *)c + m->lease_off);
         if (lease < STOCKD_LEASE_MIN_MS(pause_us)) {
@@ -798,9 +703,9 @@ int stockd_config_parse(stockd_config *c, int argc, char **argv, char *err, size
     }
     /* Only a lease has anything to renew: ZooKeeper's session is kept alive by its
      * client, and the other modes hold nothing that expires. */
-    if (c->lease_renew && !mode_lease(m)) {
+    if (c->lease_renew && !stockd_mode_lease(m)) {
         snprintf(err, errlen, "--lease-renew on needs a lease lock (%s), not %s",
-                 mode_list(list, sizeof(list), mode_lease), m->name);
+                 stockd_mode_list(list, sizeof(list), stockd_mode_lease), m->name);
         return -1;
     }
     if (!c->instance[0]) snprintf(c->instance, sizeof(c->instance), "stockd-%u", c->port);

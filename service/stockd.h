@@ -22,9 +22,9 @@
  *             name and calls lock_acquire / lock_check / lock_token / lock_release.
  *   contract.c pure functions: routing, the id and key parsers, and the mapping from an
  *             outcome to an HTTP status and a JSON body (cJSON). Unit-tested and fuzzed.
- *   config.c  command line, environment and --config file into a stockd_config (pure);
- *             its table of --lock words gives each mode's lock kind and database
- *             strategy (stockd_modes).
+ *   config.c  command line, environment and --config file into a stockd_config (pure).
+ *   modes.c   the table of --lock words (stockd_modes): each mode's lock kind and
+ *             database strategy, and what derives from it (stockd_lock_config; pure).
  *   log.c     one log line per event, text or JSON; it calls nothing else here, so
  *             every file may log without a circle back to main.c.
  *   stockwatch.c off the request path: one thread re-reads from MySQL, once a second,
@@ -57,7 +57,7 @@
 
 /* ------------------------------------------------------------------ config */
 
-/* A --lock word is a mode: a row of stockd_modes (config.c) naming two independent
+/* A --lock word is a mode: a row of stockd_modes (modes.c) naming two independent
  * axes, the lock kind (lock/lock.h's registry) and the database strategy
  * (db/stockdb.h). The words users type stay what they were; the enum names the rows
  * the code and tests refer to, in the table's order. */
@@ -201,6 +201,13 @@ const char *stockd_lock_mode_name(stockd_lock_mode m);
 int stockd_lock_mode_parse(const char *s, stockd_lock_mode *out);
 /* The row of mode m (the first row, none, for a value out of range). Pure. */
 const stockd_mode *stockd_mode_of(stockd_lock_mode m);
+/* Writes the names of the modes that `pick` keeps (all with NULL) as "a, b or c" into
+ * buf and returns buf. The picks: modes that batch; that take a lock (kind not none);
+ * whose kind has a lease. Pure (modes.c). */
+const char *stockd_mode_list(char *buf, size_t cap, bool (*pick)(const stockd_mode *));
+bool stockd_mode_batched(const stockd_mode *m);
+bool stockd_mode_locks(const stockd_mode *m);
+bool stockd_mode_lease(const stockd_mode *m);
 
 /* ------------------------------------------------------------------ answers */
 
