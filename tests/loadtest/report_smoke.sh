@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# loadtest/report end to end, small: two run specs (none, batched zk) on the report's own stack
+# loadtest/report end to end, small: four run specs (none, batched zk, redis, and redis with
+# the watchdog, preset redis-renew) on the report's own stack
 # under this test's run directory, with counts small enough for CI. It checks what the
 # report promises, not how fast anything was: every output file exists (the plots are
 # PNG images), report.json parses and says what the database says (none oversold, zk
@@ -35,7 +36,7 @@ trap 'STACK_RUN=$run STACK_PORT_BASE=$PORT0 "$STOCKD_SRC/scripts/stack" down </d
 # Stock 50 and 300 requests at 100 in flight: the oversell experiment's proportions
 # (tests/service/oversell.sh), which make the unlocked run go negative every time.
 stock=50 threads=100 loops=3
-"$STOCKD_SRC/loadtest/report" --modes "none zk redis" --think-us 1000 --spread 0 --curve "" --bench "" \
+"$STOCKD_SRC/loadtest/report" --modes "none zk redis redis-renew" --think-us 1000 --spread 0 --curve "" --bench "" \
   --stock "$stock" --threads "$threads" --loops "$loops" --run "$run" --port-base "$PORT0" \
   --out "$out" </dev/null |
   tee "$T/stdout" || fail "loadtest/report failed"
@@ -50,8 +51,8 @@ done
 j=$out/report.json
 jq -e . "$j" >/dev/null || fail "report.json does not parse"
 r() { jq -r --arg m "$1" ".runs[] | select(.run == \$m) | $2" "$j"; }
-expect_eq "runs, in order" "none zk redis" "$(jq -r '[.runs[].run] | join(" ")' "$j")"
-expect_eq "stockd options of the presets" "none:--batch-max 1|zk:|redis:" \
+expect_eq "runs, in order" "none zk redis redis-renew" "$(jq -r '[.runs[].run] | join(" ")' "$j")"
+expect_eq "stockd options of the presets" "none:--batch-max 1|zk:|redis:|redis:--lease-renew on" \
   "$(jq -r '[.runs[] | "\(.mode):\(.stockd_args | join(" "))"] | join("|")' "$j")"
 expect_eq "requests per run" $((threads * loops)) "$(jq -r .load.requests "$j")"
 expect_eq "think times of the load" "[1000]" "$(jq -c .load.think_us "$j")"
@@ -67,7 +68,7 @@ expect_eq "durability: ZooKeeper" '{"force_sync":"yes","force_sync_source":"defa
 expect_eq "durability: the run directory's filesystem" "$(findmnt -n -o FSTYPE -T "$run")" \
   "$(jq -r .durability.storage.fstype "$j")"
 
-for m in none zk redis; do
+for m in none zk redis redis-renew; do
   expect_eq "$m: initial stock" "$stock" "$(r "$m" .initial)"
   expect_eq "$m: ledger" ok "$(r "$m" .ledger)"
   expect_eq "$m: stockload reconciliation" ok "$(r "$m" .reconciliation)"
@@ -103,9 +104,12 @@ expect_eq "redis: verdict" EXACT "$(r redis .verdict)"
 expect_eq "none: no lock service" null "$(r none .lock_service)"
 expect_eq "zk: lock service" zookeeper "$(r zk .lock_service)"
 expect_eq "redis: lock service" redis "$(r redis .lock_service)"
+# The watchdog's preset: mode redis with --lease-renew on, exact like redis.
+expect_eq "redis-renew: verdict" EXACT "$(r redis-renew .verdict)"
+expect_eq "redis-renew: lock service" redis "$(r redis-renew .lock_service)"
 expect_eq "redis: at least 2 Redis operations per lock round" true \
   "$(r redis '.lock_service_ops >= 2 * .lock_acquisitions and .lock_acquisitions >= 1')"
-for m in none zk redis; do
+for m in none zk redis redis-renew; do
   expect_eq "$m: instance shares add up to the orders" "$(r "$m" .orders)" \
     "$(r "$m" '[.instance_share[].orders] | add')"
 done
@@ -118,7 +122,7 @@ grep -qF "| none | \`none --batch-max 1\` | $stock -> $final | " "$md" ||
   fail "no table row for none: $(grep '^|' "$md")"
 grep -qF "| zk | \`zk\` | $stock -> 0 | $stock | 0 | EXACT | ok | " "$md" ||
   fail "no table row for zk: $(grep '^|' "$md")"
-grep -qF -- "--modes 'none zk redis'" "$md" || fail "report.md does not show the command"
+grep -qF -- "--modes 'none zk redis redis-renew'" "$md" || fail "report.md does not show the command"
 grep -qF "Durability: MariaDB innodb_flush_log_at_trx_commit=1, sync_binlog=0 (binary log off); ZooKeeper forceSync=yes" "$md" ||
   fail "report.md does not say the durability settings: $(grep -i durab "$md")"
 echo "ok: report.md has the header, both rows, the command and the durability settings"

@@ -10,7 +10,7 @@ stockd_integration_test(loadtest_stockload_nginx
   COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/loadtest/stockload_nginx.sh $<TARGET_FILE:stockload>
   TIMEOUT 120)
 
-# loadtest/report, small: modes none and zk on the report's own stack (inside this
+# loadtest/report, small: modes none, zk, redis and redis-renew on the report's own stack (inside this
 # test's ports), checking every output and the verdicts it reports.
 stockd_integration_test(loadtest_report_smoke
   COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/loadtest/report_smoke.sh $<TARGET_FILE:stockload>
