@@ -70,10 +70,14 @@ stockd_integration_test(lease_renew_slow_holder_redlock_renewed_keeps_lock
   COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/lease_faults.sh slow redlock renew LABELS fault)
 stockd_integration_test(lease_faults_paused_redlock_fenced_refused
   COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/lease_faults.sh paused redlock fenced LABELS fault)
-foreach(fencing fenced unfenced)
-  stockd_integration_test(sentinel_failover_${fencing}
-    COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/sentinel_failover.sh ${fencing} LABELS fault)
-endforeach()
+# Plain build only: it tests scripts and nginx, whose C paths the other tests already
+# run under the sanitizers; this keeps the three builds inside CI's time.
+if(NOT STOCKD_SANITIZE)
+  foreach(fencing fenced unfenced)
+    stockd_integration_test(sentinel_failover_${fencing}
+      COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/sentinel_failover.sh ${fencing} LABELS fault)
+  endforeach()
+endif()
 # etcd (Consul's model, article 001 section 5): a lease with keep-alive, a fair queue by
 # create revision, the revision as the fence. About 20 s.
 stockd_integration_test(oversell_etcd_3_instances_exact_zero
@@ -198,10 +202,14 @@ endforeach()
 # while the product's instance is up, oversells when a kill mid-run makes nginx move
 # the product away and back (up to 3 tries, see affinity.sh); zk stays exact across the
 # same kill. About 15 s each.
-stockd_integration_test(affinity_local_3_exact_until_kill_then_oversells
-  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/affinity.sh local oversells LABELS experiment)
-stockd_integration_test(affinity_zk_3_kill_mid_run_exact
-  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/affinity.sh zk exact LABELS experiment)
+# Plain build only: it tests scripts and nginx, whose C paths the other tests already
+# run under the sanitizers; this keeps the three builds inside CI's time.
+if(NOT STOCKD_SANITIZE)
+  stockd_integration_test(affinity_local_3_exact_until_kill_then_oversells
+    COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/affinity.sh local oversells LABELS experiment)
+  stockd_integration_test(affinity_zk_3_kill_mid_run_exact
+    COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/affinity.sh zk exact LABELS experiment)
+endif()
 # Rate limiting in front (issue 20 #6): nginx's per-product limit_req refuses part of a
 # flood on one product with 429 JSON; the stock stays exact and every admitted
 # deduction has its order. About 5 s.
