@@ -499,24 +499,12 @@ const char *dblock_errstr(const dblock *d) {
 
 const char *dblock_strerror(int code) {
     switch (code) {
-    case DBLOCK_OK:
-        return "ok";
-    case DBLOCK_ERR_ARGS:
-        return "bad argument";
-    case DBLOCK_ERR_NOMEM:
-        return "out of memory";
-    case DBLOCK_ERR_TIMEOUT:
-        return "lock not acquired in time";
     case DBLOCK_ERR_CONNECTION:
         return "no connection to the database";
     case DBLOCK_ERR_QUERY:
         return "the database refused a lock statement";
-    case DBLOCK_LOST:
-        return "lock lost (lease passed)";
-    case DBLOCK_ERR_CANCELLED:
-        return "lock wait cancelled";
     default:
-        return "unknown dblock code";
+        return lock_strerror(code);
     }
 }
 

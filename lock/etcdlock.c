@@ -540,28 +540,12 @@ const char *etcdlock_errstr(const etcdlock *l) {
 
 const char *etcdlock_strerror(int code) {
     switch (code) {
-    case LOCK_OK:
-        return "ok";
-    case LOCK_ERR_ARGS:
-        return "bad argument";
-    case LOCK_ERR_NOMEM:
-        return "out of memory";
-    case LOCK_ERR_TIMEOUT:
-        return "lock not acquired in time";
     case LOCK_ERR_CONNECTION:
         return "no connection to etcd (or no leader)";
-    case LOCK_ERR_CANCELLED:
-        return "lock wait cancelled";
     case LOCK_ERR_SERVER:
         return "unexpected etcd error";
-    case LOCK_ERR_NOT_OWNER:
-        return "the hold belongs to another thread";
-    case LOCK_SUSPECT:
-        return "connection lost; the lock may have passed on";
-    case LOCK_LOST:
-        return "lock lost (lease ended)";
     default:
-        return "unknown etcdlock code";
+        return lock_strerror(code);
     }
 }
 

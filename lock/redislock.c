@@ -661,26 +661,12 @@ const char *redislock_errstr(const redislock *l) {
 
 const char *redislock_strerror(int code) {
     switch (code) {
-    case REDISLOCK_OK:
-        return "ok";
-    case REDISLOCK_ERR_ARGS:
-        return "bad argument";
-    case REDISLOCK_ERR_NOMEM:
-        return "out of memory";
-    case REDISLOCK_ERR_TIMEOUT:
-        return "lock not acquired in time";
     case REDISLOCK_ERR_CONNECTION: /* also REDISLOCK_ERR_AUTH */
         return "no connection to Redis, or Redis refused the credentials";
     case REDISLOCK_ERR_REDIS:
         return "unexpected Redis error";
-    case REDISLOCK_ERR_NOT_OWNER:
-        return "the hold belongs to another thread";
-    case REDISLOCK_LOST:
-        return "lock lost (lease passed)";
-    case REDISLOCK_ERR_CANCELLED:
-        return "lock wait cancelled";
     default:
-        return "unknown redislock code";
+        return lock_strerror(code);
     }
 }
 

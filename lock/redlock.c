@@ -460,26 +460,16 @@ const char *redlock_errstr(const redlock *l) {
 
 const char *redlock_strerror(int code) {
     switch (code) {
-    case LOCK_OK:
-        return "ok";
-    case LOCK_ERR_ARGS:
-        return "bad argument";
-    case LOCK_ERR_NOMEM:
-        return "out of memory";
     case LOCK_ERR_TIMEOUT:
         return "no majority acquired in time";
     case LOCK_ERR_CONNECTION:
         return "fewer than a majority of the Redis servers reachable";
-    case LOCK_ERR_CANCELLED:
-        return "lock wait cancelled";
     case LOCK_ERR_SERVER:
         return "unexpected Redis error";
-    case LOCK_ERR_NOT_OWNER:
-        return "the hold belongs to another thread";
     case LOCK_LOST:
         return "lock lost (validity passed, or the keys are gone on a majority)";
     default:
-        return "unknown lock code";
+        return lock_strerror(code);
     }
 }
 
