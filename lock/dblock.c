@@ -8,6 +8,7 @@
  * is held), a lock victim (deadlock or lock wait timeout: try again later), or any
  * other refusal. */
 #include "dblock.h"
+#include "lease_pool_int.h"
 #include "lock.h"
 #include "lock_clock.h"
 
@@ -498,24 +499,12 @@ const char *dblock_errstr(const dblock *d) {
 
 const char *dblock_strerror(int code) {
     switch (code) {
-    case DBLOCK_OK:
-        return "ok";
-    case DBLOCK_ERR_ARGS:
-        return "bad argument";
-    case DBLOCK_ERR_NOMEM:
-        return "out of memory";
-    case DBLOCK_ERR_TIMEOUT:
-        return "lock not acquired in time";
     case DBLOCK_ERR_CONNECTION:
         return "no connection to the database";
     case DBLOCK_ERR_QUERY:
         return "the database refused a lock statement";
-    case DBLOCK_LOST:
-        return "lock lost (lease passed)";
-    case DBLOCK_ERR_CANCELLED:
-        return "lock wait cancelled";
     default:
-        return "unknown dblock code";
+        return lock_strerror(code);
     }
 }
 
@@ -525,6 +514,8 @@ const char *dblock_strerror(int code) {
  * on a worker thread, which has run mysql_thread_init() for its own stockdb handle
  * already; MariaDB Connector/C lets a connection move between threads as long as one
  * thread at a time uses it, which the pool guarantees. */
+
+LOCK_LEASE_SHIMS(dblock)
 
 static int dk_open(const lock_config *cfg, const atomic_int *cancel, void **handle, char *err,
                    size_t errcap) {
@@ -547,52 +538,21 @@ static int dk_open(const lock_config *cfg, const atomic_int *cancel, void **hand
     return rc;
 }
 
-static void dk_close(void *handle) {
-    dblock_free(handle);
-}
-
-static int dk_acquire(void *handle, const char *name, int timeout_ms, void **hold) {
-    dblock_hold *h = NULL;
-    int rc = dblock_acquire(handle, name, timeout_ms, &h);
-    *hold = h;
-    return rc;
-}
-
-static int dk_check(const void *hold) {
-    return dblock_check(hold);
-}
-
-static int64_t dk_token(const void *hold) {
-    return dblock_token(hold);
-}
-
-static int dk_release(void *hold) {
-    return dblock_release(hold);
-}
-
-static int dk_renew(void *via, void *hold) {
-    return dblock_renew(via, hold);
-}
-
 static uint64_t dk_ops(const void *handle) {
     return ((const dblock *)handle)->st.ops;
-}
-
-static const char *dk_errstr(const void *handle) {
-    return dblock_errstr(handle);
 }
 
 /* No ping: /health checks MySQL through the worker's own connection already. */
 static const lock_lease_ops dk_lease = {
     .open = dk_open,
-    .close = dk_close,
-    .acquire = dk_acquire,
-    .check = dk_check,
-    .token = dk_token,
-    .release = dk_release,
-    .renew = dk_renew,
+    .close = dblock__lease_close,
+    .acquire = dblock__lease_acquire,
+    .check = dblock__lease_check,
+    .token = dblock__lease_token,
+    .release = dblock__lease_release,
+    .renew = dblock__lease_renew,
     .ops = dk_ops,
-    .errstr = dk_errstr,
+    .errstr = dblock__lease_errstr,
 };
 
 const lock_kind dblock_kind =

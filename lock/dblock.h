@@ -161,6 +161,8 @@ const char *dblock_owner(const dblock *d);
 /* The last error's detail ("" after a success); never NULL for a non-NULL handle. */
 const char *dblock_errstr(const dblock *d);
 
+/* A text for a code: lock_strerror()'s, but where the library says more about
+ * the database (CONNECTION, SERVER). Pure. */
 const char *dblock_strerror(int code);
 
 #endif

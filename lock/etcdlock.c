@@ -10,6 +10,7 @@
  * what the two share. */
 #include "etcdlock.h"
 #include "etcdlock_int.h"
+#include "lease_pool_int.h"
 #include "lock.h"
 #include "lock_clock.h"
 
@@ -539,28 +540,12 @@ const char *etcdlock_errstr(const etcdlock *l) {
 
 const char *etcdlock_strerror(int code) {
     switch (code) {
-    case LOCK_OK:
-        return "ok";
-    case LOCK_ERR_ARGS:
-        return "bad argument";
-    case LOCK_ERR_NOMEM:
-        return "out of memory";
-    case LOCK_ERR_TIMEOUT:
-        return "lock not acquired in time";
     case LOCK_ERR_CONNECTION:
         return "no connection to etcd (or no leader)";
-    case LOCK_ERR_CANCELLED:
-        return "lock wait cancelled";
     case LOCK_ERR_SERVER:
         return "unexpected etcd error";
-    case LOCK_ERR_NOT_OWNER:
-        return "the hold belongs to another thread";
-    case LOCK_SUSPECT:
-        return "connection lost; the lock may have passed on";
-    case LOCK_LOST:
-        return "lock lost (lease ended)";
     default:
-        return "unknown etcdlock code";
+        return lock_strerror(code);
     }
 }
 
@@ -570,50 +555,19 @@ const char *etcdlock_strerror(int code) {
  * worker. The pool's lease is in ms; etcd's TTL is in whole seconds, so it is rounded
  * up (stockd's --etcd-ttl-s gives whole seconds anyway). */
 
+LOCK_LEASE_SHIMS(etcdlock)
+LOCK_LEASE_PING_SHIM(etcdlock)
+
 static int ek_open(const lock_config *cfg, const atomic_int *cancel, void **handle, char *err,
                    size_t errcap) {
-    /* A connect that hangs (a black-holed address) must not outlast the lock wait. */
-    int connect_ms = cfg->timeout_ms > 0 && cfg->timeout_ms < 2000 ? cfg->timeout_ms : 2000;
-    if (connect_ms < 100) connect_ms = 100;
     etcdlock_config c = {.endpoints = cfg->addr,
                          .ttl_s = cfg->lease_ms > 0 ? (cfg->lease_ms + 999) / 1000 : 0,
-                         .connect_timeout_ms = connect_ms,
+                         .connect_timeout_ms = lock__lease_connect_ms(cfg),
                          .cancel = cancel};
     etcdlock *e = NULL;
     int rc = etcdlock_new(&c, &e, err, errcap);
     *handle = e;
     return rc;
-}
-
-static void ek_close(void *handle) {
-    etcdlock_free(handle);
-}
-
-static int ek_acquire(void *handle, const char *name, int timeout_ms, void **hold) {
-    etcdlock_hold *h = NULL;
-    int rc = etcdlock_acquire(handle, name, timeout_ms, &h);
-    *hold = h;
-    return rc;
-}
-
-static int ek_check(const void *hold) {
-    return etcdlock_check(hold);
-}
-
-static int64_t ek_token(const void *hold) {
-    return etcdlock_token(hold);
-}
-
-static int ek_release(void *hold) {
-    return etcdlock_release(hold);
-}
-
-static int ek_renew(void *via, void *hold) {
-    return etcdlock_renew(via, hold);
-}
-
-static int ek_ping(void *handle) {
-    return etcdlock_ping(handle);
 }
 
 /* The calling thread's requests and the keep-alive thread's, all sent to etcd. */
@@ -623,21 +577,17 @@ static uint64_t ek_ops(const void *handle) {
            atomic_load(&((etcdlock *)l)->keepalive_lost);
 }
 
-static const char *ek_errstr(const void *handle) {
-    return etcdlock_errstr(handle);
-}
-
 static const lock_lease_ops ek_lease = {
     .open = ek_open,
-    .close = ek_close,
-    .acquire = ek_acquire,
-    .check = ek_check,
-    .token = ek_token,
-    .release = ek_release,
-    .renew = ek_renew,
-    .ping = ek_ping,
+    .close = etcdlock__lease_close,
+    .acquire = etcdlock__lease_acquire,
+    .check = etcdlock__lease_check,
+    .token = etcdlock__lease_token,
+    .release = etcdlock__lease_release,
+    .renew = etcdlock__lease_renew,
+    .ping = etcdlock__lease_ping,
     .ops = ek_ops,
-    .errstr = ek_errstr,
+    .errstr = etcdlock__lease_errstr,
 };
 
 const lock_kind etcdlock_kind = LOCK_LEASE_KIND(

@@ -167,6 +167,8 @@ void etcdlock_get_stats(const etcdlock *l, etcdlock_stats *out);
  * non-NULL handle; valid until the next call. */
 const char *etcdlock_errstr(const etcdlock *l);
 
+/* A text for a code: lock_strerror()'s, but where the library says more about
+ * etcd (CONNECTION, SERVER). Pure. */
 const char *etcdlock_strerror(int code);
 
 #endif

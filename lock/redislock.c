@@ -7,6 +7,7 @@
  * reader), so a wait can end on a message, a lease end, the poll interval or the
  * deadline. Any error on a context drops it; the next call connects again. */
 #include "redislock.h"
+#include "lease_pool_int.h"
 #include "lock.h"
 #include "lock_clock.h"
 
@@ -660,26 +661,12 @@ const char *redislock_errstr(const redislock *l) {
 
 const char *redislock_strerror(int code) {
     switch (code) {
-    case REDISLOCK_OK:
-        return "ok";
-    case REDISLOCK_ERR_ARGS:
-        return "bad argument";
-    case REDISLOCK_ERR_NOMEM:
-        return "out of memory";
-    case REDISLOCK_ERR_TIMEOUT:
-        return "lock not acquired in time";
     case REDISLOCK_ERR_CONNECTION: /* also REDISLOCK_ERR_AUTH */
         return "no connection to Redis, or Redis refused the credentials";
     case REDISLOCK_ERR_REDIS:
         return "unexpected Redis error";
-    case REDISLOCK_ERR_NOT_OWNER:
-        return "the hold belongs to another thread";
-    case REDISLOCK_LOST:
-        return "lock lost (lease passed)";
-    case REDISLOCK_ERR_CANCELLED:
-        return "lock wait cancelled";
     default:
-        return "unknown redislock code";
+        return lock_strerror(code);
     }
 }
 
@@ -688,14 +675,14 @@ const char *redislock_strerror(int code) {
 /* The registry's row (lock.h): a lease kind, pooled by lease_pool.c, one handle per
  * worker. */
 
+LOCK_LEASE_SHIMS(redislock)
+LOCK_LEASE_PING_SHIM(redislock)
+
 static int rk_open(const lock_config *cfg, const atomic_int *cancel, void **handle, char *err,
                    size_t errcap) {
-    /* A connect that hangs (a black-holed address) must not outlast the lock wait. */
-    int connect_ms = cfg->timeout_ms > 0 && cfg->timeout_ms < 2000 ? cfg->timeout_ms : 2000;
-    if (connect_ms < 100) connect_ms = 100;
     redislock_config c = {.addr = cfg->addr,
                           .lease_ms = cfg->lease_ms,
-                          .connect_timeout_ms = connect_ms,
+                          .connect_timeout_ms = lock__lease_connect_ms(cfg),
                           .cancel = cancel,
                           .user = cfg->user,
                           .password = cfg->password};
@@ -705,56 +692,21 @@ static int rk_open(const lock_config *cfg, const atomic_int *cancel, void **hand
     return rc;
 }
 
-static void rk_close(void *handle) {
-    redislock_free(handle);
-}
-
-static int rk_acquire(void *handle, const char *name, int timeout_ms, void **hold) {
-    redislock_hold *h = NULL;
-    int rc = redislock_acquire(handle, name, timeout_ms, &h);
-    *hold = h;
-    return rc;
-}
-
-static int rk_check(const void *hold) {
-    return redislock_check(hold);
-}
-
-static int64_t rk_token(const void *hold) {
-    return redislock_token(hold);
-}
-
-static int rk_release(void *hold) {
-    return redislock_release(hold);
-}
-
-static int rk_renew(void *via, void *hold) {
-    return redislock_renew(via, hold);
-}
-
-static int rk_ping(void *handle) {
-    return redislock_ping(handle);
-}
-
 static uint64_t rk_ops(const void *handle) {
     return ((const redislock *)handle)->st.ops;
 }
 
-static const char *rk_errstr(const void *handle) {
-    return redislock_errstr(handle);
-}
-
 static const lock_lease_ops rk_lease = {
     .open = rk_open,
-    .close = rk_close,
-    .acquire = rk_acquire,
-    .check = rk_check,
-    .token = rk_token,
-    .release = rk_release,
-    .renew = rk_renew,
-    .ping = rk_ping,
+    .close = redislock__lease_close,
+    .acquire = redislock__lease_acquire,
+    .check = redislock__lease_check,
+    .token = redislock__lease_token,
+    .release = redislock__lease_release,
+    .renew = redislock__lease_renew,
+    .ping = redislock__lease_ping,
     .ops = rk_ops,
-    .errstr = rk_errstr,
+    .errstr = redislock__lease_errstr,
 };
 
 const lock_kind redislock_kind = LOCK_LEASE_KIND(

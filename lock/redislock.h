@@ -191,6 +191,8 @@ void redislock_get_stats(const redislock *l, redislock_stats *out);
  * non-NULL handle; valid until the next call. */
 const char *redislock_errstr(const redislock *l);
 
+/* A text for a code: lock_strerror()'s, but where the library says more about
+ * Redis (CONNECTION, SERVER). Pure. */
 const char *redislock_strerror(int code);
 
 #endif

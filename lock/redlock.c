@@ -8,6 +8,7 @@
  * vote: rounds, the majority, the validity, the backoff and the token; and ends with the
  * registry's row (lock.h), a lease kind pooled by lease_pool.c like redis. */
 #include "redlock.h"
+#include "lease_pool_int.h"
 #include "lock.h"
 #include "lock_clock.h"
 #include "redislock.h"
@@ -459,26 +460,16 @@ const char *redlock_errstr(const redlock *l) {
 
 const char *redlock_strerror(int code) {
     switch (code) {
-    case LOCK_OK:
-        return "ok";
-    case LOCK_ERR_ARGS:
-        return "bad argument";
-    case LOCK_ERR_NOMEM:
-        return "out of memory";
     case LOCK_ERR_TIMEOUT:
         return "no majority acquired in time";
     case LOCK_ERR_CONNECTION:
         return "fewer than a majority of the Redis servers reachable";
-    case LOCK_ERR_CANCELLED:
-        return "lock wait cancelled";
     case LOCK_ERR_SERVER:
         return "unexpected Redis error";
-    case LOCK_ERR_NOT_OWNER:
-        return "the hold belongs to another thread";
     case LOCK_LOST:
         return "lock lost (validity passed, or the keys are gone on a majority)";
     default:
-        return "unknown lock code";
+        return lock_strerror(code);
     }
 }
 
@@ -486,6 +477,9 @@ const char *redlock_strerror(int code) {
 
 /* The registry's row (lock.h): a lease kind, one handle (N connections) per worker.
  * cfg->addr is the comma list of servers (--redis in mode redlock). */
+
+LOCK_LEASE_SHIMS(redlock)
+LOCK_LEASE_PING_SHIM(redlock)
 
 static int rlk_open(const lock_config *cfg, const atomic_int *cancel, void **handle, char *err,
                     size_t errcap) {
@@ -500,58 +494,23 @@ static int rlk_open(const lock_config *cfg, const atomic_int *cancel, void **han
     return rc;
 }
 
-static void rlk_close(void *handle) {
-    redlock_free(handle);
-}
-
-static int rlk_acquire(void *handle, const char *name, int timeout_ms, void **hold) {
-    redlock_hold *h = NULL;
-    int rc = redlock_acquire(handle, name, timeout_ms, &h);
-    *hold = h;
-    return rc;
-}
-
-static int rlk_check(const void *hold) {
-    return redlock_check(hold);
-}
-
-static int64_t rlk_token(const void *hold) {
-    return redlock_token(hold);
-}
-
-static int rlk_release(void *hold) {
-    return redlock_release(hold);
-}
-
-static int rlk_renew(void *via, void *hold) {
-    return redlock_renew(via, hold);
-}
-
-static int rlk_ping(void *handle) {
-    return redlock_ping(handle);
-}
-
 static uint64_t rlk_ops(const void *handle) {
     redlock_stats st;
     redlock_get_stats(handle, &st);
     return st.ops;
 }
 
-static const char *rlk_errstr(const void *handle) {
-    return redlock_errstr(handle);
-}
-
 static const lock_lease_ops rlk_lease = {
     .open = rlk_open,
-    .close = rlk_close,
-    .acquire = rlk_acquire,
-    .check = rlk_check,
-    .token = rlk_token,
-    .release = rlk_release,
-    .renew = rlk_renew,
-    .ping = rlk_ping,
+    .close = redlock__lease_close,
+    .acquire = redlock__lease_acquire,
+    .check = redlock__lease_check,
+    .token = redlock__lease_token,
+    .release = redlock__lease_release,
+    .renew = redlock__lease_renew,
+    .ping = redlock__lease_ping,
     .ops = rlk_ops,
-    .errstr = rlk_errstr,
+    .errstr = redlock__lease_errstr,
 };
 
 const lock_kind redlock_kind = LOCK_LEASE_KIND(

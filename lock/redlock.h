@@ -161,6 +161,8 @@ void redlock_get_stats(const redlock *l, redlock_stats *out);
  * non-NULL handle; valid until the next call. */
 const char *redlock_errstr(const redlock *l);
 
+/* A text for a code: lock_strerror()'s, but where the library says more about
+ * the majority of servers (TIMEOUT, CONNECTION, SERVER, LOST). Pure. */
 const char *redlock_strerror(int code);
 
 #endif

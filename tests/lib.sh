@@ -1,9 +1,12 @@
 # shellcheck shell=bash
 # Helpers for the shell integration tests. Source it first thing; it sets `set -euo
 # pipefail`, gives the test its own run directory ($T) under the shared one, and
-# stops whatever the test started (stockd, nginx, its own servers) when it exits.
+# stops whatever the test started (stockd, nginx, its own servers) when it exits. The
+# assertions and requests that need no servers are tests/assert.sh's (sourced here).
 set -euo pipefail
 source "$STOCKD_SRC/scripts/stack-lib.sh"
+# fail, expect_eq and the requests to stockd (reduce, health, metric).
+source "$STOCKD_SRC/tests/assert.sh"
 
 T=$STOCKD_TEST_RUN/t/$STOCKD_TEST_NAME
 rm -rf "$T"
@@ -43,19 +46,20 @@ t_cleanup() {
 }
 trap t_cleanup EXIT
 
-fail() {
-  echo "FAIL: $*" >&2
-  exit 1
-}
-
-# expect_eq WHAT EXPECTED ACTUAL
-expect_eq() {
-  [[ $2 == "$3" ]] || fail "$1: expected '$2', got '$3'"
-  echo "ok: $1 = $3"
-}
-
 # sql QUERY: runs a query in the test database, prints bare values.
 sql() { mysql_cli "$STOCKD_TEST_RUN" -N -B "$DB" -e "$1"; }
+# stock ID, orders ID: product ID's stock, and how many orders it has.
+stock() { sql "SELECT stock FROM product WHERE id=$1"; }
+orders() { sql "SELECT COUNT(*) FROM orders WHERE product_id=$1"; }
+
+# alive N: fails the test, with its log, if stockd instance N is gone.
+alive() { pid_alive "$T/stockd/$1.pid" || fail "stockd-$1 is gone; its log: $(tail -n 20 "$T/stockd/$1.log")"; }
+# holding N: stockd instance N has acquired a lock at least once.
+holding() {
+  local n
+  n=$(metric $((PORT0 + $1)) stockd_lock_acquisitions_total)
+  ((${n:-0} >= 1))
+}
 
 # t_db: makes this test's database with the schema and seed data.
 t_db() { mysql_create_db "$STOCKD_TEST_RUN" "$DB" "$DB_USER" "$DB_PASS"; }

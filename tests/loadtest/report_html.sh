@@ -22,14 +22,9 @@ T=${STOCKD_TEST_RUN:?}/t/loadtest_report_html
 rm -rf "$T"
 mkdir -p "$T"
 
-fail() {
-  echo "FAIL: $*" >&2
-  exit 1
-}
-expect_eq() {
-  [[ $2 == "$3" ]] || fail "$1: expected '$2', got '$3'"
-  echo "ok: $1 = $3"
-}
+# fail and expect_eq; not tests/lib.sh, which is for tests that run stockd on the
+# fixture's servers.
+source "$src/tests/assert.sh"
 
 chromium=$(command -v chromium || true)
 [[ -n $chromium ]] || { echo "SKIP: chromium is not installed (scripts/deps installs it)"; exit 77; }

@@ -13,15 +13,6 @@
 source "$STOCKD_SRC/tests/lib.sh"
 
 t_db
-stock() { sql "SELECT stock FROM product WHERE id=$1"; }
-orders() { sql "SELECT COUNT(*) FROM orders WHERE product_id=$1"; }
-# reduce PORT ID: prints "status result"; the body stays in $T/ans.PORT.
-reduce() {
-  local port=$1 id=$2
-  curl -sS -m 30 -o "$T/ans.$port" -w '%{http_code}' "http://127.0.0.1:$port/stock/reduce?id=$id" >"$T/code.$port"
-  echo "$(cat "$T/code.$port") $(jq -r .result "$T/ans.$port")"
-}
-alive() { pid_alive "$T/stockd/$1.pid" || fail "stockd-$1 is gone; its log: $(tail -n 20 "$T/stockd/$1.log")"; }
 
 rport=$((PORT0 + 17))
 REDIS=127.0.0.1:$rport

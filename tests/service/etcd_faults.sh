@@ -31,22 +31,6 @@
 source "$STOCKD_SRC/tests/lib.sh"
 
 t_db
-stock() { sql "SELECT stock FROM product WHERE id=$1"; }
-orders() { sql "SELECT COUNT(*) FROM orders WHERE product_id=$1"; }
-# reduce PORT ID: prints "status result"; the body stays in $T/ans.PORT.
-reduce() {
-  local port=$1 id=$2
-  curl -sS -m 30 -o "$T/ans.$port" -w '%{http_code}' "http://127.0.0.1:$port/stock/reduce?id=$id" >"$T/code.$port"
-  echo "$(cat "$T/code.$port") $(jq -r .result "$T/ans.$port")"
-}
-health() { curl -sS -m 10 -o "$T/health" -w '%{http_code}' "http://127.0.0.1:$((PORT0 + 1))/health"; }
-alive() { pid_alive "$T/stockd/$1.pid" || fail "stockd-$1 is gone; its log: $(tail -n 20 "$T/stockd/$1.log")"; }
-# holding N: instance N has acquired a lock at least once.
-holding() {
-  local n
-  n=$(curl -sS "http://127.0.0.1:$((PORT0 + $1))/metrics" | sed -n 's/^stockd_lock_acquisitions_total //p')
-  ((${n:-0} >= 1))
-}
 elapsed_ms() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.0f", (b - a) * 1000 }'; }
 
 case ${1:-} in
@@ -85,7 +69,7 @@ etcd-down)
 
   expect_eq "a deduction with etcd down" "503 unavailable" "$(reduce $((PORT0 + 1)) 3)"
   expect_eq "its message" "etcd is unavailable; nothing was deducted" "$(jq -r .message "$T/ans.$((PORT0 + 1))")"
-  expect_eq "/health with etcd down" 503 "$(health)"
+  expect_eq "/health with etcd down" 503 "$(health $((PORT0 + 1)))"
   expect_eq "/health's etcd" down "$(jq -r .etcd "$T/health")"
   [[ -n $(jq -r '.etcd_error // empty' "$T/health") ]] || fail "/health gives no etcd_error"
   for i in 1 2 3; do reduce $((PORT0 + 1)) 3 >/dev/null; done
@@ -93,13 +77,13 @@ etcd-down)
   expect_eq "nothing deducted while etcd is down" "$s0" "$(stock 3)"
 
   etcd_start "$T" "$eport"
-  expect_eq "/health with etcd up" 200 "$(health)"
+  expect_eq "/health with etcd up" 200 "$(health $((PORT0 + 1)))"
   expect_eq "/health's etcd" up "$(jq -r .etcd "$T/health")"
   expect_eq "a deduction with etcd up" "200 deducted" "$(reduce $((PORT0 + 1)) 3)"
 
   etcd_stop "$T"
   expect_eq "a deduction after etcd went away" "503 unavailable" "$(reduce $((PORT0 + 1)) 3)"
-  expect_eq "/health after etcd went away" 503 "$(health)"
+  expect_eq "/health after etcd went away" 503 "$(health $((PORT0 + 1)))"
   alive 1
   expect_eq "orders: the one deduction while etcd was up" $((n0 + 1)) "$(orders 3)"
   expect_eq "stock" $((s0 - 1)) "$(stock 3)"
@@ -142,9 +126,7 @@ paused)
     exit 0
   fi
   expect_eq "the paused holder's late write" "503 lock_lost" "$(cat "$T/paused")"
-  m=$(curl -sS "http://127.0.0.1:$((PORT0 + 1))/metrics")
-  fenced=$(sed -n 's/^stockd_mysql_errors_total{kind="fenced"} //p' <<<"$m")
-  guard=$(sed -n 's/^stockd_mysql_errors_total{kind="guard"} //p' <<<"$m")
+  refusals $((PORT0 + 1))
   echo "refused by: fence $fenced, pre-commit check $guard"
   expect_eq "refusals" 1 $((fenced + guard))
   expect_eq "stock" 0 "$(stock 2)"

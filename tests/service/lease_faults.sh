@@ -63,16 +63,6 @@
 source "$STOCKD_SRC/tests/lib.sh"
 
 t_db
-stock() { sql "SELECT stock FROM product WHERE id=$1"; }
-orders() { sql "SELECT COUNT(*) FROM orders WHERE product_id=$1"; }
-# reduce PORT ID: prints "status result"; the body stays in $T/ans.PORT.
-reduce() {
-  local port=$1 id=$2
-  curl -sS -m 30 -o "$T/ans.$port" -w '%{http_code}' "http://127.0.0.1:$port/stock/reduce?id=$id" >"$T/code.$port"
-  echo "$(cat "$T/code.$port") $(jq -r .result "$T/ans.$port")"
-}
-health() { curl -sS -m 10 -o "$T/health" -w '%{http_code}' "http://127.0.0.1:$((PORT0 + 1))/health"; }
-alive() { pid_alive "$T/stockd/$1.pid" || fail "stockd-$1 is gone; its log: $(tail -n 20 "$T/stockd/$1.log")"; }
 
 case ${1:-} in
 redis-down)
@@ -84,7 +74,7 @@ redis-down)
 
   expect_eq "a deduction with Redis down" "503 unavailable" "$(reduce $((PORT0 + 1)) 3)"
   expect_eq "its message" "Redis is unavailable; nothing was deducted" "$(jq -r .message "$T/ans.$((PORT0 + 1))")"
-  expect_eq "/health with Redis down" 503 "$(health)"
+  expect_eq "/health with Redis down" 503 "$(health $((PORT0 + 1)))"
   expect_eq "/health's redis" down "$(jq -r .redis "$T/health")"
   [[ -n $(jq -r '.redis_error // empty' "$T/health") ]] || fail "/health gives no redis_error"
   for i in 1 2 3 4 5; do reduce $((PORT0 + 1)) 3 >/dev/null; done
@@ -92,13 +82,13 @@ redis-down)
   expect_eq "nothing deducted while Redis is down" "$s0" "$(stock 3)"
 
   redis_start "$T" "$rport" own-redis
-  expect_eq "/health with Redis up" 200 "$(health)"
+  expect_eq "/health with Redis up" 200 "$(health $((PORT0 + 1)))"
   expect_eq "/health's redis" up "$(jq -r .redis "$T/health")"
   expect_eq "a deduction with Redis up" "200 deducted" "$(reduce $((PORT0 + 1)) 3)"
 
   redis_stop "$T" own-redis
   expect_eq "a deduction after Redis went away" "503 unavailable" "$(reduce $((PORT0 + 1)) 3)"
-  expect_eq "/health after Redis went away" 503 "$(health)"
+  expect_eq "/health after Redis went away" 503 "$(health $((PORT0 + 1)))"
   alive 1
   expect_eq "orders: the one deduction while Redis was up" $((n0 + 1)) "$(orders 3)"
   expect_eq "stock" $((s0 - 1)) "$(stock 3)"
@@ -126,14 +116,9 @@ paused)
   # its lease, so the start-up check of the lease against the pause is turned off.
   t_stockd 1 "$kind" "${args[@]}" --think-us 3000000 --lease-check off
   t_stockd 2 "$kind" "${args[@]}"
-  holding() {
-    local n
-    n=$(curl -sS "http://127.0.0.1:$((PORT0 + 1))/metrics" | sed -n 's/^stockd_lock_acquisitions_total //p')
-    ((${n:-0} >= 1))
-  }
   reduce $((PORT0 + 1)) 2 >"$T/paused" &
   paused=$!
-  wait_until 10 holding || fail "instance 1 never took the lock"
+  wait_until 10 holding 1 || fail "instance 1 never took the lock"
   renewals() {
     curl -sS "http://127.0.0.1:$((PORT0 + 1))/metrics" |
       sed -n 's/^stockd_lease_renewals_total{service="[a-z_]*"} //p'
@@ -158,9 +143,7 @@ paused)
     expect_eq "the paused holder's late write" "503 lock_lost" "$(cat "$T/paused")"
     # Refused by the UPDATE's fence (it writes the moment it runs again) or, if its
     # worker read the clock first, by the pre-commit lease check: one of the two.
-    m=$(curl -sS "http://127.0.0.1:$((PORT0 + 1))/metrics")
-    fenced=$(sed -n 's/^stockd_mysql_errors_total{kind="fenced"} //p' <<<"$m")
-    guard=$(sed -n 's/^stockd_mysql_errors_total{kind="guard"} //p' <<<"$m")
+    refusals $((PORT0 + 1))
     echo "refused by: fence $fenced, pre-commit check $guard"
     expect_eq "refusals" 1 $((fenced + guard))
     expect_eq "stock" 0 "$(stock 2)"
