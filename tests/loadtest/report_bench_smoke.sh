@@ -55,6 +55,7 @@ expect_eq "ceiling rows per route, load and client" \
 expect_eq "load rows per (spec, route, load, client), one per run" "[1,2]" \
   "$(q '[.bench.rows[] | select(.row != "ceiling")] | group_by([.spec, .route, .kind, .client])
         | map(map(.rep) | sort) | unique | .[] | tojson')"
+# shellcheck disable=SC2016 # jq's variables, not the shell's
 expect_eq "load rows without a ceiling of their own run" 0 \
   "$(q '.bench.rows as $R | [$R[] | select(.row != "ceiling") | . as $r
         | select([$R[] | select(.row == "ceiling" and .spec == $r.spec and .route == $r.route
