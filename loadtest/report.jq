@@ -86,9 +86,11 @@ def legend:
 
 # The headline benchmark (.bench of report.json or bench.json): one object per nginx
 # route, {route, rows}, each row the cells of one line (bench_head); the first line is
-# the HTTP ceiling (median [min-max] of the ceilings measured next to the modes), then
-# the modes in run order, then the ZooKeeper-ensemble row if there is one. A mode's
-# cell is its req/s and its fraction of the ceiling measured right before it.
+# the HTTP ceiling (median [min-max] over the modes of the ceilings measured next to
+# them, each mode's the median of its runs), then the modes in run order, then the
+# ZooKeeper-ensemble row if there is one. A mode's cell is the median of its runs
+# (settings.repeat, one run for a report made before repetitions): the median req/s
+# and the median of the fractions, each run against the ceiling measured right before it.
 def bench_head: ["mode", "hot ab", "hot stockload", "spread wrk", "spread stockload", "hot p99 (ab)",
                  "spread p99 (wrk)", "lock ops/deduction", "exact"];
 def bench_align: ["l", "r", "r", "r", "r", "r", "r", "r", "l"];
@@ -99,13 +101,16 @@ def bench_tables:
   | def ceil($r):
       first($B.rows[] | select(.row == "ceiling" and .route == $r.route and .kind == $r.kind
                                and .client == $r.client and .spec == $r.spec
-                               and .ensemble == $r.ensemble) | .rps) // null;
+                               and .ensemble == $r.ensemble and .rep == $r.rep) | .rps) // null;
     def withfrac: . as $r | ceil($r) as $c
       | $r + {fraction: (if $c == null or $c == 0 or $r.row == "ceiling" then null else $r.rps / $c end)};
     def cell($r): if $r == null then "–"
                   else "\($r.rps | round)\(if $r.fraction == null then "" else " (\($r.fraction | fix2))" end)" end;
     def p99($r): if $r == null then "–" else ($r.p99_ms | ms) end;
-    def find($rows; $kind; $client): first($rows[] | select(.kind == $kind and .client == $client)) // null;
+    def find($rows; $kind; $client): [$rows[] | select(.kind == $kind and .client == $client)]
+      | if length == 0 then null
+        else {rps: (map(.rps) | bench_median), p99_ms: (map(.p99_ms) | bench_median),
+              fraction: (map(.fraction | select(. != null)) | bench_median)} end;
     def ops($rows; $kind): (first($rows[] | select(.kind == $kind)) // null) as $x
       | if $x == null or $x.lock_ops_per_deduction == null then "–" else ($x.lock_ops_per_deduction | fix2) end;
     def exact($rows): if ($rows | length) == 0 then "–"
@@ -118,13 +123,15 @@ def bench_tables:
        cell(find($rows; "spread"; "wrk")), cell(find($rows; "spread"; "stockload")),
        p99(find($rows; "hot"; "ab")), p99(find($rows; "spread"; "wrk")),
        "\(ops($rows; "hot")) / \(ops($rows; "spread"))", exact($rows)];
-    def ceilcell($rows; $kind; $client): [$rows[] | select(.kind == $kind and .client == $client) | .rps] as $v
+    def ceilcell($rows; $kind; $client):
+      [$rows[] | select(.kind == $kind and .client == $client)] | group_by(.spec)
+      | map(map(.rps) | bench_median) as $v
       | if ($v | length) == 0 then "–"
         else "\($v | bench_median | round) [\($v | min | round)–\($v | max | round)]" end;
     def ceilp99($rows; $kind; $client): [$rows[] | select(.kind == $kind and .client == $client) | .p99_ms]
       | if length == 0 then "–" else (bench_median | ms) end;
     def ceilline($rows):
-      ["GET /health (HTTP ceiling: median [min–max] of its runs)",
+      ["GET /health (HTTP ceiling: median [min–max] over the modes, each the median of its runs)",
        ceilcell($rows; "hot"; "ab"), ceilcell($rows; "hot"; "stockload"),
        ceilcell($rows; "spread"; "wrk"), ceilcell($rows; "spread"; "stockload"),
        ceilp99($rows; "hot"; "ab"), ceilp99($rows; "spread"; "wrk"), "–", "–"];
@@ -153,8 +160,16 @@ def bench_rl_rows:
 # The benchmark's prose, shared by bench.md, report.md and index.html (Markdown inline).
 def bench_settings_text:
   .bench.settings as $S
-  | "Every product starts with stock \($S.stock_each): no answer is sold out, every request is a deduction. The exact column: no product below 0, orders rows = the stock change, and the 2xx answers of each client = the orders its load made (wrk stops at its deadline without counting the requests still under way, so up to -c of its orders have no counted answer). **Hot**: product \($S.hot.product), `\($S.hot.ab)` and `\($S.hot.stockload)`. **Spread**: products \($S.spread.products) drawn uniformly, `\($S.spread.wrk)` and `\($S.spread.stockload)`. The **HTTP ceiling** is `GET /health?id=N` through the same nginx with the same client and settings (stockd answers it without the database), measured right before the load of each mode; each cell is req/s and, in brackets, its fraction of the ceiling measured next to it (same client, route and load). p99 in ms. Lock ops: ZooKeeper (or Redis, or lock-table) operations per deduction, hot / spread.";
+  | "Every product starts with stock \($S.stock_each): no answer is sold out, every request is a deduction. The exact column: no product below 0, orders rows = the stock change, and the 2xx answers of each client = the orders its load made (wrk stops at its deadline without counting the requests still under way, so up to -c of its orders have no counted answer). **Hot**: product \($S.hot.product), `\($S.hot.ab)` and `\($S.hot.stockload)`. **Spread**: products \($S.spread.products) drawn uniformly, `\($S.spread.wrk)` and `\($S.spread.stockload)`. The **HTTP ceiling** is `GET /health?id=N` through the same nginx with the same client and settings (stockd answers it without the database), measured right before the load of each mode; each cell is req/s and, in brackets, its fraction of the ceiling measured next to it (same client, route and load). \(if ($S.repeat // 1) > 1 then "Each cell is the median of \($S.repeat) runs: the ceiling and the load alternate (ceiling, load, ceiling, load...), each run's fraction is against the ceiling measured right before it, and the cell shows the median req/s, the median fraction and the median p99; the ceiling row takes each mode's median and shows the median and range of those. " else "" end)p99 in ms. Lock ops: operations sent to the lock service (ZooKeeper; Redis; RedLock's three Redis servers together; etcd; the lock table) per deduction, over all the runs of the load, hot / spread.";
 def bench_rl_text:
   "Batched zk, nginx round-robin, stockload `\(.bench.settings.hot.stockload)` on product \(.bench.settings.hot.product), without and with `scripts/stack --rate-limit RATE:BURST` (RATE per second per product, BURST admitted at once above it; the rest get 429 with a JSON body and never reach stockd).";
+# The servers that shared the CPUs with the benchmark: etcd and RedLock's Redis servers
+# only when one of their rows ran.
+def bench_servers:
+  [.bench.rows[].mode] as $m
+  | ["MariaDB", "ZooKeeper", "Redis"]
+    + (if any($m[]; . == "redlock") then ["RedLock's three Redis servers"] else [] end)
+    + (if any($m[]; . == "etcd") then ["etcd"] else [] end)
+  | "\(.[:-1] | join(", ")) and \(.[-1])";
 def bench_title:
   "The headline benchmark: ample stock, one hot product and \(.bench.settings.spread.count // 100) spread, nginx \(.bench.rows | map(.route) | unique | sort | reverse | join(" and "))";

@@ -25,7 +25,9 @@ set_tests_properties(loadtest_report_html PROPERTIES
   ENVIRONMENT "STOCKD_SRC=${PROJECT_SOURCE_DIR};STOCKD_TEST_RUN=${STOCKD_TEST_RUN}"
   LABELS "unit;browser" TIMEOUT 120 SKIP_RETURN_CODE 77)
 # The headline benchmark (issue 19 #4) in its short mode: both routes, both clients per
-# load, the HTTP ceiling, exact ledgers and the durability settings. About 40 s.
+# load, two runs per cell (the median), one of the rows that need servers of their own
+# (RedLock's three Redis), the HTTP ceiling, exact ledgers and the durability settings.
+# About 75 s on the shared 2-core machine at load average ~20 (86-100 s under ctest then).
 # Plain build only: it tests scripts and nginx, whose C paths the other tests already
 # run under the sanitizers; this keeps the three builds inside CI's time.
 if(NOT STOCKD_SANITIZE)
