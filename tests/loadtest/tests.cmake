@@ -35,3 +35,12 @@ if(NOT STOCKD_SANITIZE)
     COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/loadtest/report_bench_smoke.sh $<TARGET_FILE:stockload>
     LABELS loadtest)
 endif()
+# loadtest/cpu in a tiny run (zk, round-robin, 10 products, 2 s): a row per process
+# kind, CPU for stockd and mariadbd, the deductions = the orders rows, the stock exact.
+# About 30 s. Plain build only, as the benchmark smoke above: it tests a script over
+# the whole stack, whose C paths the other tests run under the sanitizers.
+if(NOT STOCKD_SANITIZE)
+  stockd_integration_test(loadtest_cpu_smoke
+    COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/loadtest/cpu_smoke.sh $<TARGET_FILE:stockload>
+    TIMEOUT 120 LABELS loadtest)
+endif()
