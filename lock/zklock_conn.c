@@ -178,6 +178,9 @@ void zklock__node_watcher(zhandle_t *zh, int type, int state, const char *path, 
 
 /* ---------------------------------------------------------------- connections */
 
+/* The least time between two routine resolutions of the ensemble's host names. */
+#define ZKLOCK_RESOLVE_MS 10000
+
 static int zklock_conn_open(zklock_session *s, zklock_conn **out) {
     zklock_conn *c = calloc(1, sizeof(*c));
     if (!c) return ZKLOCK_ERR_NOMEM;
@@ -193,6 +196,12 @@ static int zklock_conn_open(zklock_session *s, zklock_conn **out) {
         free(c);
         return nomem ? ZKLOCK_ERR_NOMEM : ZKLOCK_ERR_CONNECTION;
     }
+    /* By default the client resolves the ensemble's host names each time it checks its
+     * socket for readiness: a getaddrinfo (and the kernel's address dumps it asks for)
+     * per loop of its I/O thread, that is several per lock operation under load. Once
+     * per ZKLOCK_RESOLVE_MS is enough to follow a DNS change; a lost connection still
+     * resolves at once. */
+    (void)zoo_set_servers_resolution_delay(c->zh, ZKLOCK_RESOLVE_MS);
     /* Auth belongs to the handle: the client sends it again after every reconnect of
      * this session, and a replacement handle (after an expiry) gets it here. Added
      * before the first connection completes, it is sent before any request of ours. */
