@@ -164,10 +164,8 @@ int etcdlock_new(const etcdlock_config *cfg, etcdlock **out, char *errbuf, size_
     if (!out) return LOCK_ERR_ARGS;
     *out = NULL;
     if (!cfg) return LOCK_ERR_ARGS;
-    if (etcdlock__http_global_init() != LOCK_OK) {
-        if (errbuf && errcap) snprintf(errbuf, errcap, "libcurl: curl_global_init failed");
-        return LOCK_ERR_NOMEM;
-    }
+    int lrc = etcdlock__http_global_init(errbuf, errcap);
+    if (lrc != LOCK_OK) return lrc;
     etcdlock *l = calloc(1, sizeof(*l));
     if (!l) return LOCK_ERR_NOMEM;
     int rc = LOCK_ERR_ARGS;
@@ -590,5 +588,29 @@ static const lock_lease_ops ek_lease = {
     .errstr = etcdlock__lease_errstr,
 };
 
-const lock_kind etcdlock_kind = LOCK_LEASE_KIND(
-    "etcd", "etcd", LOCK_FENCE_ETCD, "etcd is unavailable; nothing was deducted", &ek_lease);
+/* The pool's set_new, after loading libcurl: a process without it cannot use this
+ * kind at all, which the start-up should say rather than every request. */
+static int ek_set_new(const lock_kind *k, const lock_config *cfg, void **set, char *err,
+                      size_t errcap) {
+    int rc = etcdlock__http_global_init(err, errcap);
+    return rc != LOCK_OK ? rc : lock_lease_set_new(k, cfg, set, err, errcap);
+}
+
+/* LOCK_LEASE_KIND's row with ek_set_new in place of lock_lease_set_new. */
+const lock_kind etcdlock_kind = {
+    .name = "etcd",
+    .service = "etcd",
+    .fence_kind = LOCK_FENCE_ETCD,
+    .flags = LOCK_KIND_LEASE,
+    .down_message = "etcd is unavailable; nothing was deducted",
+    .lease = &ek_lease,
+    .set_new = ek_set_new,
+    .set_cancel = lock_lease_set_cancel,
+    .set_free = lock_lease_set_free,
+    .acquire = lock_lease_acquire,
+    .check = lock_lease_check,
+    .token = lock_lease_token,
+    .release = lock_lease_release,
+    .ping = lock_lease_ping,
+    .stats = lock_lease_stats,
+};

@@ -36,12 +36,14 @@
  *     thread checks, reads the token of, or releases it. etcdlock_check may race with
  *     the keep-alive thread safely (it reads one atomic).
  *   - Locks are NOT reentrant: acquiring a name this handle holds is LOCK_ERR_ARGS.
- *   - Never fork() with a handle open. etcdlock_new runs curl_global_init() once per
- *     process (libcurl 7.84 and later make it thread-safe; Debian 12 has 7.88).
+ *   - Never fork() with a handle open. etcdlock_new loads libcurl (libcurl.so.4, with
+ *     dlopen: a program that links etcdlock but never makes a handle does not map
+ *     libcurl and its ~18 libraries) and runs curl_global_init() once per process.
  *
  * The end of etcdlock.c is the kind's row for lock.h's registry ("etcd", fence kind
  * LOCK_FENCE_ETCD): a lease kind pooled by lease_pool.c, one handle per worker, its
- * lease_ms rounded up to whole seconds of TTL.
+ * lease_ms rounded up to whole seconds of TTL. Its set_new loads libcurl first, so a
+ * missing libcurl ends the start-up with a clear error rather than failing requests.
  *
  * Every function returns LOCK_OK (0) or a negative LOCK_* code of lock_codes.h;
  * etcdlock_strerror() names it, etcdlock_errstr() has the detail of the last error on a
@@ -106,9 +108,9 @@ int etcdlock_parse_endpoints(const char *endpoints);
 
 /* Makes a handle and asks the cluster for its status (so a wrong address fails here).
  * On LOCK_OK *out is the handle; otherwise *out is NULL and the code says why:
- * LOCK_ERR_ARGS (bad configuration), LOCK_ERR_CONNECTION (no endpoint answered within
- * connect_timeout_ms), LOCK_ERR_SERVER, LOCK_ERR_NOMEM. The detail goes to errbuf
- * (errcap bytes) if it is not NULL. */
+ * LOCK_ERR_ARGS (bad configuration, or libcurl cannot be loaded), LOCK_ERR_CONNECTION
+ * (no endpoint answered within connect_timeout_ms), LOCK_ERR_SERVER, LOCK_ERR_NOMEM. The
+ * detail goes to errbuf (errcap bytes) if it is not NULL. */
 int etcdlock_new(const etcdlock_config *cfg, etcdlock **out, char *errbuf, size_t errcap);
 
 /* Stops the keep-alive thread, closes the connections, and frees the handle and every

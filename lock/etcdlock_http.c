@@ -8,10 +8,17 @@
  * the cancel flag and the deadline while the stream is open), and `ka` for the keep-alive
  * thread. A request that cannot reach its endpoint (or finds it without a leader) is
  * sent to the next endpoint of the list. What the requests say is the recipe's, in
- * etcdlock.c; this file only carries them. */
+ * etcdlock.c; this file only carries them.
+ *
+ * libcurl is loaded at run time (dlopen of ETCDLOCK_LIBCURL, once, by the first
+ * etcdlock_new), not linked: linked, it and the ~18 libraries it needs (Kerberos, LDAP,
+ * SASL, libssh2, nghttp2, brotli, ...) were mapped into every stockd whatever its lock
+ * mode, about 1.5 MB of resident memory per instance (README, "Memory"). Every libcurl
+ * call goes through the table `curl` below; curl/curl.h gives only the types. */
 #include "etcdlock_int.h"
 #include "lock_clock.h"
 
+#include <dlfcn.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -104,6 +111,95 @@ void etcdlock__j_add_i64(cJSON *o, const char *field, int64_t v) {
     cJSON_AddStringToObject(o, field, s);
 }
 
+/* ---------------------------------------------------------------- libcurl, loaded */
+
+/* The libcurl calls this file makes, filled in by load_curl() from the library's own
+ * symbols; read-only once etcdlock__http_global_init has answered LOCK_OK. */
+struct curl_api {
+    CURLcode (*global_init)(long flags);
+    CURL *(*easy_init)(void);
+    void (*easy_cleanup)(CURL *e);
+    CURLcode (*easy_setopt)(CURL *e, CURLoption opt, ...);
+    CURLcode (*easy_perform)(CURL *e);
+    CURLcode (*easy_getinfo)(CURL *e, CURLINFO info, ...);
+    const char *(*easy_strerror)(CURLcode cc);
+    struct curl_slist *(*slist_append)(struct curl_slist *list, const char *s);
+    void (*slist_free_all)(struct curl_slist *list);
+    CURLM *(*multi_init)(void);
+    CURLMcode (*multi_cleanup)(CURLM *m);
+    CURLMcode (*multi_add_handle)(CURLM *m, CURL *e);
+    CURLMcode (*multi_remove_handle)(CURLM *m, CURL *e);
+    CURLMcode (*multi_perform)(CURLM *m, int *running);
+    CURLMsg *(*multi_info_read)(CURLM *m, int *left);
+    CURLMcode (*multi_poll)(CURLM *m, struct curl_waitfd extra[], unsigned n, int timeout_ms,
+                            int *numfds);
+};
+static struct curl_api curl;
+
+#define CURL_SYM(field, name)                                                                      \
+    { name, offsetof(struct curl_api, field) }
+static const struct {
+    const char *name;
+    size_t off;
+} curl_syms[] = {
+    CURL_SYM(global_init, "curl_global_init"),
+    CURL_SYM(easy_init, "curl_easy_init"),
+    CURL_SYM(easy_cleanup, "curl_easy_cleanup"),
+    CURL_SYM(easy_setopt, "curl_easy_setopt"),
+    CURL_SYM(easy_perform, "curl_easy_perform"),
+    CURL_SYM(easy_getinfo, "curl_easy_getinfo"),
+    CURL_SYM(easy_strerror, "curl_easy_strerror"),
+    CURL_SYM(slist_append, "curl_slist_append"),
+    CURL_SYM(slist_free_all, "curl_slist_free_all"),
+    CURL_SYM(multi_init, "curl_multi_init"),
+    CURL_SYM(multi_cleanup, "curl_multi_cleanup"),
+    CURL_SYM(multi_add_handle, "curl_multi_add_handle"),
+    CURL_SYM(multi_remove_handle, "curl_multi_remove_handle"),
+    CURL_SYM(multi_perform, "curl_multi_perform"),
+    CURL_SYM(multi_info_read, "curl_multi_info_read"),
+    CURL_SYM(multi_poll, "curl_multi_poll"),
+};
+#undef CURL_SYM
+
+static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
+static int curl_rc = LOCK_ERR_ARGS;
+static char curl_err[320];
+
+/* Loads libcurl and runs curl_global_init, once per process (under curl_once). The
+ * library stays loaded until the process ends: libcurl is not meant to be unloaded. */
+static void load_curl(void) {
+    void *lib = dlopen(ETCDLOCK_LIBCURL, RTLD_NOW | RTLD_LOCAL);
+    if (!lib) {
+        const char *why = dlerror();
+        snprintf(curl_err, sizeof(curl_err),
+                 "mode etcd needs libcurl, which could not be loaded: %.200s (on Debian: "
+                 "apt-get install libcurl4)",
+                 why ? why : ETCDLOCK_LIBCURL);
+        return;
+    }
+    for (size_t i = 0; i < sizeof(curl_syms) / sizeof(curl_syms[0]); i++) {
+        void *f = dlsym(lib, curl_syms[i].name);
+        if (!f) {
+            snprintf(curl_err, sizeof(curl_err), "%s has no %s: libcurl 7.66 or later is needed",
+                     ETCDLOCK_LIBCURL, curl_syms[i].name);
+            return;
+        }
+        memcpy((char *)&curl + curl_syms[i].off, &f, sizeof(f));
+    }
+    if (curl.global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
+        snprintf(curl_err, sizeof(curl_err), "libcurl: curl_global_init failed");
+        curl_rc = LOCK_ERR_NOMEM;
+        return;
+    }
+    curl_rc = LOCK_OK;
+}
+
+int etcdlock__http_global_init(char *err, size_t errcap) {
+    pthread_once(&curl_once, load_curl);
+    if (curl_rc != LOCK_OK && err && errcap) snprintf(err, errcap, "%s", curl_err);
+    return curl_rc;
+}
+
 /* ---------------------------------------------------------------- HTTP */
 
 static size_t on_body(char *data, size_t size, size_t nmemb, void *arg) {
@@ -125,40 +221,28 @@ static size_t on_body(char *data, size_t size, size_t nmemb, void *arg) {
 }
 
 static int conn_init(etcdlock_conn *c) {
-    c->easy = curl_easy_init();
-    c->headers = curl_slist_append(NULL, "Content-Type: application/json");
+    c->easy = curl.easy_init();
+    c->headers = curl.slist_append(NULL, "Content-Type: application/json");
     if (!c->easy || !c->headers) return LOCK_ERR_NOMEM;
     return LOCK_OK;
 }
 
 static void conn_free(etcdlock_conn *c) {
-    if (c->easy) curl_easy_cleanup(c->easy);
-    curl_slist_free_all(c->headers);
+    if (c->easy) curl.easy_cleanup(c->easy);
+    if (c->headers) curl.slist_free_all(c->headers);
     free(c->body.p);
     memset(c, 0, sizeof(*c));
 }
 
-static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
-static CURLcode curl_init_rc;
-
-static void curl_init(void) {
-    curl_init_rc = curl_global_init(CURL_GLOBAL_DEFAULT);
-}
-
-int etcdlock__http_global_init(void) {
-    pthread_once(&curl_once, curl_init);
-    return curl_init_rc == CURLE_OK ? LOCK_OK : LOCK_ERR_NOMEM;
-}
-
 int etcdlock__http_open(etcdlock *l) {
     if (conn_init(&l->cmd) || conn_init(&l->watch) || conn_init(&l->ka) ||
-        !(l->multi = curl_multi_init()))
+        !(l->multi = curl.multi_init()))
         return LOCK_ERR_NOMEM;
     return LOCK_OK;
 }
 
 void etcdlock__http_close(etcdlock *l) {
-    if (l->multi) curl_multi_cleanup(l->multi);
+    if (l->multi) curl.multi_cleanup(l->multi);
     l->multi = NULL;
     conn_free(&l->cmd);
     conn_free(&l->watch);
@@ -174,16 +258,16 @@ static void conn_prepare(etcdlock *l, etcdlock_conn *c, const char *path, const 
     c->body.n = 0;
     if (c->body.p) c->body.p[0] = '\0';
     c->curlerr[0] = '\0';
-    curl_easy_setopt(e, CURLOPT_URL, url);
-    curl_easy_setopt(e, CURLOPT_HTTPHEADER, c->headers);
-    curl_easy_setopt(e, CURLOPT_COPYPOSTFIELDS, body);
-    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body);
-    curl_easy_setopt(e, CURLOPT_WRITEDATA, &c->body);
-    curl_easy_setopt(e, CURLOPT_ERRORBUFFER, c->curlerr);
-    curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, (long)l->connect_ms);
-    curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, timeout_ms);
-    curl_easy_setopt(e, CURLOPT_PROXY, "");
+    curl.easy_setopt(e, CURLOPT_URL, url);
+    curl.easy_setopt(e, CURLOPT_HTTPHEADER, c->headers);
+    curl.easy_setopt(e, CURLOPT_COPYPOSTFIELDS, body);
+    curl.easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body);
+    curl.easy_setopt(e, CURLOPT_WRITEDATA, &c->body);
+    curl.easy_setopt(e, CURLOPT_ERRORBUFFER, c->curlerr);
+    curl.easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+    curl.easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, (long)l->connect_ms);
+    curl.easy_setopt(e, CURLOPT_TIMEOUT_MS, timeout_ms);
+    curl.easy_setopt(e, CURLOPT_PROXY, "");
 }
 
 /* POSTs req to path and parses the answer into *out (the caller frees it). Tries each
@@ -199,16 +283,16 @@ int etcdlock__conn_call(etcdlock *l, etcdlock_conn *c, const char *path, const c
     int rc = LOCK_ERR_CONNECTION;
     for (int tries = 0; tries < l->nep; tries++) {
         conn_prepare(l, c, path, body, (long)(l->connect_ms + l->io_ms));
-        CURLcode cc = curl_easy_perform(c->easy);
+        CURLcode cc = curl.easy_perform(c->easy);
         if (cc != CURLE_OK) {
             snprintf(err, errcap, "%.100s %s: %.200s", l->ep[c->ep], path,
-                     c->curlerr[0] ? c->curlerr : curl_easy_strerror(cc));
+                     c->curlerr[0] ? c->curlerr : curl.easy_strerror(cc));
             rc = cc == CURLE_WRITE_ERROR ? LOCK_ERR_NOMEM : LOCK_ERR_CONNECTION;
             c->ep = (c->ep + 1) % l->nep;
             continue;
         }
         long status = 0;
-        curl_easy_getinfo(c->easy, CURLINFO_RESPONSE_CODE, &status);
+        curl.easy_getinfo(c->easy, CURLINFO_RESPONSE_CODE, &status);
         cJSON *j = c->body.p ? cJSON_Parse(c->body.p) : NULL;
         if (!j) {
             snprintf(err, errcap, "%.100s %s: HTTP %ld, an answer that is not JSON", l->ep[c->ep],
@@ -304,19 +388,19 @@ int etcdlock__watch_delete(etcdlock *l, const char *pred_b64, int64_t from_rev,
     watch_state w = {0};
     conn_prepare(l, c, "/v3/watch", body, 0L);
     free(body);
-    curl_easy_setopt(c->easy, CURLOPT_WRITEFUNCTION, on_watch);
-    curl_easy_setopt(c->easy, CURLOPT_WRITEDATA, &w);
+    curl.easy_setopt(c->easy, CURLOPT_WRITEFUNCTION, on_watch);
+    curl.easy_setopt(c->easy, CURLOPT_WRITEDATA, &w);
     l->st.ops++;
     l->st.watches++;
-    curl_multi_add_handle(l->multi, c->easy);
+    curl.multi_add_handle(l->multi, c->easy);
     int rc = 1;
     bool failed = false;
     for (;;) {
         int running = 0;
-        curl_multi_perform(l->multi, &running);
+        curl.multi_perform(l->multi, &running);
         CURLMsg *m;
         int left;
-        while ((m = curl_multi_info_read(l->multi, &left)))
+        while ((m = curl.multi_info_read(l->multi, &left)))
             if (m->msg == CURLMSG_DONE && m->data.result != CURLE_OK) failed = true;
         if (w.deleted) {
             l->st.wakeups++;
@@ -333,9 +417,9 @@ int etcdlock__watch_delete(etcdlock *l, const char *pred_b64, int64_t from_rev,
             break;
         }
         int wait_ms = left_us / 1000 + 1 < l->poll_ms ? (int)(left_us / 1000 + 1) : l->poll_ms;
-        curl_multi_poll(l->multi, NULL, 0, wait_ms, NULL);
+        curl.multi_poll(l->multi, NULL, 0, wait_ms, NULL);
     }
-    curl_multi_remove_handle(l->multi, c->easy);
+    curl.multi_remove_handle(l->multi, c->easy);
     free(w.line.p);
     if (rc == 1 && failed && !w.deleted) {
         c->ep = (c->ep + 1) % l->nep;

@@ -18,9 +18,14 @@
 #include <stdint.h>
 
 #include <cjson/cJSON.h>
-#include <curl/curl.h>
+#include <curl/curl.h> /* the types only: the library is loaded at run time */
 
 #include "etcdlock.h"
+
+/* The libcurl that etcdlock_http.c loads at run time (its soname on Debian 12). */
+#ifndef ETCDLOCK_LIBCURL
+#define ETCDLOCK_LIBCURL "libcurl.so.4"
+#endif
 
 #define ETCDLOCK_EP_MAX  280 /* one HOST:PORT of the list, with its NUL */
 #define ETCDLOCK_KEY_MAX (32 + ETCDLOCK_NAME_MAX + 1 + 16 + 1) /* prefix name / lease-hex */
@@ -101,8 +106,11 @@ cJSON *etcdlock__j_get(const cJSON *o, const char *field);
 /* Adds a 64-bit field as the gateway wants it: a decimal string. */
 void etcdlock__j_add_i64(cJSON *o, const char *field, int64_t v);
 
-/* curl_global_init, once per process: LOCK_OK or LOCK_ERR_NOMEM. */
-int etcdlock__http_global_init(void);
+/* Loads libcurl (ETCDLOCK_LIBCURL) and runs curl_global_init, once per process; any
+ * thread. LOCK_OK; LOCK_ERR_ARGS if the library cannot be loaded or lacks a call we
+ * use, LOCK_ERR_NOMEM if curl_global_init fails; either way err (may be NULL) says
+ * what, and every later call gives the same answer. */
+int etcdlock__http_global_init(char *err, size_t errcap);
 /* Makes l's three connections and its multi handle: LOCK_OK or LOCK_ERR_NOMEM (what was
  * made is left for etcdlock__http_close). */
 int etcdlock__http_open(etcdlock *l);

@@ -153,3 +153,13 @@ target_include_directories(lock_etcd_test PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
 target_link_libraries(lock_etcd_test PRIVATE etcdlock stockdb PkgConfig::MYSQL Threads::Threads)
 stockd_integration_test(lock_etcd_test COMMAND ${LEASE_RUN} $<TARGET_FILE:lock_etcd_test>
   TIMEOUT 180 LABELS lock)
+# etcdlock built with ETCDLOCK_LIBCURL naming a library that is not there: mode etcd is
+# refused with a clear error, and the other kinds still work. No server; well under 1 s.
+stockd_unit_test(etcd_no_libcurl_test
+  SOURCES lock/etcd_no_libcurl_test.c ${PROJECT_SOURCE_DIR}/lock/etcdlock.c
+          ${PROJECT_SOURCE_DIR}/lock/etcdlock_http.c
+  LIBS lock_base PkgConfig::CJSON Threads::Threads ${CMAKE_DL_LIBS})
+target_include_directories(etcd_no_libcurl_test PRIVATE ${PROJECT_SOURCE_DIR}/lock
+                                                        ${CURL_INCLUDE_DIRS})
+target_compile_definitions(etcd_no_libcurl_test
+  PRIVATE ETCDLOCK_LIBCURL="libcurl-absent-for-stockd-test.so.4")
