@@ -619,8 +619,8 @@ static bool multi_one_statement(const batch_state *sts, size_t nb) {
  * rows[i]'s stock, fence, kind and version. Returns STOCKDB_OK, STOCKDB_ERR_NOT_FOUND
  * (a product has no row) or a code of stockdb__code(). */
 static int multi_read(stockdb *db, stockdb_strategy strategy, stockdb__row *rows, size_t nb) {
-    int sid = strategy == STOCKDB_FOR_UPDATE ? STOCKDB__ST_MULTI_READ_FOR_UPDATE
-                                             : STOCKDB__ST_MULTI_READ;
+    int sid =
+        strategy == STOCKDB_FOR_UPDATE ? STOCKDB__ST_MULTI_READ_FOR_UPDATE : STOCKDB__ST_MULTI_READ;
     MYSQL_STMT *stmt = db->stmt[sid];
     const char *name = stockdb__stmt_name[sid];
     json_buf j = {0};

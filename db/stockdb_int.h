@@ -38,7 +38,7 @@ enum {
     STOCKDB__ST_MULTI_READ_FOR_UPDATE,
     STOCKDB__ST_MULTI_UPDATE, /* their fenced writes, each row its own compare-and-set */
     STOCKDB__ST_INSERT_MULTI, /* the orders of several products */
-    STOCKDB__ST_SEG_READ,            /* ST_READ, ST_READ_FOR_UPDATE and the batch updates ... */
+    STOCKDB__ST_SEG_READ,     /* ST_READ, ST_READ_FOR_UPDATE and the batch updates ... */
     STOCKDB__ST_SEG_READ_FOR_UPDATE,
     STOCKDB__ST_SEG_UPDATE_BATCH,
     STOCKDB__ST_SEG_UPDATE_BATCH_FENCED, /* ... on one segment of a split product */

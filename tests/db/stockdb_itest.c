@@ -916,8 +916,8 @@ static void test_multi_products_cost_four_statements_for_any_k(stockdb *db) {
         snprintf(tag, sizeof(tag), "k%zu", nb);
         multi_wide(bs, it, keys, nb, tag);
         uint64_t before = stockdb_statements(db);
-        CHECK_RC(STOCKDB_OK, stockdb_deduct_multi(db, STOCKDB_READ_CHECK_UPDATE, bs, nb, NULL, NULL),
-                 db);
+        CHECK_RC(STOCKDB_OK,
+                 stockdb_deduct_multi(db, STOCKDB_READ_CHECK_UPDATE, bs, nb, NULL, NULL), db);
         /* One read of every row, one write of every row, one INSERT, one COMMIT. */
         CHECK_INT_EQ(4, stockdb_statements(db) - before);
         for (size_t i = 0; i < nb; i++) {
@@ -944,8 +944,8 @@ static void test_multi_products_cost_four_statements_for_any_k(stockdb *db) {
         admin_exec("DELETE FROM product WHERE id = 61");
         snprintf(tag, sizeof(tag), "gone%zu", nb);
         multi_wide(bs, it, keys, nb, tag);
-        CHECK_RC(STOCKDB_SPLIT,
-                 stockdb_deduct_multi(db, STOCKDB_FOR_UPDATE, bs, nb, NULL, NULL), db);
+        CHECK_RC(STOCKDB_SPLIT, stockdb_deduct_multi(db, STOCKDB_FOR_UPDATE, bs, nb, NULL, NULL),
+                 db);
         CHECK_INT_EQ(5 - (long long)bs[0].n, db_stock(60));
         CHECK_INT_EQ((long long)bs[0].n, db_orders(60));
     }
@@ -1039,8 +1039,8 @@ static void test_multi_duplicate_keys(stockdb *db) {
     multi_wide(bs, it, keys, 3, "again");
     snprintf(shared, sizeof(shared), "mw-dup-1");
     it[1][0].request_id = shared;
-    CHECK_RC(STOCKDB_SPLIT,
-             stockdb_deduct_multi(db, STOCKDB_READ_CHECK_UPDATE, bs, 3, NULL, NULL), db);
+    CHECK_RC(STOCKDB_SPLIT, stockdb_deduct_multi(db, STOCKDB_READ_CHECK_UPDATE, bs, 3, NULL, NULL),
+             db);
     CHECK_INT_EQ(4, db_stock(60));
     CHECK_INT_EQ(4, db_stock(61));
     CHECK_INT_EQ(3, db_stock(62));
@@ -1055,8 +1055,8 @@ static void test_multi_duplicate_keys(stockdb *db) {
     /* The same key in a batch of ANOTHER product: the per-product path refuses it. */
     it[1][0].request_id = keys[1];
     it[2][0].request_id = shared;
-    CHECK_RC(STOCKDB_SPLIT,
-             stockdb_deduct_multi(db, STOCKDB_READ_CHECK_UPDATE, bs, 3, NULL, NULL), db);
+    CHECK_RC(STOCKDB_SPLIT, stockdb_deduct_multi(db, STOCKDB_READ_CHECK_UPDATE, bs, 3, NULL, NULL),
+             db);
     CHECK_INT_EQ(3, db_stock(62));
     CHECK_RC(STOCKDB_OK, stockdb_deduct_batch(db, STOCKDB_READ_CHECK_UPDATE, &bs[2]), db);
     CHECK_RC(STOCKDB_ERR_KEY_REUSED, it[2][0].rc, db);
