@@ -74,14 +74,15 @@ static const char *const stmt_sql[STOCKDB__ST_COUNT] = {
                                  " RETURNING id, product_id, request_id",
     /* The statements of a transaction over several products (stockdb_deduct_multi), each
      * one round trip for all its rows. The reads: every row's stock, fence and version,
-     * from a JSON array of product ids. */
-    [STOCKDB__ST_MULTI_READ] = "SELECT id, stock, fence, fence_kind, row_version FROM product"
-                               " WHERE id IN (SELECT j.id FROM JSON_TABLE(?, '$[*]' COLUMNS ("
-                               "id INT PATH '$')) AS j)",
+     * from a JSON array of product ids. A join, not IN (subquery): the array is read
+     * first and each row found by its primary key, never a scan of product. */
+    [STOCKDB__ST_MULTI_READ] = "SELECT p.id, p.stock, p.fence, p.fence_kind, p.row_version"
+                               " FROM JSON_TABLE(?, '$[*]' COLUMNS (id INT PATH '$')) AS j"
+                               " JOIN product p ON p.id = j.id",
     [STOCKDB__ST_MULTI_READ_FOR_UPDATE] =
-        "SELECT id, stock, fence, fence_kind, row_version FROM product"
-        " WHERE id IN (SELECT j.id FROM JSON_TABLE(?, '$[*]' COLUMNS ("
-        "id INT PATH '$')) AS j) FOR UPDATE",
+        "SELECT p.id, p.stock, p.fence, p.fence_kind, p.row_version"
+        " FROM JSON_TABLE(?, '$[*]' COLUMNS (id INT PATH '$')) AS j"
+        " JOIN product p ON p.id = j.id FOR UPDATE",
     /* The writes: one row per element [id, take, fence, kind, version] of a JSON array.
      * Each row carries its OWN compare-and-set, the one of ST_UPDATE_BATCH_FENCED (fence
      * 0: the seed's unconditional write), in the join's condition. The ids are distinct,
