@@ -10,6 +10,7 @@
  * transaction and asks stockdb_deduct_batch to run the rest again (STOCKDB__RETRY_*). */
 #include "stockdb_int.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -170,67 +171,103 @@ static int answer_known_keys(stockdb *db, batch_state *st, size_t *answered) {
 
 /* ---------------------------------------------------------------- the ledger */
 
-/* Appends key (NULL: JSON null) to the JSON array being built in *buf. Request ids are
- * at most STOCKDB_REQUEST_ID_MAX bytes; every byte that JSON cannot carry raw is
- * escaped, so any key arrives as it was. Returns false when out of memory. */
-static bool json_add_key(char **buf, size_t *len, size_t *cap, const char *key) {
-    size_t need = *len + 2 + (key ? 6 * strlen(key) + 2 : 4) + 2;
-    if (need > *cap) {
-        size_t c = *cap ? *cap : 256;
-        while (c < need)
-            c *= 2;
-        char *grown = realloc(*buf, c);
-        if (!grown) return false;
-        *buf = grown;
-        *cap = c;
+/* A JSON text being built (the parameters of the statements that take many rows at
+ * once); oom is set, and the text dropped, once memory runs out. */
+typedef struct json_buf {
+    char *s;
+    size_t len, cap;
+    bool oom;
+} json_buf;
+
+/* Room for more bytes and the final NUL; false when out of memory. */
+static bool json_room(json_buf *j, size_t more) {
+    if (j->oom) return false;
+    size_t need = j->len + more + 1;
+    if (need <= j->cap) return true;
+    size_t c = j->cap ? j->cap : 256;
+    while (c < need)
+        c *= 2;
+    char *grown = realloc(j->s, c);
+    if (!grown) {
+        free(j->s);
+        *j = (json_buf){.oom = true};
+        return false;
     }
-    char *o = *buf + *len;
-    if (*len > 1) *o++ = ',';
-    if (!key) {
-        memcpy(o, "null", 4);
-        o += 4;
-    } else {
-        *o++ = '"';
-        for (const unsigned char *p = (const unsigned char *)key; *p; p++) {
-            if (*p == '"' || *p == '\\') {
-                *o++ = '\\';
-                *o++ = (char)*p;
-            } else if (*p < 0x20) {
-                o += snprintf(o, 7, "\\u%04x", *p);
-            } else {
-                *o++ = (char)*p;
-            }
-        }
-        *o++ = '"';
-    }
-    *len = (size_t)(o - *buf);
+    j->s = grown;
+    j->cap = c;
     return true;
 }
 
-/* Runs ST_INSERT_BATCH with params and reads the id of each row it wrote, in order,
- * into st->ids[0..k-1]. Each row's key must be the key of item st->sel[j], as the
- * statement writes them in array order; anything else is an error, never a wrong id.
- * Returns STOCKDB_OK or a code of stockdb__code(). */
-static int insert_returning(stockdb *db, batch_state *st, MYSQL_BIND *params, size_t k) {
-    MYSQL_STMT *stmt = db->stmt[STOCKDB__ST_INSERT_BATCH];
-    const char *name = stockdb__stmt_name[STOCKDB__ST_INSERT_BATCH];
+/* Appends text (no escaping: numbers and punctuation only). */
+static void json_raw(json_buf *j, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void json_raw(json_buf *j, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (n < 0 || !json_room(j, (size_t)n)) return;
+    va_start(ap, fmt);
+    vsnprintf(j->s + j->len, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    j->len += (size_t)n;
+}
+
+/* Appends key as a JSON string (NULL: null). Request ids are at most
+ * STOCKDB_REQUEST_ID_MAX bytes; every byte that JSON cannot carry raw is escaped, so any
+ * key arrives as it was. */
+static void json_key(json_buf *j, const char *key) {
+    if (!key) {
+        json_raw(j, "null");
+        return;
+    }
+    if (!json_room(j, 6 * strlen(key) + 2)) return;
+    char *o = j->s + j->len;
+    *o++ = '"';
+    for (const unsigned char *p = (const unsigned char *)key; *p; p++) {
+        if (*p == '"' || *p == '\\') {
+            *o++ = '\\';
+            *o++ = (char)*p;
+        } else if (*p < 0x20) {
+            o += snprintf(o, 7, "\\u%04x", *p);
+        } else {
+            *o++ = (char)*p;
+        }
+    }
+    *o++ = '"';
+    *o = '\0';
+    j->len = (size_t)(o - j->s);
+}
+
+/* Runs statement id (ST_INSERT_BATCH or ST_INSERT_MULTI) with params and reads the id of
+ * each row it wrote, in order: the rows of sts[0] first (sts[i].ids[0..ks[i]-1]), then
+ * those of sts[1], and so on. Each row's product and key must be those of item
+ * sts[i].sel[j], as the statement writes them in array order; anything else is an error,
+ * never a wrong id. Returns STOCKDB_OK or a code of stockdb__code(). */
+static int insert_returning(stockdb *db, int sid, batch_state *sts, size_t nb, const size_t *ks,
+                            MYSQL_BIND *params) {
+    MYSQL_STMT *stmt = db->stmt[sid];
+    const char *name = stockdb__stmt_name[sid];
     uint64_t id = 0;
+    int32_t pid = 0;
     char key[STOCKDB_REQUEST_ID_MAX + 1];
     unsigned long key_len = 0;
     my_bool key_null = 0;
-    MYSQL_BIND r[2];
-    size_t got = 0;
+    MYSQL_BIND r[3];
+    size_t got = 0, total = 0, i = 0, j = 0;
     int rc;
 
+    for (size_t x = 0; x < nb; x++)
+        total += ks[x];
     db->statements++;
     db->in_trx = true;
     stockdb__bind_ubigint(&r[0], &id);
-    memset(&r[1], 0, sizeof(r[1]));
-    r[1].buffer_type = MYSQL_TYPE_STRING;
-    r[1].buffer = key;
-    r[1].buffer_length = sizeof(key);
-    r[1].length = &key_len;
-    r[1].is_null = &key_null;
+    stockdb__bind_int(&r[1], &pid, NULL);
+    memset(&r[2], 0, sizeof(r[2]));
+    r[2].buffer_type = MYSQL_TYPE_STRING;
+    r[2].buffer = key;
+    r[2].buffer_length = sizeof(key);
+    r[2].length = &key_len;
+    r[2].is_null = &key_null;
     /* On a failure, no mysql_stmt_free_result(): a duplicate key ends the result after some
      * rows with an error, and Connector/C (3.3) would then wait for the rest of a result
      * that will never come, until the read timeout drops the connection. The next execute
@@ -239,22 +276,28 @@ static int insert_returning(stockdb *db, batch_state *st, MYSQL_BIND *params, si
         mysql_stmt_bind_result(stmt, r) || mysql_stmt_store_result(stmt))
         return stockdb__stmt_error(db, stmt, name);
     while ((rc = mysql_stmt_fetch(stmt)) == 0 || rc == MYSQL_DATA_TRUNCATED) {
-        const char *want = got < k ? st->b->items[st->sel[got]].request_id : NULL;
-        bool same = got < k && (key_null ? !want
-                                         : want && rc == 0 && key_len == strlen(want) &&
-                                               memcmp(key, want, key_len) == 0);
+        while (i < nb && j >= ks[i]) {
+            i++;
+            j = 0;
+        }
+        const char *want = i < nb ? sts[i].b->items[sts[i].sel[j]].request_id : NULL;
+        bool same = i < nb && pid == sts[i].b->product_id &&
+                    (key_null ? !want
+                              : want && rc == 0 && key_len == strlen(want) &&
+                                    memcmp(key, want, key_len) == 0);
         if (!same) {
             stockdb__set_err(db, "%s: row %zu of %zu is not the order of its item", name, got + 1,
-                             k);
+                             total);
             mysql_stmt_free_result(stmt);
             return stockdb__code(db, CR_UNKNOWN_ERROR);
         }
-        st->ids[got++] = id;
+        sts[i].ids[j++] = id;
+        got++;
     }
     if (rc == 1) return stockdb__stmt_error(db, stmt, name);
     mysql_stmt_free_result(stmt);
-    if (got != k) {
-        stockdb__set_err(db, "%s wrote %zu rows, not %zu", name, got, k);
+    if (got != total) {
+        stockdb__set_err(db, "%s wrote %zu rows, not %zu", name, got, total);
         return stockdb__code(db, CR_UNKNOWN_ERROR);
     }
     return STOCKDB_OK;
@@ -263,20 +306,14 @@ static int insert_returning(stockdb *db, batch_state *st, MYSQL_BIND *params, si
 /* The JSON array of the keys of items st->sel[0..k-1], in that order (NULL when out of
  * memory; the caller frees it). */
 static char *keys_json(const batch_state *st, size_t k) {
-    char *json = NULL;
-    size_t len = 1, cap = 0;
-    if (!json_add_key(&json, &len, &cap, "")) return NULL; /* room, and the '[' below */
-    json[0] = '[';
-    len = 1;
-    for (size_t j = 0; j < k; j++) {
-        if (!json_add_key(&json, &len, &cap, st->b->items[st->sel[j]].request_id)) {
-            free(json);
-            return NULL;
-        }
+    json_buf j = {0};
+    json_raw(&j, "[");
+    for (size_t x = 0; x < k; x++) {
+        if (x) json_raw(&j, ",");
+        json_key(&j, st->b->items[st->sel[x]].request_id);
     }
-    json[len++] = ']';
-    json[len] = '\0';
-    return json;
+    json_raw(&j, "]");
+    return j.s;
 }
 
 /* The orders of an attempt: rows for items st->sel[0..k-1], in that order, their ids in
@@ -312,7 +349,7 @@ static int insert_orders(stockdb *db, batch_state *st, size_t k, size_t *dup_at)
         return stockdb__code(db, CR_OUT_OF_MEMORY);
     }
     stockdb__bind_text(&p[3], json, &key_len);
-    int rc = insert_returning(db, st, p, k);
+    int rc = insert_returning(db, STOCKDB__ST_INSERT_BATCH, st, 1, &k, p);
     free(json);
     return rc;
 }
@@ -566,45 +603,252 @@ out:
 
 /* ---------------------------------------------------------------- several products */
 
-/* One attempt at stockdb_deduct_multi on a connected handle (stockdb.h): every row's
- * per-row step, then every batch's orders, the guard and COMMIT. Anything but the common
- * case ends the transaction and returns STOCKDB_SPLIT; nothing is committed then. */
-static int multi_once(stockdb *db, stockdb_strategy strategy, batch_state *sts, size_t nb,
-                      int (*guard)(void *), void *guard_arg) {
-    stockdb__row rows[STOCKDB_MULTI_MAX];
-    size_t ks[STOCKDB_MULTI_MAX];
+/* Can the rows of sts[0..nb-1] be read and written one statement for all? Each must be a
+ * product's own row (no segment), each product once: the write's rows matched then tell
+ * whether every row's compare-and-set held. */
+static bool multi_one_statement(const batch_state *sts, size_t nb) {
+    for (size_t i = 0; i < nb; i++) {
+        if (sts[i].b->segment > 0) return false;
+        for (size_t j = 0; j < i; j++)
+            if (sts[j].b->product_id == sts[i].b->product_id) return false;
+    }
+    return true;
+}
+
+/* The check of every row at once (ST_MULTI_READ, locking for FOR_UPDATE): fills each
+ * rows[i]'s stock, fence, kind and version. Returns STOCKDB_OK, STOCKDB_ERR_NOT_FOUND
+ * (a product has no row) or a code of stockdb__code(). */
+static int multi_read(stockdb *db, stockdb_strategy strategy, stockdb__row *rows, size_t nb) {
+    int sid =
+        strategy == STOCKDB_FOR_UPDATE ? STOCKDB__ST_MULTI_READ_FOR_UPDATE : STOCKDB__ST_MULTI_READ;
+    MYSQL_STMT *stmt = db->stmt[sid];
+    const char *name = stockdb__stmt_name[sid];
+    json_buf j = {0};
+    json_raw(&j, "[");
+    for (size_t i = 0; i < nb; i++)
+        json_raw(&j, "%s%d", i ? "," : "", (int)rows[i].product_id);
+    json_raw(&j, "]");
+    if (j.oom) {
+        stockdb__set_err(db, "out of memory for the ids of %zu products", nb);
+        return stockdb__code(db, CR_OUT_OF_MEMORY);
+    }
+    unsigned long json_len;
+    int32_t pid = 0, stock = 0, kind = 0;
+    int64_t fence = 0;
+    uint64_t version = 0;
+    bool seen[STOCKDB_MULTI_MAX] = {false};
+    size_t got = 0;
+    MYSQL_BIND p[1], r[5];
+    stockdb__bind_text(&p[0], j.s, &json_len);
+    stockdb__bind_int(&r[0], &pid, NULL);
+    stockdb__bind_row(r + 1, &stock, &fence, &kind, &version);
+    db->statements++;
+    db->in_trx = true;
+    int rc = 0;
+    if (mysql_stmt_bind_param(stmt, p) || mysql_stmt_execute(stmt) ||
+        mysql_stmt_bind_result(stmt, r) || mysql_stmt_store_result(stmt)) {
+        free(j.s);
+        rc = stockdb__stmt_error(db, stmt, name);
+        mysql_stmt_free_result(stmt);
+        return rc;
+    }
+    free(j.s);
+    while ((rc = mysql_stmt_fetch(stmt)) == 0 || rc == MYSQL_DATA_TRUNCATED) {
+        for (size_t i = 0; i < nb; i++) {
+            if (rows[i].product_id != pid || seen[i]) continue;
+            seen[i] = true;
+            rows[i].stock = stock;
+            rows[i].seen_fence = fence;
+            rows[i].seen_kind = kind;
+            rows[i].version = version;
+            got++;
+            break;
+        }
+    }
+    if (rc == 1) {
+        rc = stockdb__stmt_error(db, stmt, name);
+        mysql_stmt_free_result(stmt);
+        return rc;
+    }
+    mysql_stmt_free_result(stmt);
+    for (size_t i = 0; got < nb && i < nb; i++) {
+        if (seen[i]) continue;
+        stockdb__set_err(db, "no product with id %d", rows[i].product_id);
+        return STOCKDB_ERR_NOT_FOUND;
+    }
+    return STOCKDB_OK;
+}
+
+/* The write of every row at once (ST_MULTI_UPDATE): rows[i].taken units each, each row
+ * with its own compare-and-set. Sets *matched to the rows whose compare-and-set held.
+ * Returns STOCKDB_OK or a code of stockdb__code(). */
+static int multi_write(stockdb *db, const stockdb__row *rows, size_t nb, uint64_t *matched) {
+    json_buf j = {0};
+    json_raw(&j, "[");
+    for (size_t i = 0; i < nb; i++)
+        json_raw(&j, "%s[%d,%d,%lld,%d,%llu]", i ? "," : "", (int)rows[i].product_id,
+                 (int)rows[i].taken, (long long)rows[i].fence, (int)rows[i].fence_kind,
+                 (unsigned long long)rows[i].version);
+    json_raw(&j, "]");
+    if (j.oom) {
+        stockdb__set_err(db, "out of memory for the writes of %zu products", nb);
+        return stockdb__code(db, CR_OUT_OF_MEMORY);
+    }
+    unsigned long json_len;
+    MYSQL_BIND p[1];
+    stockdb__bind_text(&p[0], j.s, &json_len);
+    int rc = stockdb__run(db, STOCKDB__ST_MULTI_UPDATE, p, NULL, NULL, matched);
+    free(j.s);
+    return rc;
+}
+
+/* Every row's check and write as one statement each (multi_one_statement holds). Returns
+ * STOCKDB_OK with rows[i].taken > 0 written for every row; else the transaction is ended
+ * and the return is STOCKDB__RETRY_IDLE (the connection dropped before any write) or
+ * STOCKDB_SPLIT (errstr says why). */
+static int multi_take_rows(stockdb *db, stockdb_strategy strategy, batch_state *sts,
+                           stockdb__row *rows, size_t nb) {
+    unsigned long long think_us = 0;
+    int rc = multi_read(db, strategy, rows, nb);
+    if (rc != STOCKDB_OK) {
+        if (rc != STOCKDB_ERR_NOT_FOUND) rc = stockdb__fail(db, rc, false);
+        stockdb__end_trx(db);
+        return rc == STOCKDB__RETRY_IDLE ? rc : STOCKDB_SPLIT;
+    }
+    for (size_t i = 0; i < nb; i++) {
+        stockdb__row *row = &rows[i];
+        size_t want = 0;
+        for (size_t x = 0; x < sts[i].b->n; x++)
+            if (batch_open(&sts[i], x)) want++;
+        if (row->fence > 0 && stockdb__newer_holder_wrote(row->seen_fence, row->seen_kind,
+                                                          row->fence, row->fence_kind)) {
+            stockdb__fenced_out(db, row->product_id, 0, row->fence);
+            stockdb__end_trx(db);
+            return STOCKDB_SPLIT;
+        }
+        /* No stock left: the key look-ups and sold-out answers are the per-product path's. */
+        if (row->stock <= 0 || want == 0) {
+            stockdb__end_trx(db);
+            return STOCKDB_SPLIT;
+        }
+        row->taken = (size_t)row->stock < want ? row->stock : (int32_t)want;
+        think_us += sts[i].b->think_us;
+    }
+    if (think_us) {
+        /* The stand-in for the business logic: once per product, as on the per-row path. */
+        struct timespec ts = {(time_t)(think_us / 1000000), (long)(think_us % 1000000) * 1000};
+        nanosleep(&ts, NULL);
+    }
+    uint64_t matched = 0;
+    rc = multi_write(db, rows, nb, &matched);
+    if (rc != STOCKDB_OK) {
+        stockdb__fail(db, rc, true);
+        stockdb__end_trx(db);
+        return STOCKDB_SPLIT;
+    }
+    if (matched != nb) {
+        /* Some row changed after its check (or was deleted): which one is the per-product
+         * path's to tell, each under its own lock. */
+        stockdb__rollback(db);
+        stockdb__set_err(db,
+                         "%llu of %zu products changed between the check and the write; "
+                         "rolled back",
+                         (unsigned long long)(nb - matched), nb);
+        return STOCKDB_SPLIT;
+    }
+    return STOCKDB_OK;
+}
+
+/* Every row's check and write one row at a time (the per-row step), for segments. Same
+ * returns as multi_take_rows. */
+static int multi_take_each(stockdb *db, stockdb_strategy strategy, batch_state *sts,
+                           stockdb__row *rows, size_t nb) {
     bool wrote = false;
     for (size_t i = 0; i < nb; i++) {
-        stockdb_batch *b = sts[i].b;
         size_t want = 0;
-        for (size_t j = 0; j < b->n; j++)
-            if (batch_open(&sts[i], j)) want++;
-        rows[i] = (stockdb__row){.product_id = b->product_id,
-                                 .segment = b->segment,
-                                 .fence = b->fence,
-                                 .fence_kind = b->fence_kind};
-        int rc = stockdb__row_take(db, strategy, &rows[i], want, b->think_us, wrote);
+        for (size_t x = 0; x < sts[i].b->n; x++)
+            if (batch_open(&sts[i], x)) want++;
+        int rc = stockdb__row_take(db, strategy, &rows[i], want, sts[i].b->think_us, wrote);
         /* No stock left (the key look-ups are the per-product path's) or any refusal. */
         if (rc != STOCKDB_OK || rows[i].taken == 0) {
             stockdb__end_trx(db);
             return rc == STOCKDB__RETRY_IDLE && !wrote ? STOCKDB__RETRY_IDLE : STOCKDB_SPLIT;
         }
         wrote = true;
-        ks[i] = (size_t)rows[i].taken;
     }
+    return STOCKDB_OK;
+}
+
+/* The orders of every batch in one statement (ST_INSERT_MULTI): batch i's first ks[i]
+ * open items (sts[i].sel) get an order each, ids in sts[i].ids. Returns STOCKDB_OK or a
+ * STOCKDB_* code (a duplicate key among them too). */
+static int multi_insert_orders(stockdb *db, batch_state *sts, size_t nb, const size_t *ks) {
+    json_buf j = {0};
+    json_raw(&j, "[");
     for (size_t i = 0; i < nb; i++) {
-        /* A duplicate key rolls back inside; the per-product path answers it. */
-        if (batch_insert_orders(db, &sts[i], ks[i]) != STOCKDB_OK) {
-            stockdb__end_trx(db);
-            return STOCKDB_SPLIT;
+        stockdb_batch *b = sts[i].b;
+        size_t n_sel = 0;
+        for (size_t x = 0; x < b->n && n_sel < ks[i]; x++)
+            if (batch_open(&sts[i], x)) sts[i].sel[n_sel++] = x;
+        for (size_t x = 0; x < ks[i]; x++) {
+            json_raw(&j, "%s[%d,", j.len > 1 ? "," : "", (int)b->product_id);
+            if (b->fence > 0)
+                json_raw(&j, "%lld,", (long long)b->fence);
+            else
+                json_raw(&j, "null,");
+            json_key(&j, b->items[sts[i].sel[x]].request_id);
+            json_raw(&j, "]");
         }
+    }
+    json_raw(&j, "]");
+    if (j.oom) {
+        stockdb__set_err(db, "out of memory for the orders of %zu products", nb);
+        return stockdb__code(db, CR_OUT_OF_MEMORY);
+    }
+    unsigned long instance_len, json_len;
+    MYSQL_BIND p[2];
+    stockdb__bind_text(&p[0], db->instance, &instance_len);
+    stockdb__bind_text(&p[1], j.s, &json_len);
+    int rc = insert_returning(db, STOCKDB__ST_INSERT_MULTI, sts, nb, ks, p);
+    free(j.s);
+    return rc;
+}
+
+/* One attempt at stockdb_deduct_multi on a connected handle (stockdb.h): every row's
+ * check and fenced write, every batch's orders, the guard and COMMIT. For products'
+ * own rows that is four statements whatever the number of products: one read of all
+ * rows, one write of all rows (each with its own compare-and-set), one INSERT of all
+ * orders and COMMIT; segments are read and written one row at a time. Anything but the
+ * common case ends the transaction and returns STOCKDB_SPLIT; nothing is committed then. */
+static int multi_once(stockdb *db, stockdb_strategy strategy, batch_state *sts, size_t nb,
+                      int (*guard)(void *), void *guard_arg) {
+    stockdb__row rows[STOCKDB_MULTI_MAX];
+    size_t ks[STOCKDB_MULTI_MAX];
+    for (size_t i = 0; i < nb; i++) {
+        stockdb_batch *b = sts[i].b;
+        rows[i] = (stockdb__row){.product_id = b->product_id,
+                                 .segment = b->segment,
+                                 .fence = b->fence,
+                                 .fence_kind = b->fence_kind};
+    }
+    int rc = multi_one_statement(sts, nb) ? multi_take_rows(db, strategy, sts, rows, nb)
+                                          : multi_take_each(db, strategy, sts, rows, nb);
+    if (rc != STOCKDB_OK) return rc;
+    for (size_t i = 0; i < nb; i++)
+        ks[i] = (size_t)rows[i].taken;
+    /* A duplicate key rolls back: the per-product path answers it from its order. */
+    rc = multi_insert_orders(db, sts, nb, ks);
+    if (rc != STOCKDB_OK) {
+        stockdb__fail(db, rc, true);
+        stockdb__end_trx(db);
+        return STOCKDB_SPLIT;
     }
     if (guard && guard(guard_arg) != 0) {
         stockdb__rollback(db);
         stockdb__set_err(db, "the guard refused the commit of %zu products; rolled back", nb);
         return STOCKDB_SPLIT;
     }
-    int rc = stockdb__commit(db);
+    rc = stockdb__commit(db);
     if (rc != STOCKDB_OK && rc != STOCKDB_ERR_CONNECT) {
         stockdb__fail(db, rc, true); /* the server said no: nothing was committed */
         return STOCKDB_SPLIT;

@@ -34,7 +34,11 @@ enum {
     STOCKDB__ST_UPDATE_BATCH,        /* the seed's unconditional update, by k units */
     STOCKDB__ST_UPDATE_BATCH_FENCED, /* the same, refused unless the row is as we read it */
     STOCKDB__ST_INSERT_BATCH,        /* the orders of a batch, one row per key of a JSON array */
-    STOCKDB__ST_SEG_READ,            /* ST_READ, ST_READ_FOR_UPDATE and the batch updates ... */
+    STOCKDB__ST_MULTI_READ,          /* the rows of several products, one statement */
+    STOCKDB__ST_MULTI_READ_FOR_UPDATE,
+    STOCKDB__ST_MULTI_UPDATE, /* their fenced writes, each row its own compare-and-set */
+    STOCKDB__ST_INSERT_MULTI, /* the orders of several products */
+    STOCKDB__ST_SEG_READ,     /* ST_READ, ST_READ_FOR_UPDATE and the batch updates ... */
     STOCKDB__ST_SEG_READ_FOR_UPDATE,
     STOCKDB__ST_SEG_UPDATE_BATCH,
     STOCKDB__ST_SEG_UPDATE_BATCH_FENCED, /* ... on one segment of a split product */
@@ -58,15 +62,20 @@ struct stockdb {
     char errstr[512];
 };
 
-/* Internal results, never returned to users; positive, so never taken for a STOCKDB_ERR_*. */
+/* Internal results, never returned to users; positive, so never taken for a STOCKDB_ERR_*,
+ * and never 1, which is the public STOCKDB_SPLIT (stockdb.h): stockdb_deduct_multi's
+ * attempt returns both, and must not take a split for a dropped connection. */
 #define STOCKDB__RETRY_IDLE                                                                        \
-    1 /* the connection dropped before anything was written: reconnect                             \
+    2 /* the connection dropped before anything was written: reconnect                             \
          and run the whole call again */
 #define STOCKDB__RETRY_KEYS                                                                        \
-    2 /* a batch answered keys (or went one row at a time): run the                                \
+    3 /* a batch answered keys (or went one row at a time): run the                                \
          rest again */
 #define STOCKDB__RETRY_STALE                                                                       \
-    3 /* the fenced compare-and-set found the row changed since the check: read it again */
+    4 /* the fenced compare-and-set found the row changed since the check: read it again */
+_Static_assert(STOCKDB__RETRY_IDLE != STOCKDB_SPLIT && STOCKDB__RETRY_KEYS != STOCKDB_SPLIT &&
+                   STOCKDB__RETRY_STALE != STOCKDB_SPLIT,
+               "an internal retry must not look like STOCKDB_SPLIT");
 
 /* Starts a public call: no error yet. */
 static inline void stockdb__clear_err(stockdb *db) {

@@ -841,7 +841,10 @@ static void test_multi_products_commit_all_or_nothing(stockdb *db) {
         admin_q(0, "UPDATE product SET fence = 1000, fence_kind = 0 WHERE id = 41", "");
         snprintf(tag, sizeof(tag), "f%zu", v);
         multi_items(it, keys, tag);
+        uint64_t split_before = stockdb_statements(db);
         CHECK_RC(STOCKDB_SPLIT, multi(db, ss[v], it, fences, 3, NULL), db);
+        /* The read and the ROLLBACK, once: a split is not tried again. */
+        CHECK_INT_EQ(2, stockdb_statements(db) - split_before);
         CHECK_INT_EQ(5, db_stock(40));
         CHECK_INT_EQ(0, db_orders(40));
         CHECK_INT_EQ(0, db_fence(40));
@@ -857,12 +860,13 @@ static void test_multi_products_commit_all_or_nothing(stockdb *db) {
         set_product(42, 5);
 
         /* The common case: one transaction, each row its own compare-and-set under its
-         * own token. 2 statements a row, one INSERT a product, one COMMIT. */
+         * own token. 4 statements for any number of products: one read of every row, one
+         * write of every row, one INSERT of every order, one COMMIT. */
         snprintf(tag, sizeof(tag), "ok%zu", v);
         multi_items(it, keys, tag);
         uint64_t before = stockdb_statements(db);
         CHECK_RC(STOCKDB_OK, multi(db, ss[v], it, fences, 3, NULL), db);
-        CHECK_INT_EQ(3 * 2 + 3 + 1, stockdb_statements(db) - before);
+        CHECK_INT_EQ(4, stockdb_statements(db) - before);
         for (int p = 40; p <= 42; p++) {
             CHECK_INT_EQ(3, db_stock(p));
             CHECK_INT_EQ(2, db_orders(p));
@@ -884,6 +888,180 @@ static void test_multi_products_commit_all_or_nothing(stockdb *db) {
             CHECK_INT_EQ(3, db_stock(p));
     }
     printf("ok: batches of several products commit in one transaction, or nothing of them\n");
+}
+
+/* Products 60..75, one keyed item each (and a keyless second item on the even ones). */
+static void multi_wide(stockdb_batch *bs, stockdb_item (*it)[2], char (*keys)[32], size_t nb,
+                       const char *tag) {
+    for (size_t i = 0; i < nb; i++) {
+        snprintf(keys[i], 32, "mw-%s-%zu", tag, i);
+        it[i][0] = (stockdb_item){.request_id = keys[i]};
+        it[i][1] = (stockdb_item){.request_id = NULL};
+        bs[i] = (stockdb_batch){.product_id = 60 + (int)i,
+                                .fence = 100 + (int64_t)i,
+                                .items = it[i],
+                                .n = i % 2 == 0 ? 2 : 1};
+    }
+}
+
+static void test_multi_products_cost_four_statements_for_any_k(stockdb *db) {
+    const size_t ks[] = {2, 16};
+    for (size_t v = 0; v < 2; v++) {
+        size_t nb = ks[v];
+        stockdb_batch bs[16];
+        stockdb_item it[16][2];
+        char keys[16][32], tag[16];
+        for (int p = 60; p < 76; p++)
+            set_product(p, 5);
+        snprintf(tag, sizeof(tag), "k%zu", nb);
+        multi_wide(bs, it, keys, nb, tag);
+        uint64_t before = stockdb_statements(db);
+        CHECK_RC(STOCKDB_OK,
+                 stockdb_deduct_multi(db, STOCKDB_READ_CHECK_UPDATE, bs, nb, NULL, NULL), db);
+        /* One read of every row, one write of every row, one INSERT, one COMMIT. */
+        CHECK_INT_EQ(4, stockdb_statements(db) - before);
+        for (size_t i = 0; i < nb; i++) {
+            int p = 60 + (int)i;
+            CHECK_INT_EQ(5 - (long long)bs[i].n, db_stock(p));
+            CHECK_INT_EQ((long long)bs[i].n, db_orders(p));
+            CHECK_INT_EQ(100 + (long long)i, db_fence(p));
+            for (size_t j = 0; j < bs[i].n; j++) {
+                CHECK_RC(STOCKDB_OK, it[i][j].rc, db);
+                CHECK_INT_EQ(STOCKDB_DEDUCTED, it[i][j].res.outcome);
+                CHECK_INT_EQ(4 - (int)j, it[i][j].res.stock);
+                CHECK_INT_EQ(p, admin_q(NO_ROW, "SELECT product_id FROM orders WHERE id = ?", "i",
+                                        (long long)it[i][j].res.order_id));
+                CHECK_INT_EQ(100 + (long long)i,
+                             admin_q(NO_ROW, "SELECT fence FROM orders WHERE id = ?", "i",
+                                     (long long)it[i][j].res.order_id));
+            }
+            CHECK_INT_EQ((long long)it[i][0].res.order_id,
+                         admin_q(NO_ROW, "SELECT id FROM orders WHERE request_id = ?", "s",
+                                 it[i][0].request_id));
+        }
+        /* A product whose row is missing: nothing of the others is committed. */
+        admin_exec("DELETE FROM orders WHERE product_id = 61");
+        admin_exec("DELETE FROM product WHERE id = 61");
+        snprintf(tag, sizeof(tag), "gone%zu", nb);
+        multi_wide(bs, it, keys, nb, tag);
+        CHECK_RC(STOCKDB_SPLIT, stockdb_deduct_multi(db, STOCKDB_FOR_UPDATE, bs, nb, NULL, NULL),
+                 db);
+        CHECK_INT_EQ(5 - (long long)bs[0].n, db_stock(60));
+        CHECK_INT_EQ((long long)bs[0].n, db_orders(60));
+    }
+    printf("ok: a transaction over 2 or 16 products is 4 statements\n");
+}
+
+/* Runs a multi-product call on a second handle (connected before the thread starts, so
+ * the call reads at once), while the test bumps a row between its check and its write. */
+struct multi_runner {
+    stockdb *db;
+    stockdb_batch *bs;
+    size_t nb;
+    int rc;
+};
+
+static void *multi_runner_main(void *arg) {
+    struct multi_runner *m = arg;
+    m->rc = stockdb_deduct_multi(m->db, STOCKDB_READ_CHECK_UPDATE, m->bs, m->nb, NULL, NULL);
+    return NULL;
+}
+
+static void test_multi_one_stale_row_commits_nothing(stockdb *db) {
+    (void)db;
+    stockdb_batch bs[4];
+    stockdb_item it[4][2];
+    char keys[4][32];
+    for (int p = 60; p < 64; p++)
+        set_product(p, 5);
+    multi_wide(bs, it, keys, 4, "stale");
+    bs[0].think_us = 1000000;
+    struct multi_runner m = {.db = new_handle("itest-M"), .bs = bs, .nb = 4};
+    CHECK_STR_EQ("", stockdb_errstr(m.db));
+    pthread_t th;
+    CHECK_INT_EQ(0, pthread_create(&th, NULL, multi_runner_main, &m));
+    /* The runner has read every row long before this; the third row now changes under
+     * it (a late COMMIT under the same token would look the same: no newer fence). */
+    struct timespec ts = {0, 300 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+    admin_exec("UPDATE product SET stock = stock - 1, row_version = row_version + 1 WHERE id = 62");
+    pthread_join(th, NULL);
+    CHECK_RC(STOCKDB_SPLIT, m.rc, m.db);
+    /* The read, the write that matched 3 rows of 4, the ROLLBACK; never tried again. */
+    CHECK_INT_EQ(3, stockdb_statements(m.db));
+    stockdb_free(m.db);
+    for (int p = 60; p < 64; p++) {
+        CHECK_INT_EQ(p == 62 ? 4 : 5, db_stock(p));
+        CHECK_INT_EQ(0, db_orders(p));
+        CHECK_INT_EQ(0, db_fence(p));
+    }
+    for (size_t i = 0; i < 4; i++)
+        CHECK_INT_EQ(0, db_orders_with_key(keys[i]));
+    printf("ok: one row's compare-and-set refused at the write commits nothing of any "
+           "product\n");
+}
+
+static void test_multi_duplicate_keys(stockdb *db) {
+    stockdb_batch bs[3];
+    stockdb_item it[3][2];
+    char keys[3][32];
+    for (int p = 60; p < 63; p++)
+        set_product(p, 5);
+
+    /* One key twice in one product's batch: one deduction, the second item replays it. */
+    multi_wide(bs, it, keys, 3, "dup");
+    it[0][1].request_id = keys[0];
+    uint64_t before = stockdb_statements(db);
+    CHECK_RC(STOCKDB_OK, stockdb_deduct_multi(db, STOCKDB_READ_CHECK_UPDATE, bs, 3, NULL, NULL),
+             db);
+    CHECK_INT_EQ(4, stockdb_statements(db) - before);
+    CHECK_INT_EQ(4, db_stock(60));
+    CHECK_INT_EQ(1, db_orders_with_key(keys[0]));
+    CHECK_INT_EQ(STOCKDB_DEDUCTED, it[0][0].res.outcome);
+    CHECK_INT_EQ(0, it[0][0].res.replayed);
+    CHECK_INT_EQ(STOCKDB_DEDUCTED, it[0][1].res.outcome);
+    CHECK_INT_EQ(1, it[0][1].res.replayed);
+    CHECK_INT_EQ((long long)it[0][0].res.order_id, (long long)it[0][1].res.order_id);
+    uint64_t first = it[0][0].res.order_id, second = it[1][0].res.order_id;
+    CHECK_INT_EQ(4, db_stock(61));
+
+    /* One key in two products' batches: split before any statement. */
+    char shared[32];
+    multi_wide(bs, it, keys, 3, "two");
+    snprintf(shared, sizeof(shared), "%s", keys[0]);
+    it[2][0].request_id = shared;
+    before = stockdb_statements(db);
+    CHECK_RC(STOCKDB_SPLIT, stockdb_deduct_multi(db, STOCKDB_FOR_UPDATE, bs, 3, NULL, NULL), db);
+    CHECK_INT_EQ(0, stockdb_statements(db) - before);
+
+    /* A key that has an order already (product 61's, above) in a batch of product 61:
+     * nothing of any product is committed, and the per-product path replays it. */
+    multi_wide(bs, it, keys, 3, "again");
+    snprintf(shared, sizeof(shared), "mw-dup-1");
+    it[1][0].request_id = shared;
+    CHECK_RC(STOCKDB_SPLIT, stockdb_deduct_multi(db, STOCKDB_READ_CHECK_UPDATE, bs, 3, NULL, NULL),
+             db);
+    CHECK_INT_EQ(4, db_stock(60));
+    CHECK_INT_EQ(4, db_stock(61));
+    CHECK_INT_EQ(3, db_stock(62));
+    CHECK_INT_EQ(0, db_orders_with_key(keys[0]));
+    CHECK_RC(STOCKDB_OK, stockdb_deduct_batch(db, STOCKDB_READ_CHECK_UPDATE, &bs[1]), db);
+    CHECK_INT_EQ(STOCKDB_DEDUCTED, it[1][0].res.outcome);
+    CHECK_INT_EQ(1, it[1][0].res.replayed);
+    CHECK_INT_EQ((long long)second, (long long)it[1][0].res.order_id);
+    CHECK_INT_EQ(4, db_stock(61));
+    (void)first;
+
+    /* The same key in a batch of ANOTHER product: the per-product path refuses it. */
+    it[1][0].request_id = keys[1];
+    it[2][0].request_id = shared;
+    CHECK_RC(STOCKDB_SPLIT, stockdb_deduct_multi(db, STOCKDB_READ_CHECK_UPDATE, bs, 3, NULL, NULL),
+             db);
+    CHECK_INT_EQ(3, db_stock(62));
+    CHECK_RC(STOCKDB_OK, stockdb_deduct_batch(db, STOCKDB_READ_CHECK_UPDATE, &bs[2]), db);
+    CHECK_RC(STOCKDB_ERR_KEY_REUSED, it[2][0].rc, db);
+    printf("ok: duplicate keys in a batch over several products are answered from their "
+           "orders\n");
 }
 
 static void test_round_trips_are_counted_at_the_minimum(stockdb *db) {
@@ -1620,6 +1798,9 @@ static const itest_case cases[] = {
     WITH_DB(test_keys_differing_in_case_are_different_orders),
     WITH_DB(test_an_idle_handle_holds_no_metadata_lock),
     WITH_DB(test_multi_products_commit_all_or_nothing),
+    WITH_DB(test_multi_products_cost_four_statements_for_any_k),
+    WITH_DB(test_multi_one_stale_row_commits_nothing),
+    WITH_DB(test_multi_duplicate_keys),
     ALONE(test_batch_order_ids_are_real_with_an_increment_of_2),
     ALONE(test_a_silent_write_transaction_is_ended_by_the_server),
     ALONE(test_new_checks_arguments),
