@@ -22,7 +22,8 @@
  * Threads:
  *   - lock_set_new, lock_set_free: one thread (main), with no other thread inside a
  *     call on the set. lock_set_cancel: any thread, any time (shutdown).
- *   - lock_acquire: any thread; the hold belongs to the acquiring thread, which alone
+ *   - lock_acquire, lock_try_acquire(_many): any thread; each hold belongs to the
+ *     acquiring thread (lock_release_many takes several of that thread's), which alone
  *     checks, reads the token of and releases it (as zklock.h states it). A hold given
  *     to lock_release_cached and kept passes to the set, and from it to the next
  *     acquiring thread: the one hand-over between threads.
