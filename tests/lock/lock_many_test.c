@@ -10,10 +10,13 @@
  *     call gets them back as cache hits (same tokens) with no operation and no round
  *     trip; a call mixing a cached name and a new one costs one round trip;
  *   - reentry (a name this thread holds) raises the count without an operation;
- *   - a repeated name is refused (ZKLOCK_ERR_ARGS) with nothing held. */
+ *   - a repeated name is refused (ZKLOCK_ERR_ARGS) with nothing held;
+ *   - a create's reply lost in the wave (the fault proxy): that name is
+ *     ZKLOCK_ERR_CONNECTION and, once reconnected, no node of the wave is left. */
 #include <stdio.h>
 #include <string.h>
 
+#include "fault_proxy_zk.h"
 #include "lock_test.h"
 
 #define K 8
@@ -188,6 +191,25 @@ int main(void) {
     CHECK(h[0] == NULL && h[1] == NULL);
     CHECK_INT_EQ(ZKLOCK_ERR_ARGS, rcs[0]);
     CHECK_INT_EQ(0, ops(a) - o0);
+
+    /* 6. A create's reply lost in the wave (the fault proxy forwards the first create,
+     *    swallows its reply and cuts): that name is ZKLOCK_ERR_CONNECTION, nothing
+     *    waits, and once the session is back every node the wave made and did not hold
+     *    is deleted (by GUID for the lost one): no orphan. */
+    fp_zk *p = fp_zk_start(hosts);
+    CHECK(p != NULL);
+    zklock_session *f = lt_session(fp_zk_hosts(p), 10000);
+    const char *three[3] = {names[1], names[6], names[7]};
+    fp_zk_lose_next_create_reply(p, 0);
+    int held = zklock_try_many(f, three, 3, ZKLOCK_FAIR, h, rcs);
+    CHECK_INT_EQ(ZKLOCK_ERR_CONNECTION, rcs[0]);
+    CHECK(h[0] == NULL);
+    printf("lost reply: %d of 3 held (%d %d %d)\n", held, rcs[0], rcs[1], rcs[2]);
+    (void)zklock_release_many(h, 3, 0, NULL);
+    for (int i = 0; i < 3; i++)
+        CHECK(lt_wait_children(zh, three[i], 0, 20));
+    zklock_session_free(f);
+    fp_zk_stop(p);
 
     zklock_session_free(a);
     zklock_session_free(b);
