@@ -76,6 +76,53 @@ int lock_try_acquire(lock_set *s, const char *name, lock_hold *out) {
     return s->kind->try_acquire(s->impl, name, &out->impl);
 }
 
+int lock_try_acquire_many(lock_set *s, const char *const *names, size_t n, lock_hold *out,
+                          int *rcs) {
+    void *impl[LOCK_MANY_MAX];
+    if (!s || !names || !out || !rcs || n > LOCK_MANY_MAX) return LOCK_ERR_ARGS;
+    for (size_t i = 0; i < n; i++) {
+        out[i] = (lock_hold){.kind = s->kind};
+        rcs[i] = LOCK_ERR_ARGS;
+    }
+    if (!s->kind->try_acquire) return LOCK_ERR_ARGS;
+    if (!s->kind->try_acquire_many) {
+        int held = 0;
+        for (size_t i = 0; i < n; i++)
+            held += (rcs[i] = lock_try_acquire(s, names[i], &out[i])) == LOCK_OK;
+        return held;
+    }
+    int held = s->kind->try_acquire_many(s->impl, names, n, impl, rcs);
+    for (size_t i = 0; held >= 0 && i < n; i++)
+        out[i].impl = impl[i];
+    return held;
+}
+
+int lock_release_many(lock_hold *holds, size_t n, int max_ms, int *rcs) {
+    void *impl[LOCK_MANY_MAX];
+    int rc[LOCK_MANY_MAX];
+    if (!holds || n > LOCK_MANY_MAX) return LOCK_ERR_ARGS;
+    const lock_kind *k = n ? holds[0].kind : NULL;
+    for (size_t i = 0; i < n; i++) {
+        rc[i] = LOCK_OK;
+        impl[i] = holds[i].impl;
+        if (holds[i].kind != k) return LOCK_ERR_ARGS;
+    }
+    if (k && k->release_many) {
+        k->release_many(impl, n, max_ms, rc);
+        for (size_t i = 0; i < n; i++)
+            if (impl[i] && rc[i] != LOCK_ERR_NOT_OWNER) holds[i].impl = NULL;
+    } else {
+        for (size_t i = 0; i < n; i++)
+            if (holds[i].impl) rc[i] = lock_release_cached(&holds[i], max_ms);
+    }
+    int first = LOCK_OK;
+    for (size_t i = 0; i < n; i++) {
+        if (rcs) rcs[i] = rc[i];
+        if (first == LOCK_OK) first = rc[i];
+    }
+    return first;
+}
+
 bool lock_can_try(const lock_set *s) {
     return s->kind->try_acquire != NULL;
 }

@@ -22,7 +22,8 @@
  * Threads:
  *   - lock_set_new, lock_set_free: one thread (main), with no other thread inside a
  *     call on the set. lock_set_cancel: any thread, any time (shutdown).
- *   - lock_acquire: any thread; the hold belongs to the acquiring thread, which alone
+ *   - lock_acquire, lock_try_acquire(_many): any thread; each hold belongs to the
+ *     acquiring thread (lock_release_many takes several of that thread's), which alone
  *     checks, reads the token of and releases it (as zklock.h states it). A hold given
  *     to lock_release_cached and kept passes to the set, and from it to the next
  *     acquiring thread: the one hand-over between threads.
@@ -94,6 +95,11 @@ typedef struct lock_stats {
     uint64_t cache_let_go_contender;
     uint64_t cache_let_go_timeout;
     uint64_t cache_let_go_other;
+    /* zk: round trips to the server (a synchronous call is one; the calls that
+     * lock_try_acquire_many or lock_release_many send together are one per wave), and
+     * the locks tried in such waves. */
+    uint64_t round_trips;
+    uint64_t batched_tries;
     /* Session kinds: ops by type (zk: create, delete, get_children, get_data); the
      * names are the kind's, NULL past the last. */
     struct {
@@ -150,6 +156,13 @@ typedef struct lock_kind {
      * our node deleted). A lock cached by this process is a hit. NULL = the kind has no
      * try (lock_try_acquire is then LOCK_ERR_ARGS). */
     int (*try_acquire)(void *set, const char *name, void **hold);
+    /* lock_try_acquire of names[0..n-1] at once (zk: one round trip for all), each
+     * holds[i]/rcs[i] as try_acquire's; returns how many are held. NULL = the kind has
+     * none: lock_try_acquire_many loops over try_acquire. */
+    int (*try_acquire_many)(void *set, const char *const *names, size_t n, void **holds, int *rcs);
+    /* release_cached (max_ms > 0) or release of holds[0..n-1] at once, rcs[i] as each
+     * one's; NULL entries skipped. NULL = lock_release_many loops. */
+    void (*release_many)(void **holds, size_t n, int max_ms, int *rcs);
     /* The set again. ping: LOCK_OK, or the error with its detail in err; NULL = the
      * kind has nothing to check. stats: NULL = all zero. */
     int (*ping)(void *set, char *err, size_t errcap);
@@ -232,6 +245,22 @@ int lock_acquire(lock_set *s, const char *name, lock_hold *out);
  * once, nothing held): what a holder of other locks may call without hold-and-wait.
  * LOCK_ERR_ARGS for a kind without a try (lock_can_try). */
 int lock_try_acquire(lock_set *s, const char *name, lock_hold *out);
+/* The most names one lock_try_acquire_many (or holds one lock_release_many) takes. */
+#define LOCK_MANY_MAX 64
+/* lock_try_acquire of each of names[0..n-1] (distinct, n <= LOCK_MANY_MAX): out[i] and
+ * rcs[i] are what lock_try_acquire(s, names[i], &out[i]) gives, and the same rules hold
+ * (never waits, so a holder of other locks may call it). A kind with a batch version
+ * (zk: zklock_try_many) sends the tries together, so k tries cost about one round trip
+ * (two if some were busy); the others are tried one after the other. Returns how many
+ * are held; LOCK_ERR_ARGS (nothing held, every rcs[i] LOCK_ERR_ARGS) for a bad
+ * argument or a kind without a try. Same thread rules as lock_try_acquire. */
+int lock_try_acquire_many(lock_set *s, const char *const *names, size_t n, lock_hold *out,
+                          int *rcs);
+/* lock_release_cached(&holds[i], max_ms) of each (max_ms 0: lock_release), with each
+ * result in rcs[i] (rcs may be NULL); holds whose impl is NULL are skipped (LOCK_OK).
+ * All of one kind. A kind with a batch version (zk) sends the deletes together. Returns
+ * LOCK_OK or the first other code. Same thread as the acquires. */
+int lock_release_many(lock_hold *holds, size_t n, int max_ms, int *rcs);
 /* Does the set's kind have lock_try_acquire? */
 bool lock_can_try(const lock_set *s);
 /* LOCK_OK while the lock is surely ours (call it right before COMMIT); LOCK_SUSPECT or

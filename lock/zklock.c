@@ -59,7 +59,7 @@ typedef struct zklock_attempt {
 
 /* ---------------------------------------------------------------- helpers */
 
-static int zklock_new_guid(char out[ZKLOCK_GUID_LEN + 1]) {
+int zklock__new_guid(char out[ZKLOCK_GUID_LEN + 1]) {
     unsigned char raw[ZKLOCK_GUID_LEN / 2];
     size_t got = 0;
     while (got < sizeof(raw)) {
@@ -93,7 +93,7 @@ int64_t zklock__child_seq(const char *name) {
 
 /* A lock name is one path segment of printable ASCII. "-herd" is reserved as the
  * suffix of the herd lock's node, which lives beside the fair locks' parents. */
-static int zklock_name_valid(const char *name) {
+int zklock__name_valid(const char *name) {
     size_t n = strlen(name);
     if (n == 0 || n > 200 || strcmp(name, ".") == 0 || strcmp(name, "..") == 0) return 0;
     if (n >= 5 && strcmp(name + n - 5, "-herd") == 0) return 0;
@@ -102,7 +102,7 @@ static int zklock_name_valid(const char *name) {
     return 1;
 }
 
-static char *zklock_join(const char *a, const char *b, const char *suffix) {
+char *zklock__join(const char *a, const char *b, const char *suffix) {
     size_t n = strlen(a) + 1 + strlen(b) + strlen(suffix) + 1;
     char *p = malloc(n);
     if (p) snprintf(p, n, "%s/%s%s", a, b, suffix);
@@ -199,7 +199,7 @@ static int zklock_attempt_reset(zklock_attempt *a, int new_session) {
     a->pred_lowest = 0;
     if (!new_session) return ZKLOCK_OK;
     a->ever_uncertain = 0;
-    return zklock_new_guid(a->guid) == 0 ? ZKLOCK_OK : ZKLOCK_ERR_ZK;
+    return zklock__new_guid(a->guid) == 0 ? ZKLOCK_OK : ZKLOCK_ERR_ZK;
 }
 
 /* Our node is missing from the listing (deleted under us, or its parent reaped).
@@ -226,7 +226,7 @@ static int zklock_attempt_restart(zklock_attempt *a, zklock_conn *c) {
 static int zklock_fair_create(zklock_attempt *a, zklock_conn *c) {
     char prefix[ZKLOCK_GUID_LEN + 8];
     snprintf(prefix, sizeof(prefix), "%s-lock-", a->guid);
-    char *want = zklock_join(a->parent, prefix, "");
+    char *want = zklock__join(a->parent, prefix, "");
     if (!want) return ZSYSTEMERROR;
     int rc;
     for (int tries = 0;; tries++) {
@@ -251,7 +251,7 @@ static int zklock_fair_create(zklock_attempt *a, zklock_conn *c) {
 }
 
 static int zklock_delete_child(zklock_attempt *a, zklock_conn *c, const char *child) {
-    char *p = zklock_join(a->parent, child, "");
+    char *p = zklock__join(a->parent, child, "");
     if (!p) return ZSYSTEMERROR;
     zklock__count_op(a->s, ZKLOCK_OP_DELETE);
     int rc = zoo_delete(c->zh, p, -1);
@@ -267,7 +267,7 @@ static int zklock_fair_recover(zklock_attempt *a, zklock_conn *c, struct String_
         const char *k = kids->data[i];
         int64_t seq = zklock__child_seq(k);
         if (seq < 0 || strncmp(k, a->guid, ZKLOCK_GUID_LEN) != 0) continue;
-        char *p = zklock_join(a->parent, k, "");
+        char *p = zklock__join(a->parent, k, "");
         if (!p) return ZSYSTEMERROR;
         struct Stat st;
         zklock__count_op(a->s, ZKLOCK_OP_DATA);
@@ -393,7 +393,7 @@ static int zklock_fair_round(zklock_attempt *a, zklock_conn *c, uint64_t *seq) {
         goto done;
     }
 
-    char *pp = zklock_join(a->parent, pred, "");
+    char *pp = zklock__join(a->parent, pred, "");
     if (!pp) {
         out = ZKLOCK_ERR_NOMEM;
         goto done;
@@ -579,7 +579,7 @@ static void zklock_attempt_abandon(zklock_attempt *a) {
     if (c) zklock__conn_put(s, c);
 }
 
-static void zklock_hold_free(zklock_hold *h) {
+void zklock__hold_free(zklock_hold *h) {
     if (!h) return;
     free(h->name);
     free(h->parent);
@@ -590,7 +590,7 @@ static void zklock_hold_free(zklock_hold *h) {
 int zklock_acquire(zklock_session *s, const char *name, zklock_kind kind, int timeout_ms,
                    zklock_hold **out) {
     if (out) *out = NULL;
-    if (!s || !name || !out || !zklock_name_valid(name) ||
+    if (!s || !name || !out || !zklock__name_valid(name) ||
         (kind != ZKLOCK_FAIR && kind != ZKLOCK_HERD))
         return ZKLOCK_ERR_ARGS;
 
@@ -634,15 +634,15 @@ int zklock_acquire(zklock_session *s, const char *name, zklock_kind kind, int ti
     int rc = ZKLOCK_ERR_NOMEM;
     if (!h || !(h->name = strdup(name))) goto out_nowaiter;
     if (kind == ZKLOCK_FAIR) {
-        a.parent = zklock_join(s->root, name, "");
+        a.parent = zklock__join(s->root, name, "");
         a.path_cap = strlen(s->root) + strlen(name) + ZKLOCK_GUID_LEN + 32;
         a.path = calloc(1, a.path_cap);
     } else {
         a.parent = strdup(s->root);
-        a.path = zklock_join(s->root, name, "-herd");
+        a.path = zklock__join(s->root, name, "-herd");
     }
     if (!a.parent || !a.path) goto out_nowaiter;
-    if (zklock_new_guid(a.guid) != 0) {
+    if (zklock__new_guid(a.guid) != 0) {
         rc = ZKLOCK_ERR_ZK;
         goto out_nowaiter;
     }
@@ -688,7 +688,7 @@ int zklock_acquire(zklock_session *s, const char *name, zklock_kind kind, int ti
     }
     zklock__waiter_remove(s, &a.w);
 out_nowaiter:
-    zklock_hold_free(h);
+    zklock__hold_free(h);
     free(a.parent);
     free(a.path);
     free(a.watch_path);
@@ -764,7 +764,7 @@ int zklock__hold_let_go(zklock_hold *h) {
         zklock__cleanup_queue(s, h->epoch, h->kind, h->kind == ZKLOCK_FAIR ? h->parent : h->path,
                               h->guid);
     }
-    zklock_hold_free(h);
+    zklock__hold_free(h);
     return rc;
 }
 

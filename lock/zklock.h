@@ -136,6 +136,11 @@ typedef struct zklock_stats {
     uint64_t cache_let_go_timeout;   /* ... their time ran out */
     uint64_t cache_let_go_other;     /* ... lost, disconnected, or the session cancelled */
     uint64_t cache_callbacks;        /* children watches of the cache that fired */
+    /* Round trips: each synchronous call above is one; the operations that
+     * zklock_try_many and zklock_release_many send together, in flight at once, are
+     * one per wave (the ops above still count each operation). */
+    uint64_t round_trips;
+    uint64_t batched_tries; /* locks that zklock_try_many tried in such a wave */
 } zklock_stats;
 
 typedef struct zklock_session zklock_session;
@@ -217,6 +222,55 @@ int zklock_release(zklock_hold *h);
  * already (the watch fired, or the watch's listing shows one), or when the hold is
  * not surely ours. Returns ZKLOCK_OK when cached; ZKLOCK_ERR_NOT_OWNER (untouched). */
 int zklock_release_cached(zklock_hold *h, int max_ms);
+
+/* The most names one zklock_try_many or zklock_release_many call takes. */
+#define ZKLOCK_MANY_MAX 64
+
+/* Tries the fair locks names[0..n-1] (distinct valid names; kind ZKLOCK_FAIR; for
+ * ZKLOCK_HERD it is a loop over single tries) at once, never waiting for any: for each
+ * i, rcs[i] and holds[i] are what zklock_acquire(s, names[i], kind, 0, &holds[i])
+ * would give, and each hold belongs to the calling thread as that one's would.
+ *   - A name this process has cached is a cache hit (no operation), and a name the
+ *     calling thread holds already is a reentry (the count is raised, or ZKLOCK_LOST);
+ *   - for the others, the requests go out together on the one session, which ZooKeeper
+ *     answers in order: for each name a create of its EPHEMERAL_SEQUENTIAL node (the
+ *     layout of zklock_acquire; its czxid is the token) and right behind it the
+ *     listing of the parent, which therefore sees our node (with config.cache that
+ *     listing sets the cache's children watch, as a single acquisition's does). One
+ *     round trip for all: a name whose node is the lowest is held;
+ *   - a name whose node has a predecessor is ZKLOCK_ERR_TIMEOUT (busy), and its node
+ *     is deleted before the call returns: those deletes also go out together (a
+ *     second round trip, only when something was busy). Nothing waits for a
+ *     predecessor: a caller that holds other locks may call this (no hold-and-wait);
+ *   - a create whose reply was lost (connection loss) is given up, not recovered: the
+ *     name is ZKLOCK_ERR_CONNECTION and a node that the create may yet have made is
+ *     deleted by its GUID in the background once the connection is back with the same
+ *     session (it goes with the session otherwise), as when zklock_acquire gives up.
+ *     A delete that cannot reach the server is queued the same way;
+ *   - a name whose container parent was reaped (the server reaps an empty one) costs
+ *     one more round trip: the parents' creates, each followed by the name's create
+ *     and listing again, all together. Should the root itself be gone, that name is
+ *     tried alone, by zklock_acquire with timeout 0 (which makes the path).
+ * SUSPECT and LOST, the session's expiry and the release of each hold are those of
+ * any hold of zklock_acquire. Returns how many are held (>= 0), or ZKLOCK_ERR_ARGS
+ * (NULL pointers, n outside 0..ZKLOCK_MANY_MAX, a bad or repeated name, a bad kind:
+ * then nothing is tried, every holds[i] is NULL and every rcs[i] ZKLOCK_ERR_ARGS).
+ * Thread-safe as zklock_acquire. */
+int zklock_try_many(zklock_session *s, const char *const *names, int n, zklock_kind kind,
+                    zklock_hold **holds, int *rcs);
+
+/* Releases holds[0..n-1] (NULL entries are skipped, their rcs[i] ZKLOCK_OK) as
+ * zklock_release_cached(holds[i], max_ms) each would (max_ms <= 0: as zklock_release),
+ * with the same result in rcs[i] (rcs may be NULL), and the same ownership: every
+ * hold not refused with ZKLOCK_ERR_NOT_OWNER is no longer the caller's. A hold kept
+ * in the cache with its watch armed costs no operation; the deletes of the fair
+ * holds that go send together (one round trip for all; a hold of the herd lock, or
+ * one whose create's reply was once lost, is released alone, as zklock_release does
+ * it). A delete that cannot reach the server is queued for the background, as
+ * zklock_release's is. Returns ZKLOCK_OK, ZKLOCK_ERR_ARGS (n outside
+ * 0..ZKLOCK_MANY_MAX or holds NULL: nothing released) or the first rcs[i] that is
+ * not ZKLOCK_OK. Only the thread that acquired each hold may call it. */
+int zklock_release_many(zklock_hold **holds, int n, int max_ms, int *rcs);
 
 /* Is the session connected right now? ZKLOCK_OK, ZKLOCK_ERR_CONNECTION (connecting, or
  * the session expired and its replacement is not yet connected) or

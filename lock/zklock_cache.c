@@ -37,7 +37,7 @@ static void zklock_cache_count_let_go_locked(const zklock_hold *h) {
 /* The watcher of the children watch on a lock's parent (the context is the watch id):
  * marks the hold that armed it contended and wakes the maintenance thread, or notes
  * the firing for an acquisition that has not made its hold yet. */
-static void zklock_cache_watcher(zhandle_t *zh, int type, int state, const char *path, void *ctx) {
+void zklock__cache_watcher(zhandle_t *zh, int type, int state, const char *path, void *ctx) {
     uint64_t id = (uint64_t)(uintptr_t)ctx;
     (void)state;
     (void)path;
@@ -74,7 +74,7 @@ int zklock__cache_list_watched(zklock_conn *c, zklock_waiter *w, const char *par
     w->cache_watch = id;
     w->cache_fired = 0;
     pthread_mutex_unlock(&s->mu);
-    int rc = zoo_wget_children(c->zh, parent, zklock_cache_watcher, (void *)(uintptr_t)id, kids);
+    int rc = zoo_wget_children(c->zh, parent, zklock__cache_watcher, (void *)(uintptr_t)id, kids);
     if (rc != ZOK) {
         pthread_mutex_lock(&s->mu);
         w->cache_watch = 0; /* a failed call registers no watch */
@@ -161,7 +161,7 @@ int zklock_release_cached(zklock_hold *h, int max_ms) {
         struct String_vector kids = {0, NULL};
         zklock__count_op(s, ZKLOCK_OP_CHILDREN);
         int zrc =
-            zoo_wget_children(c->zh, h->parent, zklock_cache_watcher, (void *)(uintptr_t)id, &kids);
+            zoo_wget_children(c->zh, h->parent, zklock__cache_watcher, (void *)(uintptr_t)id, &kids);
         zklock__conn_put(s, c);
         const char *mine = strrchr(h->path, '/') + 1;
         int others = 0;

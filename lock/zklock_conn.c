@@ -31,6 +31,7 @@ int zklock__zk_retryable(int rc) {
 
 void zklock__count_op(zklock_session *s, int op) {
     pthread_mutex_lock(&s->mu);
+    s->stats.round_trips++; /* every counted call is synchronous: one round trip */
     switch (op) {
     case ZKLOCK_OP_CREATE:
         s->stats.op_create++;

@@ -1,7 +1,8 @@
 /* zklock_int.h: private to lock/. The session's shared state, the connection
  * (one zhandle and its ZooKeeper session) and the helpers that zklock.c (the lock
- * recipes), zklock_conn.c (connections, watchers, background cleanup) and
- * zklock_cache.c (the lock cache of zklock_release_cached) share.
+ * recipes), zklock_conn.c (connections, watchers, background cleanup),
+ * zklock_cache.c (the lock cache of zklock_release_cached) and zklock_many.c (many
+ * tries and releases in one round trip) share.
  *
  * Locking rule: one mutex per session (s->mu) guards everything below. It is never
  * held across a ZooKeeper call: the library's completion thread runs our watchers,
@@ -142,7 +143,23 @@ int zklock__hold_state_locked(const zklock_hold *h);
  * held). Returns what zklock_release documents. In zklock.c. */
 int zklock__hold_let_go(zklock_hold *h);
 
+/* ---- shared by the recipes (zklock.c) and zklock_many.c */
+
+/* A fresh random GUID in hex; 0, or -1 if the system gave no randomness. */
+int zklock__new_guid(char out[ZKLOCK_GUID_LEN + 1]);
+/* Is `name` a valid lock name (zklock_acquire)? 1 or 0. */
+int zklock__name_valid(const char *name);
+/* "a/b<suffix>", malloc'd, or NULL. */
+char *zklock__join(const char *a, const char *b, const char *suffix);
+/* Frees a hold's memory (nothing is sent); NULL is a no-op. */
+void zklock__hold_free(zklock_hold *h);
+
 /* ---- the lock cache (zklock_cache.c) */
+
+/* The watcher of the cache's children watch on a lock's parent (the context is the
+ * watch id): marks the hold that armed it contended, or sets cache_fired in the
+ * waiter whose cache_watch it is. */
+void zklock__cache_watcher(zhandle_t *zh, int type, int state, const char *path, void *ctx);
 
 /* A fair acquisition's first listing of `parent` through c, setting the children
  * watch a cached hold needs on it; w->cache_watch is its id (0 if the call failed)
@@ -181,7 +198,7 @@ int zklock__sync(zklock_conn *c, zklock_waiter *w, const char *path);
 /* Makes sure the persistent path `path` (and its ancestors) exists. */
 int zklock__ensure_path(zklock_conn *c, const char *path);
 
-/* Counts one call of the given kind (mu not held). */
+/* Counts one synchronous call of the given kind, and its round trip (mu not held). */
 enum { ZKLOCK_OP_CREATE, ZKLOCK_OP_DELETE, ZKLOCK_OP_CHILDREN, ZKLOCK_OP_DATA };
 void zklock__count_op(zklock_session *s, int op);
 

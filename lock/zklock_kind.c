@@ -70,6 +70,25 @@ static int zk_try_acquire(void *set, const char *name, void **hold) {
     return rc;
 }
 
+/* Many tries at once: one round trip for those not cached (zklock_try_many). */
+static int zk_try_acquire_many(void *set, const char *const *names, size_t n, void **holds,
+                               int *rcs) {
+    zk_set *z = set;
+    zklock_hold *h[ZKLOCK_MANY_MAX];
+    if (n > ZKLOCK_MANY_MAX) return LOCK_ERR_ARGS;
+    int held = zklock_try_many(z->s, names, (int)n, z->kind, h, rcs);
+    for (size_t i = 0; i < n; i++)
+        holds[i] = held >= 0 ? h[i] : NULL;
+    return held;
+}
+
+static void zk_release_many(void **holds, size_t n, int max_ms, int *rcs) {
+    zklock_hold *h[ZKLOCK_MANY_MAX];
+    for (size_t i = 0; i < n && i < ZKLOCK_MANY_MAX; i++)
+        h[i] = holds[i];
+    (void)zklock_release_many(h, (int)n, max_ms, rcs);
+}
+
 static int zk_check(const void *hold) {
     return zklock_check(hold);
 }
@@ -107,6 +126,8 @@ static void zk_stats(void *set, lock_stats *out) {
     out->cache_let_go_contender = st.cache_let_go_contender;
     out->cache_let_go_timeout = st.cache_let_go_timeout;
     out->cache_let_go_other = st.cache_let_go_other;
+    out->round_trips = st.round_trips;
+    out->batched_tries = st.batched_tries;
     out->op[0].name = "create";
     out->op[0].n = st.op_create;
     out->op[1].name = "delete";
@@ -127,6 +148,7 @@ static const zklock_kind zk_fair = ZKLOCK_FAIR, zk_herd = ZKLOCK_HERD;
         .set_cancel = zk_set_cancel, .set_free = zk_set_free, .acquire = zk_acquire,               \
         .check = zk_check, .token = zk_token, .release = zk_release,                               \
         .release_cached = zk_release_cached, .try_acquire = zk_try_acquire, .ping = zk_ping,       \
+        .try_acquire_many = zk_try_acquire_many, .release_many = zk_release_many,                  \
         .stats = zk_stats,                                                                         \
     }
 

@@ -329,6 +329,12 @@ char *stockd_metrics_render(const stockd_config *cfg, lock_set *locks) {
             {"stockd_zk_session_expirations_total", "ZooKeeper sessions expired.", st.expirations},
             {"stockd_zk_watch_events_total", "Node watches fired for lock waiters.",
              st.watch_events},
+            {"stockd_zk_round_trips_total",
+             "ZooKeeper round trips: one per synchronous operation, one per wave of "
+             "operations sent together (many locks tried or released at once).",
+             st.round_trips},
+            {"stockd_zk_batched_tries_total",
+             "ZooKeeper locks tried in waves sent together (--cross-products).", st.batched_tries},
         };
         for (size_t i = 0; i < sizeof(counters) / sizeof(counters[0]); i++)
             put_counter(&b, counters[i].name, counters[i].help,

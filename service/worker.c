@@ -384,10 +384,10 @@ static unsigned drop_expired(worker_state *ws, unsigned n) {
 
 /* Batches across products (--cross-products K, issue 19 #2). The leader holds its own
  * product's lock (waited for as ever); it then claims up to K-1 products whose jobs wait
- * with no leader (combiner.c's unled slots) and TRIES each one's lock: a lock that is
- * not free now is not waited for (lock_try_acquire gives our place in its queue up at
- * once), its slot goes back and its jobs to a later batch. So a leader never waits for
- * a lock while it holds another: no hold-and-wait, no deadlock. The products it got run
+ * with no leader (combiner.c's unled slots) and TRIES their locks at once (one round trip
+ * with zk): a lock not free now is not waited for (our place in its queue is given up at
+ * once), its slot goes back and its jobs to a later batch. So a leader never waits for a
+ * lock while it holds another: no hold-and-wait, no deadlock. The products it got run
  * as ONE transaction (stockdb_deduct_multi), each row with its own fenced
  * compare-and-set, under one guard that re-checks EVERY lock before the one COMMIT: a
  * lock lost, a fence refusal, or anything but the common case commits nothing, and the
@@ -441,14 +441,18 @@ static unsigned run_cross(worker_state *ws, product_lock *primary, unsigned live
     g[0] = (cross_group){.lock = *primary, .first = 0, .n = live};
     unsigned nc =
         used < max ? stockd_combiner_claim(ctx->combiner, pids, cfg->cross_products - 1) : 0;
+    char names[STOCKDB_MULTI_MAX][24]; /* all tried at once (zk: one round trip) */
+    const char *namev[STOCKDB_MULTI_MAX];
+    lock_hold tried[STOCKDB_MULTI_MAX];
+    int rcs[STOCKDB_MULTI_MAX];
     for (unsigned i = 0; i < nc; i++) {
-        product_lock pl = {.product_id = pids[i]};
-        char name[48];
-        snprintf(name, sizeof(name), "product_%d", pids[i]);
-        int rc = used < max ? lock_try_acquire(ctx->locks, name, &pl.hold) : LOCK_ERR_TIMEOUT;
-        if (rc != LOCK_OK) {
-            /* Busy (another instance holds or queues for it): not waited for. */
-            if (rc != LOCK_ERR_TIMEOUT) log_failure(ws, "lock (tried)", lock_text(ctx, rc));
+        namev[i] = names[i];
+        snprintf(names[i], sizeof(names[i]), "product_%d", pids[i]);
+    }
+    if (nc) (void)lock_try_acquire_many(ctx->locks, namev, nc, tried, rcs);
+    for (unsigned i = 0; i < nc; i++) {
+        if (rcs[i] != LOCK_OK) { /* busy (held or queued for elsewhere): not waited for */
+            if (rcs[i] != LOCK_ERR_TIMEOUT) log_failure(ws, "lock (tried)", lock_text(ctx, rcs[i]));
             busy++;
             stockd_combiner_unclaim(ctx->combiner, pids[i], CROSS_BUSY_NS);
             continue;
@@ -456,7 +460,7 @@ static unsigned run_cross(worker_state *ws, product_lock *primary, unsigned live
         unsigned k = stockd_combiner_take(ctx->combiner, pids[i], 0, ws->jobs + used, max - used,
                                           UINT64_MAX);
         k = drop_expired_at(ws, ws->jobs + used, k);
-        g[ng++] = (cross_group){.lock = pl, .first = used, .n = k};
+        g[ng++] = (cross_group){.lock = {tried[i], pids[i], 0}, .first = used, .n = k};
         used += k;
     }
 
@@ -516,14 +520,13 @@ static unsigned run_cross(worker_state *ws, product_lock *primary, unsigned live
         memmove(ws->jobs + out, ws->jobs + first, n * sizeof(*ws->jobs));
         memmove(answers + out, answers + first, n * sizeof(*answers));
         out += n;
-        if (i == 0) continue;
-        /* The extra products: let go (or cache) before their answers go out, and give
-         * their slots back, in that order, so a leader that claims one next finds its
-         * lock free. */
-        unsigned cache_ms = cfg->lock_cache_ms;
-        int rel = lock_release_cached(&h->hold, (int)cache_ms);
-        if (rel != LOCK_OK) log_failure(ws, "lock release", lock_text(ctx, rel));
-        stockd_combiner_unclaim(ctx->combiner, h->product_id, 0);
+        if (i) tried[i - 1] = h->hold;
+    }
+    /* The extras, jobs or none: let go (or cached) together, then their slots back. */
+    if (ng > 1) (void)lock_release_many(tried, ng - 1, (int)cfg->lock_cache_ms, rcs);
+    for (unsigned i = 1; i < ng; i++) {
+        if (rcs[i - 1] != LOCK_OK) log_failure(ws, "lock release", lock_text(ctx, rcs[i - 1]));
+        stockd_combiner_unclaim(ctx->combiner, g[i].lock.product_id, 0);
     }
     return out;
 }

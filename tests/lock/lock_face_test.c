@@ -130,6 +130,22 @@ static void test_local(void) {
         pthread_join(t[i], NULL);
     CHECK_INT_EQ(0, r.overlaps);
     CHECK_INT_EQ(6000, r.counter);
+
+    /* The batch calls on a kind without a try: refused, nothing held; the release of
+     * many falls back to one release each, and the locks are free again after it. */
+    const char *names[2] = {"product_1", "product_2"};
+    lock_hold hs[2];
+    int rcs[2];
+    CHECK_INT_EQ(LOCK_ERR_ARGS, lock_try_acquire_many(r.s, names, 2, hs, rcs));
+    CHECK_INT_EQ(LOCK_ERR_ARGS, rcs[0]);
+    CHECK(hs[0].impl == NULL && hs[1].impl == NULL);
+    CHECK_INT_EQ(LOCK_OK, lock_acquire(r.s, names[0], &hs[0]));
+    CHECK_INT_EQ(LOCK_OK, lock_acquire(r.s, names[1], &hs[1]));
+    CHECK_INT_EQ(LOCK_OK, lock_release_many(hs, 2, 100, rcs));
+    CHECK(hs[0].impl == NULL && hs[1].impl == NULL);
+    CHECK_INT_EQ(LOCK_OK, rcs[1]);
+    CHECK_INT_EQ(LOCK_OK, lock_acquire(r.s, names[0], &hs[0])); /* free again */
+    CHECK_INT_EQ(LOCK_OK, lock_release(&hs[0]));
     lock_set_free(r.s);
 }
 

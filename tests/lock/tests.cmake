@@ -47,6 +47,8 @@ lock_c_test(lock_fencing_test)
 lock_c_test(lock_ops_test)
 lock_c_test(lock_restart_test)
 lock_c_test(lock_cache_test)
+# Many locks tried and released in one round trip (zklock_many.c); a few seconds.
+lock_c_test(lock_many_test)
 
 stockd_unit_test(lock_child_seq_test SOURCES lock/lock_child_seq_test.c LIBS zklock)
 
