@@ -31,6 +31,17 @@
  * cannot leave while one has jobs (both under the mutex), so no job is left without a
  * leader here either.
  *
+ * A leader does not hold the others up while it waits for a lock held elsewhere: it
+ * tries its product's lock first, and if that is busy it passes the product to the
+ * oldest unled slot not found busy lately (stockd_combiner_pass: its own slot goes
+ * unled, not claimed for a while, and the leader leads the other one instead). With
+ * none to pass to, it waits for its lock as ever, holding nothing, but is not counted
+ * among the `cross` leaders meanwhile, so a new product gets a leader of its own (and
+ * claims the unled slots) rather than waiting behind it; stockd_combiner_waited counts
+ * it again. It is still a leader: it serves its slot and takes over unled ones after.
+ * So each product still has at most one leader, and an unled slot with jobs still has
+ * some worker in lead() that will come to it.
+ *
  * Slots live in a small hash table (chained, by product id) guarded by one mutex; the
  * critical sections are a few pointer moves, never I/O.
  *
@@ -62,7 +73,8 @@ struct stockd_combiner {
     pthread_mutex_t mu;
     unsigned max_leaders; /* per product, for segments; 0 = no bound */
     unsigned cross;       /* leaders before new products wait unled; 0 = never */
-    unsigned leaders;     /* workers in lead() now (claimed slots not counted) */
+    unsigned leaders;     /* workers in lead() now, but for those waiting for a lock
+                           * found busy (stockd_combiner_pass); claimed slots not counted */
     slot *buckets[NBUCKETS];
     /* (product id << 1) | sold out; 0 = no hint. Lock-free: one word per entry. */
     _Atomic uint64_t hints[NHINTS];
@@ -150,6 +162,37 @@ void stockd_combiner_unclaim(stockd_combiner *c, int32_t product_id, uint64_t bu
         s->led = false;
         s->busy_until_ns = until;
     }
+    pthread_mutex_unlock(&c->mu);
+}
+
+bool stockd_combiner_pass(stockd_combiner *c, int32_t *product_id, uint64_t busy_ns) {
+    bool passed = false;
+    uint64_t now = stockd_now_ns();
+    pthread_mutex_lock(&c->mu);
+    /* Our own slot is led, so never its own successor. */
+    slot *next = oldest_unled(c, NULL, 0, now);
+    if (next) {
+        slot **p = find(c, *product_id, 0), *s = *p;
+        if (s && !s->head) {
+            *p = s->next;
+            free(s);
+        } else if (s) {
+            s->led = false;
+            s->busy_until_ns = now + busy_ns;
+        }
+        next->led = true;
+        *product_id = next->product_id;
+        passed = true;
+    } else {
+        c->leaders--; /* waits: a new product may have a leader meanwhile */
+    }
+    pthread_mutex_unlock(&c->mu);
+    return passed;
+}
+
+void stockd_combiner_waited(stockd_combiner *c) {
+    pthread_mutex_lock(&c->mu);
+    c->leaders++;
     pthread_mutex_unlock(&c->mu);
 }
 

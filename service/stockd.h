@@ -359,7 +359,8 @@ unsigned stockd_combiner_take(stockd_combiner *c, int32_t product_id, unsigned s
  * it; with none, true (the caller leads no more). */
 bool stockd_combiner_leave(stockd_combiner *c, int32_t *product_id, unsigned *segment);
 /* Batches across products (--cross-products): with n > 0, a deduction of an unsplit
- * product that has no slot while n leaders exist waits in an UNLED slot (enter returns
+ * product that has no slot while n leaders exist (not counting those waiting for a busy
+ * lock, see stockd_combiner_pass) waits in an UNLED slot (enter returns
  * FOLLOWER). A leader claims unled slots for its batch (stockd_combiner_claim) and gives
  * each back after it (stockd_combiner_unclaim); a leader whose own slot runs empty takes
  * over the oldest unled slot in stockd_combiner_leave (false, *product_id and *segment
@@ -376,6 +377,16 @@ unsigned stockd_combiner_claim(stockd_combiner *c, int32_t *out, unsigned max);
  * ZooKeeper lock costs three operations, and its node makes a holder that cached the
  * lock let it go); a leader's takeover in leave still may, and waits for it. */
 void stockd_combiner_unclaim(stockd_combiner *c, int32_t product_id, uint64_t busy_ns);
+/* Leader only, across products: the lock of the unsplit product *product_id it leads was
+ * found busy by a try. If an unled slot not found busy lately has jobs, the caller passes
+ * its product to it: its own slot goes unled (not claimed for busy_ns; a leader's claim
+ * or takeover comes back to it) and it now leads that one (true, *product_id set; its
+ * lock is not yet tried). Else false: the caller waits for its lock, holding nothing,
+ * and is not counted toward the bound of stockd_combiner_set_cross meanwhile (a new
+ * product gets a leader of its own), and calls stockd_combiner_waited after the wait,
+ * whatever its outcome, before any other call for the slot. */
+bool stockd_combiner_pass(stockd_combiner *c, int32_t *product_id, uint64_t busy_ns);
+void stockd_combiner_waited(stockd_combiner *c);
 /* Bounds the leaders of one split product's segments (n = 0: no bound; the default). A
  * deduction for a segment with no leader while the product has n waits in a parked slot
  * (enter returns FOLLOWER) until a leader of the product takes it over in
@@ -509,6 +520,7 @@ void stockd_metrics_lock_wait(uint64_t ns);
 void stockd_metrics_batch(unsigned n);       /* deductions served by one acquisition */
 void stockd_metrics_batch_products(unsigned n, unsigned busy); /* products in one batch, and
                                                                 * tried locks found busy */
+void stockd_metrics_cross_busy(void); /* a leader's own product's lock, tried, was busy */
 void stockd_metrics_statements(uint64_t n);  /* MySQL statements sent */
 void stockd_metrics_precheck(bool sold_out); /* a pre-check read, and its answer */
 void stockd_metrics_combined(void);          /* a deduction handed to the combiner */

@@ -216,8 +216,9 @@ endif()
 stockd_integration_test(rate_limit_429_json_stock_exact
   COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/rate_limit.sh LABELS experiment)
 # Batches across products (issue 19 #2): exact 0 spread over 100 products on three
-# instances (~15 s), and a busy product not waited for (~6 s).
-foreach(case spread3 busy)
+# instances (~15 s), a busy product not waited for (~6 s), and a leader waiting for a
+# busy lock holding no other product up (~6 s).
+foreach(case spread3 busy hol)
   stockd_integration_test(cross_products_${case}
     COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/cross_products.sh ${case} LABELS faults)
 endforeach()
