@@ -70,8 +70,8 @@ busy)
   # over after product 2's batch: the worst order. Its try finds B's lock busy, so it
   # passes 9 on to product 3 (whose batch tries the rest) instead of waiting for B while
   # 3..8 wait behind it, as it once did. (Should 2's batch end before 9 arrives, 9 leads
-  # itself, finds its lock busy with no one to pass to, and waits uncounted: 3 then gets
-  # a leader of its own. Either way 3..8 do not wait for B.)
+  # itself, tries its lock, finds it busy with no one to pass to, and waits uncounted:
+  # 3 then gets a leader of its own. Either way 3..8 do not wait for B.)
   curl -sS -m 20 -o "$T/a9.body" "$a/stock/reduce?id=9" &
   p9=$!
   sleep 0.05
@@ -104,9 +104,9 @@ busy)
 hol)
   # B (instance 2) holds product 9's lock for 3 s; A (instance 1, 2 workers, so one
   # counted leader) gets a deduction of 9 first, then of 3 and 4, whose locks are free.
-  # A's leader of 9 finds the lock busy with no other product to pass to, so it waits,
-  # holding nothing and not counted as a leader: 3 and 4 get a leader of their own and
-  # are answered while B still holds 9 (once they waited unled behind that wait).
+  # A's leader of 9 tries the lock, finds it busy with no other product to pass to, so
+  # it waits, holding nothing and not counted as a leader: 3 and 4 get a leader of their
+  # own and are answered while B still holds 9 (once they waited unled behind it).
   sql "INSERT INTO product (id, product_name, stock) SELECT seq, 'hol', 10 FROM seq_1_to_9
        ON DUPLICATE KEY UPDATE stock = 10; DELETE FROM orders"
   t_stockd 1 zk --workers 2 --cross-products 4 --think-us 1000 --lock-cache-ms 0
@@ -139,6 +139,7 @@ hol)
     "$(sql "SELECT GROUP_CONCAT(instance ORDER BY id SEPARATOR ' ') FROM orders WHERE product_id = 9")"
   expect_eq "stock of 3, 4, 9" "9 9 8" \
     "$(sql "SELECT GROUP_CONCAT(stock ORDER BY id SEPARATOR ' ') FROM product WHERE id IN (3, 4, 9)")"
+  # At the bound (one leader), A's leader of 9 tried the lock before waiting for it.
   (($(metric $((PORT0 + 1)) stockd_cross_busy_total) >= 1)) || fail "A never found 9's lock busy"
   ;;
 *) fail "unknown case $case" ;;

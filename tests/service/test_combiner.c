@@ -4,7 +4,7 @@
  * leaving takes it over all the same; the last leader cannot leave while an unled slot
  * has jobs. Without the bound (the default) every new product gets its own leader. A
  * leader whose lock is busy passes its product on to the oldest unled one not found
- * busy, or, with none, waits uncounted, so a new product leads itself meanwhile. */
+ * busy; with none, it waits for its lock uncounted, so a new product leads itself. */
 #include <stdint.h>
 #include <time.h>
 
@@ -74,11 +74,14 @@ int main(void) {
     pid = 7;
     CHECK(stockd_combiner_leave(c, &pid, &seg));
 
-    /* A leader whose lock is busy and has no one to pass to waits uncounted: the next
-     * new product leads itself rather than waiting unled behind that wait. */
+    /* At the bound, a leader tries its lock first; busy, with no one to pass to, it
+     * waits for it uncounted: the next new product leads itself rather than waiting
+     * unled behind that wait. */
+    const uint64_t busy = 60ull * 1000000000ull;
     CHECK_INT_EQ(STOCKD_COMBINER_LEADER, stockd_combiner_enter(c, job(0, 11)));
     pid = 11;
-    CHECK(!stockd_combiner_pass(c, &pid, 60ull * 1000000000ull));
+    CHECK_INT_EQ(STOCKD_COMBINER_TRY, stockd_combiner_before_wait(c, &pid, false, busy));
+    CHECK_INT_EQ(STOCKD_COMBINER_ASIDE, stockd_combiner_before_wait(c, &pid, true, busy));
     CHECK_INT_EQ(11, pid);
     CHECK_INT_EQ(STOCKD_COMBINER_LEADER, stockd_combiner_enter(c, job(1, 12)));
     CHECK_INT_EQ(STOCKD_COMBINER_FOLLOWER, stockd_combiner_enter(c, job(2, 13))); /* 12 counts */
@@ -100,7 +103,9 @@ int main(void) {
     CHECK_INT_EQ(STOCKD_COMBINER_FOLLOWER, stockd_combiner_enter(c, job(1, 12)));
     CHECK_INT_EQ(STOCKD_COMBINER_FOLLOWER, stockd_combiner_enter(c, job(2, 13)));
     pid = 11;
-    CHECK(stockd_combiner_pass(c, &pid, 60ull * 1000000000ull));
+    CHECK_INT_EQ(STOCKD_COMBINER_TRY, stockd_combiner_before_wait(c, &pid, false, busy));
+    CHECK_INT_EQ(11, pid);
+    CHECK_INT_EQ(STOCKD_COMBINER_PASSED, stockd_combiner_before_wait(c, &pid, true, busy));
     CHECK_INT_EQ(12, pid);
     /* A new job of 11 waits in its unled slot; no new leader (the passer still counts). */
     CHECK_INT_EQ(STOCKD_COMBINER_FOLLOWER, stockd_combiner_enter(c, job(3, 11)));
@@ -111,7 +116,7 @@ int main(void) {
     stockd_combiner_unclaim(c, 13, 0);
     stockd_combiner_unclaim(c, 14, 0);
     /* 12's lock is busy too: passed to 13, the oldest unled not found busy. */
-    CHECK(stockd_combiner_pass(c, &pid, 60ull * 1000000000ull));
+    CHECK_INT_EQ(STOCKD_COMBINER_PASSED, stockd_combiner_before_wait(c, &pid, true, busy));
     CHECK_INT_EQ(13, pid);
     /* 13's lock is got: its batch, then the takeovers, oldest first, busy or not. */
     CHECK_INT_EQ(1, stockd_combiner_take(c, 13, 0, out, 8, UINT64_MAX));
@@ -124,6 +129,20 @@ int main(void) {
         CHECK_INT_EQ(count[i], stockd_combiner_take(c, pid, 0, out, 8, UINT64_MAX));
     }
     CHECK(stockd_combiner_leave(c, &pid, &seg));
+    /* Only unled slots found busy lately: nothing to pass to, so the leader waits. */
+    CHECK_INT_EQ(STOCKD_COMBINER_LEADER, stockd_combiner_enter(c, job(0, 30)));
+    CHECK_INT_EQ(STOCKD_COMBINER_FOLLOWER, stockd_combiner_enter(c, job(1, 31)));
+    CHECK_INT_EQ(1, stockd_combiner_claim(c, pids, 8));
+    stockd_combiner_unclaim(c, 31, busy);
+    pid = 30;
+    CHECK_INT_EQ(STOCKD_COMBINER_ASIDE, stockd_combiner_before_wait(c, &pid, true, busy));
+    CHECK_INT_EQ(30, pid);
+    stockd_combiner_waited(c);
+    CHECK_INT_EQ(1, stockd_combiner_take(c, 30, 0, out, 8, UINT64_MAX));
+    CHECK(!stockd_combiner_leave(c, &pid, &seg)); /* 31 is taken over all the same */
+    CHECK_INT_EQ(31, pid);
+    CHECK_INT_EQ(1, stockd_combiner_take(c, 31, 0, out, 8, UINT64_MAX));
+    CHECK(stockd_combiner_leave(c, &pid, &seg));
     /* The count is whole again: one leader, then unled. */
     CHECK_INT_EQ(STOCKD_COMBINER_LEADER, stockd_combiner_enter(c, job(0, 20)));
     CHECK_INT_EQ(STOCKD_COMBINER_FOLLOWER, stockd_combiner_enter(c, job(1, 21)));
@@ -132,6 +151,21 @@ int main(void) {
     CHECK(!stockd_combiner_leave(c, &pid, &seg));
     CHECK_INT_EQ(21, pid);
     CHECK_INT_EQ(1, stockd_combiner_take(c, 21, 0, out, 8, UINT64_MAX));
+    CHECK(stockd_combiner_leave(c, &pid, &seg));
+    /* Below the bound, with no one to pass to, a leader just waits, counted (no try). */
+    stockd_combiner_set_cross(c, 2);
+    CHECK_INT_EQ(STOCKD_COMBINER_LEADER, stockd_combiner_enter(c, job(0, 40)));
+    pid = 40;
+    CHECK_INT_EQ(STOCKD_COMBINER_WAIT, stockd_combiner_before_wait(c, &pid, false, busy));
+    CHECK_INT_EQ(STOCKD_COMBINER_LEADER, stockd_combiner_enter(c, job(1, 41)));
+    CHECK_INT_EQ(STOCKD_COMBINER_FOLLOWER, stockd_combiner_enter(c, job(2, 42))); /* 2 lead */
+    CHECK_INT_EQ(1, stockd_combiner_take(c, 40, 0, out, 8, UINT64_MAX));
+    CHECK(!stockd_combiner_leave(c, &pid, &seg));
+    CHECK_INT_EQ(42, pid);
+    CHECK_INT_EQ(1, stockd_combiner_take(c, 42, 0, out, 8, UINT64_MAX));
+    CHECK(stockd_combiner_leave(c, &pid, &seg));
+    pid = 41;
+    CHECK_INT_EQ(1, stockd_combiner_take(c, 41, 0, out, 8, UINT64_MAX));
     CHECK(stockd_combiner_leave(c, &pid, &seg));
     stockd_combiner_free(c);
     printf("ok: unled products are claimed, given back, and never left without a leader; "
