@@ -592,10 +592,10 @@ static void lead(worker_state *ws, int32_t product_id, unsigned segment) {
              * snapshot, comes before the wait for the lock. */
             if (ctx->cfg->pitfall == STOCKD_PITFALL_SNAPSHOT_BEFORE_LOCK)
                 (void)stockdb_open_snapshot(ws->db, product_id);
-            int rc = !answers               ? LOCK_ERR_NOMEM
-                     : cross_on(ctx, segment) ? cross_acquire(ws, &product_id, &lock)
-                                              : product_lock_acquire(ctx->locks, product_id,
-                                                                     segment, &lock);
+            int rc = !answers ? LOCK_ERR_NOMEM
+                     : cross_on(ctx, segment)
+                         ? cross_acquire(ws, &product_id, &lock)
+                         : product_lock_acquire(ctx->locks, product_id, segment, &lock);
             if (rc == LEAD_PASSED) continue; /* another product now; its lock next */
             stockd_metrics_lock_wait(stockd_now_ns() - t0);
             if (rc != LOCK_OK) {
