@@ -31,6 +31,20 @@
  * cannot leave while one has jobs (both under the mutex), so no job is left without a
  * leader here either.
  *
+ * A leader does not hold the others up while it waits for a lock held elsewhere
+ * (stockd_combiner_before_wait). When an unled slot not found busy lately waits, or
+ * the leaders are at the bound, it tries its product's lock first (a free one is then
+ * simply taken). If that is busy, it passes its product to the oldest such slot: its
+ * own slot goes unled, not claimed for a while, and it leads the other one instead.
+ * With none to pass to, it waits for its lock as ever, holding nothing, but is not
+ * counted among the `cross` leaders meanwhile, so a new product gets a leader of its
+ * own (which claims the unled slots) rather than waiting behind it;
+ * stockd_combiner_waited counts it again. It is still a leader: it serves its slot and
+ * takes over unled ones after. So each product still has at most one leader, and an
+ * unled slot with jobs still has some worker in lead() that will come to it. Below the
+ * bound with none to pass to, a leader just waits, counted: no new product waits for
+ * it, and a hot product's contended lock costs no try.
+ *
  * Slots live in a small hash table (chained, by product id) guarded by one mutex; the
  * critical sections are a few pointer moves, never I/O.
  *
@@ -62,7 +76,8 @@ struct stockd_combiner {
     pthread_mutex_t mu;
     unsigned max_leaders; /* per product, for segments; 0 = no bound */
     unsigned cross;       /* leaders before new products wait unled; 0 = never */
-    unsigned leaders;     /* workers in lead() now (claimed slots not counted) */
+    unsigned leaders;     /* workers in lead() now, but for those waiting for their lock
+                           * (stockd_combiner_before_wait); claimed slots not counted */
     slot *buckets[NBUCKETS];
     /* (product id << 1) | sold out; 0 = no hint. Lock-free: one word per entry. */
     _Atomic uint64_t hints[NHINTS];
@@ -150,6 +165,41 @@ void stockd_combiner_unclaim(stockd_combiner *c, int32_t product_id, uint64_t bu
         s->led = false;
         s->busy_until_ns = until;
     }
+    pthread_mutex_unlock(&c->mu);
+}
+
+int stockd_combiner_before_wait(stockd_combiner *c, int32_t *product_id, bool busy,
+                                uint64_t busy_ns) {
+    int rc = STOCKD_COMBINER_ASIDE;
+    uint64_t now = stockd_now_ns();
+    pthread_mutex_lock(&c->mu);
+    /* Our own slot is led, so never its own successor. */
+    slot *next = oldest_unled(c, NULL, 0, now);
+    if (!busy) {
+        /* Below the bound, a wait holds no new product up: no try needed. */
+        rc = next || c->leaders >= c->cross ? STOCKD_COMBINER_TRY : STOCKD_COMBINER_WAIT;
+    } else if (next) {
+        slot **p = find(c, *product_id, 0), *s = *p;
+        if (s && !s->head) {
+            *p = s->next;
+            free(s);
+        } else if (s) {
+            s->led = false;
+            s->busy_until_ns = now + busy_ns;
+        }
+        next->led = true;
+        *product_id = next->product_id;
+        rc = STOCKD_COMBINER_PASSED;
+    } else {
+        c->leaders--; /* waits: a new product may have a leader meanwhile */
+    }
+    pthread_mutex_unlock(&c->mu);
+    return rc;
+}
+
+void stockd_combiner_waited(stockd_combiner *c) {
+    pthread_mutex_lock(&c->mu);
+    c->leaders++;
     pthread_mutex_unlock(&c->mu);
 }
 

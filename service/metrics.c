@@ -117,6 +117,10 @@ void stockd_metrics_batch_products(unsigned n, unsigned busy) {
     atomic_fetch_add_explicit(&m.xbatch_busy, busy, memory_order_relaxed);
 }
 
+void stockd_metrics_cross_busy(void) {
+    atomic_fetch_add_explicit(&m.xbatch_busy, 1, memory_order_relaxed);
+}
+
 void stockd_metrics_statements(uint64_t n) {
     atomic_fetch_add_explicit(&m.statements, n, memory_order_relaxed);
 }
@@ -271,8 +275,9 @@ char *stockd_metrics_render(const stockd_config *cfg, lock_set *locks) {
         "# HELP stockd_batch_products Products in one batch's transaction (--cross-products).\n"
         "# TYPE stockd_batch_products summary\n"
         "stockd_batch_products_sum %llu\nstockd_batch_products_count %llu\n"
-        "# HELP stockd_cross_busy_total Extra products whose lock was busy when tried (their "
-        "deductions went to a later batch, never waited for).\n"
+        "# HELP stockd_cross_busy_total Products whose lock was busy when tried (an extra "
+        "product's deductions went to a later batch; a leader's own product was passed on "
+        "or waited for holding nothing).\n"
         "# TYPE stockd_cross_busy_total counter\nstockd_cross_busy_total %llu\n",
         (unsigned long long)atomic_load_explicit(&m.xbatch_sum, memory_order_relaxed),
         (unsigned long long)atomic_load_explicit(&m.xbatch_count, memory_order_relaxed),

@@ -359,7 +359,8 @@ unsigned stockd_combiner_take(stockd_combiner *c, int32_t product_id, unsigned s
  * it; with none, true (the caller leads no more). */
 bool stockd_combiner_leave(stockd_combiner *c, int32_t *product_id, unsigned *segment);
 /* Batches across products (--cross-products): with n > 0, a deduction of an unsplit
- * product that has no slot while n leaders exist waits in an UNLED slot (enter returns
+ * product that has no slot while n leaders exist (not counting those waiting for a lock,
+ * see stockd_combiner_before_wait) waits in an UNLED slot (enter returns
  * FOLLOWER). A leader claims unled slots for its batch (stockd_combiner_claim) and gives
  * each back after it (stockd_combiner_unclaim); a leader whose own slot runs empty takes
  * over the oldest unled slot in stockd_combiner_leave (false, *product_id and *segment
@@ -376,6 +377,28 @@ unsigned stockd_combiner_claim(stockd_combiner *c, int32_t *out, unsigned max);
  * ZooKeeper lock costs three operations, and its node makes a holder that cached the
  * lock let it go); a leader's takeover in leave still may, and waits for it. */
 void stockd_combiner_unclaim(stockd_combiner *c, int32_t product_id, uint64_t busy_ns);
+/* Leader only, across products, before it takes the lock of the unsplit product
+ * *product_id it leads, so that a lock held elsewhere holds no other product up. busy:
+ * a try (after TRY) found the lock busy. Returns
+ *   TRY     an unled slot not found busy lately has jobs, or the leaders are at the
+ *           bound of stockd_combiner_set_cross: try the lock first (a free one is then
+ *           simply taken), and if it is busy, call again with busy set;
+ *   PASSED  (busy only) the caller passed its product to such an unled slot: its own
+ *           slot goes unled (not claimed for busy_ns; a leader's claim or takeover comes
+ *           back to it) and it now leads *product_id, set to the other product;
+ *   ASIDE   (busy only) none to pass to: the caller waits for its lock, holding
+ *           nothing, and is not counted toward the bound meanwhile (a new product gets
+ *           a leader of its own); it calls stockd_combiner_waited after the wait,
+ *           whatever its outcome, before any other call for the slot;
+ *   WAIT    (not busy) none to pass to, and below the bound: wait for the lock as ever
+ *           (new products get leaders anyway). */
+#define STOCKD_COMBINER_TRY    2
+#define STOCKD_COMBINER_PASSED 3
+#define STOCKD_COMBINER_ASIDE  4
+#define STOCKD_COMBINER_WAIT   5
+int stockd_combiner_before_wait(stockd_combiner *c, int32_t *product_id, bool busy,
+                                uint64_t busy_ns);
+void stockd_combiner_waited(stockd_combiner *c);
 /* Bounds the leaders of one split product's segments (n = 0: no bound; the default). A
  * deduction for a segment with no leader while the product has n waits in a parked slot
  * (enter returns FOLLOWER) until a leader of the product takes it over in
@@ -509,6 +532,7 @@ void stockd_metrics_lock_wait(uint64_t ns);
 void stockd_metrics_batch(unsigned n);       /* deductions served by one acquisition */
 void stockd_metrics_batch_products(unsigned n, unsigned busy); /* products in one batch, and
                                                                 * tried locks found busy */
+void stockd_metrics_cross_busy(void);        /* a leader's own product's lock, tried, was busy */
 void stockd_metrics_statements(uint64_t n);  /* MySQL statements sent */
 void stockd_metrics_precheck(bool sold_out); /* a pre-check read, and its answer */
 void stockd_metrics_combined(void);          /* a deduction handed to the combiner */

@@ -18,7 +18,10 @@
  *
  * With --cross-products K (mode zk), the batch also takes the waiting deductions of up
  * to K-1 other products whose locks a TRY gets now (never waited for), in the same
- * transaction, each row under its own token (run_cross, below).
+ * transaction, each row under its own token (run_cross, below). Its own product's lock,
+ * when busy, is passed on to another waiting product, or waited for by a leader the
+ * combiner does not count meanwhile (cross_acquire), so that a lock held by another
+ * instance does not hold up the products whose locks are free.
  *
  * With segmented stock (--segments K) the slot, the lock and the batch are one
  * segment's: a deduction starts at a random segment and, when the batch finds that
@@ -531,6 +534,51 @@ static unsigned run_cross(worker_state *ws, product_lock *primary, unsigned live
     return out;
 }
 
+/* What cross_acquire returns when the leader passed its product on (not a lock code:
+ * those are 0 or negative). */
+#define LEAD_PASSED 1
+
+/* The own lock of a leader that batches across products, without holding up the other
+ * products while another instance holds it (stockd_combiner_before_wait). When another
+ * product waits unled, or the leaders are at the combiner's bound, the lock is tried
+ * first (a free or cached one is simply taken). A busy one is passed on if another
+ * product waits unled: this worker leads that one instead (LEAD_PASSED, *product_id
+ * set), and its own waits unled for a later claim or takeover. Otherwise the lock is
+ * waited for as ever, holding nothing, and by a leader the combiner does not count
+ * meanwhile, so that new products get a leader of their own. Below the bound with no
+ * one waiting unled, it is waited for at once (no try: a hot product's contended lock
+ * costs no ZooKeeper round more). A try that fails otherwise (the service is down,
+ * say) falls back to the plain wait. LOCK_OK with *lock held, the lock's error, or
+ * LEAD_PASSED. */
+static int cross_acquire(worker_state *ws, int32_t *product_id, product_lock *lock) {
+    stockd_ctx *ctx = ws->w->ctx;
+    bool busy = false;
+    for (;;) {
+        switch (stockd_combiner_before_wait(ctx->combiner, product_id, busy, CROSS_BUSY_NS)) {
+        case STOCKD_COMBINER_PASSED:
+            return LEAD_PASSED;
+        case STOCKD_COMBINER_WAIT:
+            return product_lock_acquire(ctx->locks, *product_id, 0, lock);
+        case STOCKD_COMBINER_ASIDE: {
+            int rc = product_lock_acquire(ctx->locks, *product_id, 0, lock);
+            stockd_combiner_waited(ctx->combiner);
+            return rc;
+        }
+        default: { /* STOCKD_COMBINER_TRY, once: busy is set after it */
+            char name[48];
+            snprintf(name, sizeof(name), "product_%d", *product_id);
+            *lock = (product_lock){.product_id = *product_id};
+            int rc = lock_try_acquire(ctx->locks, name, &lock->hold);
+            if (rc == LOCK_OK) return rc;
+            if (rc != LOCK_ERR_TIMEOUT)
+                return product_lock_acquire(ctx->locks, *product_id, 0, lock);
+            stockd_metrics_cross_busy();
+            busy = true;
+        }
+        }
+    }
+}
+
 /* Serves the slot (product, or segment of it) this worker leads until no job of it
  * waits. */
 static void lead(worker_state *ws, int32_t product_id, unsigned segment) {
@@ -547,8 +595,11 @@ static void lead(worker_state *ws, int32_t product_id, unsigned segment) {
              * snapshot, comes before the wait for the lock. */
             if (ctx->cfg->pitfall == STOCKD_PITFALL_SNAPSHOT_BEFORE_LOCK)
                 (void)stockdb_open_snapshot(ws->db, product_id);
-            int rc = answers ? product_lock_acquire(ctx->locks, product_id, segment, &lock)
-                             : LOCK_ERR_NOMEM;
+            int rc = !answers ? LOCK_ERR_NOMEM
+                     : cross_on(ctx, segment)
+                         ? cross_acquire(ws, &product_id, &lock)
+                         : product_lock_acquire(ctx->locks, product_id, segment, &lock);
+            if (rc == LEAD_PASSED) continue; /* another product now; its lock next */
             stockd_metrics_lock_wait(stockd_now_ns() - t0);
             if (rc != LOCK_OK) {
                 if (ctx->cfg->pitfall == STOCKD_PITFALL_SNAPSHOT_BEFORE_LOCK)

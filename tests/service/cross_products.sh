@@ -10,7 +10,12 @@
 #            deduction with 3 s of think time); instance A (2 workers, so one leader)
 #            gets deductions of products 2..9: it commits 2..8 while B still holds 9 (its
 #            try of 9's lock gave up its place at once), and 9's deduction is served
-#            after B lets go, with B's order before it. ~6 s.
+#            after B lets go, with B's order before it. 9 arrives first of 3..9, so A's
+#            leader takes it over as its own product and finds it busy: it passes it on
+#            rather than wait while 3..8 wait behind it. ~6 s.
+#   hol      a leader waiting for a busy lock holds no other product up: B holds 9's lock
+#            for 3 s; A (2 workers, --cross-products 4) gets 9, then 3 and 4: 3 and 4 are
+#            answered while B holds 9, and A's 9 after B's. ~6 s.
 #   kill9    spread3's 3 instances (2 s ZooKeeper sessions), 100 products of 10 units,
 #            and instance 2 killed with -9 once 300 units are sold, while the load goes
 #            on: its open transaction rolls back, its lock nodes go with its session, the
@@ -56,27 +61,32 @@ spread3)
 busy)
   sql "INSERT INTO product (id, product_name, stock) SELECT seq, 'busy', 10 FROM seq_1_to_9
        ON DUPLICATE KEY UPDATE stock = 10; DELETE FROM orders"
-  t_stockd 1 zk --workers 2 --cross-products 16 --think-us 200000 --lock-cache-ms 0
+  t_stockd 1 zk --workers 2 --cross-products 16 --think-us 100000 --lock-cache-ms 0
   t_stockd 2 zk --think-us 3000000
   a=http://127.0.0.1:$((PORT0 + 1)) b=http://127.0.0.1:$((PORT0 + 2))
+  # A's first deduction opens its connections, so its batches below are not slowed by that
+  # (a cross transaction thinks once per product: 3..8 take 6 x 100 ms).
+  curl -fsS -m 20 -o /dev/null "$a/stock/reduce?id=1" || fail "A's first deduction"
   curl -sS -m 20 -o "$T/b.body" "$b/stock/reduce?id=9" &
   bpid=$!
   sleep 0.5 # B holds product 9's lock now, for 3 s
   curl -sS -m 20 -o "$T/a2.body" "$a/stock/reduce?id=2" &
   pids=($!)
   sleep 0.05 # product 2's batch leads; the rest wait unled
+  # 9 arrives first of them, so its slot is the oldest unled one, which the leader takes
+  # over after product 2's batch: the worst order. Its try finds B's lock busy, so it
+  # passes 9 on to product 3 (whose batch tries the rest) instead of waiting for B while
+  # 3..8 wait behind it, as it once did. (Should 2's batch end before 9 arrives, 9 leads
+  # itself, tries its lock, finds it busy with no one to pass to, and waits uncounted:
+  # 3 then gets a leader of its own. Either way 3..8 do not wait for B.)
+  curl -sS -m 20 -o "$T/a9.body" "$a/stock/reduce?id=9" &
+  p9=$!
+  sleep 0.05
   for id in 3 4 5 6 7 8; do
     curl -sS -m 20 -o "$T/a$id.body" "$a/stock/reduce?id=$id" &
     pids+=($!)
   done
-  # 9 arrives last, while product 2's batch still thinks (200 ms), so that the next batch
-  # tries it as an extra product. Were it the oldest unled slot, the leader would take
-  # it over as its own product and wait for B's lock, holding nothing, while 3..8 wait
-  # behind it: the head-of-line limit README's "Batches across products" states. The
-  # background curls above start in no fixed order, which once made 9 the oldest.
-  sleep 0.1
-  curl -sS -m 20 -o "$T/a9.body" "$a/stock/reduce?id=9" &
-  pids+=($!)
+  pids+=("$p9")
   for i in 0 1 2 3 4 5 6; do wait "${pids[$i]}"; done # products 2..8
   # B is still thinking under 9's lock: A did not wait for it.
   expect_eq "B's deduction still under way when A's products 2..8 were answered" 1 \
@@ -140,6 +150,47 @@ kill9)
   ((total <= 1000)) || fail "more deducted answers ($total) than orders (1000)"
   ((1000 <= total + lost)) || fail "orders (1000) exceed deducted answers + lost answers ($total + $lost)"
   echo "ok: deducted $total <= orders 1000 <= deducted + lost $((total + lost))"
+  ;;
+hol)
+  # B (instance 2) holds product 9's lock for 3 s; A (instance 1, 2 workers, so one
+  # counted leader) gets a deduction of 9 first, then of 3 and 4, whose locks are free.
+  # A's leader of 9 tries the lock, finds it busy with no other product to pass to, so
+  # it waits, holding nothing and not counted as a leader: 3 and 4 get a leader of their
+  # own and are answered while B still holds 9 (once they waited unled behind it).
+  sql "INSERT INTO product (id, product_name, stock) SELECT seq, 'hol', 10 FROM seq_1_to_9
+       ON DUPLICATE KEY UPDATE stock = 10; DELETE FROM orders"
+  t_stockd 1 zk --workers 2 --cross-products 4 --think-us 1000 --lock-cache-ms 0
+  t_stockd 2 zk --think-us 3000000
+  a=http://127.0.0.1:$((PORT0 + 1)) b=http://127.0.0.1:$((PORT0 + 2))
+  curl -fsS -m 20 -o /dev/null "$a/stock/reduce?id=1" || fail "A's first deduction"
+  curl -sS -m 20 -o "$T/b.body" "$b/stock/reduce?id=9" &
+  bpid=$!
+  sleep 0.5 # B holds product 9's lock now, for 3 s
+  curl -sS -m 20 -o "$T/a9.body" "$a/stock/reduce?id=9" &
+  p9=$!
+  sleep 0.2 # A's leader of 9 has tried its lock and waits for it
+  curl -sS -m 20 -o "$T/a3.body" "$a/stock/reduce?id=3" &
+  p3=$!
+  curl -sS -m 20 -o "$T/a4.body" "$a/stock/reduce?id=4" &
+  p4=$!
+  wait "$p3" "$p4"
+  expect_eq "B's deduction still under way when A's products 3 and 4 were answered" 1 \
+    "$(kill -0 "$bpid" 2>/dev/null && echo 1 || echo 0)"
+  expect_eq "A's deduction of 9 still waiting then" 1 "$(kill -0 "$p9" 2>/dev/null && echo 1 || echo 0)"
+  expect_eq "A's product 3" deducted "$(jq -r .result "$T/a3.body")"
+  expect_eq "A's product 4" deducted "$(jq -r .result "$T/a4.body")"
+  expect_eq "orders of product 9 while B holds its lock" 0 \
+    "$(sql "SELECT COUNT(*) FROM orders WHERE product_id = 9")"
+  wait "$p9"
+  wait "$bpid"
+  expect_eq "B's deduction of 9" deducted "$(jq -r .result "$T/b.body")"
+  expect_eq "A's deduction of 9" deducted "$(jq -r .result "$T/a9.body")"
+  expect_eq "product 9's orders: B's first, then A's" "stockd-2 stockd-1" \
+    "$(sql "SELECT GROUP_CONCAT(instance ORDER BY id SEPARATOR ' ') FROM orders WHERE product_id = 9")"
+  expect_eq "stock of 3, 4, 9" "9 9 8" \
+    "$(sql "SELECT GROUP_CONCAT(stock ORDER BY id SEPARATOR ' ') FROM product WHERE id IN (3, 4, 9)")"
+  # At the bound (one leader), A's leader of 9 tried the lock before waiting for it.
+  (($(metric $((PORT0 + 1)) stockd_cross_busy_total) >= 1)) || fail "A never found 9's lock busy"
   ;;
 *) fail "unknown case $case" ;;
 esac

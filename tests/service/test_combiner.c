@@ -2,7 +2,9 @@
  * the leader bound a new product waits unled; a leader claims unled slots oldest first
  * and gives them back; a slot found busy is not claimed again for a while, but a leader
  * leaving takes it over all the same; the last leader cannot leave while an unled slot
- * has jobs. Without the bound (the default) every new product gets its own leader. */
+ * has jobs. Without the bound (the default) every new product gets its own leader. A
+ * leader whose lock is busy passes its product on to the oldest unled one not found
+ * busy; with none, it waits for its lock uncounted, so a new product leads itself. */
 #include <stdint.h>
 #include <time.h>
 
@@ -71,7 +73,102 @@ int main(void) {
     CHECK_INT_EQ(1, stockd_combiner_take(c, 7, 0, out, 8, UINT64_MAX));
     pid = 7;
     CHECK(stockd_combiner_leave(c, &pid, &seg));
+
+    /* At the bound, a leader tries its lock first; busy, with no one to pass to, it
+     * waits for it uncounted: the next new product leads itself rather than waiting
+     * unled behind that wait. */
+    const uint64_t busy = 60ull * 1000000000ull;
+    CHECK_INT_EQ(STOCKD_COMBINER_LEADER, stockd_combiner_enter(c, job(0, 11)));
+    pid = 11;
+    CHECK_INT_EQ(STOCKD_COMBINER_TRY, stockd_combiner_before_wait(c, &pid, false, busy));
+    CHECK_INT_EQ(STOCKD_COMBINER_ASIDE, stockd_combiner_before_wait(c, &pid, true, busy));
+    CHECK_INT_EQ(11, pid);
+    CHECK_INT_EQ(STOCKD_COMBINER_LEADER, stockd_combiner_enter(c, job(1, 12)));
+    CHECK_INT_EQ(STOCKD_COMBINER_FOLLOWER, stockd_combiner_enter(c, job(2, 13))); /* 12 counts */
+    CHECK_INT_EQ(STOCKD_COMBINER_FOLLOWER, stockd_combiner_enter(c, job(3, 11))); /* still led */
+    stockd_combiner_waited(c);
+    /* 11's leader, its lock got, serves 11 and then takes over the unled 13. */
+    CHECK_INT_EQ(2, stockd_combiner_take(c, 11, 0, out, 8, UINT64_MAX));
+    CHECK(!stockd_combiner_leave(c, &pid, &seg));
+    CHECK_INT_EQ(13, pid);
+    CHECK_INT_EQ(1, stockd_combiner_take(c, 13, 0, out, 8, UINT64_MAX));
+    CHECK(stockd_combiner_leave(c, &pid, &seg));
+    int32_t pid2 = 12;
+    CHECK_INT_EQ(1, stockd_combiner_take(c, 12, 0, out, 8, UINT64_MAX));
+    CHECK(stockd_combiner_leave(c, &pid2, &seg));
+
+    /* A leader whose lock is busy passes its product to the oldest unled one; its own
+     * waits unled, not claimed while busy, and is taken over again at the end. */
+    CHECK_INT_EQ(STOCKD_COMBINER_LEADER, stockd_combiner_enter(c, job(0, 11)));
+    CHECK_INT_EQ(STOCKD_COMBINER_FOLLOWER, stockd_combiner_enter(c, job(1, 12)));
+    CHECK_INT_EQ(STOCKD_COMBINER_FOLLOWER, stockd_combiner_enter(c, job(2, 13)));
+    pid = 11;
+    CHECK_INT_EQ(STOCKD_COMBINER_TRY, stockd_combiner_before_wait(c, &pid, false, busy));
+    CHECK_INT_EQ(11, pid);
+    CHECK_INT_EQ(STOCKD_COMBINER_PASSED, stockd_combiner_before_wait(c, &pid, true, busy));
+    CHECK_INT_EQ(12, pid);
+    /* A new job of 11 waits in its unled slot; no new leader (the passer still counts). */
+    CHECK_INT_EQ(STOCKD_COMBINER_FOLLOWER, stockd_combiner_enter(c, job(3, 11)));
+    CHECK_INT_EQ(STOCKD_COMBINER_FOLLOWER, stockd_combiner_enter(c, job(4, 14)));
+    CHECK_INT_EQ(2, stockd_combiner_claim(c, pids, 8)); /* 13 and 14; 11 is busy */
+    CHECK_INT_EQ(13, pids[0]);
+    CHECK_INT_EQ(14, pids[1]);
+    stockd_combiner_unclaim(c, 13, 0);
+    stockd_combiner_unclaim(c, 14, 0);
+    /* 12's lock is busy too: passed to 13, the oldest unled not found busy. */
+    CHECK_INT_EQ(STOCKD_COMBINER_PASSED, stockd_combiner_before_wait(c, &pid, true, busy));
+    CHECK_INT_EQ(13, pid);
+    /* 13's lock is got: its batch, then the takeovers, oldest first, busy or not. */
+    CHECK_INT_EQ(1, stockd_combiner_take(c, 13, 0, out, 8, UINT64_MAX));
+    CHECK(out[0] == &jobs[2]);
+    int32_t order[] = {11, 12, 14};
+    unsigned count[] = {2, 1, 1};
+    for (int i = 0; i < 3; i++) {
+        CHECK(!stockd_combiner_leave(c, &pid, &seg));
+        CHECK_INT_EQ(order[i], pid);
+        CHECK_INT_EQ(count[i], stockd_combiner_take(c, pid, 0, out, 8, UINT64_MAX));
+    }
+    CHECK(stockd_combiner_leave(c, &pid, &seg));
+    /* Only unled slots found busy lately: nothing to pass to, so the leader waits. */
+    CHECK_INT_EQ(STOCKD_COMBINER_LEADER, stockd_combiner_enter(c, job(0, 30)));
+    CHECK_INT_EQ(STOCKD_COMBINER_FOLLOWER, stockd_combiner_enter(c, job(1, 31)));
+    CHECK_INT_EQ(1, stockd_combiner_claim(c, pids, 8));
+    stockd_combiner_unclaim(c, 31, busy);
+    pid = 30;
+    CHECK_INT_EQ(STOCKD_COMBINER_ASIDE, stockd_combiner_before_wait(c, &pid, true, busy));
+    CHECK_INT_EQ(30, pid);
+    stockd_combiner_waited(c);
+    CHECK_INT_EQ(1, stockd_combiner_take(c, 30, 0, out, 8, UINT64_MAX));
+    CHECK(!stockd_combiner_leave(c, &pid, &seg)); /* 31 is taken over all the same */
+    CHECK_INT_EQ(31, pid);
+    CHECK_INT_EQ(1, stockd_combiner_take(c, 31, 0, out, 8, UINT64_MAX));
+    CHECK(stockd_combiner_leave(c, &pid, &seg));
+    /* The count is whole again: one leader, then unled. */
+    CHECK_INT_EQ(STOCKD_COMBINER_LEADER, stockd_combiner_enter(c, job(0, 20)));
+    CHECK_INT_EQ(STOCKD_COMBINER_FOLLOWER, stockd_combiner_enter(c, job(1, 21)));
+    CHECK_INT_EQ(1, stockd_combiner_take(c, 20, 0, out, 8, UINT64_MAX));
+    pid = 20;
+    CHECK(!stockd_combiner_leave(c, &pid, &seg));
+    CHECK_INT_EQ(21, pid);
+    CHECK_INT_EQ(1, stockd_combiner_take(c, 21, 0, out, 8, UINT64_MAX));
+    CHECK(stockd_combiner_leave(c, &pid, &seg));
+    /* Below the bound, with no one to pass to, a leader just waits, counted (no try). */
+    stockd_combiner_set_cross(c, 2);
+    CHECK_INT_EQ(STOCKD_COMBINER_LEADER, stockd_combiner_enter(c, job(0, 40)));
+    pid = 40;
+    CHECK_INT_EQ(STOCKD_COMBINER_WAIT, stockd_combiner_before_wait(c, &pid, false, busy));
+    CHECK_INT_EQ(STOCKD_COMBINER_LEADER, stockd_combiner_enter(c, job(1, 41)));
+    CHECK_INT_EQ(STOCKD_COMBINER_FOLLOWER, stockd_combiner_enter(c, job(2, 42))); /* 2 lead */
+    CHECK_INT_EQ(1, stockd_combiner_take(c, 40, 0, out, 8, UINT64_MAX));
+    CHECK(!stockd_combiner_leave(c, &pid, &seg));
+    CHECK_INT_EQ(42, pid);
+    CHECK_INT_EQ(1, stockd_combiner_take(c, 42, 0, out, 8, UINT64_MAX));
+    CHECK(stockd_combiner_leave(c, &pid, &seg));
+    pid = 41;
+    CHECK_INT_EQ(1, stockd_combiner_take(c, 41, 0, out, 8, UINT64_MAX));
+    CHECK(stockd_combiner_leave(c, &pid, &seg));
     stockd_combiner_free(c);
-    printf("ok: unled products are claimed, given back, and never left without a leader\n");
+    printf("ok: unled products are claimed, given back, and never left without a leader; "
+           "a busy lock is passed on or waited for uncounted\n");
     return 0;
 }

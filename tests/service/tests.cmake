@@ -216,9 +216,10 @@ endif()
 stockd_integration_test(rate_limit_429_json_stock_exact
   COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/rate_limit.sh LABELS experiment)
 # Batches across products (issue 19 #2): exact 0 spread over 100 products on three
-# instances (~15 s), a busy product not waited for (~6 s), and spread3 with an instance
-# killed -9 mid-run (~20 s).
-foreach(case spread3 busy kill9)
+# instances (~15 s), a busy product not waited for (~6 s), a leader waiting for a busy
+# lock holding no other product up (~6 s), and spread3 with an instance killed -9
+# mid-run (~20 s).
+foreach(case spread3 busy hol kill9)
   stockd_integration_test(cross_products_${case}
     COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/cross_products.sh ${case} LABELS faults)
 endforeach()
