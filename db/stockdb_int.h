@@ -3,7 +3,9 @@
  * stockdb.c owns the handle, its connection, its session set-up, the prepared statements
  * below and the reads; stockdb_deduct.c the per-request deduction and the ends every
  * deduction shares (a key's order, a COMMIT whose reply was lost); stockdb_batch.c the
- * batch, built on a per-row step. They talk in one code space: every helper here returns
+ * batch, built on a per-row step; stockdb_multi.c the transaction over several products,
+ * built on the batch's state and steps; stockdb_json.c the JSON arrays that carry many
+ * rows in one statement's parameter. They talk in one code space: every helper here returns
  * STOCKDB_OK, a negative STOCKDB_ERR_* or one of the positive STOCKDB__RETRY_* below, never
  * a MySQL error number. The number behind the last failure stays in the handle (err), next
  * to its text (errstr), for the detail and the log. Same thread rules as stockdb.h: a handle
@@ -265,7 +267,7 @@ typedef struct stockdb__row {
 int stockdb__row_take(stockdb *db, stockdb_strategy strategy, stockdb__row *row, size_t want,
                       unsigned think_us, bool wrote);
 
-/* ---------------------------------------------------------------- a batch's attempts */
+/* ---------------------------------------------------------- a batch's steps (stockdb_batch.c) */
 
 /* What the attempts at one batch share: which items are already answered (a key found in
  * orders) and which item each one follows (the first item with the same key; itself if
@@ -308,7 +310,7 @@ int stockdb__insert_returning(stockdb *db, int sid, stockdb__batch_state *sts, s
  * their orders, every other open item sold out. */
 void stockdb__batch_answer(stockdb__batch_state *st, int32_t stock, size_t k);
 
-/* ---------------------------------------------------------------- JSON parameters */
+/* ---------------------------------------------------------- JSON parameters (stockdb_json.c) */
 
 /* A JSON text being built (the parameters of the statements that take many rows at
  * once); oom is set, and the text dropped, once memory runs out. Start from {0}; the
