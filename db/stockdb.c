@@ -10,8 +10,8 @@
  * statement (roll back, report), or the server picked us as a lock victim (roll back,
  * STOCKDB_ERR_DEADLOCK). The connection kit that lock/dblock.c borrows (stockdb_conn_*)
  * is here too, so both connect the same way. The deductions are in stockdb_deduct.c (one
- * request) and stockdb_batch.c (a batch), the mysql:// parser in stockdb_url.c;
- * stockdb_int.h is what they share. */
+ * request), stockdb_batch.c (a batch) and stockdb_multi.c (several products), the
+ * mysql:// parser in stockdb_url.c; stockdb_int.h is what they share. */
 #include "stockdb_int.h"
 
 #include <stdarg.h>

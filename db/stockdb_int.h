@@ -3,7 +3,9 @@
  * stockdb.c owns the handle, its connection, its session set-up, the prepared statements
  * below and the reads; stockdb_deduct.c the per-request deduction and the ends every
  * deduction shares (a key's order, a COMMIT whose reply was lost); stockdb_batch.c the
- * batch, built on a per-row step. They talk in one code space: every helper here returns
+ * batch, built on a per-row step; stockdb_multi.c the transaction over several products,
+ * built on the batch's state and steps; stockdb_json.c the JSON arrays that carry many
+ * rows in one statement's parameter. They talk in one code space: every helper here returns
  * STOCKDB_OK, a negative STOCKDB_ERR_* or one of the positive STOCKDB__RETRY_* below, never
  * a MySQL error number. The number behind the last failure stays in the handle (err), next
  * to its text (errstr), for the detail and the log. Same thread rules as stockdb.h: a handle
@@ -264,5 +266,66 @@ typedef struct stockdb__row {
  * Text in errstr for every refusal. */
 int stockdb__row_take(stockdb *db, stockdb_strategy strategy, stockdb__row *row, size_t want,
                       unsigned think_us, bool wrote);
+
+/* ---------------------------------------------------------- a batch's steps (stockdb_batch.c) */
+
+/* What the attempts at one batch share: which items are already answered (a key found in
+ * orders) and which item each one follows (the first item with the same key; itself if
+ * none), and room for the items an attempt sells to (sel) and their order ids (ids). The
+ * batch (stockdb_batch.c) keeps one; the transaction over several products one per
+ * product. The arrays are the caller's, n items each. */
+typedef struct stockdb__batch_state {
+    stockdb_batch *b;
+    size_t *leader;
+    bool *done;
+    size_t *sel;
+    uint64_t *ids;
+    /* Insert the orders one row at a time: set once a duplicate key could not be found
+     * (see batch_insert_orders). */
+    bool one_by_one;
+} stockdb__batch_state;
+
+/* True for an item that still needs an answer of its own (a leader not yet done). */
+static inline bool stockdb__batch_open(const stockdb__batch_state *st, size_t i) {
+    return !st->done[i] && st->leader[i] == i;
+}
+
+/* Checks a batch's arguments for strategy; false, with errstr set, when they are bad. */
+bool stockdb__batch_args_ok(stockdb *db, stockdb_strategy strategy, const stockdb_batch *b);
+
+/* Sets each item's leader (the first item with its key, byte for byte) and clears every
+ * item's answer. */
+void stockdb__batch_find_leaders(stockdb__batch_state *st);
+
+/* After a call that returns STOCKDB_OK: each follower gets its leader's answer. */
+void stockdb__batch_follow(stockdb__batch_state *st);
+
+/* Runs INSERT ... RETURNING statement sid (ST_INSERT_BATCH or _MULTI) with params and
+ * puts the ids of the nb batches' orders, checked row by row against their items, in
+ * sts[i].ids. Returns STOCKDB_OK or a code of stockdb__code(). */
+int stockdb__insert_returning(stockdb *db, int sid, stockdb__batch_state *sts, size_t nb,
+                              const size_t *ks, MYSQL_BIND *params);
+
+/* The answers of a committed attempt that read stock and took k units: items sel[0..k-1]
+ * their orders, every other open item sold out. */
+void stockdb__batch_answer(stockdb__batch_state *st, int32_t stock, size_t k);
+
+/* ---------------------------------------------------------- JSON parameters (stockdb_json.c) */
+
+/* A JSON text being built (the parameters of the statements that take many rows at
+ * once); oom is set, and the text dropped, once memory runs out. Start from {0}; the
+ * caller frees s. */
+typedef struct stockdb__json_buf {
+    char *s;
+    size_t len, cap;
+    bool oom;
+} stockdb__json_buf;
+
+/* Appends printf-style text, unescaped: numbers and punctuation only. */
+void stockdb__json_raw(stockdb__json_buf *j, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* Appends key as a JSON string, every byte JSON cannot carry raw escaped (NULL: null). */
+void stockdb__json_key(stockdb__json_buf *j, const char *key);
 
 #endif
