@@ -11,6 +11,9 @@
  *             is first checked with one plain read, then handed to the combiner. The worker that
  * leads the product takes the product's lock, runs every waiting deduction as one transaction
  *             (db/stockdb.h), commits strictly before it releases, and answers them.
+ *   cross.c   with --cross-products, the leader's batch takes along the deductions of
+ *             other products whose locks a try gets now, in one transaction, all or
+ *             nothing (worker_int.h is what it and worker.c share, private to service/).
  *   combiner.c per product and process at most one worker queues for or holds the
  *             lock; the deductions that arrive meanwhile wait there for its next batch.
  *             With --segments K, per segment: each has its own lock and row, and a

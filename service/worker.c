@@ -18,10 +18,10 @@
  *
  * With --cross-products K (mode zk), the batch also takes the waiting deductions of up
  * to K-1 other products whose locks a TRY gets now (never waited for), in the same
- * transaction, each row under its own token (run_cross, below). Its own product's lock,
- * when busy, is passed on to another waiting product, or waited for by a leader the
- * combiner does not count meanwhile (cross_acquire), so that a lock held by another
- * instance does not hold up the products whose locks are free.
+ * transaction, each row under its own token. Its own product's lock, when busy, is
+ * passed on to another waiting product, or waited for by a leader the combiner does not
+ * count meanwhile, so that a lock held by another instance does not hold up the products
+ * whose locks are free. That part is cross.c's (run through worker_int.h).
  *
  * With segmented stock (--segments K) the slot, the lock and the batch are one
  * segment's: a deduction starts at a random segment and, when the batch finds that
@@ -39,45 +39,22 @@
 #include <string.h>
 #include <time.h>
 
-#include "stockd.h"
-
-struct stockd_workers {
-    stockd_ctx *ctx;
-    unsigned n;
-    pthread_t *threads;
-};
-
-typedef struct worker_state {
-    stockd_workers *w;
-    stockdb *db;
-    time_t last_log;
-    uint64_t statements; /* stockdb_statements(db) already added to the metrics */
-    stockd_job **jobs;   /* room for one batch */
-    stockdb_item *items;
-    unsigned seed; /* rand_r: the first segment of a deduction, the think jitter */
-} worker_state;
+#include "worker_int.h"
 
 /* Logs a database or lock failure at most once a second per worker, so an outage does
  * not turn into one log line per request. */
-static void log_failure(worker_state *ws, const char *what, const char *detail) {
+void worker__log_failure(worker_state *ws, const char *what, const char *detail) {
     time_t now = time(NULL);
     if (now == ws->last_log) return;
     ws->last_log = now;
     stockd_log("warn", "%s: %s", what, detail);
 }
 
-/* Adds the statements sent since the last call to the metrics. */
-static void count_statements(worker_state *ws) {
-    uint64_t now = stockdb_statements(ws->db);
-    stockd_metrics_statements(now - ws->statements);
-    ws->statements = now;
-}
-
 /* Counts and logs a database failure (not the client's mistakes). */
-static void note_db_error(worker_state *ws, const char *what, int rc) {
+void worker__note_db_error(worker_state *ws, const char *what, int rc) {
     if (rc == STOCKDB_OK || rc == STOCKDB_ERR_NOT_FOUND || rc == STOCKDB_ERR_KEY_REUSED) return;
     stockd_metrics_db_error(rc);
-    log_failure(ws, what, stockdb_errstr(ws->db));
+    worker__log_failure(ws, what, stockdb_errstr(ws->db));
 }
 
 /* Writes the answer into the job and hands it back to the HTTP side. */
@@ -105,18 +82,11 @@ static void finish_expired(worker_state *ws, stockd_job *job) {
     finish(ws, job, &a);
 }
 
-/* A product's lock (or its segment's): lock/lock.h's hold, and what it guards. */
-typedef struct product_lock {
-    lock_hold hold;
-    int32_t product_id;
-    unsigned segment; /* 0 = the whole product */
-} product_lock;
-
 /* Waits at most the configured lock timeout for the lock of the product (named
  * product_N) or of its segment S >= 1 (product_N_seg_S). LOCK_OK with *out held, or
  * the error. */
-static int product_lock_acquire(lock_set *locks, int32_t product_id, unsigned segment,
-                                product_lock *out) {
+int worker__product_lock_acquire(lock_set *locks, int32_t product_id, unsigned segment,
+                                 product_lock *out) {
     char name[48];
     out->product_id = product_id;
     out->segment = segment;
@@ -128,7 +98,7 @@ static int product_lock_acquire(lock_set *locks, int32_t product_id, unsigned se
 }
 
 /* A text for a lock code, for the log: the kind's own message where it has one. */
-static const char *lock_text(const stockd_ctx *ctx, int rc) {
+const char *worker__lock_text(const stockd_ctx *ctx, int rc) {
     /* Only a release sees a lease kind's LOST (the pre-commit check is the guard's, and
      * is answered, not logged): the batch before it has run, and whether it committed
      * was decided by the fence, not by this release. */
@@ -176,17 +146,6 @@ static int batch_guard_check(void *arg) {
     return g->lock && lock_check(&g->lock->hold) != LOCK_OK;
 }
 
-/* The pause between check and update for one transaction: --think-us plus a uniformly
- * random 0..--think-jitter-us. A constant pause lets instances fall into step: one whose
- * UPDATE waited for another's row lock commits right after it, every time, which is a
- * pattern of this stand-in and not of real business logic. */
-static unsigned think_us(worker_state *ws) {
-    const stockd_config *c = ws->w->ctx->cfg;
-    if (!c->think_jitter_us) return c->think_us;
-    uint64_t span = (uint64_t)c->think_jitter_us + 1;
-    return c->think_us + (unsigned)((uint64_t)rand_r(&ws->seed) * span / ((uint64_t)RAND_MAX + 1));
-}
-
 /* ---------------------------------------------------------------- per request */
 
 /* One deduction without a lock or the combiner (modes none, atomic), by the mode's
@@ -213,7 +172,7 @@ static void serve_unlocked(worker_state *ws, stockd_job *job) {
         finish_expired(ws, job);
         return;
     }
-    note_db_error(ws, "deduction", rc);
+    worker__note_db_error(ws, "deduction", rc);
     if (rc == STOCKDB_OK) stockd_combiner_note_stock(ctx->combiner, job->product_id, res.stock);
     stockd_answer_from_db(&a, LOCK_OK, rc, &res);
     finish(ws, job, &a);
@@ -237,7 +196,7 @@ static bool precheck(worker_state *ws, stockd_job *job) {
         stockd_metrics_precheck(false);
         return false;
     }
-    note_db_error(ws, "sold-out pre-check", rc);
+    worker__note_db_error(ws, "sold-out pre-check", rc);
     if (rc == STOCKDB_OK && order_id) {
         stockdb_result res = {
             .outcome = STOCKDB_DEDUCTED, .stock = stock, .order_id = order_id, .replayed = true};
@@ -261,8 +220,8 @@ static bool precheck(worker_state *ws, stockd_job *job) {
  * rolled back because its oldest job had passed its deadline before COMMIT: the caller
  * answers those past it and runs the rest again. With --pitfall release-before-commit
  * the lock is let go right before COMMIT (*released says whether that happened). */
-static bool run_batch(worker_state *ws, stockd_job **jobs, unsigned n, product_lock *h,
-                      stockd_answer *answers, bool *released) {
+bool worker__run_batch(worker_state *ws, stockd_job **jobs, unsigned n, product_lock *h,
+                       stockd_answer *answers, bool *released) {
     stockd_ctx *ctx = ws->w->ctx;
     uint64_t limit = (uint64_t)ctx->cfg->queue_deadline_ms * 1000000u, oldest = UINT64_MAX;
     for (unsigned i = 0; i < n; i++) {
@@ -291,7 +250,7 @@ static bool run_batch(worker_state *ws, stockd_job **jobs, unsigned n, product_l
     *released = g.released;
     count_statements(ws);
     if (rc == STOCKDB_ERR_GUARD && g.late) return true;
-    note_db_error(ws, "deduction", rc);
+    worker__note_db_error(ws, "deduction", rc);
     stockd_metrics_batch(n);
     int32_t left = INT32_MAX;
     for (unsigned i = 0; i < n; i++) {
@@ -331,7 +290,7 @@ static bool next_segment(worker_state *ws, stockd_job *job, const stockd_answer 
         if (job->rewalks < SEGMENT_REWALKS && *total == TOTAL_UNREAD) {
             int rc = stockdb_get_stock(ws->db, job->product_id, total);
             count_statements(ws);
-            note_db_error(ws, "stock read after a walk", rc);
+            worker__note_db_error(ws, "stock read after a walk", rc);
             if (rc != STOCKDB_OK) *total = 0;
         }
         if (job->rewalks >= SEGMENT_REWALKS || *total <= 0) {
@@ -367,7 +326,7 @@ static void fail_waiting(worker_state *ws, int32_t product_id, unsigned segment,
 
 /* Answers the jobs of jobs[0..n-1] that are past their deadline (503, nothing
  * deducted) and packs the rest to the front; returns how many are left. */
-static unsigned drop_expired_at(worker_state *ws, stockd_job **jobs, unsigned n) {
+unsigned worker__drop_expired_at(worker_state *ws, stockd_job **jobs, unsigned n) {
     uint64_t now = stockd_now_ns();
     unsigned live = 0;
     for (unsigned i = 0; i < n; i++) {
@@ -380,203 +339,7 @@ static unsigned drop_expired_at(worker_state *ws, stockd_job **jobs, unsigned n)
 }
 
 static unsigned drop_expired(worker_state *ws, unsigned n) {
-    return drop_expired_at(ws, ws->jobs, n);
-}
-
-/* ---------------------------------------------------------------- across products */
-
-/* Batches across products (--cross-products K, issue 19 #2). The leader holds its own
- * product's lock (waited for as ever); it then claims up to K-1 products whose jobs wait
- * with no leader (combiner.c's unled slots) and TRIES their locks at once (one round trip
- * with zk): a lock not free now is not waited for (our place in its queue is given up at
- * once), its slot goes back and its jobs to a later batch. So a leader never waits for a
- * lock while it holds another: no hold-and-wait, no deadlock. The products it got run
- * as ONE transaction (stockdb_deduct_multi), each row with its own fenced
- * compare-and-set, under one guard that re-checks EVERY lock before the one COMMIT: a
- * lock lost, a fence refusal, or anything but the common case commits nothing, and the
- * batch is then split: each product runs again on its own under its lock (run_batch),
- * which answers each job as a batch of one product does. Never a half-done batch. */
-
-/* How long a product whose lock a try found busy is not tried again (its jobs wait for
- * a leader's takeover, or for the next claim after this). */
-#define CROSS_BUSY_NS (20u * 1000000u)
-
-typedef struct cross_group {
-    product_lock lock; /* group 0: the leader's own (a copy; lead() releases it) */
-    unsigned first, n; /* its jobs: ws->jobs[first .. first + n - 1] */
-} cross_group;
-
-typedef struct cross_guard {
-    const cross_group *g;
-    unsigned ng;
-    bool check_locks;     /* --fence on */
-    uint64_t deadline_ns; /* the oldest job's; 0 = none */
-} cross_guard;
-
-static int cross_guard_check(void *arg) {
-    const cross_guard *x = arg;
-    if (x->deadline_ns && stockd_now_ns() > x->deadline_ns) return 1;
-    for (unsigned i = 0; x->check_locks && i < x->ng; i++)
-        if (lock_check(&x->g[i].lock.hold) != LOCK_OK) return 1;
-    return 0;
-}
-
-/* Does this leader batch across products? Only mode zk-like kinds that can try a lock,
- * batched, unsplit, and without a pitfall demonstration. */
-static bool cross_on(const stockd_ctx *ctx, unsigned segment) {
-    const stockd_config *c = ctx->cfg;
-    return c->cross_products > 1 && c->batch_max > 1 && !segment && c->segments <= 1 &&
-           c->pitfall == STOCKD_PITFALL_NONE && lock_can_try(ctx->locks);
-}
-
-/* Runs the leader's live jobs ws->jobs[0..live-1] (product `primary`, held) with those
- * of the other products it can take now; fills answers for every job it keeps and
- * returns how many: ws->jobs[0..returned-1] and answers[] are then the jobs to answer
- * (those it answered itself, past their deadline, are packed out). The extra products'
- * locks are released (or cached) and their slots given back before it returns. */
-static unsigned run_cross(worker_state *ws, product_lock *primary, unsigned live,
-                          stockd_answer *answers) {
-    stockd_ctx *ctx = ws->w->ctx;
-    const stockd_config *cfg = ctx->cfg;
-    unsigned max = cfg->batch_max, used = live, busy = 0, ng = 1;
-    cross_group g[STOCKDB_MULTI_MAX];
-    int32_t pids[STOCKDB_MULTI_MAX];
-    g[0] = (cross_group){.lock = *primary, .first = 0, .n = live};
-    unsigned nc =
-        used < max ? stockd_combiner_claim(ctx->combiner, pids, cfg->cross_products - 1) : 0;
-    char names[STOCKDB_MULTI_MAX][24]; /* all tried at once (zk: one round trip) */
-    const char *namev[STOCKDB_MULTI_MAX];
-    lock_hold tried[STOCKDB_MULTI_MAX];
-    int rcs[STOCKDB_MULTI_MAX];
-    for (unsigned i = 0; i < nc; i++) {
-        namev[i] = names[i];
-        snprintf(names[i], sizeof(names[i]), "product_%d", pids[i]);
-    }
-    if (nc) (void)lock_try_acquire_many(ctx->locks, namev, nc, tried, rcs);
-    for (unsigned i = 0; i < nc; i++) {
-        if (rcs[i] != LOCK_OK) { /* busy (held or queued for elsewhere): not waited for */
-            if (rcs[i] != LOCK_ERR_TIMEOUT) log_failure(ws, "lock (tried)", lock_text(ctx, rcs[i]));
-            busy++;
-            stockd_combiner_unclaim(ctx->combiner, pids[i], CROSS_BUSY_NS);
-            continue;
-        }
-        unsigned k = stockd_combiner_take(ctx->combiner, pids[i], 0, ws->jobs + used, max - used,
-                                          UINT64_MAX);
-        k = drop_expired_at(ws, ws->jobs + used, k);
-        g[ng++] = (cross_group){.lock = {tried[i], pids[i], 0}, .first = used, .n = k};
-        used += k;
-    }
-
-    uint64_t limit = (uint64_t)cfg->queue_deadline_ms * 1000000u, oldest = UINT64_MAX;
-    stockdb_batch bs[STOCKDB_MULTI_MAX];
-    unsigned nb = 0;
-    for (unsigned i = 0; i < ng; i++) {
-        if (!g[i].n) continue;
-        for (unsigned j = g[i].first; j < g[i].first + g[i].n; j++) {
-            ws->items[j] = (stockdb_item){.request_id = ws->jobs[j]->request_id};
-            if (ws->jobs[j]->arrived_ns < oldest) oldest = ws->jobs[j]->arrived_ns;
-        }
-        bs[nb++] = (stockdb_batch){.product_id = g[i].lock.product_id,
-                                   .fence = cfg->fence ? lock_token(&g[i].lock.hold) : 0,
-                                   .fence_kind = lock_set_kind(ctx->locks)->fence_kind,
-                                   .think_us = think_us(ws),
-                                   .items = ws->items + g[i].first,
-                                   .n = g[i].n};
-    }
-    cross_guard xg = {.g = g,
-                      .ng = ng,
-                      .check_locks = cfg->fence,
-                      .deadline_ns = limit && oldest != UINT64_MAX ? oldest + limit : 0};
-    int rc = nb > 1 ? stockdb_deduct_multi(ws->db, cfg->strategy, bs, nb, cross_guard_check, &xg)
-                    : STOCKDB_SPLIT;
-    count_statements(ws);
-    if (nb > 1) stockd_metrics_batch_products(rc == STOCKDB_OK ? nb : 1, busy);
-    if (rc != STOCKDB_OK && rc != STOCKDB_SPLIT) note_db_error(ws, "deduction across products", rc);
-
-    unsigned out = 0;
-    for (unsigned i = 0; i < ng; i++) {
-        unsigned n = g[i].n, first = g[i].first;
-        product_lock *h = &g[i].lock;
-        if (n && rc == STOCKDB_OK) {
-            int32_t left = INT32_MAX;
-            stockd_metrics_batch(n);
-            for (unsigned j = first; j < first + n; j++) {
-                answers[j] = (stockd_answer){.id = h->product_id};
-                stockd_answer_from_db(&answers[j], LOCK_OK, ws->items[j].rc, &ws->items[j].res);
-                if (ws->items[j].rc == STOCKDB_OK && ws->items[j].res.stock < left)
-                    left = ws->items[j].res.stock;
-            }
-            if (left != INT32_MAX) stockd_combiner_note_stock(ctx->combiner, h->product_id, left);
-        } else if (n && rc == STOCKDB_SPLIT) {
-            /* Nothing committed: this product on its own, under its lock (re-checked). */
-            bool released = false;
-            while (n > 0 && run_batch(ws, ws->jobs + first, n, h, answers + first, &released))
-                n = drop_expired_at(ws, ws->jobs + first, n);
-        } else if (n) {
-            /* The COMMIT's outcome is in doubt (or it failed after a lost reply): the
-             * whole transaction's, so every job gets that answer. */
-            for (unsigned j = first; j < first + n; j++) {
-                answers[j] = (stockd_answer){.id = h->product_id};
-                stockd_answer_from_db(&answers[j], LOCK_OK, rc, NULL);
-            }
-        }
-        memmove(ws->jobs + out, ws->jobs + first, n * sizeof(*ws->jobs));
-        memmove(answers + out, answers + first, n * sizeof(*answers));
-        out += n;
-        if (i) tried[i - 1] = h->hold;
-    }
-    /* The extras, jobs or none: let go (or cached) together, then their slots back. */
-    if (ng > 1) (void)lock_release_many(tried, ng - 1, (int)cfg->lock_cache_ms, rcs);
-    for (unsigned i = 1; i < ng; i++) {
-        if (rcs[i - 1] != LOCK_OK) log_failure(ws, "lock release", lock_text(ctx, rcs[i - 1]));
-        stockd_combiner_unclaim(ctx->combiner, g[i].lock.product_id, 0);
-    }
-    return out;
-}
-
-/* What cross_acquire returns when the leader passed its product on (not a lock code:
- * those are 0 or negative). */
-#define LEAD_PASSED 1
-
-/* The own lock of a leader that batches across products, without holding up the other
- * products while another instance holds it (stockd_combiner_before_wait). When another
- * product waits unled, or the leaders are at the combiner's bound, the lock is tried
- * first (a free or cached one is simply taken). A busy one is passed on if another
- * product waits unled: this worker leads that one instead (LEAD_PASSED, *product_id
- * set), and its own waits unled for a later claim or takeover. Otherwise the lock is
- * waited for as ever, holding nothing, and by a leader the combiner does not count
- * meanwhile, so that new products get a leader of their own. Below the bound with no
- * one waiting unled, it is waited for at once (no try: a hot product's contended lock
- * costs no ZooKeeper round more). A try that fails otherwise (the service is down,
- * say) falls back to the plain wait. LOCK_OK with *lock held, the lock's error, or
- * LEAD_PASSED. */
-static int cross_acquire(worker_state *ws, int32_t *product_id, product_lock *lock) {
-    stockd_ctx *ctx = ws->w->ctx;
-    bool busy = false;
-    for (;;) {
-        switch (stockd_combiner_before_wait(ctx->combiner, product_id, busy, CROSS_BUSY_NS)) {
-        case STOCKD_COMBINER_PASSED:
-            return LEAD_PASSED;
-        case STOCKD_COMBINER_WAIT:
-            return product_lock_acquire(ctx->locks, *product_id, 0, lock);
-        case STOCKD_COMBINER_ASIDE: {
-            int rc = product_lock_acquire(ctx->locks, *product_id, 0, lock);
-            stockd_combiner_waited(ctx->combiner);
-            return rc;
-        }
-        default: { /* STOCKD_COMBINER_TRY, once: busy is set after it */
-            char name[48];
-            snprintf(name, sizeof(name), "product_%d", *product_id);
-            *lock = (product_lock){.product_id = *product_id};
-            int rc = lock_try_acquire(ctx->locks, name, &lock->hold);
-            if (rc == LOCK_OK) return rc;
-            if (rc != LOCK_ERR_TIMEOUT)
-                return product_lock_acquire(ctx->locks, *product_id, 0, lock);
-            stockd_metrics_cross_busy();
-            busy = true;
-        }
-        }
-    }
+    return worker__drop_expired_at(ws, ws->jobs, n);
 }
 
 /* Serves the slot (product, or segment of it) this worker leads until no job of it
@@ -596,15 +359,16 @@ static void lead(worker_state *ws, int32_t product_id, unsigned segment) {
             if (ctx->cfg->pitfall == STOCKD_PITFALL_SNAPSHOT_BEFORE_LOCK)
                 (void)stockdb_open_snapshot(ws->db, product_id);
             int rc = !answers ? LOCK_ERR_NOMEM
-                     : cross_on(ctx, segment)
-                         ? cross_acquire(ws, &product_id, &lock)
-                         : product_lock_acquire(ctx->locks, product_id, segment, &lock);
-            if (rc == LEAD_PASSED) continue; /* another product now; its lock next */
+                     : worker__cross_on(ctx, segment)
+                         ? worker__cross_acquire(ws, &product_id, &lock)
+                         : worker__product_lock_acquire(ctx->locks, product_id, segment, &lock);
+            if (rc == WORKER_LEAD_PASSED) continue; /* another product now; its lock next */
             stockd_metrics_lock_wait(stockd_now_ns() - t0);
             if (rc != LOCK_OK) {
                 if (ctx->cfg->pitfall == STOCKD_PITFALL_SNAPSHOT_BEFORE_LOCK)
                     stockdb_end_transaction(ws->db);
-                if (rc != LOCK_ERR_TIMEOUT) log_failure(ws, "lock", lock_text(ctx, rc));
+                if (rc != LOCK_ERR_TIMEOUT)
+                    worker__log_failure(ws, "lock", worker__lock_text(ctx, rc));
                 /* The jobs that waited through the whole attempt get its failure; the
                  * ones that came during it try again, unless the lock is unusable now. */
                 fail_waiting(ws, product_id, segment, rc,
@@ -621,11 +385,11 @@ static void lead(worker_state *ws, int32_t product_id, unsigned segment) {
         /* Expired jobs leave the batch unanswered by the database. */
         unsigned live = drop_expired(ws, n);
         bool released = false;
-        if (live > 0 && cross_on(ctx, segment)) {
+        if (live > 0 && worker__cross_on(ctx, segment)) {
             /* With other products whose locks are free now (--cross-products). */
-            live = run_cross(ws, &lock, live, answers);
+            live = worker__run_cross(ws, &lock, live, answers);
         } else {
-            while (live > 0 && run_batch(ws, ws->jobs, live, &lock, answers, &released)) {
+            while (live > 0 && worker__run_batch(ws, ws->jobs, live, &lock, answers, &released)) {
                 /* Rolled back at the deadline of its oldest job. Those past their deadline
                  * get 503; the rest, within theirs, run again at once under the same lock.
                  * Each round answers at least the oldest, so this ends. */
@@ -649,7 +413,8 @@ static void lead(worker_state *ws, int32_t product_id, unsigned segment) {
              * one acquisition per deduction. */
             unsigned cache_ms = ctx->cfg->batch_max > 1 ? ctx->cfg->lock_cache_ms : 0;
             int rel = lock_release_cached(&lock.hold, (int)cache_ms);
-            if (rel != LOCK_OK) log_failure(ws, "lock release", lock_text(ctx, rel));
+            if (rel != LOCK_OK)
+                worker__log_failure(ws, "lock release", worker__lock_text(ctx, rel));
             held = false;
         }
         int32_t total = TOTAL_UNREAD;
@@ -710,7 +475,7 @@ static void serve_stock(worker_state *ws, stockd_job *job) {
     int rc = stockdb_get_stock(ws->db, job->product_id, &stock);
 
     count_statements(ws);
-    note_db_error(ws, "stock read", rc);
+    worker__note_db_error(ws, "stock read", rc);
     stockd_answer_from_db(&a, LOCK_OK, rc, NULL);
     if (rc == STOCKDB_OK) {
         a.has_stock = true;
@@ -823,7 +588,7 @@ stockd_workers *stockd_workers_start(stockd_ctx *ctx) {
                                     ctx->cfg->workers / 2 ? ctx->cfg->workers / 2 : 1);
     /* Across products, as many leaders again, each taking up to K products a batch;
      * the other new products wait unled for one of them (combiner.c). */
-    if (cross_on(ctx, 0))
+    if (worker__cross_on(ctx, 0))
         stockd_combiner_set_cross(ctx->combiner, ctx->cfg->workers / 2 ? ctx->cfg->workers / 2 : 1);
     w->threads = calloc(ctx->cfg->workers, sizeof(pthread_t));
     if (!w->threads) goto fail;

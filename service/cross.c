@@ -1,0 +1,207 @@
+/* cross.c: batches across products (--cross-products K, issue 19 #2), the part of a
+ * worker's batch that takes other products' waiting deductions along.
+ *
+ * The leader holds its own product's lock (waited for as ever); it then claims up to K-1
+ * products whose jobs wait with no leader (combiner.c's unled slots) and TRIES their
+ * locks at once (one round trip with zk): a lock not free now is not waited for (our
+ * place in its queue is given up at once), its slot goes back and its jobs to a later
+ * batch. So a leader never waits for a lock while it holds another: no hold-and-wait, no
+ * deadlock. The products it got run as ONE transaction (stockdb_deduct_multi), each row
+ * with its own fenced compare-and-set, under one guard that re-checks EVERY lock before
+ * the one COMMIT: a lock lost, a fence refusal, or anything but the common case commits
+ * nothing, and the batch is then split: each product runs again on its own under its
+ * lock (worker__run_batch), which answers each job as a batch of one product does. Never
+ * a half-done batch.
+ *
+ * The leader's own lock, when another instance holds it, is tried first and passed on to
+ * a product that waits unled, or waited for by a leader the combiner does not count
+ * meanwhile (worker__cross_acquire), so that it holds up no product whose lock is free.
+ *
+ * Everything here runs on a worker thread, with that worker's own worker_state
+ * (worker_int.h), except worker__cross_on, which only reads the configuration. */
+#include <stdio.h>
+#include <string.h>
+
+#include "worker_int.h"
+
+/* How long a product whose lock a try found busy is not tried again (its jobs wait for
+ * a leader's takeover, or for the next claim after this). */
+#define CROSS_BUSY_NS (20u * 1000000u)
+
+typedef struct cross_group {
+    product_lock lock; /* group 0: the leader's own (a copy; lead() releases it) */
+    unsigned first, n; /* its jobs: ws->jobs[first .. first + n - 1] */
+} cross_group;
+
+typedef struct cross_guard {
+    const cross_group *g;
+    unsigned ng;
+    bool check_locks;     /* --fence on */
+    uint64_t deadline_ns; /* the oldest job's; 0 = none */
+} cross_guard;
+
+static int cross_guard_check(void *arg) {
+    const cross_guard *x = arg;
+    if (x->deadline_ns && stockd_now_ns() > x->deadline_ns) return 1;
+    for (unsigned i = 0; x->check_locks && i < x->ng; i++)
+        if (lock_check(&x->g[i].lock.hold) != LOCK_OK) return 1;
+    return 0;
+}
+
+/* Does this leader batch across products? Only mode zk-like kinds that can try a lock,
+ * batched, unsplit, and without a pitfall demonstration. */
+bool worker__cross_on(const stockd_ctx *ctx, unsigned segment) {
+    const stockd_config *c = ctx->cfg;
+    return c->cross_products > 1 && c->batch_max > 1 && !segment && c->segments <= 1 &&
+           c->pitfall == STOCKD_PITFALL_NONE && lock_can_try(ctx->locks);
+}
+
+/* Runs the leader's live jobs ws->jobs[0..live-1] (product `primary`, held) with those
+ * of the other products it can take now; fills answers for every job it keeps and
+ * returns how many: ws->jobs[0..returned-1] and answers[] are then the jobs to answer
+ * (those it answered itself, past their deadline, are packed out). The extra products'
+ * locks are released (or cached) and their slots given back before it returns. */
+unsigned worker__run_cross(worker_state *ws, product_lock *primary, unsigned live,
+                           stockd_answer *answers) {
+    stockd_ctx *ctx = ws->w->ctx;
+    const stockd_config *cfg = ctx->cfg;
+    unsigned max = cfg->batch_max, used = live, busy = 0, ng = 1;
+    cross_group g[STOCKDB_MULTI_MAX];
+    int32_t pids[STOCKDB_MULTI_MAX];
+    g[0] = (cross_group){.lock = *primary, .first = 0, .n = live};
+    unsigned nc =
+        used < max ? stockd_combiner_claim(ctx->combiner, pids, cfg->cross_products - 1) : 0;
+    char names[STOCKDB_MULTI_MAX][24]; /* all tried at once (zk: one round trip) */
+    const char *namev[STOCKDB_MULTI_MAX];
+    lock_hold tried[STOCKDB_MULTI_MAX];
+    int rcs[STOCKDB_MULTI_MAX];
+    for (unsigned i = 0; i < nc; i++) {
+        namev[i] = names[i];
+        snprintf(names[i], sizeof(names[i]), "product_%d", pids[i]);
+    }
+    if (nc) (void)lock_try_acquire_many(ctx->locks, namev, nc, tried, rcs);
+    for (unsigned i = 0; i < nc; i++) {
+        if (rcs[i] != LOCK_OK) { /* busy (held or queued for elsewhere): not waited for */
+            if (rcs[i] != LOCK_ERR_TIMEOUT)
+                worker__log_failure(ws, "lock (tried)", worker__lock_text(ctx, rcs[i]));
+            busy++;
+            stockd_combiner_unclaim(ctx->combiner, pids[i], CROSS_BUSY_NS);
+            continue;
+        }
+        unsigned k = stockd_combiner_take(ctx->combiner, pids[i], 0, ws->jobs + used, max - used,
+                                          UINT64_MAX);
+        k = worker__drop_expired_at(ws, ws->jobs + used, k);
+        g[ng++] = (cross_group){.lock = {tried[i], pids[i], 0}, .first = used, .n = k};
+        used += k;
+    }
+
+    uint64_t limit = (uint64_t)cfg->queue_deadline_ms * 1000000u, oldest = UINT64_MAX;
+    stockdb_batch bs[STOCKDB_MULTI_MAX];
+    unsigned nb = 0;
+    for (unsigned i = 0; i < ng; i++) {
+        if (!g[i].n) continue;
+        for (unsigned j = g[i].first; j < g[i].first + g[i].n; j++) {
+            ws->items[j] = (stockdb_item){.request_id = ws->jobs[j]->request_id};
+            if (ws->jobs[j]->arrived_ns < oldest) oldest = ws->jobs[j]->arrived_ns;
+        }
+        bs[nb++] = (stockdb_batch){.product_id = g[i].lock.product_id,
+                                   .fence = cfg->fence ? lock_token(&g[i].lock.hold) : 0,
+                                   .fence_kind = lock_set_kind(ctx->locks)->fence_kind,
+                                   .think_us = think_us(ws),
+                                   .items = ws->items + g[i].first,
+                                   .n = g[i].n};
+    }
+    cross_guard xg = {.g = g,
+                      .ng = ng,
+                      .check_locks = cfg->fence,
+                      .deadline_ns = limit && oldest != UINT64_MAX ? oldest + limit : 0};
+    int rc = nb > 1 ? stockdb_deduct_multi(ws->db, cfg->strategy, bs, nb, cross_guard_check, &xg)
+                    : STOCKDB_SPLIT;
+    count_statements(ws);
+    if (nb > 1) stockd_metrics_batch_products(rc == STOCKDB_OK ? nb : 1, busy);
+    if (rc != STOCKDB_OK && rc != STOCKDB_SPLIT)
+        worker__note_db_error(ws, "deduction across products", rc);
+
+    unsigned out = 0;
+    for (unsigned i = 0; i < ng; i++) {
+        unsigned n = g[i].n, first = g[i].first;
+        product_lock *h = &g[i].lock;
+        if (n && rc == STOCKDB_OK) {
+            int32_t left = INT32_MAX;
+            stockd_metrics_batch(n);
+            for (unsigned j = first; j < first + n; j++) {
+                answers[j] = (stockd_answer){.id = h->product_id};
+                stockd_answer_from_db(&answers[j], LOCK_OK, ws->items[j].rc, &ws->items[j].res);
+                if (ws->items[j].rc == STOCKDB_OK && ws->items[j].res.stock < left)
+                    left = ws->items[j].res.stock;
+            }
+            if (left != INT32_MAX) stockd_combiner_note_stock(ctx->combiner, h->product_id, left);
+        } else if (n && rc == STOCKDB_SPLIT) {
+            /* Nothing committed: this product on its own, under its lock (re-checked). */
+            bool released = false;
+            while (n > 0 &&
+                   worker__run_batch(ws, ws->jobs + first, n, h, answers + first, &released))
+                n = worker__drop_expired_at(ws, ws->jobs + first, n);
+        } else if (n) {
+            /* The COMMIT's outcome is in doubt (or it failed after a lost reply): the
+             * whole transaction's, so every job gets that answer. */
+            for (unsigned j = first; j < first + n; j++) {
+                answers[j] = (stockd_answer){.id = h->product_id};
+                stockd_answer_from_db(&answers[j], LOCK_OK, rc, NULL);
+            }
+        }
+        memmove(ws->jobs + out, ws->jobs + first, n * sizeof(*ws->jobs));
+        memmove(answers + out, answers + first, n * sizeof(*answers));
+        out += n;
+        if (i) tried[i - 1] = h->hold;
+    }
+    /* The extras, jobs or none: let go (or cached) together, then their slots back. */
+    if (ng > 1) (void)lock_release_many(tried, ng - 1, (int)cfg->lock_cache_ms, rcs);
+    for (unsigned i = 1; i < ng; i++) {
+        if (rcs[i - 1] != LOCK_OK)
+            worker__log_failure(ws, "lock release", worker__lock_text(ctx, rcs[i - 1]));
+        stockd_combiner_unclaim(ctx->combiner, g[i].lock.product_id, 0);
+    }
+    return out;
+}
+
+/* The own lock of a leader that batches across products, without holding up the other
+ * products while another instance holds it (stockd_combiner_before_wait). When another
+ * product waits unled, or the leaders are at the combiner's bound, the lock is tried
+ * first (a free or cached one is simply taken). A busy one is passed on if another
+ * product waits unled: this worker leads that one instead (WORKER_LEAD_PASSED, *product_id
+ * set), and its own waits unled for a later claim or takeover. Otherwise the lock is
+ * waited for as ever, holding nothing, and by a leader the combiner does not count
+ * meanwhile, so that new products get a leader of their own. Below the bound with no
+ * one waiting unled, it is waited for at once (no try: a hot product's contended lock
+ * costs no ZooKeeper round more). A try that fails otherwise (the service is down,
+ * say) falls back to the plain wait. LOCK_OK with *lock held, the lock's error, or
+ * WORKER_LEAD_PASSED. */
+int worker__cross_acquire(worker_state *ws, int32_t *product_id, product_lock *lock) {
+    stockd_ctx *ctx = ws->w->ctx;
+    bool busy = false;
+    for (;;) {
+        switch (stockd_combiner_before_wait(ctx->combiner, product_id, busy, CROSS_BUSY_NS)) {
+        case STOCKD_COMBINER_PASSED:
+            return WORKER_LEAD_PASSED;
+        case STOCKD_COMBINER_WAIT:
+            return worker__product_lock_acquire(ctx->locks, *product_id, 0, lock);
+        case STOCKD_COMBINER_ASIDE: {
+            int rc = worker__product_lock_acquire(ctx->locks, *product_id, 0, lock);
+            stockd_combiner_waited(ctx->combiner);
+            return rc;
+        }
+        default: { /* STOCKD_COMBINER_TRY, once: busy is set after it */
+            char name[48];
+            snprintf(name, sizeof(name), "product_%d", *product_id);
+            *lock = (product_lock){.product_id = *product_id};
+            int rc = lock_try_acquire(ctx->locks, name, &lock->hold);
+            if (rc == LOCK_OK) return rc;
+            if (rc != LOCK_ERR_TIMEOUT)
+                return worker__product_lock_acquire(ctx->locks, *product_id, 0, lock);
+            stockd_metrics_cross_busy();
+            busy = true;
+        }
+        }
+    }
+}

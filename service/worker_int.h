@@ -1,0 +1,99 @@
+/* worker_int.h: private to service/. What worker.c (the worker threads, the batch of one
+ * product) and cross.c (batches across products) share: a worker's state, a product's
+ * lock, and the few steps of a batch that both take.
+ *
+ * Threads: a worker_state belongs to its worker thread alone (its MySQL connection, its
+ * room for one batch, its log throttle); everything below that takes one is called only
+ * on that thread, with its own. worker__cross_on reads the configuration only and may be
+ * called on any thread (stockd_workers_start calls it on the main thread). */
+#ifndef STOCKD_WORKER_INT_H
+#define STOCKD_WORKER_INT_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "stockd.h"
+
+struct stockd_workers {
+    stockd_ctx *ctx;
+    unsigned n;
+    pthread_t *threads;
+};
+
+typedef struct worker_state {
+    stockd_workers *w;
+    stockdb *db;
+    time_t last_log;
+    uint64_t statements; /* stockdb_statements(db) already added to the metrics */
+    stockd_job **jobs;   /* room for one batch */
+    stockdb_item *items;
+    unsigned seed; /* rand_r: the first segment of a deduction, the think jitter */
+} worker_state;
+
+/* A product's lock (or its segment's): lock/lock.h's hold, and what it guards. */
+typedef struct product_lock {
+    lock_hold hold;
+    int32_t product_id;
+    unsigned segment; /* 0 = the whole product */
+} product_lock;
+
+/* Adds the statements sent since the last call to the metrics. */
+static inline void count_statements(worker_state *ws) {
+    uint64_t now = stockdb_statements(ws->db);
+    stockd_metrics_statements(now - ws->statements);
+    ws->statements = now;
+}
+
+/* The pause between check and update for one transaction: --think-us plus a uniformly
+ * random 0..--think-jitter-us. A constant pause lets instances fall into step: one whose
+ * UPDATE waited for another's row lock commits right after it, every time, which is a
+ * pattern of this stand-in and not of real business logic. */
+static inline unsigned think_us(worker_state *ws) {
+    const stockd_config *c = ws->w->ctx->cfg;
+    if (!c->think_jitter_us) return c->think_us;
+    uint64_t span = (uint64_t)c->think_jitter_us + 1;
+    return c->think_us + (unsigned)((uint64_t)rand_r(&ws->seed) * span / ((uint64_t)RAND_MAX + 1));
+}
+
+/* ---------------------------------------------------------------- worker.c */
+
+/* Logs a failure at most once a second per worker. */
+void worker__log_failure(worker_state *ws, const char *what, const char *detail);
+/* Counts and logs a database failure (not the client's mistakes). */
+void worker__note_db_error(worker_state *ws, const char *what, int rc);
+/* A text for a lock code, for the log. */
+const char *worker__lock_text(const stockd_ctx *ctx, int rc);
+/* Waits at most the lock timeout for product_N's lock (segment 0) or product_N_seg_S's.
+ * LOCK_OK with *out held, or the error. */
+int worker__product_lock_acquire(lock_set *locks, int32_t product_id, unsigned segment,
+                                 product_lock *out);
+/* Answers the jobs of jobs[0..n-1] past their deadline (503, nothing deducted) and packs
+ * the rest to the front; returns how many are left. */
+unsigned worker__drop_expired_at(worker_state *ws, stockd_job **jobs, unsigned n);
+/* Runs jobs[0..n-1] of one product as one transaction under the held lock h and fills
+ * their answers (not sent). True, with no answer filled, when it was rolled back at its
+ * oldest job's deadline: the caller drops the expired and runs the rest again. */
+bool worker__run_batch(worker_state *ws, stockd_job **jobs, unsigned n, product_lock *h,
+                       stockd_answer *answers, bool *released);
+
+/* ---------------------------------------------------------------- cross.c */
+
+/* What worker__cross_acquire returns when the leader passed its product on (not a lock
+ * code: those are 0 or negative). */
+#define WORKER_LEAD_PASSED 1
+
+/* Does a leader of this slot batch across products (--cross-products)? */
+bool worker__cross_on(const stockd_ctx *ctx, unsigned segment);
+/* The own lock of a leader that batches across products: LOCK_OK with *lock held, the
+ * lock's error, or WORKER_LEAD_PASSED with *product_id now the product it leads. */
+int worker__cross_acquire(worker_state *ws, int32_t *product_id, product_lock *lock);
+/* Runs the leader's live jobs ws->jobs[0..live-1] (its product's lock *primary held)
+ * with those of other products whose locks are free now; returns how many jobs
+ * ws->jobs[] and answers[] then hold to answer. */
+unsigned worker__run_cross(worker_state *ws, product_lock *primary, unsigned live,
+                           stockd_answer *answers);
+
+#endif
