@@ -29,7 +29,7 @@ trap 'STACK_RUN=$run STACK_PORT_BASE=$PORT0 "$STOCKD_SRC/scripts/stack" down </d
 
 # --keep: the ledger is read again here, from the database, after the command is done.
 "$STOCKD_SRC/loadtest/cpu" --mode zk --route round-robin --load spread --products 10 \
-  --concurrency 10 --seconds 2 --run "$run" --port-base "$PORT0" --out "$out" --keep \
+  --concurrency 10 --seconds 2 --warmup 1 --run "$run" --port-base "$PORT0" --out "$out" --keep \
   </dev/null | tee "$T/stdout" || fail "loadtest/cpu failed"
 
 for f in cpu.md cpu.json; do [[ -s $out/$f ]] || fail "missing or empty: $out/$f"; done
@@ -57,13 +57,17 @@ expect_eq "µs per deduction = CPU s / deductions" true \
 sqlq() { mysql_cli "$run" -N -B shop -e "$1"; }
 d=$(q .deductions)
 ((d > 0)) || fail "no deductions"
-expect_eq "orders rows = the deductions reported" "$d" \
+w=$(q .warmup_deductions)
+((w > 0)) || fail "the 1 s warm-up made no deduction"
+expect_eq "orders rows = the warm-up's and the load's deductions" $((w + d)) \
   "$(sqlq 'SELECT COUNT(*) FROM orders WHERE product_id BETWEEN 1001 AND 1010')"
-expect_eq "stock = initial - deductions (exact)" $((10 * 100000000 - d)) \
+expect_eq "stock = initial - deductions (exact)" $((10 * 100000000 - w - d)) \
   "$(sqlq 'SELECT SUM(stock) FROM product_stock WHERE id BETWEEN 1001 AND 1010')"
 expect_eq "stockload's deduction answers" "$d" "$(q .ledger.client_deduction_answers)"
 expect_eq "other answers" 0 "$(q .ledger.client_other_answers)"
 expect_eq "exact" true "$(q .ledger.exact)"
+q '.per_deduction.zk_fsyncs > 0 and .per_deduction.mysql_commits > 0' | grep -qx true ||
+  fail "no ZooKeeper fsync or MariaDB COMMIT counted: $(jq -c .servers "$j")"
 q '.per_deduction.zk_ops > 0 and .per_deduction.mysql_statements > 0 and .rps > 0' | grep -qx true ||
   fail "no ZooKeeper operations, MySQL statements or rate: $(jq -c '[.per_deduction, .rps]' "$j")"
 echo "ok: $d deductions, $(q '.sum.cpu_us_per_deduction | round') CPU µs each over $(q '.processes | length') processes"
