@@ -36,9 +36,6 @@ enum {
     STOCKDB__ST_UPDATE_BATCH,        /* the seed's unconditional update, by k units */
     STOCKDB__ST_UPDATE_BATCH_FENCED, /* the same, refused unless the row is as we read it */
     STOCKDB__ST_INSERT_BATCH,        /* the orders of a batch, one row per key of a JSON array */
-    STOCKDB__ST_MULTI_READ,          /* the rows of several products, one statement */
-    STOCKDB__ST_MULTI_READ_FOR_UPDATE,
-    STOCKDB__ST_MULTI_UPDATE, /* their fenced writes, each row its own compare-and-set */
     STOCKDB__ST_INSERT_MULTI, /* the orders of several products */
     STOCKDB__ST_SEG_READ,     /* ST_READ, ST_READ_FOR_UPDATE and the batch updates ... */
     STOCKDB__ST_SEG_READ_FOR_UPDATE,
