@@ -249,10 +249,8 @@ int stockdb_deduct_batch(stockdb *db, stockdb_strategy strategy, stockdb_batch *
 /* Batches of SEVERAL products (or segments) under their own locks, as ONE transaction:
  * each row is read and written with its own fenced compare-and-set (bs[i].fence), then
  * the orders of every batch, then ONE call of guard (which must check every lock; the
- * batches' own guards are not called) and ONE COMMIT. Products' own rows (no segment,
- * each product once) cost 4 statements for any nb: one read of every row, one write of
- * every row (each row's compare-and-set in it), one INSERT of every order, COMMIT; a
- * batch on a segment makes the reads and writes one per row. All or
+ * batches' own guards are not called) and ONE COMMIT: a read and a write per row, one
+ * INSERT of every order, COMMIT (2 nb + 2 statements). All or
  * nothing: either every batch's items get their answers as stockdb_deduct_batch gives
  * them, or nothing is committed. The common case only: a batch whose row has no stock
  * left, a key that has an order already, a row changed since its check, a fence or a

@@ -1,6 +1,6 @@
 /* stockdb_json.c: the small JSON-array builder for the parameters of the statements that
  * take many rows at once (stockdb_int.h, "JSON parameters"): the keys of a batch's orders,
- * and the ids, writes and orders of a transaction over several products. Each statement
+ * and the orders of a transaction over several products. Each statement
  * reads its array with JSON_TABLE, so one round trip carries every row. Only numbers,
  * punctuation and request ids go in; a request id is escaped byte for byte, so any key
  * arrives as it was. Memory running out drops the text and sets oom, which the caller

@@ -85,11 +85,9 @@ static int multi_insert_orders(stockdb *db, stockdb__batch_state *sts, size_t nb
 }
 
 /* One attempt at stockdb_deduct_multi on a connected handle (stockdb.h): every row's
- * check and fenced write, every batch's orders, the guard and COMMIT. For products'
- * own rows that is four statements whatever the number of products: one read of all
- * rows, one write of all rows (each with its own compare-and-set), one INSERT of all
- * orders and COMMIT; segments are read and written one row at a time. Anything but the
- * common case ends the transaction and returns STOCKDB_SPLIT; nothing is committed then. */
+ * check and fenced write (two statements a row), the orders of every batch in one
+ * INSERT, the guard and COMMIT: 2k + 2 statements for k rows. Anything but the common
+ * case ends the transaction and returns STOCKDB_SPLIT; nothing is committed then. */
 static int multi_once(stockdb *db, stockdb_strategy strategy, stockdb__batch_state *sts, size_t nb,
                       int (*guard)(void *), void *guard_arg) {
     stockdb__row rows[STOCKDB_MULTI_MAX];
