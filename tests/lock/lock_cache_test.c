@@ -18,17 +18,6 @@
 
 #define SESSION_MS 6000
 
-static zklock_stats stats(zklock_session *s) {
-    zklock_stats st;
-    zklock_get_stats(s, &st);
-    return st;
-}
-
-static uint64_t ops(zklock_session *s) {
-    zklock_stats st = stats(s);
-    return st.op_create + st.op_delete + st.op_get_children + st.op_get_data;
-}
-
 /* A contender on a thread: acquires, notes when, holds for hold_ms, releases. */
 typedef struct contender {
     zklock_session *s;
@@ -55,9 +44,9 @@ static void *contend(void *arg) {
 /* Waits until session s, whose operations were o0, has queued behind another node:
  * created its node, listed the children and set its watch on the predecessor (3). */
 static void wait_queued(zklock_session *s, uint64_t o0) {
-    for (int i = 0; i < 500 && ops(s) - o0 < 3; i++)
+    for (int i = 0; i < 500 && lt_ops(s) - o0 < 3; i++)
         lt_sleep_ms(10);
-    CHECK_INT_GE(ops(s) - o0, 3);
+    CHECK_INT_GE(lt_ops(s) - o0, 3);
 }
 
 int main(void) {
@@ -73,11 +62,11 @@ int main(void) {
      *    thread send no operation at all. */
     CHECK_INT_EQ(ZKLOCK_OK, zklock_acquire(a, name, ZKLOCK_FAIR, 10000, &h));
     int64_t token = zklock_token(h);
-    uint64_t o0 = ops(a);
+    uint64_t o0 = lt_ops(a);
     CHECK_INT_EQ(ZKLOCK_OK, zklock_release_cached(h, 60000));
-    CHECK_INT_EQ(1, ops(a) - o0);
+    CHECK_INT_EQ(1, lt_ops(a) - o0);
     CHECK_INT_EQ(1, lt_children(zh, name)); /* the node is kept */
-    o0 = ops(a);
+    o0 = lt_ops(a);
     CHECK_INT_EQ(ZKLOCK_OK, zklock_acquire(a, name, ZKLOCK_FAIR, 10000, &h));
     CHECK_INT_EQ(token, zklock_token(h));
     CHECK_INT_EQ(ZKLOCK_OK, zklock_check(h));
@@ -87,9 +76,9 @@ int main(void) {
     CHECK(pthread_create(&t, NULL, lt_acquire_main, &r) == 0); /* hit, then a real release */
     pthread_join(t, NULL);
     CHECK_INT_EQ(ZKLOCK_OK, r.rc);
-    CHECK_INT_EQ(2, stats(a).cache_hits);
-    CHECK_INT_EQ(2, stats(a).cache_parks);
-    CHECK_INT_EQ(1, ops(a) - o0); /* only the other thread's release: the delete */
+    CHECK_INT_EQ(2, lt_stats(a).cache_hits);
+    CHECK_INT_EQ(2, lt_stats(a).cache_parks);
+    CHECK_INT_EQ(1, lt_ops(a) - o0); /* only the other thread's release: the delete */
     CHECK(lt_wait_children(zh, name, 0, 10));
 
     /* 2. A contender queues behind a cached node: handed over within a bounded time. */
@@ -101,8 +90,8 @@ int main(void) {
     CHECK(pthread_create(&t, NULL, contend, &cb) == 0);
     /* While b holds, a's acquisition is no hit: its cached node is gone. */
     CHECK(lt_wait_children(zh, name, 1, 10));
-    uint64_t hits = stats(a).cache_hits;
-    for (int i = 0; i < 100 && stats(a).cache_let_go_contender == 0; i++)
+    uint64_t hits = lt_stats(a).cache_hits;
+    for (int i = 0; i < 100 && lt_stats(a).cache_let_go_contender == 0; i++)
         lt_sleep_ms(20);
     pthread_join(t, NULL);
     CHECK_INT_EQ(ZKLOCK_OK, cb.rc);
@@ -110,29 +99,29 @@ int main(void) {
            (long long)(cb.got_ms - t0));
     CHECK_INT_LT(cb.got_ms - t0, SESSION_MS);
     CHECK_INT_GT(cb.token, token);
-    CHECK_INT_EQ(1, stats(a).cache_let_go_contender);
+    CHECK_INT_EQ(1, lt_stats(a).cache_let_go_contender);
     CHECK_INT_EQ(ZKLOCK_OK, zklock_acquire(a, name, ZKLOCK_FAIR, 10000, &h));
-    CHECK_INT_EQ(hits, stats(a).cache_hits);
+    CHECK_INT_EQ(hits, lt_stats(a).cache_hits);
     CHECK_INT_GT(zklock_token(h), cb.token);
 
     /* 3. The contender queues while a thread has the hold (after a hit): the watch
      *    armed at the first caching fires, and release_cached lets the node go. */
     CHECK_INT_EQ(ZKLOCK_OK, zklock_release_cached(h, 60000));
     CHECK_INT_EQ(ZKLOCK_OK, zklock_acquire(a, name, ZKLOCK_FAIR, 10000, &h));
-    CHECK_INT_EQ(hits + 1, stats(a).cache_hits);
-    uint64_t parks = stats(a).cache_parks;
+    CHECK_INT_EQ(hits + 1, lt_stats(a).cache_hits);
+    uint64_t parks = lt_stats(a).cache_parks;
     contender cb2 = {.s = b, .name = name};
-    uint64_t calls = stats(a).cache_callbacks;
+    uint64_t calls = lt_stats(a).cache_callbacks;
     t0 = lt_now_ms();
     CHECK(pthread_create(&t, NULL, contend, &cb2) == 0);
     /* The callback: ZooKeeper told a that b's node came. */
-    for (int i = 0; i < 500 && stats(a).cache_callbacks == calls; i++)
+    for (int i = 0; i < 500 && lt_stats(a).cache_callbacks == calls; i++)
         lt_sleep_ms(10);
-    CHECK_INT_EQ(calls + 1, stats(a).cache_callbacks);
+    CHECK_INT_EQ(calls + 1, lt_stats(a).cache_callbacks);
     CHECK_INT_EQ(ZKLOCK_OK, zklock_release_cached(h, 60000));
     pthread_join(t, NULL);
     CHECK_INT_EQ(ZKLOCK_OK, cb2.rc);
-    CHECK_INT_EQ(parks, stats(a).cache_parks); /* not cached */
+    CHECK_INT_EQ(parks, lt_stats(a).cache_parks); /* not cached */
     printf("handover after a held hit: %lld ms\n", (long long)(cb2.got_ms - t0));
 
     /* 4. A hold that queued behind another contender's node is released, not
@@ -140,15 +129,15 @@ int main(void) {
     CHECK(lt_wait_children(zh, name, 0, 10));
     zklock_hold *ha = NULL;
     CHECK_INT_EQ(ZKLOCK_OK, zklock_acquire(a, name, ZKLOCK_FAIR, 10000, &ha));
-    parks = stats(b).cache_parks;
+    parks = lt_stats(b).cache_parks;
     contender cb3 = {.s = b, .name = name, .cache = 1};
-    o0 = ops(b);
+    o0 = lt_ops(b);
     CHECK(pthread_create(&t, NULL, contend, &cb3) == 0);
     wait_queued(b, o0);
     CHECK_INT_EQ(ZKLOCK_OK, zklock_release(ha));
     pthread_join(t, NULL);
     CHECK_INT_EQ(ZKLOCK_OK, cb3.rc);
-    CHECK_INT_EQ(parks, stats(b).cache_parks);
+    CHECK_INT_EQ(parks, lt_stats(b).cache_parks);
     CHECK(lt_wait_children(zh, name, 0, 10));
 
     /* 4b. With config.cache the acquisition's first listing sets the watch: an
@@ -172,20 +161,20 @@ int main(void) {
         krc = zoo_create(zh, keeper, NULL, -1, &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0);
     }
     CHECK_INT_EQ(ZOK, krc);
-    o0 = ops(w1);
+    o0 = lt_ops(w1);
     CHECK_INT_EQ(ZKLOCK_OK, zklock_acquire(w1, name, ZKLOCK_FAIR, 10000, &h));
     CHECK_INT_EQ(ZKLOCK_OK, zklock_release_cached(h, 60000));
     CHECK_INT_EQ(ZKLOCK_OK, zklock_acquire(w1, name, ZKLOCK_FAIR, 10000, &h));
     CHECK_INT_EQ(ZKLOCK_OK, zklock_release_cached(h, 60000));
-    CHECK_INT_EQ(2, ops(w1) - o0);
+    CHECK_INT_EQ(2, lt_ops(w1) - o0);
     CHECK_INT_EQ(ZOK, zoo_delete(zh, keeper, -1)); /* a change of the children: */
-    for (int i = 0; i < 500 && stats(w1).cache_let_go_contender == 0; i++)
+    for (int i = 0; i < 500 && lt_stats(w1).cache_let_go_contender == 0; i++)
         lt_sleep_ms(10); /* ... any change lets the cached node go */
-    CHECK_INT_EQ(1, stats(w1).cache_let_go_contender);
+    CHECK_INT_EQ(1, lt_stats(w1).cache_let_go_contender);
     CHECK(lt_wait_children(zh, name, 0, 10));
     CHECK_INT_EQ(ZKLOCK_OK, zklock_acquire(w1, name, ZKLOCK_FAIR, 10000, &h));
     CHECK_INT_EQ(ZKLOCK_OK, zklock_release_cached(h, 60000));
-    CHECK_INT_EQ(1, stats(w1).cache_hits);
+    CHECK_INT_EQ(1, lt_stats(w1).cache_hits);
     contender cw = {.s = w2, .name = name};
     t0 = lt_now_ms();
     CHECK(pthread_create(&t, NULL, contend, &cw) == 0);
@@ -193,30 +182,30 @@ int main(void) {
     CHECK_INT_EQ(ZKLOCK_OK, cw.rc);
     printf("handover with the listing's watch: %lld ms\n", (long long)(cw.got_ms - t0));
     CHECK_INT_LT(cw.got_ms - t0, SESSION_MS);
-    CHECK_INT_EQ(2, stats(w1).cache_let_go_contender);
+    CHECK_INT_EQ(2, lt_stats(w1).cache_let_go_contender);
     CHECK(lt_wait_children(zh, name, 0, 10));
     /* w2 queues behind w1's held node: its hold is not cached. */
     CHECK_INT_EQ(ZKLOCK_OK, zklock_acquire(w1, name, ZKLOCK_FAIR, 10000, &h));
     contender cw2 = {.s = w2, .name = name, .cache = 1};
-    o0 = ops(w2);
+    o0 = lt_ops(w2);
     CHECK(pthread_create(&t, NULL, contend, &cw2) == 0);
     wait_queued(w2, o0);
     CHECK_INT_EQ(ZKLOCK_OK, zklock_release(h));
     pthread_join(t, NULL);
     CHECK_INT_EQ(ZKLOCK_OK, cw2.rc);
-    CHECK_INT_EQ(0, stats(w2).cache_parks);
+    CHECK_INT_EQ(0, lt_stats(w2).cache_parks);
     CHECK(lt_wait_children(zh, name, 0, 10));
     zklock_session_free(w1);
     zklock_session_free(w2);
 
     /* 5. Out of time: let go after max_ms. */
     CHECK_INT_EQ(ZKLOCK_OK, zklock_acquire(a, name, ZKLOCK_FAIR, 10000, &h));
-    uint64_t timeouts = stats(a).cache_let_go_timeout;
+    uint64_t timeouts = lt_stats(a).cache_let_go_timeout;
     t0 = lt_now_ms();
     CHECK_INT_EQ(ZKLOCK_OK, zklock_release_cached(h, 300));
     CHECK(lt_wait_children(zh, name, 0, 10));
     printf("a cache of 300 ms was let go after %lld ms\n", (long long)(lt_now_ms() - t0));
-    CHECK_INT_EQ(timeouts + 1, stats(a).cache_let_go_timeout);
+    CHECK_INT_EQ(timeouts + 1, lt_stats(a).cache_let_go_timeout);
 
     /* 6. Shutdown: cancelling the session lets its cached nodes go at once, and
      *    freeing a session deletes them with it. */
@@ -225,7 +214,7 @@ int main(void) {
     CHECK_INT_EQ(1, lt_children(zh, name));
     zklock_session_cancel(b);
     CHECK(lt_wait_children(zh, name, 0, 10));
-    CHECK_INT_EQ(1, stats(b).cache_let_go_other);
+    CHECK_INT_EQ(1, lt_stats(b).cache_let_go_other);
     zklock_session_free(b);
 
     CHECK_INT_EQ(ZKLOCK_OK, zklock_acquire(a, name, ZKLOCK_FAIR, 10000, &h));

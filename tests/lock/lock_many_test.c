@@ -21,17 +21,6 @@
 
 #define K 8
 
-static zklock_stats stats(zklock_session *s) {
-    zklock_stats st;
-    zklock_get_stats(s, &st);
-    return st;
-}
-
-static uint64_t ops(zklock_session *s) {
-    zklock_stats st = stats(s);
-    return st.op_create + st.op_delete + st.op_get_children + st.op_get_data;
-}
-
 int main(void) {
     const char *hosts = lt_zk_hosts();
     zhandle_t *zh = lt_zk_open(hosts);
@@ -63,9 +52,9 @@ int main(void) {
         snprintf(fbuf[i], sizeof(fbuf[i]), "%s", lt_lock_name(i ? "manyfresh1" : "manyfresh0"));
         fresh[i] = fbuf[i];
     }
-    zklock_stats s0 = stats(a);
+    zklock_stats s0 = lt_stats(a);
     CHECK_INT_EQ(2, zklock_try_many(a, fresh, 2, ZKLOCK_FAIR, h, rcs));
-    zklock_stats s1 = stats(a);
+    zklock_stats s1 = lt_stats(a);
     CHECK_INT_EQ(2, s1.round_trips - s0.round_trips);
     CHECK_INT_EQ(1, lt_children(zh, fresh[0]));
     CHECK_INT_EQ(1, lt_children(zh, fresh[1]));
@@ -74,9 +63,9 @@ int main(void) {
     CHECK(lt_wait_children(zh, fresh[0], 0, 10));
 
     /* 1. K free locks: one round trip, distinct tokens. */
-    s0 = stats(a);
+    s0 = lt_stats(a);
     CHECK_INT_EQ(K, zklock_try_many(a, names, K, ZKLOCK_FAIR, h, rcs));
-    s1 = stats(a);
+    s1 = lt_stats(a);
     CHECK_INT_EQ(1, s1.round_trips - s0.round_trips);
     CHECK_INT_EQ(K, s1.batched_tries - s0.batched_tries);
     CHECK_INT_EQ(K, s1.op_create - s0.op_create);
@@ -93,9 +82,9 @@ int main(void) {
     /* They are really held: another session's single try finds each one busy. */
     zklock_hold *other = NULL;
     CHECK_INT_EQ(ZKLOCK_ERR_TIMEOUT, zklock_acquire(b, names[3], ZKLOCK_FAIR, 0, &other));
-    s0 = stats(a);
+    s0 = lt_stats(a);
     CHECK_INT_EQ(ZKLOCK_OK, zklock_release_many(h, K, 0, rcs));
-    s1 = stats(a);
+    s1 = lt_stats(a);
     CHECK_INT_EQ(1, s1.round_trips - s0.round_trips);
     CHECK_INT_EQ(K, s1.op_delete - s0.op_delete);
     for (int i = 0; i < K; i++) {
@@ -107,9 +96,9 @@ int main(void) {
     zklock_hold *bh[K] = {0};
     for (int i = 0; i < K; i += 2)
         CHECK_INT_EQ(ZKLOCK_OK, zklock_acquire(b, names[i], ZKLOCK_FAIR, 5000, &bh[i]));
-    s0 = stats(a);
+    s0 = lt_stats(a);
     CHECK_INT_EQ(K / 2, zklock_try_many(a, names, K, ZKLOCK_FAIR, h, rcs));
-    s1 = stats(a);
+    s1 = lt_stats(a);
     CHECK_INT_EQ(2, s1.round_trips - s0.round_trips); /* the tries, then the busy deletes */
     CHECK_INT_EQ(K / 2, s1.op_delete - s0.op_delete);
     CHECK_INT_EQ(K / 2, s1.timeouts - s0.timeouts);
@@ -138,27 +127,27 @@ int main(void) {
     CHECK_INT_EQ(3, zklock_try_many(c, names, 3, ZKLOCK_FAIR, h, rcs));
     for (int i = 0; i < 3; i++)
         tok[i] = zklock_token(h[i]);
-    uint64_t o0 = ops(c);
-    s0 = stats(c);
+    uint64_t o0 = lt_ops(c);
+    s0 = lt_stats(c);
     CHECK_INT_EQ(ZKLOCK_OK, zklock_release_many(h, 3, 60000, rcs));
-    s1 = stats(c);
-    CHECK_INT_EQ(0, ops(c) - o0); /* kept, the watch armed already: no operation */
+    s1 = lt_stats(c);
+    CHECK_INT_EQ(0, lt_ops(c) - o0); /* kept, the watch armed already: no operation */
     CHECK_INT_EQ(3, s1.cache_parks - s0.cache_parks);
     for (int i = 0; i < 3; i++)
         CHECK_INT_EQ(1, lt_children(zh, names[i]));
-    s0 = stats(c);
+    s0 = lt_stats(c);
     CHECK_INT_EQ(3, zklock_try_many(c, names, 3, ZKLOCK_FAIR, h, rcs));
-    s1 = stats(c);
-    CHECK_INT_EQ(0, ops(c) - o0);
+    s1 = lt_stats(c);
+    CHECK_INT_EQ(0, lt_ops(c) - o0);
     CHECK_INT_EQ(0, s1.round_trips - s0.round_trips);
     CHECK_INT_EQ(3, s1.cache_hits - s0.cache_hits);
     for (int i = 0; i < 3; i++)
         CHECK(zklock_token(h[i]) == tok[i]);
     CHECK_INT_EQ(ZKLOCK_OK, zklock_release_many(h, 3, 60000, rcs));
     /* names[2] cached, names[3] new: one round trip for the new one only. */
-    s0 = stats(c);
+    s0 = lt_stats(c);
     CHECK_INT_EQ(2, zklock_try_many(c, names + 2, 2, ZKLOCK_FAIR, h, rcs));
-    s1 = stats(c);
+    s1 = lt_stats(c);
     CHECK_INT_EQ(1, s1.round_trips - s0.round_trips);
     CHECK_INT_EQ(1, s1.batched_tries - s0.batched_tries);
     CHECK_INT_EQ(1, s1.cache_hits - s0.cache_hits);
@@ -175,10 +164,10 @@ int main(void) {
     /* 4. Reentry: no operation, the same hold. */
     zklock_hold *mine = NULL;
     CHECK_INT_EQ(ZKLOCK_OK, zklock_acquire(a, names[5], ZKLOCK_FAIR, 5000, &mine));
-    o0 = ops(a);
+    o0 = lt_ops(a);
     CHECK_INT_EQ(2, zklock_try_many(a, names + 4, 2, ZKLOCK_FAIR, h, rcs));
     CHECK(h[1] == mine);
-    CHECK_INT_EQ(2, ops(a) - o0); /* names[4]'s create and listing only */
+    CHECK_INT_EQ(2, lt_ops(a) - o0); /* names[4]'s create and listing only */
     CHECK_INT_EQ(ZKLOCK_OK, zklock_release_many(h, 2, 0, rcs));
     CHECK_INT_EQ(1, lt_children(zh, names[5])); /* the outer level still holds */
     CHECK_INT_EQ(ZKLOCK_OK, zklock_release(mine));
@@ -186,11 +175,11 @@ int main(void) {
 
     /* 5. A repeated name: nothing tried. */
     const char *dup[2] = {names[6], names[6]};
-    o0 = ops(a);
+    o0 = lt_ops(a);
     CHECK_INT_EQ(ZKLOCK_ERR_ARGS, zklock_try_many(a, dup, 2, ZKLOCK_FAIR, h, rcs));
     CHECK(h[0] == NULL && h[1] == NULL);
     CHECK_INT_EQ(ZKLOCK_ERR_ARGS, rcs[0]);
-    CHECK_INT_EQ(0, ops(a) - o0);
+    CHECK_INT_EQ(0, lt_ops(a) - o0);
 
     /* 6. A create's reply lost in the wave (the fault proxy forwards the first create,
      *    swallows its reply and cuts): that name is ZKLOCK_ERR_CONNECTION, nothing

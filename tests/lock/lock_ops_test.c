@@ -17,12 +17,6 @@ typedef struct contender {
     zklock_hold *h;
 } contender;
 
-static uint64_t ops(zklock_session *s) {
-    zklock_stats st;
-    zklock_get_stats(s, &st);
-    return st.op_create + st.op_delete + st.op_get_children + st.op_get_data;
-}
-
 static void *take(void *arg) {
     contender *c = arg;
     c->rc = zklock_acquire(c->s, c->name, ZKLOCK_FAIR, 20000, &c->h);
@@ -41,14 +35,14 @@ int main(void) {
     zklock_hold *h = NULL;
     CHECK_INT_EQ(ZKLOCK_OK, zklock_acquire(a, name, ZKLOCK_FAIR, 10000, &h));
     CHECK_INT_EQ(ZKLOCK_OK, zklock_release(h));
-    uint64_t before = ops(a);
+    uint64_t before = lt_ops(a);
     CHECK_INT_EQ(ZKLOCK_OK, zklock_acquire(a, name, ZKLOCK_FAIR, 10000, &h));
     CHECK_INT_EQ(ZKLOCK_OK, zklock_release(h));
-    CHECK_INT_EQ(3, ops(a) - before);
+    CHECK_INT_EQ(3, lt_ops(a) - before);
 
     /* A holds; B queues right behind it, C behind B. */
     CHECK_INT_EQ(ZKLOCK_OK, zklock_acquire(a, name, ZKLOCK_FAIR, 10000, &h));
-    uint64_t b0 = ops(b), c0 = ops(c);
+    uint64_t b0 = lt_ops(b), c0 = lt_ops(c);
     contender cb = {.s = b, .name = name}, cc = {.s = c, .name = name};
     pthread_t tb, tc;
     CHECK(pthread_create(&tb, NULL, take, &cb) == 0);
@@ -57,7 +51,7 @@ int main(void) {
     CHECK(lt_wait_children(zh, name, 3, 10));
     /* Wait until both have listed the children and sent their watch (3 operations
      * each so far): C's listing then holds A and B, B's only A. */
-    for (int i = 0; i < 200 && (ops(b) - b0 < 3 || ops(c) - c0 < 3); i++)
+    for (int i = 0; i < 200 && (lt_ops(b) - b0 < 3 || lt_ops(c) - c0 < 3); i++)
         lt_sleep_ms(50);
     CHECK_INT_EQ(ZKLOCK_OK, zklock_release(h));
     pthread_join(tb, NULL);
@@ -65,9 +59,9 @@ int main(void) {
     pthread_join(tc, NULL);
     CHECK_INT_EQ(ZKLOCK_OK, cc.rc);
     printf("ops: uncontended 3, behind the holder %llu, behind a waiter %llu\n",
-           (unsigned long long)(ops(b) - b0), (unsigned long long)(ops(c) - c0));
-    CHECK_INT_EQ(4, ops(b) - b0);
-    CHECK_INT_EQ(5, ops(c) - c0);
+           (unsigned long long)(lt_ops(b) - b0), (unsigned long long)(lt_ops(c) - c0));
+    CHECK_INT_EQ(4, lt_ops(b) - b0);
+    CHECK_INT_EQ(5, lt_ops(c) - c0);
 
     zklock_session_free(a);
     zklock_session_free(b);

@@ -125,3 +125,14 @@ void *lt_acquire_main(void *arg) {
     if (r->rc == ZKLOCK_OK) zklock_release(h);
     return NULL;
 }
+
+zklock_stats lt_stats(zklock_session *s) {
+    zklock_stats st;
+    zklock_get_stats(s, &st);
+    return st;
+}
+
+uint64_t lt_ops(zklock_session *s) {
+    zklock_stats st = lt_stats(s);
+    return st.op_create + st.op_delete + st.op_get_children + st.op_get_data;
+}

@@ -48,6 +48,11 @@ char *lt_4lw(const char *hosts, const char *word);
 /* "Total watches:N" from `wchs`, -1 on failure. */
 long lt_total_watches(const char *hosts);
 
+/* The session's counters, and the ZooKeeper operations among them (creates, deletes,
+ * listings, reads). */
+zklock_stats lt_stats(zklock_session *s);
+uint64_t lt_ops(zklock_session *s);
+
 /* One fair acquisition on a thread of its own, for the tests that need a waiter while
  * the main thread changes the world around it:
  *     lt_acquire_run r = {.s = s, .name = name, .timeout_ms = 5000};

@@ -31,6 +31,18 @@ case=${1:?case}
 t_db
 metric() { curl -fsS "http://127.0.0.1:$1/metrics" | awk -v m="$2" '$1 == m { print $2 }'; }
 
+# b_holds_9: instance A (1) makes its first deduction (it opens its connections, so its
+# batches after are not slowed by that), then instance B (2, 3 s of think time) starts a
+# deduction of product 9 in the background (its curl is $bpid, its answer $T/b.body)
+# and holds 9's lock when this returns. Sets a and b to the two instances' URLs.
+b_holds_9() {
+  a=http://127.0.0.1:$((PORT0 + 1)) b=http://127.0.0.1:$((PORT0 + 2))
+  curl -fsS -m 20 -o /dev/null "$a/stock/reduce?id=1" || fail "A's first deduction"
+  curl -sS -m 20 -o "$T/b.body" "$b/stock/reduce?id=9" &
+  bpid=$!
+  sleep 0.5 # B holds product 9's lock now, for 3 s
+}
+
 case $case in
 spread3)
   sql "INSERT INTO product (id, product_name, stock) SELECT seq, 'spread', 4 FROM seq_1_to_100
@@ -63,13 +75,8 @@ busy)
        ON DUPLICATE KEY UPDATE stock = 10; DELETE FROM orders"
   t_stockd 1 zk --workers 2 --cross-products 16 --think-us 100000 --lock-cache-ms 0
   t_stockd 2 zk --think-us 3000000
-  a=http://127.0.0.1:$((PORT0 + 1)) b=http://127.0.0.1:$((PORT0 + 2))
-  # A's first deduction opens its connections, so its batches below are not slowed by that
-  # (a cross transaction thinks once per product: 3..8 take 6 x 100 ms).
-  curl -fsS -m 20 -o /dev/null "$a/stock/reduce?id=1" || fail "A's first deduction"
-  curl -sS -m 20 -o "$T/b.body" "$b/stock/reduce?id=9" &
-  bpid=$!
-  sleep 0.5 # B holds product 9's lock now, for 3 s
+  # (A cross transaction thinks once per product: 3..8 take 6 x 100 ms.)
+  b_holds_9
   curl -sS -m 20 -o "$T/a2.body" "$a/stock/reduce?id=2" &
   pids=($!)
   sleep 0.05 # product 2's batch leads; the rest wait unled
@@ -161,11 +168,7 @@ hol)
        ON DUPLICATE KEY UPDATE stock = 10; DELETE FROM orders"
   t_stockd 1 zk --workers 2 --cross-products 4 --think-us 1000 --lock-cache-ms 0
   t_stockd 2 zk --think-us 3000000
-  a=http://127.0.0.1:$((PORT0 + 1)) b=http://127.0.0.1:$((PORT0 + 2))
-  curl -fsS -m 20 -o /dev/null "$a/stock/reduce?id=1" || fail "A's first deduction"
-  curl -sS -m 20 -o "$T/b.body" "$b/stock/reduce?id=9" &
-  bpid=$!
-  sleep 0.5 # B holds product 9's lock now, for 3 s
+  b_holds_9
   curl -sS -m 20 -o "$T/a9.body" "$a/stock/reduce?id=9" &
   p9=$!
   sleep 0.2 # A's leader of 9 has tried its lock and waits for it
