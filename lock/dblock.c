@@ -116,13 +116,13 @@ static void dl_disconnect(dblock *d) {
 
 /* stockdb_conn_*'s codes as dblock's. */
 static int dl_code(int stockdb_rc) {
-    if (stockdb_rc == STOCKDB_ERR_NOMEM) return DBLOCK_ERR_NOMEM;
-    if (stockdb_rc == STOCKDB_ERR_QUERY) return DBLOCK_ERR_QUERY;
-    return stockdb_rc == STOCKDB_OK ? DBLOCK_OK : DBLOCK_ERR_CONNECTION;
+    if (stockdb_rc == STOCKDB_ERR_NOMEM) return LOCK_ERR_NOMEM;
+    if (stockdb_rc == STOCKDB_ERR_QUERY) return LOCK_ERR_SERVER;
+    return stockdb_rc == STOCKDB_OK ? LOCK_OK : LOCK_ERR_CONNECTION;
 }
 
 static int dl_connect(dblock *d) {
-    if (d->conn) return DBLOCK_OK;
+    if (d->conn) return LOCK_OK;
     /* CLIENT_FOUND_ROWS: the renewal's UPDATE must count the row it matched, even in
      * the (same-microsecond) case where its new expires_at equals the old one. INSERT
      * and DELETE report the same either way. */
@@ -133,7 +133,7 @@ static int dl_connect(dblock *d) {
     if (mysql_autocommit(d->conn, 1)) {
         set_err(d, "autocommit: %s", mysql_error(d->conn));
         dl_disconnect(d);
-        return DBLOCK_ERR_CONNECTION;
+        return LOCK_ERR_CONNECTION;
     }
     /* Statements are named by their SQL in errors (names NULL). */
     rc = stockdb_conn_prepare(d->conn, d->stmt, stmt_sql, NULL, ST_RENEW, d->errstr,
@@ -142,16 +142,16 @@ static int dl_connect(dblock *d) {
     return dl_code(rc);
 }
 
-/* Runs statement `st` with params (connecting first if needed). On DBLOCK_OK,
+/* Runs statement `st` with params (connecting first if needed). On LOCK_OK,
  * *affected (if not NULL) is the rows changed and *insert_id (if not NULL) the
- * AUTO_INCREMENT value. Otherwise DL_DUP, DL_VICTIM, DBLOCK_ERR_CONNECTION (the
+ * AUTO_INCREMENT value. Otherwise DL_DUP, DL_VICTIM, LOCK_ERR_CONNECTION (the
  * connection is dropped; *sent says whether the statement may have reached the server),
- * DBLOCK_ERR_QUERY or DBLOCK_ERR_NOMEM. */
+ * LOCK_ERR_SERVER or LOCK_ERR_NOMEM. */
 static int dl_exec(dblock *d, int st, MYSQL_BIND *params, uint64_t *affected, uint64_t *insert_id,
                    bool *sent) {
     *sent = false;
     int rc = dl_connect(d);
-    if (rc != DBLOCK_OK) return rc;
+    if (rc != LOCK_OK) return rc;
     if (st == ST_RENEW && !d->stmt[ST_RENEW]) {
         /* The one statement dl_connect leaves out (the renewal), on first use. */
         rc = stockdb_conn_prepare(d->conn, &d->stmt[ST_RENEW], renew_sql, NULL, 1, d->errstr,
@@ -170,7 +170,7 @@ static int dl_exec(dblock *d, int st, MYSQL_BIND *params, uint64_t *affected, ui
         if (mysql_stmt_execute(s) == 0) {
             if (affected) *affected = (uint64_t)mysql_stmt_affected_rows(s);
             if (insert_id) *insert_id = (uint64_t)mysql_stmt_insert_id(s);
-            return DBLOCK_OK;
+            return LOCK_OK;
         }
     }
     unsigned err = mysql_stmt_errno(s);
@@ -179,16 +179,16 @@ static int dl_exec(dblock *d, int st, MYSQL_BIND *params, uint64_t *affected, ui
     if (err == ER_LOCK_DEADLOCK || err == ER_LOCK_WAIT_TIMEOUT) return DL_VICTIM;
     if (stockdb_conn_gone(err)) {
         dl_disconnect(d);
-        return DBLOCK_ERR_CONNECTION;
+        return LOCK_ERR_CONNECTION;
     }
-    return err == CR_OUT_OF_MEMORY ? DBLOCK_ERR_NOMEM : DBLOCK_ERR_QUERY;
+    return err == CR_OUT_OF_MEMORY ? LOCK_ERR_NOMEM : LOCK_ERR_SERVER;
 }
 
 /* Runs an idempotent DELETE, once more after a reconnect if the connection was gone. */
 static int dl_delete(dblock *d, int st, MYSQL_BIND *params, uint64_t *affected) {
     bool sent;
     int rc = dl_exec(d, st, params, affected, NULL, &sent);
-    if (rc == DBLOCK_ERR_CONNECTION) rc = dl_exec(d, st, params, affected, NULL, &sent);
+    if (rc == LOCK_ERR_CONNECTION) rc = dl_exec(d, st, params, affected, NULL, &sent);
     return rc;
 }
 
@@ -211,12 +211,12 @@ static int dl_random(unsigned char *buf, size_t len) {
 int dblock_new(const dblock_config *cfg, dblock **out, char *errbuf, size_t errcap) {
     static unsigned seq;
     if (errbuf && errcap) errbuf[0] = '\0';
-    if (!out) return DBLOCK_ERR_ARGS;
+    if (!out) return LOCK_ERR_ARGS;
     *out = NULL;
-    if (!cfg) return DBLOCK_ERR_ARGS;
+    if (!cfg) return LOCK_ERR_ARGS;
     dblock *d = calloc(1, sizeof(*d));
-    if (!d) return DBLOCK_ERR_NOMEM;
-    int rc = DBLOCK_ERR_ARGS;
+    if (!d) return LOCK_ERR_NOMEM;
+    int rc = LOCK_ERR_ARGS;
     const char *owner = cfg->owner ? cfg->owner : "dblock";
     d->cfg = cfg->db;
     d->lease_ms = cfg->lease_ms ? cfg->lease_ms : 10000;
@@ -240,7 +240,7 @@ int dblock_new(const dblock_config *cfg, dblock **out, char *errbuf, size_t errc
     unsigned char rnd[6];
     if (dl_random(rnd, sizeof(rnd)) != 0) {
         set_err(d, "getrandom: %s", strerror(errno));
-        rc = DBLOCK_ERR_ARGS;
+        rc = LOCK_ERR_ARGS;
         goto fail;
     }
     int sn = snprintf(suffix, sizeof(suffix), ":%ld:%u:%02x%02x%02x%02x%02x%02x", (long)getpid(), n,
@@ -249,9 +249,9 @@ int dblock_new(const dblock_config *cfg, dblock **out, char *errbuf, size_t errc
     snprintf(d->owner, sizeof(d->owner), "%.*s%s", keep, owner, suffix);
     d->rand_state = (unsigned)getpid() * 2654435761u ^ n ^ (unsigned)lock_now_us();
     (void)mysql_thread_init();
-    if ((rc = dl_connect(d)) != DBLOCK_OK) goto fail;
+    if ((rc = dl_connect(d)) != LOCK_OK) goto fail;
     *out = d;
-    return DBLOCK_OK;
+    return LOCK_OK;
 
 fail:
     if (errbuf && errcap) snprintf(errbuf, errcap, "%s", d->errstr);
@@ -274,7 +274,7 @@ void dblock_free(dblock *d) {
 /* ---------------------------------------------------------------- the lock */
 
 /* One round: INSERT; if held, the takeover DELETE and, if it removed an expired row,
- * the INSERT again. DBLOCK_OK with *token set, DL_DUP (held: wait), or an error. */
+ * the INSERT again. LOCK_OK with *token set, DL_DUP (held: wait), or an error. */
 static int dl_try(dblock *d, const char *name, int64_t *token) {
     MYSQL_BIND p[3];
     unsigned long name_len, owner_len;
@@ -286,15 +286,15 @@ static int dl_try(dblock *d, const char *name, int64_t *token) {
         uint64_t id = 0;
         bool sent;
         int rc = dl_exec(d, ST_INSERT, p, NULL, &id, &sent);
-        if (rc == DBLOCK_OK) {
+        if (rc == LOCK_OK) {
             if (id == 0 || id > INT64_MAX) {
                 set_err(d, "INSERT INTO stock_lock gave no AUTO_INCREMENT token");
-                return DBLOCK_ERR_QUERY;
+                return LOCK_ERR_SERVER;
             }
             *token = (int64_t)id;
-            return DBLOCK_OK;
+            return LOCK_OK;
         }
-        if (rc == DBLOCK_ERR_CONNECTION) {
+        if (rc == LOCK_ERR_CONNECTION) {
             /* The INSERT may have committed with its reply lost: undo it by owner once
              * the connection is back, and go on waiting as if it had been held. */
             if (!sent) return rc;
@@ -302,7 +302,7 @@ static int dl_try(dblock *d, const char *name, int64_t *token) {
             bind_str(&p[1], d->owner, &owner_len);
             uint64_t undone = 0;
             rc = dl_delete(d, ST_UNDO, p, &undone);
-            return rc == DBLOCK_OK ? DL_DUP : rc;
+            return rc == LOCK_OK ? DL_DUP : rc;
         }
         if (rc != DL_DUP) return rc == DL_VICTIM ? DL_DUP : rc;
         if (round == 1) return DL_DUP;
@@ -310,7 +310,7 @@ static int dl_try(dblock *d, const char *name, int64_t *token) {
         uint64_t taken = 0;
         rc = dl_delete(d, ST_TAKEOVER, p, &taken);
         if (rc == DL_VICTIM) return DL_DUP;
-        if (rc != DBLOCK_OK) return rc;
+        if (rc != LOCK_OK) return rc;
         if (taken == 0) return DL_DUP;
         d->st.takeovers++;
     }
@@ -318,23 +318,23 @@ static int dl_try(dblock *d, const char *name, int64_t *token) {
 }
 
 int dblock_acquire(dblock *d, const char *name, int timeout_ms, dblock_hold **out) {
-    if (!out) return DBLOCK_ERR_ARGS;
+    if (!out) return LOCK_ERR_ARGS;
     *out = NULL;
-    if (!d || !name) return DBLOCK_ERR_ARGS;
+    if (!d || !name) return LOCK_ERR_ARGS;
     d->errstr[0] = '\0';
     size_t n = strlen(name);
     if (n == 0 || n > DBLOCK_NAME_MAX) {
         set_err(d, "bad lock name (want 1..%d bytes)", DBLOCK_NAME_MAX);
-        return DBLOCK_ERR_ARGS;
+        return LOCK_ERR_ARGS;
     }
     for (dblock_hold *h = d->holds; h; h = h->next) {
         if (strcmp(h->name, name) == 0) {
             set_err(d, "lock %s is already held by this handle", name);
-            return DBLOCK_ERR_ARGS;
+            return LOCK_ERR_ARGS;
         }
     }
     dblock_hold *h = calloc(1, sizeof(*h));
-    if (!h) return DBLOCK_ERR_NOMEM;
+    if (!h) return LOCK_ERR_NOMEM;
     int64_t deadline = timeout_ms < 0 ? INT64_MAX : lock_now_us() + (int64_t)timeout_ms * 1000;
     int64_t backoff_us = 1000;
     int rc;
@@ -345,13 +345,13 @@ int dblock_acquire(dblock *d, const char *name, int timeout_ms, dblock_hold **ou
          * lock. */
         if (d->cancel && atomic_load(d->cancel)) {
             set_err(d, "lock %s: cancelled", name);
-            rc = DBLOCK_ERR_CANCELLED;
+            rc = LOCK_ERR_CANCELLED;
             goto out;
         }
         int64_t sent = lock_now_us();
         int64_t token = 0;
         rc = dl_try(d, name, &token);
-        if (rc == DBLOCK_OK) {
+        if (rc == LOCK_OK) {
             h->d = d;
             h->token = token;
             atomic_store(&h->valid_until_us, sent + (int64_t)(d->lease_ms - d->margin_ms) * 1000);
@@ -368,7 +368,7 @@ int dblock_acquire(dblock *d, const char *name, int timeout_ms, dblock_hold **ou
         if (now >= deadline) {
             set_err(d, "lock %s: not acquired within %d ms", name, timeout_ms);
             d->st.timeouts++;
-            rc = DBLOCK_ERR_TIMEOUT;
+            rc = LOCK_ERR_TIMEOUT;
             goto out;
         }
         /* Backoff with jitter (50..100% of the step), so waiters of one row do not
@@ -388,12 +388,12 @@ out:
 }
 
 int dblock_check(const dblock_hold *h) {
-    if (!h) return DBLOCK_ERR_ARGS;
-    return lock_now_us() < atomic_load(&h->valid_until_us) ? DBLOCK_OK : DBLOCK_LOST;
+    if (!h) return LOCK_ERR_ARGS;
+    return lock_now_us() < atomic_load(&h->valid_until_us) ? LOCK_OK : LOCK_LOST;
 }
 
 int dblock_renew(dblock *via, dblock_hold *h) {
-    if (!via || !h) return DBLOCK_ERR_ARGS;
+    if (!via || !h) return LOCK_ERR_ARGS;
     via->errstr[0] = '\0';
     /* The hold's name and token and its handle's owner and lease were fixed before it
      * was acquired and are only read here. */
@@ -410,16 +410,16 @@ int dblock_renew(dblock *via, dblock_hold *h) {
     bool was_sent;
     /* Safe to repeat after a reconnect: a second renewal extends from a later now. */
     int rc = dl_exec(via, ST_RENEW, p, &matched, NULL, &was_sent);
-    if (rc == DBLOCK_ERR_CONNECTION) {
+    if (rc == LOCK_ERR_CONNECTION) {
         sent = lock_now_us();
         rc = dl_exec(via, ST_RENEW, p, &matched, NULL, &was_sent);
     }
-    if (rc == DL_VICTIM || rc == DL_DUP) return DBLOCK_ERR_QUERY;
-    if (rc != DBLOCK_OK) return rc;
+    if (rc == DL_VICTIM || rc == DL_DUP) return LOCK_ERR_SERVER;
+    if (rc != LOCK_OK) return rc;
     if (matched == 0) {
         set_err(via, "lock %s: no row with our token %lld any more", h->name, (long long)token);
         via->st.renew_lost++;
-        return DBLOCK_LOST;
+        return LOCK_LOST;
     }
     /* Only ever moved forward: a renewal whose reply came late must not shorten a
      * later one. */
@@ -428,7 +428,7 @@ int dblock_renew(dblock *via, dblock_hold *h) {
     while (cur < until && !atomic_compare_exchange_weak(&h->valid_until_us, &cur, until)) {
     }
     via->st.renewals++;
-    return DBLOCK_OK;
+    return LOCK_OK;
 }
 
 int64_t dblock_token(const dblock_hold *h) {
@@ -436,7 +436,7 @@ int64_t dblock_token(const dblock_hold *h) {
 }
 
 int dblock_release(dblock_hold *h) {
-    if (!h) return DBLOCK_ERR_ARGS;
+    if (!h) return LOCK_ERR_ARGS;
     dblock *d = h->d;
     d->errstr[0] = '\0';
     for (dblock_hold **p = &d->holds; *p; p = &(*p)->next) {
@@ -454,12 +454,12 @@ int dblock_release(dblock_hold *h) {
     uint64_t deleted = 0;
     int rc = dl_delete(d, ST_RELEASE, p, &deleted);
     if (rc == DL_VICTIM) {
-        rc = DBLOCK_ERR_QUERY;
-    } else if (rc == DBLOCK_OK && deleted == 0) {
+        rc = LOCK_ERR_SERVER;
+    } else if (rc == LOCK_OK && deleted == 0) {
         set_err(d, "lock %s: no row with our token %lld any more", h->name, (long long)token);
         d->st.release_lost++;
-        rc = DBLOCK_LOST;
-    } else if (rc == DBLOCK_OK) {
+        rc = LOCK_LOST;
+    } else if (rc == LOCK_OK) {
         d->st.released++;
     }
     free(h);
@@ -467,17 +467,17 @@ int dblock_release(dblock_hold *h) {
 }
 
 int dblock_ping(dblock *d) {
-    if (!d) return DBLOCK_ERR_ARGS;
+    if (!d) return LOCK_ERR_ARGS;
     d->errstr[0] = '\0';
     for (int attempt = 0; attempt < 2; attempt++) {
         int rc = dl_connect(d);
-        if (rc != DBLOCK_OK) return rc;
+        if (rc != LOCK_OK) return rc;
         d->st.ops++;
-        if (mysql_ping(d->conn) == 0) return DBLOCK_OK;
+        if (mysql_ping(d->conn) == 0) return LOCK_OK;
         set_err(d, "ping: %s", mysql_error(d->conn));
         dl_disconnect(d);
     }
-    return DBLOCK_ERR_CONNECTION;
+    return LOCK_ERR_CONNECTION;
 }
 
 const char *dblock_owner(const dblock *d) {
@@ -499,9 +499,9 @@ const char *dblock_errstr(const dblock *d) {
 
 const char *dblock_strerror(int code) {
     switch (code) {
-    case DBLOCK_ERR_CONNECTION:
+    case LOCK_ERR_CONNECTION:
         return "no connection to the database";
-    case DBLOCK_ERR_QUERY:
+    case LOCK_ERR_SERVER:
         return "the database refused a lock statement";
     default:
         return lock_strerror(code);
@@ -528,7 +528,7 @@ static int dk_open(const lock_config *cfg, const atomic_int *cancel, void **hand
     *handle = NULL;
     if (!cfg->db) {
         snprintf(err, errcap, "db-lock: no database configured");
-        return DBLOCK_ERR_ARGS;
+        return LOCK_ERR_ARGS;
     }
     dblock_config c = {.db = *cfg->db, .owner = owner, .lease_ms = cfg->lease_ms, .cancel = cancel};
     dblock *d = NULL;

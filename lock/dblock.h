@@ -12,7 +12,7 @@
  *     tries again: the database has no notification to wait on, but it is never spun on;
  *   - release: DELETE ... WHERE name = ? AND owner = ? AND token = ?, so only the owner
  *     of this very acquisition can delete it; a holder whose row was taken over
- *     deletes nothing (DBLOCK_LOST);
+ *     deletes nothing (LOCK_LOST);
  *   - every statement is a prepared statement on the handle's own connection, in
  *     autocommit mode: the lock row is committed, and visible to every other process,
  *     before the caller's stock transaction (on another connection) begins.
@@ -34,9 +34,9 @@
  * (the client library's per-thread rule, see stockdb.h; call stockdb_global_init()
  * first). Handles reconnect by themselves. A dblock_hold belongs to its handle and is
  * used on that thread only. Locks are not reentrant: acquiring a name this handle
- * already holds is refused (DBLOCK_ERR_ARGS).
+ * already holds is refused (LOCK_ERR_ARGS).
  *
- * Every function returns DBLOCK_OK (0) or a negative DBLOCK_* code, the values of
+ * Every function returns LOCK_OK (0) or a negative LOCK_* code, the values of
  * lock_codes.h (the file ends with the registry's row, dblock_kind; lock.h);
  * dblock_strerror() names it, dblock_errstr() has the detail. Nothing here prints,
  * exits or aborts. */
@@ -49,19 +49,6 @@
 
 #include "lock_codes.h"
 #include "stockdb.h"
-
-/* The codes are lock_codes.h's, under dblock's own names. */
-#define DBLOCK_OK LOCK_OK
-/* bad argument or configuration, or name held already */
-#define DBLOCK_ERR_ARGS    LOCK_ERR_ARGS
-#define DBLOCK_ERR_NOMEM   LOCK_ERR_NOMEM
-#define DBLOCK_ERR_TIMEOUT LOCK_ERR_TIMEOUT /* not acquired before the deadline */
-/* the server is unreachable or the connection broke */
-#define DBLOCK_ERR_CONNECTION LOCK_ERR_CONNECTION
-/* the server refused a statement (schema, grants) */
-#define DBLOCK_ERR_QUERY     LOCK_ERR_SERVER
-#define DBLOCK_LOST          LOCK_LOST /* check: the lease has passed; release: row not ours */
-#define DBLOCK_ERR_CANCELLED LOCK_ERR_CANCELLED /* the config's cancel flag was set */
 
 /* The longest lock name, in bytes (stock_lock.name is VARCHAR(200)). */
 #define DBLOCK_NAME_MAX 200
@@ -77,7 +64,7 @@ typedef struct dblock_config {
     int poll_max_ms;      /* the longest backoff sleep; 0 = 50 */
     /* NULL, or a flag any thread may set (to non-zero) to end this handle's waits, as
      * at shutdown: an acquire that finds it set, before a try, returns
-     * DBLOCK_ERR_CANCELLED without the lock; a wait notices it within poll_max_ms. The
+     * LOCK_ERR_CANCELLED without the lock; a wait notices it within poll_max_ms. The
      * handle only reads it; the caller owns it and keeps it alive as long as the
      * handle. */
     const atomic_int *cancel;
@@ -99,10 +86,10 @@ typedef struct dblock_stats {
 typedef struct dblock dblock;
 typedef struct dblock_hold dblock_hold;
 
-/* Makes a handle and connects. On DBLOCK_OK *out is the handle; otherwise *out is NULL
- * and the code says why (DBLOCK_ERR_CONNECTION: the server is unreachable or refused
- * the login; DBLOCK_ERR_QUERY: the statements could not be prepared, e.g. no
- * stock_lock table or no grant; DBLOCK_ERR_ARGS: a bad configuration, or the kernel
+/* Makes a handle and connects. On LOCK_OK *out is the handle; otherwise *out is NULL
+ * and the code says why (LOCK_ERR_CONNECTION: the server is unreachable or refused
+ * the login; LOCK_ERR_SERVER: the statements could not be prepared, e.g. no
+ * stock_lock table or no grant; LOCK_ERR_ARGS: a bad configuration, or the kernel
  * gave no random bytes for the owner). If errbuf is not NULL the detail is written there. */
 int dblock_new(const dblock_config *cfg, dblock **out, char *errbuf, size_t errcap);
 
@@ -111,25 +98,25 @@ int dblock_new(const dblock_config *cfg, dblock **out, char *errbuf, size_t errc
 void dblock_free(dblock *d);
 
 /* Acquires `name` (1..DBLOCK_NAME_MAX bytes), waiting at most timeout_ms (0 = try once,
- * < 0 = no limit). On DBLOCK_OK *out is the hold; otherwise *out is NULL. Returns
- * DBLOCK_OK, DBLOCK_ERR_ARGS, DBLOCK_ERR_NOMEM, DBLOCK_ERR_TIMEOUT,
- * DBLOCK_ERR_CONNECTION (after one reconnect; an INSERT whose reply was lost is undone
+ * < 0 = no limit). On LOCK_OK *out is the hold; otherwise *out is NULL. Returns
+ * LOCK_OK, LOCK_ERR_ARGS, LOCK_ERR_NOMEM, LOCK_ERR_TIMEOUT,
+ * LOCK_ERR_CONNECTION (after one reconnect; an INSERT whose reply was lost is undone
  * by owner if the connection comes back, else its row expires with the lease),
- * DBLOCK_ERR_QUERY or DBLOCK_ERR_CANCELLED (the config's cancel flag is set). */
+ * LOCK_ERR_SERVER or LOCK_ERR_CANCELLED (the config's cancel flag is set). */
 int dblock_acquire(dblock *d, const char *name, int timeout_ms, dblock_hold **out);
 
-/* Is the lease surely still ours? DBLOCK_OK, or DBLOCK_LOST once lease_ms minus the
+/* Is the lease surely still ours? LOCK_OK, or LOCK_LOST once lease_ms minus the
  * safety margin has passed since the INSERT was sent. Local clock only; never asks the
- * server. DBLOCK_ERR_ARGS for NULL. */
+ * server. LOCK_ERR_ARGS for NULL. */
 int dblock_check(const dblock_hold *h);
 
 /* The watchdog's renewal, as Redisson's: UPDATE stock_lock SET expires_at = now + lease
  * WHERE name = ? AND owner = ? AND token = ? of hold h, on the connection of handle
- * `via`. On DBLOCK_OK, dblock_check(h) counts its lease from the moment this renewal
- * was sent. Returns DBLOCK_OK; DBLOCK_LOST if no row of this acquisition is left (it
- * was taken over after its lease; h's lease clock is not touched); DBLOCK_ERR_CONNECTION
- * (after one reconnect) or DBLOCK_ERR_QUERY if it could not be done (nothing extended;
- * try again while there is lease left); DBLOCK_ERR_ARGS for NULL. A row whose lease has
+ * `via`. On LOCK_OK, dblock_check(h) counts its lease from the moment this renewal
+ * was sent. Returns LOCK_OK; LOCK_LOST if no row of this acquisition is left (it
+ * was taken over after its lease; h's lease clock is not touched); LOCK_ERR_CONNECTION
+ * (after one reconnect) or LOCK_ERR_SERVER if it could not be done (nothing extended;
+ * try again while there is lease left); LOCK_ERR_ARGS for NULL. A row whose lease has
  * passed by the database's clock but that nobody took over is still this acquisition's
  * and is renewed: nobody else can have held the lock in between.
  *
@@ -143,12 +130,12 @@ int dblock_renew(dblock *via, dblock_hold *h);
 /* The fencing token (stock_lock.token of this acquisition), > 0; 0 for NULL. */
 int64_t dblock_token(const dblock_hold *h);
 
-/* Deletes our row and frees the hold (in every case). DBLOCK_OK; DBLOCK_LOST if the row
- * was no longer ours (taken over after the lease); DBLOCK_ERR_CONNECTION or
- * DBLOCK_ERR_QUERY if the delete failed (the row then stays until its lease passes). */
+/* Deletes our row and frees the hold (in every case). LOCK_OK; LOCK_LOST if the row
+ * was no longer ours (taken over after the lease); LOCK_ERR_CONNECTION or
+ * LOCK_ERR_SERVER if the delete failed (the row then stays until its lease passes). */
 int dblock_release(dblock_hold *h);
 
-/* Checks the connection (reconnecting if needed): DBLOCK_OK or DBLOCK_ERR_CONNECTION. */
+/* Checks the connection (reconnecting if needed): LOCK_OK or LOCK_ERR_CONNECTION. */
 int dblock_ping(dblock *d);
 
 void dblock_get_stats(const dblock *d, dblock_stats *out);

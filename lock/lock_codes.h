@@ -1,23 +1,24 @@
-/* lock_codes.h: the one code space of every lock library in lock/ (issue 17).
+/* lock_codes.h: the one code space of every lock library in lock/.
  *
- * zklock, redislock, dblock and every later kind (etcd, RedLock) return these values,
- * so the service needs no translator: -7 means "not owner" whatever the kind. A
- * library may keep its own names (ZKLOCK_*, REDISLOCK_*) as aliases of these values;
- * lock/lock.h (the module's face) includes this file and says what each code means
+ * Every lock library returns these values under these names, so the service needs no
+ * translator: LOCK_ERR_NOT_OWNER means "not owner" whatever the kind. A library keeps
+ * its own detail (a ZooKeeper error, a refused password) in its error text, not in a
+ * code of its own. lock/lock.h (the module's face) includes this file and says what each code means
  * to a caller. Pure definitions: no function, no state. */
 #ifndef LOCK_CODES_H
 #define LOCK_CODES_H
 
-#define LOCK_OK              0
-#define LOCK_ERR_ARGS        -1 /* bad argument or configuration, or the name held already */
-#define LOCK_ERR_NOMEM       -2
-#define LOCK_ERR_TIMEOUT     -3 /* not acquired before the deadline; nothing of ours is left */
-#define LOCK_ERR_CONNECTION  -4 /* the lock service is unreachable, refused our credentials,
-                                 * or the connection broke */
-#define LOCK_ERR_CANCELLED   -5 /* the set (or the library's cancel flag) was cancelled */
-#define LOCK_ERR_SERVER      -6 /* the lock service answered an unexpected error */
-#define LOCK_ERR_NOT_OWNER   -7 /* the hold belongs to another thread; untouched */
-#define LOCK_SUSPECT         -8 /* check: connection lost; the lock may have passed on */
-#define LOCK_LOST            -9 /* check: the session or lease is over; release: not ours */
+#define LOCK_OK          0
+#define LOCK_ERR_ARGS    -1 /* bad argument or configuration, or the name held already */
+#define LOCK_ERR_NOMEM   -2
+#define LOCK_ERR_TIMEOUT -3 /* not acquired before the deadline; nothing of ours is left */
+#define LOCK_ERR_CONNECTION                                                                        \
+    -4                        /* the lock service is unreachable, refused our credentials,         \
+                               * or the connection broke */
+#define LOCK_ERR_CANCELLED -5 /* the set (or the library's cancel flag) was cancelled */
+#define LOCK_ERR_SERVER    -6 /* the lock service answered an unexpected error */
+#define LOCK_ERR_NOT_OWNER -7 /* the hold belongs to another thread; untouched */
+#define LOCK_SUSPECT       -8 /* check: connection lost; the lock may have passed on */
+#define LOCK_LOST          -9 /* check: the session or lease is over; release: not ours */
 
 #endif

@@ -135,12 +135,12 @@ static void drop(redisContext **c) {
     *c = NULL;
 }
 
-/* Sends AUTH on a fresh context. REDISLOCK_OK (or nothing to send),
- * REDISLOCK_ERR_AUTH when the server refuses the credentials (WRONGPASS), or
- * REDISLOCK_ERR_CONNECTION when the connection broke. The password is never copied into
+/* Sends AUTH on a fresh context. LOCK_OK (or nothing to send),
+ * LOCK_ERR_CONNECTION when the server refuses the credentials (WRONGPASS), or
+ * LOCK_ERR_CONNECTION when the connection broke. The password is never copied into
  * errstr, only the server's answer. */
 static int rl_auth(redislock *l, redisContext *c, const char *what) {
-    if (!l->password[0]) return REDISLOCK_OK;
+    if (!l->password[0]) return LOCK_OK;
     const char *argv[3] = {"AUTH", l->user, l->password};
     size_t argl[3] = {4, strlen(l->user), strlen(l->password)};
     int argc = 3;
@@ -153,44 +153,44 @@ static int rl_auth(redislock *l, redisContext *c, const char *what) {
     l->st.ops++;
     if (!r) {
         set_err(l, "%s connection to %s:%d: AUTH: %s", what, l->host, l->port, c->errstr);
-        return REDISLOCK_ERR_CONNECTION;
+        return LOCK_ERR_CONNECTION;
     }
-    int rc = REDISLOCK_OK;
+    int rc = LOCK_OK;
     if (r->type == REDIS_REPLY_ERROR) {
         set_err(l, "%s connection to %s:%d: authentication as %s refused: %s", what, l->host,
                 l->port, l->user[0] ? l->user : "the default user", r->str);
-        rc = REDISLOCK_ERR_AUTH;
+        rc = LOCK_ERR_CONNECTION;
     }
     freeReplyObject(r);
     return rc;
 }
 
-/* A new context with the handle's timeouts, authenticated: REDISLOCK_OK and *out, or a
+/* A new context with the handle's timeouts, authenticated: LOCK_OK and *out, or a
  * code (the reason in errstr) and *out NULL. */
 static int rl_dial(redislock *l, const char *what, redisContext **out) {
     *out = NULL;
     redisContext *c = redisConnectWithTimeout(l->host, l->port, ms_tv(l->connect_timeout_ms));
     if (!c) {
         set_err(l, "%s connection to %s:%d: out of memory", what, l->host, l->port);
-        return REDISLOCK_ERR_NOMEM;
+        return LOCK_ERR_NOMEM;
     }
     if (c->err) {
         set_err(l, "%s connection to %s:%d: %s", what, l->host, l->port, c->errstr);
         redisFree(c);
-        return REDISLOCK_ERR_CONNECTION;
+        return LOCK_ERR_CONNECTION;
     }
     if (redisSetTimeout(c, ms_tv(l->io_timeout_ms)) != REDIS_OK) {
         set_err(l, "%s connection to %s:%d: cannot set the timeout", what, l->host, l->port);
         redisFree(c);
-        return REDISLOCK_ERR_CONNECTION;
+        return LOCK_ERR_CONNECTION;
     }
     int rc = rl_auth(l, c, what);
-    if (rc != REDISLOCK_OK) {
+    if (rc != LOCK_OK) {
         redisFree(c);
         return rc;
     }
     *out = c;
-    return REDISLOCK_OK;
+    return LOCK_OK;
 }
 
 /* An error answer that means "authenticate first": the server has a password (or the
@@ -198,8 +198,8 @@ static int rl_dial(redislock *l, const char *what, redisContext **out) {
 static int rl_error_code(const char *err) {
     if (strncmp(err, "NOAUTH", 6) == 0 || strncmp(err, "NOPERM", 6) == 0 ||
         strncmp(err, "WRONGPASS", 9) == 0)
-        return REDISLOCK_ERR_AUTH;
-    return REDISLOCK_ERR_REDIS;
+        return LOCK_ERR_CONNECTION;
+    return LOCK_ERR_SERVER;
 }
 
 /* Loads both scripts on the command connection (their SHA1s do not change, but a
@@ -211,39 +211,39 @@ static int rl_load_scripts(redislock *l) {
         if (!r) {
             set_err(l, "SCRIPT LOAD: %s", l->cmd->errstr);
             drop(&l->cmd);
-            return REDISLOCK_ERR_CONNECTION;
+            return LOCK_ERR_CONNECTION;
         }
-        int rc = REDISLOCK_OK;
+        int rc = LOCK_OK;
         if (r->type == REDIS_REPLY_STRING && r->len == 40) {
             memcpy(l->sha[i], r->str, 40);
             l->sha[i][40] = '\0';
         } else {
             set_err(l, "SCRIPT LOAD: unexpected answer: %s%s",
                     r->type == REDIS_REPLY_ERROR ? r->str : "(not a SHA1)",
-                    r->type == REDIS_REPLY_ERROR && rl_error_code(r->str) == REDISLOCK_ERR_AUTH
+                    r->type == REDIS_REPLY_ERROR && rl_error_code(r->str) == LOCK_ERR_CONNECTION
                         ? " (check the Redis user and password)"
                         : "");
-            rc = r->type == REDIS_REPLY_ERROR ? rl_error_code(r->str) : REDISLOCK_ERR_REDIS;
+            rc = r->type == REDIS_REPLY_ERROR ? rl_error_code(r->str) : LOCK_ERR_SERVER;
         }
         freeReplyObject(r);
-        if (rc != REDISLOCK_OK) return rc;
+        if (rc != LOCK_OK) return rc;
     }
-    return REDISLOCK_OK;
+    return LOCK_OK;
 }
 
 static int rl_connect_cmd(redislock *l) {
-    if (l->cmd) return REDISLOCK_OK;
+    if (l->cmd) return LOCK_OK;
     int rc = rl_dial(l, "command", &l->cmd);
-    if (rc != REDISLOCK_OK) return rc;
+    if (rc != LOCK_OK) return rc;
     l->st.reconnects++;
     rc = rl_load_scripts(l);
     /* A connection that cannot run our scripts is of no use: the next call dials again,
      * so a password fixed on the server side is picked up. */
-    if (rc != REDISLOCK_OK) drop(&l->cmd);
+    if (rc != LOCK_OK) drop(&l->cmd);
     return rc;
 }
 
-/* Runs script `which` with nkeys keys followed by the other args; on REDISLOCK_OK
+/* Runs script `which` with nkeys keys followed by the other args; on LOCK_OK
  * *result is its integer answer. A broken connection is made again and the call sent
  * once more: every script is safe to repeat (a repeated acquire finds the key held;
  * a repeated release finds it gone; a repeated renewal extends from a later now). */
@@ -257,8 +257,8 @@ static int rl_eval(redislock *l, int which, int nargs, const char **args, long l
     if (which != SCRIPT_ACQUIRE) argv[2] = "1";
     for (int attempt = 0; attempt < 3; attempt++) {
         int rc = rl_connect_cmd(l);
-        if (rc != REDISLOCK_OK) return rc;
-        if (!l->sha[which][0] && (rc = rl_load_scripts(l)) != REDISLOCK_OK) return rc;
+        if (rc != LOCK_OK) return rc;
+        if (!l->sha[which][0] && (rc = rl_load_scripts(l)) != LOCK_OK) return rc;
         argv[1] = l->sha[which];
         for (int i = 0; i < 3 + nargs; i++)
             argl[i] = strlen(argv[i]);
@@ -268,22 +268,22 @@ static int rl_eval(redislock *l, int which, int nargs, const char **args, long l
             set_err(l, "EVALSHA: %s", l->cmd->errstr);
             drop(&l->cmd);
             if (attempt == 0) continue;
-            return REDISLOCK_ERR_CONNECTION;
+            return LOCK_ERR_CONNECTION;
         }
         if (r->type == REDIS_REPLY_INTEGER) {
             *result = r->integer;
             freeReplyObject(r);
-            return REDISLOCK_OK;
+            return LOCK_OK;
         }
         bool noscript = r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOSCRIPT", 8) == 0;
-        int code = r->type == REDIS_REPLY_ERROR ? rl_error_code(r->str) : REDISLOCK_ERR_REDIS;
+        int code = r->type == REDIS_REPLY_ERROR ? rl_error_code(r->str) : LOCK_ERR_SERVER;
         set_err(l, "EVALSHA: unexpected answer: %s",
                 r->type == REDIS_REPLY_ERROR ? r->str : "(not an integer)");
         freeReplyObject(r);
         if (!noscript) return code;
-        if ((rc = rl_load_scripts(l)) != REDISLOCK_OK) return rc;
+        if ((rc = rl_load_scripts(l)) != LOCK_OK) return rc;
     }
-    return REDISLOCK_ERR_REDIS;
+    return LOCK_ERR_SERVER;
 }
 
 /* Writes everything appended to the subscriber context. */
@@ -293,14 +293,14 @@ static int rl_sub_flush(redislock *l) {
         if (redisBufferWrite(l->sub, &done) != REDIS_OK) {
             set_err(l, "pub/sub connection: %s", l->sub->errstr);
             drop(&l->sub);
-            return REDISLOCK_ERR_CONNECTION;
+            return LOCK_ERR_CONNECTION;
         }
     } while (!done);
-    return REDISLOCK_OK;
+    return LOCK_OK;
 }
 
 /* The next reply on the subscriber connection within timeout_us: 1 and *out set, 0 if
- * none came in time, or REDISLOCK_ERR_CONNECTION (the context is dropped). */
+ * none came in time, or LOCK_ERR_CONNECTION (the context is dropped). */
 static int rl_sub_next(redislock *l, int64_t timeout_us, redisReply **out) {
     int64_t end = lock_now_us() + timeout_us;
     for (;;) {
@@ -308,7 +308,7 @@ static int rl_sub_next(redislock *l, int64_t timeout_us, redisReply **out) {
         if (redisReaderGetReply(l->sub->reader, &reply) != REDIS_OK) {
             set_err(l, "pub/sub connection: protocol error");
             drop(&l->sub);
-            return REDISLOCK_ERR_CONNECTION;
+            return LOCK_ERR_CONNECTION;
         }
         if (reply) {
             *out = reply;
@@ -322,13 +322,13 @@ static int rl_sub_next(redislock *l, int64_t timeout_us, redisReply **out) {
         if (n < 0) {
             set_err(l, "pub/sub connection: poll: %s", strerror(errno));
             drop(&l->sub);
-            return REDISLOCK_ERR_CONNECTION;
+            return LOCK_ERR_CONNECTION;
         }
         if (n == 0) continue; /* the loop ends on the deadline above */
         if (redisBufferRead(l->sub) != REDIS_OK) {
             set_err(l, "pub/sub connection: %s", l->sub->errstr);
             drop(&l->sub);
-            return REDISLOCK_ERR_CONNECTION;
+            return LOCK_ERR_CONNECTION;
         }
     }
 }
@@ -346,15 +346,15 @@ static bool is_push(const redisReply *r, const char *kind, const char *channel) 
 static int rl_subscribe(redislock *l, const char *channel) {
     if (!l->sub) {
         int rc = rl_dial(l, "pub/sub", &l->sub);
-        if (rc != REDISLOCK_OK) return rc;
+        if (rc != LOCK_OK) return rc;
     }
     if (redisAppendCommand(l->sub, "SUBSCRIBE %s", channel) != REDIS_OK) {
         drop(&l->sub);
-        return REDISLOCK_ERR_NOMEM;
+        return LOCK_ERR_NOMEM;
     }
     l->st.ops++;
     int rc = rl_sub_flush(l);
-    if (rc != REDISLOCK_OK) return rc;
+    if (rc != LOCK_OK) return rc;
     for (;;) {
         redisReply *r = NULL;
         rc = rl_sub_next(l, (int64_t)l->io_timeout_ms * 1000, &r);
@@ -362,11 +362,11 @@ static int rl_subscribe(redislock *l, const char *channel) {
         if (rc == 0) {
             set_err(l, "pub/sub connection: no SUBSCRIBE confirmation in %d ms", l->io_timeout_ms);
             drop(&l->sub);
-            return REDISLOCK_ERR_CONNECTION;
+            return LOCK_ERR_CONNECTION;
         }
         bool confirmed = is_push(r, "subscribe", channel);
         freeReplyObject(r);
-        if (confirmed) return REDISLOCK_OK;
+        if (confirmed) return LOCK_OK;
     }
 }
 
@@ -383,7 +383,7 @@ static void rl_unsubscribe(redislock *l, const char *channel) {
 }
 
 /* Waits up to timeout_us for a release message on channel. Returns 1 on a message, 0
- * when the time is up, REDISLOCK_ERR_CONNECTION if the subscriber connection broke. */
+ * when the time is up, LOCK_ERR_CONNECTION if the subscriber connection broke. */
 static int rl_wait(redislock *l, const char *channel, int64_t timeout_us) {
     int64_t end = lock_now_us() + timeout_us;
     for (;;) {
@@ -400,12 +400,12 @@ static int rl_wait(redislock *l, const char *channel, int64_t timeout_us) {
 
 int redislock_new(const redislock_config *cfg, redislock **out, char *errbuf, size_t errcap) {
     if (errbuf && errcap) errbuf[0] = '\0';
-    if (!out) return REDISLOCK_ERR_ARGS;
+    if (!out) return LOCK_ERR_ARGS;
     *out = NULL;
-    if (!cfg) return REDISLOCK_ERR_ARGS;
+    if (!cfg) return LOCK_ERR_ARGS;
     redislock *l = calloc(1, sizeof(*l));
-    if (!l) return REDISLOCK_ERR_NOMEM;
-    int rc = REDISLOCK_ERR_ARGS;
+    if (!l) return LOCK_ERR_NOMEM;
+    int rc = LOCK_ERR_ARGS;
     const char *prefix = cfg->prefix ? cfg->prefix : "lock:";
     l->lease_ms = cfg->lease_ms ? cfg->lease_ms : 10000;
     l->margin_ms = cfg->safety_margin_ms ? cfg->safety_margin_ms : l->lease_ms / 10 + 2;
@@ -413,7 +413,7 @@ int redislock_new(const redislock_config *cfg, redislock **out, char *errbuf, si
     l->connect_timeout_ms = cfg->connect_timeout_ms ? cfg->connect_timeout_ms : 2000;
     l->io_timeout_ms = cfg->io_timeout_ms ? cfg->io_timeout_ms : 2000;
     l->cancel = cfg->cancel;
-    if (redislock_parse_addr(cfg->addr, l->host, sizeof(l->host), &l->port) != REDISLOCK_OK) {
+    if (redislock_parse_addr(cfg->addr, l->host, sizeof(l->host), &l->port) != LOCK_OK) {
         set_err(l, "bad Redis address \"%s\" (want HOST:PORT)", cfg->addr ? cfg->addr : "");
         goto fail;
     }
@@ -428,15 +428,15 @@ int redislock_new(const redislock_config *cfg, redislock **out, char *errbuf, si
     if ((cfg->user && strlen(cfg->user) >= sizeof(l->user)) ||
         (cfg->password && strlen(cfg->password) >= sizeof(l->password))) {
         set_err(l, "bad configuration: the Redis user or password is too long");
-        rc = REDISLOCK_ERR_ARGS;
+        rc = LOCK_ERR_ARGS;
         goto fail;
     }
     snprintf(l->user, sizeof(l->user), "%s", cfg->user ? cfg->user : "");
     snprintf(l->password, sizeof(l->password), "%s", cfg->password ? cfg->password : "");
-    if ((rc = rl_connect_cmd(l)) != REDISLOCK_OK) goto fail;
+    if ((rc = rl_connect_cmd(l)) != LOCK_OK) goto fail;
     l->st.reconnects = 0; /* the first connection is not a reconnect */
     *out = l;
-    return REDISLOCK_OK;
+    return LOCK_OK;
 
 fail:
     if (errbuf && errcap) snprintf(errbuf, errcap, "%s", l->errstr);
@@ -461,22 +461,22 @@ void redislock_free(redislock *l) {
 /* ---------------------------------------------------------------- the lock */
 
 int redislock_acquire(redislock *l, const char *name, int timeout_ms, redislock_hold **out) {
-    if (!out) return REDISLOCK_ERR_ARGS;
+    if (!out) return LOCK_ERR_ARGS;
     *out = NULL;
-    if (!l || !name) return REDISLOCK_ERR_ARGS;
+    if (!l || !name) return LOCK_ERR_ARGS;
     l->errstr[0] = '\0';
     if (!name_valid(name)) {
         set_err(l, "bad lock name (want 1..%d bytes of [A-Za-z0-9_.-])", REDISLOCK_NAME_MAX);
-        return REDISLOCK_ERR_ARGS;
+        return LOCK_ERR_ARGS;
     }
     for (redislock_hold *h = l->holds; h; h = h->next) {
         if (strcmp(h->name, name) == 0) {
             set_err(l, "lock %s is already held by this handle", name);
-            return REDISLOCK_ERR_ARGS;
+            return LOCK_ERR_ARGS;
         }
     }
     redislock_hold *h = calloc(1, sizeof(*h));
-    if (!h) return REDISLOCK_ERR_NOMEM;
+    if (!h) return LOCK_ERR_NOMEM;
     char key[KEY_MAX], counter[KEY_MAX], channel[KEY_MAX], lease[16];
     snprintf(key, sizeof(key), "%s%s", l->prefix, name);
     snprintf(counter, sizeof(counter), "%s#fence", l->prefix);
@@ -492,12 +492,12 @@ int redislock_acquire(redislock *l, const char *name, int timeout_ms, redislock_
          * the flag is set, and an acquire after it never takes the lock. */
         if (l->cancel && atomic_load(l->cancel)) {
             set_err(l, "lock %s: cancelled", name);
-            rc = REDISLOCK_ERR_CANCELLED;
+            rc = LOCK_ERR_CANCELLED;
             goto out;
         }
         int64_t sent = lock_now_us();
         long long r = 0;
-        if ((rc = rl_eval(l, SCRIPT_ACQUIRE, 3, args, &r)) != REDISLOCK_OK) goto out;
+        if ((rc = rl_eval(l, SCRIPT_ACQUIRE, 3, args, &r)) != LOCK_OK) goto out;
         if (r > 0) {
             h->l = l;
             h->thread = pthread_self();
@@ -510,21 +510,21 @@ int redislock_acquire(redislock *l, const char *name, int timeout_ms, redislock_
             *out = h;
             h = NULL;
             l->st.acquired++;
-            rc = REDISLOCK_OK;
+            rc = LOCK_OK;
             goto out;
         }
         int64_t now = lock_now_us();
         if (now >= deadline) {
             set_err(l, "lock %s: not acquired within %d ms", name, timeout_ms);
             l->st.timeouts++;
-            rc = REDISLOCK_ERR_TIMEOUT;
+            rc = LOCK_ERR_TIMEOUT;
             goto out;
         }
         if (!sub_tried) {
             /* Subscribe, then try again at once: a release between the try above and
              * the subscription would otherwise be missed until the next poll. */
             sub_tried = true;
-            subscribed = rl_subscribe(l, channel) == REDISLOCK_OK;
+            subscribed = rl_subscribe(l, channel) == LOCK_OK;
             continue;
         }
         /* Sleep until a release, the end of the holder's lease (expiry publishes
@@ -554,12 +554,12 @@ out:
 }
 
 int redislock_check(const redislock_hold *h) {
-    if (!h) return REDISLOCK_ERR_ARGS;
-    return lock_now_us() < atomic_load(&h->valid_until_us) ? REDISLOCK_OK : REDISLOCK_LOST;
+    if (!h) return LOCK_ERR_ARGS;
+    return lock_now_us() < atomic_load(&h->valid_until_us) ? LOCK_OK : LOCK_LOST;
 }
 
 int redislock_renew(redislock *via, redislock_hold *h) {
-    if (!via || !h) return REDISLOCK_ERR_ARGS;
+    if (!via || !h) return LOCK_ERR_ARGS;
     via->errstr[0] = '\0';
     /* The hold's name, value, prefix and lease were fixed when it was acquired and are
      * only read here; the holder's thread writes nothing of it while it is held. */
@@ -572,11 +572,11 @@ int redislock_renew(redislock *via, redislock_hold *h) {
     int64_t sent = lock_now_us();
     long long r = 0;
     int rc = rl_eval(via, SCRIPT_RENEW, 3, args, &r);
-    if (rc != REDISLOCK_OK) return rc;
+    if (rc != LOCK_OK) return rc;
     if (r != 1) {
         set_err(via, "lock %s: the key no longer holds token %s", h->name, h->value);
         via->st.renew_lost++;
-        return REDISLOCK_LOST;
+        return LOCK_LOST;
     }
     /* The server's expiry is now at least a lease after `sent`. Only ever moved
      * forward: a renewal whose reply came late must not shorten a later one. */
@@ -585,7 +585,7 @@ int redislock_renew(redislock *via, redislock_hold *h) {
     while (cur < until && !atomic_compare_exchange_weak(&h->valid_until_us, &cur, until)) {
     }
     via->st.renewals++;
-    return REDISLOCK_OK;
+    return LOCK_OK;
 }
 
 int64_t redislock_token(const redislock_hold *h) {
@@ -593,8 +593,8 @@ int64_t redislock_token(const redislock_hold *h) {
 }
 
 int redislock_release(redislock_hold *h) {
-    if (!h) return REDISLOCK_ERR_ARGS;
-    if (!pthread_equal(h->thread, pthread_self())) return REDISLOCK_ERR_NOT_OWNER;
+    if (!h) return LOCK_ERR_ARGS;
+    if (!pthread_equal(h->thread, pthread_self())) return LOCK_ERR_NOT_OWNER;
     redislock *l = h->l;
     l->errstr[0] = '\0';
     for (redislock_hold **p = &l->holds; *p; p = &(*p)->next) {
@@ -609,11 +609,11 @@ int redislock_release(redislock_hold *h) {
     const char *args[3] = {key, h->value, channel};
     long long r = 0;
     int rc = rl_eval(l, SCRIPT_RELEASE, 3, args, &r);
-    if (rc == REDISLOCK_OK && r != 1) {
+    if (rc == LOCK_OK && r != 1) {
         set_err(l, "lock %s: the key no longer holds token %s", h->name, h->value);
         l->st.release_lost++;
-        rc = REDISLOCK_LOST;
-    } else if (rc == REDISLOCK_OK) {
+        rc = LOCK_LOST;
+    } else if (rc == LOCK_OK) {
         l->st.released++;
     }
     free(h);
@@ -621,29 +621,29 @@ int redislock_release(redislock_hold *h) {
 }
 
 int redislock_ping(redislock *l) {
-    if (!l) return REDISLOCK_ERR_ARGS;
+    if (!l) return LOCK_ERR_ARGS;
     l->errstr[0] = '\0';
     for (int attempt = 0; attempt < 2; attempt++) {
         int rc = rl_connect_cmd(l);
-        if (rc != REDISLOCK_OK) return rc;
+        if (rc != LOCK_OK) return rc;
         redisReply *r = redisCommand(l->cmd, "PING");
         l->st.ops++;
         if (r) {
             bool pong = r->type == REDIS_REPLY_STATUS && strcmp(r->str, "PONG") == 0;
-            int code = r->type == REDIS_REPLY_ERROR ? rl_error_code(r->str) : REDISLOCK_ERR_REDIS;
+            int code = r->type == REDIS_REPLY_ERROR ? rl_error_code(r->str) : LOCK_ERR_SERVER;
             set_err(l, "PING: unexpected answer: %s",
                     r->type == REDIS_REPLY_ERROR ? r->str : "(not PONG)");
             freeReplyObject(r);
             if (pong) {
                 l->errstr[0] = '\0';
-                return REDISLOCK_OK;
+                return LOCK_OK;
             }
             return code;
         }
         set_err(l, "PING: %s", l->cmd->errstr);
         drop(&l->cmd);
     }
-    return REDISLOCK_ERR_CONNECTION;
+    return LOCK_ERR_CONNECTION;
 }
 
 void redislock_get_stats(const redislock *l, redislock_stats *out) {
@@ -661,9 +661,9 @@ const char *redislock_errstr(const redislock *l) {
 
 const char *redislock_strerror(int code) {
     switch (code) {
-    case REDISLOCK_ERR_CONNECTION: /* also REDISLOCK_ERR_AUTH */
+    case LOCK_ERR_CONNECTION: /* also LOCK_ERR_CONNECTION */
         return "no connection to Redis, or Redis refused the credentials";
-    case REDISLOCK_ERR_REDIS:
+    case LOCK_ERR_SERVER:
         return "unexpected Redis error";
     default:
         return lock_strerror(code);

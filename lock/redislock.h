@@ -40,10 +40,10 @@
  *   - A redislock_hold belongs to the handle that acquired it and to the thread that
  *     acquired it: only that thread checks, reads the token of, or releases it.
  *   - Locks are NOT reentrant: acquiring a name this handle already holds is refused
- *     with REDISLOCK_ERR_ARGS (it would otherwise wait on itself until the lease ends).
+ *     with LOCK_ERR_ARGS (it would otherwise wait on itself until the lease ends).
  *   - Never fork() with a handle open; make handles after fork.
  *
- * Every function returns REDISLOCK_OK (0) or a negative REDISLOCK_* code, the values of
+ * Every function returns LOCK_OK (0) or a negative LOCK_* code, the values of
  * lock_codes.h (the file ends with the registry's row, redislock_kind; lock.h);
  * redislock_strerror() names it, redislock_errstr() has the detail of the last error on
  * a handle. Nothing here prints, exits or aborts on a server error. */
@@ -55,23 +55,6 @@
 #include <stdint.h>
 
 #include "lock_codes.h"
-
-/* The codes are lock_codes.h's, under redislock's own names. */
-#define REDISLOCK_OK LOCK_OK
-/* bad argument or configuration, or name held already */
-#define REDISLOCK_ERR_ARGS    LOCK_ERR_ARGS
-#define REDISLOCK_ERR_NOMEM   LOCK_ERR_NOMEM
-#define REDISLOCK_ERR_TIMEOUT LOCK_ERR_TIMEOUT /* not acquired before the deadline */
-/* Redis unreachable, or the connection broke */
-#define REDISLOCK_ERR_CONNECTION LOCK_ERR_CONNECTION
-#define REDISLOCK_ERR_REDIS      LOCK_ERR_SERVER /* Redis answered an unexpected error */
-/* the hold belongs to another thread; untouched */
-#define REDISLOCK_ERR_NOT_OWNER LOCK_ERR_NOT_OWNER
-#define REDISLOCK_LOST          LOCK_LOST /* check: the lease has passed; release: key not ours */
-#define REDISLOCK_ERR_CANCELLED LOCK_ERR_CANCELLED /* the config's cancel flag was set */
-/* Redis refused our credentials, or wants some: a connection error (the lock service
- * cannot be used), with "authentication ... refused" in redislock_errstr(). */
-#define REDISLOCK_ERR_AUTH LOCK_ERR_CONNECTION
 
 /* The longest lock name, in bytes. Names are [A-Za-z0-9_.-]. */
 #define REDISLOCK_NAME_MAX 200
@@ -88,7 +71,7 @@ typedef struct redislock_config {
     int io_timeout_ms;      /* a command's reply; 0 = 2000 */
     /* NULL, or a flag any thread may set (to non-zero) to end this handle's waits, as
      * at shutdown: an acquire that finds it set, before a try or after a wait, returns
-     * REDISLOCK_ERR_CANCELLED without the lock. A wait notices it within poll_ms. The
+     * LOCK_ERR_CANCELLED without the lock. A wait notices it within poll_ms. The
      * handle only reads it; the caller owns it and keeps it alive as long as the
      * handle. */
     const atomic_int *cancel;
@@ -96,7 +79,7 @@ typedef struct redislock_config {
      * every reconnect, command and pub/sub alike). password NULL or "" = send no AUTH;
      * user NULL or "" = the server's default user (requirepass). Copied by
      * redislock_new (at most 128 and 512 bytes). A server that refuses them, or that
-     * wants a password when none is set, makes the call fail with REDISLOCK_ERR_AUTH. */
+     * wants a password when none is set, makes the call fail with LOCK_ERR_CONNECTION. */
     const char *user;
     const char *password;
 } redislock_config;
@@ -119,14 +102,14 @@ typedef struct redislock redislock;
 typedef struct redislock_hold redislock_hold;
 
 /* Parses "HOST:PORT" (what --redis and STOCKD_REDIS take) into host (a buffer of
- * hostcap bytes) and *port. REDISLOCK_OK or REDISLOCK_ERR_ARGS. Pure; thread-safe. */
+ * hostcap bytes) and *port. LOCK_OK or LOCK_ERR_ARGS. Pure; thread-safe. */
 int redislock_parse_addr(const char *addr, char *host, size_t hostcap, int *port);
 
 /* Connects (the command connection), authenticates if the config has a password, and
- * loads the two scripts. On REDISLOCK_OK *out is the handle; otherwise *out is NULL and
- * the code says why: REDISLOCK_ERR_ARGS (bad configuration), REDISLOCK_ERR_CONNECTION
- * (Redis unreachable within connect_timeout_ms), REDISLOCK_ERR_AUTH (credentials
- * refused or missing), REDISLOCK_ERR_REDIS, REDISLOCK_ERR_NOMEM. If errbuf is not NULL,
+ * loads the two scripts. On LOCK_OK *out is the handle; otherwise *out is NULL and
+ * the code says why: LOCK_ERR_ARGS (bad configuration), LOCK_ERR_CONNECTION
+ * (Redis unreachable within connect_timeout_ms), LOCK_ERR_CONNECTION (credentials
+ * refused or missing), LOCK_ERR_SERVER, LOCK_ERR_NOMEM. If errbuf is not NULL,
  * the detail is written there (errcap bytes). Later, a broken connection is made again
  * by the next call. */
 int redislock_new(const redislock_config *cfg, redislock **out, char *errbuf, size_t errcap);
@@ -136,28 +119,28 @@ int redislock_new(const redislock_config *cfg, redislock **out, char *errbuf, si
 void redislock_free(redislock *l);
 
 /* Acquires `name`, waiting at most timeout_ms (0 = try once, < 0 = no limit). On
- * REDISLOCK_OK *out is the hold; otherwise *out is NULL. Returns REDISLOCK_OK,
- * REDISLOCK_ERR_ARGS, REDISLOCK_ERR_NOMEM, REDISLOCK_ERR_TIMEOUT,
- * REDISLOCK_ERR_CONNECTION (one reconnect was tried), REDISLOCK_ERR_AUTH (a reconnect's
- * credentials were refused), REDISLOCK_ERR_REDIS or REDISLOCK_ERR_CANCELLED (the config's cancel
+ * LOCK_OK *out is the hold; otherwise *out is NULL. Returns LOCK_OK,
+ * LOCK_ERR_ARGS, LOCK_ERR_NOMEM, LOCK_ERR_TIMEOUT,
+ * LOCK_ERR_CONNECTION (one reconnect was tried), LOCK_ERR_CONNECTION (a reconnect's
+ * credentials were refused), LOCK_ERR_SERVER or LOCK_ERR_CANCELLED (the config's cancel
  * flag is set). */
 int redislock_acquire(redislock *l, const char *name, int timeout_ms, redislock_hold **out);
 
-/* Is the lease surely still ours? REDISLOCK_OK, or REDISLOCK_LOST once lease_ms minus
+/* Is the lease surely still ours? LOCK_OK, or LOCK_LOST once lease_ms minus
  * the safety margin has passed since the acquire was sent (by the local monotonic
- * clock). Cheap: reads local state only, never asks Redis. REDISLOCK_ERR_ARGS for NULL.
+ * clock). Cheap: reads local state only, never asks Redis. LOCK_ERR_ARGS for NULL.
  * Call it right before committing work done under the lock. */
 int redislock_check(const redislock_hold *h);
 
 /* The watchdog's renewal, as Redisson's: extends the lease of hold h to a full lease
  * from now if, and only if, its key still holds h's token (a Lua compare-and-extend with
- * PEXPIRE), through the command connection of handle `via`. On REDISLOCK_OK,
+ * PEXPIRE), through the command connection of handle `via`. On LOCK_OK,
  * redislock_check(h) counts its lease from the moment this renewal was sent. Returns
- * REDISLOCK_OK; REDISLOCK_LOST if the key was not ours any more (the lease ran out; it
+ * LOCK_OK; LOCK_LOST if the key was not ours any more (the lease ran out; it
  * may have a new owner, which is left alone; h's lease clock is not touched, so
- * check() says LOST when it would have anyway); REDISLOCK_ERR_CONNECTION,
- * REDISLOCK_ERR_AUTH or REDISLOCK_ERR_REDIS if it could not be sent (nothing was
- * extended; try again, while there is lease left); REDISLOCK_ERR_ARGS for NULL.
+ * check() says LOST when it would have anyway); LOCK_ERR_CONNECTION,
+ * LOCK_ERR_CONNECTION or LOCK_ERR_SERVER if it could not be sent (nothing was
+ * extended; try again, while there is lease left); LOCK_ERR_ARGS for NULL.
  *
  * The one exception to the thread rule above, made for a renewer thread: `via` is a
  * handle of the CALLING thread (the renewer's own, on the same Redis), while h may
@@ -172,16 +155,16 @@ int redislock_renew(redislock *via, redislock_hold *h);
 int64_t redislock_token(const redislock_hold *h);
 
 /* Releases the hold: deletes the key if it still holds our token and publishes the
- * release. The hold is freed in every case except REDISLOCK_ERR_NOT_OWNER. Returns
- * REDISLOCK_OK; REDISLOCK_LOST if the key was no longer ours (the lease ran out; it may
- * have a new owner, which is left alone); REDISLOCK_ERR_CONNECTION or
- * REDISLOCK_ERR_REDIS if the release could not be done (the key then expires with its
- * lease); REDISLOCK_ERR_NOT_OWNER if called by another thread than the acquirer. */
+ * release. The hold is freed in every case except LOCK_ERR_NOT_OWNER. Returns
+ * LOCK_OK; LOCK_LOST if the key was no longer ours (the lease ran out; it may
+ * have a new owner, which is left alone); LOCK_ERR_CONNECTION or
+ * LOCK_ERR_SERVER if the release could not be done (the key then expires with its
+ * lease); LOCK_ERR_NOT_OWNER if called by another thread than the acquirer. */
 int redislock_release(redislock_hold *h);
 
 /* Is Redis reachable? PING on the command connection (reconnecting if needed):
- * REDISLOCK_OK, REDISLOCK_ERR_CONNECTION, REDISLOCK_ERR_AUTH (a reconnect's credentials
- * were refused) or REDISLOCK_ERR_REDIS. For /health. */
+ * LOCK_OK, LOCK_ERR_CONNECTION, LOCK_ERR_CONNECTION (a reconnect's credentials
+ * were refused) or LOCK_ERR_SERVER. For /health. */
 int redislock_ping(redislock *l);
 
 /* Copies the handle's counters. */

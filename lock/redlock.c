@@ -64,14 +64,14 @@ static void set_err(redlock *l, const char *fmt, ...) {
  * names may become aliases of the same values. AUTH is a connection failure here (the
  * server is of no use to the vote). */
 static int code_of(int rc) {
-    if (rc == REDISLOCK_OK) return LOCK_OK;
-    if (rc == REDISLOCK_ERR_ARGS) return LOCK_ERR_ARGS;
-    if (rc == REDISLOCK_ERR_NOMEM) return LOCK_ERR_NOMEM;
-    if (rc == REDISLOCK_ERR_TIMEOUT) return LOCK_ERR_TIMEOUT;
-    if (rc == REDISLOCK_ERR_CONNECTION || rc == REDISLOCK_ERR_AUTH) return LOCK_ERR_CONNECTION;
-    if (rc == REDISLOCK_ERR_NOT_OWNER) return LOCK_ERR_NOT_OWNER;
-    if (rc == REDISLOCK_LOST) return LOCK_LOST;
-    if (rc == REDISLOCK_ERR_CANCELLED) return LOCK_ERR_CANCELLED;
+    if (rc == LOCK_OK) return LOCK_OK;
+    if (rc == LOCK_ERR_ARGS) return LOCK_ERR_ARGS;
+    if (rc == LOCK_ERR_NOMEM) return LOCK_ERR_NOMEM;
+    if (rc == LOCK_ERR_TIMEOUT) return LOCK_ERR_TIMEOUT;
+    if (rc == LOCK_ERR_CONNECTION || rc == LOCK_ERR_CONNECTION) return LOCK_ERR_CONNECTION;
+    if (rc == LOCK_ERR_NOT_OWNER) return LOCK_ERR_NOT_OWNER;
+    if (rc == LOCK_LOST) return LOCK_LOST;
+    if (rc == LOCK_ERR_CANCELLED) return LOCK_ERR_CANCELLED;
     return LOCK_ERR_SERVER;
 }
 
@@ -88,7 +88,7 @@ static int split_addrs(const char *list, char addr[][ADDR_MAX]) {
         int port;
         memcpy(addr[n], p, len);
         addr[n][len] = '\0';
-        if (redislock_parse_addr(addr[n], host, sizeof(host), &port) != REDISLOCK_OK)
+        if (redislock_parse_addr(addr[n], host, sizeof(host), &port) != LOCK_OK)
             return LOCK_ERR_ARGS;
         for (int i = 0; i < n; i++)
             if (strcmp(addr[i], addr[n]) == 0) return LOCK_ERR_ARGS;
@@ -131,7 +131,7 @@ static int srv_open(redlock *l, int i) {
                           .password = l->password};
     char err[256];
     int rc = redislock_new(&c, &l->srv[i], err, sizeof(err));
-    if (rc != REDISLOCK_OK) {
+    if (rc != LOCK_OK) {
         l->srv[i] = NULL;
         set_err(l, "%s", err); /* the callers name the server */
     }
@@ -146,9 +146,9 @@ static void release_subs(redlock *l, redlock_hold *h, int *kept, int *lost) {
         if (!h->sub[i]) continue;
         int rc = redislock_release(h->sub[i]);
         h->sub[i] = NULL;
-        if (rc == REDISLOCK_OK) {
+        if (rc == LOCK_OK) {
             (*kept)++;
-        } else if (rc == REDISLOCK_LOST) {
+        } else if (rc == LOCK_LOST) {
             (*lost)++;
         } else {
             set_err(l, "server %s: release: %s", l->addr[i], redislock_errstr(l->srv[i]));

@@ -110,16 +110,16 @@ char *zklock__join(const char *a, const char *b, const char *suffix) {
 }
 
 static int zklock_map_zk(int rc) {
-    return zklock__zk_retryable(rc) ? ZKLOCK_ERR_CONNECTION : ZKLOCK_ERR_ZK;
+    return zklock__zk_retryable(rc) ? LOCK_ERR_CONNECTION : LOCK_ERR_SERVER;
 }
 
 int zklock__hold_state_locked(const zklock_hold *h) {
     zklock_conn *c = h->s->conn;
-    if (h->lost || c->epoch != h->epoch || c->state == ZKLOCK_CONN_EXPIRED) return ZKLOCK_LOST;
+    if (h->lost || c->epoch != h->epoch || c->state == ZKLOCK_CONN_EXPIRED) return LOCK_LOST;
     int zs = zoo_state(c->zh);
-    if (zs == ZOO_EXPIRED_SESSION_STATE || zs == ZOO_AUTH_FAILED_STATE) return ZKLOCK_LOST;
-    if (c->state != ZKLOCK_CONN_CONNECTED || zs != ZOO_CONNECTED_STATE) return ZKLOCK_SUSPECT;
-    return ZKLOCK_OK;
+    if (zs == ZOO_EXPIRED_SESSION_STATE || zs == ZOO_AUTH_FAILED_STATE) return LOCK_LOST;
+    if (c->state != ZKLOCK_CONN_CONNECTED || zs != ZOO_CONNECTED_STATE) return LOCK_SUSPECT;
+    return LOCK_OK;
 }
 
 /* Drops the client's registration of the attempt's last watch unless it has
@@ -164,19 +164,19 @@ static void zklock_watch_registered(zklock_attempt *a, const char *path) {
 }
 
 /* Sleeps until the watch fires, the connection state changes, the session is
- * cancelled or the deadline passes. ZKLOCK_OK means "look again". */
+ * cancelled or the deadline passes. LOCK_OK means "look again". */
 static int zklock_wait(zklock_attempt *a, uint64_t seq) {
     zklock_session *s = a->s;
-    int rc = ZKLOCK_OK;
+    int rc = LOCK_OK;
     pthread_mutex_lock(&s->mu);
     while (!a->w.fired) {
         if (s->cancelled) {
-            rc = ZKLOCK_ERR_CANCELLED;
+            rc = LOCK_ERR_CANCELLED;
             break;
         }
         if (s->state_seq != seq) break;
         if (a->deadline >= 0 && zklock__now_ms() >= a->deadline) {
-            rc = ZKLOCK_ERR_TIMEOUT;
+            rc = LOCK_ERR_TIMEOUT;
             break;
         }
         zklock__wait_locked(s, &a->w, a->deadline);
@@ -197,9 +197,9 @@ static int zklock_attempt_reset(zklock_attempt *a, int new_session) {
     a->made = 0;
     a->uncertain = 0;
     a->pred_lowest = 0;
-    if (!new_session) return ZKLOCK_OK;
+    if (!new_session) return LOCK_OK;
     a->ever_uncertain = 0;
-    return zklock__new_guid(a->guid) == 0 ? ZKLOCK_OK : ZKLOCK_ERR_ZK;
+    return zklock__new_guid(a->guid) == 0 ? LOCK_OK : LOCK_ERR_SERVER;
 }
 
 /* Our node is missing from the listing (deleted under us, or its parent reaped).
@@ -207,16 +207,16 @@ static int zklock_attempt_reset(zklock_attempt *a, int new_session) {
  * and a node that is still there after all would block the queue for as long as
  * our session lives. The loop that follows is bounded by the deadline. Returns
  * ZKLOCK_RESTART to make a new node, ZKLOCK_ROUND_AGAIN when the delete must be
- * retried, or a negative code (ZKLOCK_ERR_TIMEOUT once the deadline has passed). */
+ * retried, or a negative code (LOCK_ERR_TIMEOUT once the deadline has passed). */
 static int zklock_attempt_restart(zklock_attempt *a, zklock_conn *c) {
     if (a->made) {
         zklock__count_op(a->s, ZKLOCK_OP_DELETE);
         int zrc = zoo_delete(c->zh, a->path, -1);
         if (zrc != ZOK && zrc != ZNONODE)
-            return zklock__zk_retryable(zrc) ? ZKLOCK_ROUND_AGAIN : ZKLOCK_ERR_ZK;
+            return zklock__zk_retryable(zrc) ? ZKLOCK_ROUND_AGAIN : LOCK_ERR_SERVER;
     }
     zklock_attempt_reset(a, 0);
-    return zklock_deadline_passed(a) ? ZKLOCK_ERR_TIMEOUT : ZKLOCK_RESTART;
+    return zklock_deadline_passed(a) ? LOCK_ERR_TIMEOUT : ZKLOCK_RESTART;
 }
 
 /* ---------------------------------------------------------------- fair lock */
@@ -294,7 +294,7 @@ static int zklock_fair_recover(zklock_attempt *a, zklock_conn *c, struct String_
 
 /* One round of the fair recipe on connection c: make or find our node, list the
  * children (no watch), hold if lowest, else watch the predecessor. Returns
- * ZKLOCK_OK with the lock, ZKLOCK_RESTART, a negative ZKLOCK code,
+ * LOCK_OK with the lock, ZKLOCK_RESTART, a negative ZKLOCK code,
  * ZKLOCK_ROUND_WAIT (wait for the watch armed with *seq) or ZKLOCK_ROUND_AGAIN
  * (connection trouble: round again). */
 
@@ -307,14 +307,14 @@ static int zklock_fair_round(zklock_attempt *a, zklock_conn *c, uint64_t *seq) {
             a->uncertain = a->ever_uncertain = 1;
             return ZKLOCK_ROUND_AGAIN;
         }
-        if (rc != ZOK) return ZKLOCK_ERR_ZK;
+        if (rc != ZOK) return LOCK_ERR_SERVER;
     }
 
     if (a->uncertain) {
         /* The server we reconnected to may not have applied our create yet. */
         rc = zklock__sync(c, &a->w, a->parent);
         if (zklock__zk_retryable(rc)) return ZKLOCK_ROUND_AGAIN;
-        if (rc != ZOK && rc != ZNONODE) return ZKLOCK_ERR_ZK;
+        if (rc != ZOK && rc != ZNONODE) return LOCK_ERR_SERVER;
     }
     struct String_vector kids = {0, NULL};
     zklock__count_op(a->s, ZKLOCK_OP_CHILDREN);
@@ -325,13 +325,13 @@ static int zklock_fair_round(zklock_attempt *a, zklock_conn *c, uint64_t *seq) {
         rc = zoo_get_children(c->zh, a->parent, 0, &kids);
     }
     if (rc == ZNONODE) return ZKLOCK_RESTART; /* parent reaped: no node of ours in it */
-    if (rc != ZOK) return zklock__zk_retryable(rc) ? ZKLOCK_ROUND_AGAIN : ZKLOCK_ERR_ZK;
+    if (rc != ZOK) return zklock__zk_retryable(rc) ? ZKLOCK_ROUND_AGAIN : LOCK_ERR_SERVER;
 
     int out = ZKLOCK_ROUND_AGAIN;
     if (a->uncertain) {
         rc = zklock_fair_recover(a, c, &kids);
         if (rc != ZOK) {
-            out = zklock__zk_retryable(rc) ? ZKLOCK_ROUND_AGAIN : ZKLOCK_ERR_ZK;
+            out = zklock__zk_retryable(rc) ? ZKLOCK_ROUND_AGAIN : LOCK_ERR_SERVER;
             goto done;
         }
         if (!a->made) goto done; /* create again next round */
@@ -345,7 +345,7 @@ static int zklock_fair_round(zklock_attempt *a, zklock_conn *c, uint64_t *seq) {
          * named alike: give up instead of making node after node. The node is
          * swept by its GUID, as one whose name we do not know. */
         a->ever_uncertain = 1;
-        out = ZKLOCK_ERR_ZK;
+        out = LOCK_ERR_SERVER;
         goto done;
     }
     int64_t pred_seq = -1;
@@ -384,18 +384,18 @@ static int zklock_fair_round(zklock_attempt *a, zklock_conn *c, uint64_t *seq) {
         /* Contenders that queued between our create and this listing are behind us
          * already: the watch this listing set will not fire for them. */
         a->behind = above > 0;
-        out = ZKLOCK_OK;
+        out = LOCK_OK;
         goto done;
     }
     a->waited = 1;
     if (zklock_deadline_passed(a)) {
-        out = ZKLOCK_ERR_TIMEOUT;
+        out = LOCK_ERR_TIMEOUT;
         goto done;
     }
 
     char *pp = zklock__join(a->parent, pred, "");
     if (!pp) {
-        out = ZKLOCK_ERR_NOMEM;
+        out = LOCK_ERR_NOMEM;
         goto done;
     }
     a->pred_lowest = below == 1;
@@ -410,11 +410,11 @@ static int zklock_fair_round(zklock_attempt *a, zklock_conn *c, uint64_t *seq) {
     if (rc == ZOK)
         out = ZKLOCK_ROUND_WAIT;
     else if (rc == ZNONODE && a->pred_lowest)
-        out = ZKLOCK_OK; /* the only node below ours is gone: we are the lowest */
+        out = LOCK_OK; /* the only node below ours is gone: we are the lowest */
     else if (rc == ZNONODE || zklock__zk_retryable(rc))
         out = ZKLOCK_ROUND_AGAIN; /* predecessor gone: look again at once */
     else
-        out = ZKLOCK_ERR_ZK;
+        out = LOCK_ERR_SERVER;
 done:
     deallocate_String_vector(&kids);
     return out;
@@ -452,9 +452,9 @@ static int zklock_herd_round(zklock_attempt *a, zklock_conn *c, uint64_t *seq) {
         rc = zklock__sync(c, &a->w, a->parent);
         if (rc == ZOK || rc == ZNONODE) rc = zklock_herd_adopt(a, c);
         if (zklock__zk_retryable(rc)) return ZKLOCK_ROUND_AGAIN;
-        if (rc != ZOK) return ZKLOCK_ERR_ZK;
+        if (rc != ZOK) return LOCK_ERR_SERVER;
         a->uncertain = 0;
-        if (a->made) return ZKLOCK_OK;
+        if (a->made) return LOCK_OK;
     }
 
     a->epoch = c->epoch;
@@ -464,7 +464,7 @@ static int zklock_herd_round(zklock_attempt *a, zklock_conn *c, uint64_t *seq) {
     if (rc == ZOK) {
         a->made = 1;
         a->token = st.czxid;
-        return ZKLOCK_OK;
+        return LOCK_OK;
     }
     if (rc == ZNONODE) {
         rc = zklock__ensure_path(c, a->s->root);
@@ -474,17 +474,17 @@ static int zklock_herd_round(zklock_attempt *a, zklock_conn *c, uint64_t *seq) {
         a->uncertain = a->ever_uncertain = 1;
         return ZKLOCK_ROUND_AGAIN;
     }
-    if (rc != ZNODEEXISTS) return ZKLOCK_ERR_ZK;
+    if (rc != ZNODEEXISTS) return LOCK_ERR_SERVER;
     if (a->ever_uncertain) {
         /* The node in the way may be the late result of our own lost create (even
          * after the look above found nothing): waiting for it would be waiting for
          * ourselves. */
         rc = zklock_herd_adopt(a, c);
         if (zklock__zk_retryable(rc)) return ZKLOCK_ROUND_AGAIN;
-        if (rc != ZOK) return ZKLOCK_ERR_ZK;
-        if (a->made) return ZKLOCK_OK;
+        if (rc != ZOK) return LOCK_ERR_SERVER;
+        if (a->made) return LOCK_OK;
     }
-    if (zklock_deadline_passed(a)) return ZKLOCK_ERR_TIMEOUT;
+    if (zklock_deadline_passed(a)) return LOCK_ERR_TIMEOUT;
 
     *seq = zklock_arm_watch(a, c);
     zklock__count_op(a->s, ZKLOCK_OP_DATA);
@@ -493,7 +493,7 @@ static int zklock_herd_round(zklock_attempt *a, zklock_conn *c, uint64_t *seq) {
     if (rc == ZOK || rc == ZNONODE) zklock_watch_registered(a, a->path);
     if (rc == ZOK) return ZKLOCK_ROUND_WAIT;
     if (rc == ZNONODE || zklock__zk_retryable(rc)) return ZKLOCK_ROUND_AGAIN;
-    return ZKLOCK_ERR_ZK;
+    return LOCK_ERR_SERVER;
 }
 
 /* ---------------------------------------------------------------- acquire */
@@ -506,13 +506,13 @@ static int zklock_attempt_run(zklock_attempt *a) {
         pthread_mutex_lock(&s->mu);
         int rc = zklock__conn_get_locked(s, &a->w, a->deadline, &c);
         pthread_mutex_unlock(&s->mu);
-        if (rc != ZKLOCK_OK) return rc;
+        if (rc != LOCK_OK) return rc;
 
         if ((a->made || a->uncertain) && c->epoch != a->epoch) {
             /* The session that made (or maybe made) our node expired. */
             zklock__conn_put(s, c);
-            if ((rc = zklock_attempt_reset(a, 1)) != ZKLOCK_OK) return rc;
-            if (zklock_deadline_passed(a)) return ZKLOCK_ERR_TIMEOUT;
+            if ((rc = zklock_attempt_reset(a, 1)) != LOCK_OK) return rc;
+            if (zklock_deadline_passed(a)) return LOCK_ERR_TIMEOUT;
             continue;
         }
         uint64_t seq = 0;
@@ -521,11 +521,11 @@ static int zklock_attempt_run(zklock_attempt *a) {
          * the lowest. Acquired with no further operation: 4 in all for a waiter
          * (create, list, watch, and the release's delete), 3 without contention. */
         if (a->kind == ZKLOCK_FAIR && a->made && a->pred_lowest && a->w.fired && a->w.deleted)
-            rc = ZKLOCK_OK;
+            rc = LOCK_OK;
         else
             rc = a->kind == ZKLOCK_FAIR ? zklock_fair_round(a, c, &seq)
                                         : zklock_herd_round(a, c, &seq);
-        if (rc == ZKLOCK_OK) {
+        if (rc == LOCK_OK) {
             /* No watch on our own node: a node deleted under a live session (by hand)
              * is what the fencing token covers, since any later holder's write moves
              * the fence our compare-and-set needs; a session loss makes the hold
@@ -533,14 +533,14 @@ static int zklock_attempt_run(zklock_attempt *a) {
              * more operation per acquisition for a case the fence already refuses. */
             zklock_watch_drop(a, c);
             zklock__conn_put(s, c);
-            return ZKLOCK_OK;
+            return LOCK_OK;
         }
         if (rc == ZKLOCK_RESTART) rc = zklock_attempt_restart(a, c);
         zklock__conn_put(s, c);
         if (rc == ZKLOCK_RESTART || rc == ZKLOCK_ROUND_AGAIN) continue;
         if (rc == ZKLOCK_ROUND_WAIT) {
             rc = zklock_wait(a, seq);
-            if (rc != ZKLOCK_OK) return rc;
+            if (rc != LOCK_OK) return rc;
             continue;
         }
         return rc;
@@ -555,18 +555,18 @@ static void zklock_attempt_abandon(zklock_attempt *a) {
     pthread_mutex_lock(&s->mu);
     int rc = zklock__conn_get_locked(s, NULL, 0, &c);
     pthread_mutex_unlock(&s->mu);
-    if (rc == ZKLOCK_OK) zklock_watch_drop(a, c);
+    if (rc == LOCK_OK) zklock_watch_drop(a, c);
     /* After a lost create reply the node may exist even when recovery found
      * nothing (its create may yet be applied): sweep by GUID all the same. */
     if (a->made || a->uncertain || a->ever_uncertain) {
         int zrc = ZCONNECTIONLOSS;
-        if (rc == ZKLOCK_OK && c->epoch != a->epoch) {
+        if (rc == LOCK_OK && c->epoch != a->epoch) {
             zrc = ZOK; /* made by an expired session: gone with it */
-        } else if (rc == ZKLOCK_OK && a->made && a->kind == ZKLOCK_FAIR && !a->ever_uncertain) {
+        } else if (rc == LOCK_OK && a->made && a->kind == ZKLOCK_FAIR && !a->ever_uncertain) {
             zklock__count_op(s, ZKLOCK_OP_DELETE);
             zrc = zoo_delete(c->zh, a->path, -1);
             if (zrc == ZNONODE) zrc = ZOK;
-        } else if (rc == ZKLOCK_OK) {
+        } else if (rc == LOCK_OK) {
             zklock_cleanup e = {.epoch = a->epoch, .kind = a->kind};
             e.path = a->kind == ZKLOCK_FAIR ? a->parent : a->path;
             memcpy(e.guid, a->guid, sizeof(e.guid));
@@ -592,20 +592,20 @@ int zklock_acquire(zklock_session *s, const char *name, zklock_kind kind, int ti
     if (out) *out = NULL;
     if (!s || !name || !out || !zklock__name_valid(name) ||
         (kind != ZKLOCK_FAIR && kind != ZKLOCK_HERD))
-        return ZKLOCK_ERR_ARGS;
+        return LOCK_ERR_ARGS;
 
     pthread_t self = pthread_self();
     pthread_mutex_lock(&s->mu);
     if (s->cancelled) {
         pthread_mutex_unlock(&s->mu);
-        return ZKLOCK_ERR_CANCELLED;
+        return LOCK_ERR_CANCELLED;
     }
     zklock_hold *stale = NULL;
     zklock_hold *cached = zklock__cache_take_locked(s, name, kind, &stale);
     if (cached) {
         pthread_mutex_unlock(&s->mu);
         *out = cached;
-        return ZKLOCK_OK;
+        return LOCK_OK;
     }
     pthread_mutex_unlock(&s->mu);
     if (stale) (void)zklock__hold_let_go(stale);
@@ -615,8 +615,8 @@ int zklock_acquire(zklock_session *s, const char *name, zklock_kind kind, int ti
         if (pthread_equal(h->owner, self) && h->kind == kind && strcmp(h->name, name) == 0) {
             /* Reentry. A lost hold is not handed out again: the caller must learn
              * that the outer critical section is no longer protected. */
-            int rc = zklock__hold_state_locked(h) == ZKLOCK_LOST ? ZKLOCK_LOST : ZKLOCK_OK;
-            if (rc == ZKLOCK_OK) {
+            int rc = zklock__hold_state_locked(h) == LOCK_LOST ? LOCK_LOST : LOCK_OK;
+            if (rc == LOCK_OK) {
                 h->count++;
                 *out = h;
             }
@@ -631,7 +631,7 @@ int zklock_acquire(zklock_session *s, const char *name, zklock_kind kind, int ti
     zklock_attempt a = {.s = s, .kind = kind};
     a.deadline = timeout_ms < 0 ? -1 : zklock__now_ms() + timeout_ms;
     zklock_hold *h = calloc(1, sizeof(*h));
-    int rc = ZKLOCK_ERR_NOMEM;
+    int rc = LOCK_ERR_NOMEM;
     if (!h || !(h->name = strdup(name))) goto out_nowaiter;
     if (kind == ZKLOCK_FAIR) {
         a.parent = zklock__join(s->root, name, "");
@@ -643,13 +643,13 @@ int zklock_acquire(zklock_session *s, const char *name, zklock_kind kind, int ti
     }
     if (!a.parent || !a.path) goto out_nowaiter;
     if (zklock__new_guid(a.guid) != 0) {
-        rc = ZKLOCK_ERR_ZK;
+        rc = LOCK_ERR_SERVER;
         goto out_nowaiter;
     }
 
     zklock__waiter_add(s, &a.w);
     rc = zklock_attempt_run(&a);
-    if (rc == ZKLOCK_OK) {
+    if (rc == LOCK_OK) {
         h->s = s;
         h->owner = self;
         h->kind = kind;
@@ -680,7 +680,7 @@ int zklock_acquire(zklock_session *s, const char *name, zklock_kind kind, int ti
         h = NULL;
     } else {
         zklock_attempt_abandon(&a);
-        if (rc == ZKLOCK_ERR_TIMEOUT) {
+        if (rc == LOCK_ERR_TIMEOUT) {
             pthread_mutex_lock(&s->mu);
             s->stats.timeouts++;
             pthread_mutex_unlock(&s->mu);
@@ -698,7 +698,7 @@ out_nowaiter:
 /* ---------------------------------------------------------------- hold */
 
 int zklock_check(const zklock_hold *h) {
-    if (!h) return ZKLOCK_ERR_ARGS;
+    if (!h) return LOCK_ERR_ARGS;
     pthread_mutex_lock(&h->s->mu);
     int rc = zklock__hold_state_locked(h);
     pthread_mutex_unlock(&h->s->mu);
@@ -744,11 +744,11 @@ int zklock__hold_let_go(zklock_hold *h) {
     pthread_mutex_lock(&s->mu);
     int state = zklock__hold_state_locked(h);
     zklock_conn *c = NULL;
-    int rc = ZKLOCK_LOST;
-    if (state != ZKLOCK_LOST) rc = zklock__conn_get_locked(s, NULL, 0, &c);
+    int rc = LOCK_LOST;
+    if (state != LOCK_LOST) rc = zklock__conn_get_locked(s, NULL, 0, &c);
     pthread_mutex_unlock(&s->mu);
 
-    if (rc == ZKLOCK_OK) {
+    if (rc == LOCK_OK) {
         int zrc = zklock_hold_delete(h, c);
         zklock__conn_put(s, c);
         if (zrc != ZOK) {
@@ -757,10 +757,10 @@ int zklock__hold_let_go(zklock_hold *h) {
                 zklock__cleanup_queue(s, h->epoch, h->kind,
                                       h->kind == ZKLOCK_FAIR ? h->parent : h->path, h->guid);
         }
-    } else if (rc != ZKLOCK_LOST) {
+    } else if (rc != LOCK_LOST) {
         /* Disconnected (SUSPECT): the node must go once we are back, else it would
          * block the lock for as long as our session lives (CURATOR-678). */
-        rc = ZKLOCK_ERR_CONNECTION;
+        rc = LOCK_ERR_CONNECTION;
         zklock__cleanup_queue(s, h->epoch, h->kind, h->kind == ZKLOCK_FAIR ? h->parent : h->path,
                               h->guid);
     }
@@ -769,14 +769,14 @@ int zklock__hold_let_go(zklock_hold *h) {
 }
 
 int zklock_release(zklock_hold *h) {
-    if (!h) return ZKLOCK_ERR_ARGS;
-    if (!pthread_equal(h->owner, pthread_self())) return ZKLOCK_ERR_NOT_OWNER;
+    if (!h) return LOCK_ERR_ARGS;
+    if (!pthread_equal(h->owner, pthread_self())) return LOCK_ERR_NOT_OWNER;
     zklock_session *s = h->s;
 
     pthread_mutex_lock(&s->mu);
     if (--h->count > 0) {
         pthread_mutex_unlock(&s->mu);
-        return ZKLOCK_OK;
+        return LOCK_OK;
     }
     /* Unlinked first: the own-node watch that our delete fires finds no hold. */
     for (zklock_hold **p = &s->holds; *p; p = &(*p)->next) {

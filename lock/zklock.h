@@ -63,7 +63,7 @@
  *     the same node and token. That is the one hand-over between threads.
  *   - ZooKeeper's watcher callbacks only record state and signal; they never block.
  *
- * Every function returns ZKLOCK_OK (0) or a negative ZKLOCK_* code, the values of
+ * Every function returns LOCK_OK (0) or a negative LOCK_* code, the values of
  * lock_codes.h; zklock_strerror() names it. zklock_kind.c ends the library with its two
  * rows of the lock registry (lock.h): zk and zk-herd. Nothing here prints (ZooKeeper's
  * own log is set to errors only and sent to a callback that drops it), exits or aborts
@@ -74,19 +74,6 @@
 #include <stdint.h>
 
 #include "lock_codes.h"
-
-/* The codes are lock_codes.h's, under zklock's own names. */
-#define ZKLOCK_OK        LOCK_OK
-#define ZKLOCK_ERR_ARGS  LOCK_ERR_ARGS /* bad argument */
-#define ZKLOCK_ERR_NOMEM LOCK_ERR_NOMEM
-/* not acquired before the deadline; our node is gone */
-#define ZKLOCK_ERR_TIMEOUT    LOCK_ERR_TIMEOUT
-#define ZKLOCK_ERR_CONNECTION LOCK_ERR_CONNECTION /* no usable connection to ZooKeeper */
-#define ZKLOCK_ERR_CANCELLED  LOCK_ERR_CANCELLED  /* zklock_session_cancel() was called */
-#define ZKLOCK_ERR_ZK         LOCK_ERR_SERVER     /* ZooKeeper answered an unexpected error */
-#define ZKLOCK_ERR_NOT_OWNER  LOCK_ERR_NOT_OWNER  /* the hold belongs to another thread */
-#define ZKLOCK_SUSPECT        LOCK_SUSPECT /* check: connection lost; the lock may have passed on */
-#define ZKLOCK_LOST           LOCK_LOST    /* check: the session expired; the lock is lost */
 
 typedef enum zklock_kind {
     ZKLOCK_FAIR = 0, /* ephemeral-sequential queue, watch the predecessor */
@@ -147,7 +134,7 @@ typedef struct zklock_session zklock_session;
 typedef struct zklock_hold zklock_hold;
 
 /* Connects and waits for CONNECTED up to cfg->connect_timeout_ms. On success *out is
- * the session; on failure *out is NULL and the code says why (ZKLOCK_ERR_CONNECTION
+ * the session; on failure *out is NULL and the code says why (LOCK_ERR_CONNECTION
  * if ZooKeeper did not answer in time). */
 int zklock_session_new(const zklock_session_config *cfg, zklock_session **out);
 
@@ -159,25 +146,25 @@ int zklock_session_new(const zklock_session_config *cfg, zklock_session **out);
 void zklock_session_free(zklock_session *s);
 
 /* Makes every acquisition now waiting, or started later, fail with
- * ZKLOCK_ERR_CANCELLED (used at shutdown). */
+ * LOCK_ERR_CANCELLED (used at shutdown). */
 void zklock_session_cancel(zklock_session *s);
 
 /* Acquires the lock `name` (a single path segment of printable ASCII such as
  * "product_1", at most 200 bytes, not ending in "-herd") of the given kind, waiting at
- * most timeout_ms (0 = try once, < 0 = no limit). On ZKLOCK_OK *out is the hold; on
+ * most timeout_ms (0 = try once, < 0 = no limit). On LOCK_OK *out is the hold; on
  * error *out is NULL and our node, if one was made, has been deleted (or its
  * deletion is queued, see above). If the session expires while we wait, the wait
  * goes on with the new session (a new node, so a new place in the queue).
- * Returns ZKLOCK_OK, ZKLOCK_ERR_ARGS, ZKLOCK_ERR_NOMEM, ZKLOCK_ERR_TIMEOUT,
- * ZKLOCK_ERR_CONNECTION (not connected at the deadline), ZKLOCK_ERR_CANCELLED,
- * ZKLOCK_ERR_ZK, or ZKLOCK_LOST: a reentrant acquisition of a hold that is already
+ * Returns LOCK_OK, LOCK_ERR_ARGS, LOCK_ERR_NOMEM, LOCK_ERR_TIMEOUT,
+ * LOCK_ERR_CONNECTION (not connected at the deadline), LOCK_ERR_CANCELLED,
+ * LOCK_ERR_SERVER, or LOCK_LOST: a reentrant acquisition of a hold that is already
  * LOST is refused (the count is not raised), so that the outer critical section
  * learns it is no longer protected; release that hold. */
 int zklock_acquire(zklock_session *s, const char *name, zklock_kind kind, int timeout_ms,
                    zklock_hold **out);
 
-/* Is the lock still ours? ZKLOCK_OK, ZKLOCK_SUSPECT (connection currently lost) or
- * ZKLOCK_LOST (session expired). Call it right before
+/* Is the lock still ours? LOCK_OK, LOCK_SUSPECT (connection currently lost) or
+ * LOCK_LOST (session expired). Call it right before
  * committing work done under the lock. Cheap: reads local state only. A connection
  * problem that the client has not noticed yet (a process paused past its session
  * timeout) cannot be seen here: that is what the fencing token is for. */
@@ -189,9 +176,9 @@ int zklock_check(const zklock_hold *h);
 int64_t zklock_token(const zklock_hold *h);
 
 /* Releases one level of the hold; at zero deletes the node and frees the hold.
- * Returns ZKLOCK_OK; ZKLOCK_ERR_NOT_OWNER if called by another thread than the
- * acquirer (the hold is untouched); ZKLOCK_LOST if the hold had been lost (nothing
- * to delete; the hold is freed); ZKLOCK_ERR_CONNECTION if the delete could not
+ * Returns LOCK_OK; LOCK_ERR_NOT_OWNER if called by another thread than the
+ * acquirer (the hold is untouched); LOCK_LOST if the hold had been lost (nothing
+ * to delete; the hold is freed); LOCK_ERR_CONNECTION if the delete could not
  * reach the server: the hold is freed and the delete is retried in the background
  * once the connection is back with the same session (else the node went with the
  * session), so the lock is never left blocked. */
@@ -210,7 +197,7 @@ int zklock_release(zklock_hold *h);
  * a hit, when the session is cancelled (shutdown), and with the session when it is
  * freed or expires.
  *
- * Ownership: on ZKLOCK_OK the hold leaves the calling thread; the pointer is no
+ * Ownership: on LOCK_OK the hold leaves the calling thread; the pointer is no
  * longer the caller's (the session may free it at any moment) and must not be used.
  * The hold that a later cache hit returns belongs to that acquiring thread, as any
  * fresh hold does.
@@ -220,7 +207,7 @@ int zklock_release(zklock_hold *h);
  * queued behind another contender's node when it was acquired (contention just seen
  * is likely to go on, and the watch would fire at once), when a contender has queued
  * already (the watch fired, or the watch's listing shows one), or when the hold is
- * not surely ours. Returns ZKLOCK_OK when cached; ZKLOCK_ERR_NOT_OWNER (untouched). */
+ * not surely ours. Returns LOCK_OK when cached; LOCK_ERR_NOT_OWNER (untouched). */
 int zklock_release_cached(zklock_hold *h, int max_ms);
 
 /* The most names one zklock_try_many or zklock_release_many call takes. */
@@ -231,19 +218,19 @@ int zklock_release_cached(zklock_hold *h, int max_ms);
  * i, rcs[i] and holds[i] are what zklock_acquire(s, names[i], kind, 0, &holds[i])
  * would give, and each hold belongs to the calling thread as that one's would.
  *   - A name this process has cached is a cache hit (no operation), and a name the
- *     calling thread holds already is a reentry (the count is raised, or ZKLOCK_LOST);
+ *     calling thread holds already is a reentry (the count is raised, or LOCK_LOST);
  *   - for the others, the requests go out together on the one session, which ZooKeeper
  *     answers in order: for each name a create of its EPHEMERAL_SEQUENTIAL node (the
  *     layout of zklock_acquire; its czxid is the token) and right behind it the
  *     listing of the parent, which therefore sees our node (with config.cache that
  *     listing sets the cache's children watch, as a single acquisition's does). One
  *     round trip for all: a name whose node is the lowest is held;
- *   - a name whose node has a predecessor is ZKLOCK_ERR_TIMEOUT (busy), and its node
+ *   - a name whose node has a predecessor is LOCK_ERR_TIMEOUT (busy), and its node
  *     is deleted before the call returns: those deletes also go out together (a
  *     second round trip, only when something was busy). Nothing waits for a
  *     predecessor: a caller that holds other locks may call this (no hold-and-wait);
  *   - a create whose reply was lost (connection loss) is given up, not recovered: the
- *     name is ZKLOCK_ERR_CONNECTION and a node that the create may yet have made is
+ *     name is LOCK_ERR_CONNECTION and a node that the create may yet have made is
  *     deleted by its GUID in the background once the connection is back with the same
  *     session (it goes with the session otherwise), as when zklock_acquire gives up.
  *     A delete that cannot reach the server is queued the same way;
@@ -252,29 +239,29 @@ int zklock_release_cached(zklock_hold *h, int max_ms);
  *     and listing again, all together. Should the root itself be gone, that name is
  *     tried alone, by zklock_acquire with timeout 0 (which makes the path).
  * SUSPECT and LOST, the session's expiry and the release of each hold are those of
- * any hold of zklock_acquire. Returns how many are held (>= 0), or ZKLOCK_ERR_ARGS
+ * any hold of zklock_acquire. Returns how many are held (>= 0), or LOCK_ERR_ARGS
  * (NULL pointers, n outside 0..ZKLOCK_MANY_MAX, a bad or repeated name, a bad kind:
- * then nothing is tried, every holds[i] is NULL and every rcs[i] ZKLOCK_ERR_ARGS).
+ * then nothing is tried, every holds[i] is NULL and every rcs[i] LOCK_ERR_ARGS).
  * Thread-safe as zklock_acquire. */
 int zklock_try_many(zklock_session *s, const char *const *names, int n, zklock_kind kind,
                     zklock_hold **holds, int *rcs);
 
-/* Releases holds[0..n-1] (NULL entries are skipped, their rcs[i] ZKLOCK_OK) as
+/* Releases holds[0..n-1] (NULL entries are skipped, their rcs[i] LOCK_OK) as
  * zklock_release_cached(holds[i], max_ms) each would (max_ms <= 0: as zklock_release),
  * with the same result in rcs[i] (rcs may be NULL), and the same ownership: every
- * hold not refused with ZKLOCK_ERR_NOT_OWNER is no longer the caller's. A hold kept
+ * hold not refused with LOCK_ERR_NOT_OWNER is no longer the caller's. A hold kept
  * in the cache with its watch armed costs no operation; the deletes of the fair
  * holds that go send together (one round trip for all; a hold of the herd lock, or
  * one whose create's reply was once lost, is released alone, as zklock_release does
  * it). A delete that cannot reach the server is queued for the background, as
- * zklock_release's is. Returns ZKLOCK_OK, ZKLOCK_ERR_ARGS (n outside
+ * zklock_release's is. Returns LOCK_OK, LOCK_ERR_ARGS (n outside
  * 0..ZKLOCK_MANY_MAX or holds NULL: nothing released) or the first rcs[i] that is
- * not ZKLOCK_OK. Only the thread that acquired each hold may call it. */
+ * not LOCK_OK. Only the thread that acquired each hold may call it. */
 int zklock_release_many(zklock_hold **holds, int n, int max_ms, int *rcs);
 
-/* Is the session connected right now? ZKLOCK_OK, ZKLOCK_ERR_CONNECTION (connecting, or
+/* Is the session connected right now? LOCK_OK, LOCK_ERR_CONNECTION (connecting, or
  * the session expired and its replacement is not yet connected) or
- * ZKLOCK_ERR_CANCELLED. Reads local state only: it never waits, so /health can ask. */
+ * LOCK_ERR_CANCELLED. Reads local state only: it never waits, so /health can ask. */
 int zklock_session_status(zklock_session *s);
 
 /* Copies the session's counters. */

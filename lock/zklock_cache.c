@@ -20,7 +20,7 @@
  * node is surely ours (connected, same session). mu held. */
 static int zklock_cache_usable_locked(const zklock_hold *h) {
     return !h->contended && !h->s->cancelled && zklock__now_ms() < h->cache_until &&
-           zklock__hold_state_locked(h) == ZKLOCK_OK;
+           zklock__hold_state_locked(h) == LOCK_OK;
 }
 
 /* Counts why a cached hold is let go (mu held). */
@@ -28,7 +28,7 @@ static void zklock_cache_count_let_go_locked(const zklock_hold *h) {
     zklock_stats *st = &h->s->stats;
     if (h->contended)
         st->cache_let_go_contender++;
-    else if (!h->s->cancelled && zklock__hold_state_locked(h) == ZKLOCK_OK)
+    else if (!h->s->cancelled && zklock__hold_state_locked(h) == LOCK_OK)
         st->cache_let_go_timeout++;
     else
         st->cache_let_go_other++;
@@ -117,7 +117,7 @@ int64_t zklock__cache_sweep_locked(zklock_session *s) {
             zklock_hold *h = *p;
             if (!h->cached) continue;
             /* A SUSPECT hold waits, within its time, for its connection to return. */
-            int suspect_wait = zklock__hold_state_locked(h) == ZKLOCK_SUSPECT && !h->contended &&
+            int suspect_wait = zklock__hold_state_locked(h) == LOCK_SUSPECT && !h->contended &&
                                !s->cancelled && zklock__now_ms() < h->cache_until;
             if (!zklock_cache_usable_locked(h) && !suspect_wait) {
                 *p = h->next;
@@ -137,8 +137,8 @@ int64_t zklock__cache_sweep_locked(zklock_session *s) {
 /* ---------------------------------------------------------------- release */
 
 int zklock_release_cached(zklock_hold *h, int max_ms) {
-    if (!h) return ZKLOCK_ERR_ARGS;
-    if (!pthread_equal(h->owner, pthread_self())) return ZKLOCK_ERR_NOT_OWNER;
+    if (!h) return LOCK_ERR_ARGS;
+    if (!pthread_equal(h->owner, pthread_self())) return LOCK_ERR_NOT_OWNER;
     zklock_session *s = h->s;
     /* Not cached: off; the herd lock; an inner level of a reentrant hold; a lock that
      * had to queue behind another contender (contention just seen is likely to go on,
@@ -151,17 +151,17 @@ int zklock_release_cached(zklock_hold *h, int max_ms) {
     pthread_mutex_lock(&s->mu);
     zklock_conn *c = NULL;
     uint64_t id = 0;
-    int ok = !h->contended && !s->cancelled && zklock__hold_state_locked(h) == ZKLOCK_OK;
+    int ok = !h->contended && !s->cancelled && zklock__hold_state_locked(h) == LOCK_OK;
     if (ok && !h->cache_watch) {
-        ok = zklock__conn_get_locked(s, NULL, 0, &c) == ZKLOCK_OK;
+        ok = zklock__conn_get_locked(s, NULL, 0, &c) == LOCK_OK;
         if (ok) id = h->cache_watch = zklock__watch_id_locked(s);
     }
     pthread_mutex_unlock(&s->mu);
     if (c) {
         struct String_vector kids = {0, NULL};
         zklock__count_op(s, ZKLOCK_OP_CHILDREN);
-        int zrc =
-            zoo_wget_children(c->zh, h->parent, zklock__cache_watcher, (void *)(uintptr_t)id, &kids);
+        int zrc = zoo_wget_children(c->zh, h->parent, zklock__cache_watcher, (void *)(uintptr_t)id,
+                                    &kids);
         zklock__conn_put(s, c);
         const char *mine = strrchr(h->path, '/') + 1;
         int others = 0;
@@ -179,7 +179,7 @@ int zklock_release_cached(zklock_hold *h, int max_ms) {
     }
 
     pthread_mutex_lock(&s->mu);
-    if (!ok || h->contended || s->cancelled || zklock__hold_state_locked(h) != ZKLOCK_OK) {
+    if (!ok || h->contended || s->cancelled || zklock__hold_state_locked(h) != LOCK_OK) {
         pthread_mutex_unlock(&s->mu);
         return zklock_release(h);
     }
@@ -190,5 +190,5 @@ int zklock_release_cached(zklock_hold *h, int max_ms) {
     s->stats.cache_parks++;
     pthread_cond_signal(&s->maint_cond); /* its next wake-up may now be sooner */
     pthread_mutex_unlock(&s->mu);
-    return ZKLOCK_OK;
+    return LOCK_OK;
 }

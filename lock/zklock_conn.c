@@ -184,7 +184,7 @@ void zklock__node_watcher(zhandle_t *zh, int type, int state, const char *path, 
 
 static int zklock_conn_open(zklock_session *s, zklock_conn **out) {
     zklock_conn *c = calloc(1, sizeof(*c));
-    if (!c) return ZKLOCK_ERR_NOMEM;
+    if (!c) return LOCK_ERR_NOMEM;
     c->s = s;
     c->state = ZKLOCK_CONN_CONNECTING;
     pthread_mutex_lock(&s->mu);
@@ -195,7 +195,7 @@ static int zklock_conn_open(zklock_session *s, zklock_conn **out) {
     if (!c->zh) {
         int nomem = errno == ENOMEM;
         free(c);
-        return nomem ? ZKLOCK_ERR_NOMEM : ZKLOCK_ERR_CONNECTION;
+        return nomem ? LOCK_ERR_NOMEM : LOCK_ERR_CONNECTION;
     }
     /* By default the client resolves the ensemble's host names each time it checks its
      * socket for readiness: a getaddrinfo (and the kernel's address dumps it asks for)
@@ -210,10 +210,10 @@ static int zklock_conn_open(zklock_session *s, zklock_conn **out) {
         zoo_add_auth(c->zh, "digest", s->auth, (int)strlen(s->auth), NULL, NULL) != ZOK) {
         zookeeper_close(c->zh);
         free(c);
-        return ZKLOCK_ERR_CONNECTION;
+        return LOCK_ERR_CONNECTION;
     }
     *out = c;
-    return ZKLOCK_OK;
+    return LOCK_OK;
 }
 
 /* Closes the handle (joins ZooKeeper's threads, so no watcher runs afterwards). */
@@ -227,7 +227,7 @@ int zklock__conn_get_locked(zklock_session *s, zklock_waiter *w, int64_t deadlin
                             zklock_conn **out) {
     for (;;) {
         /* Cancellation stops waiting, never cleaning up (callers without w). */
-        if (w && s->cancelled) return ZKLOCK_ERR_CANCELLED;
+        if (w && s->cancelled) return LOCK_ERR_CANCELLED;
         zklock_conn *c = s->conn;
         /* Our recorded state lags the library's by the event's trip through the
          * completion thread, so both must say connected. */
@@ -235,10 +235,10 @@ int zklock__conn_get_locked(zklock_session *s, zklock_waiter *w, int64_t deadlin
         if (c->state == ZKLOCK_CONN_CONNECTED && zk_connected) {
             c->refs++;
             *out = c;
-            return ZKLOCK_OK;
+            return LOCK_OK;
         }
         int64_t now = zklock__now_ms();
-        if (!w || (deadline_ms >= 0 && now >= deadline_ms)) return ZKLOCK_ERR_CONNECTION;
+        if (!w || (deadline_ms >= 0 && now >= deadline_ms)) return LOCK_ERR_CONNECTION;
         int64_t until = deadline_ms;
         if (c->state == ZKLOCK_CONN_CONNECTED && (until < 0 || until > now + 10))
             until = now + 10; /* the state event is on its way */
@@ -398,7 +398,7 @@ static void zklock_cleanups_run_locked(zklock_session *s) {
             zklock_cleanup_free(e);
             continue;
         }
-        if (zklock__conn_get_locked(s, NULL, 0, &c) != ZKLOCK_OK) {
+        if (zklock__conn_get_locked(s, NULL, 0, &c) != LOCK_OK) {
             e->next = keep;
             keep = e;
             continue;
@@ -433,7 +433,7 @@ static void *zklock_maint_main(void *arg) {
             zklock_conn *c = NULL;
             int rc = zklock_conn_open(s, &c);
             pthread_mutex_lock(&s->mu);
-            if (rc != ZKLOCK_OK) {
+            if (rc != LOCK_OK) {
                 zklock_cond_wait_until(&s->maint_cond, &s->mu, zklock__now_ms() + 1000);
                 continue;
             }
@@ -470,15 +470,15 @@ static int zklock_root_valid(const char *root) {
 }
 
 int zklock_session_new(const zklock_session_config *cfg, zklock_session **out) {
-    if (!out) return ZKLOCK_ERR_ARGS;
+    if (!out) return LOCK_ERR_ARGS;
     *out = NULL;
-    if (!cfg || !cfg->hosts || !cfg->hosts[0]) return ZKLOCK_ERR_ARGS;
+    if (!cfg || !cfg->hosts || !cfg->hosts[0]) return LOCK_ERR_ARGS;
     const char *root = cfg->root ? cfg->root : "/stock/locks";
     if (!zklock_root_valid(root) || cfg->session_timeout_ms < 0 || cfg->connect_timeout_ms < 0)
-        return ZKLOCK_ERR_ARGS;
+        return LOCK_ERR_ARGS;
 
     zklock_session *s = calloc(1, sizeof(*s));
-    if (!s) return ZKLOCK_ERR_NOMEM;
+    if (!s) return LOCK_ERR_NOMEM;
     pthread_mutex_init(&s->mu, NULL);
     pthread_condattr_t attr;
     pthread_condattr_init(&attr);
@@ -491,12 +491,12 @@ int zklock_session_new(const zklock_session_config *cfg, zklock_session **out) {
     s->hosts = strdup(cfg->hosts);
     s->root = strdup(root);
     s->acl = &ZOO_OPEN_ACL_UNSAFE;
-    int rc = ZKLOCK_ERR_NOMEM;
+    int rc = LOCK_ERR_NOMEM;
     if (!s->hosts || !s->root) goto out;
     if (cfg->auth && cfg->auth[0]) {
         const char *colon = strchr(cfg->auth, ':');
         if (!colon || colon == cfg->auth) {
-            rc = ZKLOCK_ERR_ARGS;
+            rc = LOCK_ERR_ARGS;
             goto out;
         }
         if (!(s->auth = strdup(cfg->auth))) goto out;
@@ -507,7 +507,7 @@ int zklock_session_new(const zklock_session_config *cfg, zklock_session **out) {
     /* Error level only, and every handle logs into zklock_log_discard. */
     zoo_set_debug_level(ZOO_LOG_LEVEL_ERROR);
     rc = zklock_conn_open(s, &s->conn);
-    if (rc != ZKLOCK_OK) goto out;
+    if (rc != LOCK_OK) goto out;
 
     zklock_waiter w;
     zklock_conn *c = NULL;
@@ -516,21 +516,21 @@ int zklock_session_new(const zklock_session_config *cfg, zklock_session **out) {
     rc = zklock__conn_get_locked(s, &w, zklock__now_ms() + s->connect_timeout_ms, &c);
     pthread_mutex_unlock(&s->mu);
     zklock__waiter_remove(s, &w);
-    if (rc != ZKLOCK_OK) goto out;
+    if (rc != LOCK_OK) goto out;
     int zrc = zklock__ensure_path(c, s->root);
     zklock__conn_put(s, c);
     if (zrc != ZOK) {
-        rc = zklock__zk_retryable(zrc) ? ZKLOCK_ERR_CONNECTION : ZKLOCK_ERR_ZK;
+        rc = zklock__zk_retryable(zrc) ? LOCK_ERR_CONNECTION : LOCK_ERR_SERVER;
         goto out;
     }
     if (pthread_create(&s->maint, NULL, zklock_maint_main, s) != 0) {
-        rc = ZKLOCK_ERR_NOMEM;
+        rc = LOCK_ERR_NOMEM;
         goto out;
     }
     s->maint_started = 1;
-    rc = ZKLOCK_OK;
+    rc = LOCK_OK;
 out:
-    if (rc != ZKLOCK_OK) {
+    if (rc != LOCK_OK) {
         zklock_session_free(s);
         s = NULL;
     }
@@ -581,12 +581,12 @@ void zklock_session_free(zklock_session *s) {
 int zklock_session_status(zklock_session *s) {
     int rc;
 
-    if (!s) return ZKLOCK_ERR_ARGS;
+    if (!s) return LOCK_ERR_ARGS;
     pthread_mutex_lock(&s->mu);
     if (s->cancelled)
-        rc = ZKLOCK_ERR_CANCELLED;
+        rc = LOCK_ERR_CANCELLED;
     else
-        rc = s->conn->state == ZKLOCK_CONN_CONNECTED ? ZKLOCK_OK : ZKLOCK_ERR_CONNECTION;
+        rc = s->conn->state == ZKLOCK_CONN_CONNECTED ? LOCK_OK : LOCK_ERR_CONNECTION;
     pthread_mutex_unlock(&s->mu);
     return rc;
 }
@@ -600,25 +600,25 @@ void zklock_get_stats(zklock_session *s, zklock_stats *out) {
 
 const char *zklock_strerror(int code) {
     switch (code) {
-    case ZKLOCK_OK:
+    case LOCK_OK:
         return "ok";
-    case ZKLOCK_ERR_ARGS:
+    case LOCK_ERR_ARGS:
         return "bad argument";
-    case ZKLOCK_ERR_NOMEM:
+    case LOCK_ERR_NOMEM:
         return "out of memory";
-    case ZKLOCK_ERR_TIMEOUT:
+    case LOCK_ERR_TIMEOUT:
         return "lock not acquired before the deadline";
-    case ZKLOCK_ERR_CONNECTION:
+    case LOCK_ERR_CONNECTION:
         return "no usable connection to ZooKeeper";
-    case ZKLOCK_ERR_CANCELLED:
+    case LOCK_ERR_CANCELLED:
         return "cancelled";
-    case ZKLOCK_ERR_ZK:
+    case LOCK_ERR_SERVER:
         return "unexpected ZooKeeper error";
-    case ZKLOCK_ERR_NOT_OWNER:
+    case LOCK_ERR_NOT_OWNER:
         return "the hold belongs to another thread";
-    case ZKLOCK_SUSPECT:
+    case LOCK_SUSPECT:
         return "connection lost; the lock may have passed on";
-    case ZKLOCK_LOST:
+    case LOCK_LOST:
         return "lock lost (session expired or node deleted)";
     default:
         return "unknown zklock code";

@@ -122,8 +122,8 @@ void zklock__waiter_remove(zklock_session *s, zklock_waiter *w);
 void zklock__wait_locked(zklock_session *s, zklock_waiter *w, int64_t deadline_ms);
 
 /* Takes a reference on the current connection once it is connected, waiting on w
- * until deadline_ms (-1 = forever). mu held. Returns ZKLOCK_OK,
- * ZKLOCK_ERR_CANCELLED (only with a waiter) or ZKLOCK_ERR_CONNECTION. With w NULL
+ * until deadline_ms (-1 = forever). mu held. Returns LOCK_OK,
+ * LOCK_ERR_CANCELLED (only with a waiter) or LOCK_ERR_CONNECTION. With w NULL
  * it does not wait and ignores cancellation: cleanup must still run. */
 int zklock__conn_get_locked(zklock_session *s, zklock_waiter *w, int64_t deadline_ms,
                             zklock_conn **out);
@@ -135,8 +135,8 @@ uint64_t zklock__watch_id_locked(zklock_session *s);
 /* The watcher of every node watch; the context is the watch id. */
 void zklock__node_watcher(zhandle_t *zh, int type, int state, const char *path, void *ctx);
 
-/* A hold's state as zklock_check reports it: ZKLOCK_OK, ZKLOCK_SUSPECT or
- * ZKLOCK_LOST (mu held). In zklock.c. */
+/* A hold's state as zklock_check reports it: LOCK_OK, LOCK_SUSPECT or
+ * LOCK_LOST (mu held). In zklock.c. */
 int zklock__hold_state_locked(const zklock_hold *h);
 
 /* Deletes the node of a hold that is no longer in s->holds and frees the hold (mu not

@@ -32,7 +32,7 @@ static int zk_set_new(const lock_kind *k, const lock_config *cfg, void **set, ch
                                 .cache = cfg->cache};
     int rc = zklock_session_new(&zc, &z->s);
     memset(auth, 0, sizeof(auth));
-    if (rc != ZKLOCK_OK) {
+    if (rc != LOCK_OK) {
         snprintf(err, errcap, "cannot connect to ZooKeeper at %s: %s",
                  cfg->addr ? cfg->addr : "(none)", zklock_strerror(rc));
         free(z);
@@ -108,7 +108,7 @@ static int zk_release_cached(void *hold, int max_ms) {
 /* The session's state: it never waits, so /health can ask. */
 static int zk_ping(void *set, char *err, size_t errcap) {
     int rc = zklock_session_status(((zk_set *)set)->s);
-    if (rc != ZKLOCK_OK) snprintf(err, errcap, "%s", zklock_strerror(rc));
+    if (rc != LOCK_OK) snprintf(err, errcap, "%s", zklock_strerror(rc));
     return rc;
 }
 

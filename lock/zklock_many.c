@@ -155,7 +155,7 @@ static int zklock_try_local(zklock_session *s, const char *name, zklock_hold **o
     pthread_mutex_unlock(&s->mu);
     if (cached) {
         *out = cached;
-        *rc = ZKLOCK_OK;
+        *rc = LOCK_OK;
         return 1;
     }
     /* A cached hold that may not be handed out (contended, out of time) goes first, as
@@ -166,8 +166,8 @@ static int zklock_try_local(zklock_session *s, const char *name, zklock_hold **o
         if (h->cached || !pthread_equal(h->owner, self) || h->kind != ZKLOCK_FAIR ||
             strcmp(h->name, name) != 0)
             continue;
-        *rc = zklock__hold_state_locked(h) == ZKLOCK_LOST ? ZKLOCK_LOST : ZKLOCK_OK;
-        if (*rc == ZKLOCK_OK) {
+        *rc = zklock__hold_state_locked(h) == LOCK_LOST ? LOCK_LOST : LOCK_OK;
+        if (*rc == LOCK_OK) {
             h->count++;
             *out = h;
         }
@@ -178,14 +178,14 @@ static int zklock_try_local(zklock_session *s, const char *name, zklock_hold **o
     return 0;
 }
 
-/* Makes what t needs before anything is sent. ZKLOCK_OK or ZKLOCK_ERR_NOMEM/ZK. */
+/* Makes what t needs before anything is sent. LOCK_OK or LOCK_ERR_NOMEM/ZK. */
 static int zklock_try_prepare(zklock_session *s, zklock_try *t, const char *name) {
     t->parent = zklock__join(s->root, name, "");
     t->path_cap = strlen(s->root) + strlen(name) + ZKLOCK_GUID_LEN + 32;
     t->path = calloc(1, t->path_cap);
     t->h = calloc(1, sizeof(*t->h));
-    if (!t->parent || !t->path || !t->h || !(t->h->name = strdup(name))) return ZKLOCK_ERR_NOMEM;
-    return zklock__new_guid(t->guid) == 0 ? ZKLOCK_OK : ZKLOCK_ERR_ZK;
+    if (!t->parent || !t->path || !t->h || !(t->h->name = strdup(name))) return LOCK_ERR_NOMEM;
+    return zklock__new_guid(t->guid) == 0 ? LOCK_OK : LOCK_ERR_SERVER;
 }
 
 /* Sends t's create and, right behind it, its listing (with the cache's children watch
@@ -224,7 +224,7 @@ static void zklock_try_send(zklock_session *s, zklock_conn *c, zklock_try *t, in
     if (rc != ZOK) zklock_wave_done(t->wave, &t->list_rc, rc);
 }
 
-/* The outcome of t's wave: ZKLOCK_OK (held), ZKLOCK_ERR_TIMEOUT (busy), ZKLOCK_MANY_ALONE
+/* The outcome of t's wave: LOCK_OK (held), LOCK_ERR_TIMEOUT (busy), ZKLOCK_MANY_ALONE
  * (the parent could not be made: try alone), or an error. *del says whether our node must be
  * deleted, *sweep whether a node of ours may exist that only its GUID can find. */
 #define ZKLOCK_MANY_ALONE 1
@@ -234,19 +234,19 @@ static int zklock_try_outcome(const zklock_try *t, int *del, int *sweep) {
     if (t->create_rc != ZOK) {
         /* A lost reply: the create may yet be applied. Given up, swept by GUID. */
         *sweep = zklock__zk_retryable(t->create_rc);
-        return *sweep ? ZKLOCK_ERR_CONNECTION : ZKLOCK_ERR_ZK;
+        return *sweep ? LOCK_ERR_CONNECTION : LOCK_ERR_SERVER;
     }
     if (zklock__child_seq(strrchr(t->path, '/') + 1) < 0) {
         *sweep = 1; /* a name we cannot order (zklock.c says why) */
-        return ZKLOCK_ERR_ZK;
+        return LOCK_ERR_SERVER;
     }
     *del = 1;
     if (t->list_rc != ZOK)
-        return zklock__zk_retryable(t->list_rc) ? ZKLOCK_ERR_CONNECTION : ZKLOCK_ERR_ZK;
-    if (!t->found) return ZKLOCK_ERR_TIMEOUT; /* deleted under us already: not held */
-    if (t->below) return ZKLOCK_ERR_TIMEOUT;  /* busy: never wait, give the place up */
+        return zklock__zk_retryable(t->list_rc) ? LOCK_ERR_CONNECTION : LOCK_ERR_SERVER;
+    if (!t->found) return LOCK_ERR_TIMEOUT; /* deleted under us already: not held */
+    if (t->below) return LOCK_ERR_TIMEOUT;  /* busy: never wait, give the place up */
     *del = 0;
-    return ZKLOCK_OK;
+    return LOCK_OK;
 }
 
 /* Turns t's won node into the calling thread's hold (mu held), as zklock_acquire does. */
@@ -287,17 +287,17 @@ static int zklock_names_ok(const char *const *names, int n) {
 
 int zklock_try_many(zklock_session *s, const char *const *names, int n, zklock_kind kind,
                     zklock_hold **holds, int *rcs) {
-    if (!holds || !rcs || n < 0 || n > ZKLOCK_MANY_MAX) return ZKLOCK_ERR_ARGS;
+    if (!holds || !rcs || n < 0 || n > ZKLOCK_MANY_MAX) return LOCK_ERR_ARGS;
     for (int i = 0; i < n; i++) {
         holds[i] = NULL;
-        rcs[i] = ZKLOCK_ERR_ARGS;
+        rcs[i] = LOCK_ERR_ARGS;
     }
     if (!s || !names || (kind != ZKLOCK_FAIR && kind != ZKLOCK_HERD) || !zklock_names_ok(names, n))
-        return ZKLOCK_ERR_ARGS;
+        return LOCK_ERR_ARGS;
     int held = 0;
     if (kind == ZKLOCK_HERD) {
         for (int i = 0; i < n; i++)
-            held += (rcs[i] = zklock_acquire(s, names[i], kind, 0, &holds[i])) == ZKLOCK_OK;
+            held += (rcs[i] = zklock_acquire(s, names[i], kind, 0, &holds[i])) == LOCK_OK;
         return held;
     }
     pthread_mutex_lock(&s->mu);
@@ -310,18 +310,18 @@ int zklock_try_many(zklock_session *s, const char *const *names, int n, zklock_k
     int nt = 0;
     for (int i = 0; i < n; i++) {
         if (cancelled) {
-            rcs[i] = ZKLOCK_ERR_CANCELLED;
+            rcs[i] = LOCK_ERR_CANCELLED;
             continue;
         }
         if (zklock_try_local(s, names[i], &holds[i], &rcs[i])) {
-            held += rcs[i] == ZKLOCK_OK;
+            held += rcs[i] == LOCK_OK;
             continue;
         }
         zklock_try *t = &ts[nt];
         memset(t, 0, sizeof(*t));
         t->wave = &wave;
         t->idx = i;
-        if ((rcs[i] = zklock_try_prepare(s, t, names[i])) == ZKLOCK_OK) {
+        if ((rcs[i] = zklock_try_prepare(s, t, names[i])) == LOCK_OK) {
             zklock__waiter_add(s, &t->w);
             nt++;
             continue;
@@ -332,13 +332,13 @@ int zklock_try_many(zklock_session *s, const char *const *names, int n, zklock_k
     }
 
     zklock_conn *c = NULL;
-    int crc = ZKLOCK_OK;
+    int crc = LOCK_OK;
     if (nt) {
         pthread_mutex_lock(&s->mu);
         crc = zklock__conn_get_locked(s, NULL, 0, &c); /* a try does not wait to connect */
         pthread_mutex_unlock(&s->mu);
     }
-    if (crc == ZKLOCK_OK && nt) {
+    if (crc == LOCK_OK && nt) {
         /* Wave 1: every create, each with its listing right behind it. */
         for (int j = 0; j < nt; j++)
             zklock_try_send(s, c, &ts[j], 0);
@@ -380,8 +380,8 @@ int zklock_try_many(zklock_session *s, const char *const *names, int n, zklock_k
         pthread_mutex_lock(&s->mu);
         for (int j = 0; j < nt; j++) {
             zklock_try *t = &ts[j];
-            timeouts += rcs[t->idx] == ZKLOCK_ERR_TIMEOUT;
-            if (rcs[t->idx] == ZKLOCK_OK) {
+            timeouts += rcs[t->idx] == LOCK_ERR_TIMEOUT;
+            if (rcs[t->idx] == LOCK_OK) {
                 holds[t->idx] = zklock_try_hold_locked(s, t, c->epoch);
                 held++;
             }
@@ -408,7 +408,7 @@ int zklock_try_many(zklock_session *s, const char *const *names, int n, zklock_k
         /* Still no parent (the root is gone): the single try makes the path. */
         if (rcs[t->idx] == ZKLOCK_MANY_ALONE) {
             rcs[t->idx] = zklock_acquire(s, names[t->idx], ZKLOCK_FAIR, 0, &holds[t->idx]);
-            held += rcs[t->idx] == ZKLOCK_OK;
+            held += rcs[t->idx] == LOCK_OK;
         }
     }
     zklock_wave_destroy(&wave);
@@ -425,9 +425,9 @@ enum { ZKLOCK_REL_DONE = 0, ZKLOCK_REL_SINGLE, ZKLOCK_REL_BATCH };
  * unlinked for the batch's delete. */
 static int zklock_release_plan(zklock_hold *h, int max_ms, int *rc) {
     zklock_session *s = h->s;
-    *rc = ZKLOCK_OK;
+    *rc = LOCK_OK;
     if (!pthread_equal(h->owner, pthread_self())) {
-        *rc = ZKLOCK_ERR_NOT_OWNER;
+        *rc = LOCK_ERR_NOT_OWNER;
         return ZKLOCK_REL_DONE;
     }
     pthread_mutex_lock(&s->mu);
@@ -438,7 +438,7 @@ static int zklock_release_plan(zklock_hold *h, int max_ms, int *rc) {
     } else if (h->kind != ZKLOCK_FAIR || h->sweep) {
         plan = ZKLOCK_REL_SINGLE;
     } else if (max_ms > 0 && !h->waited && !h->contended && !s->cancelled &&
-               zklock__hold_state_locked(h) == ZKLOCK_OK) {
+               zklock__hold_state_locked(h) == LOCK_OK) {
         /* Cacheable: zklock_release_cached keeps it (no operation if the watch is
          * armed), or finds it contended after all and deletes it. */
         plan = ZKLOCK_REL_SINGLE;
@@ -449,13 +449,13 @@ static int zklock_release_plan(zklock_hold *h, int max_ms, int *rc) {
                 break;
             }
         }
-        if (zklock__hold_state_locked(h) == ZKLOCK_LOST) {
-            *rc = ZKLOCK_LOST;
+        if (zklock__hold_state_locked(h) == LOCK_LOST) {
+            *rc = LOCK_LOST;
             plan = ZKLOCK_REL_DONE;
         }
     }
     pthread_mutex_unlock(&s->mu);
-    if (plan == ZKLOCK_REL_DONE && *rc == ZKLOCK_LOST) zklock__hold_free(h);
+    if (plan == ZKLOCK_REL_DONE && *rc == LOCK_LOST) zklock__hold_free(h);
     return plan;
 }
 
@@ -470,14 +470,14 @@ static void zklock_del_done(int rc, const void *data) {
 }
 
 int zklock_release_many(zklock_hold **holds, int n, int max_ms, int *rcs) {
-    if (!holds || n < 0 || n > ZKLOCK_MANY_MAX) return ZKLOCK_ERR_ARGS;
+    if (!holds || n < 0 || n > ZKLOCK_MANY_MAX) return LOCK_ERR_ARGS;
     int plan[ZKLOCK_MANY_MAX], rc[ZKLOCK_MANY_MAX];
     zklock_del del[ZKLOCK_MANY_MAX];
     zklock_session *s = NULL;
     int nb = 0;
     for (int i = 0; i < n; i++) {
         plan[i] = ZKLOCK_REL_DONE;
-        rc[i] = ZKLOCK_OK;
+        rc[i] = LOCK_OK;
         if (!holds[i]) continue;
         plan[i] = zklock_release_plan(holds[i], max_ms, &rc[i]);
         if (plan[i] == ZKLOCK_REL_SINGLE)
@@ -500,13 +500,13 @@ int zklock_release_many(zklock_hold **holds, int n, int max_ms, int *rcs) {
         }
     }
     zklock_conn *c = NULL;
-    int crc = ZKLOCK_ERR_CONNECTION;
+    int crc = LOCK_ERR_CONNECTION;
     if (nb) {
         pthread_mutex_lock(&s->mu);
         crc = zklock__conn_get_locked(s, NULL, 0, &c);
         pthread_mutex_unlock(&s->mu);
     }
-    if (crc == ZKLOCK_OK) {
+    if (crc == LOCK_OK) {
         for (int i = 0; i < n; i++) {
             if (plan[i] != ZKLOCK_REL_BATCH) continue;
             del[i] = (zklock_del){.wave = &wave, .rc = ZOK};
@@ -521,22 +521,22 @@ int zklock_release_many(zklock_hold **holds, int n, int max_ms, int *rcs) {
     for (int i = 0; i < n; i++) {
         if (plan[i] != ZKLOCK_REL_BATCH) continue;
         zklock_hold *h = holds[i];
-        int zrc = crc == ZKLOCK_OK ? del[i].rc : ZCONNECTIONLOSS;
+        int zrc = crc == LOCK_OK ? del[i].rc : ZCONNECTIONLOSS;
         if (zrc == ZNONODE) zrc = ZOK;
         if (zrc != ZOK) {
             /* Not connected, or the delete's reply was lost: the node must still go
              * once we are back (or it went with the session), as in zklock_release. */
-            rc[i] = zklock__zk_retryable(zrc) ? ZKLOCK_ERR_CONNECTION : ZKLOCK_ERR_ZK;
+            rc[i] = zklock__zk_retryable(zrc) ? LOCK_ERR_CONNECTION : LOCK_ERR_SERVER;
             if (zklock__zk_retryable(zrc))
                 zklock__cleanup_queue(s, h->epoch, ZKLOCK_FAIR, h->parent, h->guid);
         }
         zklock__hold_free(h);
     }
     zklock_wave_destroy(&wave);
-    int first = ZKLOCK_OK;
+    int first = LOCK_OK;
     for (int i = 0; i < n; i++) {
         if (rcs) rcs[i] = rc[i];
-        if (first == ZKLOCK_OK) first = rc[i];
+        if (first == LOCK_OK) first = rc[i];
     }
     return first;
 }

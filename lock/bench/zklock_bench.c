@@ -83,7 +83,7 @@ static int bench_process(void) {
     pthread_t *t = NULL;
     int started = 0;
     int rc = zklock_session_new(&cfg, &sess);
-    if (rc != ZKLOCK_OK) {
+    if (rc != LOCK_OK) {
         fprintf(stderr, "zklock-bench: session on %s: %s\n", opt.hosts, zklock_strerror(rc));
         goto out;
     }

@@ -1,7 +1,7 @@
 /* lock_db_test: the contract of dblock.h against a real MariaDB (the test's own
  * database, as the service user).
  *   - a bad configuration is refused; an unreachable server or a wrong password gives
- *     DBLOCK_ERR_CONNECTION with a reason;
+ *     LOCK_ERR_CONNECTION with a reason;
  *   - fencing tokens grow across acquisitions, names and handles;
  *   - a second holder is refused: try-once and a bounded wait both time out, the wait
  *     lasts at least its timeout, and it sleeps (backoff) rather than spins;
@@ -9,7 +9,7 @@
  *   - check() says LOST once the lease has passed; the next holder takes the row over;
  *     the stale holder's release is refused (LOST) and the new holder's row stays;
  *   - a handle cannot take a name twice;
- *   - the cancel flag, set by another thread, ends a wait with DBLOCK_ERR_CANCELLED
+ *   - the cancel flag, set by another thread, ends a wait with LOCK_ERR_CANCELLED
  *     long before its timeout, and an acquire after it fails without taking the lock;
  *   - two processes with the same configured owner, the same pid (each is pid 1 of a
  *     PID namespace of its own, as two containers are) and the same handle number
@@ -34,7 +34,7 @@ static dblock *open_lock(int lease_ms) {
     dblock *d = NULL;
     char err[512];
     int rc = dblock_new(&c, &d, err, sizeof(err));
-    if (rc != DBLOCK_OK) CHECK_FAIL_("dblock_new: %s: %s", dblock_strerror(rc), err);
+    if (rc != LOCK_OK) CHECK_FAIL_("dblock_new: %s: %s", dblock_strerror(rc), err);
     return d;
 }
 
@@ -111,19 +111,19 @@ static void test_config_and_unreachable(void) {
     dblock *d = (dblock *)1;
     char err[512];
     dblock_config c = {.db = dbc, .lease_ms = 100, .safety_margin_ms = 100};
-    CHECK_INT_EQ(DBLOCK_ERR_ARGS, dblock_new(&c, &d, NULL, 0));
+    CHECK_INT_EQ(LOCK_ERR_ARGS, dblock_new(&c, &d, NULL, 0));
     CHECK(d == NULL);
 
     c = (dblock_config){.db = dbc};
     c.db.port = (unsigned)atoi(ls_env("STOCKD_TEST_DEAD_PORT"));
     c.db.connect_timeout_s = 1;
-    CHECK_INT_EQ(DBLOCK_ERR_CONNECTION, dblock_new(&c, &d, err, sizeof(err)));
+    CHECK_INT_EQ(LOCK_ERR_CONNECTION, dblock_new(&c, &d, err, sizeof(err)));
     CHECK(d == NULL && err[0]);
-    printf("ok: unreachable server: %s (%s)\n", dblock_strerror(DBLOCK_ERR_CONNECTION), err);
+    printf("ok: unreachable server: %s (%s)\n", dblock_strerror(LOCK_ERR_CONNECTION), err);
 
     c = (dblock_config){.db = dbc};
     snprintf(c.db.password, sizeof(c.db.password), "wrong-password");
-    CHECK_INT_EQ(DBLOCK_ERR_CONNECTION, dblock_new(&c, &d, err, sizeof(err)));
+    CHECK_INT_EQ(LOCK_ERR_CONNECTION, dblock_new(&c, &d, err, sizeof(err)));
     printf("ok: wrong password: %s\n", err);
 }
 
@@ -136,12 +136,12 @@ static void test_tokens_grow(void) {
     for (int i = 0; i < 20; i++) {
         dblock_hold *h = NULL;
         const char *n = i % 3 ? n1 : n2;
-        CHECK_INT_EQ(DBLOCK_OK, dblock_acquire(i % 2 ? a : b, n, 1000, &h));
+        CHECK_INT_EQ(LOCK_OK, dblock_acquire(i % 2 ? a : b, n, 1000, &h));
         CHECK_INT_GT(dblock_token(h), last);
         last = dblock_token(h);
         CHECK_INT_EQ(last, row_token(n)); /* committed, visible to another connection */
-        CHECK_INT_EQ(DBLOCK_OK, dblock_check(h));
-        CHECK_INT_EQ(DBLOCK_OK, dblock_release(h));
+        CHECK_INT_EQ(LOCK_OK, dblock_check(h));
+        CHECK_INT_EQ(LOCK_OK, dblock_release(h));
         CHECK_INT_EQ(0, row_token(n));
     }
     dblock_free(a);
@@ -154,22 +154,22 @@ static void test_timeout(void) {
     dblock *a = open_lock(0), *b = open_lock(0);
     const char *name = ls_name("timeout");
     dblock_hold *h = NULL, *h2 = (dblock_hold *)1;
-    CHECK_INT_EQ(DBLOCK_OK, dblock_acquire(a, name, 1000, &h));
-    CHECK_INT_EQ(DBLOCK_ERR_TIMEOUT, dblock_acquire(b, name, 0, &h2));
+    CHECK_INT_EQ(LOCK_OK, dblock_acquire(a, name, 1000, &h));
+    CHECK_INT_EQ(LOCK_ERR_TIMEOUT, dblock_acquire(b, name, 0, &h2));
     CHECK(h2 == NULL);
     dblock_stats st0, st;
     dblock_get_stats(b, &st0);
     int64_t t0 = ls_now_us();
-    CHECK_INT_EQ(DBLOCK_ERR_TIMEOUT, dblock_acquire(b, name, 500, &h2));
+    CHECK_INT_EQ(LOCK_ERR_TIMEOUT, dblock_acquire(b, name, 500, &h2));
     int64_t waited = ls_now_us() - t0;
     CHECK_INT_GE(waited, 500000);
     dblock_get_stats(b, &st);
     /* Backoff 1, 2, 4, ... 50 ms: about 15 rounds of 2 statements in 500 ms; a spinning
      * waiter would run thousands. */
     CHECK_INT_LE(st.ops - st0.ops, 100);
-    CHECK_INT_EQ(DBLOCK_ERR_ARGS, dblock_acquire(a, name, 0, &h2)); /* not reentrant */
+    CHECK_INT_EQ(LOCK_ERR_ARGS, dblock_acquire(a, name, 0, &h2)); /* not reentrant */
     CHECK_INT_EQ(2, st.timeouts);
-    CHECK_INT_EQ(DBLOCK_OK, dblock_release(h));
+    CHECK_INT_EQ(LOCK_OK, dblock_release(h));
     dblock_free(a);
     dblock_free(b);
     printf("ok: try-once and 500 ms waits time out (waited %.1f ms, %llu statements)\n",
@@ -180,17 +180,17 @@ static void test_stale_holder(void) {
     dblock *a = open_lock(300), *b = open_lock(10000);
     const char *name = ls_name("stale");
     dblock_hold *ha = NULL, *hb = NULL;
-    CHECK_INT_EQ(DBLOCK_OK, dblock_acquire(a, name, 1000, &ha));
-    CHECK_INT_EQ(DBLOCK_OK, dblock_check(ha));
-    CHECK_INT_EQ(DBLOCK_OK, dblock_acquire(b, name, 5000, &hb)); /* a takeover */
-    CHECK_INT_EQ(DBLOCK_LOST, dblock_check(ha));
+    CHECK_INT_EQ(LOCK_OK, dblock_acquire(a, name, 1000, &ha));
+    CHECK_INT_EQ(LOCK_OK, dblock_check(ha));
+    CHECK_INT_EQ(LOCK_OK, dblock_acquire(b, name, 5000, &hb)); /* a takeover */
+    CHECK_INT_EQ(LOCK_LOST, dblock_check(ha));
     CHECK_INT_GT(dblock_token(hb), dblock_token(ha));
     dblock_stats st;
     dblock_get_stats(b, &st);
     CHECK_INT_EQ(1, st.takeovers);
-    CHECK_INT_EQ(DBLOCK_LOST, dblock_release(ha));
+    CHECK_INT_EQ(LOCK_LOST, dblock_release(ha));
     CHECK_INT_EQ(dblock_token(hb), row_token(name));
-    CHECK_INT_EQ(DBLOCK_OK, dblock_release(hb));
+    CHECK_INT_EQ(LOCK_OK, dblock_release(hb));
     CHECK_INT_EQ(0, row_token(name));
     dblock_free(a);
     dblock_free(b);
@@ -222,26 +222,26 @@ static void test_renew(void) {
     dblock *a = open_lock(600), *b = open_lock(600);
     const char *name = ls_name("renew");
     dblock_hold *ha = NULL, *hb = NULL;
-    CHECK_INT_EQ(DBLOCK_OK, dblock_acquire(a, name, 1000, &ha));
+    CHECK_INT_EQ(LOCK_OK, dblock_acquire(a, name, 1000, &ha));
     struct renewer r = {.h = ha, .times = 3, .gap_ms = 300, .rc = 999};
     pthread_t t;
     CHECK(pthread_create(&t, NULL, renew_thread, &r) == 0);
     pthread_join(t, NULL);
-    CHECK_INT_EQ(DBLOCK_OK, r.rc);
-    CHECK_INT_EQ(DBLOCK_OK, dblock_check(ha)); /* 900 ms into a 600 ms lease */
-    CHECK_INT_EQ(DBLOCK_ERR_TIMEOUT, dblock_acquire(b, name, 0, &hb)); /* no takeover */
+    CHECK_INT_EQ(LOCK_OK, r.rc);
+    CHECK_INT_EQ(LOCK_OK, dblock_check(ha)); /* 900 ms into a 600 ms lease */
+    CHECK_INT_EQ(LOCK_ERR_TIMEOUT, dblock_acquire(b, name, 0, &hb)); /* no takeover */
 
     ls_sleep_ms(700); /* no renewal: the lease runs out */
-    CHECK_INT_EQ(DBLOCK_LOST, dblock_check(ha));
-    CHECK_INT_EQ(DBLOCK_OK, dblock_acquire(b, name, 0, &hb)); /* a takeover */
+    CHECK_INT_EQ(LOCK_LOST, dblock_check(ha));
+    CHECK_INT_EQ(LOCK_OK, dblock_acquire(b, name, 0, &hb)); /* a takeover */
     r = (struct renewer){.h = ha, .times = 1, .gap_ms = 0, .rc = 999};
     CHECK(pthread_create(&t, NULL, renew_thread, &r) == 0);
     pthread_join(t, NULL);
-    CHECK_INT_EQ(DBLOCK_LOST, r.rc);
-    CHECK_INT_EQ(DBLOCK_LOST, dblock_check(ha));
+    CHECK_INT_EQ(LOCK_LOST, r.rc);
+    CHECK_INT_EQ(LOCK_LOST, dblock_check(ha));
     CHECK_INT_EQ(dblock_token(hb), row_token(name));
-    CHECK_INT_EQ(DBLOCK_LOST, dblock_release(ha));
-    CHECK_INT_EQ(DBLOCK_OK, dblock_release(hb));
+    CHECK_INT_EQ(LOCK_LOST, dblock_release(ha));
+    CHECK_INT_EQ(LOCK_OK, dblock_release(hb));
     dblock_free(a);
     dblock_free(b);
     printf("ok: a lease renewed from another thread outlives itself; a lost one is not renewed\n");
@@ -256,17 +256,16 @@ static int acquire_any(void *lock, const char *name, int timeout_ms, void **hold
 }
 
 static void test_cancel(void) {
-    const ls_kind kind = {
-        .acquire = acquire_any, .ok = DBLOCK_OK, .cancelled = DBLOCK_ERR_CANCELLED};
+    const ls_kind kind = {.acquire = acquire_any, .ok = LOCK_OK, .cancelled = LOCK_ERR_CANCELLED};
     atomic_int cancel = 0;
     dblock *a = open_lock(30000);
     dblock_config c = {.db = dbc, .owner = "lock_db_test", .lease_ms = 30000, .cancel = &cancel};
     dblock *b = NULL;
-    CHECK_INT_EQ(DBLOCK_OK, dblock_new(&c, &b, NULL, 0));
+    CHECK_INT_EQ(LOCK_OK, dblock_new(&c, &b, NULL, 0));
     char free_name[128];
     dblock_hold *h = ls_check_cancel(&kind, a, b, &cancel, free_name, sizeof(free_name));
     CHECK_INT_EQ(0, row_token(free_name));
-    CHECK_INT_EQ(DBLOCK_OK, dblock_release(h));
+    CHECK_INT_EQ(LOCK_OK, dblock_release(h));
     dblock_free(a);
     dblock_free(b);
     printf("ok: the cancel flag ends a wait and refuses later acquires\n");
@@ -294,8 +293,8 @@ static pid_t spawn_holder(const char *name, bool own_pid_ns) {
     dblock_config c = {.db = dbc, .owner = "lock_db_test", .lease_ms = 60000};
     dblock *d = NULL;
     dblock_hold *h = NULL;
-    if (dblock_new(&c, &d, NULL, 0) != DBLOCK_OK) _exit(8);
-    if (dblock_acquire(d, name, 5000, &h) != DBLOCK_OK) _exit(9);
+    if (dblock_new(&c, &d, NULL, 0) != LOCK_OK) _exit(8);
+    if (dblock_acquire(d, name, 5000, &h) != LOCK_OK) _exit(9);
     dblock_free(d); /* the row stays until its lease passes */
     _exit(0);
 }
@@ -347,7 +346,7 @@ static void test_owner_unique(void) {
     const char *long_owner = "0123456789012345678901234567890123456789";
     dblock_config c = {.db = dbc, .owner = long_owner};
     dblock *d = NULL;
-    CHECK_INT_EQ(DBLOCK_OK, dblock_new(&c, &d, NULL, 0));
+    CHECK_INT_EQ(LOCK_OK, dblock_new(&c, &d, NULL, 0));
     const char *o = dblock_owner(d), *tail = strrchr(o, ':');
     printf("owner of a handle configured with 40 bytes: '%s'\n", o);
     CHECK_INT_LE(strlen(o), 64);

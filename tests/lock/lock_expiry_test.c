@@ -2,7 +2,7 @@
  * A forked child takes the lock with a 2000 ms session and is then stopped
  * (SIGSTOP) past its session timeout; the parent, waiting for the same lock, gets
  * it once the server expires the child's session. After SIGCONT the child's
- * zklock_check must say ZKLOCK_LOST (it polls: it learns of the expiry when its
+ * zklock_check must say LOCK_LOST (it polls: it learns of the expiry when its
  * client reconnects), its release must say LOST too, and a new acquisition on the
  * same zklock_session (now on a new ZooKeeper session) must work, with a larger
  * fencing token than the parent's. The child reports over a pipe. */
@@ -26,22 +26,22 @@ static void child(const char *hosts, const char *name, int up, int down) {
     report r = {0};
     zklock_session *s = lt_session(hosts, 2000);
     zklock_hold *h = NULL;
-    CHECK_INT_EQ(ZKLOCK_OK, zklock_acquire(s, name, ZKLOCK_FAIR, 10000, &h));
-    CHECK_INT_EQ(ZKLOCK_OK, zklock_check(h));
+    CHECK_INT_EQ(LOCK_OK, zklock_acquire(s, name, ZKLOCK_FAIR, 10000, &h));
+    CHECK_INT_EQ(LOCK_OK, zklock_check(h));
     r.token1 = zklock_token(h);
     CHECK(write(up, &r, sizeof(r)) == sizeof(r));
     char go;
     CHECK(read(down, &go, 1) == 1); /* stopped and continued in here */
 
     r.check_after = zklock_check(h);
-    for (int64_t end = lt_now_ms() + 30000; r.check_after != ZKLOCK_LOST && lt_now_ms() < end;) {
+    for (int64_t end = lt_now_ms() + 30000; r.check_after != LOCK_LOST && lt_now_ms() < end;) {
         lt_sleep_ms(50);
         r.check_after = zklock_check(h);
     }
     r.release_rc = zklock_release(h);
     zklock_hold *h2 = NULL;
     r.reacquire_rc = zklock_acquire(s, name, ZKLOCK_FAIR, 30000, &h2);
-    if (r.reacquire_rc == ZKLOCK_OK) {
+    if (r.reacquire_rc == LOCK_OK) {
         r.token2 = zklock_token(h2);
         zklock_release(h2);
     }
@@ -70,14 +70,14 @@ int main(void) {
     zklock_session *s = lt_session(hosts, 0);
     zklock_hold *h = NULL;
     int rc = zklock_acquire(s, name, ZKLOCK_FAIR, 60000, &h);
-    if (rc != ZKLOCK_OK) {
+    if (rc != LOCK_OK) {
         kill(pid, SIGKILL);
         CHECK_FAIL_("parent acquire after the child's expiry: %s", zklock_strerror(rc));
     }
     int64_t parent_token = zklock_token(h);
     CHECK_INT_GT(parent_token, r.token1);
-    CHECK_INT_EQ(ZKLOCK_OK, zklock_check(h));
-    CHECK_INT_EQ(ZKLOCK_OK, zklock_release(h));
+    CHECK_INT_EQ(LOCK_OK, zklock_check(h));
+    CHECK_INT_EQ(LOCK_OK, zklock_release(h));
 
     CHECK_INT_EQ(0, kill(pid, SIGCONT));
     CHECK(write(down[1], "g", 1) == 1);
@@ -91,9 +91,9 @@ int main(void) {
            (long long)r.token2, (unsigned long long)r.lost_events,
            (unsigned long long)r.expirations);
     CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
-    CHECK_INT_EQ(ZKLOCK_LOST, r.check_after);
-    CHECK_INT_EQ(ZKLOCK_LOST, r.release_rc);
-    CHECK_INT_EQ(ZKLOCK_OK, r.reacquire_rc);
+    CHECK_INT_EQ(LOCK_LOST, r.check_after);
+    CHECK_INT_EQ(LOCK_LOST, r.release_rc);
+    CHECK_INT_EQ(LOCK_OK, r.reacquire_rc);
     CHECK_INT_GT(r.token2, parent_token);
     CHECK_INT_EQ(1, r.lost_events);
     CHECK_INT_EQ(1, r.expirations);

@@ -19,12 +19,12 @@ static void *contender(void *arg) {
     zklock_session *s = lt_session(hosts, 0);
     zklock_hold *h = NULL;
     int rc = zklock_acquire(s, name, ZKLOCK_FAIR, 60000, &h);
-    if (rc != ZKLOCK_OK) CHECK_FAIL_("contender %d: %s", id, zklock_strerror(rc));
+    if (rc != LOCK_OK) CHECK_FAIL_("contender %d: %s", id, zklock_strerror(rc));
     pthread_mutex_lock(&order_mu);
     order[norder++] = id;
     pthread_mutex_unlock(&order_mu);
     lt_sleep_ms(5);
-    CHECK_INT_EQ(ZKLOCK_OK, zklock_release(h));
+    CHECK_INT_EQ(LOCK_OK, zklock_release(h));
     zklock_session_free(s);
     return NULL;
 }
@@ -36,7 +36,7 @@ int main(void) {
     zklock_session *s = lt_session(hosts, 0);
 
     zklock_hold *h = NULL;
-    CHECK_INT_EQ(ZKLOCK_OK, zklock_acquire(s, name, ZKLOCK_FAIR, 10000, &h));
+    CHECK_INT_EQ(LOCK_OK, zklock_acquire(s, name, ZKLOCK_FAIR, 10000, &h));
     pthread_t t[K];
     for (int i = 0; i < K; i++) {
         CHECK(pthread_create(&t[i], NULL, contender, (void *)(intptr_t)i) == 0);
@@ -44,7 +44,7 @@ int main(void) {
         if (!lt_wait_children(zh, name, i + 2, 30))
             CHECK_FAIL_("contender %d did not enqueue: %d children", i, lt_children(zh, name));
     }
-    CHECK_INT_EQ(ZKLOCK_OK, zklock_release(h));
+    CHECK_INT_EQ(LOCK_OK, zklock_release(h));
     for (int i = 0; i < K; i++)
         pthread_join(t[i], NULL);
 

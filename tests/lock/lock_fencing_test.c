@@ -8,10 +8,10 @@
 static int64_t take(zklock_session *s, const char *name, zklock_kind kind, int64_t last) {
     zklock_hold *h = NULL;
     int rc = zklock_acquire(s, name, kind, 10000, &h);
-    if (rc != ZKLOCK_OK) CHECK_FAIL_("acquire %s: %s", name, zklock_strerror(rc));
+    if (rc != LOCK_OK) CHECK_FAIL_("acquire %s: %s", name, zklock_strerror(rc));
     int64_t t = zklock_token(h);
     CHECK_INT_GT(t, last);
-    CHECK_INT_EQ(ZKLOCK_OK, zklock_release(h));
+    CHECK_INT_EQ(LOCK_OK, zklock_release(h));
     return t;
 }
 

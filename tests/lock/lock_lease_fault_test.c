@@ -127,7 +127,7 @@ static int takeover(void) {
     if (!use_redis) CHECK_INT_EQ(STOCKDB_OK, stockdb_global_init());
     lk k = {0};
     lk_open(&k);
-    CHECK_INT_EQ(use_redis ? REDISLOCK_ERR_TIMEOUT : DBLOCK_ERR_TIMEOUT, lk_acquire(&k, name, 0));
+    CHECK_INT_EQ(use_redis ? LOCK_ERR_TIMEOUT : LOCK_ERR_TIMEOUT, lk_acquire(&k, name, 0));
     int64_t killed = ls_now_us();
     CHECK(kill(pid, SIGKILL) == 0);
     CHECK(waitpid(pid, NULL, 0) == pid);
@@ -234,7 +234,7 @@ static int paused(int fenced) {
     CHECK(waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0);
     printf("A resumed: its deduction %s, its local check %s\n", stockdb_strerror(a.rc),
            lk_strerror((int)a.token));
-    CHECK_INT_EQ(use_redis ? REDISLOCK_LOST : DBLOCK_LOST, a.token);
+    CHECK_INT_EQ(use_redis ? LOCK_LOST : LOCK_LOST, a.token);
     int32_t stock = 99;
     CHECK_INT_EQ(STOCKDB_OK, stockdb_get_stock(db, 1, &stock));
     if (fenced) {

@@ -1,8 +1,8 @@
 /* lock_lost_reply_test: a create whose reply is lost is recovered, and never
  * leaves an orphan. The zklock session talks to ZooKeeper through the tests'
  * fault proxy with its ZooKeeper hook (tests/support/fault_proxy_zk.h). When
- * armed, the proxy forwards the next create2 request of a lock node to the server, swallows the reply, and severs
- * the connection 300 ms later (the server has made the node by then). The client
+ * armed, the proxy forwards the next create2 request of a lock node to the server, swallows the
+ * reply, and severs the connection 300 ms later (the server has made the node by then). The client
  * sees a connection loss on the create, reconnects through the proxy and its
  * ZooKeeper session survives. Checked:
  *   1. fair: the acquisition adopts the node it made (one child, czxid = token);
@@ -11,7 +11,7 @@
  *      has passed: the acquisition fails, and once the connection is back the
  *      node it may have made is deleted in the background (no orphan);
  *   4. a release while disconnected: the hold is SUSPECT first, the release says
- *      ZKLOCK_ERR_CONNECTION, and the node is deleted after reconnection, so
+ *      LOCK_ERR_CONNECTION, and the node is deleted after reconnection, so
  *      another session gets the lock.
  * Then a create that is applied late, as on a follower that lags: the proxy keeps
  * the create, severs, and lets it reach the server only right after the client's
@@ -78,7 +78,7 @@ static void late_create_cases(const char *hosts, zhandle_t *zh, const char *base
     zklock_session_cancel(s);
     fp_zk_release(p);
     pthread_join(t, NULL);
-    CHECK_INT_EQ(ZKLOCK_ERR_CANCELLED, r.rc);
+    CHECK_INT_EQ(LOCK_ERR_CANCELLED, r.rc);
     CHECK_INT_EQ(1, fp_zk_injected(p));
     if (!lt_wait_children(zh, late, 0, 5))
         CHECK_FAIL_("late node left after the acquisition was cancelled: %d children",
@@ -92,9 +92,9 @@ static void late_create_cases(const char *hosts, zhandle_t *zh, const char *base
     zklock_hold *h = NULL;
     int rc = zklock_acquire(s, herd, ZKLOCK_HERD, 5000, &h);
     CHECK_INT_EQ(2, fp_zk_injected(p));
-    CHECK_INT_EQ(ZKLOCK_OK, rc);
+    CHECK_INT_EQ(LOCK_OK, rc);
     CHECK_INT_EQ(node_czxid(zh, herd, 1), zklock_token(h));
-    CHECK_INT_EQ(ZKLOCK_OK, zklock_release(h));
+    CHECK_INT_EQ(LOCK_OK, zklock_release(h));
     snprintf(path, sizeof(path), "/stock/locks/%s-herd", herd);
     CHECK_INT_EQ(ZNONODE, zoo_exists(zh, path, 0, NULL));
     zklock_session_free(s);
@@ -105,7 +105,7 @@ static void late_create_cases(const char *hosts, zhandle_t *zh, const char *base
     snprintf(rs, sizeof(rs), "%s_restart", base);
     zklock_session *holder = lt_session(hosts, 0), *mid = lt_session(hosts, 0);
     zklock_hold *hh = NULL;
-    CHECK_INT_EQ(ZKLOCK_OK, zklock_acquire(holder, rs, ZKLOCK_FAIR, 10000, &hh));
+    CHECK_INT_EQ(LOCK_OK, zklock_acquire(holder, rs, ZKLOCK_FAIR, 10000, &hh));
     lt_acquire_run m = {.s = mid, .name = rs, .timeout_ms = 30000},
                    w = {.s = NULL, .name = rs, .timeout_ms = 30000};
     pthread_t tm, tw;
@@ -137,13 +137,13 @@ static void late_create_cases(const char *hosts, zhandle_t *zh, const char *base
      * restarts, and waits behind the holder, or behind its own late node. */
     zklock_session_cancel(mid);
     pthread_join(tm, NULL);
-    CHECK_INT_EQ(ZKLOCK_ERR_CANCELLED, m.rc);
+    CHECK_INT_EQ(LOCK_ERR_CANCELLED, m.rc);
     for (int64_t end = lt_now_ms() + 10000; fp_zk_injected(p) < 3 && lt_now_ms() < end;)
         lt_sleep_ms(10);
     CHECK_INT_EQ(3, fp_zk_injected(p));
-    CHECK_INT_EQ(ZKLOCK_OK, zklock_release(hh));
+    CHECK_INT_EQ(LOCK_OK, zklock_release(hh));
     pthread_join(tw, NULL);
-    CHECK_INT_EQ(ZKLOCK_OK, w.rc);
+    CHECK_INT_EQ(LOCK_OK, w.rc);
     CHECK(lt_wait_children(zh, rs, 0, 5));
     zklock_stats st;
     zklock_get_stats(s, &st);
@@ -169,13 +169,13 @@ static void late_create_cases(const char *hosts, zhandle_t *zh, const char *base
         s = lt_session(fp_zk_hosts(p), 10000);
         fp_zk_hold_next_create_before(p, FP_ZK_OP_SYNC);
         rc = zklock_acquire(s, name, herd_kind ? ZKLOCK_HERD : ZKLOCK_FAIR, 5000, &h);
-        CHECK_INT_EQ(ZKLOCK_OK, rc);
+        CHECK_INT_EQ(LOCK_OK, rc);
         CHECK_INT_EQ(4 + herd_kind, fp_zk_injected(p));
         zklock_get_stats(s, &st);
         CHECK_INT_EQ(1, st.recovered_creates);
         if (!herd_kind) CHECK_INT_EQ(1, lt_children(zh, name));
         CHECK_INT_EQ(node_czxid(zh, name, herd_kind), zklock_token(h));
-        CHECK_INT_EQ(ZKLOCK_OK, zklock_release(h));
+        CHECK_INT_EQ(LOCK_OK, zklock_release(h));
         zklock_session_free(s);
         printf("%s, create applied by a lagging server when asked to sync: adopted\n",
                herd_kind ? "herd" : "fair");
@@ -214,25 +214,25 @@ int main(void) {
     /* 1. Fair: the node made by the lost create is adopted. */
     zklock_hold *h = NULL;
     fp_zk_lose_next_create_reply(p, 0);
-    CHECK_INT_EQ(ZKLOCK_OK, zklock_acquire(s, fair, ZKLOCK_FAIR, 30000, &h));
+    CHECK_INT_EQ(LOCK_OK, zklock_acquire(s, fair, ZKLOCK_FAIR, 30000, &h));
     CHECK_INT_EQ(1, fp_zk_triggers(p));
     zklock_get_stats(s, &st);
     CHECK_INT_EQ(1, st.recovered_creates);
     CHECK_INT_EQ(1, lt_children(zh, fair));
     CHECK_INT_EQ(node_czxid(zh, fair, 0), zklock_token(h));
-    CHECK_INT_EQ(ZKLOCK_OK, zklock_check(h));
-    CHECK_INT_EQ(ZKLOCK_OK, zklock_release(h));
+    CHECK_INT_EQ(LOCK_OK, zklock_check(h));
+    CHECK_INT_EQ(LOCK_OK, zklock_release(h));
     CHECK_INT_EQ(0, lt_children(zh, fair));
     printf("fair: lost create adopted\n");
 
     /* 2. Herd: the same for the single node. */
     fp_zk_lose_next_create_reply(p, 0);
-    CHECK_INT_EQ(ZKLOCK_OK, zklock_acquire(s, herd, ZKLOCK_HERD, 30000, &h));
+    CHECK_INT_EQ(LOCK_OK, zklock_acquire(s, herd, ZKLOCK_HERD, 30000, &h));
     CHECK_INT_EQ(2, fp_zk_triggers(p));
     zklock_get_stats(s, &st);
     CHECK_INT_EQ(2, st.recovered_creates);
     CHECK_INT_EQ(node_czxid(zh, herd, 1), zklock_token(h));
-    CHECK_INT_EQ(ZKLOCK_OK, zklock_release(h));
+    CHECK_INT_EQ(LOCK_OK, zklock_release(h));
     char herd_path[256];
     snprintf(herd_path, sizeof(herd_path), "/stock/locks/%s-herd", herd);
     CHECK_INT_EQ(ZNONODE, zoo_exists(zh, herd_path, 0, NULL));
@@ -241,7 +241,7 @@ int main(void) {
     /* 3. The acquisition gives up while the create's fate is unknown. */
     fp_zk_lose_next_create_reply(p, 2500);
     int rc = zklock_acquire(s, giveup, ZKLOCK_FAIR, 1000, &h);
-    CHECK(rc == ZKLOCK_ERR_CONNECTION || rc == ZKLOCK_ERR_TIMEOUT);
+    CHECK(rc == LOCK_ERR_CONNECTION || rc == LOCK_ERR_TIMEOUT);
     CHECK_INT_EQ(3, fp_zk_triggers(p));
     CHECK_INT_EQ(1, lt_children(zh, giveup)); /* made by the lost create */
     if (!lt_wait_children(zh, giveup, 0, 20))
@@ -250,20 +250,20 @@ int main(void) {
            zklock_strerror(rc));
 
     /* 4. Release while disconnected. */
-    CHECK_INT_EQ(ZKLOCK_OK, zklock_acquire(s, rel, ZKLOCK_FAIR, 10000, &h));
+    CHECK_INT_EQ(LOCK_OK, zklock_acquire(s, rel, ZKLOCK_FAIR, 10000, &h));
     fp_zk_sever(p, 2500);
-    int chk = ZKLOCK_OK;
-    for (int64_t end = lt_now_ms() + 10000; chk == ZKLOCK_OK && lt_now_ms() < end;) {
+    int chk = LOCK_OK;
+    for (int64_t end = lt_now_ms() + 10000; chk == LOCK_OK && lt_now_ms() < end;) {
         lt_sleep_ms(20);
         chk = zklock_check(h);
     }
-    CHECK_INT_EQ(ZKLOCK_SUSPECT, chk);
-    CHECK_INT_EQ(ZKLOCK_ERR_CONNECTION, zklock_release(h));
+    CHECK_INT_EQ(LOCK_SUSPECT, chk);
+    CHECK_INT_EQ(LOCK_ERR_CONNECTION, zklock_release(h));
     CHECK_INT_EQ(1, lt_children(zh, rel));
     zklock_session *other = lt_session(hosts, 0);
     zklock_hold *oh = NULL;
-    CHECK_INT_EQ(ZKLOCK_OK, zklock_acquire(other, rel, ZKLOCK_FAIR, 30000, &oh));
-    CHECK_INT_EQ(ZKLOCK_OK, zklock_release(oh));
+    CHECK_INT_EQ(LOCK_OK, zklock_acquire(other, rel, ZKLOCK_FAIR, 30000, &oh));
+    CHECK_INT_EQ(LOCK_OK, zklock_release(oh));
     zklock_session_free(other);
     zklock_get_stats(s, &st);
     CHECK_INT_GE(st.suspect_events, 1);

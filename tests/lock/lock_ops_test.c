@@ -20,7 +20,7 @@ typedef struct contender {
 static void *take(void *arg) {
     contender *c = arg;
     c->rc = zklock_acquire(c->s, c->name, ZKLOCK_FAIR, 20000, &c->h);
-    if (c->rc == ZKLOCK_OK) c->rc = zklock_release(c->h); /* only its owner may */
+    if (c->rc == LOCK_OK) c->rc = zklock_release(c->h); /* only its owner may */
     return NULL;
 }
 
@@ -33,15 +33,15 @@ int main(void) {
      * count is the steady state, not the one-off creation of the container. */
     const char *name = lt_lock_name("ops");
     zklock_hold *h = NULL;
-    CHECK_INT_EQ(ZKLOCK_OK, zklock_acquire(a, name, ZKLOCK_FAIR, 10000, &h));
-    CHECK_INT_EQ(ZKLOCK_OK, zklock_release(h));
+    CHECK_INT_EQ(LOCK_OK, zklock_acquire(a, name, ZKLOCK_FAIR, 10000, &h));
+    CHECK_INT_EQ(LOCK_OK, zklock_release(h));
     uint64_t before = lt_ops(a);
-    CHECK_INT_EQ(ZKLOCK_OK, zklock_acquire(a, name, ZKLOCK_FAIR, 10000, &h));
-    CHECK_INT_EQ(ZKLOCK_OK, zklock_release(h));
+    CHECK_INT_EQ(LOCK_OK, zklock_acquire(a, name, ZKLOCK_FAIR, 10000, &h));
+    CHECK_INT_EQ(LOCK_OK, zklock_release(h));
     CHECK_INT_EQ(3, lt_ops(a) - before);
 
     /* A holds; B queues right behind it, C behind B. */
-    CHECK_INT_EQ(ZKLOCK_OK, zklock_acquire(a, name, ZKLOCK_FAIR, 10000, &h));
+    CHECK_INT_EQ(LOCK_OK, zklock_acquire(a, name, ZKLOCK_FAIR, 10000, &h));
     uint64_t b0 = lt_ops(b), c0 = lt_ops(c);
     contender cb = {.s = b, .name = name}, cc = {.s = c, .name = name};
     pthread_t tb, tc;
@@ -53,11 +53,11 @@ int main(void) {
      * each so far): C's listing then holds A and B, B's only A. */
     for (int i = 0; i < 200 && (lt_ops(b) - b0 < 3 || lt_ops(c) - c0 < 3); i++)
         lt_sleep_ms(50);
-    CHECK_INT_EQ(ZKLOCK_OK, zklock_release(h));
+    CHECK_INT_EQ(LOCK_OK, zklock_release(h));
     pthread_join(tb, NULL);
-    CHECK_INT_EQ(ZKLOCK_OK, cb.rc);
+    CHECK_INT_EQ(LOCK_OK, cb.rc);
     pthread_join(tc, NULL);
-    CHECK_INT_EQ(ZKLOCK_OK, cc.rc);
+    CHECK_INT_EQ(LOCK_OK, cc.rc);
     printf("ops: uncontended 3, behind the holder %llu, behind a waiter %llu\n",
            (unsigned long long)(lt_ops(b) - b0), (unsigned long long)(lt_ops(c) - c0));
     CHECK_INT_EQ(4, lt_ops(b) - b0);

@@ -1,6 +1,6 @@
 /* lock_redis_test: the contract of redislock.h against a real Redis.
  *   - addresses are parsed strictly; a bad configuration is refused;
- *   - Redis unreachable: redislock_new answers REDISLOCK_ERR_CONNECTION with a reason;
+ *   - Redis unreachable: redislock_new answers LOCK_ERR_CONNECTION with a reason;
  *   - fencing tokens grow across acquisitions, names and handles;
  *   - a second holder is refused: try-once and a bounded wait both time out, and the
  *     wait lasts at least its timeout;
@@ -10,9 +10,9 @@
  *   - check() says LOST once the lease has passed; the next holder takes the lock; the
  *     stale holder's release is refused (LOST) and the new holder's key is untouched;
  *   - another thread cannot release a hold; a handle cannot take a name twice;
- *   - the cancel flag, set by another thread, ends a wait with REDISLOCK_ERR_CANCELLED
+ *   - the cancel flag, set by another thread, ends a wait with LOCK_ERR_CANCELLED
  *     long before its timeout, and an acquire after it fails without taking the lock;
- *   - Redis going away and coming back: calls fail with REDISLOCK_ERR_CONNECTION (no
+ *   - Redis going away and coming back: calls fail with LOCK_ERR_CONNECTION (no
  *     crash, no hang), the handle reconnects by itself, and the first token after the
  *     restart is still above every token before it (the clock floor). */
 #include <hiredis/hiredis.h>
@@ -27,8 +27,7 @@ static redislock *open_lock(const char *addr, int lease_ms, int poll_ms) {
     redislock *l = NULL;
     char err[256];
     int rc = redislock_new(&c, &l, err, sizeof(err));
-    if (rc != REDISLOCK_OK)
-        CHECK_FAIL_("redislock_new(%s): %s: %s", addr, redislock_strerror(rc), err);
+    if (rc != LOCK_OK) CHECK_FAIL_("redislock_new(%s): %s: %s", addr, redislock_strerror(rc), err);
     return l;
 }
 
@@ -36,7 +35,7 @@ static redislock *open_lock(const char *addr, int lease_ms, int poll_ms) {
 static void key_value(const char *addr, const char *name, char *out, size_t cap) {
     char host[64];
     int port;
-    CHECK_INT_EQ(REDISLOCK_OK, redislock_parse_addr(addr, host, sizeof(host), &port));
+    CHECK_INT_EQ(LOCK_OK, redislock_parse_addr(addr, host, sizeof(host), &port));
     redisContext *c = redisConnect(host, port);
     CHECK(c && !c->err);
     redisReply *r = redisCommand(c, "GET lock:%s", name);
@@ -49,7 +48,7 @@ static void key_value(const char *addr, const char *name, char *out, size_t cap)
 static void test_config(void) {
     char host[64];
     int port = 0;
-    CHECK_INT_EQ(REDISLOCK_OK, redislock_parse_addr("127.0.0.1:6390", host, sizeof(host), &port));
+    CHECK_INT_EQ(LOCK_OK, redislock_parse_addr("127.0.0.1:6390", host, sizeof(host), &port));
     CHECK_STR_EQ("127.0.0.1", host);
     CHECK_INT_EQ(6390, port);
     const char *bad[] = {"",
@@ -62,10 +61,10 @@ static void test_config(void) {
                          "a b:1",
                          NULL};
     for (int i = 0; bad[i]; i++)
-        CHECK_INT_EQ(REDISLOCK_ERR_ARGS, redislock_parse_addr(bad[i], host, sizeof(host), &port));
+        CHECK_INT_EQ(LOCK_ERR_ARGS, redislock_parse_addr(bad[i], host, sizeof(host), &port));
     redislock *l = (redislock *)1;
     redislock_config c = {.addr = "127.0.0.1:1", .lease_ms = 100, .safety_margin_ms = 100};
-    CHECK_INT_EQ(REDISLOCK_ERR_ARGS, redislock_new(&c, &l, NULL, 0));
+    CHECK_INT_EQ(LOCK_ERR_ARGS, redislock_new(&c, &l, NULL, 0));
     CHECK(l == NULL);
     printf("ok: bad addresses and configurations refused\n");
 }
@@ -75,10 +74,10 @@ static void test_unreachable(void) {
     snprintf(addr, sizeof(addr), "127.0.0.1:%s", ls_env("STOCKD_TEST_DEAD_PORT"));
     redislock_config c = {.addr = addr, .connect_timeout_ms = 1000};
     redislock *l = (redislock *)1;
-    CHECK_INT_EQ(REDISLOCK_ERR_CONNECTION, redislock_new(&c, &l, err, sizeof(err)));
+    CHECK_INT_EQ(LOCK_ERR_CONNECTION, redislock_new(&c, &l, err, sizeof(err)));
     CHECK(l == NULL);
     CHECK(err[0] != '\0');
-    printf("ok: unreachable Redis: %s (%s)\n", redislock_strerror(REDISLOCK_ERR_CONNECTION), err);
+    printf("ok: unreachable Redis: %s (%s)\n", redislock_strerror(LOCK_ERR_CONNECTION), err);
 }
 
 static void test_tokens_grow(const char *addr) {
@@ -89,11 +88,11 @@ static void test_tokens_grow(const char *addr) {
     int64_t last = 0;
     for (int i = 0; i < 20; i++) {
         redislock_hold *h = NULL;
-        CHECK_INT_EQ(REDISLOCK_OK, redislock_acquire(i % 2 ? a : b, i % 3 ? n1 : n2, 1000, &h));
+        CHECK_INT_EQ(LOCK_OK, redislock_acquire(i % 2 ? a : b, i % 3 ? n1 : n2, 1000, &h));
         CHECK_INT_GT(redislock_token(h), last);
         last = redislock_token(h);
-        CHECK_INT_EQ(REDISLOCK_OK, redislock_check(h));
-        CHECK_INT_EQ(REDISLOCK_OK, redislock_release(h));
+        CHECK_INT_EQ(LOCK_OK, redislock_check(h));
+        CHECK_INT_EQ(LOCK_OK, redislock_release(h));
     }
     redislock_free(a);
     redislock_free(b);
@@ -104,18 +103,18 @@ static void test_timeout(const char *addr) {
     redislock *a = open_lock(addr, 0, 0), *b = open_lock(addr, 0, 0);
     const char *name = ls_name("timeout");
     redislock_hold *h = NULL, *h2 = (redislock_hold *)1;
-    CHECK_INT_EQ(REDISLOCK_OK, redislock_acquire(a, name, 1000, &h));
-    CHECK_INT_EQ(REDISLOCK_ERR_TIMEOUT, redislock_acquire(b, name, 0, &h2));
+    CHECK_INT_EQ(LOCK_OK, redislock_acquire(a, name, 1000, &h));
+    CHECK_INT_EQ(LOCK_ERR_TIMEOUT, redislock_acquire(b, name, 0, &h2));
     CHECK(h2 == NULL);
     int64_t t0 = ls_now_us();
-    CHECK_INT_EQ(REDISLOCK_ERR_TIMEOUT, redislock_acquire(b, name, 300, &h2));
+    CHECK_INT_EQ(LOCK_ERR_TIMEOUT, redislock_acquire(b, name, 300, &h2));
     int64_t waited = ls_now_us() - t0;
     CHECK_INT_GE(waited, 300000);
-    CHECK_INT_EQ(REDISLOCK_ERR_ARGS, redislock_acquire(a, name, 0, &h2)); /* not reentrant */
+    CHECK_INT_EQ(LOCK_ERR_ARGS, redislock_acquire(a, name, 0, &h2)); /* not reentrant */
     redislock_stats st;
     redislock_get_stats(b, &st);
     CHECK_INT_EQ(2, st.timeouts);
-    CHECK_INT_EQ(REDISLOCK_OK, redislock_release(h));
+    CHECK_INT_EQ(LOCK_OK, redislock_release(h));
     redislock_free(a);
     redislock_free(b);
     printf("ok: try-once and 300 ms waits time out (waited %.1f ms)\n", (double)waited / 1000);
@@ -141,14 +140,14 @@ static void test_woken_by_release(const char *addr) {
     redislock *a = open_lock(addr, 30000, 0), *b = open_lock(addr, 30000, 20000);
     const char *name = ls_name("wakeup");
     redislock_hold *h = NULL;
-    CHECK_INT_EQ(REDISLOCK_OK, redislock_acquire(a, name, 1000, &h));
+    CHECK_INT_EQ(LOCK_OK, redislock_acquire(a, name, 1000, &h));
     struct waiter w = {.l = b, .name = name, .rc = 999};
     pthread_t t;
     CHECK(pthread_create(&t, NULL, wait_thread, &w) == 0);
     ls_sleep_ms(700);
-    CHECK_INT_EQ(REDISLOCK_OK, redislock_release(h));
+    CHECK_INT_EQ(LOCK_OK, redislock_release(h));
     pthread_join(t, NULL);
-    CHECK_INT_EQ(REDISLOCK_OK, w.rc);
+    CHECK_INT_EQ(LOCK_OK, w.rc);
     redislock_stats st;
     redislock_get_stats(b, &st);
     CHECK_INT_EQ(1, st.wakeups);
@@ -171,18 +170,17 @@ static int acquire_any(void *lock, const char *name, int timeout_ms, void **hold
 }
 
 static void test_cancel(const char *addr) {
-    const ls_kind kind = {
-        .acquire = acquire_any, .ok = REDISLOCK_OK, .cancelled = REDISLOCK_ERR_CANCELLED};
+    const ls_kind kind = {.acquire = acquire_any, .ok = LOCK_OK, .cancelled = LOCK_ERR_CANCELLED};
     atomic_int cancel = 0;
     redislock *a = open_lock(addr, 30000, 0);
     redislock_config c = {.addr = addr, .lease_ms = 30000, .poll_ms = 100, .cancel = &cancel};
     redislock *b = NULL;
-    CHECK_INT_EQ(REDISLOCK_OK, redislock_new(&c, &b, NULL, 0));
+    CHECK_INT_EQ(LOCK_OK, redislock_new(&c, &b, NULL, 0));
     char free_name[128], v[64];
     redislock_hold *h = ls_check_cancel(&kind, a, b, &cancel, free_name, sizeof(free_name));
     key_value(addr, free_name, v, sizeof(v));
     CHECK_STR_EQ("", v);
-    CHECK_INT_EQ(REDISLOCK_OK, redislock_release(h));
+    CHECK_INT_EQ(LOCK_OK, redislock_release(h));
     redislock_free(a);
     redislock_free(b);
     printf("ok: the cancel flag ends a wait and refuses later acquires\n");
@@ -203,25 +201,25 @@ static void test_stale_holder(const char *addr) {
     redislock *a = open_lock(addr, 300, 0), *b = open_lock(addr, 10000, 0);
     const char *name = ls_name("stale");
     redislock_hold *ha = NULL, *hb = NULL;
-    CHECK_INT_EQ(REDISLOCK_OK, redislock_acquire(a, name, 1000, &ha));
-    CHECK_INT_EQ(REDISLOCK_OK, redislock_check(ha));
+    CHECK_INT_EQ(LOCK_OK, redislock_acquire(a, name, 1000, &ha));
+    CHECK_INT_EQ(LOCK_OK, redislock_check(ha));
 
     struct releaser r = {.h = ha, .rc = 999};
     pthread_t t;
     CHECK(pthread_create(&t, NULL, release_thread, &r) == 0);
     pthread_join(t, NULL);
-    CHECK_INT_EQ(REDISLOCK_ERR_NOT_OWNER, r.rc);
-    CHECK_INT_EQ(REDISLOCK_OK, redislock_check(ha)); /* untouched */
+    CHECK_INT_EQ(LOCK_ERR_NOT_OWNER, r.rc);
+    CHECK_INT_EQ(LOCK_OK, redislock_check(ha)); /* untouched */
 
-    CHECK_INT_EQ(REDISLOCK_OK, redislock_acquire(b, name, 5000, &hb)); /* after the lease */
-    CHECK_INT_EQ(REDISLOCK_LOST, redislock_check(ha));
+    CHECK_INT_EQ(LOCK_OK, redislock_acquire(b, name, 5000, &hb)); /* after the lease */
+    CHECK_INT_EQ(LOCK_LOST, redislock_check(ha));
     CHECK_INT_GT(redislock_token(hb), redislock_token(ha));
-    CHECK_INT_EQ(REDISLOCK_LOST, redislock_release(ha));
+    CHECK_INT_EQ(LOCK_LOST, redislock_release(ha));
     char v[64], want[64];
     key_value(addr, name, v, sizeof(v));
     snprintf(want, sizeof(want), "%lld", (long long)redislock_token(hb));
     CHECK_STR_EQ(want, v);
-    CHECK_INT_EQ(REDISLOCK_OK, redislock_release(hb));
+    CHECK_INT_EQ(LOCK_OK, redislock_release(hb));
     key_value(addr, name, v, sizeof(v));
     CHECK_STR_EQ("", v);
     redislock_free(a);
@@ -255,29 +253,29 @@ static void test_renew(const char *addr) {
     redislock *a = open_lock(addr, 600, 0), *b = open_lock(addr, 600, 0);
     const char *name = ls_name("renew");
     redislock_hold *ha = NULL, *hb = NULL;
-    CHECK_INT_EQ(REDISLOCK_OK, redislock_acquire(a, name, 1000, &ha));
+    CHECK_INT_EQ(LOCK_OK, redislock_acquire(a, name, 1000, &ha));
     struct renewer r = {.addr = addr, .h = ha, .times = 3, .gap_ms = 300, .rc = 999};
     pthread_t t;
     CHECK(pthread_create(&t, NULL, renew_thread, &r) == 0);
     pthread_join(t, NULL);
-    CHECK_INT_EQ(REDISLOCK_OK, r.rc);
-    CHECK_INT_EQ(REDISLOCK_OK, redislock_check(ha)); /* 900 ms into a 600 ms lease */
-    CHECK_INT_EQ(REDISLOCK_ERR_TIMEOUT, redislock_acquire(b, name, 0, &hb));
+    CHECK_INT_EQ(LOCK_OK, r.rc);
+    CHECK_INT_EQ(LOCK_OK, redislock_check(ha)); /* 900 ms into a 600 ms lease */
+    CHECK_INT_EQ(LOCK_ERR_TIMEOUT, redislock_acquire(b, name, 0, &hb));
 
     ls_sleep_ms(700); /* no renewal: the lease runs out */
-    CHECK_INT_EQ(REDISLOCK_LOST, redislock_check(ha));
-    CHECK_INT_EQ(REDISLOCK_OK, redislock_acquire(b, name, 0, &hb));
+    CHECK_INT_EQ(LOCK_LOST, redislock_check(ha));
+    CHECK_INT_EQ(LOCK_OK, redislock_acquire(b, name, 0, &hb));
     r = (struct renewer){.addr = addr, .h = ha, .times = 1, .gap_ms = 0, .rc = 999};
     CHECK(pthread_create(&t, NULL, renew_thread, &r) == 0);
     pthread_join(t, NULL);
-    CHECK_INT_EQ(REDISLOCK_LOST, r.rc);
-    CHECK_INT_EQ(REDISLOCK_LOST, redislock_check(ha));
+    CHECK_INT_EQ(LOCK_LOST, r.rc);
+    CHECK_INT_EQ(LOCK_LOST, redislock_check(ha));
     char v[64], want[64];
     key_value(addr, name, v, sizeof(v));
     snprintf(want, sizeof(want), "%lld", (long long)redislock_token(hb));
     CHECK_STR_EQ(want, v);
-    CHECK_INT_EQ(REDISLOCK_LOST, redislock_release(ha));
-    CHECK_INT_EQ(REDISLOCK_OK, redislock_release(hb));
+    CHECK_INT_EQ(LOCK_LOST, redislock_release(ha));
+    CHECK_INT_EQ(LOCK_OK, redislock_release(hb));
     redislock_free(a);
     redislock_free(b);
     printf("ok: a lease renewed from another thread outlives itself; a lost one is not renewed\n");
@@ -297,30 +295,30 @@ static void test_redis_restart(void) {
     redislock *l = open_lock(addr, 10000, 0);
     const char *name = ls_name("restart");
     redislock_hold *h = NULL;
-    CHECK_INT_EQ(REDISLOCK_OK, redislock_acquire(l, name, 1000, &h));
+    CHECK_INT_EQ(LOCK_OK, redislock_acquire(l, name, 1000, &h));
     int64_t before = redislock_token(h);
     own_redis("stop");
-    CHECK_INT_EQ(REDISLOCK_ERR_CONNECTION, redislock_release(h));
-    printf("  release with Redis down: %s (%s)\n", redislock_strerror(REDISLOCK_ERR_CONNECTION),
+    CHECK_INT_EQ(LOCK_ERR_CONNECTION, redislock_release(h));
+    printf("  release with Redis down: %s (%s)\n", redislock_strerror(LOCK_ERR_CONNECTION),
            redislock_errstr(l));
-    CHECK_INT_EQ(REDISLOCK_ERR_CONNECTION, redislock_acquire(l, name, 1000, &h));
+    CHECK_INT_EQ(LOCK_ERR_CONNECTION, redislock_acquire(l, name, 1000, &h));
     CHECK(h == NULL);
-    CHECK_INT_EQ(REDISLOCK_ERR_CONNECTION, redislock_ping(l));
-    printf("  acquire with Redis down: %s (%s)\n", redislock_strerror(REDISLOCK_ERR_CONNECTION),
+    CHECK_INT_EQ(LOCK_ERR_CONNECTION, redislock_ping(l));
+    printf("  acquire with Redis down: %s (%s)\n", redislock_strerror(LOCK_ERR_CONNECTION),
            redislock_errstr(l));
     own_redis("start"); /* empty: no persistence, so the counter starts again */
-    CHECK_INT_EQ(REDISLOCK_OK, redislock_ping(l));
-    CHECK_INT_EQ(REDISLOCK_OK, redislock_acquire(l, name, 1000, &h));
+    CHECK_INT_EQ(LOCK_OK, redislock_ping(l));
+    CHECK_INT_EQ(LOCK_OK, redislock_acquire(l, name, 1000, &h));
     CHECK_INT_GT(redislock_token(h), before);
     printf("  token before the restart %lld, after %lld\n", (long long)before,
            (long long)redislock_token(h));
-    CHECK_INT_EQ(REDISLOCK_OK, redislock_release(h));
+    CHECK_INT_EQ(LOCK_OK, redislock_release(h));
     redislock_stats st;
     redislock_get_stats(l, &st);
     CHECK_INT_GE(st.reconnects, 1);
     redislock_free(l);
     own_redis("stop");
-    printf("ok: Redis down gives REDISLOCK_ERR_CONNECTION; back up, the handle reconnects and "
+    printf("ok: Redis down gives LOCK_ERR_CONNECTION; back up, the handle reconnects and "
            "tokens still grow\n");
 }
 

@@ -15,9 +15,9 @@ static int64_t other_token;
 static void *other_try(void *arg) {
     zklock_hold *h = NULL;
     other_rc = zklock_acquire(s, name, ZKLOCK_FAIR, (int)(intptr_t)arg, &h);
-    if (other_rc == ZKLOCK_OK) {
+    if (other_rc == LOCK_OK) {
         other_token = zklock_token(h);
-        CHECK_INT_EQ(ZKLOCK_OK, zklock_release(h));
+        CHECK_INT_EQ(LOCK_OK, zklock_release(h));
     }
     return NULL;
 }
@@ -42,26 +42,26 @@ int main(void) {
     s = lt_session(hosts, 0);
 
     zklock_hold *a = NULL, *b = NULL;
-    CHECK_INT_EQ(ZKLOCK_OK, zklock_acquire(s, name, ZKLOCK_FAIR, 10000, &a));
-    CHECK_INT_EQ(ZKLOCK_OK, zklock_acquire(s, name, ZKLOCK_FAIR, 10000, &b));
+    CHECK_INT_EQ(LOCK_OK, zklock_acquire(s, name, ZKLOCK_FAIR, 10000, &a));
+    CHECK_INT_EQ(LOCK_OK, zklock_acquire(s, name, ZKLOCK_FAIR, 10000, &b));
     CHECK(a == b);
     CHECK_INT_EQ(zklock_token(a), zklock_token(b));
     CHECK_INT_GT(zklock_token(a), 0);
     CHECK_INT_EQ(1, lt_children(zh, name));
 
-    CHECK_INT_EQ(ZKLOCK_ERR_TIMEOUT, run_other(other_try, 300));
+    CHECK_INT_EQ(LOCK_ERR_TIMEOUT, run_other(other_try, 300));
     shared_hold = a;
-    CHECK_INT_EQ(ZKLOCK_ERR_NOT_OWNER, run_other(other_release, 0));
+    CHECK_INT_EQ(LOCK_ERR_NOT_OWNER, run_other(other_release, 0));
 
-    CHECK_INT_EQ(ZKLOCK_OK, zklock_release(b));
+    CHECK_INT_EQ(LOCK_OK, zklock_release(b));
     CHECK_INT_EQ(1, lt_children(zh, name));
-    CHECK_INT_EQ(ZKLOCK_OK, zklock_check(a));
-    CHECK_INT_EQ(ZKLOCK_ERR_TIMEOUT, run_other(other_try, 300));
+    CHECK_INT_EQ(LOCK_OK, zklock_check(a));
+    CHECK_INT_EQ(LOCK_ERR_TIMEOUT, run_other(other_try, 300));
 
     int64_t first = zklock_token(a);
-    CHECK_INT_EQ(ZKLOCK_OK, zklock_release(a));
+    CHECK_INT_EQ(LOCK_OK, zklock_release(a));
     CHECK_INT_EQ(0, lt_children(zh, name));
-    CHECK_INT_EQ(ZKLOCK_OK, run_other(other_try, 10000));
+    CHECK_INT_EQ(LOCK_OK, run_other(other_try, 10000));
     CHECK_INT_GT(other_token, first);
 
     zklock_stats st;

@@ -4,10 +4,10 @@
  * which makes the two cases that send the fair lock back to making a new node:
  *   1. every listing comes back empty (as if our node had been deleted each time):
  *      the acquisition starts over and over, and must still end with
- *      ZKLOCK_ERR_TIMEOUT at its deadline, every node it made deleted;
+ *      LOCK_ERR_TIMEOUT at its deadline, every node it made deleted;
  *   2. the name of our node, as the create's reply gives it, does not parse (the
  *      form ZooKeeper prints once a parent's sequence passes 2^31): the
- *      acquisition must fail with ZKLOCK_ERR_ZK rather than make node after node,
+ *      acquisition must fail with LOCK_ERR_SERVER rather than make node after node,
  *      and the node it made must be deleted (by its GUID, as its name is unknown).
  * The acquisition runs on a thread; if it has not returned long after its deadline
  * the test fails and says how many nodes it left. */
@@ -29,7 +29,7 @@ static void *acquire_main(void *arg) {
     run *r = arg;
     zklock_hold *h = NULL;
     int rc = zklock_acquire(r->s, r->name, ZKLOCK_FAIR, r->timeout_ms, &h);
-    if (rc == ZKLOCK_OK) zklock_release(h);
+    if (rc == LOCK_OK) zklock_release(h);
     pthread_mutex_lock(&r->mu);
     r->rc = rc;
     r->done = 1;
@@ -76,7 +76,7 @@ int main(void) {
     int rc = acquire_guarded(s, zh, hidden, 1000, 20);
     fp_zk_hide_children(p, 0);
     printf("listing without our node: %s\n", zklock_strerror(rc));
-    CHECK_INT_EQ(ZKLOCK_ERR_TIMEOUT, rc);
+    CHECK_INT_EQ(LOCK_ERR_TIMEOUT, rc);
     CHECK_INT_LE(lt_children(zh, hidden), 0); /* none left (or the parent reaped) */
 
     /* 2. Our node's name does not parse. */
@@ -84,13 +84,13 @@ int main(void) {
     rc = acquire_guarded(s, zh, mangled, 1000, 20);
     fp_zk_mangle_create(p, 0);
     printf("unparsable node name: %s\n", zklock_strerror(rc));
-    CHECK_INT_EQ(ZKLOCK_ERR_ZK, rc);
+    CHECK_INT_EQ(LOCK_ERR_SERVER, rc);
     CHECK_INT_LE(lt_children(zh, mangled), 0);
 
     /* The session is still usable. */
     zklock_hold *h = NULL;
-    CHECK_INT_EQ(ZKLOCK_OK, zklock_acquire(s, mangled, ZKLOCK_FAIR, 10000, &h));
-    CHECK_INT_EQ(ZKLOCK_OK, zklock_release(h));
+    CHECK_INT_EQ(LOCK_OK, zklock_acquire(s, mangled, ZKLOCK_FAIR, 10000, &h));
+    CHECK_INT_EQ(LOCK_OK, zklock_release(h));
 
     zklock_session_free(s);
     fp_zk_stop(p);

@@ -30,7 +30,7 @@ zklock_session *lt_session(const char *hosts, int session_timeout_ms) {
         .hosts = hosts, .session_timeout_ms = session_timeout_ms, .connect_timeout_ms = 10000};
     zklock_session *s = NULL;
     int rc = zklock_session_new(&cfg, &s);
-    if (rc != ZKLOCK_OK) CHECK_FAIL_("zklock_session_new(%s): %s", hosts, zklock_strerror(rc));
+    if (rc != LOCK_OK) CHECK_FAIL_("zklock_session_new(%s): %s", hosts, zklock_strerror(rc));
     return s;
 }
 
@@ -122,7 +122,7 @@ void *lt_acquire_main(void *arg) {
     lt_acquire_run *r = arg;
     zklock_hold *h = NULL;
     r->rc = zklock_acquire(r->s, r->name, ZKLOCK_FAIR, r->timeout_ms, &h);
-    if (r->rc == ZKLOCK_OK) zklock_release(h);
+    if (r->rc == LOCK_OK) zklock_release(h);
     return NULL;
 }
 

@@ -32,14 +32,14 @@ int main(void) {
     s3 = lt_session(hosts, 0);
 
     zklock_hold *h1 = NULL, *h2 = NULL;
-    CHECK_INT_EQ(ZKLOCK_OK, zklock_acquire(s1, name, ZKLOCK_FAIR, 10000, &h1));
+    CHECK_INT_EQ(LOCK_OK, zklock_acquire(s1, name, ZKLOCK_FAIR, 10000, &h1));
     CHECK_INT_EQ(1, lt_children(zh, name));
 
     /* Try once, then a short wait: both time out and remove their node. */
-    CHECK_INT_EQ(ZKLOCK_ERR_TIMEOUT, zklock_acquire(s2, name, ZKLOCK_FAIR, 0, &h2));
+    CHECK_INT_EQ(LOCK_ERR_TIMEOUT, zklock_acquire(s2, name, ZKLOCK_FAIR, 0, &h2));
     CHECK(h2 == NULL);
     CHECK_INT_EQ(1, lt_children(zh, name));
-    CHECK_INT_EQ(ZKLOCK_ERR_TIMEOUT, zklock_acquire(s2, name, ZKLOCK_FAIR, 300, &h2));
+    CHECK_INT_EQ(LOCK_ERR_TIMEOUT, zklock_acquire(s2, name, ZKLOCK_FAIR, 300, &h2));
     CHECK_INT_EQ(1, lt_children(zh, name));
 
     /* Cancellation of a waiter that would wait forever. */
@@ -48,18 +48,18 @@ int main(void) {
     CHECK(lt_wait_children(zh, name, 2, 30));
     zklock_session_cancel(s3);
     pthread_join(t, NULL);
-    CHECK_INT_EQ(ZKLOCK_ERR_CANCELLED, cancel_rc);
+    CHECK_INT_EQ(LOCK_ERR_CANCELLED, cancel_rc);
     CHECK_INT_EQ(1, lt_children(zh, name));
-    CHECK_INT_EQ(ZKLOCK_ERR_CANCELLED, zklock_acquire(s3, name, ZKLOCK_FAIR, 1000, &h2));
+    CHECK_INT_EQ(LOCK_ERR_CANCELLED, zklock_acquire(s3, name, ZKLOCK_FAIR, 1000, &h2));
 
     /* The herd kind: the loser's timeout leaves only the holder's node. */
     char herd_name[128];
     snprintf(herd_name, sizeof(herd_name), "%s_h", name);
     zklock_hold *hh = NULL;
-    CHECK_INT_EQ(ZKLOCK_OK, zklock_acquire(s1, herd_name, ZKLOCK_HERD, 10000, &hh));
-    CHECK_INT_EQ(ZKLOCK_ERR_TIMEOUT, zklock_acquire(s2, herd_name, ZKLOCK_HERD, 300, &h2));
+    CHECK_INT_EQ(LOCK_OK, zklock_acquire(s1, herd_name, ZKLOCK_HERD, 10000, &hh));
+    CHECK_INT_EQ(LOCK_ERR_TIMEOUT, zklock_acquire(s2, herd_name, ZKLOCK_HERD, 300, &h2));
     CHECK(herd_node_exists(zh, herd_name));
-    CHECK_INT_EQ(ZKLOCK_OK, zklock_release(hh));
+    CHECK_INT_EQ(LOCK_OK, zklock_release(hh));
     CHECK(!herd_node_exists(zh, herd_name));
 
     zklock_stats st;
@@ -67,7 +67,7 @@ int main(void) {
     CHECK_INT_EQ(3, st.timeouts);
     CHECK_INT_EQ(0, st.acquired);
 
-    CHECK_INT_EQ(ZKLOCK_OK, zklock_release(h1));
+    CHECK_INT_EQ(LOCK_OK, zklock_release(h1));
     CHECK_INT_EQ(0, lt_children(zh, name));
     if (!lt_wait_parent_gone(zh, name, 90)) CHECK_FAIL_("container parent of %s not reaped", name);
 

@@ -7,9 +7,9 @@
  *      predecessor anew; it must not keep the watch it had before. Its session goes
  *      through the tests' fault proxy (tests/support/fault_proxy_zk.h): the
  *      holder keeps the lock, the waiter's connection is cut once while it
- *      waits, and the waiter times out. Then the connection is cut once more: on reconnecting, the client sets
- *      again at the server every watch it still has, so the server's count, with
- *      the holder still holding, must be what it was before the waiter came. */
+ *      waits, and the waiter times out. Then the connection is cut once more: on reconnecting, the
+ * client sets again at the server every watch it still has, so the server's count, with the holder
+ * still holding, must be what it was before the waiter came. */
 #include <pthread.h>
 #include <stdio.h>
 
@@ -30,10 +30,10 @@ static void *worker(void *arg) {
         zklock_hold *h = NULL;
         int timeout = (r % 4 == 3) ? 2 : 30000; /* every 4th gives up quickly */
         int rc = zklock_acquire(s, name, ZKLOCK_FAIR, timeout, &h);
-        if (rc == ZKLOCK_ERR_TIMEOUT) continue;
-        if (rc != ZKLOCK_OK) CHECK_FAIL_("acquire: %s", zklock_strerror(rc));
+        if (rc == LOCK_ERR_TIMEOUT) continue;
+        if (rc != LOCK_OK) CHECK_FAIL_("acquire: %s", zklock_strerror(rc));
         lt_sleep_ms(1);
-        CHECK_INT_EQ(ZKLOCK_OK, zklock_release(h));
+        CHECK_INT_EQ(LOCK_OK, zklock_release(h));
     }
     return NULL;
 }
@@ -58,7 +58,7 @@ static void reconnect_case(const char *hosts) {
     snprintf(lname, sizeof(lname), "%s_reconnect", name);
     zklock_session *holder = lt_session(hosts, 0);
     zklock_hold *h = NULL;
-    CHECK_INT_EQ(ZKLOCK_OK, zklock_acquire(holder, lname, ZKLOCK_FAIR, 10000, &h));
+    CHECK_INT_EQ(LOCK_OK, zklock_acquire(holder, lname, ZKLOCK_FAIR, 10000, &h));
     fp_zk *p = fp_zk_start(hosts);
     CHECK(p != NULL);
     zklock_session *ws = lt_session(fp_zk_hosts(p), 10000);
@@ -73,11 +73,11 @@ static void reconnect_case(const char *hosts) {
     fp_zk_sever(p, 0);
     WAIT_FOR(data_ops(ws) == d0 + 2, "the waiter's watch after reconnection");
     pthread_join(t, NULL);
-    CHECK_INT_EQ(ZKLOCK_ERR_TIMEOUT, w.rc);
+    CHECK_INT_EQ(LOCK_ERR_TIMEOUT, w.rc);
     CHECK_INT_EQ(d0 + 2, data_ops(ws)); /* it watched twice, then gave up */
 
     fp_zk_sever(p, 0);
-    WAIT_FOR(fp_zk_connections(p) == 3 && zklock_session_status(ws) == ZKLOCK_OK,
+    WAIT_FOR(fp_zk_connections(p) == 3 && zklock_session_status(ws) == LOCK_OK,
              "the third connection");
     long after = -1;
     for (int64_t end = lt_now_ms() + 3000; lt_now_ms() < end; lt_sleep_ms(100))
@@ -86,7 +86,7 @@ static void reconnect_case(const char *hosts) {
            before, after);
     CHECK_INT_EQ(before, after);
 
-    CHECK_INT_EQ(ZKLOCK_OK, zklock_release(h));
+    CHECK_INT_EQ(LOCK_OK, zklock_release(h));
     zklock_session_free(ws);
     fp_zk_stop(p);
     zklock_session_free(holder);
