@@ -1,7 +1,13 @@
 # Tests of the documentation (tests/docs/docs_check.py says what each checks): no servers.
-add_test(NAME docs_cited_tests_exist
-  COMMAND python3 ${CMAKE_CURRENT_LIST_DIR}/docs_check.py tests ${PROJECT_SOURCE_DIR}
-          ${PROJECT_BINARY_DIR} ${CMAKE_CTEST_COMMAND})
+# The docs cite every test, and only the plain build registers every test (the sanitizer
+# builds leave out the nemesis, the container test and the benchmarks' smoke tests), so
+# the cited names are checked against the plain build's ctest -N.
+if(NOT STOCKD_SANITIZE)
+  add_test(NAME docs_cited_tests_exist
+    COMMAND python3 ${CMAKE_CURRENT_LIST_DIR}/docs_check.py tests ${PROJECT_SOURCE_DIR}
+            ${PROJECT_BINARY_DIR} ${CMAKE_CTEST_COMMAND})
+  set_tests_properties(docs_cited_tests_exist PROPERTIES LABELS "unit;docs" TIMEOUT 60)
+endif()
 add_test(NAME docs_relative_links_resolve
   COMMAND python3 ${CMAKE_CURRENT_LIST_DIR}/docs_check.py links ${PROJECT_SOURCE_DIR})
 add_test(NAME docs_readmes_carry_the_same_commands_options_and_numbers
@@ -9,7 +15,7 @@ add_test(NAME docs_readmes_carry_the_same_commands_options_and_numbers
 add_test(NAME docs_operating_documents_every_stockd_option
   COMMAND python3 ${CMAKE_CURRENT_LIST_DIR}/docs_check.py options ${PROJECT_SOURCE_DIR}
           $<TARGET_FILE:stockd>)
-set_tests_properties(docs_cited_tests_exist docs_relative_links_resolve
+set_tests_properties(docs_relative_links_resolve
   docs_readmes_carry_the_same_commands_options_and_numbers
   docs_operating_documents_every_stockd_option
   PROPERTIES LABELS "unit;docs" TIMEOUT 60)
