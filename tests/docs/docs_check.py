@@ -1,0 +1,230 @@
+#!/usr/bin/env python3
+"""The checks that keep the documentation true: README.md, README.zh-CN.md and docs/.
+
+usage: docs_check.py CHECK SRC_DIR [ARG]
+  tests    SRC_DIR BUILD_DIR [CTEST]  every test name the docs cite is a test of `ctest -N`
+  links    SRC_DIR             every relative link resolves (file, and #anchor in a .md)
+  readmes  SRC_DIR             both READMEs carry the same commands, options and numbers
+                               (each number as many times)
+  options  SRC_DIR STOCKD      every option of `stockd --help` is in docs/operating.md
+
+Each prints one line per problem, naming the file and what is wrong, and exits 1 if
+there is any; 0 otherwise. No servers.
+
+How a test is recognised: a `code span` that is one word of lower-case letters, digits,
+'_' and '-', with at least one '_', optionally with brace forms (a_{b,c}_d, expanded
+first) or a trailing '*' (a prefix). Such a word is a test citation unless it is a word
+of the code (a function, a metric, a setting: any identifier in the repository's source
+outside the docs and the test declarations). So a cited test that does not exist, and
+is no word of the code either, fails the check."""
+import collections
+import glob
+import itertools
+import os
+import re
+import subprocess
+import sys
+
+READMES = ("README.md", "README.zh-CN.md")
+THE_TWO_COMMANDS = ("scripts/demo", "scripts/test")
+# Runnable things inside the repository, as the READMEs name them.
+COMMAND_RE = re.compile(r"(?<![\w/.-])((?:scripts|loadtest|lock/bench|docker/podman|\.ci)/[\w.-]*\w)")
+OPTION_RE = re.compile(r"(?<![\w-])--[a-z][a-z0-9-]*")
+# Numbers as the READMEs write them: 2.44, 23300, 2026 (a date is three numbers).
+NUMBER_RE = re.compile(r"(?<![\w.])\d+(?:\.\d+)?")
+CODE_SPAN_RE = re.compile(r"(?<!`)`([^`\n]+)`(?!`)")
+TEST_WORD_RE = re.compile(r"^[a-z][a-z0-9_-]*(?:\{[a-z0-9_,-]+\}[a-z0-9_-]*)*\*?$")
+LINK_RE = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
+# Where the words of the code come from: everything but the docs and tests/ (which
+# declares the tests: a name built there must be found by ctest, not by grep), except
+# tests/support and the helpers every test uses, which are code that the docs describe.
+CODE_DIRS = ("service", "lock", "db", "loadtest", "lab", "scripts", "sql", "monitoring",
+             "nginx", "packaging", "cmake", "docker", "tests/support", ".ci")
+CODE_FILES = ("CMakeLists.txt", "Dockerfile", "docker-compose.yml", "tests/lib.sh",
+              "tests/assert.sh", "tests/check.h", "tests/fixture.sh")
+
+
+def doc_files(src):
+    """The documents a reader reads: both READMEs and docs/ (the generated reports of
+    docs/report/ included, for their links)."""
+    files = [os.path.join(src, r) for r in READMES]
+    files += sorted(glob.glob(os.path.join(src, "docs", "**", "*.md"), recursive=True))
+    return files
+
+
+def read(path):
+    with open(path, encoding="utf-8") as f:
+        return f.read()
+
+
+def rel(src, path):
+    return os.path.relpath(path, src)
+
+
+def expand(word):
+    """a_{b,c}_d -> [a_b_d, a_c_d]; several brace forms multiply."""
+    parts = re.split(r"(\{[^}]*\})", word)
+    choices = [p[1:-1].split(",") if p.startswith("{") else [p] for p in parts]
+    return ["".join(c) for c in itertools.product(*choices)]
+
+
+def code_words(src):
+    words = set()
+    paths = [os.path.join(src, f) for f in CODE_FILES]
+    for d in CODE_DIRS:
+        for root, _, names in os.walk(os.path.join(src, d)):
+            paths += [os.path.join(root, n) for n in names]
+    for path in paths:
+        try:
+            with open(path, encoding="utf-8", errors="replace") as f:
+                words.update(re.findall(r"[A-Za-z0-9_-]+", f.read()))
+        except OSError:
+            continue
+    return words
+
+
+def check_tests(src, build, ctest):
+    out = subprocess.run([ctest, "-N"], cwd=build, capture_output=True, text=True,
+                         check=True).stdout
+    tests = set(re.findall(r"^\s*Test\s+#\d+:\s+(\S+)", out, re.M))
+    if len(tests) < 50:
+        return [f"ctest -N in {build} listed only {len(tests)} tests"]
+    words = code_words(src)
+    problems, cited = [], 0
+    for path in doc_files(src):
+        if os.sep + "report" + os.sep in path:
+            continue  # generated, and names no tests
+        for n, line in enumerate(read(path).splitlines(), 1):
+            for span in CODE_SPAN_RE.findall(line):
+                if "_" not in span or not TEST_WORD_RE.match(span):
+                    continue
+                for name in expand(span):
+                    if name.endswith("*"):
+                        if any(t.startswith(name[:-1]) for t in tests):
+                            cited += 1
+                        else:
+                            problems.append(f"{rel(src, path)}:{n}: `{span}`: no test starts "
+                                            f"with {name[:-1]}")
+                    elif name in tests:
+                        cited += 1
+                    elif name not in words or "{" in span:
+                        # A brace form is always a test citation: every name it makes
+                        # must be a test.
+                        problems.append(f"{rel(src, path)}:{n}: `{span}`: {name} is no test "
+                                        "of ctest -N (and no word of the code)")
+    if cited < 50:
+        problems.append(f"the docs cite only {cited} tests; the guarantees table alone cites more")
+    return problems
+
+
+def slug(heading):
+    """GitHub's anchor for a heading: lower case, punctuation gone, spaces to '-'."""
+    s = heading.strip().lower()
+    s = re.sub(r"[^\w\- ]", "", s)
+    return s.replace(" ", "-")
+
+
+def anchors(path):
+    seen, result = {}, set()
+    in_code = False
+    for line in read(path).splitlines():
+        if line.startswith("```"):
+            in_code = not in_code
+        m = re.match(r"^#{1,6}\s+(.*)$", line)
+        if m and not in_code:
+            base = slug(m.group(1))
+            k = seen.get(base, 0)
+            seen[base] = k + 1
+            result.add(base if k == 0 else f"{base}-{k}")
+    return result
+
+
+def check_links(src):
+    problems, checked = [], 0
+    for path in doc_files(src):
+        for n, line in enumerate(read(path).splitlines(), 1):
+            for target in LINK_RE.findall(line):
+                if re.match(r"^[a-z]+:", target):
+                    continue  # http:, https:, mailto:
+                file_part, _, anchor = target.partition("#")
+                dest = path if not file_part else os.path.normpath(
+                    os.path.join(os.path.dirname(path), file_part))
+                checked += 1
+                if not os.path.exists(dest):
+                    problems.append(f"{rel(src, path)}:{n}: link {target}: "
+                                    f"{rel(src, dest)} does not exist")
+                elif anchor and dest.endswith(".md") and anchor not in anchors(dest):
+                    problems.append(f"{rel(src, path)}:{n}: link {target}: no heading "
+                                    f"#{anchor} in {rel(src, dest)}")
+    if checked < 20:
+        problems.append(f"only {checked} relative links found: the READMEs index docs/")
+    return problems
+
+
+def check_readmes(src):
+    text = {r: read(os.path.join(src, r)) for r in READMES}
+    problems = []
+    for name in READMES:
+        other = READMES[1 - READMES.index(name)]
+        if other not in text[name]:
+            problems.append(f"{name} does not link to {other}")
+        for cmd in THE_TWO_COMMANDS:
+            if cmd not in text[name]:
+                problems.append(f"{name} does not name {cmd}, one of the two commands")
+    # Commands and options: the same set. Numbers: the same multiset, so that a number
+    # changed in one README is caught even when it appears elsewhere in the other.
+    kinds = (("command", COMMAND_RE, set), ("option", OPTION_RE, set),
+             ("number", NUMBER_RE, collections.Counter))
+    for kind, regex, collect in kinds:
+        found = {r: collect(regex.findall(text[r])) for r in READMES}
+        for name in READMES:
+            other = READMES[1 - READMES.index(name)]
+            for item in sorted(found[other] - found[name]):
+                times = ""
+                if collect is collections.Counter:
+                    times = f" ({found[other][item]} times there, {found[name][item]} here)"
+                problems.append(f"{name} lacks the {kind} {item} that {other} carries{times}")
+    return problems
+
+
+def check_options(src, stockd):
+    # An empty environment, so that a STOCKD_* variable of the caller cannot fail --help.
+    help_text = subprocess.run([stockd, "--help"], env={}, capture_output=True, text=True,
+                               check=True).stdout
+    options = sorted(set(OPTION_RE.findall(help_text)))
+    if len(options) < 20:
+        return [f"stockd --help named only {len(options)} options: {options}"]
+    doc = os.path.join(src, "docs", "operating.md")
+    text = read(doc)
+    return [f"{rel(src, doc)} does not document {opt} (stockd --help lists it)"
+            for opt in options
+            if not re.search(r"(?<![\w-])" + re.escape(opt) + r"(?![\w-])", text)]
+
+
+def main():
+    if len(sys.argv) < 3:
+        print(__doc__)
+        return 2
+    check, src = sys.argv[1], sys.argv[2]
+    if check == "tests":
+        problems = check_tests(src, sys.argv[3], sys.argv[4] if len(sys.argv) > 4 else "ctest")
+    elif check == "links":
+        problems = check_links(src)
+    elif check == "readmes":
+        problems = check_readmes(src)
+    elif check == "options":
+        problems = check_options(src, sys.argv[3])
+    else:
+        print(__doc__)
+        return 2
+    for p in problems:
+        print(f"FAIL: {p}")
+    if problems:
+        print(f"docs_check {check}: {len(problems)} problem(s)")
+        return 1
+    print(f"ok: docs_check {check}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
