@@ -3,6 +3,9 @@ stockd_unit_test(loadtest_lathist SOURCES loadtest/test_lathist.c LIBS stockload
 stockd_unit_test(loadtest_answer SOURCES loadtest/test_answer.c LIBS stockload_core)
 stockd_unit_test(loadtest_loadopts SOURCES loadtest/test_loadopts.c LIBS stockload_core)
 stockd_unit_test(loadtest_reconcile SOURCES loadtest/test_reconcile.c LIBS stockload_core)
+# The reconcile cases it shares with lab/ledger.py's test.
+target_compile_definitions(loadtest_reconcile PRIVATE
+  RECONCILE_CASES="${CMAKE_CURRENT_SOURCE_DIR}/lab/ledger_cases.json")
 
 # stockload against a real nginx that plays every answer of the contract, and a real
 # MariaDB for the reconciliation.
