@@ -113,7 +113,8 @@ def judge(initial, final, orders, deducted, *, negative=None, products=1, restoc
     problems = []
     change = initial + restocked - final
     if orders != change:
-        problems.append(f"{orders} orders rows, but the stock went from {initial} to {final}"
+        problems.append(f"partial deductions: {orders} orders rows, but the stock went from "
+                        f"{initial} to {final}"
                         + (f" with {restocked} restocked" if restocked else ""))
     if lossy:
         if not deducted <= orders <= deducted + lost:
@@ -123,7 +124,7 @@ def judge(initial, final, orders, deducted, *, negative=None, products=1, restoc
         if deducted != orders:
             problems.append(f"{deducted} deducted answers, but {orders} orders rows")
         if lost:
-            problems.append(f"{lost} answers were lost (transport errors, 502/504/500)")
+            problems.append(f"{lost} answers were lost (transport errors, 502/504/500 unknown)")
     rec = None
     if answer_ids is not None and row_ids is not None:
         rec = reconcile(answer_ids, row_ids)
@@ -131,7 +132,8 @@ def judge(initial, final, orders, deducted, *, negative=None, products=1, restoc
             problems.append(f"{rec.missing_rows} deducted answers name no orders row "
                             f"(e.g. {list(rec.missing_examples)})")
         if rec.duplicate_answers:
-            problems.append(f"{rec.duplicate_answers} answers name an order another answer named")
+            problems.append(f"order ids were answered more than once ({rec.duplicate_answers} "
+                            f"answers repeat one)")
         if rec.unanswered_rows and not lossy:
             problems.append(f"{rec.unanswered_rows} orders rows have no deducted answer "
                             f"(e.g. {list(rec.unanswered_examples)})")
