@@ -18,8 +18,9 @@ itself checks when it starts. loadtest/report, cpu and memory and scripts/demo's
 all read specs through parse().
 
 Run as a program, it prints each spec as one tab-separated line for shell drivers:
-label, mode, instances (0 = the caller's default), segments, route ("-" = default),
-commit-ms, kill (0/1), then the stockd arguments (--segments included when K > 1).
+label, title (the label with the instances and fields, for tables), mode, instances
+(0 = the caller's default), segments, route ("-" = default), commit-ms, kill (0/1),
+then the stockd arguments (--segments included when K > 1).
 """
 
 import re
@@ -175,7 +176,7 @@ def main(argv=None):
         print(f"run spec: {e}", file=sys.stderr)
         return 2
     for s in specs:
-        print("\t".join([s.title(), s.mode, str(s.instances or 0), str(s.segments),
+        print("\t".join([s.label, s.title(), s.mode, str(s.instances or 0), str(s.segments),
                          s.route or "-", str(s.commit_ms), "1" if s.kill else "0",
                          *s.stockd_args()]))
     return 0
