@@ -63,3 +63,50 @@ def histogram_quantile_bound(scrape, name, q):
         if cum >= rank:
             return bound
     return math.inf
+
+
+def key_text(key):
+    """A sample's key as Prometheus writes it: name{label="value",...}."""
+    name, labels = key
+    if not labels:
+        return name
+    return name + "{" + ",".join(f'{k}="{v}"' for k, v in labels) + "}"
+
+
+def main(argv=None):
+    """python3 -m lab.prom totals NAME...          stdin: /metrics pages one after
+                                                   another; prints each NAME's sum
+       python3 -m lab.prom delta --before F... --after F...
+                                                   prints name{labels}<TAB>after - before
+                                                   for every sample, summed over files"""
+    import sys
+    argv = sys.argv[1:] if argv is None else argv
+    try:
+        if argv[:1] == ["totals"] and len(argv) > 1:
+            s = parse(sys.stdin.read())
+            print(" ".join(f"{s.total(n) or 0:.0f}" for n in argv[1:]))
+            return 0
+        if argv[:1] == ["delta"] and "--before" in argv and "--after" in argv:
+            b, a = argv.index("--before"), argv.index("--after")
+            if b > a:
+                raise ValueError("--before comes first")
+            pages = []
+            for files in (argv[b + 1:a], argv[a + 1:]):
+                scrapes = []
+                for f in files:
+                    with open(f, encoding="utf-8") as fh:
+                        scrapes.append(parse(fh.read()))
+                pages.append(scrapes)
+            for k, v in sorted(delta(*pages).items()):
+                print(f"{key_text(k)}\t{int(v) if v == int(v) else repr(v)}")
+            return 0
+    except (OSError, ValueError) as e:
+        print(f"prom: {e}", file=sys.stderr)
+        return 1
+    print(main.__doc__, file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    import sys
+    sys.exit(main())

@@ -57,5 +57,13 @@ class Delta(unittest.TestCase):
         self.assertIsNone(prom.histogram_quantile_bound(prom.Scrape(), "stockd_x", 0.99))
 
 
+
+class Cli(unittest.TestCase):
+    def test_keys_print_as_prometheus_writes_them(self):
+        self.assertEqual(prom.key_text(("stockd_zk_ops_total", (("op", "create"),))),
+                         'stockd_zk_ops_total{op="create"}')
+        self.assertEqual(prom.key_text(("stockd_x", ())), "stockd_x")
+
+
 if __name__ == "__main__":
     unittest.main()
