@@ -293,7 +293,7 @@ figure.chart { margin: 0 0 1em; border: 1px solid #ddd; padding: 0.5em; max-widt
 figcaption { font-size: 0.88em; color: #555; }"""
 
 
-def page(doc, work):
+def page(doc, work, older=False):
     b, m = doc["bench"], doc["machine"]
     e = html.escape
     out = ["<!DOCTYPE html>", '<html lang="en">', "<head>", '<meta charset="utf-8">',
@@ -328,17 +328,22 @@ def page(doc, work):
                  ("Durability", e(durability_text(doc.get("durability"))))):
         out.append(f'<tr><th scope="row">{k}</th><td>{v}</td></tr>')
     out += ["</table>", '<p>The data: <a href="bench.json">bench.json</a>; the same tables as '
-            'Markdown: <a href="bench.md">bench.md</a>.</p>', "</body>", "</html>"]
+            'Markdown: <a href="bench.md">bench.md</a>.</p>']
+    if older:
+        out.append('<p>The older tables, with sold-out answers (the half-sold-out mix, spread '
+                   'and concurrency curve): <a href="report.md">report.md</a>.</p>')
+    out += ["</body>", "</html>"]
     return "\n".join(out) + "\n"
 
 
 def write(directory):
-    """Writes directory/bench.md and directory/index.html from directory/bench.json."""
+    """Writes directory/bench.md and directory/index.html from directory/bench.json; the
+    page links the older tables' report.md when the directory has one."""
     with open(os.path.join(directory, "bench.json"), encoding="utf-8") as f:
         doc = json.load(f)
     md = markdown(doc)
     with tempfile.TemporaryDirectory() as work:
-        html_text = page(doc, work)
+        html_text = page(doc, work, os.path.exists(os.path.join(directory, "report.md")))
     for name, text in (("bench.md", md), ("index.html", html_text)):
         tmp = os.path.join(directory, name + ".tmp")
         with open(tmp, "w", encoding="utf-8") as f:

@@ -229,7 +229,7 @@ expect_eq "the page's first table" "bench round-robin" "$(jq -r '.tables[0].clas
 # The committed page is what the renderer makes of the committed bench.json now.
 cur=$T/current
 mkdir -p "$cur"
-cp "$src/docs/report/bench.json" "$cur/"
+cp "$src/docs/report/bench.json" "$src/docs/report/report.md" "$cur/"
 "$src/loadtest/report" --html-only "$cur" 2>/dev/null || fail "loadtest/report --html-only failed on bench.json"
 cmp -s "$cur/index.html" "$committed" ||
   fail "docs/report/index.html is not what loadtest/report --html-only docs/report makes now: $(diff "$committed" "$cur/index.html" | head -5)"
