@@ -55,3 +55,7 @@ if(NOT STOCKD_SANITIZE)
     COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/loadtest/memory_smoke.sh $<TARGET_FILE:stockload>
     TIMEOUT 120 LABELS loadtest)
 endif()
+# loadtest/wrk-json.lua with the real wrk against a static HTTP server, read by
+# lab/loadgen.py: requests, 2xx and non-2xx counted, the spread's ids drawn in range.
+stockd_integration_test(loadtest_wrk_json
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/loadtest/wrk_json.sh TIMEOUT 60 LABELS loadtest)
