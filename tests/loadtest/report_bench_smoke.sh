@@ -86,6 +86,11 @@ grep -q '^| GET /health (HTTP ceiling: median' "$md" || fail "bench.md has no ce
 grep -Eq '^\| zk \| [0-9]+ \(0\.[0-9]{2}|^\| zk \| [0-9]+ \([1-9]\.[0-9]{2}' "$md" || fail "bench.md: zk row without a fraction"
 grep -Eq '^\| redlock \| [0-9]+ \([0-9]\.[0-9]{2}\) \|' "$md" || fail "bench.md: redlock row without a fraction"
 grep -q "RedLock's three Redis servers" "$md" || fail "bench.md does not say RedLock's servers shared the CPUs"
+# Every mode row says whether the ceiling measured next to it strayed from the route's
+# median (lab/report.py), rather than folding a stray ceiling into the fractions.
+grep -q '^| mode | .* | exact | ceiling |$' "$md" || fail "bench.md has no ceiling column"
+expect_eq "mode rows without a ceiling verdict" 0 \
+  "$(grep -E '^\| (zk|redlock) \|' "$md" | grep -cvE '\| (ok|STRAYED: [^|]+) \|$' || true)"
 # The round-robin redlock row's hot ab cell is the median of its two runs (their mean).
 median=$(q '[.bench.rows[] | select(.row == "redlock" and .route == "round-robin" and .kind == "hot"
               and .client == "ab") | .rps] | add / length | round')

@@ -110,17 +110,18 @@ render() {
   jq -e . "$T/$name.json" >/dev/null 2>&1 || fail "$name: no measurements in the page Chromium dumped"
 }
 
-# problems NAME SVGS: prints one line per way the rendered page NAME falls short of a
-# page with SVGS charts; nothing when it renders as it should.
+# problems NAME SVGS [TABLE]: prints one line per way the rendered page NAME falls short
+# of a page with SVGS charts and result tables of class TABLE (runs); nothing when it
+# renders as it should.
 problems() {
   local j=$T/$1.json
-  jq -r --argjson want_svgs "$2" '
+  jq -r --argjson want_svgs "$2" --arg table "${3:-runs}" '
     (if (.title | length) == 0 then "no title" else empty end),
     (if .h1 == null or .h1_size[1] == 0 then "no visible heading" else empty end),
     (.svgs | length) as $n | (if $n != $want_svgs then "\($n) charts, expected \($want_svgs)" else empty end),
     (.svgs[] | select(.size[0] < 200 or .size[1] < 100 or .shapes == 0 or .drawn == 0)
      | "an empty or unrendered chart \(.figure): \(.size[0])x\(.size[1]) px, \(.drawn) of \(.shapes) paths drawn"),
-    ([.tables[] | select(.class | startswith("runs"))] | if length == 0 then "no result table" else empty end),
+    ([.tables[] | select(.class | startswith($table))] | if length == 0 then "no result table" else empty end),
     (.tables[] | select(.rows < 2 or .size[1] == 0) | "an empty table (\(.class)): \(.rows) rows"),
     (.images[] | select(.ok | not) | "a broken image: \(.src)"),
     (.problems[] | "page error: \(.)"),
@@ -197,21 +198,41 @@ expect_eq "the first row of the first table" \
 
 # ---------------------------------------------------------------- the committed page
 
+# docs/report/index.html is the headline benchmark's page, which lab/report.py writes
+# from docs/report/bench.json: the ample-stock tables of both routes (every mode with ab
+# or wrk and stockload, hot and spread, and the HTTP ceiling) come first, each with its
+# chart; the run's facts after them.
 committed=$src/docs/report/index.html
 [[ -s $committed ]] || fail "no docs/report/index.html (loadtest/report --html-only docs/report)"
 render "$committed" committed
-problems committed 3 >"$T/committed.problems"
+problems committed 2 bench >"$T/committed.problems"
 [[ ! -s $T/committed.problems ]] || fail "docs/report/index.html: $(cat "$T/committed.problems")"
-expect_eq "the committed page's title names its report's date" \
-  "stockd: lock strategies compared ($(jq -r .date "$src/docs/report/report.json"))" \
-  "$(jq -r .title "$T/committed.json")"
-# The committed page is what the renderer makes of the committed report.json now, so a
-# change to the report's tables that forgot the page shows here.
+j=$T/committed.json
+expect_eq "the committed page's title names its benchmark's date" \
+  "stockd: $(jq -r '"The headline benchmark: ample stock, one hot product and 100 spread, nginx round-robin and affinity (\(.date))"' "$src/docs/report/bench.json")" \
+  "$(jq -r .title "$j")"
+expect_eq "the charts, one per route" "chart-round-robin chart-affinity" "$(jq -r '[.svgs[].figure] | join(" ")' "$j")"
+# The tables in page order: the headline first; its rows are a header, the ceiling and
+# one per mode (and the ensemble's on round-robin) as bench.json has them.
+modes=$(jq '[.bench.rows[] | select(.row != "ceiling" and (.ensemble | not)) | .spec] | unique | length' "$src/docs/report/bench.json")
+expect_eq "tables and their rows, in page order" \
+  "bench round-robin:$((modes + 3)) bench affinity:$((modes + 2)) bench-rl:3 facts:5" \
+  "$(jq -r '[.tables[] | "\(.class):\(.rows)"] | join(" ")' "$j")"
+dom=$T/committed.dom
+for want in '<th>hot ab</th><th>hot stockload</th><th>spread wrk</th><th>spread stockload</th>' \
+  '<td>GET /health (HTTP ceiling' '<h2 id="route-round-robin">' '<h2 id="route-affinity">' \
+  'zk, ZooKeeper as a 3-server ensemble' '<td class="strayed">STRAYED: '; do
+  grep -qF -- "$want" "$dom" || fail "the rendered page does not show '$want'"
+done
+# The headline comes before anything else: the first table of the page is its first.
+expect_eq "the page's first table" "bench round-robin" "$(jq -r '.tables[0].class' "$j")"
+# The committed page is what the renderer makes of the committed bench.json now.
 cur=$T/current
 mkdir -p "$cur"
-cp "$src/docs/report/report.json" "$cur/"
-"$src/loadtest/report" --html-only "$cur" 2>/dev/null
+cp "$src/docs/report/bench.json" "$src/docs/report/report.md" "$cur/"
+"$src/loadtest/report" --html-only "$cur" 2>/dev/null || fail "loadtest/report --html-only failed on bench.json"
 cmp -s "$cur/index.html" "$committed" ||
   fail "docs/report/index.html is not what loadtest/report --html-only docs/report makes now: $(diff "$committed" "$cur/index.html" | head -5)"
-echo "ok: docs/report/index.html renders and is current (screenshots: $T/fixture.png, $T/committed.png)"
-echo PASS
+cmp -s "$cur/bench.md" "$src/docs/report/bench.md" ||
+  fail "docs/report/bench.md is not what loadtest/report --html-only docs/report makes now"
+echo "ok: docs/report/index.html shows the headline benchmark first, renders and is current (screenshots: $T/fixture.png, $T/committed.png)"

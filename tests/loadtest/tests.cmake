@@ -3,6 +3,9 @@ stockd_unit_test(loadtest_lathist SOURCES loadtest/test_lathist.c LIBS stockload
 stockd_unit_test(loadtest_answer SOURCES loadtest/test_answer.c LIBS stockload_core)
 stockd_unit_test(loadtest_loadopts SOURCES loadtest/test_loadopts.c LIBS stockload_core)
 stockd_unit_test(loadtest_reconcile SOURCES loadtest/test_reconcile.c LIBS stockload_core)
+# The reconcile cases it shares with lab/ledger.py's test.
+target_compile_definitions(loadtest_reconcile PRIVATE
+  RECONCILE_CASES="${CMAKE_CURRENT_SOURCE_DIR}/lab/ledger_cases.json")
 
 # stockload against a real nginx that plays every answer of the contract, and a real
 # MariaDB for the reconciliation.
@@ -24,7 +27,7 @@ add_test(NAME loadtest_report_html COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/load
 set_tests_properties(loadtest_report_html PROPERTIES
   ENVIRONMENT "STOCKD_SRC=${PROJECT_SOURCE_DIR};STOCKD_TEST_RUN=${STOCKD_TEST_RUN}"
   LABELS "unit;browser" TIMEOUT 120 SKIP_RETURN_CODE 77)
-# The headline benchmark (issue 19 #4) in its short mode: both routes, both clients per
+# The headline benchmark in its short mode: both routes, both clients per
 # load, two runs per cell (the median), one of the rows that need servers of their own
 # (RedLock's three Redis), the HTTP ceiling, exact ledgers and the durability settings.
 # About 75 s on the shared 2-core machine at load average ~20 (86-100 s under ctest then).
@@ -44,3 +47,15 @@ if(NOT STOCKD_SANITIZE)
     COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/loadtest/cpu_smoke.sh $<TARGET_FILE:stockload>
     TIMEOUT 120 LABELS loadtest)
 endif()
+# loadtest/memory in a tiny run (two zk instances, two chunks of 1000 requests): a row
+# per instance, the RSS after each chunk, the run exact and its ledger in the database.
+# About 20 s. Plain build only, as the cpu smoke above.
+if(NOT STOCKD_SANITIZE)
+  stockd_integration_test(loadtest_memory_smoke
+    COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/loadtest/memory_smoke.sh $<TARGET_FILE:stockload>
+    TIMEOUT 120 LABELS loadtest)
+endif()
+# loadtest/wrk-json.lua with the real wrk against a static HTTP server, read by
+# lab/loadgen.py: requests, 2xx and non-2xx counted, the spread's ids drawn in range.
+stockd_integration_test(loadtest_wrk_json
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/loadtest/wrk_json.sh TIMEOUT 60 LABELS loadtest)

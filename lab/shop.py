@@ -1,0 +1,89 @@
+"""The shop database of a running stack, as the load tools see it: root over the
+MariaDB's socket (RUN/mysql/sock), parameterised SQL through python3-pymysql.
+
+The stock of a product is read through the product_stock view (sql/schema.sql): the
+product row plus its segments, if it is split.
+"""
+
+import os
+
+import pymysql
+
+
+class Shop:
+    """One root connection to database db of the stack under run (autocommit)."""
+
+    def __init__(self, run, db="shop"):
+        self.conn = pymysql.connect(unix_socket=os.path.join(run, "mysql", "sock"), user="root",
+                                    database=db, autocommit=True, connect_timeout=10)
+
+    def close(self):
+        self.conn.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def rows(self, sql, args=()):
+        with self.conn.cursor() as cur:
+            cur.execute(sql, args)
+            return cur.fetchall()
+
+    def value(self, sql, args=()):
+        r = self.rows(sql, args)
+        return r[0][0] if r else None
+
+    def set_stock(self, product, stock, segments=1):
+        """Resets product to stock (split evenly over segments when > 1), fence 0 and no
+        orders, in one transaction."""
+        if segments < 1:
+            raise ValueError(f"bad segment count {segments}")
+        with self.conn.cursor() as cur:
+            self.conn.begin()
+            try:
+                cur.execute("DELETE FROM orders WHERE product_id=%s", (product,))
+                cur.execute("DELETE FROM product_segment WHERE product_id=%s", (product,))
+                cur.execute("UPDATE product SET stock=%s, fence=0 WHERE id=%s",
+                            (stock if segments == 1 else 0, product))
+                if segments > 1:
+                    cur.executemany(
+                        "INSERT INTO product_segment (product_id, seg, stock, fence) "
+                        "VALUES (%s, %s, %s, 0)",
+                        [(product, s, stock // segments + (1 if s <= stock % segments else 0))
+                         for s in range(1, segments + 1)])
+                self.conn.commit()
+            except BaseException:
+                self.conn.rollback()
+                raise
+
+    def stock(self, product):
+        """The product's stock (its segments summed), or None without the product."""
+        v = self.value("SELECT stock FROM product_stock WHERE id=%s", (product,))
+        return None if v is None else int(v)
+
+    def orders(self, product):
+        return int(self.value("SELECT COUNT(*) FROM orders WHERE product_id=%s", (product,)))
+
+    def segment_stocks(self, product):
+        return [int(r[0]) for r in self.rows(
+            "SELECT stock FROM product_segment WHERE product_id=%s ORDER BY seg", (product,))]
+
+    def product_table(self, product):
+        """The product's row as a boxed text table, as the mariadb client's -t draws it."""
+        return box(("id", "product_name", "stock"), self.rows(
+            "SELECT id, product_name, stock FROM product_stock WHERE id=%s", (product,)))
+
+
+def box(head, rows):
+    cells = [[str(c) for c in head]] + [[str(c) for c in r] for r in rows]
+    w = [max(len(r[i]) for r in cells) for i in range(len(head))]
+    rule = "+" + "+".join("-" * (n + 2) for n in w) + "+"
+
+    def line(r, numeric):
+        return "| " + " | ".join(c.rjust(n) if numeric and c.lstrip("-").isdigit() else c.ljust(n)
+                                 for c, n in zip(r, w)) + " |"
+
+    return "\n".join([rule, line(cells[0], False), rule] + [line(r, True) for r in cells[1:]]
+                     + [rule])
