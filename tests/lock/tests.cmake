@@ -165,3 +165,9 @@ target_include_directories(etcd_no_libcurl_test PRIVATE ${PROJECT_SOURCE_DIR}/lo
                                                         ${CURL_INCLUDE_DIRS})
 target_compile_definitions(etcd_no_libcurl_test
   PRIVATE ETCDLOCK_LIBCURL="libcurl-absent-for-stockd-test.so.4")
+
+# lock_view_read (GET /lock/queue's source): the zk queue of a holder and two waiters of
+# three sessions, in order with their owners and watches, and a Redis lease; seconds.
+add_executable(lock_view_test lock/lock_view_test.c)
+target_link_libraries(lock_view_test PRIVATE lock_test_util lock)
+stockd_integration_test(lock_view_test COMMAND lock_view_test TIMEOUT 120 LABELS lock)
