@@ -12,6 +12,7 @@ t_stockd 1 zk --think-us 3000000
 t_stockd 2 zk --think-us 3000000
 t_stockd 3 none
 t_stockd 4 redis --redis "$STOCKD_TEST_REDIS"
+t_stockd 5 db-lock --think-us 3000000
 
 # q INSTANCE QUERY [curl args...]: sets $status and $body (checked to be JSON).
 q() {
@@ -65,6 +66,20 @@ expect_eq "mode none: status" 200 "$status"
 expect_eq "mode none" "none none" "$(field '[.view, .mode] | join(" ")')"
 q 4 "?id=1"
 expect_eq "mode redis" "lease 0 -1" "$(field '[.view, .total, .lease_ms] | join(" ")')"
+
+# The lock table while a deduction holds its row: the holder's instance, token, lease.
+curl -sS -o "$T/r5" "http://127.0.0.1:$((PORT0 + 5))/stock/reduce?id=1" &
+r5=$!
+for _ in $(seq 100); do
+  q 5 "?id=1"
+  [[ $(field .total) == 1 ]] && break
+  sleep 0.05
+done
+expect_eq "db-lock holder" "lease 1 stockd-5 true" \
+  "$(field '[.view, .total, .entries[0].owner, .entries[0].holds] | join(" ")')"
+(($(field .lease_ms) > 0 && $(field '.entries[0].token') > 0)) || fail "db-lock lease and token: $body"
+wait "$r5"
+expect_eq "db-lock deducted" deducted "$(jq -r .result "$T/r5")"
 
 alive 1
 alive 2
