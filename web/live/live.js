@@ -26,6 +26,15 @@ const METRICS = ["stockd_info", "stockd_requests_total", "stockd_zk_ops_total",
   "stockd_lock_service_ops_total", "stockd_batch_size_sum", "stockd_batch_size_count"];
 
 const $ = (id) => document.getElementById(id);
+
+/* One colour per series name on every chart, in the order names are first seen. */
+const colorOf = (() => {
+  const given = new Map();
+  return (key) => {
+    if (!given.has(key)) given.set(key, COLORS[given.size % COLORS.length]);
+    return given.get(key);
+  };
+})();
 const errors = {};
 
 /* ------------------------------------------------------------ fetching */
@@ -78,6 +87,12 @@ class TimeChart {
       this.xs.shift();
       this.ys.forEach((y) => y.shift());
     }
+    if (grew) {
+      /* Series in name order, so that instances keep their place in every legend. */
+      const order = this.keys.map((k, i) => [k, i]).sort((x, y) => x[0].localeCompare(y[0]));
+      this.keys = order.map(([k]) => k);
+      this.ys = order.map(([, i]) => this.ys[i]);
+    }
     const data = [this.xs, ...this.ys];
     if (!this.plot || grew) this.make(data);
     else this.plot.setData(data);
@@ -89,8 +104,8 @@ class TimeChart {
       width, height: this.opts.height || 200,
       scales: { x: { time: true }, y: this.opts.y || {} },
       axes: [{}, { label: this.yLabel, size: 60 }],
-      series: [{}, ...this.keys.map((k, i) => ({
-        label: k, stroke: COLORS[i % COLORS.length], width: 2, spanGaps: false,
+      series: [{}, ...this.keys.map((k) => ({
+        label: k, stroke: colorOf(k), width: 2, spanGaps: false,
         points: { show: false },
       }))],
     }, data, this.el);
