@@ -7,6 +7,8 @@
  *      lock is free again.
  *   2. redis: a lease held through one set shows in another's view with the holder's
  *      token and a lease left of at most lease_ms; once released, the lock is free.
+ *      etcd: a holder and a waiter show in order, with their instances, the waiter
+ *      watching the holder, and the holder's lease left.
  *   3. A bad name is LOCK_ERR_ARGS, and a kind without a lock service has no view. */
 #include <pthread.h>
 #include <stdio.h>
@@ -126,9 +128,51 @@ static void redis_case(void) {
     lock_set_free(two);
 }
 
+/* etcd: a holder and a waiter of two sets; the view lists both keys in their order with
+ * their instances, the waiter watching the holder, and the holder's lease left. */
+static void etcd_case(void) {
+    const char *addr = getenv("STOCKD_TEST_ETCD");
+    if (!addr || !*addr) SKIP("STOCKD_TEST_ETCD is not set (run through ctest)");
+    char name[128];
+    snprintf(name, sizeof(name), "%s", lt_lock_name("view_etcd"));
+    lock_set *h = set_of("etcd", addr, "inst-e1"), *w = set_of("etcd", addr, "inst-e2");
+    lock_view v;
+    CHECK_INT_EQ(LOCK_OK, lock_view_read(w, name, &v));
+    CHECK(v.queue && v.lease);
+    CHECK_INT_EQ(0, (long long)v.n);
+
+    lock_hold held;
+    CHECK_INT_EQ(LOCK_OK, lock_acquire(h, name, &held));
+    waiter ww = {.s = w, .name = name};
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, wait_main, &ww) == 0);
+    int64_t end = lt_now_ms() + 10000;
+    do {
+        CHECK_INT_EQ(LOCK_OK, lock_view_read(h, name, &v));
+        if (v.n < 2) lt_sleep_ms(20);
+    } while (v.n < 2 && lt_now_ms() < end);
+    CHECK_INT_EQ(2, (long long)v.total);
+    CHECK_STR_EQ("inst-e1", v.e[0].owner);
+    CHECK_STR_EQ("inst-e2", v.e[1].owner);
+    CHECK_INT_EQ(-1, v.e[0].watches);
+    CHECK_INT_EQ(0, v.e[1].watches);
+    CHECK_INT_GT(v.e[1].seq, v.e[0].seq);
+    CHECK_INT_GT(v.lease_ms, 0);
+    CHECK_INT_LE(v.lease_ms, 10000);
+
+    CHECK_INT_EQ(LOCK_OK, lock_release(&held));
+    pthread_join(t, NULL);
+    CHECK_INT_EQ(LOCK_OK, ww.rc);
+    CHECK_INT_EQ(LOCK_OK, lock_view_read(h, name, &v));
+    CHECK_INT_EQ(0, (long long)v.n);
+    lock_set_free(h);
+    lock_set_free(w);
+}
+
 int main(void) {
     zk_case();
     redis_case();
+    etcd_case();
     lock_set *local = set_of("local", NULL, "x");
     CHECK(!lock_can_view(local));
     lock_view v;

@@ -159,7 +159,7 @@ stockd_integration_test(lock_etcd_test COMMAND ${LEASE_RUN} $<TARGET_FILE:lock_e
 # refused with a clear error, and the other kinds still work. No server; well under 1 s.
 stockd_unit_test(etcd_no_libcurl_test
   SOURCES lock/etcd_no_libcurl_test.c ${PROJECT_SOURCE_DIR}/lock/etcdlock.c
-          ${PROJECT_SOURCE_DIR}/lock/etcdlock_http.c
+          ${PROJECT_SOURCE_DIR}/lock/etcdlock_http.c ${PROJECT_SOURCE_DIR}/lock/etcdlock_view.c
   LIBS lock_base PkgConfig::CJSON Threads::Threads ${CMAKE_DL_LIBS})
 target_include_directories(etcd_no_libcurl_test PRIVATE ${PROJECT_SOURCE_DIR}/lock
                                                         ${CURL_INCLUDE_DIRS})
