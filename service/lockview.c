@@ -106,7 +106,8 @@ static char *lockview_json(const stockd_ctx *ctx, int32_t id, const char *name, 
     if (!v) {
         cJSON_AddStringToObject(o, "message",
                                 strcmp(what, "none") == 0
-                                    ? "this mode takes no lock: nothing queues for the product"
+                                    ? "this mode takes no lock from a lock service (for-update's "
+                                      "row lock is MySQL's own): there is no queue to show"
                                     : "this lock kind offers no view of its lock");
     } else {
         cJSON_AddStringToObject(o, "path", v->path);

@@ -3,9 +3,10 @@
  *     answers; each reads the row);
  *   - GET /lock/queue?id=N: the answering instance's view of the product's lock (the zk
  *     queue in order with who made each node and whom it watches, a lease's holder);
- *   - GET /live-api/query: one Prometheus query for the raw samples of the last 20 s of
- *     every stockd's counters (rates are taken between a series' last two samples, so
- *     they follow whatever scrape interval the stack's Prometheus has);
+ *   - GET /live-api/counters: Prometheus's raw samples of the last 20 s of every
+ *     stockd's counters (the query is fixed in nginx/nginx.conf.in; rates are taken
+ *     between a series' last two samples, so they follow whatever scrape interval the
+ *     stack's Prometheus has);
  *   - GET /live-api/alerts: the state of StockdStockBelowZero.
  * Page parameters: ?ids=1,2 (watched products, default 1), &queue=N (whose lock queue,
  * default the first), &window=S (seconds the charts keep, default 300).
@@ -22,8 +23,6 @@ const queueId = Number(params.get("queue")) || ids[0] || 1;
 const windowS = Math.min(Math.max(Number(params.get("window")) || 300, 30), 3600);
 const TICK_MS = 1000;
 const COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2"];
-const METRICS = ["stockd_info", "stockd_requests_total", "stockd_zk_ops_total",
-  "stockd_lock_service_ops_total", "stockd_batch_size_sum", "stockd_batch_size_count"];
 
 const $ = (id) => document.getElementById(id);
 
@@ -247,8 +246,7 @@ function lastTwo(result, keyOf) {
 async function tickPrometheus(t) {
   let r;
   try {
-    const q = `{__name__=~"${METRICS.join("|")}",job="stockd"}[20s]`;
-    r = await getJSON(`/live-api/query?query=${encodeURIComponent(q)}`);
+    r = await getJSON("/live-api/counters");
     noteError("prometheus", null);
   } catch (e) {
     noteError("prometheus", e);
