@@ -480,6 +480,40 @@ int dblock_ping(dblock *d) {
     return LOCK_ERR_CONNECTION;
 }
 
+int dblock_peek(dblock *d, const char *name, char *owner, size_t ownercap, long long *token,
+                long long *left_ms) {
+    char esc[2 * 200 + 1], sql[600];
+    MYSQL_RES *res = NULL;
+    size_t n = name ? strlen(name) : 0;
+    if (!d || n == 0 || n > 200) return LOCK_ERR_ARGS;
+    d->errstr[0] = '\0';
+    *token = 0;
+    *left_ms = -1;
+    if (ownercap) owner[0] = '\0';
+    int rc = dl_connect(d);
+    if (rc != LOCK_OK) return rc;
+    mysql_real_escape_string(d->conn, esc, name, (unsigned long)n);
+    snprintf(sql, sizeof(sql),
+             "SELECT owner, token, TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires_at)"
+             " DIV 1000 FROM stock_lock WHERE name = '%s'",
+             esc);
+    d->st.ops++;
+    if (mysql_query(d->conn, sql) != 0 || !(res = mysql_store_result(d->conn))) {
+        set_err(d, "SELECT FROM stock_lock: %s", mysql_error(d->conn));
+        rc = mysql_errno(d->conn) >= CR_MIN_ERROR ? LOCK_ERR_CONNECTION : LOCK_ERR_SERVER;
+        if (rc == LOCK_ERR_CONNECTION) dl_disconnect(d);
+        return rc;
+    }
+    MYSQL_ROW row = mysql_fetch_row(res);
+    if (row && row[0] && row[1] && row[2]) {
+        snprintf(owner, ownercap, "%s", row[0]);
+        *token = strtoll(row[1], NULL, 10);
+        *left_ms = strtoll(row[2], NULL, 10);
+    }
+    mysql_free_result(res);
+    return LOCK_OK;
+}
+
 const char *dblock_owner(const dblock *d) {
     return d ? d->owner : "";
 }
@@ -553,6 +587,7 @@ static const lock_lease_ops dk_lease = {
     .renew = dblock__lease_renew,
     .ops = dk_ops,
     .errstr = dblock__lease_errstr,
+    .view = dblock__lease_view,
 };
 
 const lock_kind dblock_kind =

@@ -138,6 +138,17 @@ int dblock_release(dblock_hold *h);
 /* Checks the connection (reconnecting if needed): LOCK_OK or LOCK_ERR_CONNECTION. */
 int dblock_ping(dblock *d);
 
+/* Reads the row of the lock `name` as MySQL has it now, for a view (lock.h,
+ * lock_view_read): *owner (ownercap bytes) the holder's owner string, *token its token
+ * (0 = free) and *left_ms its lease left by the server's clock (-1 = free). One
+ * statement; reconnects as any call. LOCK_OK or an error with its detail in errstr.
+ * The handle's thread. */
+int dblock_peek(dblock *d, const char *name, char *owner, size_t ownercap, long long *token,
+                long long *left_ms);
+/* The kind's view (lock_lease_ops.view) over dblock_peek; in dblock_view.c. */
+struct lock_view;
+int dblock__lease_view(void *handle, const char *name, struct lock_view *out);
+
 void dblock_get_stats(const dblock *d, dblock_stats *out);
 
 /* The owner this handle writes into its rows (dblock_config.owner plus its unique

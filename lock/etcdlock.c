@@ -197,6 +197,7 @@ int etcdlock_new(const etcdlock_config *cfg, etcdlock **out, char *errbuf, size_
         goto fail;
     }
     strcpy(l->prefix, prefix);
+    snprintf(l->owner, sizeof(l->owner), "%s", cfg->owner ? cfg->owner : "");
     rc = LOCK_ERR_NOMEM;
     if (etcdlock__http_open(l) != LOCK_OK) {
         set_err(l, "out of memory");
@@ -248,8 +249,9 @@ void etcdlock_free(etcdlock *l) {
  * revision and *first that of the oldest key (0 if none). */
 static int el_enqueue(etcdlock *l, etcdlock_hold *h, const char *pfx_b64, const char *end_b64,
                       int64_t *first) {
-    char key_b64[ETCDLOCK_B64_MAX];
+    char key_b64[ETCDLOCK_B64_MAX], owner_b64[ETCDLOCK_B64_MAX];
     etcdlock__b64s(h->key, key_b64);
+    etcdlock__b64s(l->owner, owner_b64);
     cJSON *req = cJSON_CreateObject(), *res = NULL;
     if (!req) return LOCK_ERR_NOMEM;
     cJSON *cmp = cJSON_AddArrayToObject(req, "compare");
@@ -268,7 +270,7 @@ static int el_enqueue(etcdlock *l, etcdlock_hold *h, const char *pfx_b64, const 
         if (branch == 0) {
             body = cJSON_AddObjectToObject(op, "request_put");
             cJSON_AddStringToObject(body, "key", key_b64);
-            cJSON_AddStringToObject(body, "value", "");
+            cJSON_AddStringToObject(body, "value", owner_b64);
             etcdlock__j_add_i64(body, "lease", h->lease);
         } else {
             body = cJSON_AddObjectToObject(op, "request_range");
@@ -561,7 +563,8 @@ static int ek_open(const lock_config *cfg, const atomic_int *cancel, void **hand
     etcdlock_config c = {.endpoints = cfg->addr,
                          .ttl_s = cfg->lease_ms > 0 ? (cfg->lease_ms + 999) / 1000 : 0,
                          .connect_timeout_ms = lock__lease_connect_ms(cfg),
-                         .cancel = cancel};
+                         .cancel = cancel,
+                         .owner = cfg->owner};
     etcdlock *e = NULL;
     int rc = etcdlock_new(&c, &e, err, errcap);
     *handle = e;
@@ -582,6 +585,7 @@ static const lock_lease_ops ek_lease = {
     .check = etcdlock__lease_check,
     .token = etcdlock__lease_token,
     .release = etcdlock__lease_release,
+    .view = etcdlock__lease_view,
     .renew = etcdlock__lease_renew,
     .ping = etcdlock__lease_ping,
     .ops = ek_ops,
@@ -613,4 +617,5 @@ const lock_kind etcdlock_kind = {
     .release = lock_lease_release,
     .ping = lock_lease_ping,
     .stats = lock_lease_stats,
+    .view = lock_lease_view,
 };

@@ -83,6 +83,9 @@ typedef struct etcdlock_config {
     /* 0: the keep-alive thread runs (the default). Non-zero: no keep-alive at all, so
      * every lease ends after its TTL even while held (tests of a lost lease). */
     int no_keepalive;
+    /* Who we are (the instance), written as the value of each queue key, so that a view
+     * (etcdlock_view.c) can tell who queued. NULL = "". Copied, at most 63 bytes. */
+    const char *owner;
 } etcdlock_config;
 
 /* Counters for /metrics and the tests. All only grow. */

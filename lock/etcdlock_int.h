@@ -71,6 +71,7 @@ struct etcdlock {
     char ep[ETCDLOCK_ENDPOINTS_MAX][ETCDLOCK_EP_MAX];
     int nep;
     char prefix[33];
+    char owner[64]; /* config.owner: every queue key's value */
     int ttl_s, margin_cfg_ms, poll_ms, connect_ms, io_ms;
     const atomic_int *cancel;
     etcdlock_conn cmd, watch, ka;
@@ -89,6 +90,10 @@ struct etcdlock {
     atomic_ullong keepalives, keepalive_lost;
     char errstr[512];
 };
+
+/* The kind's view (lock_lease_ops.view): the queue of a lock in order; etcdlock_view.c. */
+struct lock_view;
+int etcdlock__lease_view(void *handle, const char *name, struct lock_view *out);
 
 /* ---------------------------------------------------------------- etcdlock_http.c */
 

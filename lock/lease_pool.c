@@ -221,6 +221,22 @@ int lock_lease_ping(void *set, char *err, size_t errcap) {
     return rc;
 }
 
+/* A view borrows a pooled handle as a ping does; its reads are no deduction's, so they
+ * are not counted. */
+int lock_lease_view(void *set, const char *name, lock_view *out) {
+    lease_set *l = set;
+    lease_slot *s;
+    char err[256];
+    if (!l->ops->view) return LOCK_ERR_ARGS;
+    int rc = lease_take(l, &s, err, sizeof(err));
+    if (rc != LOCK_OK) return rc;
+    out->lease = true;
+    rc = l->ops->view(s->handle, name, out);
+    lease_count_ops(s, false);
+    lease_give(s);
+    return rc;
+}
+
 void lock_lease_stats(void *set, lock_stats *out) {
     lease_set *l = set;
     out->acquired = atomic_load(&l->acquired);

@@ -199,3 +199,14 @@ int lock_parse_hostport(const char *addr, char *host, size_t hostcap, int *port)
     *port = (int)v;
     return LOCK_OK;
 }
+
+bool lock_can_view(const lock_set *s) {
+    return s && s->kind->view && (!s->kind->lease || s->kind->lease->view);
+}
+
+int lock_view_read(lock_set *s, const char *name, lock_view *out) {
+    memset(out, 0, sizeof(*out));
+    out->lease_ms = -1;
+    if (!lock_can_view(s) || !name) return LOCK_ERR_ARGS;
+    return s->kind->view(s->impl, name, out);
+}

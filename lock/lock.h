@@ -40,6 +40,7 @@
 #include "lock_codes.h"
 
 struct stockdb_config;
+typedef struct lock_view lock_view;
 
 /* Which lock service issued a fencing token (stored as product.fence_kind, so tokens of
  * different services are never compared; sql/schema.sql). Pure numbers: never reuse one. */
@@ -123,6 +124,8 @@ typedef struct lock_lease_ops {
     int (*ping)(void *handle);                 /* NULL: nothing to check beyond MySQL */
     uint64_t (*ops)(const void *handle);       /* operations sent so far through the handle */
     const char *(*errstr)(const void *handle); /* the last error's detail */
+    /* lock_view's read through the handle; NULL: the kind has no view. */
+    int (*view)(void *handle, const char *name, lock_view *out);
 } lock_lease_ops;
 
 /* One kind: its name, what it is, and its functions. Rows are const and static. */
@@ -167,6 +170,8 @@ typedef struct lock_kind {
      * kind has nothing to check. stats: NULL = all zero. */
     int (*ping)(void *set, char *err, size_t errcap);
     void (*stats)(void *set, lock_stats *out);
+    /* lock_view of the lock `name` (lock_view.c states the rules); NULL = no view. */
+    int (*view)(void *set, const char *name, lock_view *out);
 } lock_kind;
 
 #define LOCK_KIND_LEASE   1u /* a lease: lease_ms and renew apply; LOST at release is news */
@@ -183,6 +188,7 @@ int64_t lock_lease_token(const void *hold);
 int lock_lease_release(void *hold);
 int lock_lease_ping(void *set, char *err, size_t errcap);
 void lock_lease_stats(void *set, lock_stats *out);
+int lock_lease_view(void *set, const char *name, lock_view *out);
 
 /* The row of a lease kind: `ops` its library's calls, the rest as in lock_kind. */
 #define LOCK_LEASE_KIND(NAME, SERVICE, FENCE, DOWN, OPS)                                           \
@@ -192,6 +198,7 @@ void lock_lease_stats(void *set, lock_stats *out);
         .set_cancel = lock_lease_set_cancel, .set_free = lock_lease_set_free,                      \
         .acquire = lock_lease_acquire, .check = lock_lease_check, .token = lock_lease_token,       \
         .release = lock_lease_release, .ping = lock_lease_ping, .stats = lock_lease_stats,         \
+        .view = lock_lease_view,                                                                   \
     }
 
 /* ------------------------------------------------------------------ registry */
@@ -277,6 +284,40 @@ int lock_release(lock_hold *h);
  * it. On LOCK_OK the hold is no longer the caller's. max_ms 0, or a kind that does not
  * cache: exactly lock_release. Same thread as the acquire. */
 int lock_release_cached(lock_hold *h, int max_ms);
+
+/* ------------------------------------------------------------------ view */
+
+/* What the lock service says about one lock now, for people to read (GET /lock/queue):
+ * never used to decide anything. A view costs the kind a few reads (zk: one listing of
+ * the lock's children and one read per child listed), so the caller bounds how often
+ * it asks. */
+#define LOCK_VIEW_MAX 16 /* the most entries a view lists; `total` counts them all */
+
+typedef struct lock_view_entry {
+    char node[64];  /* zk: the node's name under the lock; lease kinds: the key */
+    char owner[64]; /* the instance that made it (lock_config.owner); "" = not known */
+    int64_t seq;    /* zk fair: the sequence number; -1 = none */
+    int64_t token;  /* lease kinds: the holder's fencing token; 0 = not known */
+    int watches;    /* zk fair: index of the entry this one watches; -1 = none (the holder) */
+    bool ours;      /* made by this process (its ZooKeeper session) */
+} lock_view_entry;
+
+struct lock_view {
+    bool queue;       /* entries are a queue in order (zk fair), entry 0 the holder */
+    bool lease;       /* a lease kind: at most one entry, the holder, and lease_ms */
+    size_t total;     /* entries the lock service has (n of them listed) */
+    size_t n;         /* 0 = the lock is free */
+    int64_t lease_ms; /* lease kinds: the holder's lease left in ms; -1 = none */
+    char path[256];   /* where the service keeps the lock (zk path, redis key, row) */
+    lock_view_entry e[LOCK_VIEW_MAX];
+};
+
+/* Does the set's kind have a view? */
+bool lock_can_view(const lock_set *s);
+/* Reads the lock service's view of the lock `name` (lock_acquire's names) into *out.
+ * LOCK_OK, LOCK_ERR_ARGS for a bad name or a kind without a view, or the service's
+ * error. Worker threads (it may borrow a pooled connection, or wait for ZooKeeper). */
+int lock_view_read(lock_set *s, const char *name, lock_view *out);
 
 /* ------------------------------------------------------------------ helpers */
 

@@ -646,6 +646,35 @@ int redislock_ping(redislock *l) {
     return LOCK_ERR_CONNECTION;
 }
 
+int redislock_peek(redislock *l, const char *name, char *key, size_t keycap, long long *token,
+                   long long *pttl_ms) {
+    if (!l || !name_valid(name)) return LOCK_ERR_ARGS;
+    l->errstr[0] = '\0';
+    *token = 0;
+    *pttl_ms = -1;
+    snprintf(key, keycap, "%s%s", l->prefix, name);
+    int rc = rl_connect_cmd(l);
+    if (rc != LOCK_OK) return rc;
+    /* GET and PTTL pipelined: one round trip, and two replies to read. */
+    redisReply *get = NULL, *ttl = NULL;
+    if (redisAppendCommand(l->cmd, "GET %s", key) != REDIS_OK ||
+        redisAppendCommand(l->cmd, "PTTL %s", key) != REDIS_OK ||
+        redisGetReply(l->cmd, (void **)&get) != REDIS_OK ||
+        redisGetReply(l->cmd, (void **)&ttl) != REDIS_OK) {
+        set_err(l, "GET/PTTL: %s", l->cmd->errstr);
+        drop(&l->cmd);
+        rc = LOCK_ERR_CONNECTION;
+        goto out;
+    }
+    l->st.ops += 2;
+    if (get->type == REDIS_REPLY_STRING) *token = strtoll(get->str, NULL, 10);
+    if (ttl->type == REDIS_REPLY_INTEGER && *token) *pttl_ms = ttl->integer;
+out:
+    freeReplyObject(get);
+    freeReplyObject(ttl);
+    return rc;
+}
+
 void redislock_get_stats(const redislock *l, redislock_stats *out) {
     if (!out) return;
     if (!l) {
@@ -707,6 +736,7 @@ static const lock_lease_ops rk_lease = {
     .ping = redislock__lease_ping,
     .ops = rk_ops,
     .errstr = redislock__lease_errstr,
+    .view = redislock__lease_view,
 };
 
 const lock_kind redislock_kind = LOCK_LEASE_KIND(

@@ -166,6 +166,15 @@ int redislock_release(redislock_hold *h);
  * LOCK_OK, LOCK_ERR_CONNECTION, LOCK_ERR_CONNECTION (a reconnect's credentials
  * were refused) or LOCK_ERR_SERVER. For /health. */
 int redislock_ping(redislock *l);
+/* Reads the lock `name` as the server has it now, for a view (lock.h, lock_view_read):
+ * *key the key (keycap bytes), *token its token (0 = the lock is free) and *pttl_ms the
+ * lease left (-1 = free). One round trip; reconnects as any call. LOCK_OK or an error
+ * with its detail in errstr. The handle's thread. */
+int redislock_peek(redislock *l, const char *name, char *key, size_t keycap, long long *token,
+                   long long *pttl_ms);
+/* The kind's view (lock_lease_ops.view) over redislock_peek; in redislock_view.c. */
+struct lock_view;
+int redislock__lease_view(void *handle, const char *name, struct lock_view *out);
 
 /* Copies the handle's counters. */
 void redislock_get_stats(const redislock *l, redislock_stats *out);

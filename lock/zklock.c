@@ -232,8 +232,8 @@ static int zklock_fair_create(zklock_attempt *a, zklock_conn *c) {
     for (int tries = 0;; tries++) {
         struct Stat st;
         zklock__count_op(a->s, ZKLOCK_OP_CREATE);
-        rc = zoo_create2(c->zh, want, NULL, -1, a->s->acl, ZOO_EPHEMERAL_SEQUENTIAL, a->path,
-                         (int)a->path_cap, &st);
+        rc = zoo_create2(c->zh, want, a->s->owner, (int)strlen(a->s->owner), a->s->acl,
+                         ZOO_EPHEMERAL_SEQUENTIAL, a->path, (int)a->path_cap, &st);
         if (rc == ZOK) {
             a->made = 1;
             a->token = st.czxid;

@@ -99,6 +99,10 @@ typedef struct zklock_session_config {
      * caching needs, so that caching costs no operation of its own. 0: the watch is
      * set by the first zklock_release_cached of an acquisition (one operation). */
     int cache;
+    /* Who we are (the instance), written as the data of each fair-lock node we make,
+     * so a view (zklock_view.c) can tell which process queued each node. NULL = "".
+     * Copied, at most 63 bytes. */
+    const char *owner;
 } zklock_session_config;
 
 /* Counters for /metrics and the lock benchmark. All only grow. */
@@ -183,6 +187,14 @@ int64_t zklock_token(const zklock_hold *h);
  * once the connection is back with the same session (else the node went with the
  * session), so the lock is never left blocked. */
 int zklock_release(zklock_hold *h);
+
+/* Reads the lock `name` of `kind` as ZooKeeper has it now, for a view (lock.h,
+ * lock_view_read; zklock_view.c): the fair lock's children in order with the instance
+ * that made each, or the herd lock's node. Uses the current connection without waiting
+ * for one (LOCK_ERR_CONNECTION while there is none). LOCK_OK, LOCK_ERR_ARGS for a bad
+ * name, or the error of a read. Any thread. */
+struct lock_view;
+int zklock_view(zklock_session *s, const char *name, zklock_kind kind, struct lock_view *out);
 
 /* Releases the hold's last level but keeps its node for up to max_ms (lock caching):
  * the next zklock_acquire of the same name and kind by ANY thread of this process

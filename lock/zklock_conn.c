@@ -488,6 +488,7 @@ int zklock_session_new(const zklock_session_config *cfg, zklock_session **out) {
     s->session_timeout_ms = cfg->session_timeout_ms ? cfg->session_timeout_ms : 6000;
     s->connect_timeout_ms = cfg->connect_timeout_ms ? cfg->connect_timeout_ms : 5000;
     s->cache = cfg->cache != 0;
+    snprintf(s->owner, sizeof(s->owner), "%s", cfg->owner ? cfg->owner : "");
     s->hosts = strdup(cfg->hosts);
     s->root = strdup(root);
     s->acl = &ZOO_OPEN_ACL_UNSAFE;

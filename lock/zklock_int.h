@@ -89,7 +89,8 @@ struct zklock_session {
     const struct ACL_vector *acl; /* of every node we make: creator-only with auth */
     int session_timeout_ms;
     int connect_timeout_ms;
-    int cache; /* config.cache: the first listing of a fair acquisition is watched */
+    int cache;      /* config.cache: the first listing of a fair acquisition is watched */
+    char owner[64]; /* config.owner: every fair node's data */
 
     pthread_mutex_t mu;
     pthread_cond_t maint_cond; /* wakes the maintenance thread */

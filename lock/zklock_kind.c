@@ -29,7 +29,8 @@ static int zk_set_new(const lock_kind *k, const lock_config *cfg, void **set, ch
                                 .session_timeout_ms = cfg->session_ms,
                                 .connect_timeout_ms = 10000,
                                 .auth = auth[0] ? auth : NULL,
-                                .cache = cfg->cache};
+                                .cache = cfg->cache,
+                                .owner = cfg->owner};
     int rc = zklock_session_new(&zc, &z->s);
     memset(auth, 0, sizeof(auth));
     if (rc != LOCK_OK) {
@@ -139,6 +140,11 @@ static void zk_stats(void *set, lock_stats *out) {
     out->ops = st.op_create + st.op_delete + st.op_get_children + st.op_get_data;
 }
 
+static int zk_view(void *set, const char *name, lock_view *out) {
+    zk_set *z = set;
+    return zklock_view(z->s, name, z->kind, out);
+}
+
 static const zklock_kind zk_fair = ZKLOCK_FAIR, zk_herd = ZKLOCK_HERD;
 
 #define ZK_KIND(NAME, ARG)                                                                         \
@@ -149,7 +155,7 @@ static const zklock_kind zk_fair = ZKLOCK_FAIR, zk_herd = ZKLOCK_HERD;
         .check = zk_check, .token = zk_token, .release = zk_release,                               \
         .release_cached = zk_release_cached, .try_acquire = zk_try_acquire, .ping = zk_ping,       \
         .try_acquire_many = zk_try_acquire_many, .release_many = zk_release_many,                  \
-        .stats = zk_stats,                                                                         \
+        .stats = zk_stats, .view = zk_view,                                                        \
     }
 
 const lock_kind zklock_kind_fair = ZK_KIND("zk", &zk_fair);

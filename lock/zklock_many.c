@@ -204,8 +204,8 @@ static void zklock_try_send(zklock_session *s, zklock_conn *c, zklock_try *t, in
         if (prc != ZOK) zklock_wave_done(t->wave, &t->parent_rc, prc);
     }
     zklock_wave_add(t->wave);
-    int rc = want ? zoo_acreate2(c->zh, want, NULL, -1, s->acl, ZOO_EPHEMERAL_SEQUENTIAL,
-                                 zklock_created, t)
+    int rc = want ? zoo_acreate2(c->zh, want, s->owner, (int)strlen(s->owner), s->acl,
+                                 ZOO_EPHEMERAL_SEQUENTIAL, zklock_created, t)
                   : ZSYSTEMERROR;
     free(want);
     if (rc != ZOK) zklock_wave_done(t->wave, &t->create_rc, rc);

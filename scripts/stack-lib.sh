@@ -747,7 +747,9 @@ nginx_render() {
   if [[ ${STACK_NGINX_ROUTE:-round-robin} == affinity ]]; then
     servers=${servers//max_fails=0/max_fails=1 fail_timeout=2s}
   fi
-  NGINX_SERVERS=$servers NGINX_DIRECTIVES=$directives awk -v prefix="$prefix" -v port="$port" '
+  # The live page's files, and Prometheus (none: port 9, so its reads fail plainly).
+  NGINX_SERVERS=$servers NGINX_DIRECTIVES=$directives awk -v prefix="$prefix" -v port="$port" \
+    -v web="$STACK_SRC/web" -v prom="${S_PROM_PORT:-9}" '
     BEGIN {
       servers = ENVIRON["NGINX_SERVERS"]
       n = split(ENVIRON["NGINX_DIRECTIVES"], d, "\n")
@@ -759,7 +761,8 @@ nginx_render() {
       if (text[m] != "") { match($0, /^[ \t]*/); print substr($0, 1, RLENGTH) text[m] }
       next
     }
-    { gsub(/@PREFIX@/, prefix); gsub(/@PORT@/, port); print }' "$tmpl"
+    { gsub(/@PREFIX@/, prefix); gsub(/@PORT@/, port); gsub(/@WEB@/, web); gsub(/@PROM_PORT@/, prom)
+      print }' "$tmpl"
 }
 
 # nginx_start RUN PORT UPSTREAM_PORT...: nginx over the given stockd ports, routed and

@@ -283,6 +283,16 @@ void stockd_route_request(const stockd_request_in *in, stockd_routed *out) {
         out->kind = stock ? STOCKD_JOB_STOCK : STOCKD_JOB_HEALTH;
         if (!get && !head)
             return refuse(out, STOCKD_R_METHOD_NOT_ALLOWED, "use GET or HEAD", "GET, HEAD");
+    } else if (strcmp(path, "/lock/queue") == 0) {
+        out->route = STOCKD_ROUTE_LOCK_QUEUE;
+        out->kind = STOCKD_JOB_LOCK_VIEW;
+        if (!get && !head)
+            return refuse(out, STOCKD_R_METHOD_NOT_ALLOWED, "use GET or HEAD", "GET, HEAD");
+        /* A read-only view that people poll: anything but id= is a mistake to name. */
+        for (size_t i = 0; i < in->nparams; i++)
+            if (in->params[i].key_len != 2 || memcmp(in->params[i].key, "id", 2) != 0)
+                return refuse(out, STOCKD_R_BAD_REQUEST, "/lock/queue takes one parameter, id=N",
+                              NULL);
     } else {
         out->route = STOCKD_ROUTE_OTHER;
         return refuse(out, STOCKD_R_NO_ROUTE,

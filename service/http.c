@@ -12,6 +12,7 @@
  *   GET|HEAD /stock?id=N          current stock
  *   GET|HEAD /health              MySQL and ZooKeeper connectivity
  *   GET|HEAD /metrics             Prometheus text (rendered here: it needs no I/O)
+ *   GET|HEAD /lock/queue?id=N     the lock service's view of product N's lock (lockview.c)
  * Requests carry no body: a body is refused with 400. */
 #include <arpa/inet.h>
 #include <microhttpd.h>

@@ -42,7 +42,7 @@ static struct {
 static const char *route_names[STOCKD_ROUTE_COUNT] = {
     [STOCKD_ROUTE_REDUCE] = "/stock/reduce", [STOCKD_ROUTE_STOCK] = "/stock",
     [STOCKD_ROUTE_HEALTH] = "/health",       [STOCKD_ROUTE_METRICS] = "/metrics",
-    [STOCKD_ROUTE_OTHER] = "other",
+    [STOCKD_ROUTE_LOCK_QUEUE] = "/lock/queue", [STOCKD_ROUTE_OTHER] = "other",
 };
 
 static const char *dberr_names[STOCKD_DBERR_COUNT] = {

@@ -279,6 +279,7 @@ typedef enum stockd_route {
     STOCKD_ROUTE_STOCK,
     STOCKD_ROUTE_HEALTH,
     STOCKD_ROUTE_METRICS,
+    STOCKD_ROUTE_LOCK_QUEUE,
     STOCKD_ROUTE_OTHER,
     STOCKD_ROUTE_COUNT,
 } stockd_route;
@@ -287,6 +288,7 @@ typedef enum stockd_job_kind {
     STOCKD_JOB_DEDUCT = 0,
     STOCKD_JOB_STOCK,
     STOCKD_JOB_HEALTH,
+    STOCKD_JOB_LOCK_VIEW,
 } stockd_job_kind;
 
 /* A request handed from the polling thread to a worker. The polling thread owns it
@@ -496,6 +498,13 @@ typedef struct stockd_ctx {
     /* Called by a worker once a job's answer is set; resumes the HTTP connection. */
     void (*complete)(stockd_job *job);
 } stockd_ctx;
+
+/* GET /lock/queue?id=N (lockview.c): the lock service's view of product N's lock as
+ * JSON, read through ctx->locks (lock_view_read) on the calling worker, answered with
+ * ctx->complete. Bounded: at most one read at a time per process and one per product
+ * every STOCKD_LOCKVIEW_FRESH_MS; a request meanwhile gets the last view. */
+#define STOCKD_LOCKVIEW_FRESH_MS 200
+void stockd_lockview_serve(stockd_ctx *ctx, stockd_job *job);
 
 /* Starts cfg->workers threads. Returns NULL on failure (threads already started are
  * stopped). Main thread only. */

@@ -570,6 +570,9 @@ static void *worker_main(void *arg) {
         case STOCKD_JOB_HEALTH:
             serve_health(&ws, job);
             break;
+        case STOCKD_JOB_LOCK_VIEW:
+            stockd_lockview_serve(ctx, job);
+            break;
         }
     }
     free(ws.jobs);

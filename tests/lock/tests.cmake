@@ -159,9 +159,15 @@ stockd_integration_test(lock_etcd_test COMMAND ${LEASE_RUN} $<TARGET_FILE:lock_e
 # refused with a clear error, and the other kinds still work. No server; well under 1 s.
 stockd_unit_test(etcd_no_libcurl_test
   SOURCES lock/etcd_no_libcurl_test.c ${PROJECT_SOURCE_DIR}/lock/etcdlock.c
-          ${PROJECT_SOURCE_DIR}/lock/etcdlock_http.c
+          ${PROJECT_SOURCE_DIR}/lock/etcdlock_http.c ${PROJECT_SOURCE_DIR}/lock/etcdlock_view.c
   LIBS lock_base PkgConfig::CJSON Threads::Threads ${CMAKE_DL_LIBS})
 target_include_directories(etcd_no_libcurl_test PRIVATE ${PROJECT_SOURCE_DIR}/lock
                                                         ${CURL_INCLUDE_DIRS})
 target_compile_definitions(etcd_no_libcurl_test
   PRIVATE ETCDLOCK_LIBCURL="libcurl-absent-for-stockd-test.so.4")
+
+# lock_view_read (GET /lock/queue's source): the zk queue of a holder and two waiters of
+# three sessions, in order with their owners and watches, and a Redis lease; seconds.
+add_executable(lock_view_test lock/lock_view_test.c)
+target_link_libraries(lock_view_test PRIVATE lock_test_util lock)
+stockd_integration_test(lock_view_test COMMAND lock_view_test TIMEOUT 120 LABELS lock)

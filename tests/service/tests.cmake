@@ -223,3 +223,7 @@ foreach(case spread3 busy hol kill9)
   stockd_integration_test(cross_products_${case}
     COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/cross_products.sh ${case} LABELS faults)
 endforeach()
+# GET /lock/queue: the zk queue of two instances over HTTP, no-lock and lease views, and
+# every bad input's JSON 4xx (about 10 s).
+stockd_integration_test(lock_queue COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/lock_queue.sh
+  TIMEOUT 120)

@@ -1,0 +1,363 @@
+/* live.js: the live page. Every second it reads, through the stack's nginx only:
+ *   - GET /stock?id=N for each watched product: the stock as MySQL has it (any instance
+ *     answers; each reads the row);
+ *   - GET /lock/queue?id=N: the answering instance's view of the product's lock (the zk
+ *     queue in order with who made each node and whom it watches, a lease's holder);
+ *   - GET /live-api/counters: Prometheus's raw samples of the last 20 s of every
+ *     stockd's counters (the query is fixed in nginx/nginx.conf.in; rates are taken
+ *     between a series' last two samples, so they follow whatever scrape interval the
+ *     stack's Prometheus has);
+ *   - GET /live-api/alerts: the state of StockdStockBelowZero.
+ * Page parameters: ?ids=1,2 (watched products, default 1), &queue=N (whose lock queue,
+ * default the first), &window=S (seconds the charts keep, default 300).
+ *
+ * What the page has seen is also kept on the DOM as data-* attributes (the browser test
+ * reads them): #instances[data-seen], #stock-now span[data-last][data-min],
+ * #queue-seen[data-best-waiters][data-best-owners], #alert[data-state]. */
+"use strict";
+
+const params = new URLSearchParams(location.search);
+const ids = (params.get("ids") || params.get("id") || "1")
+  .split(",").map(Number).filter((n) => Number.isInteger(n) && n > 0).slice(0, 8);
+const queueId = Number(params.get("queue")) || ids[0] || 1;
+const windowS = Math.min(Math.max(Number(params.get("window")) || 300, 30), 3600);
+const TICK_MS = 1000;
+const COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2"];
+
+const $ = (id) => document.getElementById(id);
+
+/* One colour per series name on every chart, in the order names are first seen. */
+const colorOf = (() => {
+  const given = new Map();
+  return (key) => {
+    if (!given.has(key)) given.set(key, COLORS[given.size % COLORS.length]);
+    return given.get(key);
+  };
+})();
+const errors = {};
+
+/* ------------------------------------------------------------ fetching */
+
+async function getJSON(url, okStatuses = [200]) {
+  const ctl = new AbortController();
+  const timer = setTimeout(() => ctl.abort(), 4000);
+  try {
+    const r = await fetch(url, { cache: "no-store", signal: ctl.signal });
+    const body = await r.json();
+    if (!okStatuses.includes(r.status)) throw new Error(`${r.status} ${body.result || ""} ${body.message || ""}`);
+    return body;
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+function noteError(source, err) {
+  if (err) errors[source] = `${source}: ${err.message || err}`;
+  else delete errors[source];
+  $("errors").textContent = Object.values(errors).join("; ");
+}
+
+/* ------------------------------------------------------------ charts */
+
+/* A time chart whose series (one per key) appear as keys are first seen. Points are
+ * aligned by tick: each push adds one x and a value or null for every series. */
+class TimeChart {
+  constructor(el, yLabel, opts = {}) {
+    this.el = el;
+    this.yLabel = yLabel;
+    this.opts = opts;
+    this.keys = [];
+    this.xs = [];
+    this.ys = [];
+    this.plot = null;
+  }
+  push(t, values) {
+    let grew = false;
+    for (const k of Object.keys(values)) {
+      if (!this.keys.includes(k)) {
+        this.keys.push(k);
+        this.ys.push(this.xs.map(() => null));
+        grew = true;
+      }
+    }
+    this.xs.push(t);
+    this.keys.forEach((k, i) => this.ys[i].push(k in values ? values[k] : null));
+    while (this.xs.length && this.xs[0] < t - windowS) {
+      this.xs.shift();
+      this.ys.forEach((y) => y.shift());
+    }
+    if (grew) {
+      /* Series in name order, so that instances keep their place in every legend. */
+      const order = this.keys.map((k, i) => [k, i]).sort((x, y) => x[0].localeCompare(y[0]));
+      this.keys = order.map(([k]) => k);
+      this.ys = order.map(([, i]) => this.ys[i]);
+    }
+    const data = [this.xs, ...this.ys];
+    if (!this.plot || grew) this.make(data);
+    else this.plot.setData(data);
+  }
+  make(data) {
+    if (this.plot) this.plot.destroy();
+    const width = Math.max(this.el.clientWidth, 300);
+    this.plot = new uPlot({
+      width, height: this.opts.height || 200,
+      scales: { x: { time: true }, y: this.opts.y || {} },
+      axes: [{}, { label: this.yLabel, size: 60 }],
+      series: [{}, ...this.keys.map((k) => ({
+        label: k, stroke: colorOf(k), width: 2, spanGaps: false,
+        points: { show: false },
+      }))],
+    }, data, this.el);
+  }
+  resize() {
+    if (this.plot) this.plot.setSize({ width: Math.max(this.el.clientWidth, 300), height: this.opts.height || 200 });
+  }
+}
+
+const charts = {
+  stock: new TimeChart($("chart-stock"), "units", { height: 240 }),
+  rate: new TimeChart($("chart-rate"), "deductions/s", { y: { range: (u, lo, hi) => [0, Math.max(hi, 1)] } }),
+  ops: new TimeChart($("chart-ops"), "ops/deduction", { y: { range: (u, lo, hi) => [0, Math.max(hi, 1)] } }),
+  batch: new TimeChart($("chart-batch"), "deductions", { y: { range: (u, lo, hi) => [0, Math.max(hi, 1)] } }),
+};
+window.addEventListener("resize", () => Object.values(charts).forEach((c) => c.resize()));
+
+/* ------------------------------------------------------------ stock */
+
+const stockSeen = {}; /* product -> {last, min} */
+
+async function tickStock(t) {
+  const values = {};
+  await Promise.all(ids.map(async (id) => {
+    try {
+      const a = await getJSON(`/stock?id=${id}`);
+      values[`product ${id}`] = a.stock;
+      const s = stockSeen[id] || (stockSeen[id] = { last: a.stock, min: a.stock });
+      s.last = a.stock;
+      s.min = Math.min(s.min, a.stock);
+      noteError(`stock ${id}`, null);
+    } catch (e) {
+      noteError(`stock ${id}`, e);
+    }
+  }));
+  charts.stock.push(t, values);
+  const box = $("stock-now");
+  box.replaceChildren(...ids.filter((id) => stockSeen[id]).map((id) => {
+    const s = stockSeen[id];
+    const span = document.createElement("span");
+    span.className = "stock" + (s.last < 0 ? " oversold" : s.last === 0 ? " zero" : "");
+    span.dataset.product = id;
+    span.dataset.last = s.last;
+    span.dataset.min = s.min;
+    span.textContent = `product ${id}: ${s.last}`;
+    return span;
+  }));
+}
+
+/* ------------------------------------------------------------ lock queue */
+
+let best = { waiters: 0, owners: [] };
+
+function shortNode(n) {
+  const i = n.indexOf("-lock-");
+  return i > 0 ? `…${n.slice(i + 1)}` : n;
+}
+
+async function tickQueue() {
+  let v;
+  try {
+    v = await getJSON(`/lock/queue?id=${queueId}`);
+    noteError("queue", null);
+  } catch (e) {
+    noteError("queue", e);
+    return;
+  }
+  $("mode").textContent = v.mode;
+  $("queue-kind").textContent = v.path ? `${v.kind} at ${v.path}, as ${v.instance} sees it` : `(${v.mode})`;
+  const entries = v.entries || [];
+  const list = $("queue");
+  list.replaceChildren(...entries.map((e) => {
+    const li = document.createElement("li");
+    li.className = e.holds ? "holds" : "waits";
+    li.dataset.owner = e.owner || "";
+    const who = document.createElement("b");
+    who.textContent = e.owner || "(unknown)";
+    const what = document.createElement("span");
+    const node = e.seq !== undefined ? `#${e.seq}` : e.node;
+    if (e.holds) {
+      what.textContent = ` holds ${node}` +
+        (v.lease_ms !== undefined && v.lease_ms >= 0 ? `, lease ${v.lease_ms} ms left` : "") +
+        (e.token ? `, token ${e.token}` : "");
+    } else {
+      const prev = entries.find((p) => p.node === e.watches);
+      what.textContent = ` waits at ${node}, watching ${prev && prev.seq !== undefined ? "#" + prev.seq : shortNode(e.watches || "")}` +
+        (prev && prev.owner ? ` (${prev.owner})` : "");
+    }
+    li.append(who, what);
+    li.title = e.node;
+    return li;
+  }));
+  const note = v.view === "none" || v.view === "unavailable" ? v.message
+    : entries.length === 0 ? "free: nobody holds or waits"
+      : v.truncated ? `${v.total} in all, the first ${v.shown} shown` : "";
+  $("queue-note").textContent = note;
+  $("queue-product").textContent = queueId;
+
+  const waiters = entries.filter((e) => !e.holds);
+  const owners = [...new Set(waiters.map((e) => e.owner).filter(Boolean))].sort();
+  if (owners.length > best.owners.length || (owners.length === best.owners.length && waiters.length > best.waiters)) {
+    best = { waiters: waiters.length, owners };
+  }
+  const seen = $("queue-seen");
+  seen.dataset.bestWaiters = best.waiters;
+  seen.dataset.bestOwners = best.owners.join(" ");
+  seen.textContent = `most waiters seen at once: ${best.waiters}` +
+    (best.owners.length ? ` (from ${best.owners.join(", ")})` : "");
+}
+
+/* ------------------------------------------------------------ Prometheus */
+
+const instancesSeen = new Set();
+
+/* Sums the last two samples of each series by (target, key); returns
+ * {target: {key: {last, prev, dt}}}. A counter that went down was reset: the
+ * difference is then the new value. */
+function lastTwo(result, keyOf) {
+  const out = {};
+  for (const s of result) {
+    const key = keyOf(s.metric);
+    if (key === null) continue;
+    const v = s.values;
+    if (!v.length) continue;
+    const target = s.metric.instance;
+    const o = (out[target] ||= {});
+    const k = (o[key] ||= { last: 0, diff: 0, dt: 0 });
+    const last = Number(v[v.length - 1][1]);
+    k.last += last;
+    if (v.length >= 2) {
+      const prev = Number(v[v.length - 2][1]);
+      k.diff += last >= prev ? last - prev : last;
+      k.dt = Math.max(k.dt, v[v.length - 1][0] - v[v.length - 2][0]);
+    }
+  }
+  return out;
+}
+
+async function tickPrometheus(t) {
+  let r;
+  try {
+    r = await getJSON("/live-api/counters");
+    noteError("prometheus", null);
+  } catch (e) {
+    noteError("prometheus", e);
+    return;
+  }
+  const res = r.data.result;
+  /* Each target's name (its stockd_info) among the targets scraped in the last 20 s. */
+  const names = {};
+  for (const s of res) {
+    if (s.metric.__name__ === "stockd_info" && s.values.length) {
+      names[s.metric.instance] = s.metric.exported_instance || s.metric.instance;
+    }
+  }
+  const stat = lastTwo(res, (m) => {
+    switch (m.__name__) {
+      case "stockd_requests_total": return m.route === "/stock/reduce" ? `r:${m.result}` : null;
+      case "stockd_zk_ops_total": case "stockd_lock_service_ops_total": return "ops";
+      case "stockd_batch_size_sum": return "bsum";
+      case "stockd_batch_size_count": return "bcount";
+      default: return null;
+    }
+  });
+  const rate = {}, ops = {}, batch = {}, answers = {};
+  for (const [target, k] of Object.entries(stat)) {
+    const name = names[target] || target;
+    const ded = k["r:deducted"];
+    if (ded && ded.dt > 0) rate[name] = ded.diff / ded.dt;
+    if (k.ops && ded && ded.diff > 0) ops[name] = k.ops.diff / ded.diff;
+    if (k.bsum && k.bcount && k.bcount.diff > 0) batch[name] = k.bsum.diff / k.bcount.diff;
+    answers[name] = Object.fromEntries(Object.entries(k).filter(([key]) => key.startsWith("r:"))
+      .map(([key, v]) => [key.slice(2), v.last]));
+  }
+  charts.rate.push(t, rate);
+  charts.ops.push(t, ops);
+  charts.batch.push(t, batch);
+  renderAnswers(answers);
+
+  Object.values(names).forEach((n) => instancesSeen.add(n));
+  const el = $("instances");
+  const now = Object.values(names).sort();
+  el.textContent = now.length ? now.join(", ") : "none scraped";
+  el.dataset.now = now.join(" ");
+  el.dataset.seen = [...instancesSeen].sort().join(" ");
+}
+
+function renderAnswers(answers) {
+  const names = Object.keys(answers).sort();
+  const results = [...new Set(names.flatMap((n) => Object.keys(answers[n])))].sort();
+  const head = document.createElement("tr");
+  head.append(...["instance", ...results].map((h) => {
+    const th = document.createElement("th");
+    th.textContent = h.replace(/_/g, " ");
+    return th;
+  }));
+  $("answers").tHead.replaceChildren(head);
+  $("answers").tBodies[0].replaceChildren(...names.map((n) => {
+    const tr = document.createElement("tr");
+    tr.dataset.instance = n;
+    const td0 = document.createElement("td");
+    td0.textContent = n;
+    tr.append(td0, ...results.map((res) => {
+      const td = document.createElement("td");
+      td.className = `num result-${res}`;
+      td.textContent = answers[n][res] !== undefined ? String(answers[n][res]) : "";
+      return td;
+    }));
+    return tr;
+  }));
+}
+
+async function tickAlert() {
+  let r;
+  try {
+    r = await getJSON("/live-api/alerts");
+    noteError("alerts", null);
+  } catch (e) {
+    noteError("alerts", e);
+    const el = $("alert");
+    el.textContent = "Prometheus unreachable";
+    el.className = "state-unknown";
+    el.dataset.state = "unknown";
+    return;
+  }
+  const mine = r.data.alerts.filter((a) => a.labels.alertname === "StockdStockBelowZero");
+  const firing = mine.filter((a) => a.state === "firing");
+  const state = firing.length ? "firing" : mine.length ? "pending" : "inactive";
+  const el = $("alert");
+  el.dataset.state = state;
+  el.className = `state-${state}`;
+  el.textContent = state === "inactive" ? "StockdStockBelowZero inactive"
+    : `StockdStockBelowZero ${state}: ` +
+      (firing.length ? firing : mine).map((a) => `product ${a.labels.product} at ${Number(a.value)}`).join(", ");
+}
+
+/* ------------------------------------------------------------ the loop */
+
+let busy = false;
+
+async function tick() {
+  if (busy) return; /* a slow tick is skipped, never stacked */
+  busy = true;
+  const t = Math.round(Date.now() / 1000);
+  try {
+    await Promise.all([tickStock(t), tickQueue(), tickPrometheus(t), tickAlert()]);
+    $("clock").textContent = `updated ${new Date().toLocaleTimeString()}`;
+    document.body.dataset.ticks = String(Number(document.body.dataset.ticks || 0) + 1);
+  } finally {
+    busy = false;
+  }
+}
+
+$("products").textContent = `(product${ids.length > 1 ? "s" : ""} ${ids.join(", ")})`;
+tick();
+setInterval(tick, TICK_MS);
