@@ -714,70 +714,23 @@ stockd_stop_all() {
 nginx_route_check() { [[ $1 == round-robin || $1 == affinity ]]; }
 nginx_rate_limit_check() { [[ $1 =~ ^[1-9][0-9]{0,6}(r/s|r/m)?(:[0-9]{1,7})?$ ]]; }
 
-# nginx_directives: prints the three marker lines' contents for nginx.conf.in, one per
-# line as MARKER<TAB>TEXT (TEXT may hold `\n` for several lines): the balancer, the
-# limit zone (http level) and the limit itself (the deduction's location).
-nginx_directives() {
-  local route=${STACK_NGINX_ROUTE:-round-robin} limit=${STACK_NGINX_RATE_LIMIT:-} rate burst
-  nginx_route_check "$route" || { stack_log "nginx: not a route: '$route' (round-robin|affinity)"; return 1; }
-  if [[ $route == affinity ]]; then
-    printf 'BALANCE\thash $arg_id consistent;\n'
-  else
-    printf 'BALANCE\t\n'
-  fi
-  if [[ -n $limit ]]; then
-    nginx_rate_limit_check "$limit" || { stack_log "nginx: not a rate limit: '$limit' (RATE[:BURST])"; return 1; }
-    rate=${limit%%:*} burst=${limit#*:}
-    [[ $limit == *:* ]] || burst=${rate%%r/*}
-    [[ $rate == *r/* ]] || rate+=r/s
-    printf 'LIMIT_ZONE\tlimit_req_zone $arg_id zone=stockd_product:1m rate=%s;\n' "$rate"
-    printf 'LIMIT_REQ\tlimit_req zone=stockd_product burst=%s nodelay; limit_req_status 429;\n' "$burst"
-  else
-    printf 'LIMIT_ZONE\t\nLIMIT_REQ\t\n'
-  fi
-}
-
-# nginx_render TEMPLATE PREFIX PORT SERVER_LINES: the configuration on stdout.
-# SERVER_LINES are the upstream's `server` lines; with affinity a server that refused a
-# connection is left out for 2 s (max_fails=1), so that its products move to the
-# others (the hash then walks on to the next instance); round-robin keeps max_fails=0.
-nginx_render() {
-  local tmpl=$1 prefix=$2 port=$3 servers=$4 directives
-  directives=$(nginx_directives) || return 1
-  if [[ ${STACK_NGINX_ROUTE:-round-robin} == affinity ]]; then
-    servers=${servers//max_fails=0/max_fails=1 fail_timeout=2s}
-  fi
-  NGINX_SERVERS=$servers NGINX_DIRECTIVES=$directives awk -v prefix="$prefix" -v port="$port" '
-    BEGIN {
-      servers = ENVIRON["NGINX_SERVERS"]
-      n = split(ENVIRON["NGINX_DIRECTIVES"], d, "\n")
-      for (i = 1; i <= n; i++) { split(d[i], kv, "\t"); text[kv[1]] = kv[2] }
-    }
-    /^[ \t]*@SERVERS@[ \t]*$/ { printf "%s", servers; next }
-    /^[ \t]*#@[A-Z_]+@[ \t]*$/ {
-      m = $0; gsub(/^[ \t]*#@|@[ \t]*$/, "", m)
-      if (text[m] != "") { match($0, /^[ \t]*/); print substr($0, 1, RLENGTH) text[m] }
-      next
-    }
-    { gsub(/@PREFIX@/, prefix); gsub(/@PORT@/, port); print }' "$tmpl"
-}
-
 # nginx_start RUN PORT UPSTREAM_PORT...: nginx over the given stockd ports, routed and
-# limited as STACK_NGINX_ROUTE and STACK_NGINX_RATE_LIMIT say (see above). A running
-# nginx of RUN is reloaded with the new configuration.
+# limited as STACK_NGINX_ROUTE and STACK_NGINX_RATE_LIMIT say (see above), rendered
+# from nginx/nginx.conf.in by the lab library (lab/nginx.py), as scripts/stack does. A
+# running nginx of RUN is reloaded with the new configuration.
 nginx_start() {
-  local run=$1 port=$2 d servers="" p
+  local run=$1 port=$2 d p up=()
   shift 2
   d=$run/nginx
   mkdir -p "$d/logs" "$d/tmp"
-  for p in "$@"; do servers+="    server 127.0.0.1:$p max_fails=0;"$'\n'; done
-  nginx_render "$STACK_SRC/nginx/nginx.conf.in" "$d" "$port" "$servers" >"$d/nginx.conf.new" || return 1
-  mv "$d/nginx.conf.new" "$d/nginx.conf"
+  for p in "$@"; do up+=(--upstream "127.0.0.1:$p"); done
+  (cd "$STACK_SRC" && /usr/bin/python3 -m lab.nginx native --prefix "$d" --port "$port" "${up[@]}" \
+    --route "${STACK_NGINX_ROUTE:-round-robin}" --rate-limit "${STACK_NGINX_RATE_LIMIT:-}" \
+    --out "$d/nginx.conf") || return 1
   if pid_alive "$d/nginx.pid"; then
     nginx_reload "$d"
     return
   fi
-  port_free "$port" || { stack_log "nginx: port $port is taken"; return 1; }
   nginx -p "$d" -c "$d/nginx.conf" -e "$d/logs/error.log" || return 1
   wait_until 10 curl -fsS "http://127.0.0.1:$port/nginx-health"
 }
