@@ -297,13 +297,15 @@ def zk_ensemble_hosts(first):
     return ",".join("127.0.0.1:%d" % c for c, _, _ in zk_ensemble_ports(first))
 
 
-def zk_ensemble_start(run, first):
-    """The three-server ensemble from port FIRST (member N in RUN/zkN); returns once
-    each serves as leader or follower."""
-    members = zk_ensemble_ports(first)
+def zk_ensemble_start(run, first, members=(1, 2, 3), wait=True):
+    """Members MEMBERS of the three-server ensemble from port FIRST (member N in
+    RUN/zkN; the config is written the first time); with WAIT returns once each of them
+    serves as leader or follower (which needs a quorum: another member must be up)."""
+    ports = zk_ensemble_ports(first)
     servers = "".join("server.%d=127.0.0.1:%d:%d\n" % (n, q, e)
-                      for n, (_, q, e) in enumerate(members, 1))
-    for n, (client, _, _) in enumerate(members, 1):
+                      for n, (_, q, e) in enumerate(ports, 1))
+    for n in members:
+        client = ports[n - 1][0]
         d = _dir(run, "zk%d" % n)
         os.makedirs(os.path.join(d, "data"), exist_ok=True)
         if proc.pid_alive(os.path.join(d, "pid")):
@@ -314,7 +316,10 @@ def zk_ensemble_start(run, first):
         with open(os.path.join(d, "data", "myid"), "w") as f:
             f.write("%d\n" % n)
         _zk_launch(d)
-    for n, (client, _, _) in enumerate(members, 1):
+    if not wait:
+        return
+    for n in members:
+        client = ports[n - 1][0]
         d = os.path.join(run, "zk%d" % n)
         await_ready("ZooKeeper zk%d" % n, os.path.join(d, "pid"), client,
                     lambda c=client: zk_mode(c) is not None, 60, os.path.join(d, "zk.log"))

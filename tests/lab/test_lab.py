@@ -141,6 +141,33 @@ class NginxTemplate(unittest.TestCase):
             nginx.render("x\n  #@NOPE@\n", [], [], "80", [])
 
 
+class ShellCopies(unittest.TestCase):
+    """The container images still build their servers' settings in shell
+    (scripts/stack-lib.sh, without Python); those must say what lab/servers.py says."""
+
+    def shell_array(self, name):
+        with open(os.path.join(SRC, "scripts", "stack-lib.sh")) as f:
+            text = f.read()
+        m = re.search(r"(?ms)^%s=\((.*?)\)$" % name, text)
+        self.assertIsNotNone(m, name)
+        return [w.strip("'\"") for w in m.group(1).split()]
+
+    def test_server_settings_are_the_same(self):
+        from lab import servers
+        self.assertEqual(self.shell_array("STACK_MYSQL_FLAGS"), servers.MYSQL_FLAGS)
+        self.assertEqual(self.shell_array("STACK_REDIS_FLAGS"), servers.REDIS_FLAGS)
+        self.assertEqual(self.shell_array("STACK_REDIS_ACL"), servers.REDIS_ACL.split())
+        self.assertEqual(self.shell_array("STACK_REDIS_REPLICA_ACL"), servers.REDIS_REPLICA_ACL.split())
+        self.assertEqual(self.shell_array("STACK_REDIS_SENTINEL_ACL"), servers.REDIS_SENTINEL_ACL.split())
+
+    def test_every_shell_start_function_is_the_library_s(self):
+        from lab import shell
+        with open(os.path.join(SRC, "scripts", "stack-lib.sh")) as f:
+            text = f.read()
+        for name in shell.CALLS:
+            self.assertRegex(text, r'(?m)^%s\(\) \{ stack_lab %s "\$@"; \}$' % (name, name))
+
+
 class CommandLine(unittest.TestCase):
     def run_cli(self, *argv):
         out, err = io.StringIO(), io.StringIO()
