@@ -1,18 +1,71 @@
 # shellcheck shell=bash
-# Functions that start and stop the real parts of the stack on loopback: a private
-# MariaDB, a standalone ZooKeeper, a Redis, an etcd, N stockd instances, nginx and
-# Prometheus. Sourced by
-# scripts/stack, the demo, the load scripts and the integration tests.
+# The stack's servers for shell scripts: the integration tests' helpers, the load tools
+# and the container entrypoints source this file. The servers are started and stopped
+# by the lab library (lab/servers.py, through lab/shell.py), the same code as
+# scripts/stack's: mysql_start, zk_start, zk_ensemble_start(_one), redis_start,
+# sentinel_start, etcd_start, prometheus_start, nginx_start and their *_stop, with the
+# arguments below. What stays here is shell: the clients and probes the tests use
+# (mysql_cli, zk_4lw, redis_ping, ...), stockd_start (a child of the calling shell, so
+# a test can wait for its exit status), etcd's three-member test cluster, and the
+# configuration pieces the container images build from (mysql_install, zk_write_cfg,
+# zk_exec, zk_ensemble_cfg, redis_auth_conf).
 #
-# Everything lives under one run directory ($1 of each function, or $STACK_RUN) and
-# listens on ports given by the caller, never the system defaults. Each server writes
-# its pid file there; stopping reads it back. Functions return non-zero on failure
-# and print why on stderr.
+# Everything lives under one run directory ($1 of each function) and listens on ports
+# given by the caller. Each server writes its pid file there; stopping reads it back.
+# Functions return non-zero on failure and print why on stderr.
 
 STACK_LIB_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 STACK_SRC=$(cd "$STACK_LIB_DIR/.." && pwd)
 
 stack_log() { printf '%s\n' "$*" >&2; }
+
+# stack_lab FUNCTION ARGS...: FUNCTION of the lab library (lab/shell.py), on Debian's
+# python3, whose python3-pymysql the library uses.
+stack_lab() { PYTHONPATH=$STACK_SRC${PYTHONPATH:+:$PYTHONPATH} /usr/bin/python3 -m lab.shell "$@"; }
+
+# The servers, each started by the lab library; starting one that runs does nothing.
+#   mysql_start RUN PORT                 MariaDB (RUN/mysql, root over RUN/mysql/sock)
+#   zk_start RUN PORT [NAME]             a standalone ZooKeeper (RUN/NAME, default zk)
+#   zk_ensemble_start RUN FIRST          three servers from port FIRST (RUN/zk1..3):
+#                                        clients FIRST+0..2, quorum +3..5, election +6..8
+#   zk_ensemble_start_one RUN FIRST N [nowait]
+#                                        member N again (waits until it serves, which
+#                                        needs a quorum, unless told nowait)
+#   redis_start RUN PORT [NAME [MASTER_PORT]]
+#                                        Redis (RUN/NAME, default redis); with
+#                                        STACK_REDIS_PASSWORD only the ACL user
+#                                        STACK_REDIS_USER may log in (redis_auth_conf);
+#                                        with MASTER_PORT a replica
+#   sentinel_start RUN PORT MASTER_PORT [NAME]
+#   etcd_start RUN PORT                  one member, its peer port PORT-1
+#   prometheus_start RUN PORT            scraping RUN/prometheus/targets.json
+#                                        (STACK_PROMETHEUS_INTERVAL, default 5s)
+#   prometheus_targets RUN STOCKD_PORT...
+#   nginx_start RUN PORT UPSTREAM_PORT...
+#                                        nginx/nginx.conf.in, routed and limited as
+#                                        STACK_NGINX_ROUTE / STACK_NGINX_RATE_LIMIT say
+#   mysql_stop RUN, zk_stop RUN [NAME], zk_ensemble_stop RUN, redis_stop RUN [NAME],
+#   sentinel_stop RUN [NAME], etcd_stop RUN, prometheus_stop RUN, stockd_stop_all RUN,
+#   nginx_stop RUN
+mysql_start() { stack_lab mysql_start "$@"; }
+mysql_stop() { stack_lab mysql_stop "$@"; }
+zk_start() { stack_lab zk_start "$@"; }
+zk_stop() { stack_lab zk_stop "$@"; }
+zk_ensemble_start() { stack_lab zk_ensemble_start "$@"; }
+zk_ensemble_start_one() { stack_lab zk_ensemble_start_one "$@"; }
+zk_ensemble_stop() { stack_lab zk_ensemble_stop "$@"; }
+redis_start() { stack_lab redis_start "$@"; }
+redis_stop() { stack_lab redis_stop "$@"; }
+sentinel_start() { stack_lab sentinel_start "$@"; }
+sentinel_stop() { stack_lab sentinel_stop "$@"; }
+etcd_start() { stack_lab etcd_start "$@"; }
+etcd_stop() { stack_lab etcd_stop "$@"; }
+prometheus_start() { stack_lab prometheus_start "$@"; }
+prometheus_stop() { stack_lab prometheus_stop "$@"; }
+prometheus_targets() { stack_lab prometheus_targets "$@"; }
+stockd_stop_all() { stack_lab stockd_stop_all "$@"; }
+nginx_start() { stack_lab nginx_start "$@"; }
+nginx_stop() { stack_lab nginx_stop "$@"; }
 
 # wait_until SECONDS CMD...: runs CMD every 0.1 s until it succeeds or time runs out.
 wait_until() {
@@ -37,6 +90,8 @@ pid_runs() {
   ((${#tasks[@]} > 1))
 }
 
+pid_gone() { ! pid_runs "$1"; }
+
 # pid_alive PIDFILE: true if the process named in PIDFILE runs.
 pid_alive() {
   [[ -s $1 ]] && pid_runs "$(cat "$1")"
@@ -49,9 +104,9 @@ stop_pidfile() {
   pid=$(cat "$f")
   if pid_runs "$pid"; then
     kill -TERM "$pid" 2>/dev/null || true
-    if ! wait_until "$secs" eval "! pid_runs $pid"; then
+    if ! wait_until "$secs" pid_gone "$pid"; then
       kill -KILL "$pid" 2>/dev/null || true
-      wait_until 5 eval "! pid_runs $pid" || true
+      wait_until 5 pid_gone "$pid" || true
     fi
   fi
   rm -f "$f"
@@ -75,6 +130,7 @@ mysql_cli() {
 # the container's (docker/mariadb). Durable defaults (innodb_flush_log_at_trx_commit=1)
 # are kept on purpose: the experiments must run against a database that behaves like
 # production.
+# shellcheck disable=SC2034 # used by docker/mariadb/entrypoint.sh
 STACK_MYSQL_FLAGS=(--max-connections=2000 --skip-name-resolve --innodb-buffer-pool-size=128M)
 
 # mysql_install RUN [OSUSER]: makes the system tables in RUN/mysql/data unless they are
@@ -91,25 +147,6 @@ mysql_install() {
     return 1
   }
 }
-
-# mysql_start RUN PORT: initialise (first time) and start a private MariaDB.
-mysql_start() {
-  local run=$1 port=$2 d
-  d=$run/mysql
-  mkdir -p "$d"
-  if pid_alive "$d/pid"; then return 0; fi
-  mysql_install "$run" || return 1
-  port_free "$port" || { stack_log "mysql: port $port is taken"; return 1; }
-  mariadbd --no-defaults --user=root --datadir="$d/data" --socket="$d/sock" \
-    --port="$port" --bind-address=127.0.0.1 --pid-file="$d/pid" "${STACK_MYSQL_FLAGS[@]}" \
-    --log-error="$d/error.log" >/dev/null 2>&1 &
-  if ! wait_until 60 mysql_cli "$run" -e 'select 1'; then
-    stack_log "mysql: did not start on port $port, see $d/error.log"
-    return 1
-  fi
-}
-
-mysql_stop() { stop_pidfile "$1/mysql/pid" 60; }
 
 # mysql_create_db RUN DB USER PASS [HOST...]: (re)creates DB with the schema and seed,
 # and the service user (mysql_grant_service_user, HOSTs passed on).
@@ -220,29 +257,6 @@ maxClientCnxns=0
 CFG
 }
 
-# zk_start RUN PORT [NAME]: a standalone ZooKeeper under RUN/NAME (default zk).
-zk_start() {
-  local run=$1 port=$2 name=${3:-zk} d
-  d=$run/$name
-  mkdir -p "$d/data"
-  if pid_alive "$d/pid"; then return 0; fi
-  port_free "$port" || { stack_log "zk: port $port is taken"; return 1; }
-  zk_write_cfg "$d" "$port"
-  zk_launch "$d"
-  if ! wait_until 60 zk_serving "$port"; then
-    stack_log "zk: did not start on port $port, see $d/zk.log"
-    return 1
-  fi
-}
-
-# zk_launch DIR: starts the JVM for DIR/zoo.cfg in the background, pid in DIR/pid.
-zk_launch() {
-  local d=$1
-  zk_log4j "$d"
-  zk_exec "$d" >"$d/stdout.log" 2>&1 &
-  echo $! >"$d/pid"
-}
-
 # zk_log4j DIR [console]: the server's logging, WARN and up, into DIR/zk.log (or to
 # stdout with `console`, for a container).
 zk_log4j() {
@@ -257,8 +271,8 @@ log4j.appender.F.layout.ConversionPattern=%d %p [%t] %c{1}: %m%n
 L4J
 }
 
-# zk_exec DIR: replaces the shell with the server for DIR/zoo.cfg (zk_launch runs it
-# in the background; the container's entrypoint runs it as its main process).
+# zk_exec DIR: replaces the shell with the server for DIR/zoo.cfg (the container's
+# entrypoint runs it as its main process; lab/servers.py starts the native one).
 zk_exec() {
   local d=$1
   exec java -Xmx256m -XX:+UseSerialGC -cp "$(zk_classpath)" \
@@ -267,8 +281,6 @@ zk_exec() {
     -Dznode.container.checkIntervalMs=1000 \
     org.apache.zookeeper.server.quorum.QuorumPeerMain "$d/zoo.cfg"
 }
-
-zk_stop() { stop_pidfile "$1/${2:-zk}/pid" 20; }
 
 # ---------------------------------------------------------------- ZooKeeper ensemble
 
@@ -281,8 +293,7 @@ zk_stop() { stop_pidfile "$1/${2:-zk}/pid" 20; }
 # zk_ensemble_cfg DIR N SERVER...: makes the server of DIR (its zoo.cfg written by
 # zk_write_cfg) member N of an ensemble: N in DIR/data/myid, and one server.I line per
 # SERVER (HOST:QUORUM_PORT:ELECTION_PORT, the I-th is server I) appended to the
-# zoo.cfg. Every member must be given the same list. Used by zk_ensemble_start_one
-# and by the ZooKeeper container (docker/zookeeper/entrypoint.sh), whose members are
+# zoo.cfg. Every member must be given the same list. Used by the ZooKeeper container (docker/zookeeper/entrypoint.sh), whose members are
 # zk1..zk3 of docker-compose.yml.
 zk_ensemble_cfg() {
   local d=$1 n=$2 i=0 s
@@ -302,43 +313,6 @@ zk_ensemble_cfg() {
 zk_ensemble_hosts() {
   local b=$1
   printf '127.0.0.1:%s,127.0.0.1:%s,127.0.0.1:%s' "$b" $((b + 1)) $((b + 2))
-}
-
-# zk_ensemble_start RUN BASE: writes the three configs (first time) and starts every
-# server not running; returns once each one serves as leader or follower.
-zk_ensemble_start() {
-  local run=$1 b=$2 n
-  for n in 1 2 3; do zk_ensemble_start_one "$run" "$b" "$n" nowait || return 1; done
-  for n in 1 2 3; do
-    if ! wait_until 60 zk_serving $((b + n - 1)); then
-      stack_log "zk ensemble: server $n did not join a quorum, see $run/zk$n/zk.log"
-      return 1
-    fi
-  done
-}
-
-# zk_ensemble_start_one RUN BASE N [nowait]: starts server N (again) and, unless told
-# not to, waits until it serves (which needs a quorum: another server must be up).
-zk_ensemble_start_one() {
-  local run=$1 b=$2 n=$3 wait=${4:-wait} d i members=()
-  d=$run/zk$n
-  mkdir -p "$d/data"
-  if ! pid_alive "$d/pid"; then
-    port_free $((b + n - 1)) || { stack_log "zk$n: port $((b + n - 1)) is taken"; return 1; }
-    zk_write_cfg "$d" $((b + n - 1))
-    for i in 1 2 3; do members+=("127.0.0.1:$((b + i + 2)):$((b + i + 5))"); done
-    zk_ensemble_cfg "$d" "$n" "${members[@]}" || return 1
-    zk_launch "$d"
-  fi
-  [[ $wait == nowait ]] && return 0
-  wait_until 60 zk_serving $((b + n - 1)) ||
-    { stack_log "zk$n: did not serve, see $d/zk.log"; return 1; }
-}
-
-# zk_ensemble_stop RUN: stops the three servers.
-zk_ensemble_stop() {
-  local n
-  for n in 1 2 3; do zk_stop "$1" "zk$n"; done
 }
 
 # zk_ensemble_mode BASE N: prints server N's mode (leader, follower; nothing if down).
@@ -362,6 +336,7 @@ zk_leader() {
 # the lock keys are leases that may as well vanish with the server, and the fencing
 # counter survives a restart through its clock floor (see lock/redislock.h). Where it
 # listens and whether protected mode is on is each caller's.
+# shellcheck disable=SC2034 # used by docker/redis/entrypoint.sh
 STACK_REDIS_FLAGS=(--save '' --appendonly no --daemonize no)
 
 # Redis credentials. With STACK_REDIS_PASSWORD set (in the environment, never argv),
@@ -410,27 +385,6 @@ redis_auth_conf() {
   printf '%s' "$d/auth.conf"
 }
 
-# redis_start RUN PORT [NAME [MASTER_PORT]]: a private redis-server under RUN/NAME
-# (default redis), on loopback only, protected mode on, with STACK_REDIS_FLAGS (and the
-# ACL above when STACK_REDIS_PASSWORD is set); with MASTER_PORT a replica of the Redis
-# on 127.0.0.1:MASTER_PORT.
-redis_start() {
-  local run=$1 port=$2 name=${3:-redis} master=${4:-} d conf
-  d=$run/$name
-  mkdir -p "$d"
-  if pid_alive "$d/pid"; then return 0; fi
-  port_free "$port" || { stack_log "redis: port $port is taken"; return 1; }
-  conf=$(redis_auth_conf "$d" "$master")
-  redis-server ${conf:+"$conf"} --port "$port" --bind 127.0.0.1 --protected-mode yes \
-    "${STACK_REDIS_FLAGS[@]}" ${master:+--replicaof 127.0.0.1 "$master"} --dir "$d" \
-    --logfile "$d/redis.log" >/dev/null 2>&1 &
-  echo $! >"$d/pid"
-  if ! wait_until 20 redis_ping "$port"; then
-    stack_log "redis: did not start on port $port, see $d/redis.log"
-    return 1
-  fi
-}
-
 # redis_ping PORT: true if the server on PORT answers PONG (as STACK_REDIS_USER when
 # STACK_REDIS_PASSWORD is set; redis-cli reads the password from REDISCLI_AUTH).
 redis_ping() {
@@ -439,74 +393,6 @@ redis_ping() {
       --user "$STACK_REDIS_USER" ping 2>/dev/null) == PONG ]]
   else
     [[ $(redis-cli -h 127.0.0.1 -p "$1" ping 2>/dev/null) == PONG ]]
-  fi
-}
-
-# redis_stop RUN [NAME]
-redis_stop() { stop_pidfile "$1/${2:-redis}/pid" 10; }
-
-# sentinel_start RUN PORT MASTER_PORT [NAME]: a redis-sentinel under RUN/NAME (default
-# sentinel) on 127.0.0.1:PORT that watches the primary on 127.0.0.1:MASTER_PORT as master
-# `stockd`, alone (quorum 1): it calls the primary down after 1 s without an answer and
-# promotes a replica. failover-timeout is 60 s, so it leaves a replica that replicates
-# from elsewhere alone for that long (the failover test cuts a replica's link on purpose).
-# With STACK_REDIS_PASSWORD it logs in to the servers as user `sentinel` (its 0600 config
-# file holds the password, as Sentinel wants it).
-sentinel_start() {
-  local run=$1 port=$2 master=$3 name=${4:-sentinel} d
-  d=$run/$name
-  mkdir -p "$d"
-  if pid_alive "$d/pid"; then return 0; fi
-  port_free "$port" || { stack_log "sentinel: port $port is taken"; return 1; }
-  (
-    umask 077
-    {
-      printf 'port %s\nbind 127.0.0.1\nprotected-mode no\ndaemonize no\ndir %s\n' "$port" "$d"
-      printf 'logfile %s/sentinel.log\n' "$d"
-      printf 'sentinel monitor stockd 127.0.0.1 %s 1\n' "$master"
-      printf 'sentinel down-after-milliseconds stockd 1000\n'
-      printf 'sentinel failover-timeout stockd 60000\n'
-      if [[ -n ${STACK_REDIS_PASSWORD:-} ]]; then
-        printf 'sentinel auth-user stockd sentinel\nsentinel auth-pass stockd "%s"\n' \
-          "$STACK_REDIS_PASSWORD"
-      fi
-    } >"$d/sentinel.conf"
-  )
-  redis-sentinel "$d/sentinel.conf" >/dev/null 2>&1 &
-  echo $! >"$d/pid"
-  if ! wait_until 20 sentinel_primary "$port"; then
-    stack_log "sentinel: did not start on port $port, see $d/sentinel.log"
-    return 1
-  fi
-}
-
-# ---------------------------------------------------------------- etcd
-
-# Debian's etcd 3.4 (etcd-server), one member, for --lock etcd: the stand-in for Consul
-# (article 001 §5), which Debian 12 does not package. Its data lives in RUN/etcd/data
-# with etcd's safe defaults (every write fsynced before it is answered), so the fencing
-# token (a key's create revision) keeps growing across restarts. Client and peer URLs
-# are on loopback only and without authentication: nothing but the lock keys is kept.
-
-# etcd_start RUN PORT: a one-member etcd under RUN/etcd, clients on 127.0.0.1:PORT, its
-# peer URL on 127.0.0.1:PORT-1; returns once /health says true.
-etcd_start() {
-  local run=$1 port=$2 d peer
-  d=$run/etcd
-  peer=$((port - 1))
-  mkdir -p "$d"
-  if pid_alive "$d/pid"; then return 0; fi
-  port_free "$port" || { stack_log "etcd: port $port is taken"; return 1; }
-  port_free "$peer" || { stack_log "etcd: peer port $peer is taken"; return 1; }
-  etcd --name s1 --data-dir "$d/data" \
-    --listen-client-urls "http://127.0.0.1:$port" --advertise-client-urls "http://127.0.0.1:$port" \
-    --listen-peer-urls "http://127.0.0.1:$peer" --initial-advertise-peer-urls "http://127.0.0.1:$peer" \
-    --initial-cluster "s1=http://127.0.0.1:$peer" --initial-cluster-state new \
-    >"$d/etcd.log" 2>&1 &
-  echo $! >"$d/pid"
-  if ! wait_until 30 etcd_healthy "$port"; then
-    stack_log "etcd: not healthy on port $port, see $d/etcd.log"
-    return 1
   fi
 }
 
@@ -519,15 +405,12 @@ sentinel_primary() {
   printf '%s:%s\n' "${a[0]}" "${a[1]}"
 }
 
-sentinel_stop() { stop_pidfile "$1/${2:-sentinel}/pid" 10; }
+# ---------------------------------------------------------------- etcd
 
 # etcd_healthy PORT: true when the member on PORT has a leader and answers.
 etcd_healthy() {
   [[ $(curl -s -m 3 "http://127.0.0.1:$1/health" 2>/dev/null) == *'"health":"true"'* ]]
 }
-
-# etcd_stop RUN
-etcd_stop() { stop_pidfile "$1/etcd/pid" 20; }
 
 # A three-member etcd cluster on loopback, for the fault tests. Member N (1..3) lives in
 # RUN/etcdN and uses the ports client BASE+N-1 and peer BASE+N+2 (six ports from BASE).
@@ -583,75 +466,10 @@ etcd_cluster_stop() {
 
 # ---------------------------------------------------------------- Prometheus
 
-# Debian's Prometheus, scraping every stockd of the stack with the rules of
-# monitoring/stockd-rules.yml. Its targets are a file (file_sd) that Prometheus watches,
-# so a new instance list (restart-stockd) needs no restart. The data (a TSDB) lives in
-# RUN/prometheus/data and is kept 2 days.
-
-# STACK_PROMETHEUS_INTERVAL: scrape and evaluation interval (default 5s; the tests give 1s).
-
-# prometheus_write_cfg DIR PORT: DIR/prometheus.yml, scraping the targets of
-# DIR/targets.json (prometheus_targets).
-prometheus_write_cfg() {
-  local d=$1 interval=${STACK_PROMETHEUS_INTERVAL:-5s}
-  cat >"$d/prometheus.yml.tmp" <<CFG
-# Written by scripts/stack-lib.sh (prometheus_write_cfg); rewritten on every start.
-global:
-  scrape_interval: $interval
-  scrape_timeout: $interval
-  evaluation_interval: $interval
-rule_files:
-  - $STACK_SRC/monitoring/stockd-rules.yml
-scrape_configs:
-  - job_name: stockd
-    file_sd_configs:
-      - files: ['$d/targets.json']
-CFG
-  mv "$d/prometheus.yml.tmp" "$d/prometheus.yml"
-}
-
-# prometheus_targets RUN STOCKD_PORT...: points Prometheus at these stockd instances
-# (written whole and renamed into place: Prometheus never reads half a file).
-prometheus_targets() {
-  local d=$1/prometheus p list=""
-  shift
-  mkdir -p "$d"
-  for p in "$@"; do list+="${list:+, }\"127.0.0.1:$p\""; done
-  printf '[{"targets": [%s], "labels": {}}]\n' "$list" >"$d/targets.json.tmp"
-  mv "$d/targets.json.tmp" "$d/targets.json"
-}
-
-# prometheus_start RUN PORT: starts Prometheus on 127.0.0.1:PORT (the targets file must
-# exist, or it scrapes nothing until it does); returns once it is ready.
-prometheus_start() {
-  local run=$1 port=$2 d
-  d=$run/prometheus
-  mkdir -p "$d/data"
-  [[ -e $d/targets.json ]] || printf '[]\n' >"$d/targets.json"
-  prometheus_write_cfg "$d"
-  if pid_alive "$d/pid"; then
-    kill -HUP "$(cat "$d/pid")" # the configuration may have changed: reload it
-    return 0
-  fi
-  port_free "$port" || { stack_log "prometheus: port $port is taken"; return 1; }
-  prometheus --config.file="$d/prometheus.yml" --storage.tsdb.path="$d/data" \
-    --storage.tsdb.retention.time=2d --web.listen-address="127.0.0.1:$port" \
-    --web.console.templates=/etc/prometheus/consoles \
-    --web.console.libraries=/etc/prometheus/console_libraries \
-    >"$d/prometheus.log" 2>&1 &
-  echo $! >"$d/pid"
-  if ! wait_until 30 prometheus_ready "$port"; then
-    stack_log "prometheus: not ready on port $port, see $d/prometheus.log"
-    return 1
-  fi
-}
-
 # prometheus_ready PORT: true once Prometheus serves queries.
 prometheus_ready() {
   curl -fsS -m 5 -o /dev/null "http://127.0.0.1:$1/-/ready" 2>/dev/null
 }
-
-prometheus_stop() { stop_pidfile "$1/prometheus/pid" 20; }
 
 # ---------------------------------------------------------------- stockd
 
@@ -693,14 +511,6 @@ http_answers() {
 
 stockd_stop() { stop_pidfile "$1/stockd/$2.pid" 20; }
 
-stockd_stop_all() {
-  local f
-  for f in "$1"/stockd/*.pid; do
-    [[ -e $f ]] && stop_pidfile "$f" 20
-  done
-  return 0
-}
-
 # ---------------------------------------------------------------- nginx
 
 # How nginx routes and limits, for nginx_start (and so for every caller: scripts/stack,
@@ -714,77 +524,6 @@ stockd_stop_all() {
 nginx_route_check() { [[ $1 == round-robin || $1 == affinity ]]; }
 nginx_rate_limit_check() { [[ $1 =~ ^[1-9][0-9]{0,6}(r/s|r/m)?(:[0-9]{1,7})?$ ]]; }
 
-# nginx_directives: prints the three marker lines' contents for nginx.conf.in, one per
-# line as MARKER<TAB>TEXT (TEXT may hold `\n` for several lines): the balancer, the
-# limit zone (http level) and the limit itself (the deduction's location).
-nginx_directives() {
-  local route=${STACK_NGINX_ROUTE:-round-robin} limit=${STACK_NGINX_RATE_LIMIT:-} rate burst
-  nginx_route_check "$route" || { stack_log "nginx: not a route: '$route' (round-robin|affinity)"; return 1; }
-  if [[ $route == affinity ]]; then
-    printf 'BALANCE\thash $arg_id consistent;\n'
-  else
-    printf 'BALANCE\t\n'
-  fi
-  if [[ -n $limit ]]; then
-    nginx_rate_limit_check "$limit" || { stack_log "nginx: not a rate limit: '$limit' (RATE[:BURST])"; return 1; }
-    rate=${limit%%:*} burst=${limit#*:}
-    [[ $limit == *:* ]] || burst=${rate%%r/*}
-    [[ $rate == *r/* ]] || rate+=r/s
-    printf 'LIMIT_ZONE\tlimit_req_zone $arg_id zone=stockd_product:1m rate=%s;\n' "$rate"
-    printf 'LIMIT_REQ\tlimit_req zone=stockd_product burst=%s nodelay; limit_req_status 429;\n' "$burst"
-  else
-    printf 'LIMIT_ZONE\t\nLIMIT_REQ\t\n'
-  fi
-}
-
-# nginx_render TEMPLATE PREFIX PORT SERVER_LINES: the configuration on stdout.
-# SERVER_LINES are the upstream's `server` lines; with affinity a server that refused a
-# connection is left out for 2 s (max_fails=1), so that its products move to the
-# others (the hash then walks on to the next instance); round-robin keeps max_fails=0.
-nginx_render() {
-  local tmpl=$1 prefix=$2 port=$3 servers=$4 directives
-  directives=$(nginx_directives) || return 1
-  if [[ ${STACK_NGINX_ROUTE:-round-robin} == affinity ]]; then
-    servers=${servers//max_fails=0/max_fails=1 fail_timeout=2s}
-  fi
-  # The live page's files, and Prometheus (none: port 9, so its reads fail plainly).
-  NGINX_SERVERS=$servers NGINX_DIRECTIVES=$directives awk -v prefix="$prefix" -v port="$port" \
-    -v web="$STACK_SRC/web" -v prom="${S_PROM_PORT:-9}" '
-    BEGIN {
-      servers = ENVIRON["NGINX_SERVERS"]
-      n = split(ENVIRON["NGINX_DIRECTIVES"], d, "\n")
-      for (i = 1; i <= n; i++) { split(d[i], kv, "\t"); text[kv[1]] = kv[2] }
-    }
-    /^[ \t]*@SERVERS@[ \t]*$/ { printf "%s", servers; next }
-    /^[ \t]*#@[A-Z_]+@[ \t]*$/ {
-      m = $0; gsub(/^[ \t]*#@|@[ \t]*$/, "", m)
-      if (text[m] != "") { match($0, /^[ \t]*/); print substr($0, 1, RLENGTH) text[m] }
-      next
-    }
-    { gsub(/@PREFIX@/, prefix); gsub(/@PORT@/, port); gsub(/@WEB@/, web); gsub(/@PROM_PORT@/, prom)
-      print }' "$tmpl"
-}
-
-# nginx_start RUN PORT UPSTREAM_PORT...: nginx over the given stockd ports, routed and
-# limited as STACK_NGINX_ROUTE and STACK_NGINX_RATE_LIMIT say (see above). A running
-# nginx of RUN is reloaded with the new configuration.
-nginx_start() {
-  local run=$1 port=$2 d servers="" p
-  shift 2
-  d=$run/nginx
-  mkdir -p "$d/logs" "$d/tmp"
-  for p in "$@"; do servers+="    server 127.0.0.1:$p max_fails=0;"$'\n'; done
-  nginx_render "$STACK_SRC/nginx/nginx.conf.in" "$d" "$port" "$servers" >"$d/nginx.conf.new" || return 1
-  mv "$d/nginx.conf.new" "$d/nginx.conf"
-  if pid_alive "$d/nginx.pid"; then
-    nginx_reload "$d"
-    return
-  fi
-  port_free "$port" || { stack_log "nginx: port $port is taken"; return 1; }
-  nginx -p "$d" -c "$d/nginx.conf" -e "$d/logs/error.log" || return 1
-  wait_until 10 curl -fsS "http://127.0.0.1:$port/nginx-health"
-}
-
 # nginx_reload DIR: reloads the configuration and returns once it is in force. A
 # reload is asynchronous: until the old workers have finished their requests and
 # exited, new requests may still reach them and their old upstream list.
@@ -794,15 +533,7 @@ nginx_reload() {
   old=$(pgrep -P "$master" | tr '\n' ' ')
   nginx -p "$d" -c "$d/nginx.conf" -e "$d/logs/error.log" -s reload || return 1
   for p in $old; do
-    wait_until 30 eval "! kill -0 $p" || { stack_log "nginx: old worker $p still running"; return 1; }
+    wait_until 30 pid_gone "$p" || { stack_log "nginx: old worker $p still running"; return 1; }
   done
 }
 
-nginx_stop() {
-  local d=$1/nginx
-  if pid_alive "$d/nginx.pid"; then
-    nginx -p "$d" -c "$d/nginx.conf" -e "$d/logs/error.log" -s quit 2>/dev/null || true
-    wait_until 10 eval "! pid_alive '$d/nginx.pid'" || stop_pidfile "$d/nginx.pid" 5
-  fi
-  return 0
-}

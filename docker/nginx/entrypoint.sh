@@ -13,35 +13,19 @@
 # move on to the next instance.
 set -euo pipefail
 conf=${STOCKD_NGINX_CONF:-/etc/nginx/nginx.conf}
-template=${STOCKD_NGINX_TEMPLATE:-/etc/nginx/stockd-nginx.conf.in}
 
-# The route and the rate limit (docker-compose.yml passes them from the host's
-# environment): the template's marker comments become the directives, as
-# scripts/stack-lib.sh's nginx_render does for the native stack.
+# The configuration: nginx/nginx.conf.in, the native stack's template, rendered by the
+# same code (lab/nginx.py) for the image, with the route and the rate limit that
+# docker-compose.yml passes from the host's environment:
 #   STOCKD_NGINX_ROUTE       round-robin (default) | affinity (hash $arg_id consistent)
 #   STOCKD_NGINX_RATE_LIMIT  empty or off (no limit) | RATE[:BURST], RATE per second or N r/s, N r/m
+#   STOCKD_NGINX_UPSTREAMS   the stockd services (default stockd-1:8080 stockd-2:8080 stockd-3:8080)
 route=${STOCKD_NGINX_ROUTE:-round-robin} limit=${STOCKD_NGINX_RATE_LIMIT:-}
-[[ $limit == off ]] && limit=""
-balance="" zone="" limit_req="" servers_fail=max_fails=0
-case $route in
-round-robin) ;;
-affinity) balance='hash $arg_id consistent;' servers_fail='max_fails=1 fail_timeout=2s' ;;
-*) printf 'stockd-nginx: STOCKD_NGINX_ROUTE must be round-robin or affinity, got %s\n' "$route" >&2; exit 2 ;;
-esac
-if [[ -n $limit ]]; then
-  if ! [[ $limit =~ ^([1-9][0-9]{0,6})(r/s|r/m)?(:([0-9]{1,7}))?$ ]]; then
-    printf 'stockd-nginx: STOCKD_NGINX_RATE_LIMIT wants RATE[:BURST], got %s\n' "$limit" >&2
-    exit 2
-  fi
-  rate=${BASH_REMATCH[1]}${BASH_REMATCH[2]:-r/s} burst=${BASH_REMATCH[4]:-${BASH_REMATCH[1]}}
-  zone="limit_req_zone \$arg_id zone=stockd_product:1m rate=$rate;"
-  limit_req="limit_req zone=stockd_product burst=$burst nodelay; limit_req_status 429;"
-fi
-[[ -r $template ]] || cp "$conf" "$template"
-sed -e "s|^\([[:space:]]*\)#@BALANCE@[[:space:]]*\$|\1$balance|" \
-  -e "s|^\([[:space:]]*\)#@LIMIT_ZONE@[[:space:]]*\$|\1$zone|" \
-  -e "s|^\([[:space:]]*\)#@LIMIT_REQ@[[:space:]]*\$|\1$limit_req|" \
-  -e "s|max_fails=0;|$servers_fail;|" "$template" >"$conf"
+up=()
+for u in ${STOCKD_NGINX_UPSTREAMS:-stockd-1:8080 stockd-2:8080 stockd-3:8080}; do up+=(--upstream "$u"); done
+PYTHONPATH=${STOCKD_NGINX_LAB:-/usr/local/lib/stockd} python3 -m lab.nginx container "${up[@]}" \
+  --route "$route" --rate-limit "$limit" --template "${STOCKD_NGINX_TEMPLATE:-/etc/stockd/nginx.conf.in}" \
+  --out "$conf" || exit 2
 printf 'stockd-nginx: route %s, rate limit %s\n' "$route" "${limit:-none}" >&2
 # STOCKD_NGINX_RENDER_ONLY=1: only write the configuration (tests/stack/compose_config.sh).
 [[ ${STOCKD_NGINX_RENDER_ONLY:-} != 1 ]] || exit 0

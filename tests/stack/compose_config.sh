@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# docker-compose.yml, docker/nginx/nginx.conf and the Dockerfiles, checked without a
+# docker-compose.yml, the compose nginx.conf and the Dockerfiles, checked without a
 # container engine: Debian's docker-compose resolves the compose file, and the resolved
 # config must have the ten services (zk1..3 a ZooKeeper ensemble that stockd is given
 # whole, and Prometheus), each built here from a Dockerfile that starts
 # from debian:12 and has a HEALTHCHECK, nginx waiting for healthy stockd instances, no
 # host port except nginx's and Prometheus's (loopback only), and the password only from the environment. nginx -t
-# checks the compose nginx.conf with the service names mapped to loopback.
+# checks the compose nginx.conf (rendered from nginx/nginx.conf.in by the image's
+# entrypoint) with the service names mapped to loopback.
 # tests/stack/containers.sh runs the same files for real. PyYAML comes with
 # docker-compose (python3-yaml is its dependency).
 set -euo pipefail
@@ -183,14 +184,23 @@ grep -q 'redis_auth_conf' "$src/docker/redis/entrypoint.sh" ||
   fail "docker/redis/entrypoint.sh does not use stack-lib's redis_auth_conf"
 echo "ok: the Redis image keeps protected mode on and uses the ACL of redis_auth_conf"
 
-# The compose nginx.conf, tested with the real nginx: stockd-N resolved to loopback
-# ports and the error log moved, everything else as shipped.
-sed -e 's|server stockd-\([0-9]\):8080|server 127.0.0.1:1808\1|' \
-  -e 's|error_log /dev/stderr|error_log '"$T"'/error.log|' \
-  "$src/docker/nginx/nginx.conf" >"$T/nginx.conf"
-nginx -t -q -p "$T" -c "$T/nginx.conf" -g "pid $T/nginx.pid;" 2>"$T/nginx-t.log" ||
-  fail "nginx -t rejects docker/nginx/nginx.conf: $(cat "$T/nginx-t.log")"
-echo "ok: docker/nginx/nginx.conf passes nginx -t"
+# The compose nginx.conf: the image's entrypoint renders nginx/nginx.conf.in (the
+# native stack's template) with lab/nginx.py; tested with the real nginx, stockd-N
+# resolved to loopback ports and the error log moved, everything else as rendered.
+# render VAR=VALUE...: the entrypoint's rendering alone, into $T/$STOCKD_NGINX_CONF.
+render() {
+  env STOCKD_NGINX_TEMPLATE="$src/nginx/nginx.conf.in" STOCKD_NGINX_LAB="$src" STOCKD_NGINX_RENDER_ONLY=1 \
+    PATH="/usr/bin:$PATH" "$@" bash "$src/docker/nginx/entrypoint.sh" 2>"$T/render.err"
+}
+# nginx_t CONF: nginx -t on CONF with the upstream names mapped to loopback.
+nginx_t() {
+  sed -e 's|server stockd-\([0-9]\):8080|server 127.0.0.1:1808\1|' \
+    -e 's|error_log /dev/stderr|error_log '"$T"'/error.log|' "$1" >"$1.t"
+  nginx -t -q -p "$T" -c "$1.t" -g "pid $T/nginx.pid;" 2>"$T/nginx-t.log"
+}
+render STOCKD_NGINX_CONF="$T/nginx.conf" || fail "the nginx entrypoint did not render: $(cat "$T/render.err")"
+nginx_t "$T/nginx.conf" || fail "nginx -t rejects the compose nginx.conf: $(cat "$T/nginx-t.log")"
+echo "ok: the compose nginx.conf, rendered from nginx/nginx.conf.in, passes nginx -t"
 
 # The compose Prometheus's configuration, checked by promtool with the rules file where
 # the image puts it (here: the repository's), and scraping the three stockd services.
@@ -205,36 +215,33 @@ done
 grep -q '^COPY monitoring/stockd-rules.yml /etc/stockd/stockd-rules.yml' \
   "$src/docker/prometheus/Dockerfile" || fail "docker/prometheus/Dockerfile does not copy the rules"
 echo "ok: docker/prometheus/prometheus.yml passes promtool check config and scrapes stockd-1..3"
-n=$(grep -c '^[[:space:]]*server stockd-[0-9]:8080' "$src/docker/nginx/nginx.conf")
-[[ $n == 3 ]] || fail "docker/nginx/nginx.conf: expected 3 upstream servers, got $n"
+n=$(grep -c '^[[:space:]]*server stockd-[0-9]:8080' "$T/nginx.conf")
+[[ $n == 3 ]] || fail "the compose nginx.conf: expected 3 upstream servers, got $n"
 awk '/location \/stock\/reduce/ { inloc = 1 } inloc && /proxy_next_upstream off;/ { ok = 1 }
-     inloc && /}/ { inloc = 0 } END { exit !ok }' "$src/docker/nginx/nginx.conf" ||
-  fail "docker/nginx/nginx.conf: /stock/reduce lacks proxy_next_upstream off"
+     inloc && /}/ { inloc = 0 } END { exit !ok }' "$T/nginx.conf" ||
+  fail "the compose nginx.conf: /stock/reduce lacks proxy_next_upstream off"
 echo "ok: 3 upstreams, no retry of /stock/reduce on another instance"
+grep -q '^COPY nginx/nginx.conf.in ' "$src/docker/nginx/Dockerfile" ||
+  fail "docker/nginx/Dockerfile does not copy the one template nginx/nginx.conf.in"
+[[ ! -e $src/docker/nginx/nginx.conf ]] || fail "a second nginx configuration: docker/nginx/nginx.conf"
 
-# The route and the rate limit of the compose nginx: the entrypoint fills in the
-# markers from STOCKD_NGINX_ROUTE / STOCKD_NGINX_RATE_LIMIT (compose passes both), and
-# the result passes nginx -t; a bad value stops the container with a message.
-for m in BALANCE LIMIT_ZONE LIMIT_REQ; do
-  grep -q "^[[:space:]]*#@$m@[[:space:]]*\$" "$src/docker/nginx/nginx.conf" ||
-    fail "docker/nginx/nginx.conf lacks the #@$m@ marker"
-done
+# The route and the rate limit of the compose nginx: the entrypoint renders them from
+# STOCKD_NGINX_ROUTE / STOCKD_NGINX_RATE_LIMIT (compose passes both), and the result
+# passes nginx -t; a bad value stops the container with a message.
 for v in STOCKD_NGINX_ROUTE STOCKD_NGINX_RATE_LIMIT; do
   grep -q "^[[:space:]]*$v: \${$v:-" "$src/docker-compose.yml" || fail "docker-compose.yml does not pass $v to nginx"
 done
-cp "$T/nginx.conf" "$T/nginx.tmpl"
-STOCKD_NGINX_CONF=$T/nginx-aff.conf STOCKD_NGINX_TEMPLATE=$T/nginx.tmpl STOCKD_NGINX_RENDER_ONLY=1 \
-  STOCKD_NGINX_ROUTE=affinity STOCKD_NGINX_RATE_LIMIT=200:50 bash "$src/docker/nginx/entrypoint.sh" 2>/dev/null ||
-  fail "the nginx entrypoint did not render affinity with a rate limit"
-nginx -t -q -p "$T" -c "$T/nginx-aff.conf" -g "pid $T/nginx.pid;" 2>"$T/nginx-t.log" ||
+render STOCKD_NGINX_CONF="$T/nginx-aff.conf" STOCKD_NGINX_ROUTE=affinity STOCKD_NGINX_RATE_LIMIT=200:50 ||
+  fail "the nginx entrypoint did not render affinity with a rate limit: $(cat "$T/render.err")"
+nginx_t "$T/nginx-aff.conf" ||
   fail "nginx -t rejects the affinity + rate limit configuration: $(cat "$T/nginx-t.log")"
 grep -q '^[[:space:]]*hash $arg_id consistent;' "$T/nginx-aff.conf" || fail "affinity: no hash balancer"
 grep -q 'limit_req zone=stockd_product burst=50 nodelay' "$T/nginx-aff.conf" || fail "no limit_req"
 grep -q 'rate=200r/s' "$T/nginx-aff.conf" || fail "no limit_req_zone at 200r/s"
-if STOCKD_NGINX_CONF=$T/x.conf STOCKD_NGINX_TEMPLATE=$T/nginx.tmpl STOCKD_NGINX_RENDER_ONLY=1 \
-  STOCKD_NGINX_ROUTE=random bash "$src/docker/nginx/entrypoint.sh" 2>/dev/null; then
+if render STOCKD_NGINX_CONF="$T/x.conf" STOCKD_NGINX_ROUTE=random; then
   fail "the nginx entrypoint accepted STOCKD_NGINX_ROUTE=random"
 fi
+grep -q "not a route: 'random'" "$T/render.err" || fail "unclear refusal of a bad route: $(cat "$T/render.err")"
 echo "ok: compose nginx with STOCKD_NGINX_ROUTE=affinity STOCKD_NGINX_RATE_LIMIT=200:50 passes nginx -t"
 # podman-compose 1.0.3 passes an empty default, `${VAR:-}`, to the container unexpanded
 # (the nginx container then refused "${STOCKD_NGINX_RATE_LIMIT:-}" and restarted for
@@ -242,8 +249,7 @@ echo "ok: compose nginx with STOCKD_NGINX_ROUTE=affinity STOCKD_NGINX_RATE_LIMIT
 if grep -v '^[[:space:]]*#' "$src/docker-compose.yml" | grep -n '\${[A-Z_]*:-}'; then
   fail "docker-compose.yml has an empty \${VAR:-} default, which podman-compose does not expand"
 fi
-STOCKD_NGINX_CONF=$T/nginx-off.conf STOCKD_NGINX_TEMPLATE=$T/nginx.tmpl STOCKD_NGINX_RENDER_ONLY=1 \
-  STOCKD_NGINX_RATE_LIMIT=off bash "$src/docker/nginx/entrypoint.sh" 2>/dev/null ||
+render STOCKD_NGINX_CONF="$T/nginx-off.conf" STOCKD_NGINX_RATE_LIMIT=off ||
   fail "the nginx entrypoint refused STOCKD_NGINX_RATE_LIMIT=off (compose's default)"
 if grep -q 'limit_req zone=' "$T/nginx-off.conf"; then fail "STOCKD_NGINX_RATE_LIMIT=off rendered a limit"; fi
 echo "ok: compose's rate-limit default (off) renders no limit; no empty defaults in docker-compose.yml"

@@ -16,7 +16,7 @@ add_test(NAME stack_docker_runtime_libs
 # fixture's servers use +6, +81 and +82, integration tests +100 on).
 add_test(NAME stack_cli_usage COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/cli_usage.sh
                                       $<TARGET_FILE:stockd> $<TARGET_FILE:stockload>)
-math(EXPR STOCKD_CLI_TEST_PORT "${STOCKD_TEST_PORT_BASE} + 3")
+stockd_test_port(STOCKD_CLI_TEST_PORT cli_test)
 set_tests_properties(stack_compose_config stack_docker_runtime_libs stack_cli_usage
   PROPERTIES ENVIRONMENT "${STACK_TEST_ENV};STOCKD_CLI_TEST_PORT=${STOCKD_CLI_TEST_PORT}"
   LABELS "unit;stack" TIMEOUT 60 SKIP_RETURN_CODE 77)
@@ -57,7 +57,7 @@ endif()
 # run the same containers again. `ctest -LE container` leaves it out of a quick local
 # run. Its compose project and image tag are named after the port base, so two checkouts
 # with different port bases never share containers, a network or a volume.
-math(EXPR STOCKD_CONTAINER_TEST_PORT "${STOCKD_TEST_PORT_BASE} + 1190")
+stockd_test_port(STOCKD_CONTAINER_TEST_PORT container_test)
 if(NOT STOCKD_SANITIZE)
   add_test(NAME stack_containers_compose_up_zk_redis_db_lock_exact
     COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/containers.sh)

@@ -1,0 +1,591 @@
+"""The real servers of the stack, each started, checked and stopped here once:
+MariaDB, ZooKeeper (standalone or a three-server ensemble), Redis (and Sentinel),
+etcd, Prometheus, stockd and nginx.
+
+Every server lives in a directory of its own under one run directory RUN (RUN/mysql,
+RUN/zk, RUN/zk1..3, RUN/redis, RUN/redlock1..3, RUN/etcd, RUN/prometheus, RUN/stockd,
+RUN/nginx), listens on loopback on the port it is given and writes its pid to RUN/NAME/pid
+(nginx: RUN/nginx/nginx.pid, stockd: RUN/stockd/I.pid). Starting a server that runs
+already does nothing. A start returns once the server answers (a query, srvr, PING,
+/health) from the process we started; it raises LabError, naming the log, if it does
+not.
+"""
+
+import hashlib
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+
+from . import LabError
+from . import proc
+from .ports import zk_ensemble_ports
+
+SRC = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _dir(run, name):
+    d = os.path.join(run, name)
+    os.makedirs(d, exist_ok=True)
+    return d
+
+
+def await_ready(name, pidfile, port, check, seconds, log):
+    """Waits until the process of PIDFILE listens on PORT and CHECK() is true. Raises
+    LabError, naming LOG, as soon as the process ends (its port taken, a bad
+    configuration) or when SECONDS pass."""
+    deadline = time.monotonic() + seconds
+    while True:
+        pid = proc.read_pid(pidfile)
+        if pid is None or not proc.pid_runs(pid):
+            raise LabError("%s exited at start-up (is port %d taken?); see %s:\n%s"
+                           % (name, port, log, proc.tail(log, 5)))
+        try:
+            if proc.listens(pid, port) and check():
+                return
+        except Exception:  # a server on its way up refuses in many ways
+            pass
+        if time.monotonic() >= deadline:
+            raise LabError("%s did not answer on port %d within %d s; see %s"
+                           % (name, port, seconds, log))
+        time.sleep(0.1)
+
+
+# ---------------------------------------------------------------- probes
+
+def http_status(url, timeout=5):
+    """The HTTP status of a GET of URL, or None when nothing answers."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as r:
+            r.read()
+            return r.status
+    except urllib.error.HTTPError as e:
+        return e.code
+    except (OSError, ValueError):
+        return None
+
+
+def http_text(url, timeout=5):
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as r:
+            return r.read().decode(errors="replace")
+    except (OSError, ValueError):
+        return ""
+
+
+def zk_4lw(port, word, timeout=5):
+    """ZooKeeper's answer to a four-letter word ('' if none)."""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+            s.sendall(word.encode())
+            chunks = []
+            while True:
+                b = s.recv(4096)
+                if not b:
+                    break
+                chunks.append(b)
+            return b"".join(chunks).decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def zk_mode(port):
+    """leader, follower or standalone; None when the server does not serve."""
+    m = re.search(r"^Mode: (\S+)", zk_4lw(port, "srvr"), re.M)
+    return m.group(1) if m else None
+
+
+def _resp_read(f):
+    line = f.readline()
+    if not line:
+        raise OSError("connection closed")
+    kind, rest = line[:1], line[1:].rstrip(b"\r\n")
+    if kind in (b"+", b":"):
+        return rest.decode()
+    if kind == b"-":
+        raise OSError(rest.decode())
+    if kind == b"$":
+        n = int(rest)
+        if n < 0:
+            return None
+        data = f.read(n + 2)
+        return data[:-2].decode()
+    if kind == b"*":
+        n = int(rest)
+        return None if n < 0 else [_resp_read(f) for _ in range(n)]
+    raise OSError("not a RESP reply")
+
+
+def redis_cmd(port, *args, user=None, password=None, timeout=5):
+    """Sends one command to the Redis (or Sentinel) on PORT, after AUTH USER PASSWORD
+    when a password is given; returns the reply (raises OSError on an error reply)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+        f = s.makefile("rb")
+        cmds = ([("AUTH", user, password)] if password else []) + [args]
+        for c in cmds:
+            s.sendall(b"*%d\r\n" % len(c) + b"".join(
+                b"$%d\r\n%s\r\n" % (len(str(a).encode()), str(a).encode()) for a in c))
+        reply = None
+        for _ in cmds:
+            reply = _resp_read(f)
+        return reply
+
+
+def redis_ping(port, user=None, password=None):
+    try:
+        return redis_cmd(port, "PING", user=user, password=password) == "PONG"
+    except OSError:
+        return False
+
+
+# ---------------------------------------------------------------- MariaDB
+
+# The server settings of every MariaDB of ours (the native stack's and the container's,
+# docker/mariadb): durable defaults are kept on purpose, to behave like production.
+MYSQL_FLAGS = ["--max-connections=2000", "--skip-name-resolve", "--innodb-buffer-pool-size=128M"]
+
+
+def mysql_socket(run):
+    return os.path.join(run, "mysql", "sock")
+
+
+def mysql_connect(run, db=None):
+    """A pymysql connection as root over the private socket (autocommit on)."""
+    import pymysql  # Debian's python3-pymysql; only the MariaDB functions need it
+    return pymysql.connect(unix_socket=mysql_socket(run), user="root", password="",
+                           database=db, autocommit=True, connect_timeout=5)
+
+
+def mysql_query(run, sql, args=None, db=None):
+    """Runs one parameterised statement; returns its rows."""
+    con = mysql_connect(run, db)
+    try:
+        with con.cursor() as cur:
+            cur.execute(sql, args)
+            return cur.fetchall()
+    finally:
+        con.close()
+
+
+def mysql_source(run, db, path):
+    """Runs the SQL file PATH on DB with the mariadb client (files of many statements)."""
+    with open(path, "rb") as f:
+        r = subprocess.run(["mariadb", "--no-defaults", "-uroot", "-S", mysql_socket(run), db],
+                           stdin=f, capture_output=True)
+    if r.returncode != 0:
+        raise LabError("running %s on %s failed: %s" % (path, db, r.stderr.decode().strip()))
+
+
+def mysql_up(run, port=None):
+    """True if the MariaDB of RUN runs and answers a query (on PORT, if given)."""
+    if not proc.pid_alive(os.path.join(run, "mysql", "pid")):
+        return False
+    try:
+        rows = mysql_query(run, "SELECT @@port")
+    except Exception:
+        return False
+    return port is None or int(rows[0][0]) == port
+
+
+def mysql_start(run, port):
+    """Initialises (the first time) and starts a private MariaDB on 127.0.0.1:PORT."""
+    d = _dir(run, "mysql")
+    pidfile = os.path.join(d, "pid")
+    if proc.pid_alive(pidfile):
+        return
+    if not os.path.isdir(os.path.join(d, "data", "mysql")):
+        r = subprocess.run(["mariadb-install-db", "--no-defaults", "--user=root",
+                            "--datadir=" + os.path.join(d, "data"),
+                            "--auth-root-authentication-method=normal", "--skip-test-db"],
+                           stdout=open(os.path.join(d, "install.log"), "wb"),
+                           stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        if r.returncode != 0:
+            raise LabError("mariadb-install-db failed; see %s/install.log" % d)
+    log = os.path.join(d, "error.log")
+    proc.spawn(["mariadbd", "--no-defaults", "--user=root", "--datadir=" + os.path.join(d, "data"),
+                "--socket=" + mysql_socket(run), "--port=%d" % port, "--bind-address=127.0.0.1",
+                "--pid-file=" + pidfile] + MYSQL_FLAGS + ["--log-error=" + log],
+               None, pidfile=pidfile)
+    await_ready("MariaDB", pidfile, port, lambda: mysql_up(run, port), 60, log)
+
+
+def mysql_stop(run):
+    proc.stop_pidfile(os.path.join(run, "mysql", "pid"), 60)
+
+
+def mysql_grant_service_user(run, db, user, password, hosts=("127.0.0.1", "localhost")):
+    """Makes sure USER exists with PASSWORD and may do only what a deduction needs:
+    read and update product (and its segments), read and add orders, and take and give
+    back a lock row in stock_lock (mode db-lock)."""
+    grants = ["GRANT SELECT, UPDATE ON `%s`.product TO %%s@%%s",
+              "GRANT SELECT, UPDATE ON `%s`.product_segment TO %%s@%%s",
+              "GRANT SELECT ON `%s`.product_stock TO %%s@%%s",
+              "GRANT SELECT, INSERT ON `%s`.orders TO %%s@%%s",
+              "GRANT SELECT, INSERT, DELETE, UPDATE (expires_at) ON `%s`.stock_lock TO %%s@%%s"]
+    con = mysql_connect(run)
+    try:
+        with con.cursor() as cur:
+            for host in hosts:
+                cur.execute("CREATE USER IF NOT EXISTS %s@%s IDENTIFIED BY %s", (user, host, password))
+                cur.execute("ALTER USER %s@%s IDENTIFIED BY %s", (user, host, password))
+                for g in grants:
+                    cur.execute(g % db, (user, host))
+    finally:
+        con.close()
+
+
+def mysql_create_db(run, db, user, password):
+    """(Re)creates DB with the schema and the seed, and the service user."""
+    mysql_query(run, "DROP DATABASE IF EXISTS `%s`" % db)
+    mysql_query(run, "CREATE DATABASE `%s` CHARACTER SET utf8mb4" % db)
+    mysql_source(run, db, os.path.join(SRC, "sql", "schema.sql"))
+    mysql_source(run, db, os.path.join(SRC, "sql", "seed.sql"))
+    mysql_grant_service_user(run, db, user, password)
+
+
+# ---------------------------------------------------------------- ZooKeeper
+
+def zk_write_cfg(d, port, address="127.0.0.1"):
+    """The zoo.cfg of every server of ours. tickTime 500 and a 1 s minimum session let
+    tests expire sessions in about 2 s."""
+    with open(os.path.join(d, "zoo.cfg"), "w") as f:
+        f.write("tickTime=500\ninitLimit=10\nsyncLimit=5\ndataDir=%s/data\nclientPort=%d\n"
+                "clientPortAddress=%s\nadmin.enableServer=false\n4lw.commands.whitelist=*\n"
+                "minSessionTimeout=1000\nmaxSessionTimeout=60000\nmaxClientCnxns=0\n"
+                % (d, port, address))
+    with open(os.path.join(d, "log4j.properties"), "w") as f:
+        f.write("log4j.rootLogger=WARN, F\nlog4j.appender.F=org.apache.log4j.FileAppender\n"
+                "log4j.appender.F.File=${zookeeper.log.dir}/zk.log\n"
+                "log4j.appender.F.layout=org.apache.log4j.PatternLayout\n"
+                "log4j.appender.F.layout.ConversionPattern=%d %p [%t] %c{1}: %m%n\n")
+
+
+def _zk_launch(d):
+    cp = "/usr/share/java/zookeeper.jar:/usr/share/java/zookeeper-jute.jar:/usr/share/java/*"
+    proc.spawn(["java", "-Xmx256m", "-XX:+UseSerialGC", "-cp", cp, "-Dzookeeper.log.dir=" + d,
+                "-Dlog4j.configuration=file:%s/log4j.properties" % d,
+                "-Dzookeeper.jmx.log4j.disable=true", "-Dznode.container.checkIntervalMs=1000",
+                "org.apache.zookeeper.server.quorum.QuorumPeerMain", os.path.join(d, "zoo.cfg")],
+               os.path.join(d, "stdout.log"), pidfile=os.path.join(d, "pid"))
+
+
+def zk_start(run, port, name="zk"):
+    """A standalone ZooKeeper under RUN/NAME; returns once it serves (srvr has a Mode:
+    ruok answers imok earlier than that)."""
+    d = _dir(run, name)
+    os.makedirs(os.path.join(d, "data"), exist_ok=True)
+    pidfile = os.path.join(d, "pid")
+    if proc.pid_alive(pidfile):
+        return
+    zk_write_cfg(d, port)
+    _zk_launch(d)
+    await_ready("ZooKeeper", pidfile, port, lambda: zk_mode(port) is not None, 60,
+                os.path.join(d, "zk.log"))
+
+
+def zk_stop(run, name="zk"):
+    proc.stop_pidfile(os.path.join(run, name, "pid"), 20)
+
+
+def zk_ensemble_hosts(first):
+    """stockd's --zk for the ensemble from FIRST: all three members."""
+    return ",".join("127.0.0.1:%d" % c for c, _, _ in zk_ensemble_ports(first))
+
+
+def zk_ensemble_start(run, first, members=(1, 2, 3), wait=True):
+    """Members MEMBERS of the three-server ensemble from port FIRST (member N in
+    RUN/zkN; the config is written the first time); with WAIT returns once each of them
+    serves as leader or follower (which needs a quorum: another member must be up)."""
+    ports = zk_ensemble_ports(first)
+    servers = "".join("server.%d=127.0.0.1:%d:%d\n" % (n, q, e)
+                      for n, (_, q, e) in enumerate(ports, 1))
+    for n in members:
+        client = ports[n - 1][0]
+        d = _dir(run, "zk%d" % n)
+        os.makedirs(os.path.join(d, "data"), exist_ok=True)
+        if proc.pid_alive(os.path.join(d, "pid")):
+            continue
+        zk_write_cfg(d, client)
+        with open(os.path.join(d, "zoo.cfg"), "a") as f:
+            f.write(servers)
+        with open(os.path.join(d, "data", "myid"), "w") as f:
+            f.write("%d\n" % n)
+        _zk_launch(d)
+    if not wait:
+        return
+    for n in members:
+        client = ports[n - 1][0]
+        d = os.path.join(run, "zk%d" % n)
+        await_ready("ZooKeeper zk%d" % n, os.path.join(d, "pid"), client,
+                    lambda c=client: zk_mode(c) is not None, 60, os.path.join(d, "zk.log"))
+
+
+def zk_ensemble_stop(run):
+    for n in (1, 2, 3):
+        zk_stop(run, "zk%d" % n)
+
+
+# ---------------------------------------------------------------- Redis
+
+# No persistence: the lock keys are leases, and the fencing counter survives a restart
+# through its clock floor (lock/redislock.h).
+REDIS_FLAGS = ["--save", "", "--appendonly", "no", "--daemonize", "no"]
+# User stockd may run only what lock/redislock.c sends, on the lock keys and channels.
+REDIS_ACL = ("-@all +evalsha +script|load +exists +pttl +time +incr +set +get +del +publish "
+             "+subscribe +unsubscribe +ping")
+REDIS_REPLICA_ACL = "+psync +replconf +ping"
+REDIS_SENTINEL_ACL = ("allchannels +multi +exec +slaveof +replicaof +ping +subscribe "
+                      "+config|rewrite +role +publish +info +client|setname +client|kill "
+                      "+script|kill")
+
+
+def redis_user():
+    return os.environ.get("STACK_REDIS_USER") or "stockd"
+
+
+def _redis_auth_conf(d, password, replication, master):
+    """Writes D/auth.conf (0600) for PASSWORD and returns its path. The default user is
+    off; the password reaches the server as its SHA-256, never in argv."""
+    h = hashlib.sha256(password.encode()).hexdigest()
+    lines = ["user default off",
+             "user %s reset on #%s ~lock:* resetchannels &lock:#released:* %s"
+             % (redis_user(), h, REDIS_ACL)]
+    if replication:
+        lines.append("user replica reset on #%s resetchannels -@all %s" % (h, REDIS_REPLICA_ACL))
+        lines.append("user sentinel reset on #%s -@all %s" % (h, REDIS_SENTINEL_ACL))
+    if master:
+        lines += ["masteruser replica", 'masterauth "%s"' % password]
+    path = os.path.join(d, "auth.conf")
+    fd = os.open(path + ".tmp", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    os.replace(path + ".tmp", path)
+    return path
+
+
+def redis_start(run, port, name="redis", password=None, replication=False, master=None):
+    """A private redis-server under RUN/NAME on 127.0.0.1:PORT, protected mode on; with
+    PASSWORD only the ACL user (redis_user()) may log in; with MASTER a replica of the
+    Redis on that port."""
+    d = _dir(run, name)
+    pidfile = os.path.join(d, "pid")
+    if proc.pid_alive(pidfile):
+        return
+    argv = ["redis-server"]
+    if password:
+        argv.append(_redis_auth_conf(d, password, replication, master))
+    argv += ["--port", str(port), "--bind", "127.0.0.1", "--protected-mode", "yes"] + REDIS_FLAGS
+    if master:
+        argv += ["--replicaof", "127.0.0.1", str(master)]
+    log = os.path.join(d, "redis.log")
+    argv += ["--dir", d, "--logfile", log]
+    proc.spawn(argv, None, pidfile=pidfile)
+    user = redis_user() if password else None
+    await_ready("Redis %s" % name, pidfile, port, lambda: redis_ping(port, user, password), 20, log)
+
+
+def redis_stop(run, name="redis"):
+    proc.stop_pidfile(os.path.join(run, name, "pid"), 10)
+
+
+def sentinel_primary(port):
+    """HOST:PORT of the primary the Sentinel on PORT names for master `stockd`, or None."""
+    try:
+        a = redis_cmd(port, "SENTINEL", "get-master-addr-by-name", "stockd")
+    except (OSError, ValueError):
+        return None
+    if isinstance(a, list) and len(a) == 2 and str(a[1]).isdigit():
+        return "%s:%s" % (a[0], a[1])
+    return None
+
+
+def sentinel_start(run, port, master, password=None, name="sentinel"):
+    """A redis-sentinel on PORT watching the primary on MASTER as `stockd`, quorum 1:
+    it calls the primary down after 1 s and promotes a replica; failover-timeout 60 s."""
+    d = _dir(run, name)
+    pidfile = os.path.join(d, "pid")
+    if proc.pid_alive(pidfile):
+        return
+    conf = os.path.join(d, "sentinel.conf")
+    text = ("port %d\nbind 127.0.0.1\nprotected-mode no\ndaemonize no\ndir %s\n"
+            "logfile %s/sentinel.log\nsentinel monitor stockd 127.0.0.1 %d 1\n"
+            "sentinel down-after-milliseconds stockd 1000\nsentinel failover-timeout stockd 60000\n"
+            % (port, d, d, master))
+    if password:
+        text += 'sentinel auth-user stockd sentinel\nsentinel auth-pass stockd "%s"\n' % password
+    fd = os.open(conf, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    proc.spawn(["redis-sentinel", conf], None, pidfile=pidfile)
+    await_ready("redis-sentinel", pidfile, port, lambda: sentinel_primary(port) is not None, 20,
+                os.path.join(d, "sentinel.log"))
+
+
+def sentinel_stop(run, name="sentinel"):
+    proc.stop_pidfile(os.path.join(run, name, "pid"), 10)
+
+
+# ---------------------------------------------------------------- etcd
+
+def etcd_healthy(port):
+    return '"health":"true"' in http_text("http://127.0.0.1:%d/health" % port, 3)
+
+
+def etcd_start(run, port):
+    """A one-member etcd under RUN/etcd, clients on PORT, its peer URL on PORT-1,
+    fsync on (its revisions are the lock's fencing tokens); returns once healthy."""
+    d = _dir(run, "etcd")
+    pidfile = os.path.join(d, "pid")
+    if proc.pid_alive(pidfile):
+        return
+    c, p = "http://127.0.0.1:%d" % port, "http://127.0.0.1:%d" % (port - 1)
+    log = os.path.join(d, "etcd.log")
+    proc.spawn(["etcd", "--name", "s1", "--data-dir", os.path.join(d, "data"),
+                "--listen-client-urls", c, "--advertise-client-urls", c,
+                "--listen-peer-urls", p, "--initial-advertise-peer-urls", p,
+                "--initial-cluster", "s1=" + p, "--initial-cluster-state", "new"],
+               log, pidfile=pidfile)
+    await_ready("etcd", pidfile, port, lambda: etcd_healthy(port), 30, log)
+
+
+def etcd_stop(run):
+    proc.stop_pidfile(os.path.join(run, "etcd", "pid"), 20)
+
+
+# ---------------------------------------------------------------- Prometheus
+
+def prometheus_targets(run, ports):
+    """Points Prometheus at the stockd on PORTS (its file_sd file, renamed into place:
+    Prometheus watches it and never reads half a file)."""
+    d = _dir(run, "prometheus")
+    tmp = os.path.join(d, "targets.json.tmp")
+    with open(tmp, "w") as f:
+        json.dump([{"targets": ["127.0.0.1:%d" % p for p in ports], "labels": {}}], f)
+        f.write("\n")
+    os.replace(tmp, os.path.join(d, "targets.json"))
+
+
+def prometheus_ready(port):
+    return http_status("http://127.0.0.1:%d/-/ready" % port) == 200
+
+
+def prometheus_start(run, port):
+    """Prometheus on PORT scraping the targets file with monitoring/stockd-rules.yml
+    (interval STACK_PROMETHEUS_INTERVAL, default 5s); a running one reloads its
+    configuration."""
+    d = _dir(run, "prometheus")
+    os.makedirs(os.path.join(d, "data"), exist_ok=True)
+    targets = os.path.join(d, "targets.json")
+    if not os.path.exists(targets):
+        with open(targets, "w") as f:
+            f.write("[]\n")
+    interval = os.environ.get("STACK_PROMETHEUS_INTERVAL") or "5s"
+    cfg = os.path.join(d, "prometheus.yml")
+    with open(cfg + ".tmp", "w") as f:
+        f.write("# Written by lab/servers.py (prometheus_start); rewritten on every start.\n"
+                "global:\n  scrape_interval: %s\n  scrape_timeout: %s\n  evaluation_interval: %s\n"
+                "rule_files:\n  - %s/monitoring/stockd-rules.yml\nscrape_configs:\n"
+                "  - job_name: stockd\n    file_sd_configs:\n      - files: ['%s']\n"
+                % (interval, interval, interval, SRC, targets))
+    os.replace(cfg + ".tmp", cfg)
+    pidfile = os.path.join(d, "pid")
+    pid = proc.read_pid(pidfile)
+    if pid is not None and proc.pid_runs(pid):
+        os.kill(pid, signal.SIGHUP)
+        return
+    log = os.path.join(d, "prometheus.log")
+    proc.spawn(["prometheus", "--config.file=" + cfg, "--storage.tsdb.path=" + os.path.join(d, "data"),
+                "--storage.tsdb.retention.time=2d", "--web.listen-address=127.0.0.1:%d" % port,
+                "--web.console.templates=/etc/prometheus/consoles",
+                "--web.console.libraries=/etc/prometheus/console_libraries"], log, pidfile=pidfile)
+    await_ready("Prometheus", pidfile, port, lambda: prometheus_ready(port), 30, log)
+
+
+def prometheus_stop(run):
+    proc.stop_pidfile(os.path.join(run, "prometheus", "pid"), 20)
+
+
+# ---------------------------------------------------------------- stockd
+
+def stockd_pidfile(run, i):
+    return os.path.join(run, "stockd", "%d.pid" % i)
+
+
+def stockd_answers(port):
+    """True if stockd on PORT gives any HTTP answer to /health (503 while MariaDB is down
+    is still an instance that is up)."""
+    return http_status("http://127.0.0.1:%d/health" % port) is not None
+
+
+def stockd_start(run, binary, i, port, lock, mysql_url, zk, extra=(), env=None):
+    """Instance I (stockd-I) on PORT. ENV carries the passwords (never argv). An
+    instance I that runs is stopped first."""
+    d = _dir(run, "stockd")
+    pidfile = stockd_pidfile(run, i)
+    proc.stop_pidfile(pidfile, 10)
+    log = os.path.join(d, "%d.log" % i)
+    open(log, "wb").close()
+    proc.spawn([binary, "--port", str(port), "--lock", lock, "--mysql", mysql_url, "--zk", zk,
+                "--instance", "stockd-%d" % i] + list(extra), log, env=env, pidfile=pidfile)
+    await_ready("stockd-%d" % i, pidfile, port, lambda: stockd_answers(port), 20, log)
+
+
+def stockd_stop_all(run):
+    d = os.path.join(run, "stockd")
+    if not os.path.isdir(d):
+        return
+    for f in sorted(os.listdir(d)):
+        if f.endswith(".pid"):
+            proc.stop_pidfile(os.path.join(d, f), 20)
+
+
+# ---------------------------------------------------------------- nginx
+
+def nginx_start(run, port, upstream_ports, route="round-robin", rate_limit="", prom_port=0):
+    """nginx on 127.0.0.1:PORT over the stockd on UPSTREAM_PORTS (lab/nginx.py renders
+    nginx/nginx.conf.in; the live page reads the Prometheus on PROM_PORT, 0 for none); a running nginx of RUN reloads and returns once the old
+    workers, with the old upstream list, are gone."""
+    from . import nginx
+    d = _dir(run, "nginx")
+    os.makedirs(os.path.join(d, "logs"), exist_ok=True)
+    os.makedirs(os.path.join(d, "tmp"), exist_ok=True)
+    conf = os.path.join(d, "nginx.conf")
+    text = nginx.render_native(d, port, ["127.0.0.1:%d" % p for p in upstream_ports], route, rate_limit,
+                               prom_port=prom_port or 9)
+    with open(conf + ".new", "w") as f:
+        f.write(text)
+    os.replace(conf + ".new", conf)
+    pidfile = os.path.join(d, "nginx.pid")
+    base = ["nginx", "-p", d, "-c", conf, "-e", os.path.join(d, "logs", "error.log")]
+    master = proc.read_pid(pidfile)
+    if master is not None and proc.pid_runs(master):
+        old = [c for c in proc._children(master)]
+        r = subprocess.run(base + ["-s", "reload"], capture_output=True)
+        if r.returncode != 0:
+            raise LabError("nginx reload failed: %s" % r.stderr.decode().strip())
+        for w in old:
+            if not proc.wait_until(30, lambda w=w: not proc.pid_runs(w)):
+                raise LabError("nginx: old worker %d still running" % w)
+        return
+    r = subprocess.run(base, capture_output=True, stdin=subprocess.DEVNULL)
+    log = os.path.join(d, "logs", "error.log")
+    if r.returncode != 0:
+        raise LabError("nginx did not start on port %d: %s; see %s"
+                       % (port, r.stderr.decode().strip(), log))
+    await_ready("nginx", pidfile, port,
+                lambda: http_status("http://127.0.0.1:%d/nginx-health" % port) == 200, 10, log)
+
+
+def nginx_stop(run):
+    d = os.path.join(run, "nginx")
+    pidfile = os.path.join(d, "nginx.pid")
+    if proc.pid_alive(pidfile):
+        subprocess.run(["nginx", "-p", d, "-c", os.path.join(d, "nginx.conf"), "-e",
+                        os.path.join(d, "logs", "error.log"), "-s", "quit"], capture_output=True)
+        if not proc.wait_until(10, lambda: not proc.pid_alive(pidfile)):
+            proc.stop_pidfile(pidfile, 5)

@@ -1,0 +1,545 @@
+"""The operator's local stack: a private MariaDB, ZooKeeper (standalone or a
+three-server ensemble), a Redis (with --redis-sentinel also a replica and a Sentinel),
+RedLock's three more Redis servers in mode redlock, an etcd in mode etcd, N stockd
+instances, nginx over them and Prometheus scraping them, all on loopback under one run
+directory. scripts/stack is its command line.
+
+Around the servers (lab/servers.py) it adds what an operator needs: packages, a fresh
+build, the `shop` database and its service user, and one state file (lab/state.py) that
+remembers the ports and the stockd settings so that status, env and down need no
+arguments. Every operation is idempotent. Errors are raised as LabError; progress
+notes go to stderr, the status table and env lines to stdout.
+"""
+
+import os
+import secrets
+import shlex
+import subprocess
+import sys
+
+from . import LabError
+from . import ports as portmod
+from . import proc
+from . import servers as srv
+from . import state as statemod
+
+DB = "shop"
+DB_USER = "stockd"
+SRC = srv.SRC
+
+
+def note(msg):
+    print("stack: %s" % msg, file=sys.stderr, flush=True)
+
+
+class Stack:
+    """The stack under one run directory (STACK_RUN, default <repo>/.run)."""
+
+    def __init__(self, run=None):
+        run = run or os.environ.get("STACK_RUN") or os.path.join(SRC, ".run")
+        self.run = os.path.abspath(run)
+        self.st = statemod.load(self.run)
+
+    # ---------------------------------------------------------------- small facts
+
+    def need_state(self):
+        if self.st is None:
+            raise LabError("no stack under %s (run: scripts/stack up)" % self.run)
+        return self.st
+
+    def path(self, *parts):
+        return os.path.join(self.run, *parts)
+
+    def stockd_port(self, i):
+        return portmod.stockd_port(self.st["base"], i)
+
+    def stockd_ports(self):
+        return [self.stockd_port(i) for i in range(1, self.st["instances"] + 1)]
+
+    def redlock_ports(self):
+        return [self.st["redlock_port"] + i for i in range(3)]
+
+    def zk_hosts(self):
+        if self.st["zk_ensemble"]:
+            return srv.zk_ensemble_hosts(self.st["zk_port"])
+        return "127.0.0.1:%d" % self.st["zk_port"]
+
+    def _secret(self, name):
+        """The password in RUN/NAME, made on first use (0600; it reaches the servers
+        and stockd only through files and environments, never argv)."""
+        f = self.path(name)
+        try:
+            with open(f) as fh:
+                pw = fh.read().strip()
+            if pw:
+                os.chmod(f, 0o600)
+                return pw
+        except FileNotFoundError:
+            pass
+        pw = secrets.token_hex(16)
+        fd = os.open(f + ".tmp", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as fh:
+            fh.write(pw)
+        os.replace(f + ".tmp", f)
+        return pw
+
+    def db_password(self):
+        return self._secret("mysql-password")
+
+    def redis_password(self):
+        return self._secret("redis-password")
+
+    def _read_secret(self, name):
+        try:
+            with open(self.path(name)) as fh:
+                return fh.read().strip()
+        except OSError:
+            return ""
+
+    # ---------------------------------------------------------------- health
+
+    def mysql_up(self):
+        return srv.mysql_up(self.run)
+
+    def zk_member_up(self, n):
+        return (proc.pid_alive(self.path("zk%d" % n, "pid"))
+                and srv.zk_mode(self.st["zk_port"] + n - 1) is not None)
+
+    def zk_up(self):
+        """ZooKeeper serves; for the ensemble: a quorum does (a member serves only within one)."""
+        if self.st["zk_ensemble"]:
+            return any(self.zk_member_up(n) for n in (1, 2, 3))
+        return proc.pid_alive(self.path("zk", "pid")) and srv.zk_mode(self.st["zk_port"]) is not None
+
+    def redis_named_up(self, name, port):
+        return (proc.pid_alive(self.path(name, "pid"))
+                and srv.redis_ping(port, srv.redis_user(), self._read_secret("redis-password") or None))
+
+    def sentinel_up(self):
+        return (proc.pid_alive(self.path("sentinel", "pid"))
+                and srv.sentinel_primary(self.st["sentinel_port"]) is not None)
+
+    def etcd_up(self):
+        return proc.pid_alive(self.path("etcd", "pid")) and srv.etcd_healthy(self.st["etcd_port"])
+
+    def nginx_up(self):
+        return (proc.pid_alive(self.path("nginx", "nginx.pid")) and srv.http_status(
+            "http://127.0.0.1:%d/nginx-health" % self.st["nginx_port"]) == 200)
+
+    def prometheus_up(self):
+        return proc.pid_alive(self.path("prometheus", "pid")) and srv.prometheus_ready(self.st["prometheus_port"])
+
+    def stockd_up(self, i):
+        return (proc.pid_alive(srv.stockd_pidfile(self.run, i)) and srv.http_status(
+            "http://127.0.0.1:%d/health" % self.stockd_port(i)) == 200)
+
+    def pidfiles(self):
+        names = ["mysql/pid", "zk/pid", "zk1/pid", "zk2/pid", "zk3/pid", "redis/pid", "etcd/pid",
+                 "nginx/nginx.pid", "redlock1/pid", "redlock2/pid", "redlock3/pid",
+                 "redis-replica/pid", "sentinel/pid", "prometheus/pid"]
+        out = [self.path(n) for n in names]
+        d = self.path("stockd")
+        if os.path.isdir(d):
+            out += [os.path.join(d, f) for f in sorted(os.listdir(d)) if f.endswith(".pid")]
+        return out
+
+    def anything_runs(self):
+        return any(proc.pid_alive(f) for f in self.pidfiles())
+
+    # ---------------------------------------------------------------- build
+
+    def ensure_binary(self):
+        """The stockd binary: STOCKD_BIN as it is, or STACK_BUILD's (default
+        <repo>/build), built when missing or older than a source file."""
+        given = os.environ.get("STOCKD_BIN")
+        if given:
+            if not (os.path.isfile(given) and os.access(given, os.X_OK)):
+                raise LabError("STOCKD_BIN=%s is not an executable file" % given)
+            return given
+        build = os.path.abspath(os.environ.get("STACK_BUILD") or os.path.join(SRC, "build"))
+        binary = os.path.join(build, "service", "stockd")
+        if os.path.isfile(binary):
+            newer = self._newer_source(os.path.getmtime(binary), build)
+            if newer is None:
+                return binary
+            note("rebuilding: %s is newer than %s" % (newer, binary))
+        else:
+            note("building stockd in %s" % build)
+        os.makedirs(self.run, exist_ok=True)
+        log = self.path("build.log")
+        targets = ["stockd"]
+        try:
+            with open(os.path.join(SRC, "loadtest", "CMakeLists.txt")) as f:
+                if "add_executable(stockload" in f.read().replace("( ", "("):
+                    targets.append("stockload")
+        except OSError:
+            pass
+        with open(log, "wb") as out:
+            ok = subprocess.run(["cmake", "-S", SRC, "-B", build], stdout=out, stderr=out,
+                                stdin=subprocess.DEVNULL).returncode == 0 and subprocess.run(
+                ["cmake", "--build", build, "-j2", "--target"] + targets, stdout=out, stderr=out,
+                stdin=subprocess.DEVNULL).returncode == 0
+        if not ok:
+            print(proc.tail(log, 30), file=sys.stderr)
+            raise LabError("build failed; full log: %s" % log)
+        if not os.access(binary, os.X_OK):
+            raise LabError("the build did not produce %s; see %s" % (binary, log))
+        return binary
+
+    def _newer_source(self, mtime, build):
+        skip = {".git", ".run"}
+        for root, dirs, files in os.walk(SRC):
+            dirs[:] = [d for d in dirs if d not in skip and not d.startswith("build")
+                       and os.path.join(root, d) not in (build, self.run)]
+            for f in files:
+                if f.endswith((".c", ".h", ".cmake")) or f == "CMakeLists.txt":
+                    p = os.path.join(root, f)
+                    if os.path.getmtime(p) > mtime:
+                        return p
+        return None
+
+    # ---------------------------------------------------------------- database
+
+    def ensure_db(self, pw):
+        """`shop` with the schema, the seed and the service user on the first `up`; later
+        the data is kept (an experiment may be looking at it), the schema re-applied
+        (CREATE TABLE IF NOT EXISTS) and the user made sure of."""
+        rows = srv.mysql_query(self.run, "SELECT COUNT(*) FROM information_schema.tables "
+                               "WHERE table_schema=%s AND table_name IN ('product','orders')", (DB,))
+        if rows[0][0] != 2:
+            note("creating database %s (schema + seed) and user %s" % (DB, DB_USER))
+            srv.mysql_create_db(self.run, DB, DB_USER, pw)
+        else:
+            srv.mysql_source(self.run, DB, os.path.join(SRC, "sql", "schema.sql"))
+            srv.mysql_grant_service_user(self.run, DB, DB_USER, pw)
+
+    # ---------------------------------------------------------------- stockd and nginx
+
+    def stockd_env(self):
+        """stockd's environment: the passwords, and where its Redis and etcd are."""
+        st = self.st
+        env = dict(os.environ)
+        env["STOCKD_MYSQL_PASSWORD"] = self.db_password()
+        env["STOCKD_REDIS_USER"] = srv.redis_user()
+        env["STOCKD_REDIS_PASSWORD"] = self.redis_password()
+        if st["redis_port"]:
+            env["STOCKD_REDIS"] = "127.0.0.1:%d" % st["redis_port"]
+        if st["redis_sentinel"]:
+            p = srv.sentinel_primary(st["sentinel_port"])
+            if p:
+                if p != "127.0.0.1:%d" % st["redis_port"]:
+                    note("Redis primary after a failover: %s" % p)
+                env["STOCKD_REDIS"] = p
+        if st["lock"] == "redlock":
+            env["STOCKD_REDIS"] = ",".join("127.0.0.1:%d" % p for p in self.redlock_ports())
+        if st["etcd_port"]:
+            env["STOCKD_ETCD"] = "127.0.0.1:%d" % st["etcd_port"]
+        return env
+
+    def start_stockd(self, i, env):
+        st = self.st
+        srv.stockd_start(self.run, st["bin"], i, self.stockd_port(i), st["lock"],
+                         "mysql://%s@127.0.0.1:%d/%s" % (DB_USER, st["mysql_port"], DB),
+                         self.zk_hosts(), st["extra"], env)
+
+    def start_stockd_all(self):
+        """Instances 1..N with the state's lock and extra args, after stopping those
+        that ran before; then nginx and Prometheus are pointed at them."""
+        st = self.st
+        srv.stockd_stop_all(self.run)
+        if st["lock"] == "redlock":
+            for n, port in enumerate(self.redlock_ports(), 1):
+                srv.redis_start(self.run, port, "redlock%d" % n, self.redis_password())
+        env = self.stockd_env()
+        for i in range(1, st["instances"] + 1):
+            try:
+                self.start_stockd(i, env)
+            except LabError as e:
+                raise LabError("stockd-%d did not become healthy on port %d (lock %s): %s"
+                               % (i, self.stockd_port(i), st["lock"], e))
+        self.start_nginx()
+
+    def start_nginx(self):
+        st = self.st
+        srv.nginx_start(self.run, st["nginx_port"], self.stockd_ports(), st["route"], st["rate_limit"],
+                        st["prometheus_port"] or 0)
+        srv.prometheus_targets(self.run, self.stockd_ports())
+
+    def stockd_current(self):
+        """True if instances 1..N all answer, started after the binary was built, and
+        no other instance runs: `up` then leaves them alone."""
+        for i in range(1, self.st["instances"] + 1):
+            f = srv.stockd_pidfile(self.run, i)
+            if not self.stockd_up(i) or os.path.getmtime(f) <= os.path.getmtime(self.st["bin"]):
+                return False
+        d = self.path("stockd")
+        n = sum(1 for f in os.listdir(d) if f.endswith(".pid") and proc.pid_alive(os.path.join(d, f)))
+        return n == self.st["instances"]
+
+    def ensure_etcd(self):
+        if self.st["lock"] == "etcd":
+            srv.etcd_start(self.run, self.st["etcd_port"])
+
+    # ---------------------------------------------------------------- commands
+
+    def up(self, instances=None, lock=None, extra=(), zk_ensemble=False, redis_sentinel=False,
+           route=None, rate_limit="", deps=True):
+        """Starts what is not running (see `scripts/stack up --help`)."""
+        base = portmod.check_base(os.environ.get("STACK_PORT_BASE") or "23300")
+        want = portmod.layout(base, zk_ensemble)
+        old = self.st
+        had_state = old is not None
+        zk_same = not had_state or bool(old["zk_ensemble"]) == zk_ensemble
+        if had_state and self.anything_runs():
+            now = [old["mysql_port"], old["redis_port"], old["nginx_port"],
+                   old["prometheus_port"] or want["prometheus"], old["base"]]
+            req = [want["mysql"], want["redis"], want["nginx"], want["prometheus"], base]
+            if zk_same:
+                now.append(old["zk_port"])
+                req.append(want["zk"])
+            if now != req:
+                raise LabError("the stack under %s runs on other ports (base %s); run: scripts/stack down"
+                               % (self.run, old["base"]))
+        os.makedirs(self.run, exist_ok=True)
+        if deps:
+            profiles = ["demo"] + (["etcd"] if lock == "etcd" else []) + (
+                ["sentinel"] if redis_sentinel else [])
+            if subprocess.run([os.path.join(SRC, "scripts", "deps")] + profiles,
+                              stdin=subprocess.DEVNULL).returncode != 0:
+                raise LabError("installing packages failed (scripts/deps %s)" % " ".join(profiles))
+        binary = self.ensure_binary()
+        st = dict(statemod.DEFAULTS)
+        st.update(base=base, mysql_port=want["mysql"], zk_port=want["zk"], redis_port=want["redis"],
+                  nginx_port=want["nginx"], prometheus_port=want["prometheus"],
+                  redlock_port=want["redlock"], redis_replica_port=want["redis_replica"],
+                  sentinel_port=want["sentinel"], etcd_port=want["etcd"],
+                  instances=instances or 3, lock=lock or "none", bin=binary, extra=list(extra),
+                  zk_ensemble=zk_ensemble, redis_sentinel=redis_sentinel,
+                  route=route or "round-robin", rate_limit=rate_limit or "")
+        keep = (had_state and zk_same and old["instances"] == st["instances"]
+                and old["lock"] == st["lock"] and old["bin"] == binary and old["extra"] == st["extra"])
+        portmod.check_distinct(st)
+        # The other kind of ZooKeeper goes first: its ports may be the new one's.
+        if zk_ensemble:
+            srv.zk_stop(self.run)
+        else:
+            srv.zk_ensemble_stop(self.run)
+        self.st = st
+        statemod.save(self.run, st)
+
+        pw = self.db_password()
+        srv.mysql_start(self.run, st["mysql_port"])
+        self.ensure_db(pw)
+        if zk_ensemble:
+            srv.zk_ensemble_start(self.run, st["zk_port"])
+        else:
+            srv.zk_start(self.run, st["zk_port"])
+        rpw = self.redis_password()
+        if redis_sentinel:
+            # The primary needs the users replica and sentinel: one started without them
+            # is started again (its lock keys are leases; stockd reconnects).
+            try:
+                with open(self.path("redis", "auth.conf")) as f:
+                    has = any(line.startswith("user sentinel ") for line in f)
+            except OSError:
+                has = False
+            if not has:
+                srv.redis_stop(self.run)
+        else:
+            srv.sentinel_stop(self.run)
+            srv.redis_stop(self.run, "redis-replica")
+        srv.redis_start(self.run, st["redis_port"], "redis", rpw, replication=redis_sentinel)
+        if redis_sentinel:
+            srv.redis_start(self.run, st["redis_replica_port"], "redis-replica", rpw,
+                            replication=True, master=st["redis_port"])
+            srv.sentinel_start(self.run, st["sentinel_port"], st["redis_port"], rpw)
+        self.ensure_etcd()
+        if keep and self.stockd_current():
+            self.start_nginx()
+        else:
+            if had_state and not zk_same:
+                srv.stockd_stop_all(self.run)
+                self.reset_zk_fences()
+            self.start_stockd_all()
+        srv.prometheus_start(self.run, st["prometheus_port"])
+        if not self.status(sys.stdout):
+            raise LabError("not everything answers (see above)")
+        print("live page: http://127.0.0.1:%d/live/" % st["nginx_port"], flush=True)
+        note('up; for scripts: eval "$(scripts/stack env)"; stop with: scripts/stack down')
+
+    def reset_zk_fences(self):
+        """Every product's fence back to 0, after ZooKeeper was replaced by the other
+        kind: a zk fence is a czxid, which grows only within one ZooKeeper's history, so
+        the new one's tokens may be lower than the old fences. Safe only here, with
+        every stockd stopped."""
+        note("ZooKeeper replaced: resetting the products' fences (its lock tokens start again)")
+        srv.mysql_source(self.run, DB, os.path.join(SRC, "sql", "fence-reset.sql"))
+
+    def restart_stockd(self, instances=None, lock=None, extra=None, route=None, rate_limit=None):
+        st = self.need_state()
+        if not self.mysql_up():
+            raise LabError("MariaDB of %s does not answer; run: scripts/stack up" % self.run)
+        if not self.zk_up():
+            raise LabError("ZooKeeper of %s does not answer; run: scripts/stack up" % self.run)
+        if not os.access(st["bin"], os.X_OK):
+            raise LabError("stockd binary %s is gone; run: scripts/stack up" % st["bin"])
+        st["instances"] = instances or st["instances"]
+        st["lock"] = lock or st["lock"]
+        st["route"] = route or st["route"] or "round-robin"
+        if rate_limit is not None:
+            st["rate_limit"] = "" if rate_limit == "off" else rate_limit
+        if extra is not None:
+            st["extra"] = list(extra)
+        portmod.check_distinct(st)
+        self.ensure_etcd()
+        statemod.save(self.run, st)
+        self.start_stockd_all()
+        note("stockd: %d instance(s), lock %s, behind nginx on %d (%s%s)"
+             % (st["instances"], st["lock"], st["nginx_port"], st["route"],
+                ", rate limit " + st["rate_limit"] if st["rate_limit"] else ""))
+
+    def kill_stockd(self, i, restart=False):
+        """SIGKILL of instance I (a crash); with RESTART it is started again."""
+        st = self.need_state()
+        if i > st["instances"]:
+            raise LabError("no instance %d (the stack has %d)" % (i, st["instances"]))
+        f = srv.stockd_pidfile(self.run, i)
+        pid = proc.read_pid(f)
+        if pid is not None and proc.pid_runs(pid):
+            os.kill(pid, 9)
+            if not proc.wait_until(10, lambda: not proc.pid_runs(pid)):
+                raise LabError("stockd-%d (pid %d) survived SIGKILL" % (i, pid))
+            note("stockd-%d (pid %d) killed with SIGKILL" % (i, pid))
+        else:
+            note("stockd-%d was not running" % i)
+        try:
+            os.unlink(f)
+        except FileNotFoundError:
+            pass
+        if not restart:
+            return
+        env = self.stockd_env()
+        try:
+            self.start_stockd(i, env)
+        except LabError as e:
+            raise LabError("stockd-%d did not come back on port %d: %s" % (i, self.stockd_port(i), e))
+        note("stockd-%d started again on port %d" % (i, self.stockd_port(i)))
+
+    def down(self):
+        if not os.path.isdir(self.run):
+            note("nothing under %s" % self.run)
+            return
+        srv.prometheus_stop(self.run)
+        srv.nginx_stop(self.run)
+        srv.stockd_stop_all(self.run)
+        srv.sentinel_stop(self.run)
+        srv.redis_stop(self.run, "redis-replica")
+        srv.redis_stop(self.run)
+        for n in (1, 2, 3):
+            srv.redis_stop(self.run, "redlock%d" % n)
+        srv.etcd_stop(self.run)
+        srv.zk_stop(self.run)
+        srv.zk_ensemble_stop(self.run)
+        srv.mysql_stop(self.run)
+        if self.anything_runs():
+            raise LabError("something under %s still runs; see: scripts/stack status" % self.run)
+        note("stopped (data and password kept under %s)" % self.run)
+
+    def status(self, out):
+        """Prints one row per component to OUT; True if every one is up."""
+        st = self.need_state()
+        ok = True
+
+        def row(name, pidfile, port, up):
+            nonlocal ok
+            pid = proc.read_pid(pidfile)
+            if up():
+                state = "up"
+            else:
+                ok = False
+                if pid is not None and proc.pid_runs(pid):
+                    state = "running, not healthy"
+                else:
+                    state, pid = "down", None
+            out.write("%-11s %-8s %-6s %s\n" % (name, pid if pid is not None else "-", port, state))
+
+        out.write("%-11s %-8s %-6s %s\n" % ("component", "pid", "port", "state"))
+        row("mysql", self.path("mysql", "pid"), st["mysql_port"], self.mysql_up)
+        if st["zk_ensemble"]:
+            for n in (1, 2, 3):
+                row("zk%d" % n, self.path("zk%d" % n, "pid"), st["zk_port"] + n - 1,
+                    lambda n=n: self.zk_member_up(n))
+        else:
+            row("zookeeper", self.path("zk", "pid"), st["zk_port"], self.zk_up)
+        if st["redis_port"]:
+            row("redis", self.path("redis", "pid"), st["redis_port"],
+                lambda: self.redis_named_up("redis", st["redis_port"]))
+        if st["redis_sentinel"]:
+            row("redis-repl", self.path("redis-replica", "pid"), st["redis_replica_port"],
+                lambda: self.redis_named_up("redis-replica", st["redis_replica_port"]))
+            row("sentinel", self.path("sentinel", "pid"), st["sentinel_port"], self.sentinel_up)
+        if st["lock"] == "redlock":
+            for n, port in enumerate(self.redlock_ports(), 1):
+                row("redlock%d" % n, self.path("redlock%d" % n, "pid"), port,
+                    lambda n=n, port=port: self.redis_named_up("redlock%d" % n, port))
+        # etcd runs for mode etcd (and after it, until `down`).
+        if st["lock"] == "etcd" or proc.pid_alive(self.path("etcd", "pid")):
+            row("etcd", self.path("etcd", "pid"), st["etcd_port"], self.etcd_up)
+        for i in range(1, st["instances"] + 1):
+            row("stockd-%d" % i, srv.stockd_pidfile(self.run, i), self.stockd_port(i),
+                lambda i=i: self.stockd_up(i))
+        row("nginx", self.path("nginx", "nginx.pid"), st["nginx_port"], self.nginx_up)
+        if st["prometheus_port"]:
+            row("prometheus", self.path("prometheus", "pid"), st["prometheus_port"], self.prometheus_up)
+        if st["zk_ensemble"]:
+            modes = [srv.zk_mode(st["zk_port"] + n) or "not serving" for n in range(3)]
+            out.write("zookeeper ensemble:%s\n" % "".join(
+                " zk%d %s" % (n, m) for n, m in enumerate(modes, 1)))
+        out.write("lock mode: %s; nginx: %s%s; run dir: %s\n"
+                  % (st["lock"], st["route"], ", rate limit " + st["rate_limit"] if st["rate_limit"] else "",
+                     self.run))
+        out.flush()
+        return ok
+
+    def env(self):
+        """The stack as (NAME, VALUE) pairs, for `export` lines."""
+        st = self.need_state()
+        pw = self._read_secret("mysql-password")
+        if not pw:
+            raise LabError("no password file %s (run: scripts/stack up)" % self.path("mysql-password"))
+        ports = self.stockd_ports()
+        return [
+            ("STACK_RUN", self.run),
+            ("NGINX_URL", "http://127.0.0.1:%d" % st["nginx_port"]),
+            ("MYSQL_URL", "mysql://%s@127.0.0.1:%d/%s" % (DB_USER, st["mysql_port"], DB)),
+            ("STOCKD_MYSQL_PASSWORD", pw),
+            ("STOCKD_REDIS_USER", srv.redis_user()),
+            ("STOCKD_REDIS_PASSWORD", self._read_secret("redis-password")),
+            ("ZK", self.zk_hosts()),
+            ("REDIS", "127.0.0.1:%d" % (st["redis_port"] or 6379)),
+            ("REDLOCK", ",".join("127.0.0.1:%d" % p for p in self.redlock_ports())
+             if st["lock"] == "redlock" else ""),
+            ("SENTINEL", "127.0.0.1:%d" % st["sentinel_port"] if st["redis_sentinel"] else ""),
+            ("ETCD", "127.0.0.1:%d" % (st["etcd_port"] or 2379)),
+            ("MYSQL_PORT", str(st["mysql_port"])),
+            ("MYSQL_SOCKET", srv.mysql_socket(self.run)),
+            ("STACK_INSTANCES", str(st["instances"])),
+            ("STACK_LOCK", st["lock"]),
+            ("STACK_ROUTE", st["route"]),
+            ("STACK_RATE_LIMIT", st["rate_limit"]),
+            ("STOCKD_PORTS", " ".join(str(p) for p in ports)),
+            ("STOCKD_URLS", " ".join("http://127.0.0.1:%d" % p for p in ports)),
+            ("STOCKD_BIN", st["bin"]),
+            ("PROMETHEUS_URL", "http://127.0.0.1:%d" % st["prometheus_port"] if st["prometheus_port"] else ""),
+        ]
+
+    def mysql_argv(self, args):
+        self.need_state()
+        if not self.mysql_up():
+            raise LabError("MariaDB of %s does not answer; run: scripts/stack up" % self.run)
+        return ["mariadb", "--no-defaults", "-uroot", "-S", srv.mysql_socket(self.run), "-D", DB] + list(args)
+
+
+def export_lines(pairs):
+    """`export NAME=VALUE` lines, each value quoted for the shell."""
+    return "".join("export %s=%s\n" % (k, shlex.quote(v)) for k, v in pairs)

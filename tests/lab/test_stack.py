@@ -1,0 +1,208 @@
+"""Unit tests of the lab library's pure logic: the port layout, the state file, the
+nginx template and scripts/stack's option errors. No server is started."""
+
+import io
+import json
+import os
+import re
+import sys
+import tempfile
+import unittest
+from contextlib import redirect_stderr, redirect_stdout
+
+SRC = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, SRC)
+
+from lab import LabError, cli, nginx, ports, state  # noqa: E402
+
+
+def stack_state(**kw):
+    st = dict(state.DEFAULTS)
+    lay = ports.layout(23300, kw.get("zk_ensemble", False), env={})
+    st.update(base=23300, mysql_port=lay["mysql"], zk_port=lay["zk"], redis_port=lay["redis"],
+              nginx_port=lay["nginx"], prometheus_port=lay["prometheus"], redlock_port=lay["redlock"],
+              redis_replica_port=lay["redis_replica"], sentinel_port=lay["sentinel"], etcd_port=lay["etcd"])
+    st.update(kw)
+    return st
+
+
+class PortLayout(unittest.TestCase):
+    def test_offsets_from_one_base(self):
+        lay = ports.layout(23300, env={})
+        self.assertEqual(lay, {"mysql": 23306, "zk": 23381, "redis": 23382, "nginx": 23380,
+                               "prometheus": 23392, "redlock": 23393, "redis_replica": 23396,
+                               "sentinel": 23397, "etcd": 23379})
+        self.assertEqual(ports.stockd_port(23300, 1), 23311)
+
+    def test_ensemble_takes_nine_ports_past_redis(self):
+        lay = ports.layout(23300, ensemble=True, env={})
+        self.assertEqual(lay["zk"], 23383)
+        self.assertEqual(ports.zk_ensemble_ports(23383),
+                         [(23383, 23386, 23389), (23384, 23387, 23390), (23385, 23388, 23391)])
+
+    def test_one_port_overridden(self):
+        lay = ports.layout(23300, env={"STACK_NGINX_PORT": "23301", "STACK_ZK_PORT": ""})
+        self.assertEqual((lay["nginx"], lay["zk"]), (23301, 23381))
+
+    def test_bad_values_name_the_variable(self):
+        with self.assertRaisesRegex(LabError, r"STACK_PORT_BASE must be a number in 1024..65400, got '80'"):
+            ports.check_base("80")
+        with self.assertRaisesRegex(LabError, "not a port: x"):
+            ports.layout(23300, env={"STACK_REDIS_PORT": "x"})
+        with self.assertRaisesRegex(LabError, "nine ports from 65530"):
+            ports.layout(23300, ensemble=True, env={"STACK_ZK_PORT": "65530"})
+
+    def test_overlap_is_refused(self):
+        ports.check_distinct(stack_state(instances=64))
+        with self.assertRaisesRegex(LabError, "ports overlap: .*stockd-68"):
+            ports.check_distinct(stack_state(instances=68, lock="etcd"))
+
+    def test_cmake_reads_the_same_offsets(self):
+        with open(os.path.join(SRC, "lab", "ports.json")) as f:
+            data = json.load(f)
+        cmake = ""
+        for p in ("CMakeLists.txt", "stack/tests.cmake"):
+            with open(os.path.join(SRC, "tests", p)) as f:
+                cmake += f.read()
+        self.assertIn("lab/ports.json", cmake)
+        names = re.findall(r"(?m)^\s*stockd_test_port\(\w+ (\w+)", cmake)
+        self.assertIn("mysql", names)
+        for name in names:
+            self.assertIn(name, data)
+        # No port arithmetic of its own: every offset comes from the file.
+        self.assertNotRegex(cmake, r"STOCKD_TEST_PORT_BASE\} \+ [0-9]")
+
+
+class StateFile(unittest.TestCase):
+    def test_round_trip_is_json(self):
+        with tempfile.TemporaryDirectory() as run:
+            st = stack_state(lock="zk", extra=["--think-us", "20000", "a b;$(x)"], rate_limit="2:3")
+            state.save(run, st)
+            with open(state.path(run)) as f:
+                self.assertEqual(json.load(f)["extra"], ["--think-us", "20000", "a b;$(x)"])
+            self.assertEqual(state.load(run), st)
+
+    def test_missing_or_broken_file_is_no_state(self):
+        with tempfile.TemporaryDirectory() as run:
+            self.assertIsNone(state.load(run))
+            with open(state.path(run), "w") as f:
+                f.write('S_LOCK=zk\n')
+            self.assertIsNone(state.load(run))
+
+    def test_older_file_gets_defaults(self):
+        with tempfile.TemporaryDirectory() as run:
+            with open(state.path(run), "w") as f:
+                json.dump({"base": 23300, "lock": "zk", "unknown": 1}, f)
+            st = state.load(run)
+            self.assertEqual((st["lock"], st["route"], st["extra"]), ("zk", "round-robin", []))
+            self.assertNotIn("unknown", st)
+
+
+class NginxTemplate(unittest.TestCase):
+    def test_native_round_robin(self):
+        text = nginx.render_native("/r/nginx", 23380, ["127.0.0.1:23311", "127.0.0.1:23312"])
+        self.assertIn("pid /r/nginx/nginx.pid;", text)
+        self.assertIn("listen 127.0.0.1:23380;", text)
+        self.assertIn("        server 127.0.0.1:23312 max_fails=0;\n", text)
+        self.assertIn("proxy_temp_path /r/nginx/tmp/proxy;", text)
+        self.assertNotRegex(text, r"(?m)^\s*#@[A-Z_]+@\s*$")
+        self.assertNotIn("@LISTEN@", text)
+        self.assertNotIn("hash $arg_id", text)
+        self.assertNotIn("limit_req", text.split("location = /_error/429")[0].split("http {")[1]
+                         .replace("limit_req_status", ""))
+
+    def test_affinity_and_rate_limit(self):
+        text = nginx.render_native("/r", 1, ["127.0.0.1:2"], "affinity", "600r/m:10")
+        self.assertIn("        hash $arg_id consistent;\n", text)
+        self.assertIn("server 127.0.0.1:2 max_fails=1 fail_timeout=2s;", text)
+        self.assertIn("limit_req_zone $arg_id zone=stockd_product:1m rate=600r/m;", text)
+        self.assertIn("limit_req zone=stockd_product burst=10 nodelay;", text)
+        self.assertIn("rate=5r/s;", nginx.render_native("/r", 1, [], "round-robin", "5"))
+        self.assertIn("burst=5 nodelay", nginx.render_native("/r", 1, [], "round-robin", "5"))
+
+    def test_container_from_the_same_template(self):
+        text = nginx.render_container(["stockd-%d:8080" % i for i in (1, 2, 3)])
+        self.assertIn("listen 80;", text)
+        self.assertIn("worker_processes auto;", text)
+        self.assertNotIn("pid ", text)
+        self.assertNotIn("_temp_path", text)
+        self.assertEqual(len(re.findall(r"(?m)^\s*server stockd-[123]:8080 max_fails=0;$", text)), 3)
+        native = nginx.render_native("/r", 1, [])
+        # Everything from the error pages on is the same text in both.
+        self.assertEqual(text[text.index("error_page"):], native[native.index("error_page"):])
+
+    def test_bad_values_refused(self):
+        for limit in ("0", "off", "1r/h", "5:"):
+            with self.assertRaises(nginx.RenderError):
+                nginx.render_native("/r", 1, [], "round-robin", limit)
+        with self.assertRaisesRegex(nginx.RenderError, "not a route: 'hash'"):
+            nginx.render_native("/r", 1, [], "hash")
+        with self.assertRaisesRegex(nginx.RenderError, "unknown marker #@NOPE@"):
+            nginx.render("x\n  #@NOPE@\n", [], [], "80", [])
+
+
+class ShellCopies(unittest.TestCase):
+    """The container images still build their servers' settings in shell
+    (scripts/stack-lib.sh, without Python); those must say what lab/servers.py says."""
+
+    def shell_array(self, name):
+        with open(os.path.join(SRC, "scripts", "stack-lib.sh")) as f:
+            text = f.read()
+        m = re.search(r"(?ms)^%s=\((.*?)\)$" % name, text)
+        self.assertIsNotNone(m, name)
+        return [w.strip("'\"") for w in m.group(1).split()]
+
+    def test_server_settings_are_the_same(self):
+        from lab import servers
+        self.assertEqual(self.shell_array("STACK_MYSQL_FLAGS"), servers.MYSQL_FLAGS)
+        self.assertEqual(self.shell_array("STACK_REDIS_FLAGS"), servers.REDIS_FLAGS)
+        self.assertEqual(self.shell_array("STACK_REDIS_ACL"), servers.REDIS_ACL.split())
+        self.assertEqual(self.shell_array("STACK_REDIS_REPLICA_ACL"), servers.REDIS_REPLICA_ACL.split())
+        self.assertEqual(self.shell_array("STACK_REDIS_SENTINEL_ACL"), servers.REDIS_SENTINEL_ACL.split())
+
+    def test_every_shell_start_function_is_the_library_s(self):
+        from lab import shell
+        with open(os.path.join(SRC, "scripts", "stack-lib.sh")) as f:
+            text = f.read()
+        for name in shell.CALLS:
+            self.assertRegex(text, r'(?m)^%s\(\) \{ stack_lab %s "\$@"; \}$' % (name, name))
+
+
+class CommandLine(unittest.TestCase):
+    def run_cli(self, *argv):
+        out, err = io.StringIO(), io.StringIO()
+        with redirect_stdout(out), redirect_stderr(err):
+            rc = cli.main(list(argv))
+        return rc, out.getvalue() + err.getvalue()
+
+    def test_usage_errors_name_real_options(self):
+        cases = [
+            (("up", "--instances", "0"), "--instances must be a number in 1..64, got '0' (see: stack up --help)"),
+            (("up", "--instances"), "--instances needs a value"),
+            (("restart-stockd", "--rate-limit"), "--rate-limit needs a value"),
+            (("up", "--rate-limit", "off"), "--rate-limit wants RATE[:BURST]"),
+            (("up", "--verbose"), "unknown argument '--verbose'"),
+            (("restart-stockd", "--zk-ensemble"), "unknown argument '--zk-ensemble'"),
+            (("down", "now"), "unexpected argument 'now'"),
+            (("kill-stockd",), "which instance? (1..N)"),
+            (("kill-stockd", "x"), "unexpected argument 'x'"),
+            (("start",), "unknown command 'start'"),
+        ]
+        for argv, text in cases:
+            rc, out = self.run_cli(*argv)
+            self.assertEqual(rc, 2, argv)
+            self.assertIn(text, out, argv)
+            # Every option a message names is one the command has.
+            for opt in re.findall(r"--[a-z-]+", out.split("(see:")[0]):
+                if argv[0] in ("up", "restart-stockd") and opt not in ("--verbose", "--zk-ensemble"):
+                    self.assertIn(opt, cli.parser_for(argv[0]).format_help(), (argv, opt))
+
+    def test_stockd_args_after_double_dash(self):
+        ns, extra = cli.parse("up", ["--lock", "zk", "--", "--think-us", "5", "--instances", "9"])
+        self.assertEqual((ns.lock, ns.instances, extra), ("zk", None, ["--think-us", "5", "--instances", "9"]))
+        ns, extra = cli.parse("restart-stockd", ["--affinity", "--rate-limit", "off"])
+        self.assertEqual((ns.route, ns.rate_limit, extra), ("affinity", "off", None))
+
+
+if __name__ == "__main__":
+    unittest.main()
