@@ -282,8 +282,8 @@ int lock_release_cached(lock_hold *h, int max_ms);
 
 /* A text for a code. Pure. */
 const char *lock_strerror(int code);
-/* Parses "HOST:PORT" into host (hostcap bytes) and *port (1..65535). LOCK_OK or
- * LOCK_ERR_ARGS. Pure; any thread. */
+/* Parses "HOST:PORT" (hostport.h's ADDR, port required) into host (hostcap bytes) and
+ * *port (1..65535). LOCK_OK or LOCK_ERR_ARGS. Pure; any thread. */
 int lock_parse_hostport(const char *addr, char *host, size_t hostcap, int *port);
 
 #endif
