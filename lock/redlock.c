@@ -190,7 +190,7 @@ int redlock_new(const redlock_config *cfg, redlock **out, char *errbuf, size_t e
             rc = src;
             goto fail;
         } else if (!first_err[0]) {
-            snprintf(first_err, sizeof(first_err), "server %s: %.300s", l->addr[i], l->errstr);
+            snprintf(first_err, sizeof(first_err), "server %s: %.200s", l->addr[i], l->errstr);
         }
     }
     if (up < l->quorum) {
@@ -274,7 +274,7 @@ int redlock_acquire(redlock *l, const char *name, int timeout_ms, redlock_hold *
                 break;
             }
             down++;
-            snprintf(why, sizeof(why), "server %s: %.300s", l->addr[i],
+            snprintf(why, sizeof(why), "server %s: %.200s", l->addr[i],
                      l->srv[i] ? redislock_errstr(l->srv[i]) : l->errstr);
         }
         int64_t validity = (int64_t)(l->lease_ms - l->drift_ms) * 1000 - (lock_now_us() - start);
@@ -418,7 +418,7 @@ int redlock_ping(redlock *l) {
         if (rc == LOCK_OK) {
             up++;
         } else {
-            snprintf(why, sizeof(why), "server %s: %.300s", l->addr[i],
+            snprintf(why, sizeof(why), "server %s: %.200s", l->addr[i],
                      l->srv[i] ? redislock_errstr(l->srv[i]) : l->errstr);
         }
     }
