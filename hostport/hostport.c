@@ -5,20 +5,21 @@
 #include <stdio.h>
 #include <string.h>
 
-/* true when every one of the n bytes at s is alphanumeric or in extra. */
-static bool hostport__chars(const char *s, size_t n, const char *extra) {
-    for (size_t i = 0; i < n; i++) {
-        char c = s[i];
-        bool alnum = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
-        if (!alnum && (c == '\0' || !strchr(extra, c))) return false;
-    }
-    return true;
+#define HOSTPORT_NAME_CHARS "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_"
+#define HOSTPORT_IPV6_CHARS "0123456789abcdefABCDEF:."
+
+/* true when the n bytes at s are 1 or more, all of them in allowed. */
+static bool hostport__chars(const char *s, size_t n, const char *allowed) {
+    for (size_t i = 0; i < n; i++)
+        if (s[i] == '\0' || !strchr(allowed, s[i])) return false;
+    return n > 0;
 }
 
 int hostport_parse(const char *s, size_t len, int default_port, hostport *out) {
-    const char *end = s + len, *host = s, *host_end, *port = NULL;
+    const char *end, *host = s, *host_end, *port = NULL;
 
     if (!s || !out || len == 0) return -1;
+    end = s + len;
     if (*s == '[') {
         const char *close = memchr(s, ']', len);
         if (!close) return -1;
@@ -28,18 +29,15 @@ int hostport_parse(const char *s, size_t len, int default_port, hostport *out) {
             if (close[1] != ':') return -1;
             port = close + 2;
         }
-        if (host_end - host < 2 || !hostport__chars(host, (size_t)(host_end - host), ":.") ||
+        if (host_end - host < 2 ||
+            !hostport__chars(host, (size_t)(host_end - host), HOSTPORT_IPV6_CHARS) ||
             !memchr(host, ':', (size_t)(host_end - host)))
             return -1;
-        for (const char *p = host; p < host_end; p++)
-            if (*p != ':' && *p != '.' &&
-                !((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f') || (*p >= 'A' && *p <= 'F')))
-                return -1;
     } else {
         const char *colon = memchr(s, ':', len);
         host_end = colon ? colon : end;
         if (colon) port = colon + 1;
-        if (host_end == host || !hostport__chars(host, (size_t)(host_end - host), ".-_")) return -1;
+        if (!hostport__chars(host, (size_t)(host_end - host), HOSTPORT_NAME_CHARS)) return -1;
     }
     if ((size_t)(host_end - host) >= sizeof(out->host)) return -1;
 
