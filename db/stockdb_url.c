@@ -2,6 +2,7 @@
  * stockdb_config_from_url), used by the service's db/ and by loadtest/'s reconciliation,
  * so that a URL means the same everywhere. Pure: it links no client library. */
 #include "stockdb.h"
+#include "hostport.h"
 
 #include <stdbool.h>
 #include <string.h>
@@ -67,41 +68,13 @@ int stockdb_config_from_url(stockdb_config *cfg, const char *url) {
         !url_decode(c.password, sizeof(c.password), colon + 1, (size_t)(at - colon - 1), "@/?#"))
         return STOCKDB_ERR_CONFIG;
 
-    /* HOST[:PORT] */
-    const char *host = at + 1, *host_end, *port = NULL;
-    if (*host == '[') {
-        const char *close = memchr(host, ']', (size_t)(slash - host));
-        if (!close) return STOCKDB_ERR_CONFIG;
-        host++;
-        host_end = close;
-        if (close + 1 != slash) {
-            if (close[1] != ':') return STOCKDB_ERR_CONFIG;
-            port = close + 2;
-        }
-        if (!plain_token(host, (size_t)(host_end - host), sizeof(c.host), ":.") ||
-            !memchr(host, ':', (size_t)(host_end - host)))
-            return STOCKDB_ERR_CONFIG;
-    } else {
-        const char *pc = memchr(host, ':', (size_t)(slash - host));
-        host_end = pc ? pc : slash;
-        if (pc) port = pc + 1;
-        if (!plain_token(host, (size_t)(host_end - host), sizeof(c.host), ".-_"))
-            return STOCKDB_ERR_CONFIG;
-    }
-    memcpy(c.host, host, (size_t)(host_end - host));
-    c.host[host_end - host] = '\0';
-    c.port = 3306;
-    if (port) {
-        size_t n = (size_t)(slash - port);
-        if (n == 0 || n > 5) return STOCKDB_ERR_CONFIG;
-        unsigned v = 0;
-        for (size_t i = 0; i < n; i++) {
-            if (port[i] < '0' || port[i] > '9') return STOCKDB_ERR_CONFIG;
-            v = v * 10 + (unsigned)(port[i] - '0');
-        }
-        if (v == 0 || v > 65535) return STOCKDB_ERR_CONFIG;
-        c.port = v;
-    }
+    /* HOST[:PORT], MySQL's port when there is none. */
+    hostport hp;
+    if (hostport_parse(at + 1, (size_t)(slash - at - 1), 3306, &hp) != 0 ||
+        strlen(hp.host) >= sizeof(c.host))
+        return STOCKDB_ERR_CONFIG;
+    memcpy(c.host, hp.host, strlen(hp.host) + 1);
+    c.port = (unsigned)hp.port;
 
     /* /DB */
     const char *dbname = slash + 1;

@@ -16,6 +16,7 @@
  * mode, about 1.5 MB of resident memory per instance (README, "Memory"). Every libcurl
  * call goes through the table `curl` below; curl/curl.h gives only the types. */
 #include "etcdlock_int.h"
+#include "hostport.h"
 #include "lock_clock.h"
 
 #include <dlfcn.h>
@@ -27,38 +28,11 @@
 /* ---------------------------------------------------------------- endpoints, base64, JSON */
 
 int etcdlock__split_endpoints(const char *s, char (*out)[ETCDLOCK_EP_MAX]) {
-    if (!s || !*s) return -1;
-    int n = 0;
-    const char *p = s;
-    for (;;) {
-        const char *end = strchr(p, ',');
-        size_t len = end ? (size_t)(end - p) : strlen(p);
-        const char *colon = memchr(p, ':', len);
-        if (n == ETCDLOCK_ENDPOINTS_MAX || len == 0 || len >= ETCDLOCK_EP_MAX || !colon ||
-            colon == p)
-            return -1;
-        for (const char *q = p; q < colon; q++) {
-            char c = *q;
-            if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                  c == '.' || c == '-' || c == '_'))
-                return -1;
-        }
-        long port = 0;
-        if (colon + 1 == p + len) return -1;
-        for (const char *q = colon + 1; q < p + len; q++) {
-            if (*q < '0' || *q > '9') return -1;
-            port = port * 10 + (*q - '0');
-            if (port > 65535) return -1;
-        }
-        if (port == 0) return -1;
-        if (out) {
-            memcpy(out[n], p, len);
-            out[n][len] = '\0';
-        }
-        n++;
-        if (!end) return n;
-        p = end + 1;
-    }
+    hostport hp[ETCDLOCK_ENDPOINTS_MAX];
+    int n = hostport_list_parse(s, hp, ETCDLOCK_ENDPOINTS_MAX);
+    for (int i = 0; out && i < n; i++)
+        if (hostport_format(&hp[i], out[i], ETCDLOCK_EP_MAX) != 0) return -1;
+    return n;
 }
 
 int etcdlock_parse_endpoints(const char *endpoints) {

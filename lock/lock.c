@@ -1,11 +1,12 @@
 /* lock.c: the calls of lock.h that every kind shares: a set and a hold dispatch to
- * their kind's table, and the code names and address parser that need no kind. Pure
- * (no lock service of its own); the kinds are in their own files and the registry in
- * lock_kinds.c. */
+ * their kind's table, and the code names and lock_parse_hostport (whose grammar is
+ * hostport.h's) that need no kind. Pure (no lock service of its own); the kinds are in
+ * their own files and the registry in lock_kinds.c. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "hostport.h"
 #include "lock.h"
 
 struct lock_set {
@@ -176,27 +177,12 @@ const char *lock_strerror(int code) {
 }
 
 int lock_parse_hostport(const char *addr, char *host, size_t hostcap, int *port) {
+    hostport hp;
     if (!addr || !host || !port || hostcap == 0) return LOCK_ERR_ARGS;
-    const char *colon = strrchr(addr, ':');
-    if (!colon || colon == addr || (size_t)(colon - addr) >= hostcap) return LOCK_ERR_ARGS;
-    for (const char *p = addr; p < colon; p++) {
-        char c = *p;
-        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-              c == '.' || c == '-' || c == '_'))
-            return LOCK_ERR_ARGS;
-    }
-    long v = 0;
-    const char *p = colon + 1;
-    if (!*p) return LOCK_ERR_ARGS;
-    for (; *p; p++) {
-        if (*p < '0' || *p > '9') return LOCK_ERR_ARGS;
-        v = v * 10 + (*p - '0');
-        if (v > 65535) return LOCK_ERR_ARGS;
-    }
-    if (v == 0) return LOCK_ERR_ARGS;
-    memcpy(host, addr, (size_t)(colon - addr));
-    host[colon - addr] = '\0';
-    *port = (int)v;
+    if (hostport_parse(addr, strlen(addr), 0, &hp) != 0 || strlen(hp.host) >= hostcap)
+        return LOCK_ERR_ARGS;
+    memcpy(host, hp.host, strlen(hp.host) + 1);
+    *port = hp.port;
     return LOCK_OK;
 }
 

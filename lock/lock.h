@@ -1,16 +1,16 @@
 /* lock.h: the lock module's face, the one header the service includes from lock/.
  *
- * A *kind* is one way of locking (a table of functions a library ends with): none,
- * local, zk, zk-herd, redis, db-lock. The registry (lock_kinds.c) lists them by name;
- * adding a kind is one new file in lock/ that ends with its `const lock_kind` and one
- * row in that table. A *set* is the locks of one kind for a whole process (the
+ * A *kind* is one way of locking (a table of functions a library ends with). The
+ * registry (lock_kinds.c, lock_kind_find) is the one list of kinds, by name; adding a
+ * kind is one new file in lock/ that ends with its `const lock_kind` and one row in that
+ * table. A *set* is the locks of one kind for a whole process (the
  * ZooKeeper session, the pool of Redis or lock-table connections, the striped
  * mutexes), made once by the main thread and shared by every worker. A *hold* is one
  * acquisition, in a lock_hold the caller owns (usually on its stack).
  *
- * The lease kinds (redis, db-lock, and any kind whose library has one handle per
- * thread) do not write the set functions themselves: they give lease_pool.c their
- * per-handle calls (lock_lease_ops) and build their row with LOCK_LEASE_KIND. The pool
+ * The lease kinds (a library with one handle per thread and a lease per lock) do not
+ * write the set functions themselves: they give lease_pool.c their per-handle calls
+ * (lock_lease_ops) and build their row with LOCK_LEASE_KIND. The pool
  * keeps one handle per holder thread, made on first use and again after a failure
  * (so a service that is down makes requests fail with LOCK_ERR_CONNECTION, never the
  * process), and the watchdog that renews leases (lock_config.renew).
@@ -323,8 +323,8 @@ int lock_view_read(lock_set *s, const char *name, lock_view *out);
 
 /* A text for a code. Pure. */
 const char *lock_strerror(int code);
-/* Parses "HOST:PORT" into host (hostcap bytes) and *port (1..65535). LOCK_OK or
- * LOCK_ERR_ARGS. Pure; any thread. */
+/* Parses "HOST:PORT" (hostport.h's ADDR, port required) into host (hostcap bytes) and
+ * *port (1..65535). LOCK_OK or LOCK_ERR_ARGS. Pure; any thread. */
 int lock_parse_hostport(const char *addr, char *host, size_t hostcap, int *port);
 
 #endif

@@ -8,6 +8,7 @@
  * vote: rounds, the majority, the validity, the backoff and the token; and ends with the
  * registry's row (lock.h), a lease kind pooled by lease_pool.c like redis. */
 #include "redlock.h"
+#include "hostport.h"
 #include "lease_pool_int.h"
 #include "lock.h"
 #include "lock_clock.h"
@@ -75,28 +76,15 @@ static int code_of(int rc) {
     return LOCK_ERR_SERVER;
 }
 
-/* Splits the comma list into addr[]; the count, or LOCK_ERR_ARGS. */
+/* Splits the comma list into addr[] (hostport.h's LIST: distinct, well-formed); the
+ * count, or LOCK_ERR_ARGS. */
 static int split_addrs(const char *list, char addr[][ADDR_MAX]) {
-    if (!list || !*list) return LOCK_ERR_ARGS;
-    int n = 0;
-    const char *p = list;
-    for (;;) {
-        const char *comma = strchr(p, ',');
-        size_t len = comma ? (size_t)(comma - p) : strlen(p);
-        if (n == REDLOCK_SERVERS_MAX || len == 0 || len >= ADDR_MAX) return LOCK_ERR_ARGS;
-        char host[256];
-        int port;
-        memcpy(addr[n], p, len);
-        addr[n][len] = '\0';
-        if (redislock_parse_addr(addr[n], host, sizeof(host), &port) != LOCK_OK)
-            return LOCK_ERR_ARGS;
-        for (int i = 0; i < n; i++)
-            if (strcmp(addr[i], addr[n]) == 0) return LOCK_ERR_ARGS;
-        n++;
-        if (!comma) break;
-        p = comma + 1;
-    }
-    return n < REDLOCK_SERVERS_MIN ? LOCK_ERR_ARGS : n;
+    hostport hp[REDLOCK_SERVERS_MAX];
+    int n = hostport_list_parse(list, hp, REDLOCK_SERVERS_MAX);
+    if (n < REDLOCK_SERVERS_MIN) return LOCK_ERR_ARGS;
+    for (int i = 0; i < n; i++)
+        if (hostport_format(&hp[i], addr[i], ADDR_MAX) != 0) return LOCK_ERR_ARGS;
+    return n;
 }
 
 int redlock_count_addrs(const char *addrs) {
@@ -202,7 +190,7 @@ int redlock_new(const redlock_config *cfg, redlock **out, char *errbuf, size_t e
             rc = src;
             goto fail;
         } else if (!first_err[0]) {
-            snprintf(first_err, sizeof(first_err), "server %s: %.300s", l->addr[i], l->errstr);
+            snprintf(first_err, sizeof(first_err), "server %s: %.200s", l->addr[i], l->errstr);
         }
     }
     if (up < l->quorum) {
@@ -286,7 +274,7 @@ int redlock_acquire(redlock *l, const char *name, int timeout_ms, redlock_hold *
                 break;
             }
             down++;
-            snprintf(why, sizeof(why), "server %s: %.300s", l->addr[i],
+            snprintf(why, sizeof(why), "server %s: %.200s", l->addr[i],
                      l->srv[i] ? redislock_errstr(l->srv[i]) : l->errstr);
         }
         int64_t validity = (int64_t)(l->lease_ms - l->drift_ms) * 1000 - (lock_now_us() - start);
@@ -430,7 +418,7 @@ int redlock_ping(redlock *l) {
         if (rc == LOCK_OK) {
             up++;
         } else {
-            snprintf(why, sizeof(why), "server %s: %.300s", l->addr[i],
+            snprintf(why, sizeof(why), "server %s: %.200s", l->addr[i],
                      l->srv[i] ? redislock_errstr(l->srv[i]) : l->errstr);
         }
     }

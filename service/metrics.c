@@ -3,8 +3,11 @@
  * One process-wide set, updated with relaxed atomics from any thread (a counter only
  * needs to be exact eventually, not ordered with anything else) and rendered on the
  * HTTP polling thread for GET /metrics; rendering reads memory only, never blocks on
- * I/O. The lock counters come from the lock set's own (lock_get_stats, lock/lock.h). */
+ * I/O. The lock counters come from the lock set's own (lock_get_stats, lock/lock.h).
+ * /metrics is the table `families`: a row per metric family (name, type, help, the lock
+ * kinds it is for, and its value or the function that writes its samples). */
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -172,227 +175,283 @@ static void put(buf *b, const char *fmt, ...) {
     b->len += (size_t)n;
 }
 
-static void put_histogram(buf *b, const char *name, const char *help, histogram *h) {
+/* ------------------------------------------------------------------ rendering */
+
+/* What one scrape reports, read once at its start (relaxed loads: each value is exact
+ * eventually, and a scrape is not a snapshot of one instant). */
+typedef struct scrape {
+    const stockd_config *cfg;
+    const char *service; /* the lock kind's service (kinds without one: NULL) */
+    lock_stats st;
+    uint64_t zk_rounds; /* acquisitions plus cache hits */
+    uint64_t deducted, statements, combined, segment_moves, precheck_reads, precheck_sold_out;
+    uint64_t xbatch_sum, xbatch_count, xbatch_busy, watch_reads, watch_errors;
+} scrape;
+
+/* A family is in every scrape, or only when the lock kind has a session (ZooKeeper) or
+ * a lease (lock/lock.h's LOCK_KIND_SESSION and LOCK_KIND_LEASE): the same name may then
+ * have one row per family of kinds, each with its own help. */
+enum { ALL, SESSION, LEASE };
+
+/* One metric family: its HELP and TYPE lines, then either the one sample `name value`
+ * of the uint64_t at `off` in the scrape, or the lines `samples` writes. */
+typedef struct family {
+    const char *name, *type, *help;
+    int when;
+    size_t off;
+    void (*samples)(buf *b, const struct family *f, const scrape *s);
+} family;
+
+static unsigned long long load(atomic_ullong *v) {
+    return atomic_load_explicit(v, memory_order_relaxed);
+}
+
+/* A histogram's n + 1 buckets, cumulative, with their bounds le_s (seconds) or le_n
+ * (counts). Returns the +Inf bucket, which is written as the _count too, so that the
+ * two agree in one scrape. */
+static unsigned long long put_buckets(buf *b, const char *name, atomic_ullong *bucket, size_t n,
+                                      const double *le_s, const unsigned *le_n) {
     unsigned long long cum = 0;
-
-    put(b, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name);
-    for (size_t i = 0; i <= NBUCKETS; i++) {
-        cum += atomic_load_explicit(&h->bucket[i], memory_order_relaxed);
-        if (i < NBUCKETS)
-            put(b, "%s_bucket{le=\"%g\"} %llu\n", name, bucket_le[i], cum);
-        else
+    for (size_t i = 0; i <= n; i++) {
+        cum += load(&bucket[i]);
+        if (i == n)
             put(b, "%s_bucket{le=\"+Inf\"} %llu\n", name, cum);
+        else if (le_s)
+            put(b, "%s_bucket{le=\"%g\"} %llu\n", name, le_s[i], cum);
+        else
+            put(b, "%s_bucket{le=\"%u\"} %llu\n", name, le_n[i], cum);
     }
-    put(b, "%s_sum %.9f\n", name,
-        (double)atomic_load_explicit(&h->sum_ns, memory_order_relaxed) / 1e9);
-    /* The count is the +Inf bucket, so the two always agree in one scrape. */
-    put(b, "%s_count %llu\n", name, cum);
+    return cum;
 }
 
-static void put_counter(buf *b, const char *name, const char *help, unsigned long long v) {
-    put(b, "# HELP %s %s\n# TYPE %s counter\n%s %llu\n", name, help, name, name, v);
+static void put_seconds(buf *b, const char *name, histogram *h) {
+    unsigned long long count = put_buckets(b, name, h->bucket, NBUCKETS, bucket_le, NULL);
+    put(b, "%s_sum %.9f\n%s_count %llu\n", name, (double)load(&h->sum_ns) / 1e9, name, count);
 }
 
-/* The stock gauge (stockwatch.c): one series per product this instance served, the
- * last value read back from MySQL. The snapshot is copied out under the watch's mutex
- * (memory only), so rendering never waits on a read. */
-static void put_stock(buf *b) {
-    stockd_stock_reading *r = malloc(STOCKWATCH_MAX * sizeof(*r));
-    uint64_t reads, errors;
-    size_t n;
-
-    if (!r) {
-        b->oom = true;
-        return;
-    }
-    n = stockd_stockwatch_snapshot(r, STOCKWATCH_MAX);
-    put(b,
-        "# HELP stockd_product_stock Stock of a product this instance served, as last read "
-        "from MySQL (re-read within 1 s of each deduction; at most %d products).\n"
-        "# TYPE stockd_product_stock gauge\n",
-        STOCKWATCH_MAX);
-    for (size_t i = 0; i < n; i++)
-        put(b, "stockd_product_stock{product=\"%d\"} %d\n", r[i].product_id, r[i].stock);
-    free(r);
-    stockd_stockwatch_counts(&reads, &errors);
-    put_counter(b, "stockd_stock_watch_reads_total",
-                "Stock reads made for stockd_product_stock (not in stockd_mysql_statements_total).",
-                (unsigned long long)reads);
-    put_counter(b, "stockd_stock_watch_errors_total",
-                "Stock reads for stockd_product_stock that failed (retried the next second).",
-                (unsigned long long)errors);
+static void s_info(buf *b, const family *f, const scrape *s) {
+    put(b, "%s{instance=\"%s\",lock=\"%s\",version=\"%s\"} 1\n", f->name, s->cfg->instance,
+        stockd_lock_mode_name(s->cfg->lock), STOCKD_VERSION);
 }
 
-char *stockd_metrics_render(const stockd_config *cfg, lock_set *locks) {
-    buf b = {.cap = 8192};
-
-    b.s = malloc(b.cap);
-    if (!b.s) return NULL;
-    b.s[0] = '\0';
-    put(&b, "# HELP stockd_info The instance and its lock mode.\n# TYPE stockd_info gauge\n");
-    put(&b, "stockd_info{instance=\"%s\",lock=\"%s\",version=\"%s\"} 1\n", cfg->instance,
-        stockd_lock_mode_name(cfg->lock), STOCKD_VERSION);
-
-    put(&b, "# HELP stockd_requests_total Answered requests by route and result.\n"
-            "# TYPE stockd_requests_total counter\n");
+static void s_requests(buf *b, const family *f, const scrape *s) {
     for (int r = 0; r < STOCKD_ROUTE_COUNT; r++) {
         for (int x = 0; x < NRESULTS; x++) {
-            unsigned long long v = atomic_load_explicit(&m.requests[r][x], memory_order_relaxed);
+            unsigned long long v = load(&m.requests[r][x]);
             /* A deduction's two usual outcomes are there from the start, at 0: a series
              * that first appears with its value after a burst has no earlier sample, so
              * rate() would never see that burst. */
             bool always =
                 r == STOCKD_ROUTE_REDUCE && (x == STOCKD_R_DEDUCTED || x == STOCKD_R_SOLD_OUT);
             if (v || always)
-                put(&b, "stockd_requests_total{route=\"%s\",result=\"%s\",code=\"%u\"} %llu\n",
-                    route_names[r], stockd_result_name((stockd_result)x),
-                    stockd_answer_status((stockd_result)x), v);
+                put(b, "%s{route=\"%s\",result=\"%s\",code=\"%u\"} %llu\n", f->name, route_names[r],
+                    stockd_result_name((stockd_result)x), stockd_answer_status((stockd_result)x),
+                    v);
         }
     }
-    put(&b, "# HELP stockd_mysql_errors_total Failed MySQL transactions by kind.\n"
-            "# TYPE stockd_mysql_errors_total counter\n");
+}
+
+static void s_mysql_errors(buf *b, const family *f, const scrape *s) {
     for (int e = 0; e < STOCKD_DBERR_COUNT; e++)
-        put(&b, "stockd_mysql_errors_total{kind=\"%s\"} %llu\n", dberr_names[e],
-            (unsigned long long)atomic_load_explicit(&m.mysql_errors[e], memory_order_relaxed));
-    put_histogram(&b, "stockd_deduction_seconds",
-                  "Time a worker spent on one deduction, lock wait included.", &m.deduction);
-    put_histogram(&b, "stockd_lock_wait_seconds",
-                  "Time spent acquiring the lock (modes local, zk, zk-herd).", &m.lock_wait);
+        put(b, "%s{kind=\"%s\"} %llu\n", f->name, dberr_names[e], load(&m.mysql_errors[e]));
+}
 
-    unsigned long long cum = 0;
-    put(&b, "# HELP stockd_batch_size Deductions served by one lock acquisition.\n"
-            "# TYPE stockd_batch_size histogram\n");
-    for (size_t i = 0; i <= NBATCH; i++) {
-        cum += atomic_load_explicit(&m.batch[i], memory_order_relaxed);
-        if (i < NBATCH)
-            put(&b, "stockd_batch_size_bucket{le=\"%u\"} %llu\n", batch_le[i], cum);
-        else
-            put(&b, "stockd_batch_size_bucket{le=\"+Inf\"} %llu\n", cum);
+static void s_deduction(buf *b, const family *f, const scrape *s) {
+    put_seconds(b, f->name, &m.deduction);
+}
+
+static void s_lock_wait(buf *b, const family *f, const scrape *s) {
+    put_seconds(b, f->name, &m.lock_wait);
+}
+
+static void s_batch_size(buf *b, const family *f, const scrape *s) {
+    unsigned long long count = put_buckets(b, f->name, m.batch, NBATCH, NULL, batch_le);
+    put(b, "%s_sum %llu\n%s_count %llu\n", f->name, load(&m.batch_sum), f->name, count);
+}
+
+static void s_batch_products(buf *b, const family *f, const scrape *s) {
+    put(b, "%s_sum %llu\n%s_count %llu\n", f->name, (unsigned long long)s->xbatch_sum, f->name,
+        (unsigned long long)s->xbatch_count);
+}
+
+static void s_cache_releases(buf *b, const family *f, const scrape *s) {
+    put(b,
+        "%s{reason=\"contender\"} %llu\n%s{reason=\"timeout\"} %llu\n%s{reason=\"other\"} %llu\n",
+        f->name, (unsigned long long)s->st.cache_let_go_contender, f->name,
+        (unsigned long long)s->st.cache_let_go_timeout, f->name,
+        (unsigned long long)s->st.cache_let_go_other);
+}
+
+static void s_zk_ops(buf *b, const family *f, const scrape *s) {
+    for (size_t i = 0; i < sizeof(s->st.op) / sizeof(s->st.op[0]) && s->st.op[i].name; i++)
+        put(b, "%s{op=\"%s\"} %llu\n", f->name, s->st.op[i].name,
+            (unsigned long long)s->st.op[i].n);
+}
+
+static void s_service_ops(buf *b, const family *f, const scrape *s) {
+    put(b, "%s{service=\"%s\"} %llu\n", f->name, s->service, (unsigned long long)s->st.ops);
+}
+
+/* 0 with --lease-renew off: the series exists in every lease mode. */
+static void s_renewals(buf *b, const family *f, const scrape *s) {
+    put(b, "%s{service=\"%s\"} %llu\n", f->name, s->service, (unsigned long long)s->st.renewals);
+}
+
+/* Round trips per deduction: the totals over the deductions answered so far (sold-out
+ * answers included in the cost, since they are part of it). */
+static void s_round_trips(buf *b, const family *f, const scrape *s) {
+    double d = (double)s->deducted;
+    put(b, "%s{service=\"mysql\"} %.4f\n", f->name, d ? (double)s->statements / d : 0.0);
+    if (s->service)
+        put(b, "%s{service=\"%s\"} %.4f\n", f->name, s->service, d ? (double)s->st.ops / d : 0.0);
+}
+
+/* The stock gauge (stockwatch.c): one series per product this instance served, the
+ * last value read back from MySQL. The snapshot is copied out under the watch's mutex
+ * (memory only), so rendering never waits on a read. */
+static void s_stock(buf *b, const family *f, const scrape *s) {
+    stockd_stock_reading *r = malloc(STOCKWATCH_MAX * sizeof(*r));
+    if (!r) {
+        b->oom = true;
+        return;
     }
-    put(&b, "stockd_batch_size_sum %llu\nstockd_batch_size_count %llu\n",
-        (unsigned long long)atomic_load_explicit(&m.batch_sum, memory_order_relaxed), cum);
-    put(&b,
-        "# HELP stockd_batch_products Products in one batch's transaction (--cross-products).\n"
-        "# TYPE stockd_batch_products summary\n"
-        "stockd_batch_products_sum %llu\nstockd_batch_products_count %llu\n"
-        "# HELP stockd_cross_busy_total Products whose lock was busy when tried (an extra "
-        "product's deductions went to a later batch; a leader's own product was passed on "
-        "or waited for holding nothing).\n"
-        "# TYPE stockd_cross_busy_total counter\nstockd_cross_busy_total %llu\n",
-        (unsigned long long)atomic_load_explicit(&m.xbatch_sum, memory_order_relaxed),
-        (unsigned long long)atomic_load_explicit(&m.xbatch_count, memory_order_relaxed),
-        (unsigned long long)atomic_load_explicit(&m.xbatch_busy, memory_order_relaxed));
+    size_t n = stockd_stockwatch_snapshot(r, STOCKWATCH_MAX);
+    for (size_t i = 0; i < n; i++)
+        put(b, "%s{product=\"%d\"} %d\n", f->name, r[i].product_id, r[i].stock);
+    free(r);
+}
 
-    /* Round trips per deduction: the totals, and their ratio to the deductions answered
-     * so far (sold-out answers included in the cost, since they are part of it). */
-    unsigned long long deducted = 0, statements;
-    for (int r = 0; r < STOCKD_ROUTE_COUNT; r++)
-        deducted += atomic_load_explicit(&m.requests[r][STOCKD_R_DEDUCTED], memory_order_relaxed);
-    statements = atomic_load_explicit(&m.statements, memory_order_relaxed);
-    put_counter(&b, "stockd_mysql_statements_total",
-                "MySQL statements sent for requests (reads, writes, COMMIT, ROLLBACK).",
-                statements);
-    put_counter(&b, "stockd_combiner_deductions_total",
-                "Deductions handed to the combiner (past the pre-check) to wait for the lock; "
-                "a move to another segment hands one again.",
-                atomic_load_explicit(&m.combined, memory_order_relaxed));
-    put_counter(&b, "stockd_segment_moves_total",
-                "Deductions that found their segment empty and moved on to the next one.",
-                atomic_load_explicit(&m.segment_moves, memory_order_relaxed));
-    put_counter(&b, "stockd_precheck_reads_total",
-                "Sold-out pre-check reads before the lock (made while a product looks sold out).",
-                atomic_load_explicit(&m.precheck_reads, memory_order_relaxed));
-    put_counter(&b, "stockd_precheck_sold_out_total",
-                "Requests answered sold out by the pre-check, without the lock.",
-                atomic_load_explicit(&m.precheck_sold_out, memory_order_relaxed));
+#define V(field)  offsetof(scrape, field), NULL
+#define ST(field) offsetof(scrape, st.field), NULL
+#define FN(fn)    0, fn
+#define STR_(x)   #x
+#define STR(x)    STR_(x)
 
-    /* The lock's counters, in one of two families: a session kind's (ZooKeeper: the
-     * session's events and its operations by type) or a lease kind's (Redis, or
-     * MySQL's stock_lock table on connections of their own, not counted in
-     * stockd_mysql_statements_total). */
+/* Every family of /metrics, in the order of the output. The names, labels and help
+ * are a contract: monitoring/'s rules and dashboard and tests/monitoring read them. */
+static const family families[] = {
+    {"stockd_info", "gauge", "The instance and its lock mode.", ALL, FN(s_info)},
+    {"stockd_requests_total", "counter", "Answered requests by route and result.", ALL,
+     FN(s_requests)},
+    {"stockd_mysql_errors_total", "counter", "Failed MySQL transactions by kind.", ALL,
+     FN(s_mysql_errors)},
+    {"stockd_deduction_seconds", "histogram",
+     "Time a worker spent on one deduction, lock wait included.", ALL, FN(s_deduction)},
+    {"stockd_lock_wait_seconds", "histogram",
+     "Time a batch's leader spent acquiring the lock, in every mode that batches (about 0 where "
+     "the lock kind is none).",
+     ALL, FN(s_lock_wait)},
+    {"stockd_batch_size", "histogram", "Deductions served by one lock acquisition.", ALL,
+     FN(s_batch_size)},
+    {"stockd_batch_products", "summary", "Products in one batch's transaction (--cross-products).",
+     ALL, FN(s_batch_products)},
+    {"stockd_cross_busy_total", "counter",
+     "Products whose lock was busy when tried (an extra product's deductions went to a later "
+     "batch; a leader's own product was passed on or waited for holding nothing).",
+     ALL, V(xbatch_busy)},
+    {"stockd_mysql_statements_total", "counter",
+     "MySQL statements sent for requests (reads, writes, COMMIT, ROLLBACK).", ALL, V(statements)},
+    {"stockd_combiner_deductions_total", "counter",
+     "Deductions handed to the combiner (past the pre-check) to wait for the lock; a move to "
+     "another segment hands one again.",
+     ALL, V(combined)},
+    {"stockd_segment_moves_total", "counter",
+     "Deductions that found their segment empty and moved on to the next one.", ALL,
+     V(segment_moves)},
+    {"stockd_precheck_reads_total", "counter",
+     "Sold-out pre-check reads before the lock (made while a product looks sold out).", ALL,
+     V(precheck_reads)},
+    {"stockd_precheck_sold_out_total", "counter",
+     "Requests answered sold out by the pre-check, without the lock.", ALL, V(precheck_sold_out)},
+    /* A session kind's (ZooKeeper's) lock: the session's events, its operations. */
+    {"stockd_lock_acquisitions_total", "counter",
+     "ZooKeeper lock rounds begun: acquisitions, cache hits included.", SESSION, V(zk_rounds)},
+    {"stockd_lock_cache_hits_total", "counter",
+     "ZooKeeper lock rounds served by a cached lock node, without an operation.", SESSION,
+     ST(cache_hits)},
+    {"stockd_lock_cache_parks_total", "counter",
+     "ZooKeeper locks kept (cached) after a batch instead of released.", SESSION, ST(cache_parks)},
+    {"stockd_lock_timeouts_total", "counter", "ZooKeeper lock acquisitions timed out.", SESSION,
+     ST(timeouts)},
+    {"stockd_lock_suspect_total", "counter", "Held locks that became suspect.", SESSION,
+     ST(suspect)},
+    {"stockd_lock_lost_total", "counter", "Held locks that were lost.", SESSION, ST(lost)},
+    {"stockd_zk_session_expirations_total", "counter", "ZooKeeper sessions expired.", SESSION,
+     ST(expirations)},
+    {"stockd_zk_watch_events_total", "counter", "Node watches fired for lock waiters.", SESSION,
+     ST(watch_events)},
+    {"stockd_zk_round_trips_total", "counter",
+     "ZooKeeper round trips: one per synchronous operation, one per wave of operations sent "
+     "together (many locks tried or released at once).",
+     SESSION, ST(round_trips)},
+    {"stockd_zk_batched_tries_total", "counter",
+     "ZooKeeper locks tried in waves sent together (--cross-products).", SESSION,
+     ST(batched_tries)},
+    {"stockd_lock_cache_releases_total", "counter", "Cached ZooKeeper locks let go, by reason.",
+     SESSION, FN(s_cache_releases)},
+    {"stockd_zk_ops_total", "counter", "ZooKeeper operations by type.", SESSION, FN(s_zk_ops)},
+    /* A lease kind's lock (Redis, RedLock, etcd, or MySQL's stock_lock table on
+     * connections of its own, not counted in stockd_mysql_statements_total). */
+    {"stockd_lock_acquisitions_total", "counter", "Lock acquisitions.", LEASE, ST(acquired)},
+    {"stockd_lock_timeouts_total", "counter", "Lock acquisitions timed out.", LEASE, ST(timeouts)},
+    {"stockd_lock_lost_total", "counter", "Releases that found the lease run out.", LEASE,
+     ST(lost)},
+    {"stockd_lock_unavailable_total", "counter",
+     "Lock calls that could not reach the lock service.", LEASE, ST(unavailable)},
+    {"stockd_lock_service_ops_total", "counter", "Operations sent to the lock service.", LEASE,
+     FN(s_service_ops)},
+    {"stockd_lease_renewals_total", "counter", "Leases the watchdog extended (--lease-renew).",
+     LEASE, FN(s_renewals)},
+    {"stockd_round_trips_per_deduction", "gauge",
+     "Operations sent per deduction answered so far, by service.", ALL, FN(s_round_trips)},
+    {"stockd_product_stock", "gauge",
+     "Stock of a product this instance served, as last read from MySQL (re-read within 1 s "
+     "of each deduction; at most " STR(STOCKWATCH_MAX) " products).",
+     ALL, FN(s_stock)},
+    {"stockd_stock_watch_reads_total", "counter",
+     "Stock reads made for stockd_product_stock (not in stockd_mysql_statements_total).", ALL,
+     V(watch_reads)},
+    {"stockd_stock_watch_errors_total", "counter",
+     "Stock reads for stockd_product_stock that failed (retried the next second).", ALL,
+     V(watch_errors)},
+};
+
+char *stockd_metrics_render(const stockd_config *cfg, lock_set *locks) {
     const lock_kind *kind = lock_set_kind(locks);
-    lock_stats st;
-    lock_get_stats(locks, &st);
-    const char *session_service = kind && (kind->flags & LOCK_KIND_SESSION) ? kind->service : NULL;
-    const char *lease_service = kind && (kind->flags & LOCK_KIND_LEASE) ? kind->service : NULL;
-    if (session_service) {
-        const struct {
-            const char *name, *help;
-            uint64_t value;
-        } counters[] = {
-            {"stockd_lock_acquisitions_total",
-             "ZooKeeper lock rounds begun: acquisitions, cache hits included.",
-             st.acquired + st.cache_hits},
-            {"stockd_lock_cache_hits_total",
-             "ZooKeeper lock rounds served by a cached lock node, without an operation.",
-             st.cache_hits},
-            {"stockd_lock_cache_parks_total",
-             "ZooKeeper locks kept (cached) after a batch instead of released.", st.cache_parks},
-            {"stockd_lock_timeouts_total", "ZooKeeper lock acquisitions timed out.", st.timeouts},
-            {"stockd_lock_suspect_total", "Held locks that became suspect.", st.suspect},
-            {"stockd_lock_lost_total", "Held locks that were lost.", st.lost},
-            {"stockd_zk_session_expirations_total", "ZooKeeper sessions expired.", st.expirations},
-            {"stockd_zk_watch_events_total", "Node watches fired for lock waiters.",
-             st.watch_events},
-            {"stockd_zk_round_trips_total",
-             "ZooKeeper round trips: one per synchronous operation, one per wave of "
-             "operations sent together (many locks tried or released at once).",
-             st.round_trips},
-            {"stockd_zk_batched_tries_total",
-             "ZooKeeper locks tried in waves sent together (--cross-products).", st.batched_tries},
-        };
-        for (size_t i = 0; i < sizeof(counters) / sizeof(counters[0]); i++)
-            put_counter(&b, counters[i].name, counters[i].help,
-                        (unsigned long long)counters[i].value);
-        put(&b, "# HELP stockd_lock_cache_releases_total Cached ZooKeeper locks let go, by "
-                "reason.\n# TYPE stockd_lock_cache_releases_total counter\n");
-        put(&b, "stockd_lock_cache_releases_total{reason=\"contender\"} %llu\n",
-            (unsigned long long)st.cache_let_go_contender);
-        put(&b, "stockd_lock_cache_releases_total{reason=\"timeout\"} %llu\n",
-            (unsigned long long)st.cache_let_go_timeout);
-        put(&b, "stockd_lock_cache_releases_total{reason=\"other\"} %llu\n",
-            (unsigned long long)st.cache_let_go_other);
-        put(&b, "# HELP stockd_zk_ops_total ZooKeeper operations by type.\n"
-                "# TYPE stockd_zk_ops_total counter\n");
-        for (size_t i = 0; i < sizeof(st.op) / sizeof(st.op[0]) && st.op[i].name; i++)
-            put(&b, "stockd_zk_ops_total{op=\"%s\"} %llu\n", st.op[i].name,
-                (unsigned long long)st.op[i].n);
+    unsigned flags = kind ? kind->flags : 0;
+    scrape s = {.cfg = cfg};
+    buf b = {.cap = 8192};
+
+    lock_get_stats(locks, &s.st);
+    if (flags & (LOCK_KIND_SESSION | LOCK_KIND_LEASE)) s.service = kind->service;
+    s.zk_rounds = s.st.acquired + s.st.cache_hits;
+    for (int r = 0; r < STOCKD_ROUTE_COUNT; r++)
+        s.deducted += load(&m.requests[r][STOCKD_R_DEDUCTED]);
+    s.statements = load(&m.statements);
+    s.combined = load(&m.combined);
+    s.segment_moves = load(&m.segment_moves);
+    s.precheck_reads = load(&m.precheck_reads);
+    s.precheck_sold_out = load(&m.precheck_sold_out);
+    s.xbatch_sum = load(&m.xbatch_sum);
+    s.xbatch_count = load(&m.xbatch_count);
+    s.xbatch_busy = load(&m.xbatch_busy);
+    stockd_stockwatch_counts(&s.watch_reads, &s.watch_errors);
+
+    b.s = malloc(b.cap);
+    if (!b.s) return NULL;
+    b.s[0] = '\0';
+    for (size_t i = 0; i < sizeof(families) / sizeof(families[0]); i++) {
+        const family *f = &families[i];
+        if ((f->when == SESSION && !(flags & LOCK_KIND_SESSION)) ||
+            (f->when == LEASE && !(flags & LOCK_KIND_LEASE)))
+            continue;
+        put(&b, "# HELP %s %s\n# TYPE %s %s\n", f->name, f->help, f->name, f->type);
+        if (f->samples)
+            f->samples(&b, f, &s);
+        else
+            put(&b, "%s %llu\n", f->name,
+                (unsigned long long)*(const uint64_t *)((const char *)&s + f->off));
     }
-    if (lease_service) {
-        const struct {
-            const char *name, *help;
-            uint64_t value;
-        } counters[] = {
-            {"stockd_lock_acquisitions_total", "Lock acquisitions.", st.acquired},
-            {"stockd_lock_timeouts_total", "Lock acquisitions timed out.", st.timeouts},
-            {"stockd_lock_lost_total", "Releases that found the lease run out.", st.lost},
-            {"stockd_lock_unavailable_total", "Lock calls that could not reach the lock service.",
-             st.unavailable},
-        };
-        for (size_t i = 0; i < sizeof(counters) / sizeof(counters[0]); i++)
-            put_counter(&b, counters[i].name, counters[i].help,
-                        (unsigned long long)counters[i].value);
-        put(&b,
-            "# HELP stockd_lock_service_ops_total Operations sent to the lock service.\n"
-            "# TYPE stockd_lock_service_ops_total counter\n"
-            "stockd_lock_service_ops_total{service=\"%s\"} %llu\n",
-            lease_service, (unsigned long long)st.ops);
-        /* 0 with --lease-renew off: the series exists in every lease mode. */
-        put(&b,
-            "# HELP stockd_lease_renewals_total Leases the watchdog extended (--lease-renew).\n"
-            "# TYPE stockd_lease_renewals_total counter\n"
-            "stockd_lease_renewals_total{service=\"%s\"} %llu\n",
-            lease_service, (unsigned long long)st.renewals);
-    }
-    put(&b, "# HELP stockd_round_trips_per_deduction Operations sent per deduction answered so "
-            "far, by service.\n# TYPE stockd_round_trips_per_deduction gauge\n");
-    put(&b, "stockd_round_trips_per_deduction{service=\"mysql\"} %.4f\n",
-        deducted ? (double)statements / (double)deducted : 0.0);
-    if (session_service || lease_service)
-        put(&b, "stockd_round_trips_per_deduction{service=\"%s\"} %.4f\n",
-            session_service ? session_service : lease_service,
-            deducted ? (double)st.ops / (double)deducted : 0.0);
-    put_stock(&b);
     if (b.oom) {
         free(b.s);
         return NULL;

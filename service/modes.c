@@ -2,12 +2,14 @@
  * independent axes, a lock kind of lock/lock_kinds.c and a database strategy of
  * db/stockdb.h, plus whether deductions are batched and which stockd_config fields
  * feed the kind's lock_config. What follows from the table is here too: a mode's
- * row, name and parse, the lists of modes that config.c's messages name, and
- * stockd_lock_config. Pure; it calls nothing else in service/ (config.c calls it). */
+ * row, name and parse, the lists of modes that config.c's messages name, the rules
+ * between the mode and the other options (stockd_mode_check), and stockd_lock_config.
+ * Pure; it calls nothing else in service/ (config.c calls it). */
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "hostport.h"
 #include "stockd.h"
 
 #define CF(field) offsetof(stockd_config, field)
@@ -101,4 +103,69 @@ void stockd_lock_config(const stockd_config *cfg, const stockdb_config *db, lock
                          .cache = cfg->lock_cache_ms > 0 && cfg->batch_max > 1,
                          .owner = cfg->instance,
                          .db = db};
+}
+
+/* ------------------------------------------------------------------ the rules */
+
+int stockd_mode_check(stockd_config *c, char *err, size_t errlen) {
+    const stockd_mode *m = stockd_mode_of(c->lock);
+    char list[256];
+
+    c->etcd_lease_ms = c->etcd_ttl_s * 1000;
+    c->lock_kind = m->kind;
+    c->strategy = m->strategy;
+    if (c->lock == STOCKD_LOCK_REDLOCK &&
+        hostport_list_parse(c->redis, NULL, STOCKD_REDLOCK_MAX) < STOCKD_REDLOCK_MIN) {
+        snprintf(err, errlen,
+                 "--lock redlock needs --redis with %d to %d independent servers, "
+                 "HOST:PORT,HOST:PORT,..., got '%s'",
+                 STOCKD_REDLOCK_MIN, STOCKD_REDLOCK_MAX, c->redis);
+        return -1;
+    }
+    if (c->lock == STOCKD_LOCK_REDIS && strchr(c->redis, ',')) {
+        snprintf(err, errlen,
+                 "--lock redis takes one HOST:PORT in --redis, got '%s' (a list of servers is "
+                 "for --lock redlock)",
+                 c->redis);
+        return -1;
+    }
+    if (c->segments > 1 && !m->batched) {
+        snprintf(err, errlen, "--segments %u needs a mode with a lock (%s), not %s", c->segments,
+                 stockd_mode_list(list, sizeof(list), stockd_mode_batched), m->name);
+        return -1;
+    }
+    /* A pitfall misuses a lock that the service takes and releases around a
+     * transaction. none and atomic take no lock, and for-update's lock is the row lock,
+     * which the database holds to COMMIT and which its locking read reads through: there
+     * the mistake cannot be made. */
+    if (c->pitfall != STOCKD_PITFALL_NONE && !stockd_mode_locks(m)) {
+        snprintf(err, errlen,
+                 "--pitfall %s needs a lock the service takes and releases around its "
+                 "transaction (%s); %s has none to misuse",
+                 c->pitfall == STOCKD_PITFALL_RELEASE_BEFORE_COMMIT ? "release-before-commit"
+                                                                    : "snapshot-before-lock",
+                 stockd_mode_list(list, sizeof(list), stockd_mode_locks), m->name);
+        return -1;
+    }
+    if (c->lease_check && stockd_mode_lease(m)) {
+        uint64_t pause_us = (uint64_t)c->think_us + c->think_jitter_us;
+        unsigned lease = *(const unsigned *)((const char *)c + m->lease_off);
+        if (lease < STOCKD_LEASE_MIN_MS(pause_us)) {
+            snprintf(err, errlen,
+                     "%s %u is too short for a batch that pauses up to %llu us "
+                     "(--think-us + --think-jitter-us): every batch would outlive its lease; "
+                     "want at least %llu ms (twice the pause plus 200 ms)",
+                     m->lease_option, lease, (unsigned long long)pause_us,
+                     (unsigned long long)STOCKD_LEASE_MIN_MS(pause_us));
+            return -1;
+        }
+    }
+    /* Only a lease has anything to renew: ZooKeeper's session is kept alive by its
+     * client, and the other modes hold nothing that expires. */
+    if (c->lease_renew && !stockd_mode_lease(m)) {
+        snprintf(err, errlen, "--lease-renew on needs a lease lock (%s), not %s",
+                 stockd_mode_list(list, sizeof(list), stockd_mode_lease), m->name);
+        return -1;
+    }
+    return 0;
 }

@@ -25,7 +25,9 @@
  *             name and calls lock_acquire / lock_check / lock_token / lock_release.
  *   contract.c pure functions: routing, the id and key parsers, and the mapping from an
  *             outcome to an HTTP status and a JSON body (cJSON). Unit-tested and fuzzed.
- *   config.c  command line, environment and --config file into a stockd_config (pure).
+ *   config.c  command line, environment and --config file into a stockd_config (pure),
+ *             from one table with a row per option.
+ *   kvfile.c  the KEY=VALUE file format that --config reads (a systemd EnvironmentFile).
  *   modes.c   the table of --lock words (stockd_modes): each mode's lock kind and
  *             database strategy, and what derives from it (stockd_lock_config; pure).
  *   log.c     one log line per event, text or JSON; it calls nothing else here, so
@@ -118,6 +120,12 @@ typedef enum stockd_log_format {
     STOCKD_LOG_JSON,
 } stockd_log_format;
 
+/* RedLock's server count bounds (lock/redlock.h's REDLOCK_SERVERS_MIN and _MAX; the
+ * service links no Redis client, so they are repeated here). A list of etcd members has
+ * the same upper bound: an etcd cluster of more than 9 members is slower, not safer. */
+#define STOCKD_REDLOCK_MIN 3
+#define STOCKD_REDLOCK_MAX 9
+
 /* The most segments a product may be split over (--segments). */
 #define STOCKD_SEGMENTS_MAX 256
 
@@ -196,6 +204,16 @@ typedef struct stockd_config {
  * "FILE:LINE: ..."). Pure apart from reading the environment and that file. */
 int stockd_config_parse(stockd_config *cfg, int argc, char **argv, char *err, size_t errlen);
 void stockd_config_usage(FILE *out);
+/* One line of a KEY=VALUE file: its trimmed key and unquoted value, where it is
+ * ("FILE:LINE", for messages) and its line number. 0 goes on; -1 stops the read, with
+ * the reason in err. */
+typedef int stockd_kvfile_fn(void *arg, const char *key, const char *val, const char *where,
+                             unsigned line, char *err, size_t errlen);
+/* Calls fn for every KEY=VALUE line of path (kvfile.c says what a line may look like).
+ * 0, or -1 with the reason in err ("FILE:LINE: ..." for a bad line or fn's refusal).
+ * Pure apart from reading the file. */
+int stockd_kvfile_read(const char *path, stockd_kvfile_fn *fn, void *arg, char *err,
+                       size_t errlen);
 /* Sets cfg->zk_auth from v ("USER:PASSWORD"), as STOCKD_ZK_AUTH or the file of
  * --zk-auth-file give it. 0, or -1 with the reason (naming `name`, never the secret). */
 int stockd_config_set_zk_auth(stockd_config *cfg, const char *v, const char *name, char *err,
@@ -211,6 +229,11 @@ const char *stockd_mode_list(char *buf, size_t cap, bool (*pick)(const stockd_mo
 bool stockd_mode_batched(const stockd_mode *m);
 bool stockd_mode_locks(const stockd_mode *m);
 bool stockd_mode_lease(const stockd_mode *m);
+/* Fills the fields of cfg that follow from its mode (lock_kind, strategy,
+ * etcd_lease_ms) and checks the rules between the mode and the other options (a
+ * RedLock list, segments, a pitfall, a lease long enough for the pause, --lease-renew).
+ * 0, or -1 with the reason in err. Pure (modes.c); stockd_config_parse calls it. */
+int stockd_mode_check(stockd_config *cfg, char *err, size_t errlen);
 
 /* ------------------------------------------------------------------ answers */
 

@@ -894,7 +894,7 @@ static void test_multi_products_commit_all_or_nothing(stockdb *db) {
 static void multi_wide(stockdb_batch *bs, stockdb_item (*it)[2], char (*keys)[32], size_t nb,
                        const char *tag) {
     for (size_t i = 0; i < nb; i++) {
-        snprintf(keys[i], 32, "mw-%s-%zu", tag, i);
+        snprintf(keys[i], 32, "mw-%s-%u", tag, (unsigned)i);
         it[i][0] = (stockdb_item){.request_id = keys[i]};
         it[i][1] = (stockdb_item){.request_id = NULL};
         bs[i] = (stockdb_batch){.product_id = 60 + (int)i,
@@ -913,7 +913,7 @@ static void test_multi_products_cost_2k_plus_2_statements(stockdb *db) {
         char keys[16][32], tag[16];
         for (int p = 60; p < 76; p++)
             set_product(p, 5);
-        snprintf(tag, sizeof(tag), "k%zu", nb);
+        snprintf(tag, sizeof(tag), "k%u", (unsigned)nb);
         multi_wide(bs, it, keys, nb, tag);
         uint64_t before = stockdb_statements(db);
         CHECK_RC(STOCKDB_OK,
@@ -942,7 +942,7 @@ static void test_multi_products_cost_2k_plus_2_statements(stockdb *db) {
         /* A product whose row is missing: nothing of the others is committed. */
         admin_exec("DELETE FROM orders WHERE product_id = 61");
         admin_exec("DELETE FROM product WHERE id = 61");
-        snprintf(tag, sizeof(tag), "gone%zu", nb);
+        snprintf(tag, sizeof(tag), "gone%u", (unsigned)nb);
         multi_wide(bs, it, keys, nb, tag);
         CHECK_RC(STOCKDB_SPLIT, stockdb_deduct_multi(db, STOCKDB_FOR_UPDATE, bs, nb, NULL, NULL),
                  db);

@@ -3,6 +3,7 @@
 #   packaging.sh unit STOCKD UNIT MANPAGE   systemd-analyze verify on the template unit
 #   packaging.sh man STOCKD MANPAGE         the man page names every option of --help
 #   packaging.sh install BUILD_DIR          cmake --install puts bin, man page and unit
+#   packaging.sh env STOCKD EXAMPLE         stockd.env.example's keys are stockd's variables
 # Exits 77 (skipped) with the reason when the tool a check needs is missing.
 set -euo pipefail
 T=$(mktemp -d)
@@ -88,8 +89,24 @@ install)
   fi
   echo "ok: cmake --install: bin/stockd, share/man/man1/stockd.1, ${unit#"$T/prefix/"}"
   ;;
+env)
+  # Every line of the example, commented or not, is accepted by stockd --config (which
+  # parses the file, then --help exits 0): its keys and values are those of the option
+  # table. The password is the environment's only, so it is checked apart, and the
+  # port is the unit's instance name.
+  stockd=$2 example=$3
+  sed -n -e '/^STOCKD_/p' -e 's/^# *\(STOCKD_[A-Z_]*=\)/\1/p' "$example" >"$T/all.env"
+  grep -q '^STOCKD_MYSQL_PASSWORD=' "$T/all.env" || fail "$example: no STOCKD_MYSQL_PASSWORD"
+  ! grep -q '^STOCKD_PORT=' "$T/all.env" || fail "$example sets STOCKD_PORT (the unit's instance)"
+  grep -v '^STOCKD_MYSQL_PASSWORD=' "$T/all.env" >"$T/stockd.conf"
+  n=$(wc -l <"$T/stockd.conf")
+  ((n >= 5)) || fail "$example names only $n keys"
+  out=$(env -i "$stockd" --config "$T/stockd.conf" --help 2>&1 >/dev/null) ||
+    fail "stockd --config with the lines of $example: $out"
+  echo "ok: all $n keys of $example (commented or not) are accepted by stockd --config"
+  ;;
 *)
-  echo "usage: packaging.sh unit|man|install ..." >&2
+  echo "usage: packaging.sh unit|man|install|env ..." >&2
   exit 2
   ;;
 esac

@@ -46,9 +46,10 @@ if(STOCKD_FUZZ_OK)
   message(STATUS "fuzz_request: libFuzzer build with ${STOCKD_FUZZ_CC}")
   set(fuzz_bin ${CMAKE_CURRENT_BINARY_DIR}/fuzz_request)
   set(fuzz_srcs ${CMAKE_CURRENT_LIST_DIR}/fuzz_request.c ${PROJECT_SOURCE_DIR}/service/contract.c
-                ${PROJECT_SOURCE_DIR}/db/stockdb_url.c)
+                ${PROJECT_SOURCE_DIR}/db/stockdb_url.c ${PROJECT_SOURCE_DIR}/hostport/hostport.c)
   set(fuzz_inc)
   foreach(d ${PROJECT_SOURCE_DIR}/service ${PROJECT_SOURCE_DIR}/db ${PROJECT_SOURCE_DIR}/lock
+            ${PROJECT_SOURCE_DIR}/hostport
             ${CJSON_INCLUDE_DIRS} ${MYSQL_INCLUDE_DIRS})
     list(APPEND fuzz_inc -I${d})
   endforeach()

@@ -96,6 +96,9 @@ static void test_config_file(void) {
         {"STOCKD_PORT=1\n\nSTOCKD_PORT=2\n", ":3: STOCKD_PORT given twice (first on line 1)"},
         {"STOCKD_MYSQL_PASSWORD=x\n",
          ":1: STOCKD_MYSQL_PASSWORD is read from the environment only"},
+        {"STOCKD_REDIS_PASSWORD=x\n",
+         ":1: STOCKD_REDIS_PASSWORD is read from the environment only"},
+        {"# x\nSTOCKD_ZK_AUTH=u:p\n", ":2: STOCKD_ZK_AUTH is read from the environment only"},
         {"STOCKD_ZK=\"a:1\n", ":1: STOCKD_ZK: unbalanced quote"},
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
@@ -120,6 +123,86 @@ static void test_config_file(void) {
         unlink(path);
     }
     puts("ok: --config FILE");
+}
+
+/* Option names are matched exactly: a prefix of an option is no option (getopt would
+ * take it), and argv takes no positional argument. */
+static void test_exact_names(void) {
+    stockd_config c;
+    char err[256];
+    static const char *bad[][3] = {
+        {"--work", "3", "unknown option '--work'"},
+        {"--conf", "/dev/null", "unknown option '--conf'"},
+        {"--port=", "", "--port must be an integer"},
+        {"--redis-password", "x", "secrets are never taken from the command line"},
+        {"--zk-auth", "u:p", "secrets are never taken from the command line"},
+        {"-x", "1", "unknown option '-x'"},
+        {"extra", "1", "unexpected argument 'extra'"},
+        {"--", "extra", "unexpected argument 'extra'"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        char *argv[] = {"stockd", (char *)bad[i][0], (char *)bad[i][1], NULL};
+        int argc = bad[i][0][strlen(bad[i][0]) - 1] == '=' ? 2 : 3;
+        err[0] = '\0';
+        CHECK_INT_EQ(-1, parse(&c, err, argc, argv));
+        if (!strstr(err, bad[i][2]))
+            CHECK_FAIL_("%s %s: expected '%s' in the error, got '%s'", bad[i][0], bad[i][1],
+                        bad[i][2], err);
+        CHECK(strstr(err, "u:p") == NULL);
+    }
+    char *last[] = {"stockd", "--workers", NULL};
+    CHECK_INT_EQ(-1, parse(&c, err, 2, last));
+    CHECK(strstr(err, "--workers needs a N") != NULL);
+    char *ok[] = {"stockd", "--workers=3", "--port", "9001", "--", NULL};
+    CHECK_INT_EQ(0, parse(&c, err, 5, ok));
+    CHECK_INT_EQ(3, c.workers);
+    CHECK_INT_EQ(9001, c.port);
+    char *help[] = {"stockd", "-h", "--version", NULL};
+    CHECK_INT_EQ(0, parse(&c, err, 3, help));
+    CHECK(c.help && c.version);
+    puts("ok: option names are matched exactly");
+}
+
+/* --help: the operator options, then the demonstration switches under their own
+ * heading; each with its variable, a number's range and the default. */
+static void test_help(void) {
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    CHECK(f != NULL);
+    stockd_config_usage(f);
+    CHECK_INT_EQ(0, fclose(f));
+    const char *demo = strstr(text, "\ndemonstration switches");
+    CHECK(demo != NULL);
+    static const char *operator[] = {"--port P", "--lock MODE", "--lock-cache-ms N",
+                                     "--config FILE", "--lease-renew on|off"};
+    static const char *demos[] = {"--fence on|off", "--pitfall none|", "--lease-check on|off",
+                                  "--lock-passes N", "--think-us N"};
+    for (size_t i = 0; i < 5; i++) {
+        const char *o = strstr(text, operator[i]), *d = strstr(text, demos[i]);
+        if (!o || o > demo) CHECK_FAIL_("'%s' not among the operator options", operator[i]);
+        if (!d || d < demo) CHECK_FAIL_("'%s' not among the demonstration switches", demos[i]);
+    }
+    /* The same text with each line break and its indent as one space. */
+    char *flat = malloc(len + 1), *o = flat;
+    CHECK(flat != NULL);
+    for (const char *p = text; *p; p++) {
+        if (*p == '\n') p += strspn(p + 1, " ");
+        *o++ = *p == '\n' ? ' ' : *p;
+    }
+    *o = '\0';
+    CHECK(strstr(flat, "(STOCKD_WORKERS, 1..512) [16]") != NULL);
+    CHECK(strstr(flat, "redlock or etcd (STOCKD_LOCK) [none]") != NULL);
+    CHECK(strstr(flat, "(STOCKD_LOCK_CACHE_MS, 0..60000) [") != NULL);
+    free(flat);
+    CHECK(strstr(text, "STOCKD_REDIS_PASSWORD") != NULL); /* named, but no option */
+    CHECK(strstr(text, "--redis-password ") == NULL);
+    for (const char *line = text; *line; line = strchr(line, '\n') + 1) {
+        size_t n = strcspn(line, "\n");
+        if (n > 81) CHECK_FAIL_("a --help line of %zu columns: %.*s", n, (int)n, line);
+    }
+    free(text);
+    puts("ok: --help lists the operator options, then the demonstration switches");
 }
 
 int main(void) {
@@ -272,8 +355,8 @@ int main(void) {
         {"--segments", "0", "--segments"},
         {"--segments", "257", "--segments"},
         {"--segments", "2", "needs a mode with a lock"}, /* the default mode is none */
-        {"--pitfall", "forget-the-lock", "release-before-commit or snapshot-before-lock"},
-        {"--log-format", "xml", "text or json"},
+        {"--pitfall", "forget-the-lock", "one of none|release-before-commit|snapshot-before-lock"},
+        {"--log-format", "xml", "--log-format must be one of text|json"},
         {"--pitfall", "snapshot-before-lock", "none has none to misuse"},
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
@@ -323,6 +406,8 @@ int main(void) {
         CHECK_INT_EQ(m, back);
     }
     test_config_file();
+    test_exact_names();
+    test_help();
     /* Issue 16, defect 12: a lease shorter than the batch's own pause makes every batch
      * of that lease kind fail, so start-up refuses it. The bound is twice the longest
      * pause (think + jitter) plus 200 ms, for the mode's own lease only. */
