@@ -312,7 +312,7 @@ static int zklock_fair_round(zklock_attempt *a, zklock_conn *c, uint64_t *seq) {
 
     if (a->uncertain) {
         /* The server we reconnected to may not have applied our create yet. */
-        rc = zklock__sync(c, &a->w, a->parent);
+        rc = zklock__sync(c, a->parent);
         if (zklock__zk_retryable(rc)) return ZKLOCK_ROUND_AGAIN;
         if (rc != ZOK && rc != ZNONODE) return LOCK_ERR_SERVER;
     }
@@ -449,7 +449,7 @@ static int zklock_herd_round(zklock_attempt *a, zklock_conn *c, uint64_t *seq) {
     struct Stat st;
     if (a->uncertain) {
         /* Our create's reply was lost: bring the server up to date, then look. */
-        rc = zklock__sync(c, &a->w, a->parent);
+        rc = zklock__sync(c, a->parent);
         if (rc == ZOK || rc == ZNONODE) rc = zklock_herd_adopt(a, c);
         if (zklock__zk_retryable(rc)) return ZKLOCK_ROUND_AGAIN;
         if (rc != ZOK) return LOCK_ERR_SERVER;

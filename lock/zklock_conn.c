@@ -254,7 +254,7 @@ void zklock__conn_put(zklock_session *s, zklock_conn *c) {
 
 typedef struct zklock_sync_wait {
     zklock_session *s;
-    zklock_waiter *w;
+    pthread_cond_t cond;
     int done;
     int rc;
 } zklock_sync_wait;
@@ -268,21 +268,24 @@ static void zklock_sync_done(int rc, const char *value, const void *data) {
     pthread_mutex_lock(&sw->s->mu);
     sw->rc = rc;
     sw->done = 1;
-    pthread_cond_signal(&sw->w->cond);
+    pthread_cond_signal(&sw->cond);
     pthread_mutex_unlock(&sw->s->mu);
 }
 
-int zklock__sync(zklock_conn *c, zklock_waiter *w, const char *path) {
+int zklock__sync(zklock_conn *c, const char *path) {
     zklock_session *s = c->s;
-    zklock_sync_wait sw = {.s = s, .w = w};
+    zklock_sync_wait sw = {.s = s};
+    pthread_cond_init(&sw.cond, NULL);
     zklock__count_op(s, ZKLOCK_OP_DATA);
     int rc = zoo_async(c->zh, path, zklock_sync_done, &sw);
-    if (rc != ZOK) return rc;
-    pthread_mutex_lock(&s->mu);
-    while (!sw.done)
-        zklock__wait_locked(s, w, -1);
-    rc = sw.rc;
-    pthread_mutex_unlock(&s->mu);
+    if (rc == ZOK) {
+        pthread_mutex_lock(&s->mu);
+        while (!sw.done)
+            pthread_cond_wait(&sw.cond, &s->mu);
+        rc = sw.rc;
+        pthread_mutex_unlock(&s->mu);
+    }
+    pthread_cond_destroy(&sw.cond);
     return rc;
 }
 
@@ -343,7 +346,13 @@ static void zklock_cleanup_free(zklock_cleanup *e) {
 
 int zklock__cleanup_run(zklock_conn *c, const zklock_cleanup *e) {
     zklock_session *s = c->s;
-    int rc;
+    /* A cleanup looks for a node whose create's reply may have been lost, and a server
+     * that lags (a follower we reconnected to) may not have applied that create yet: a
+     * plain read would find nothing, the entry would be dropped, and the create would
+     * land afterwards, owned by our live session, blocking the lock everywhere. So the
+     * server is brought up to date first, as the acquisition's recovery does. */
+    int rc = zklock__sync(c, e->path);
+    if (rc != ZOK && rc != ZNONODE) return rc;
     if (e->kind == ZKLOCK_HERD) {
         /* The herd node has a fixed name: delete it only if it is the one we made. */
         char data[ZKLOCK_GUID_LEN + 1];

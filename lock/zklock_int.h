@@ -190,10 +190,11 @@ void zklock__cleanup_queue(zklock_session *s, uint64_t epoch, zklock_kind kind, 
                            const char *guid);
 
 /* Brings the server we are connected to up to date with the leader (zoo_async, the
- * C API's sync) and waits for it, sleeping on w->cond. Used before looking for the
- * node of a create whose reply was lost: after a reconnection to a follower that has
- * not applied that create yet, a plain read would not see it. Returns a zk code. */
-int zklock__sync(zklock_conn *c, zklock_waiter *w, const char *path);
+ * C API's sync) and waits for it (mu not held). Every look for the node of a create
+ * whose reply was lost goes through it first (the acquisition's recovery and every
+ * cleanup by GUID): after a reconnection to a follower that has not applied that
+ * create yet, a plain read would not see it. Returns a zk code. */
+int zklock__sync(zklock_conn *c, const char *path);
 
 /* Makes sure the persistent path `path` (and its ancestors) exists. */
 int zklock__ensure_path(zklock_conn *c, const char *path);

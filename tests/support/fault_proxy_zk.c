@@ -35,6 +35,7 @@ struct fp_zk {
 typedef struct zk_conn {
     int cfirst, dfirst; /* the next frame is the connect request / response */
     int dropping;       /* a lost reply: nothing passes until the cut */
+    int held_here;      /* the held create came on this connection: not injected on it */
     int32_t hold_xid;   /* hold the reply with this xid ... */
     int hold_pending;   /* ... when it comes */
     struct {
@@ -122,6 +123,9 @@ static fp_verdict zk_request(fp_zk *z, fp_conn *c, zk_conn *cs, fp_frame *f) {
         memcpy(z->held, f->data, f->len);
         z->held_len = f->len;
         z->held_xid = xid;
+        /* Requests pipelined behind it in the same read (a batch's listing) are not the
+         * later connection's that the create must follow. */
+        cs->held_here = 1;
         return FP_CUT;
     }
     int lose = lock_create && z->lose_arm;
@@ -130,7 +134,7 @@ static fp_verdict zk_request(fp_zk *z, fp_conn *c, zk_conn *cs, fp_frame *f) {
         z->lose_arm = 0;
         z->triggers++;
     }
-    int inject = z->held && (op == z->hold_after_op || op == z->hold_after_op2);
+    int inject = z->held && !cs->held_here && (op == z->hold_after_op || op == z->hold_after_op2);
     int before = inject && z->hold_before;
     int hold_reply = inject && !before && z->hold_reply;
     if (inject) z->injected++;
