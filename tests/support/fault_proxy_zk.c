@@ -117,6 +117,7 @@ static fp_verdict zk_request(fp_zk *z, fp_conn *c, zk_conn *cs, fp_frame *f) {
         /* Keep the create; the client sees the connection drop. */
         z->hold_arm = 0;
         z->triggers++;
+        int refuse_ms = z->refuse_ms;
         pthread_mutex_unlock(&z->mu);
         z->held = malloc(f->len);
         if (!z->held) return FP_CUT;
@@ -126,6 +127,7 @@ static fp_verdict zk_request(fp_zk *z, fp_conn *c, zk_conn *cs, fp_frame *f) {
         /* Requests pipelined behind it in the same read (a batch's listing) are not the
          * later connection's that the create must follow. */
         cs->held_here = 1;
+        if (refuse_ms) fault_proxy_refuse(fp_conn_proxy(c), refuse_ms);
         return FP_CUT;
     }
     int lose = lock_create && z->lose_arm;
@@ -307,6 +309,12 @@ void fp_zk_hold_next_create_before(fp_zk *z, int op) {
     z->hold_reply = 0;
     z->hold_before = 1;
     z->refuse_ms = 0;
+    pthread_mutex_unlock(&z->mu);
+}
+
+void fp_zk_refuse_after_hold(fp_zk *z, int refuse_ms) {
+    pthread_mutex_lock(&z->mu);
+    z->refuse_ms = refuse_ms;
     pthread_mutex_unlock(&z->mu);
 }
 
