@@ -24,6 +24,12 @@ int64_t zklock__now_ms(void) {
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+int64_t zklock__pause_limit_ms_locked(const zklock_session *s) {
+    int64_t timeout = s->session_timeout_ms;
+    if (s->conn->timeout_ms > 0 && s->conn->timeout_ms < timeout) timeout = s->conn->timeout_ms;
+    return timeout / 3;
+}
+
 int zklock__zk_retryable(int rc) {
     return rc == ZCONNECTIONLOSS || rc == ZOPERATIONTIMEOUT || rc == ZSESSIONEXPIRED ||
            rc == ZINVALIDSTATE || rc == ZCLOSING || rc == ZSESSIONMOVED;
@@ -140,6 +146,7 @@ static void zklock_session_watcher(zhandle_t *zh, int type, int state, const cha
             c->state = ZKLOCK_CONN_EXPIRED;
         } else {
             c->state = ZKLOCK_CONN_CONNECTED;
+            c->timeout_ms = zoo_recv_timeout(zh); /* set by the I/O thread before this event */
         }
     } else if (state == ZOO_EXPIRED_SESSION_STATE || state == ZOO_AUTH_FAILED_STATE) {
         zklock_mark_holds_locked(s, c, 1);
@@ -459,9 +466,14 @@ static void *zklock_maint_main(void *arg) {
             continue;
         }
         if (s->cleanups && old->state == ZKLOCK_CONN_CONNECTED) zklock_cleanups_run_locked(s);
-        /* Cached holds that are contended, out of time, lost or cancelled go now; the
-         * next one to run out of time sets the next wake-up. */
-        int64_t until = zklock__now_ms() + 500, next = zklock__cache_sweep_locked(s);
+        /* Cached holds that are contended, out of time, lost, cancelled, or kept across
+         * a gap that may have been a pause go now (the tick is moved only after the
+         * sweep has seen the gap); the next one to run out of time sets the next
+         * wake-up. */
+        int64_t next = zklock__cache_sweep_locked(s);
+        s->maint_tick_ms = zklock__now_ms();
+        int64_t round = zklock__pause_limit_ms_locked(s) / 2;
+        int64_t until = s->maint_tick_ms + (round < 500 ? round : 500);
         if (next >= 0 && next < until) until = next;
         /* Retry queued cleanups now and then even without a state change. */
         zklock_cond_wait_until(&s->maint_cond, &s->mu, until);
@@ -532,6 +544,7 @@ int zklock_session_new(const zklock_session_config *cfg, zklock_session **out) {
         rc = zklock__zk_retryable(zrc) ? LOCK_ERR_CONNECTION : LOCK_ERR_SERVER;
         goto out;
     }
+    s->maint_tick_ms = zklock__now_ms();
     if (pthread_create(&s->maint, NULL, zklock_maint_main, s) != 0) {
         rc = LOCK_ERR_NOMEM;
         goto out;

@@ -32,6 +32,7 @@ typedef struct zklock_conn {
     int64_t session_id; /* set at the first CONNECTED event, then fixed */
     int state;          /* ZKLOCK_CONN_* */
     int refs;           /* threads inside a ZooKeeper call on zh */
+    int timeout_ms;     /* the session timeout the server granted, 0 until connected */
 } zklock_conn;
 
 /* A thread inside zklock_acquire (or zklock_session_new). It sleeps on its own
@@ -105,10 +106,19 @@ struct zklock_session {
     zklock_stats stats;
     pthread_t maint;
     int maint_started;
+    int64_t maint_tick_ms; /* when the maintenance thread last went round (monotonic) */
 };
 
 /* Milliseconds of CLOCK_MONOTONIC. */
 int64_t zklock__now_ms(void);
+
+/* The longest gap between two rounds of the maintenance thread past which the process
+ * may have been paused (SIGSTOP, a frozen VM) long enough for its session to expire
+ * unseen: a third of the session timeout (the negotiated one once connected). The
+ * client pings after a third of it in silence and the server expires the session after
+ * all of it, so a pause shorter than two thirds cannot have expired it. The maintenance
+ * thread goes round at least twice as often. mu held. */
+int64_t zklock__pause_limit_ms_locked(const zklock_session *s);
 
 /* A zk return code that means "the connection or session failed, try again once
  * connected (the epoch tells whether the session survived)". */
