@@ -15,6 +15,7 @@
 # deduction, over both instances.
 # Needs a build (build/service/stockd, build/loadtest/stockload).
 set -euo pipefail
+# shellcheck source=scripts/stack-lib.sh
 source "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/../../scripts/stack-lib.sh"
 base=${1:?usage: cache_pause_cost.sh PORT_BASE [CACHE_MS...]}
 shift
@@ -66,7 +67,7 @@ for c in "${caches[@]}"; do
       --lock-cache-ms "$c" --lock-timeout-ms 20000
   done
   blocked=()
-  for round in 1 2 3 4 5; do
+  for _ in 1 2 3 4 5; do
     curl -fsS -o /dev/null "http://127.0.0.1:$a/stock/reduce?id=1"
     kill -STOP "$(cat "$RUN/stockd/1.pid")"
     t=$(curl -sS -o /dev/null -w '%{time_total}' "http://127.0.0.1:$b/stock/reduce?id=1")
