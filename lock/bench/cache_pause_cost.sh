@@ -28,7 +28,7 @@ mkdir -p "$RUN/tmp"
 export TMPDIR=$RUN/tmp # MariaDB's own temporary files, out of the shared /tmp
 DB=bench
 export STOCKD_MYSQL_PASSWORD=bench-pw
-a=$((base + 2)) b=$((base + 3))
+port_a=$((base + 2)) port_b=$((base + 3))
 cleanup() {
   stockd_stop_all "$RUN" || true
   zk_stop "$RUN" || true
@@ -68,19 +68,19 @@ for c in "${caches[@]}"; do
   done
   blocked=()
   for _ in 1 2 3 4 5; do
-    curl -fsS -o /dev/null "http://127.0.0.1:$a/stock/reduce?id=1"
+    curl -fsS -o /dev/null "http://127.0.0.1:$port_a/stock/reduce?id=1"
     kill -STOP "$(cat "$RUN/stockd/1.pid")"
-    t=$(curl -sS -o /dev/null -w '%{time_total}' "http://127.0.0.1:$b/stock/reduce?id=1")
+    t=$(curl -sS -o /dev/null -w '%{time_total}' "http://127.0.0.1:$port_b/stock/reduce?id=1")
     kill -CONT "$(cat "$RUN/stockd/1.pid")"
     blocked+=("$(awk -v t="$t" 'BEGIN { printf "%d", t * 1000 }')")
-    wait_until 30 healthy "$a"
-    wait_until 30 healthy "$b"
+    wait_until 30 healthy "$port_a"
+    wait_until 30 healthy "$port_b"
   done
-  o0=$(($(ops "$a") + $(ops "$b")))
-  d1=$(load 5 "$a")
-  o1=$(($(ops "$a") + $(ops "$b")))
-  d2=$(load 5 "$a" "$b")
-  o2=$(($(ops "$a") + $(ops "$b")))
+  o0=$(($(ops "$port_a") + $(ops "$port_b")))
+  d1=$(load 5 "$port_a")
+  o1=$(($(ops "$port_a") + $(ops "$port_b")))
+  d2=$(load 5 "$port_a" "$port_b")
+  o2=$(($(ops "$port_a") + $(ops "$port_b")))
   printf '%-10s %-40s %-22s %-22s\n' "$c" "${blocked[*]}" \
     "$(awk -v o=$((o1 - o0)) -v d="$d1" 'BEGIN { printf "%.3f (%d ded.)", o / d, d }')" \
     "$(awk -v o=$((o2 - o1)) -v d="$d2" 'BEGIN { printf "%.3f (%d ded.)", o / d, d }')"
