@@ -21,11 +21,9 @@
  * without the lock deletes what it made, or queues the deletion until the
  * connection is back (the Curator bugs CURATOR-79, CURATOR-462 and CURATOR-678
  * were nodes left behind on exactly these paths). */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 
 #include "zklock_int.h"
 
