@@ -125,7 +125,8 @@ typedef struct zklock_stats {
     uint64_t cache_hits;             /* acquisitions served by a cached hold, no operation */
     uint64_t cache_let_go_contender; /* cached holds let go: another node came */
     uint64_t cache_let_go_timeout;   /* ... their time ran out */
-    uint64_t cache_let_go_other;     /* ... lost, disconnected, or the session cancelled */
+    uint64_t cache_let_go_other;     /* ... lost, disconnected, cancelled, or kept across a
+                                      * gap that may have been a pause past the session */
     uint64_t cache_callbacks;        /* children watches of the cache that fired */
     /* Round trips: each synchronous call above is one; the operations that
      * zklock_try_many and zklock_release_many send together, in flight at once, are
@@ -206,8 +207,13 @@ int zklock_view(zklock_session *s, const char *name, zklock_kind kind, struct lo
  * ZooKeeper fires it when another contender creates its node, and the hold is then
  * let go: at once by the session's maintenance thread if it is cached, or at its next
  * release if a thread has it. A cached hold is also let go when max_ms passes without
- * a hit, when the session is cancelled (shutdown), and with the session when it is
- * freed or expires.
+ * a hit, when the session is cancelled (shutdown), with the session when it is freed
+ * or expires, and when the process may have been paused past the session since it
+ * was cached (a gap of over a third of the session timeout in the session's own
+ * maintenance rounds): the client learns of an expiry only once its I/O thread runs
+ * again, and a hold handed out before that would serve a batch under a dead token. What
+ * the cache costs is the other side of that pause: a cached node of a paused process
+ * blocks every other instance's acquisition of that lock until its session expires.
  *
  * Ownership: on LOCK_OK the hold leaves the calling thread; the pointer is no
  * longer the caller's (the session may free it at any moment) and must not be used.

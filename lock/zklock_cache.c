@@ -15,12 +15,24 @@
 
 /* ---------------------------------------------------------------- state */
 
+/* Has the process surely run since the session was last known alive? Our view of the
+ * connection is only as fresh as the client's I/O thread: after a pause past the
+ * session timeout, it still says connected until that thread runs and learns of the
+ * expiry, and a cached hold handed out meanwhile would run a batch under a dead token.
+ * So a gap in the maintenance thread's rounds longer than zklock__pause_limit_ms_locked
+ * counts as such a pause: a hold cached across it is let go, never handed out. mu
+ * held. */
+static int zklock_cache_fresh_locked(const zklock_session *s) {
+    return zklock__now_ms() - s->maint_tick_ms < zklock__pause_limit_ms_locked(s);
+}
+
 /* May a cached hold be handed to a thread now? Only while nobody else queued for the
- * lock since we cached it (the watch has not fired), within its time, and while the
- * node is surely ours (connected, same session). mu held. */
+ * lock since we cached it (the watch has not fired), within its time, while the node is
+ * surely ours (connected, same session) and the process cannot have been paused past
+ * the session meanwhile. mu held. */
 static int zklock_cache_usable_locked(const zklock_hold *h) {
     return !h->contended && !h->s->cancelled && zklock__now_ms() < h->cache_until &&
-           zklock__hold_state_locked(h) == LOCK_OK;
+           zklock_cache_fresh_locked(h->s) && zklock__hold_state_locked(h) == LOCK_OK;
 }
 
 /* Counts why a cached hold is let go (mu held). */
@@ -28,7 +40,8 @@ static void zklock_cache_count_let_go_locked(const zklock_hold *h) {
     zklock_stats *st = &h->s->stats;
     if (h->contended)
         st->cache_let_go_contender++;
-    else if (!h->s->cancelled && zklock__hold_state_locked(h) == LOCK_OK)
+    else if (!h->s->cancelled && zklock_cache_fresh_locked(h->s) &&
+             zklock__hold_state_locked(h) == LOCK_OK)
         st->cache_let_go_timeout++;
     else
         st->cache_let_go_other++;
@@ -118,7 +131,8 @@ int64_t zklock__cache_sweep_locked(zklock_session *s) {
             if (!h->cached) continue;
             /* A SUSPECT hold waits, within its time, for its connection to return. */
             int suspect_wait = zklock__hold_state_locked(h) == LOCK_SUSPECT && !h->contended &&
-                               !s->cancelled && zklock__now_ms() < h->cache_until;
+                               !s->cancelled && zklock__now_ms() < h->cache_until &&
+                               zklock_cache_fresh_locked(s);
             if (!zklock_cache_usable_locked(h) && !suspect_wait) {
                 *p = h->next;
                 go = h;
@@ -151,7 +165,8 @@ int zklock_release_cached(zklock_hold *h, int max_ms) {
     pthread_mutex_lock(&s->mu);
     zklock_conn *c = NULL;
     uint64_t id = 0;
-    int ok = !h->contended && !s->cancelled && zklock__hold_state_locked(h) == LOCK_OK;
+    int ok = !h->contended && !s->cancelled && zklock_cache_fresh_locked(s) &&
+             zklock__hold_state_locked(h) == LOCK_OK;
     if (ok && !h->cache_watch) {
         ok = zklock__conn_get_locked(s, NULL, 0, &c) == LOCK_OK;
         if (ok) id = h->cache_watch = zklock__watch_id_locked(s);

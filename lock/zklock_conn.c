@@ -1,14 +1,9 @@
-/* zklock_conn.c: the session side of zklock. A zklock_session owns one ZooKeeper
- * connection at a time (zklock_conn), the watchers that turn ZooKeeper's events
- * into state changes, and a maintenance thread that
- *   - replaces a connection whose session expired (zookeeper_init and
- *     zookeeper_close must not run on ZooKeeper's completion thread, where our
- *     watchers run), and
- *   - deletes nodes that a release or a failed acquisition could not delete
- *     because the connection was down, once it is back with the same session, and
- *   - lets go of cached holds (zklock_release_cached) once a contender queues, their
- *     time runs out, or the session is cancelled.
- * The lock recipes themselves are in zklock.c, the lock cache in zklock_cache.c. */
+/* zklock_conn.c: the bottom layer of zklock (zklock_int.h gives the layers). One
+ * ZooKeeper connection of a session at a time (zklock_conn): opening and closing it,
+ * the watchers that turn ZooKeeper's events into state changes, references for the
+ * threads inside a call, the sync, and the deletion by GUID of nodes that a release or
+ * a failed acquisition could not delete (zklock_cleanup), run later by the maintenance
+ * thread of zklock_session.c. It calls no other zklock file. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +17,12 @@ int64_t zklock__now_ms(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int64_t zklock__pause_limit_ms_locked(const zklock_session *s) {
+    int64_t timeout = s->session_timeout_ms;
+    if (s->conn->timeout_ms > 0 && s->conn->timeout_ms < timeout) timeout = s->conn->timeout_ms;
+    return timeout / 3;
 }
 
 int zklock__zk_retryable(int rc) {
@@ -54,7 +55,7 @@ static void zklock_log_discard(const char *message) {
     (void)message;
 }
 
-static void zklock_wake_all_locked(zklock_session *s) {
+void zklock__wake_all_locked(zklock_session *s) {
     for (zklock_waiter *w = s->waiters; w; w = w->next)
         pthread_cond_signal(&w->cond);
     pthread_cond_signal(&s->maint_cond);
@@ -88,7 +89,7 @@ void zklock__waiter_remove(zklock_session *s, zklock_waiter *w) {
     pthread_cond_destroy(&w->cond);
 }
 
-static void zklock_cond_wait_until(pthread_cond_t *cond, pthread_mutex_t *mu, int64_t deadline_ms) {
+void zklock__cond_wait_until(pthread_cond_t *cond, pthread_mutex_t *mu, int64_t deadline_ms) {
     if (deadline_ms < 0) {
         pthread_cond_wait(cond, mu);
         return;
@@ -99,7 +100,7 @@ static void zklock_cond_wait_until(pthread_cond_t *cond, pthread_mutex_t *mu, in
 }
 
 void zklock__wait_locked(zklock_session *s, zklock_waiter *w, int64_t deadline_ms) {
-    zklock_cond_wait_until(&w->cond, &s->mu, deadline_ms);
+    zklock__cond_wait_until(&w->cond, &s->mu, deadline_ms);
 }
 
 uint64_t zklock__watch_id_locked(zklock_session *s) {
@@ -140,6 +141,7 @@ static void zklock_session_watcher(zhandle_t *zh, int type, int state, const cha
             c->state = ZKLOCK_CONN_EXPIRED;
         } else {
             c->state = ZKLOCK_CONN_CONNECTED;
+            c->timeout_ms = zoo_recv_timeout(zh); /* set by the I/O thread before this event */
         }
     } else if (state == ZOO_EXPIRED_SESSION_STATE || state == ZOO_AUTH_FAILED_STATE) {
         zklock_mark_holds_locked(s, c, 1);
@@ -150,7 +152,7 @@ static void zklock_session_watcher(zhandle_t *zh, int type, int state, const cha
         c->state = ZKLOCK_CONN_CONNECTING;
     }
     s->state_seq++;
-    zklock_wake_all_locked(s);
+    zklock__wake_all_locked(s);
     pthread_mutex_unlock(&s->mu);
 }
 
@@ -182,7 +184,7 @@ void zklock__node_watcher(zhandle_t *zh, int type, int state, const char *path, 
 /* The least time between two routine resolutions of the ensemble's host names. */
 #define ZKLOCK_RESOLVE_MS 10000
 
-static int zklock_conn_open(zklock_session *s, zklock_conn **out) {
+int zklock__conn_open(zklock_session *s, zklock_conn **out) {
     zklock_conn *c = calloc(1, sizeof(*c));
     if (!c) return LOCK_ERR_NOMEM;
     c->s = s;
@@ -217,7 +219,7 @@ static int zklock_conn_open(zklock_session *s, zklock_conn **out) {
 }
 
 /* Closes the handle (joins ZooKeeper's threads, so no watcher runs afterwards). */
-static void zklock_conn_close(zklock_conn *c) {
+void zklock__conn_close(zklock_conn *c) {
     if (!c) return;
     zookeeper_close(c->zh);
     free(c);
@@ -254,7 +256,7 @@ void zklock__conn_put(zklock_session *s, zklock_conn *c) {
 
 typedef struct zklock_sync_wait {
     zklock_session *s;
-    zklock_waiter *w;
+    pthread_cond_t cond;
     int done;
     int rc;
 } zklock_sync_wait;
@@ -268,21 +270,24 @@ static void zklock_sync_done(int rc, const char *value, const void *data) {
     pthread_mutex_lock(&sw->s->mu);
     sw->rc = rc;
     sw->done = 1;
-    pthread_cond_signal(&sw->w->cond);
+    pthread_cond_signal(&sw->cond);
     pthread_mutex_unlock(&sw->s->mu);
 }
 
-int zklock__sync(zklock_conn *c, zklock_waiter *w, const char *path) {
+int zklock__sync(zklock_conn *c, const char *path) {
     zklock_session *s = c->s;
-    zklock_sync_wait sw = {.s = s, .w = w};
+    zklock_sync_wait sw = {.s = s};
+    pthread_cond_init(&sw.cond, NULL);
     zklock__count_op(s, ZKLOCK_OP_DATA);
     int rc = zoo_async(c->zh, path, zklock_sync_done, &sw);
-    if (rc != ZOK) return rc;
-    pthread_mutex_lock(&s->mu);
-    while (!sw.done)
-        zklock__wait_locked(s, w, -1);
-    rc = sw.rc;
-    pthread_mutex_unlock(&s->mu);
+    if (rc == ZOK) {
+        pthread_mutex_lock(&s->mu);
+        while (!sw.done)
+            pthread_cond_wait(&sw.cond, &s->mu);
+        rc = sw.rc;
+        pthread_mutex_unlock(&s->mu);
+    }
+    pthread_cond_destroy(&sw.cond);
     return rc;
 }
 
@@ -335,7 +340,7 @@ void zklock__cleanup_queue(zklock_session *s, uint64_t epoch, zklock_kind kind, 
     pthread_mutex_unlock(&s->mu);
 }
 
-static void zklock_cleanup_free(zklock_cleanup *e) {
+void zklock__cleanup_free(zklock_cleanup *e) {
     if (!e) return;
     free(e->path);
     free(e);
@@ -343,7 +348,13 @@ static void zklock_cleanup_free(zklock_cleanup *e) {
 
 int zklock__cleanup_run(zklock_conn *c, const zklock_cleanup *e) {
     zklock_session *s = c->s;
-    int rc;
+    /* A cleanup looks for a node whose create's reply may have been lost, and a server
+     * that lags (a follower we reconnected to) may not have applied that create yet: a
+     * plain read would find nothing, the entry would be dropped, and the create would
+     * land afterwards, owned by our live session, blocking the lock everywhere. So the
+     * server is brought up to date first, as the acquisition's recovery does. */
+    int rc = zklock__sync(c, e->path);
+    if (rc != ZOK && rc != ZNONODE) return rc;
     if (e->kind == ZKLOCK_HERD) {
         /* The herd node has a fixed name: delete it only if it is the one we made. */
         char data[ZKLOCK_GUID_LEN + 1];
@@ -387,7 +398,7 @@ int zklock__cleanup_run(zklock_conn *c, const zklock_cleanup *e) {
 
 /* Runs the queued cleanups once (mu held; dropped around ZooKeeper calls). An
  * entry of an older session is dropped: its nodes went with that session. */
-static void zklock_cleanups_run_locked(zklock_session *s) {
+void zklock__cleanups_run_locked(zklock_session *s) {
     zklock_cleanup *todo = s->cleanups, *keep = NULL;
     s->cleanups = NULL;
     while (todo) {
@@ -395,7 +406,7 @@ static void zklock_cleanups_run_locked(zklock_session *s) {
         todo = e->next;
         zklock_conn *c = NULL;
         if (e->epoch != s->conn->epoch) {
-            zklock_cleanup_free(e);
+            zklock__cleanup_free(e);
             continue;
         }
         if (zklock__conn_get_locked(s, NULL, 0, &c) != LOCK_OK) {
@@ -408,7 +419,7 @@ static void zklock_cleanups_run_locked(zklock_session *s) {
         zklock__conn_put(s, c);
         pthread_mutex_lock(&s->mu);
         if (rc == ZOK || !zklock__zk_retryable(rc)) {
-            zklock_cleanup_free(e); /* done, or an error that retrying cannot fix */
+            zklock__cleanup_free(e); /* done, or an error that retrying cannot fix */
         } else {
             e->next = keep;
             keep = e;
@@ -419,209 +430,4 @@ static void zklock_cleanups_run_locked(zklock_session *s) {
     while (*tail)
         tail = &(*tail)->next;
     *tail = keep;
-}
-
-/* ---------------------------------------------------------------- maintenance thread */
-
-static void *zklock_maint_main(void *arg) {
-    zklock_session *s = arg;
-    pthread_mutex_lock(&s->mu);
-    while (!s->stopping) {
-        zklock_conn *old = s->conn;
-        if (old->state == ZKLOCK_CONN_EXPIRED) {
-            pthread_mutex_unlock(&s->mu);
-            zklock_conn *c = NULL;
-            int rc = zklock_conn_open(s, &c);
-            pthread_mutex_lock(&s->mu);
-            if (rc != LOCK_OK) {
-                zklock_cond_wait_until(&s->maint_cond, &s->mu, zklock__now_ms() + 1000);
-                continue;
-            }
-            s->conn = c;
-            s->stats.expirations++;
-            s->state_seq++;
-            zklock_wake_all_locked(s);
-            /* Threads inside a call on the old handle get an error at once. */
-            while (old->refs > 0)
-                pthread_cond_wait(&s->maint_cond, &s->mu);
-            pthread_mutex_unlock(&s->mu);
-            zklock_conn_close(old);
-            pthread_mutex_lock(&s->mu);
-            continue;
-        }
-        if (s->cleanups && old->state == ZKLOCK_CONN_CONNECTED) zklock_cleanups_run_locked(s);
-        /* Cached holds that are contended, out of time, lost or cancelled go now; the
-         * next one to run out of time sets the next wake-up. */
-        int64_t until = zklock__now_ms() + 500, next = zklock__cache_sweep_locked(s);
-        if (next >= 0 && next < until) until = next;
-        /* Retry queued cleanups now and then even without a state change. */
-        zklock_cond_wait_until(&s->maint_cond, &s->mu, until);
-    }
-    pthread_mutex_unlock(&s->mu);
-    return NULL;
-}
-
-/* ---------------------------------------------------------------- public: session */
-
-static int zklock_root_valid(const char *root) {
-    size_t n = strlen(root);
-    if (n < 2 || root[0] != '/' || root[n - 1] == '/') return 0;
-    return strstr(root, "//") == NULL;
-}
-
-int zklock_session_new(const zklock_session_config *cfg, zklock_session **out) {
-    if (!out) return LOCK_ERR_ARGS;
-    *out = NULL;
-    if (!cfg || !cfg->hosts || !cfg->hosts[0]) return LOCK_ERR_ARGS;
-    const char *root = cfg->root ? cfg->root : "/stock/locks";
-    if (!zklock_root_valid(root) || cfg->session_timeout_ms < 0 || cfg->connect_timeout_ms < 0)
-        return LOCK_ERR_ARGS;
-
-    zklock_session *s = calloc(1, sizeof(*s));
-    if (!s) return LOCK_ERR_NOMEM;
-    pthread_mutex_init(&s->mu, NULL);
-    pthread_condattr_t attr;
-    pthread_condattr_init(&attr);
-    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-    pthread_cond_init(&s->maint_cond, &attr);
-    pthread_condattr_destroy(&attr);
-    s->session_timeout_ms = cfg->session_timeout_ms ? cfg->session_timeout_ms : 6000;
-    s->connect_timeout_ms = cfg->connect_timeout_ms ? cfg->connect_timeout_ms : 5000;
-    s->cache = cfg->cache != 0;
-    snprintf(s->owner, sizeof(s->owner), "%s", cfg->owner ? cfg->owner : "");
-    s->hosts = strdup(cfg->hosts);
-    s->root = strdup(root);
-    s->acl = &ZOO_OPEN_ACL_UNSAFE;
-    int rc = LOCK_ERR_NOMEM;
-    if (!s->hosts || !s->root) goto out;
-    if (cfg->auth && cfg->auth[0]) {
-        const char *colon = strchr(cfg->auth, ':');
-        if (!colon || colon == cfg->auth) {
-            rc = LOCK_ERR_ARGS;
-            goto out;
-        }
-        if (!(s->auth = strdup(cfg->auth))) goto out;
-        /* ("auth", "") stands for every identity the creating session has added. */
-        s->acl = &ZOO_CREATOR_ALL_ACL;
-    }
-
-    /* Error level only, and every handle logs into zklock_log_discard. */
-    zoo_set_debug_level(ZOO_LOG_LEVEL_ERROR);
-    rc = zklock_conn_open(s, &s->conn);
-    if (rc != LOCK_OK) goto out;
-
-    zklock_waiter w;
-    zklock_conn *c = NULL;
-    zklock__waiter_add(s, &w);
-    pthread_mutex_lock(&s->mu);
-    rc = zklock__conn_get_locked(s, &w, zklock__now_ms() + s->connect_timeout_ms, &c);
-    pthread_mutex_unlock(&s->mu);
-    zklock__waiter_remove(s, &w);
-    if (rc != LOCK_OK) goto out;
-    int zrc = zklock__ensure_path(c, s->root);
-    zklock__conn_put(s, c);
-    if (zrc != ZOK) {
-        rc = zklock__zk_retryable(zrc) ? LOCK_ERR_CONNECTION : LOCK_ERR_SERVER;
-        goto out;
-    }
-    if (pthread_create(&s->maint, NULL, zklock_maint_main, s) != 0) {
-        rc = LOCK_ERR_NOMEM;
-        goto out;
-    }
-    s->maint_started = 1;
-    rc = LOCK_OK;
-out:
-    if (rc != LOCK_OK) {
-        zklock_session_free(s);
-        s = NULL;
-    }
-    *out = s;
-    return rc;
-}
-
-void zklock_session_cancel(zklock_session *s) {
-    if (!s) return;
-    pthread_mutex_lock(&s->mu);
-    s->cancelled = 1;
-    zklock_wake_all_locked(s);
-    pthread_mutex_unlock(&s->mu);
-}
-
-void zklock_session_free(zklock_session *s) {
-    if (!s) return;
-    pthread_mutex_lock(&s->mu);
-    s->cancelled = 1;
-    s->stopping = 1;
-    zklock_wake_all_locked(s);
-    pthread_mutex_unlock(&s->mu);
-    if (s->maint_started) pthread_join(s->maint, NULL);
-    /* Closing the session deletes every ephemeral node it still has. */
-    zklock_conn_close(s->conn);
-    while (s->holds) {
-        zklock_hold *h = s->holds;
-        s->holds = h->next;
-        free(h->name);
-        free(h->parent);
-        free(h->path);
-        free(h);
-    }
-    while (s->cleanups) {
-        zklock_cleanup *e = s->cleanups;
-        s->cleanups = e->next;
-        zklock_cleanup_free(e);
-    }
-    pthread_cond_destroy(&s->maint_cond);
-    pthread_mutex_destroy(&s->mu);
-    free(s->hosts);
-    free(s->root);
-    if (s->auth) explicit_bzero(s->auth, strlen(s->auth));
-    free(s->auth);
-    free(s);
-}
-
-int zklock_session_status(zklock_session *s) {
-    int rc;
-
-    if (!s) return LOCK_ERR_ARGS;
-    pthread_mutex_lock(&s->mu);
-    if (s->cancelled)
-        rc = LOCK_ERR_CANCELLED;
-    else
-        rc = s->conn->state == ZKLOCK_CONN_CONNECTED ? LOCK_OK : LOCK_ERR_CONNECTION;
-    pthread_mutex_unlock(&s->mu);
-    return rc;
-}
-
-void zklock_get_stats(zklock_session *s, zklock_stats *out) {
-    if (!s || !out) return;
-    pthread_mutex_lock(&s->mu);
-    *out = s->stats;
-    pthread_mutex_unlock(&s->mu);
-}
-
-const char *zklock_strerror(int code) {
-    switch (code) {
-    case LOCK_OK:
-        return "ok";
-    case LOCK_ERR_ARGS:
-        return "bad argument";
-    case LOCK_ERR_NOMEM:
-        return "out of memory";
-    case LOCK_ERR_TIMEOUT:
-        return "lock not acquired before the deadline";
-    case LOCK_ERR_CONNECTION:
-        return "no usable connection to ZooKeeper";
-    case LOCK_ERR_CANCELLED:
-        return "cancelled";
-    case LOCK_ERR_SERVER:
-        return "unexpected ZooKeeper error";
-    case LOCK_ERR_NOT_OWNER:
-        return "the hold belongs to another thread";
-    case LOCK_SUSPECT:
-        return "connection lost; the lock may have passed on";
-    case LOCK_LOST:
-        return "lock lost (session expired or node deleted)";
-    default:
-        return "unknown zklock code";
-    }
 }

@@ -1,8 +1,21 @@
 /* zklock_int.h: private to lock/. The session's shared state, the connection
- * (one zhandle and its ZooKeeper session) and the helpers that zklock.c (the lock
- * recipes), zklock_conn.c (connections, watchers, background cleanup),
- * zklock_cache.c (the lock cache of zklock_release_cached) and zklock_many.c (many
- * tries and releases in one round trip) share.
+ * (one zhandle and its ZooKeeper session) and the helpers the zklock files share.
+ *
+ * Layers: a file calls only files of a lower layer, never its own or up.
+ *   1. zklock_conn.c     a connection: open/close, watchers, references, sync, cleanup
+ *                        by GUID (zklock_cleanup), the small clock and counting helpers;
+ *   2. zklock_hold.c     a hold: its state, token, the deletion of its node
+ *                        (zklock_release), and the name, GUID and path helpers;
+ *   3. zklock_cache.c    the lock cache: hand-over, children watch, sweep, release_cached;
+ *   4. zklock.c          the acquisition recipes (zklock_acquire), which try the cache's
+ *                        hand-over first;
+ *      zklock_session.c  the session's life and its maintenance thread, which runs
+ *                        layer 1's cleanups and layer 3's sweep;
+ *      zklock_view.c     a lock's queue as the server has it, for a view (lock.h);
+ *   5. zklock_many.c     many tries and releases in one round trip;
+ *   6. zklock_kind.c     the registry row of lock.h.
+ * tests/lock/zklock_layers.sh prints the calls between the files from the library's
+ * symbol tables and fails on one that does not point down.
  *
  * Locking rule: one mutex per session (s->mu) guards everything below. It is never
  * held across a ZooKeeper call: the library's completion thread runs our watchers,
@@ -32,6 +45,7 @@ typedef struct zklock_conn {
     int64_t session_id; /* set at the first CONNECTED event, then fixed */
     int state;          /* ZKLOCK_CONN_* */
     int refs;           /* threads inside a ZooKeeper call on zh */
+    int timeout_ms;     /* the session timeout the server granted, 0 until connected */
 } zklock_conn;
 
 /* A thread inside zklock_acquire (or zklock_session_new). It sleeps on its own
@@ -106,10 +120,33 @@ struct zklock_session {
     zklock_stats stats;
     pthread_t maint;
     int maint_started;
+    int64_t maint_tick_ms; /* when the maintenance thread last went round (monotonic) */
 };
+
+/* ---- layer 1, zklock_conn.c */
 
 /* Milliseconds of CLOCK_MONOTONIC. */
 int64_t zklock__now_ms(void);
+
+/* Waits on cond (with mu held) until deadline_ms of CLOCK_MONOTONIC (-1 = none). */
+void zklock__cond_wait_until(pthread_cond_t *cond, pthread_mutex_t *mu, int64_t deadline_ms);
+
+/* Wakes every waiter and the maintenance thread (mu held). */
+void zklock__wake_all_locked(zklock_session *s);
+
+/* Opens a connection (a new zhandle, so a new ZooKeeper session) for s with a fresh
+ * epoch; it connects in the background. LOCK_OK or LOCK_ERR_CONNECTION. mu not held. */
+int zklock__conn_open(zklock_session *s, zklock_conn **out);
+/* Closes the handle (joins ZooKeeper's threads, so no watcher runs afterwards). */
+void zklock__conn_close(zklock_conn *c);
+
+/* The longest gap between two rounds of the maintenance thread past which the process
+ * may have been paused (SIGSTOP, a frozen VM) long enough for its session to expire
+ * unseen: a third of the session timeout (the negotiated one once connected). The
+ * client pings after a third of it in silence and the server expires the session after
+ * all of it, so a pause shorter than two thirds cannot have expired it. The maintenance
+ * thread goes round at least twice as often. mu held. */
+int64_t zklock__pause_limit_ms_locked(const zklock_session *s);
 
 /* A zk return code that means "the connection or session failed, try again once
  * connected (the epoch tells whether the session survived)". */
@@ -136,15 +173,45 @@ uint64_t zklock__watch_id_locked(zklock_session *s);
 /* The watcher of every node watch; the context is the watch id. */
 void zklock__node_watcher(zhandle_t *zh, int type, int state, const char *path, void *ctx);
 
+/* Counts one synchronous call of the given kind, and its round trip (mu not held). */
+enum { ZKLOCK_OP_CREATE, ZKLOCK_OP_DELETE, ZKLOCK_OP_CHILDREN, ZKLOCK_OP_DATA };
+void zklock__count_op(zklock_session *s, int op);
+
+/* Brings the server we are connected to up to date with the leader (zoo_async, the
+ * C API's sync) and waits for it (mu not held). Every look for the node of a create
+ * whose reply was lost goes through it first (the acquisition's recovery and every
+ * cleanup by GUID): after a reconnection to a follower that has not applied that
+ * create yet, a plain read would not see it. Returns a zk code. */
+int zklock__sync(zklock_conn *c, const char *path);
+
+/* Makes sure the persistent path `path` (and its ancestors) exists. */
+int zklock__ensure_path(zklock_conn *c, const char *path);
+
+/* Deletes what `e` describes through c (caller holds a reference). Returns a zk
+ * code: ZOK when nothing of ours is left, else the failing call's code. */
+int zklock__cleanup_run(zklock_conn *c, const zklock_cleanup *e);
+
+/* Runs the queued cleanups once (mu held; dropped around ZooKeeper calls). An entry of
+ * an older session is dropped: its nodes went with that session. */
+void zklock__cleanups_run_locked(zklock_session *s);
+
+/* Frees a queued cleanup; NULL is a no-op. */
+void zklock__cleanup_free(zklock_cleanup *e);
+
+/* Queues a cleanup for the maintenance thread (mu not held). Copies its arguments;
+ * on allocation failure the node is left to session expiry. */
+void zklock__cleanup_queue(zklock_session *s, uint64_t epoch, zklock_kind kind, const char *path,
+                           const char *guid);
+
+/* ---- layer 2, zklock_hold.c */
+
 /* A hold's state as zklock_check reports it: LOCK_OK, LOCK_SUSPECT or
- * LOCK_LOST (mu held). In zklock.c. */
+ * LOCK_LOST (mu held). */
 int zklock__hold_state_locked(const zklock_hold *h);
 
 /* Deletes the node of a hold that is no longer in s->holds and frees the hold (mu not
- * held). Returns what zklock_release documents. In zklock.c. */
+ * held). Returns what zklock_release documents. */
 int zklock__hold_let_go(zklock_hold *h);
-
-/* ---- shared by the recipes (zklock.c) and zklock_many.c */
 
 /* A fresh random GUID in hex; 0, or -1 if the system gave no randomness. */
 int zklock__new_guid(char out[ZKLOCK_GUID_LEN + 1]);
@@ -155,7 +222,11 @@ char *zklock__join(const char *a, const char *b, const char *suffix);
 /* Frees a hold's memory (nothing is sent); NULL is a no-op. */
 void zklock__hold_free(zklock_hold *h);
 
-/* ---- the lock cache (zklock_cache.c) */
+/* The sequence number of a fair-lock child "<guid>-lock-<seq>", or -1 when the
+ * name is not one of ours. Exposed for the unit test. */
+int64_t zklock__child_seq(const char *name);
+
+/* ---- layer 3, zklock_cache.c */
 
 /* The watcher of the cache's children watch on a lock's parent (the context is the
  * watch id): marks the hold that armed it contended, or sets cache_fired in the
@@ -180,31 +251,5 @@ zklock_hold *zklock__cache_take_locked(zklock_session *s, const char *name, zklo
  * every cached hold that is contended, past its time, lost, or whose session is
  * cancelled. Returns the earliest cache_until left (ms), -1 when none is cached. */
 int64_t zklock__cache_sweep_locked(zklock_session *s);
-
-/* Deletes what `e` describes through c (caller holds a reference). Returns a zk
- * code: ZOK when nothing of ours is left, else the failing call's code. */
-int zklock__cleanup_run(zklock_conn *c, const zklock_cleanup *e);
-
-/* Queues a cleanup for the maintenance thread (mu not held). Copies its arguments;
- * on allocation failure the node is left to session expiry. */
-void zklock__cleanup_queue(zklock_session *s, uint64_t epoch, zklock_kind kind, const char *path,
-                           const char *guid);
-
-/* Brings the server we are connected to up to date with the leader (zoo_async, the
- * C API's sync) and waits for it, sleeping on w->cond. Used before looking for the
- * node of a create whose reply was lost: after a reconnection to a follower that has
- * not applied that create yet, a plain read would not see it. Returns a zk code. */
-int zklock__sync(zklock_conn *c, zklock_waiter *w, const char *path);
-
-/* Makes sure the persistent path `path` (and its ancestors) exists. */
-int zklock__ensure_path(zklock_conn *c, const char *path);
-
-/* Counts one synchronous call of the given kind, and its round trip (mu not held). */
-enum { ZKLOCK_OP_CREATE, ZKLOCK_OP_DELETE, ZKLOCK_OP_CHILDREN, ZKLOCK_OP_DATA };
-void zklock__count_op(zklock_session *s, int op);
-
-/* The sequence number of a fair-lock child "<guid>-lock-<seq>", or -1 when the
- * name is not one of ours. Exposed for the unit test. */
-int64_t zklock__child_seq(const char *name);
 
 #endif

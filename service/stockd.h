@@ -581,8 +581,8 @@ char *stockd_metrics_render(const stockd_config *cfg, lock_set *locks);
 
 /* The stock of the products this instance serves, as read back from MySQL once a
  * second for the stockd_product_stock gauge (stockwatch.c says why not the stock a
- * deduction believes it left). At most STOCKWATCH_MAX products, the most recently
- * served. */
+ * deduction believes it left). At most STOCKWATCH_MAX products: every one that reads
+ * negative, then the most recently served. */
 #define STOCKWATCH_MAX 1000
 
 typedef struct stockd_stock_reading {

@@ -17,14 +17,20 @@
  * moment of the read. A product whose last reading was negative is re-read every pass
  * until it is not, so that a restock by hand clears the alert without any deduction.
  *
- * Bounded: at most STOCKWATCH_MAX products, the most recently served ones (the least
- * recently served is forgotten, and its series leaves /metrics). The cost is one SELECT
- * per second per product that was served in the last second or reads negative, on a
- * connection outside the workers' (its statements are counted in
- * stockd_stock_watch_reads_total, not in stockd_mysql_statements_total).
+ * Bounded: at most STOCKWATCH_MAX products. A product whose last reading was negative
+ * is never forgotten while it stays negative, whatever else is served: the alert must
+ * not resolve over an oversell that stays. The others are kept most recently served
+ * first; the least recently served of them gives its entry to a new product, and its
+ * series leaves /metrics. (If every entry reads negative, a new product is not watched
+ * until one recovers.) The cost is one SELECT per second per product that was served in
+ * the last second or reads negative, on a connection outside the workers' (its
+ * statements are counted in stockd_stock_watch_reads_total, not in
+ * stockd_mysql_statements_total).
  *
  * Threads: one process-wide table under one mutex, held for memory moves only, never
- * across I/O, so the polling thread may snapshot it for /metrics. */
+ * across I/O, so the polling thread may snapshot it for /metrics. A worker's touch costs
+ * O(1) under it, also past STOCKWATCH_MAX products: the order of recency is a list, and
+ * an entry leaves the hash index by backward-shift deletion, not by a rebuild. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -34,14 +40,17 @@
 #include "stockd.h"
 
 #define INDEX_SIZE 2048 /* a power of two, over twice STOCKWATCH_MAX: short probes */
+#define INDEX_MASK (INDEX_SIZE - 1)
 #define PASS_MS    1000
+#define NONE       UINT16_MAX /* no entry, in the recency list's links */
 
 typedef struct reading {
     int32_t product_id;
     int32_t stock;
-    bool known;     /* stock holds a read (a product that was never read has no series) */
-    bool dirty;     /* touched since the last read began */
-    uint64_t touch; /* the table's clock at the last touch, for forgetting the oldest */
+    bool known;          /* stock holds a read (a product that was never read has no series) */
+    bool dirty;          /* touched since the last read began */
+    bool pinned;         /* its last reading was negative: out of the recency list */
+    uint16_t prev, next; /* the recency list, least recently served first */
 } reading;
 
 static struct {
@@ -50,33 +59,81 @@ static struct {
     reading r[STOCKWATCH_MAX];
     unsigned n;
     uint16_t index[INDEX_SIZE]; /* entry + 1, 0 = empty; linear probing */
-    uint64_t clock;
+    uint16_t oldest, newest;    /* the recency list's ends, NONE when empty */
     bool started, stop;
     pthread_t thread;
     stockdb_config db;
     char instance[STOCKDB_INSTANCE_MAX + 1];
     atomic_ullong reads, errors;
-} w = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+} w = {.mu = PTHREAD_MUTEX_INITIALIZER,
+       .cv = PTHREAD_COND_INITIALIZER,
+       .oldest = NONE,
+       .newest = NONE};
 
 static unsigned slot_of(int32_t product_id) {
     /* Knuth's multiplicative hash: consecutive ids spread over the index. */
     return ((uint32_t)product_id * 2654435761u) >> (32 - 11);
 }
 
-/* The entry of product_id, or -1. Under w.mu. */
-static int find(int32_t product_id) {
-    for (unsigned h = slot_of(product_id);; h = (h + 1) & (INDEX_SIZE - 1)) {
+/* The index slot of product_id's entry, or -1. Under w.mu. */
+static int find_slot(int32_t product_id) {
+    for (unsigned h = slot_of(product_id);; h = (h + 1) & INDEX_MASK) {
         unsigned e = w.index[h];
         if (e == 0) return -1;
-        if (w.r[e - 1].product_id == product_id) return (int)e - 1;
+        if (w.r[e - 1].product_id == product_id) return (int)h;
     }
+}
+
+/* The entry of product_id, or -1. Under w.mu. */
+static int find(int32_t product_id) {
+    int h = find_slot(product_id);
+    return h < 0 ? -1 : (int)w.index[h] - 1;
 }
 
 static void index_add(unsigned e) {
     unsigned h = slot_of(w.r[e].product_id);
     while (w.index[h] != 0)
-        h = (h + 1) & (INDEX_SIZE - 1);
+        h = (h + 1) & INDEX_MASK;
     w.index[h] = (uint16_t)(e + 1);
+}
+
+/* Removes entry e from the index (backward-shift deletion: every entry after the hole
+ * in its probe run that may move back does, so no tombstone is left). Under w.mu. */
+static void index_del(unsigned e) {
+    unsigned hole = (unsigned)find_slot(w.r[e].product_id);
+    for (unsigned j = (hole + 1) & INDEX_MASK; w.index[j] != 0; j = (j + 1) & INDEX_MASK) {
+        unsigned home = slot_of(w.r[w.index[j] - 1].product_id);
+        /* The entry at j may fill the hole unless its home lies cyclically in (hole, j]. */
+        if (((j - home) & INDEX_MASK) >= ((j - hole) & INDEX_MASK)) {
+            w.index[hole] = w.index[j];
+            hole = j;
+        }
+    }
+    w.index[hole] = 0;
+}
+
+static void list_unlink(unsigned e) {
+    reading *r = &w.r[e];
+    if (r->prev != NONE)
+        w.r[r->prev].next = r->next;
+    else
+        w.oldest = r->next;
+    if (r->next != NONE)
+        w.r[r->next].prev = r->prev;
+    else
+        w.newest = r->prev;
+    r->prev = r->next = NONE;
+}
+
+static void list_append(unsigned e) {
+    reading *r = &w.r[e];
+    r->prev = w.newest;
+    r->next = NONE;
+    if (w.newest != NONE)
+        w.r[w.newest].next = (uint16_t)e;
+    else
+        w.oldest = (uint16_t)e;
+    w.newest = (uint16_t)e;
 }
 
 void stockd_stockwatch_touch(int32_t product_id) {
@@ -86,22 +143,24 @@ void stockd_stockwatch_touch(int32_t product_id) {
     if (e < 0) {
         if (w.n < STOCKWATCH_MAX) {
             e = (int)w.n++;
-            w.r[e] = (reading){.product_id = product_id};
-            index_add((unsigned)e);
+        } else if (w.oldest != NONE) {
+            /* Full: the least recently served product that does not read negative
+             * gives its entry up. */
+            e = w.oldest;
+            list_unlink((unsigned)e);
+            index_del((unsigned)e);
         } else {
-            /* Full: the least recently served product gives its entry up. Rare (only
-             * past STOCKWATCH_MAX distinct products), so the index is simply rebuilt. */
-            e = 0;
-            for (unsigned i = 1; i < w.n; i++)
-                if (w.r[i].touch < w.r[e].touch) e = (int)i;
-            w.r[e] = (reading){.product_id = product_id};
-            memset(w.index, 0, sizeof(w.index));
-            for (unsigned i = 0; i < w.n; i++)
-                index_add(i);
+            pthread_mutex_unlock(&w.mu); /* every entry reads negative: they stay */
+            return;
         }
+        w.r[e] = (reading){.product_id = product_id, .prev = NONE, .next = NONE};
+        index_add((unsigned)e);
+        list_append((unsigned)e);
+    } else if (!w.r[e].pinned) {
+        list_unlink((unsigned)e);
+        list_append((unsigned)e);
     }
     w.r[e].dirty = true;
-    w.r[e].touch = ++w.clock;
     pthread_mutex_unlock(&w.mu);
 }
 
@@ -126,13 +185,24 @@ static void store(int32_t product_id, int rc, int32_t stock) {
     pthread_mutex_lock(&w.mu);
     int e = find(product_id);
     if (e >= 0) {
+        reading *r = &w.r[e];
         if (rc == STOCKDB_OK) {
-            w.r[e].stock = stock;
-            w.r[e].known = true;
+            r->stock = stock;
+            r->known = true;
         } else if (rc == STOCKDB_ERR_NOT_FOUND) {
-            w.r[e].known = false;
+            r->known = false;
         } else {
-            w.r[e].dirty = true; /* read again next pass */
+            r->dirty = true; /* read again next pass */
+        }
+        /* A negative reading pins the entry until a reading says otherwise; an error
+         * leaves it as it was. */
+        bool negative = r->known && r->stock < 0;
+        if (negative && !r->pinned) {
+            list_unlink((unsigned)e);
+            r->pinned = true;
+        } else if (!negative && r->pinned) {
+            r->pinned = false;
+            list_append((unsigned)e); /* as if just served: it was, a second ago */
         }
     }
     pthread_mutex_unlock(&w.mu);

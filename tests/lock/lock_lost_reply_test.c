@@ -30,7 +30,10 @@
  * Last, a server that lags but catches up when asked to sync, as a follower does:
  * the proxy lets the held create through right before the first sync.
  *   8. fair and 9. herd: recovery syncs before it looks, so it adopts the node the
- *      first create made (one create recovered, the token is that node's czxid). */
+ *      first create made (one create recovered, the token is that node's czxid);
+ *  10. zklock_try_many and 11. the single try (zklock_acquire, timeout 0) give up at
+ *      once and leave the node to the cleanup by GUID, which must sync before it
+ *      lists too: the node is deleted, and another session gets the lock. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -183,6 +186,50 @@ static void late_create_cases(const char *hosts, zhandle_t *zh, const char *base
     CHECK(lt_wait_children(zh, sf, 0, 5)); /* the fair case's node went at its release */
     snprintf(path, sizeof(path), "/stock/locks/%s-herd", sh);
     CHECK_INT_EQ(ZNONODE, zoo_exists(zh, path, 0, NULL));
+
+    /* 10-11. The tries (zklock_try_many, and zklock_acquire with timeout 0) give up on
+     * a create whose reply was lost and leave its node to a cleanup by GUID. The
+     * server we come back to lags: it applies the create right after the first sync
+     * or the first listing, whichever comes first. The cleanup must sync before it
+     * lists, else it finds nothing, forgets the GUID, and the node lands afterwards,
+     * owned by our live session: every later acquisition of the lock, anywhere,
+     * queues behind it until the process exits. */
+    const char *try_kinds[] = {"try_many", "try"};
+    for (int single = 0; single <= 1; single++) {
+        char tn[128];
+        snprintf(tn, sizeof(tn), "%s_%s", base, single ? "try1" : "trymany");
+        snprintf(path, sizeof(path), "/stock/locks/%s", tn);
+        CHECK_INT_EQ(ZOK,
+                     zoo_create(zh, path, NULL, -1, &ZOO_OPEN_ACL_UNSAFE, ZOO_CONTAINER, NULL, 0));
+        int before = fp_zk_injected(p);
+        s = lt_session(fp_zk_hosts(p), 10000);
+        fp_zk_hold_next_create(p, FP_ZK_OP_SYNC, FP_ZK_OP_GETCHILDREN, 0);
+        if (single) {
+            rc = zklock_acquire(s, tn, ZKLOCK_FAIR, 0, &h);
+            CHECK(h == NULL);
+        } else {
+            const char *one[1] = {tn};
+            int rcs[1];
+            CHECK_INT_EQ(0, zklock_try_many(s, one, 1, ZKLOCK_FAIR, &h, rcs));
+            rc = rcs[0];
+        }
+        CHECK(rc == LOCK_ERR_CONNECTION || rc == LOCK_ERR_TIMEOUT);
+        /* The create reaches the server once the session is back. */
+        for (int64_t end = lt_now_ms() + 10000; fp_zk_injected(p) == before && lt_now_ms() < end;)
+            lt_sleep_ms(10);
+        CHECK_INT_EQ(before + 1, fp_zk_injected(p));
+        if (!lt_wait_children(zh, tn, 0, 5))
+            CHECK_FAIL_("%s: the lost create's node is left to block the lock: %d children",
+                        try_kinds[single], lt_children(zh, tn));
+        zklock_session *other = lt_session(hosts, 0);
+        zklock_hold *oh = NULL;
+        CHECK_INT_EQ(LOCK_OK, zklock_acquire(other, tn, ZKLOCK_FAIR, 0, &oh));
+        CHECK_INT_EQ(LOCK_OK, zklock_release(oh));
+        zklock_session_free(other);
+        zklock_session_free(s);
+        printf("%s, create applied by a lagging server after the sweep's look: swept\n",
+               try_kinds[single]);
+    }
     fp_zk_stop(p);
 }
 

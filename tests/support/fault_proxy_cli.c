@@ -19,6 +19,11 @@
  *   delay MS          every chunk, both ways, forwarded MS ms late (0: none)
  *   cut               every open connection closed at once
  *   heal              blackhole off and delay 0
+ *   zk-hold-create MS (--proto zk) hold the next lock-node create and cut; refuse
+ *                     reconnection for MS ms; on a later connection let the create
+ *                     through right after the first sync or listing, whichever comes
+ *                     first (a follower that lags: fault_proxy_zk.h); it prints
+ *                     "zk: held create let through (N)" when it is
  * Writers write FILE.tmp and rename it to FILE, so a file is never read half-written.
  * It runs until killed. Exit 2 on bad usage, 1 if it cannot listen. */
 #include <errno.h>
@@ -55,7 +60,7 @@ static double parse_double(const char *s) {
     return v;
 }
 
-static void apply(fault_proxy *p, char *line) {
+static void apply(fault_proxy *p, fp_zk *zk, char *line) {
     line[strcspn(line, "\r\n")] = '\0';
     char word[32] = "", arg[32] = "";
     int n = sscanf(line, "%31s %31s", word, arg);
@@ -74,19 +79,24 @@ static void apply(fault_proxy *p, char *line) {
         fault_proxy_blackhole(p, 0);
         fault_proxy_delay(p, 0);
         printf("control: heal\n");
+    } else if (!strcmp(word, "zk-hold-create") && zk && n == 2 &&
+               strspn(arg, "0123456789") == strlen(arg)) {
+        fp_zk_hold_next_create(zk, FP_ZK_OP_SYNC, FP_ZK_OP_GETCHILDREN, 0);
+        fp_zk_refuse_after_hold(zk, atoi(arg));
+        printf("control: zk-hold-create %d\n", atoi(arg));
     } else {
         fprintf(stderr, "control: unknown command: %s\n", line);
     }
     fflush(stdout);
 }
 
-static void poll_control(fault_proxy *p, const char *path) {
+static void poll_control(fault_proxy *p, fp_zk *zk, const char *path) {
     FILE *f = fopen(path, "r");
     if (!f) return;
     unlink(path);
     char line[256];
     while (fgets(line, sizeof(line), f))
-        apply(p, line);
+        apply(p, zk, line);
     fclose(f);
 }
 
@@ -169,8 +179,14 @@ int main(int argc, char **argv) {
     }
     printf("ready\n");
     fflush(stdout);
+    int injected = 0;
     for (;;) {
-        if (control) poll_control(p, control);
+        if (control) poll_control(p, zk, control);
+        if (zk && fp_zk_injected(zk) != injected) {
+            injected = fp_zk_injected(zk);
+            printf("zk: held create let through (%d)\n", injected);
+            fflush(stdout);
+        }
         usleep(20 * 1000);
     }
 }

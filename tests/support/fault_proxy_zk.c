@@ -35,6 +35,7 @@ struct fp_zk {
 typedef struct zk_conn {
     int cfirst, dfirst; /* the next frame is the connect request / response */
     int dropping;       /* a lost reply: nothing passes until the cut */
+    int held_here;      /* the held create came on this connection: not injected on it */
     int32_t hold_xid;   /* hold the reply with this xid ... */
     int hold_pending;   /* ... when it comes */
     struct {
@@ -116,12 +117,17 @@ static fp_verdict zk_request(fp_zk *z, fp_conn *c, zk_conn *cs, fp_frame *f) {
         /* Keep the create; the client sees the connection drop. */
         z->hold_arm = 0;
         z->triggers++;
+        int refuse_ms = z->refuse_ms;
         pthread_mutex_unlock(&z->mu);
         z->held = malloc(f->len);
         if (!z->held) return FP_CUT;
         memcpy(z->held, f->data, f->len);
         z->held_len = f->len;
         z->held_xid = xid;
+        /* Requests pipelined behind it in the same read (a batch's listing) are not the
+         * later connection's that the create must follow. */
+        cs->held_here = 1;
+        if (refuse_ms) fault_proxy_refuse(fp_conn_proxy(c), refuse_ms);
         return FP_CUT;
     }
     int lose = lock_create && z->lose_arm;
@@ -130,7 +136,7 @@ static fp_verdict zk_request(fp_zk *z, fp_conn *c, zk_conn *cs, fp_frame *f) {
         z->lose_arm = 0;
         z->triggers++;
     }
-    int inject = z->held && (op == z->hold_after_op || op == z->hold_after_op2);
+    int inject = z->held && !cs->held_here && (op == z->hold_after_op || op == z->hold_after_op2);
     int before = inject && z->hold_before;
     int hold_reply = inject && !before && z->hold_reply;
     if (inject) z->injected++;
@@ -303,6 +309,12 @@ void fp_zk_hold_next_create_before(fp_zk *z, int op) {
     z->hold_reply = 0;
     z->hold_before = 1;
     z->refuse_ms = 0;
+    pthread_mutex_unlock(&z->mu);
+}
+
+void fp_zk_refuse_after_hold(fp_zk *z, int refuse_ms) {
+    pthread_mutex_lock(&z->mu);
+    z->refuse_ms = refuse_ms;
     pthread_mutex_unlock(&z->mu);
 }
 

@@ -15,7 +15,7 @@
  *     fp_zk_release(); or forward it right before the first request of a given opcode
  *     (a sync: a follower that lags catches up when asked to);
  *   - sever the connection now;
- *   - refuse reconnection for a while after a sever;
+ *   - refuse reconnection for a while after a sever (or a held create's cut);
  *   - (lasting) answer every listing with no children;
  *   - (lasting) rename the sequence of every created lock node in the reply, so that the
  *     client cannot parse it (the node itself keeps its name).
@@ -69,6 +69,10 @@ void fp_zk_hold_next_create(fp_zk *z, int after_op, int after_op2, int hold_repl
  * server right before the first request of opcode `op` on a later connection, so that
  * request and every later one see it. */
 void fp_zk_hold_next_create_before(fp_zk *z, int op);
+
+/* Refuses reconnection for refuse_ms after the cut of the create armed by the last
+ * fp_zk_hold_next_create (call it after that). */
+void fp_zk_refuse_after_hold(fp_zk *z, int refuse_ms);
 
 /* Changes the opcodes after which a held create is let through (-1 = none). */
 void fp_zk_inject_after(fp_zk *z, int after_op, int after_op2);
