@@ -12,8 +12,8 @@ shift
 case $fn in
 mysql_start | mysql_stop | mysql_create_db | mysql_cli | zk_ensemble_start | \
   zk_ensemble_start_one | zk_ensemble_stop | zk_leader | zk_ensemble_mode | redis_start | \
-  redis_stop | stockd_start | stockd_stop | stockd_stop_all | nginx_start | nginx_stop | \
-  stop_pidfile)
+  redis_stop | etcd_cluster_start | etcd_cluster_stop | stockd_start | stockd_stop | \
+  stockd_stop_all | nginx_start | nginx_stop | stop_pidfile)
   "$fn" "$@"
   ;;
 *)

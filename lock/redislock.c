@@ -23,7 +23,8 @@
 
 #include <hiredis/hiredis.h>
 
-/* KEYS[1] the lock, KEYS[2] the fencing counter; ARGV[1] the lease in ms. Answers the
+/* KEYS[1] the lock, KEYS[2] the fencing counter; ARGV[1] the lease in ms, ARGV[2] what
+ * follows the token in the key ("" or ".<owner>"). Answers the
  * token (> 0) when acquired, else minus the remaining lease in ms (0 if the key has no
  * expiry, which only a foreign writer could cause). Numbers are written with
  * string.format('%d') because Redis would turn a Lua number above 1e14 into a float
@@ -41,7 +42,7 @@ static const char acquire_lua[] =
     "  n = floor\n"
     "  redis.call('SET', KEYS[2], string.format('%d', n))\n"
     "end\n"
-    "redis.call('SET', KEYS[1], string.format('%d', n), 'NX', 'PX', ARGV[1])\n"
+    "redis.call('SET', KEYS[1], string.format('%d', n) .. ARGV[2], 'NX', 'PX', ARGV[1])\n"
     "return n\n";
 
 /* KEYS[1] the lock; ARGV[1] our token, ARGV[2] the release channel. 1 if it was ours
@@ -63,8 +64,21 @@ static const char renew_lua[] = "if redis.call('GET', KEYS[1]) == ARGV[1] then\n
                                 "end\n"
                                 "return 0\n";
 
-enum { SCRIPT_ACQUIRE, SCRIPT_RELEASE, SCRIPT_RENEW, SCRIPT_COUNT };
-static const char *const script_text[SCRIPT_COUNT] = {acquire_lua, release_lua, renew_lua};
+/* KEYS[1] the lock; ARGV[1] ".<owner>", ARGV[2] the release channel. 1 if the key ends
+ * with our owner (a token of ours, whichever) and is now deleted, else 0. Loaded only on
+ * a handle with an owner. */
+static const char release_mine_lua[] =
+    "local v = redis.call('GET', KEYS[1])\n"
+    "if v and #v > #ARGV[1] and string.sub(v, -#ARGV[1]) == ARGV[1] then\n"
+    "  redis.call('DEL', KEYS[1])\n"
+    "  redis.call('PUBLISH', ARGV[2], v)\n"
+    "  return 1\n"
+    "end\n"
+    "return 0\n";
+
+enum { SCRIPT_ACQUIRE, SCRIPT_RELEASE, SCRIPT_RENEW, SCRIPT_RELEASE_MINE, SCRIPT_COUNT };
+static const char *const script_text[SCRIPT_COUNT] = {acquire_lua, release_lua, renew_lua,
+                                                      release_mine_lua};
 
 #define KEY_MAX (32 + 10 + REDISLOCK_NAME_MAX + 1) /* prefix + "#released:" + name */
 
@@ -78,7 +92,7 @@ struct redislock_hold {
      * while the holder's thread reads it (redislock_check). */
     atomic_llong valid_until_us;
     char name[REDISLOCK_NAME_MAX + 1];
-    char value[24]; /* the token as the key holds it */
+    char value[64]; /* what the key holds: the token, and ".<owner>" with an owner */
 };
 
 struct redislock {
@@ -86,6 +100,7 @@ struct redislock {
     int port;
     char prefix[33];
     char user[129], password[513]; /* "" = none */
+    char owner[34];                /* ".<owner>" or "" */
     int lease_ms, margin_ms, poll_ms, connect_timeout_ms, io_timeout_ms;
     redisContext *cmd, *sub;
     char sha[SCRIPT_COUNT][41];
@@ -202,10 +217,13 @@ static int rl_error_code(const char *err) {
     return LOCK_ERR_SERVER;
 }
 
-/* Loads both scripts on the command connection (their SHA1s do not change, but a
- * restarted or flushed server has forgotten them). */
+/* Loads the scripts this handle uses on the command connection (their SHA1s do not
+ * change, but a restarted or flushed server has forgotten them): acquire and release, the
+ * renewal once it renews, release_mine with an owner. */
 static int rl_load_scripts(redislock *l) {
-    for (int i = 0; i < (l->renews ? SCRIPT_COUNT : SCRIPT_RENEW); i++) {
+    for (int i = 0; i < SCRIPT_COUNT; i++) {
+        if ((i == SCRIPT_RENEW && !l->renews) || (i == SCRIPT_RELEASE_MINE && !l->owner[0]))
+            continue;
         redisReply *r = redisCommand(l->cmd, "SCRIPT LOAD %s", script_text[i]);
         l->st.ops++;
         if (!r) {
@@ -433,6 +451,19 @@ int redislock_new(const redislock_config *cfg, redislock **out, char *errbuf, si
     }
     snprintf(l->user, sizeof(l->user), "%s", cfg->user ? cfg->user : "");
     snprintf(l->password, sizeof(l->password), "%s", cfg->password ? cfg->password : "");
+    if (cfg->owner && cfg->owner[0]) {
+        size_t n = strlen(cfg->owner);
+        bool ok = n <= 32;
+        for (const char *p = cfg->owner; ok && *p; p++)
+            ok = (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+                 *p == '_' || *p == '-';
+        if (!ok) {
+            set_err(l, "bad configuration: the owner is 1..32 bytes of [A-Za-z0-9_-]");
+            rc = LOCK_ERR_ARGS;
+            goto fail;
+        }
+        snprintf(l->owner, sizeof(l->owner), ".%s", cfg->owner);
+    }
     if ((rc = rl_connect_cmd(l)) != LOCK_OK) goto fail;
     l->st.reconnects = 0; /* the first connection is not a reconnect */
     *out = l;
@@ -482,7 +513,7 @@ int redislock_acquire(redislock *l, const char *name, int timeout_ms, redislock_
     snprintf(counter, sizeof(counter), "%s#fence", l->prefix);
     snprintf(channel, sizeof(channel), "%s#released:%s", l->prefix, name);
     snprintf(lease, sizeof(lease), "%d", l->lease_ms);
-    const char *args[3] = {key, counter, lease};
+    const char *args[4] = {key, counter, lease, l->owner};
     int64_t deadline = timeout_ms < 0 ? INT64_MAX : lock_now_us() + (int64_t)timeout_ms * 1000;
     bool sub_tried = false, subscribed = false;
     int rc;
@@ -497,14 +528,14 @@ int redislock_acquire(redislock *l, const char *name, int timeout_ms, redislock_
         }
         int64_t sent = lock_now_us();
         long long r = 0;
-        if ((rc = rl_eval(l, SCRIPT_ACQUIRE, 3, args, &r)) != LOCK_OK) goto out;
+        if ((rc = rl_eval(l, SCRIPT_ACQUIRE, 4, args, &r)) != LOCK_OK) goto out;
         if (r > 0) {
             h->l = l;
             h->thread = pthread_self();
             h->token = r;
             atomic_store(&h->valid_until_us, sent + (int64_t)(l->lease_ms - l->margin_ms) * 1000);
             strcpy(h->name, name);
-            snprintf(h->value, sizeof(h->value), "%lld", r);
+            snprintf(h->value, sizeof(h->value), "%lld%s", r, l->owner);
             h->next = l->holds;
             l->holds = h;
             *out = h;
@@ -617,6 +648,23 @@ int redislock_release(redislock_hold *h) {
         l->st.released++;
     }
     free(h);
+    return rc;
+}
+
+int redislock_release_mine(redislock *l, const char *name) {
+    if (!l || !name) return LOCK_ERR_ARGS;
+    l->errstr[0] = '\0';
+    if (!l->owner[0] || !name_valid(name)) {
+        set_err(l, "release_mine: %s", l->owner[0] ? "bad lock name" : "no owner configured");
+        return LOCK_ERR_ARGS;
+    }
+    char key[KEY_MAX], channel[KEY_MAX];
+    snprintf(key, sizeof(key), "%s%s", l->prefix, name);
+    snprintf(channel, sizeof(channel), "%s#released:%s", l->prefix, name);
+    const char *args[3] = {key, l->owner, channel};
+    long long r = 0;
+    int rc = rl_eval(l, SCRIPT_RELEASE_MINE, 3, args, &r);
+    if (rc == LOCK_OK && r == 1) l->st.released_mine++;
     return rc;
 }
 

@@ -82,6 +82,11 @@ typedef struct redislock_config {
      * wants a password when none is set, makes the call fail with LOCK_ERR_CONNECTION. */
     const char *user;
     const char *password;
+    /* NULL or "", or up to 32 bytes of [A-Za-z0-9_-] naming this handle: every key it sets
+     * then holds "<token>.<owner>" instead of "<token>", so that redislock_release_mine
+     * can delete a key of ours whose token we never learned (a grant whose reply was
+     * lost). Copied by redislock_new. RedLock gives each of its handles one. */
+    const char *owner;
 } redislock_config;
 
 /* Counters for /metrics and the benchmark. All only grow. */
@@ -89,10 +94,11 @@ typedef struct redislock_stats {
     uint64_t acquired;
     uint64_t timeouts;
     uint64_t released;
-    uint64_t release_lost; /* releases that found the key no longer ours */
-    uint64_t ops;          /* commands sent to Redis (scripts, SUBSCRIBE, ...) */
-    uint64_t wakeups;      /* release messages a waiter received */
-    uint64_t polls;        /* waits that ended without a message (poll, lease end) */
+    uint64_t release_lost;  /* releases that found the key no longer ours */
+    uint64_t released_mine; /* keys of ours no hold knew, deleted by release_mine */
+    uint64_t ops;           /* commands sent to Redis (scripts, SUBSCRIBE, ...) */
+    uint64_t wakeups;       /* release messages a waiter received */
+    uint64_t polls;         /* waits that ended without a message (poll, lease end) */
     uint64_t reconnects;
     uint64_t renewals;   /* redislock_renew calls through this handle that extended */
     uint64_t renew_lost; /* ... that found the key no longer ours */
@@ -161,6 +167,14 @@ int64_t redislock_token(const redislock_hold *h);
  * LOCK_ERR_SERVER if the release could not be done (the key then expires with its
  * lease); LOCK_ERR_NOT_OWNER if called by another thread than the acquirer. */
 int redislock_release(redislock_hold *h);
+
+/* Deletes lock `name`'s key if this handle (its config's owner) set it, whatever the
+ * token, as when an acquire's reply was lost: the key was set, the call failed, and no
+ * hold knows it. A key of another owner, or none, is left alone. Never call it for a
+ * name this handle holds (it would delete the hold's key). LOCK_OK (whether or not there
+ * was a key of ours), LOCK_ERR_ARGS (no owner configured, a bad name), or a connection or
+ * server code as redislock_release. */
+int redislock_release_mine(redislock *l, const char *name);
 
 /* Is Redis reachable? PING on the command connection (reconnecting if needed):
  * LOCK_OK, LOCK_ERR_CONNECTION, LOCK_ERR_CONNECTION (a reconnect's credentials

@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 
 #define ADDR_MAX 262 /* host (255) + ':' + port + NUL */
 
@@ -42,6 +43,7 @@ struct redlock {
     redislock *srv[REDLOCK_SERVERS_MAX]; /* NULL until reached */
     char prefix[33];
     char user[129], password[513];
+    char owner[17]; /* this handle's, in every key it sets (redislock_config.owner) */
     int lease_ms, drift_ms, timeout_ms, retry_ms;
     const atomic_int *cancel;
     uint64_t rng;
@@ -116,7 +118,8 @@ static int srv_open(redlock *l, int i) {
                           .io_timeout_ms = l->timeout_ms,
                           .cancel = l->cancel,
                           .user = l->user,
-                          .password = l->password};
+                          .password = l->password,
+                          .owner = l->owner};
     char err[256];
     int rc = redislock_new(&c, &l->srv[i], err, sizeof(err));
     if (rc != LOCK_OK) {
@@ -126,12 +129,19 @@ static int srv_open(redlock *l, int i) {
     return code_of(rc);
 }
 
-/* Releases every per-server key of h that is still ours. Returns how many were still
- * ours (*kept), how many were not (*lost); the rest could not be reached. */
+/* Releases h's key on EVERY server, as the algorithm says: on a server that granted it,
+ * the hold's compare-and-delete; on the others, any key of this handle's owner
+ * (redislock_release_mine), which a try left there when its reply was lost (a slow
+ * server: the key was set after the try gave up, and would block that server's vote for
+ * a whole lease). Another holder's key is left alone. Returns how many granted keys were
+ * still ours (*kept), how many were not (*lost); the rest could not be reached. */
 static void release_subs(redlock *l, redlock_hold *h, int *kept, int *lost) {
     *kept = *lost = 0;
     for (int i = 0; i < l->n; i++) {
-        if (!h->sub[i]) continue;
+        if (!h->sub[i]) {
+            if (l->srv[i]) (void)redislock_release_mine(l->srv[i], h->name);
+            continue;
+        }
         int rc = redislock_release(h->sub[i]);
         h->sub[i] = NULL;
         if (rc == LOCK_OK) {
@@ -180,6 +190,18 @@ int redlock_new(const redlock_config *cfg, redlock **out, char *errbuf, size_t e
     snprintf(l->password, sizeof(l->password), "%s", cfg->password ? cfg->password : "");
     l->rng = (uint64_t)lock_now_us() * 0x9E3779B97F4A7C15ull ^ (uint64_t)(uintptr_t)l;
     if (!l->rng) l->rng = 1;
+    /* The owner id in every key this handle sets: 64 bits from the kernel's random pool,
+     * so that no other handle, of any process or machine, deletes our keys with its
+     * redislock_release_mine (only a failing pool falls back on the seed, mixed by
+     * splitmix64's finalizer). */
+    uint64_t x = 0;
+    if (getrandom(&x, sizeof(x), GRND_NONBLOCK) != (ssize_t)sizeof(x)) {
+        x = l->rng;
+        x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+        x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+        x ^= x >> 31;
+    }
+    snprintf(l->owner, sizeof(l->owner), "%016llx", (unsigned long long)x);
     int up = 0;
     char first_err[sizeof(l->errstr)] = "";
     for (int i = 0; i < l->n; i++) {

@@ -15,7 +15,9 @@
  *     by our monotonic clock;
  *   - otherwise the keys it did get are released on those servers and, after a random
  *     backoff (1..retry_ms), a new round starts, until the caller's deadline;
- *   - release is redislock's compare-and-delete on every server that granted it.
+ *   - release goes to EVERY server, as the algorithm says: redislock's compare-and-delete
+ *     where it granted, and elsewhere the deletion of a key of this handle's owner
+ *     (redislock_release_mine) that a try whose reply was lost may have left.
  *
  * The fencing token. RedLock has no monotonic counter of its own: each server has its
  * own counter, and they are unrelated. A hold's token is the MAXIMUM of the per-server
@@ -45,8 +47,12 @@
  * Failures: a server down, or answering an error, is one missing vote; with a majority
  * still up acquire works. With fewer than a majority reachable in a round, acquire
  * returns LOCK_ERR_CONNECTION at once (nothing is held, what was granted is released). A
- * grant whose reply was lost (the per-server timeout passed) cannot be released (its
- * token is unknown): that key blocks its server's vote for at most one lease.
+ * grant whose reply was lost (the per-server timeout passed) is deleted by the round's
+ * or the hold's release on that server: every key a handle sets ends with its owner id.
+ * On a SLOW server the release arrives after the late grant and deletes it. On a server
+ * that was STOPPED (SIGSTOP, a frozen VM), the try and the release wait in the queues of
+ * two connections, which the server may serve in either order: a release served first
+ * finds nothing, and the grant then blocks that server's vote for at most one lease.
  *
  * Threads and ownership are redislock's: a handle is NOT thread-safe (one per thread,
  * any thread may make and free one); a hold belongs to its handle and to the thread that

@@ -12,6 +12,10 @@
  *     says LOST;
  *   - the watchdog's renewal extends the validity on a majority, and says LOST once the
  *     keys are gone on two servers;
+ *   - a try whose reply came after the per-server timeout (a server slow for a moment)
+ *     set its key there all the same; the release deletes it (it carries the handle's
+ *     owner), so that server's vote is free again at once, not after the lease, while
+ *     foreign keys survive every handle's releases;
  *   - one server down: acquire, check and release still work on the two others;
  *   - two down: acquire fails at once with LOCK_ERR_CONNECTION, leaves no key on the one
  *     server up, ping fails, and a new handle is refused; both back: the same handle
@@ -19,6 +23,7 @@
 #include <hiredis/hiredis.h>
 #include <string.h>
 
+#include "fault_proxy.h"
 #include "lease_test.h"
 #include "redlock.h"
 
@@ -96,7 +101,7 @@ static void test_exclusion(void) {
     /* The token is the largest of the three keys' values. */
     int64_t most = 0;
     for (int i = 0; i < 3; i++) {
-        char v[32];
+        char v[64];
         key_value(i, name, v, sizeof(v));
         CHECK(v[0] != '\0');
         if (atoll(v) > most) most = atoll(v);
@@ -109,7 +114,7 @@ static void test_exclusion(void) {
     CHECK_INT_GE(ls_now_us() - t0, 300000);
     CHECK_INT_EQ(LOCK_OK, redlock_release(ha));
     for (int i = 0; i < 3; i++) {
-        char v[32];
+        char v[64];
         key_value(i, name, v, sizeof(v));
         CHECK_STR_EQ("", v);
     }
@@ -136,15 +141,16 @@ static void test_split_vote(void) {
     redlock_hold *h = (redlock_hold *)1;
     CHECK_INT_EQ(LOCK_ERR_TIMEOUT, redlock_acquire(c, name, 200, &h));
     CHECK(h == NULL);
-    char v[32];
+    char v[64];
     key_value(2, name, v, sizeof(v));
     CHECK_STR_EQ("", v); /* granted there each round, and given back */
     redlock_stats st;
     redlock_get_stats(c, &st);
     CHECK_INT_GE(st.rounds, 2);
     CHECK_INT_EQ(st.rounds, st.rounds_short);
-    on_server(0, NULL, 0, "DEL lock:%s", name);
-    on_server(1, NULL, 0, "DEL lock:%s", name);
+    /* Every round released on every server: the foreign keys are not ours, and stay. */
+    CHECK_INT_EQ(1, on_server(0, NULL, 0, "DEL lock:%s", name));
+    CHECK_INT_EQ(1, on_server(1, NULL, 0, "DEL lock:%s", name));
     redlock_free(c);
     printf("ok: a split vote times out and leaves no key on the server that granted it\n");
 }
@@ -167,7 +173,7 @@ static void test_kleppmann(void) {
      * token it accepted refuses A's write after B's. */
     CHECK_INT_GT(redlock_token(hb), redlock_token(ha));
     CHECK_INT_EQ(LOCK_LOST, redlock_release(ha)); /* its key survives on server 2 only */
-    char v[32];
+    char v[64];
     key_value(2, name, v, sizeof(v));
     CHECK_STR_EQ("", v);
     key_value(0, name, v, sizeof(v));
@@ -196,6 +202,48 @@ static void test_renew(void) {
     printf("ok: renewal extends the validity on a majority, and says LOST without one\n");
 }
 
+static void test_lost_reply(void) {
+    /* Server 0 behind a proxy that, for a while, forwards every chunk 600 ms late: more
+     * than the per-server timeout (200 ms), so the try there gives up, but its command
+     * still reaches the server and sets the key. */
+    fault_proxy *p = NULL;
+    fault_proxy_config pc = {.upstream_port = ports[0]};
+    CHECK_INT_EQ(FAULT_PROXY_OK, fault_proxy_new(&pc, &p));
+    char list[128];
+    snprintf(list, sizeof(list), "127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d", fault_proxy_port(p),
+             ports[1], ports[2]);
+    redlock_config c = {.addrs = list, .lease_ms = 30000, .retry_ms = 20};
+    redlock *l = NULL;
+    char err[512];
+    CHECK_INT_EQ(LOCK_OK, redlock_new(&c, &l, err, sizeof(err)));
+    const char *name = ls_name("lostreply");
+    redlock_hold *h = NULL;
+    fault_proxy_delay(p, 600);
+    CHECK_INT_EQ(LOCK_OK, redlock_acquire(l, name, 5000, &h));
+    CHECK_INT_EQ(2, redlock_granted(h));
+    fault_proxy_delay(p, 0);
+    char v[64] = "";
+    int64_t deadline = ls_now_us() + 10000000;
+    while (!v[0] && ls_now_us() < deadline) { /* the late try lands */
+        key_value(0, name, v, sizeof(v));
+        if (!v[0]) ls_sleep_ms(20);
+    }
+    CHECK(v[0] != '\0');
+    /* The release deletes it with the granted keys; before, it stayed for the 30 s
+     * lease, and server 0 voted against every acquisition of the name meanwhile. */
+    CHECK_INT_EQ(LOCK_OK, redlock_release(h));
+    for (int i = 0; i < 3; i++) {
+        key_value(i, name, v, sizeof(v));
+        CHECK_STR_EQ("", v);
+    }
+    CHECK_INT_EQ(LOCK_OK, redlock_acquire(l, name, 1000, &h));
+    CHECK_INT_EQ(3, redlock_granted(h));
+    CHECK_INT_EQ(LOCK_OK, redlock_release(h));
+    redlock_free(l);
+    fault_proxy_free(p);
+    printf("ok: a try whose reply came too late left a key, and the release deleted it\n");
+}
+
 static void test_servers_down(void) {
     redlock *l = open_lock(10000);
     const char *name = ls_name("down");
@@ -221,7 +269,7 @@ static void test_servers_down(void) {
     CHECK(h == NULL);
     CHECK_INT_LT(ls_now_us() - t0, 2000000); /* at once, not at the deadline */
     CHECK(strstr(redlock_errstr(l), "unreachable") != NULL);
-    char v[32];
+    char v[64];
     key_value(0, name, v, sizeof(v));
     CHECK_STR_EQ("", v);
     CHECK_INT_EQ(LOCK_ERR_CONNECTION, redlock_ping(l));
@@ -253,6 +301,7 @@ int main(void) {
     test_split_vote();
     test_kleppmann();
     test_renew();
+    test_lost_reply();
     test_servers_down();
     return 0;
 }

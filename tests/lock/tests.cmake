@@ -143,7 +143,7 @@ endforeach()
 set(REDLOCK_RUN bash ${CMAKE_CURRENT_SOURCE_DIR}/lock/redlock_test.sh)
 add_executable(lock_redlock_test lock/lock_redlock_test.c)
 target_include_directories(lock_redlock_test PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
-target_link_libraries(lock_redlock_test PRIVATE redlock stockdb PkgConfig::HIREDIS
+target_link_libraries(lock_redlock_test PRIVATE redlock stockdb fault_proxy PkgConfig::HIREDIS
                       Threads::Threads)
 stockd_integration_test(lock_redlock_test COMMAND ${REDLOCK_RUN} $<TARGET_FILE:lock_redlock_test>
   TIMEOUT 120 LABELS lock)

@@ -45,6 +45,19 @@ nemesis_run(nemesis_selfcheck_db_lock_fence_off_clock_jumps_sell_twice negative_
   --mode db-lock --extra "--fence off" --seed 1 --faults clock,clock-back --fault-gap 0.5 2)
 nemesis_run(nemesis_db_lock_fenced_clock_jumps_exact exact 30
   --mode db-lock --seed 1 --faults clock,clock-back --fault-gap 0.5 2)
+# RedLock, fence off: the clocks of 1 to 3 of its servers jump forward (keys that expire
+# early, the stand-in of the redis self-check on each server); when a majority's keys
+# go, a second holder takes the lock while the first still sells. etcd, fence off: a
+# holder paused past its lease (--etcd-ttl-s 2) writes after the next holder; its load is
+# slow (600 ms of think), so restocks of at most 2 units keep the stock near 0, where the
+# second holder's sale oversells (with the default restocks, seed 4 found none in 30 s;
+# with --restock-max 2, seeds 4 and 5 found one each). Measured 2026-11-26 on the shared
+# 2-core machine: 27 s (redlock) and 38 s (etcd).
+nemesis_run(nemesis_selfcheck_redlock_fence_off_clock_jump_sells_twice negative_stock 20
+  --mode redlock --extra "--fence off" --seed 1 --faults clock --fault-gap 0.5 2)
+nemesis_run(nemesis_selfcheck_etcd_fence_off_paused_past_lease_sells_twice negative_stock 30
+  --mode etcd --extra "--fence off --think-us 600000" --seed 1 --faults pause
+  --fault-gap 0.5 2 --restock-max 2)
 # The two classic mistakes (--pitfall) with the seed's plain SQL: each sells what is gone.
 # No fault is needed. release-before-commit needs a COMMIT slower than the next holder's
 # wake-up and read (README, "Two classic mistakes"): --commit-ms 20. Measured 2026-11-25
@@ -62,6 +75,10 @@ nemesis_run(nemesis_zk_per_request_exact exact 45 --mode zk --extra "--batch-max
 nemesis_run(nemesis_redis_exact exact 45 --mode redis --seed 1)
 nemesis_run(nemesis_db_lock_exact exact 45 --mode db-lock --seed 1)
 nemesis_run(nemesis_atomic_exact exact 45 --mode atomic --seed 1)
+# The last lock kinds under every fault they can have, lock-server kills and pauses (and
+# RedLock's clock jumps) among them: about 27 s each.
+nemesis_run(nemesis_redlock_exact exact 20 --mode redlock --seed 1)
+nemesis_run(nemesis_etcd_exact exact 20 --mode etcd --seed 1)
 endif()
 
 # fault-proxy's --arm-file (hold the (K+1)-th next COMMIT), against a stand-in upstream.
