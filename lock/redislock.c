@@ -738,7 +738,7 @@ const char *redislock_errstr(const redislock *l) {
 
 const char *redislock_strerror(int code) {
     switch (code) {
-    case LOCK_ERR_CONNECTION: /* also LOCK_ERR_CONNECTION */
+    case LOCK_ERR_CONNECTION:
         return "no connection to Redis, or Redis refused the credentials";
     case LOCK_ERR_SERVER:
         return "unexpected Redis error";

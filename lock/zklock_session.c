@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lock.h"
 #include "zklock_int.h"
 
 /* ---------------------------------------------------------------- maintenance thread */
@@ -200,27 +201,13 @@ void zklock_get_stats(zklock_session *s, zklock_stats *out) {
 
 const char *zklock_strerror(int code) {
     switch (code) {
-    case LOCK_OK:
-        return "ok";
-    case LOCK_ERR_ARGS:
-        return "bad argument";
-    case LOCK_ERR_NOMEM:
-        return "out of memory";
-    case LOCK_ERR_TIMEOUT:
-        return "lock not acquired before the deadline";
     case LOCK_ERR_CONNECTION:
         return "no usable connection to ZooKeeper";
-    case LOCK_ERR_CANCELLED:
-        return "cancelled";
     case LOCK_ERR_SERVER:
         return "unexpected ZooKeeper error";
-    case LOCK_ERR_NOT_OWNER:
-        return "the hold belongs to another thread";
-    case LOCK_SUSPECT:
-        return "connection lost; the lock may have passed on";
     case LOCK_LOST:
         return "lock lost (session expired or node deleted)";
     default:
-        return "unknown zklock code";
+        return lock_strerror(code);
     }
 }
