@@ -13,7 +13,7 @@
  * libcurl is loaded at run time (dlopen of ETCDLOCK_LIBCURL, once, by the first
  * etcdlock_new), not linked: linked, it and the ~18 libraries it needs (Kerberos, LDAP,
  * SASL, libssh2, nghttp2, brotli, ...) were mapped into every stockd whatever its lock
- * mode, about 1.5 MB of resident memory per instance (README, "Memory"). Every libcurl
+ * mode, about 1.5 MB of resident memory per instance (docs/benchmarks.md, "Memory"). Every libcurl
  * call goes through the table `curl` below; curl/curl.h gives only the types. */
 #include "etcdlock_int.h"
 #include "hostport.h"

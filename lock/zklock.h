@@ -46,7 +46,7 @@
  * queued behind it (that listing's watch cannot fire for those): under steady
  * contention the cache would only slow the handover. The fencing token stays the node's czxid, so a
  * cached lock serves many batches under one token; the database's compare-and-set on
- * row_version keeps that sound (README, "The fence").
+ * row_version keeps that sound (docs/fence.md).
  *
  * Threads and ownership:
  *   - A zklock_session is one ZooKeeper session shared by all threads of a process

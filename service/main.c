@@ -36,7 +36,7 @@ static void hide_url_password(int argc, char **argv) {
 /* glibc gives each thread that allocates an arena of its own, up to 8 per core: a
  * worker's, the HTTP thread's, the lock threads'. Each keeps its own free memory and
  * top, so the same load holds more resident pages; two arenas took 0.2-0.8 MB off the
- * peak RSS per instance at 1000 requests in flight (README, "Memory"), and per-thread
+ * peak RSS per instance at 1000 requests in flight (docs/benchmarks.md, "Memory"), and per-thread
  * caches (tcache) keep most allocations off the arenas' locks anyway. A
  * MALLOC_ARENA_MAX or GLIBC_TUNABLES in the environment is left to decide. */
 #define STOCKD_MALLOC_ARENAS 2

@@ -36,7 +36,7 @@
  *             the stock of the products just served, for /metrics' stockd_product_stock.
  *   main.c    wiring, signals and orderly shutdown.
  *
- * Where the memory goes (loadtest/memory measures it; README "Memory"):
+ * Where the memory goes (loadtest/memory measures it; docs/benchmarks.md, "Memory"):
  *   - about 12 MB at rest, two thirds of it the pages of the shared libraries
  *     (libcrypto, GnuTLS, libc), and about 150 KiB per worker for its MySQL connection
  *     (and as much for the stock watch's one, stockwatch.c);
@@ -103,7 +103,7 @@ extern const stockd_mode stockd_modes[];
 extern const size_t stockd_nmodes;
 
 /* --pitfall: the two mistakes that oversell most often in real code, each made exactly
- * and nothing else changed (worker.c, README "Two classic mistakes"). */
+ * and nothing else changed (worker.c, docs/fence.md, "Two classic mistakes"). */
 typedef enum stockd_pitfall {
     STOCKD_PITFALL_NONE = 0,
     /* The lock is released before COMMIT, as when the unlock runs inside a
@@ -172,7 +172,7 @@ typedef struct stockd_config {
      * order: acquire, read, write, commit, release. */
     stockd_pitfall pitfall;
     stockd_log_format log_format; /* --log-format text|json */
-    /* Credentials (README "Security"). The secrets come from the environment
+    /* Credentials (docs/operating.md, "Security"). The secrets come from the environment
      * (STOCKD_REDIS_PASSWORD, STOCKD_ZK_AUTH) or from a file main.c reads, never argv. */
     char redis_user[129];          /* ACL user; "" = the default user */
     char redis_password[513];      /* "" = send no AUTH */

@@ -6,7 +6,9 @@ usage: docs_check.py CHECK SRC_DIR [ARG]
   links    SRC_DIR             every relative link resolves (file, and #anchor in a .md)
   readmes  SRC_DIR             both READMEs carry the same commands, options and numbers
                                (each number as many times)
-  options  SRC_DIR STOCKD      every option of `stockd --help` is in docs/operating.md
+  options  SRC_DIR STOCKD      every option of `stockd --help` is in docs/operating.md,
+                               each with a table row in the group --help puts it in
+                               (operator options, or the demonstration switches)
 
 Each prints one line per problem, naming the file and what is wrong, and exits 1 if
 there is any; 0 otherwise. No servers.
@@ -187,6 +189,40 @@ def check_readmes(src):
     return problems
 
 
+DEMO_HEADING_HELP = "demonstration switches"  # --help's heading of the demo group
+DEMO_HEADING_DOC = "### Demonstration switches"  # operating.md's section for it
+ROW_OPTION_RE = re.compile(r"^\|\s*`(--[a-z][a-z0-9-]*)")
+
+
+def help_groups(help_text):
+    """The options --help defines (a line that starts with one), split into the operator
+    options and the demonstration switches by the demo group's heading."""
+    groups, current = {"operator": [], "demo": []}, "operator"
+    for line in help_text.splitlines():
+        if line.lower().startswith(DEMO_HEADING_HELP):
+            current = "demo"
+        m = re.match(r"^  (--[a-z][a-z0-9-]*)", line)
+        if m and m.group(1) not in ("--help", "--version"):
+            groups[current].append(m.group(1))
+    return groups
+
+
+def option_rows(text):
+    """The options that begin a table row of operating.md's "## Options", split into those
+    of its demonstration section and the rest."""
+    rows, current, in_options = {"operator": set(), "demo": set()}, "operator", False
+    for line in text.splitlines():
+        if line.startswith("## "):
+            in_options = line.strip() == "## Options"
+            current = "operator"
+        elif line.startswith("### "):
+            current = "demo" if line.strip() == DEMO_HEADING_DOC else "other"
+        m = ROW_OPTION_RE.match(line)
+        if in_options and m and current in rows:
+            rows[current].add(m.group(1))
+    return rows
+
+
 def check_options(src, stockd):
     # An empty environment, so that a STOCKD_* variable of the caller cannot fail --help.
     help_text = subprocess.run([stockd, "--help"], env={}, capture_output=True, text=True,
@@ -196,9 +232,20 @@ def check_options(src, stockd):
         return [f"stockd --help named only {len(options)} options: {options}"]
     doc = os.path.join(src, "docs", "operating.md")
     text = read(doc)
-    return [f"{rel(src, doc)} does not document {opt} (stockd --help lists it)"
-            for opt in options
-            if not re.search(r"(?<![\w-])" + re.escape(opt) + r"(?![\w-])", text)]
+    problems = [f"{rel(src, doc)} does not document {opt} (stockd --help lists it)"
+                for opt in options
+                if not re.search(r"(?<![\w-])" + re.escape(opt) + r"(?![\w-])", text)]
+    groups, rows = help_groups(help_text), option_rows(text)
+    if not groups["demo"]:
+        problems.append(f"stockd --help has no '{DEMO_HEADING_HELP}' group")
+    where = {"operator": "an operator option's table of ## Options",
+             "demo": f"the tables under {DEMO_HEADING_DOC}"}
+    for group, opts in groups.items():
+        for opt in opts:
+            if opt not in rows[group]:
+                problems.append(f"{rel(src, doc)}: {opt} has no row in {where[group]} "
+                                f"(stockd --help lists it as a {group} option)")
+    return problems
 
 
 def main():

@@ -60,7 +60,7 @@ nemesis_run(nemesis_selfcheck_etcd_fence_off_paused_past_lease_sells_twice negat
   --fault-gap 0.5 2 --restock-max 2)
 # The two classic mistakes (--pitfall) with the seed's plain SQL: each sells what is gone.
 # No fault is needed. release-before-commit needs a COMMIT slower than the next holder's
-# wake-up and read (README, "Two classic mistakes"): --commit-ms 20. Measured 2026-11-25
+# wake-up and read (docs/fence.md, "Two classic mistakes"): --commit-ms 20. Measured 2026-11-25
 # on the shared 2-core machine: 3 of 3 seeds each report negative_stock on all three
 # products, about 25 s a run.
 nemesis_run(nemesis_selfcheck_pitfall_release_before_commit_fence_off_oversells negative_stock 20

@@ -82,7 +82,7 @@ rows=0
 # check WHERE EXPECT NAME: compares the last answer with EXPECT = STATUS;RESULT;ALLOW;TAG.
 # RESULT is the JSON result word, or @mhd / @nginx (that layer answered; only the status
 # is checked, and for a 414 / 431 @mhd that the body is not JSON: libmicrohttpd's own
-# answer to a head too large for its pool, which README's "Memory" documents), or @none
+# answer to a head too large for its pool, which docs/operating.md's "Memory" documents), or @none
 # (HEAD: no body).
 check() {
   local where=$1 name=$3 want_status want_result want_allow tag why=""
@@ -91,7 +91,7 @@ check() {
     why="status $status, expected $want_status"
   elif [[ $want_result == @mhd && $want_status =~ ^(414|431)$ &&
     $ctype == application/json* ]]; then
-    why="JSON from stockd, where libmicrohttpd's own answer was expected (README: Memory)"
+    why="JSON from stockd, where libmicrohttpd's own answer was expected (docs/operating.md: Memory)"
   elif [[ $want_result != @* ]]; then
     if [[ $ctype != application/json* ]]; then
       why="content type '$ctype', expected application/json"

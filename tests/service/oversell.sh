@@ -22,7 +22,7 @@ t_db
 segments=${SEGMENTS:-1}
 ((segments == 1)) || set -- --segments "$segments" "$@"
 # The same service settings for every mode: only the lock differs. The pause between
-# check and update is the experiment's stand-in for business logic (see README).
+# check and update is the experiment's stand-in for business logic (docs/tutorial.md).
 stockd_url=$MYSQL_URL
 if [[ -n ${COMMIT_DELAY_MS:-} ]]; then
   relay_port=$((PORT0 + 15))

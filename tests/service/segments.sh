@@ -18,7 +18,7 @@
 #     What a wrong setting does, never a crash: --segments 0, 257, or with a mode that
 #     has no lock, is refused at start-up with exit 2 and the reason; an instance with
 #     --segments 4 in front of a product that is not split finds every segment missing
-#     and answers sold out (it undersells, never oversells: README says every instance
+#     and answers sold out (it undersells, never oversells: docs/strategies.md says every instance
 #     and the reset must agree on K); a product that does not exist is 404.
 #
 #   segments.sh hol
