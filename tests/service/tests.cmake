@@ -223,3 +223,13 @@ foreach(case spread3 busy hol kill9)
   stockd_integration_test(cross_products_${case}
     COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/cross_products.sh ${case} LABELS faults)
 endforeach()
+
+# Layers without circles: no file of service/ or of db/ calls back up into a file that
+# calls it (tests/service/file_layers.sh reads the objects' symbols).
+add_test(NAME no_file_circle_in_service
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/file_layers.sh
+          $<TARGET_OBJECTS:stockd> $<TARGET_OBJECTS:stockd_core>
+  COMMAND_EXPAND_LISTS)
+add_test(NAME no_file_circle_in_db
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/file_layers.sh $<TARGET_OBJECTS:stockdb>
+  COMMAND_EXPAND_LISTS)
