@@ -267,6 +267,16 @@ typedef struct stockdb__row {
 int stockdb__row_take(stockdb *db, stockdb_strategy strategy, stockdb__row *row, size_t want,
                       unsigned think_us, bool wrote);
 
+/* stockdb__row_take's two halves, for a transaction over several rows that checks every
+ * row before it writes any (stockdb_multi.c): the check (row_take's returns before its
+ * write; row->taken set, nothing written) and the write (row_take's returns from its
+ * write). stockdb__think sleeps think_us, the stand-in for the business logic between
+ * check and write. */
+int stockdb__row_check(stockdb *db, stockdb_strategy strategy, stockdb__row *row, size_t want,
+                       bool wrote);
+void stockdb__think(unsigned think_us);
+int stockdb__row_write(stockdb *db, stockdb__row *row);
+
 /* ---------------------------------------------------------- a batch's steps (stockdb_batch.c) */
 
 /* What the attempts at one batch share: which items are already answered (a key found in
