@@ -20,11 +20,12 @@
  *
  * With --cross-products K (a lock kind that can try one: cross__on), the batch also
  * takes the waiting deductions of up to K-1 other products whose locks a TRY gets now
- * (never waited for), in the same transaction, each row under its own token. Its own product's lock, when busy, is
- * passed on to another waiting product, or waited for by a leader the combiner does not
- * count meanwhile, so that a lock held by another instance does not hold up the products
- * whose locks are free. That part is cross.c's; one product's batch (its lock, its
- * transaction, its answers) is batch.c's, below both (worker_int.h draws the layers).
+ * (never waited for), in the same transaction, each row under its own token. Its own
+ * product's lock, when busy, is passed on to another waiting product, or waited for by
+ * a leader the combiner does not count meanwhile, so that a lock held by another
+ * instance does not hold up the products whose locks are free. That part is cross.c's;
+ * one product's batch (its lock, its transaction, its answers) is batch.c's, below both
+ * (worker_int.h draws the layers).
  *
  * With segmented stock (--segments K) the slot, the lock and the batch are one
  * segment's: a deduction starts at a random segment and, when the batch finds that
