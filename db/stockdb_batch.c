@@ -75,10 +75,9 @@ static int row_write(stockdb *db, stockdb__row *row, uint64_t *rows) {
     return stockdb__run(db, id, p, NULL, NULL, rows);
 }
 
-int stockdb__row_take(stockdb *db, stockdb_strategy strategy, stockdb__row *row, size_t want,
-                      unsigned think_us, bool wrote) {
+int stockdb__row_check(stockdb *db, stockdb_strategy strategy, stockdb__row *row, size_t want,
+                       bool wrote) {
     bool found = false;
-    uint64_t rows = 0;
     row->taken = 0;
     int rc = row_read(db, strategy, row, &found);
     if (rc != STOCKDB_OK) return stockdb__fail(db, rc, wrote);
@@ -92,14 +91,18 @@ int stockdb__row_take(stockdb *db, stockdb_strategy strategy, stockdb__row *row,
         return stockdb__fenced_out(db, row->product_id, row->segment, row->fence);
     if (row->stock <= 0 || want == 0) return STOCKDB_OK;
     row->taken = (size_t)row->stock < want ? row->stock : (int32_t)want;
+    return STOCKDB_OK;
+}
 
-    if (think_us) {
-        /* The experiment's stand-in for the business logic between check and write: it
-         * stands for the work around one check-and-update (once per batch of one product). */
-        struct timespec ts = {think_us / 1000000, (long)(think_us % 1000000) * 1000};
-        nanosleep(&ts, NULL);
-    }
-    rc = row_write(db, row, &rows);
+void stockdb__think(unsigned think_us) {
+    if (!think_us) return;
+    struct timespec ts = {think_us / 1000000, (long)(think_us % 1000000) * 1000};
+    nanosleep(&ts, NULL);
+}
+
+int stockdb__row_write(stockdb *db, stockdb__row *row) {
+    uint64_t rows = 0;
+    int rc = row_write(db, row, &rows);
     if (rc != STOCKDB_OK) return stockdb__fail(db, rc, true);
     if (rows > 0) return STOCKDB_OK;
     stockdb__rollback(db);
@@ -112,6 +115,15 @@ int stockdb__row_take(stockdb *db, stockdb_strategy strategy, stockdb__row *row,
     }
     stockdb__set_err(db, "no product with id %d (deleted after the check)", row->product_id);
     return STOCKDB_ERR_NOT_FOUND;
+}
+
+int stockdb__row_take(stockdb *db, stockdb_strategy strategy, stockdb__row *row, size_t want,
+                      unsigned think_us, bool wrote) {
+    int rc = stockdb__row_check(db, strategy, row, want, wrote);
+    if (rc != STOCKDB_OK || row->taken == 0) return rc;
+    /* The experiment's stand-in for the business logic between check and write. */
+    stockdb__think(think_us);
+    return stockdb__row_write(db, row);
 }
 
 /* ---------------------------------------------------------------- the batch's state */

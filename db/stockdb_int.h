@@ -1,11 +1,14 @@
 /* stockdb_int.h: the private parts that db/'s files share (never included outside db/).
  *
  * stockdb.c owns the handle, its connection, its session set-up, the prepared statements
- * below and the reads; stockdb_deduct.c the per-request deduction and the ends every
- * deduction shares (a key's order, a COMMIT whose reply was lost); stockdb_batch.c the
- * batch, built on a per-row step; stockdb_multi.c the transaction over several products,
- * built on the batch's state and steps; stockdb_json.c the JSON arrays that carry many
- * rows in one statement's parameter. They talk in one code space: every helper here returns
+ * below and the reads; stockdb_order.c the ends every deduction shares (a key's order, a
+ * COMMIT whose reply was lost); stockdb_batch.c the batch, built on a per-row step;
+ * stockdb_deduct.c the per-request deduction, a batch of one unless atomic;
+ * stockdb_multi.c the transaction over several products, built on the batch's state and
+ * steps; stockdb_json.c the JSON arrays that carry many rows in one statement's parameter.
+ * Layers, each calling only the ones below it: stockdb.c and stockdb_json.c at the
+ * bottom, then stockdb_order.c, then stockdb_batch.c, then stockdb_deduct.c and
+ * stockdb_multi.c. They talk in one code space: every helper here returns
  * STOCKDB_OK, a negative STOCKDB_ERR_* or one of the positive STOCKDB__RETRY_* below, never
  * a MySQL error number. The number behind the last failure stays in the handle (err), next
  * to its text (errstr), for the detail and the log. Same thread rules as stockdb.h: a handle
@@ -36,8 +39,8 @@ enum {
     STOCKDB__ST_UPDATE_BATCH,        /* the seed's unconditional update, by k units */
     STOCKDB__ST_UPDATE_BATCH_FENCED, /* the same, refused unless the row is as we read it */
     STOCKDB__ST_INSERT_BATCH,        /* the orders of a batch, one row per key of a JSON array */
-    STOCKDB__ST_INSERT_MULTI, /* the orders of several products */
-    STOCKDB__ST_SEG_READ,     /* ST_READ, ST_READ_FOR_UPDATE and the batch updates ... */
+    STOCKDB__ST_INSERT_MULTI,        /* the orders of several products */
+    STOCKDB__ST_SEG_READ,            /* ST_READ, ST_READ_FOR_UPDATE and the batch updates ... */
     STOCKDB__ST_SEG_READ_FOR_UPDATE,
     STOCKDB__ST_SEG_UPDATE_BATCH,
     STOCKDB__ST_SEG_UPDATE_BATCH_FENCED, /* ... on one segment of a split product */
@@ -158,7 +161,7 @@ static inline bool stockdb__newer_holder_wrote(int64_t row_fence, int32_t row_ki
  * STOCKDB_ERR_FENCED. */
 int stockdb__fenced_out(stockdb *db, int32_t product_id, int32_t segment, int64_t fence);
 
-/* ---------------------------------------------------------------- orders (stockdb_deduct.c) */
+/* ---------------------------------------------------------------- orders (stockdb_order.c) */
 
 /* Looks up the order of request_id with statement STOCKDB__ST_LOOKUP or _CONFIRM. Sets
  * *found, and when found *order_id, *product_id and (LOOKUP only; else 0) *stock.
@@ -263,6 +266,16 @@ typedef struct stockdb__row {
  * Text in errstr for every refusal. */
 int stockdb__row_take(stockdb *db, stockdb_strategy strategy, stockdb__row *row, size_t want,
                       unsigned think_us, bool wrote);
+
+/* stockdb__row_take's two halves, for a transaction over several rows that checks every
+ * row before it writes any (stockdb_multi.c): the check (row_take's returns before its
+ * write; row->taken set, nothing written) and the write (row_take's returns from its
+ * write). stockdb__think sleeps think_us, the stand-in for the business logic between
+ * check and write. */
+int stockdb__row_check(stockdb *db, stockdb_strategy strategy, stockdb__row *row, size_t want,
+                       bool wrote);
+void stockdb__think(unsigned think_us);
+int stockdb__row_write(stockdb *db, stockdb__row *row);
 
 /* ---------------------------------------------------------- a batch's steps (stockdb_batch.c) */
 

@@ -2,11 +2,11 @@
  * (stockdb.h's stockdb_deduct_multi), so that a leader that holds the locks of several
  * products pays the round trips of one transaction, not of one per product.
  *
- * One attempt (multi_once) checks and writes every row with the per-row step
- * (stockdb__row_take: a read by primary key, then the fenced compare-and-set under the
- * caller's token of that product and the row_version its check read), inserts the orders
- * of every product in ONE statement (multi_insert_orders), calls the guard once and
- * COMMITs: 2k + 2 statements for k products. All or nothing: anything but the
+ * One attempt (multi_once) checks every row, thinks once for all, and writes every row
+ * with the per-row step's halves (a read by primary key, then the fenced compare-and-set
+ * under the caller's token of that product and the row_version its check read), inserts
+ * the orders of every product in ONE statement (multi_insert_orders), calls the guard
+ * once and COMMITs: 2k + 2 statements for k products. All or nothing: anything but the
  * common case (a row with no stock left, a key that has an order already, a row changed
  * since its check, a fence or guard refusal, a failed statement) rolls the whole
  * transaction back and returns STOCKDB_SPLIT, and the caller runs each batch on its own
@@ -15,6 +15,7 @@
  * answers are the batch's own (stockdb_int.h, "a batch's steps"). */
 #include "stockdb_int.h"
 
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -23,8 +24,13 @@
 
 /* ---------------------------------------------------------------- several products */
 
-/* Every row's check and write, one row at a time (the per-row step, stockdb__row_take:
- * its primary-key read and its fenced compare-and-set). Returns STOCKDB_OK with
+/* Every row's check, then the think time of every product at once, then every row's
+ * write (the per-row step's halves, stockdb__row_check and stockdb__row_write: a
+ * primary-key read, then the fenced compare-and-set). Nothing is written until every
+ * row is checked, so the session is never idle with rows written while it thinks: the
+ * server ends a write transaction that is silent longer than idle_write_transaction_timeout
+ * (stockdb.c), and a think per product after the first product's write would have it
+ * end every transaction whose think times add up past it. Returns STOCKDB_OK with
  * rows[i].taken > 0 written for every row; else the transaction is ended and the return
  * is STOCKDB__RETRY_IDLE (the connection dropped before any write) or STOCKDB_SPLIT
  * (errstr says why). One statement for all rows (an UPDATE joined with a JSON_TABLE of
@@ -32,20 +38,26 @@
  * it (README, "Batches across products"). */
 static int multi_take_each(stockdb *db, stockdb_strategy strategy, stockdb__batch_state *sts,
                            stockdb__row *rows, size_t nb) {
-    bool wrote = false;
+    uint64_t think_us = 0;
+    int rc = STOCKDB_OK;
     for (size_t i = 0; i < nb; i++) {
         size_t want = 0;
         for (size_t x = 0; x < sts[i].b->n; x++)
             if (stockdb__batch_open(&sts[i], x)) want++;
-        int rc = stockdb__row_take(db, strategy, &rows[i], want, sts[i].b->think_us, wrote);
+        rc = stockdb__row_check(db, strategy, &rows[i], want, false);
         /* No stock left (the key look-ups are the per-product path's) or any refusal. */
         if (rc != STOCKDB_OK || rows[i].taken == 0) {
             stockdb__end_trx(db);
-            return rc == STOCKDB__RETRY_IDLE && !wrote ? STOCKDB__RETRY_IDLE : STOCKDB_SPLIT;
+            return rc == STOCKDB__RETRY_IDLE ? STOCKDB__RETRY_IDLE : STOCKDB_SPLIT;
         }
-        wrote = true;
+        think_us += sts[i].b->think_us;
     }
-    return STOCKDB_OK;
+    stockdb__think(think_us > UINT_MAX ? UINT_MAX : (unsigned)think_us);
+    for (size_t i = 0; i < nb && rc == STOCKDB_OK; i++)
+        rc = stockdb__row_write(db, &rows[i]);
+    if (rc == STOCKDB_OK) return STOCKDB_OK;
+    stockdb__end_trx(db);
+    return STOCKDB_SPLIT;
 }
 
 /* The orders of every batch in one statement (ST_INSERT_MULTI): batch i's first ks[i]

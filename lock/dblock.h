@@ -145,9 +145,6 @@ int dblock_ping(dblock *d);
  * The handle's thread. */
 int dblock_peek(dblock *d, const char *name, char *owner, size_t ownercap, long long *token,
                 long long *left_ms);
-/* The kind's view (lock_lease_ops.view) over dblock_peek; in dblock_view.c. */
-struct lock_view;
-int dblock__lease_view(void *handle, const char *name, struct lock_view *out);
 
 void dblock_get_stats(const dblock *d, dblock_stats *out);
 

@@ -186,9 +186,6 @@ int redislock_ping(redislock *l);
  * with its detail in errstr. The handle's thread. */
 int redislock_peek(redislock *l, const char *name, char *key, size_t keycap, long long *token,
                    long long *pttl_ms);
-/* The kind's view (lock_lease_ops.view) over redislock_peek; in redislock_view.c. */
-struct lock_view;
-int redislock__lease_view(void *handle, const char *name, struct lock_view *out);
 
 /* Copies the handle's counters. */
 void redislock_get_stats(const redislock *l, redislock_stats *out);

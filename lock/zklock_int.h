@@ -14,8 +14,8 @@
  *      zklock_view.c     a lock's queue as the server has it, for a view (lock.h);
  *   5. zklock_many.c     many tries and releases in one round trip;
  *   6. zklock_kind.c     the registry row of lock.h.
- * tests/lock/zklock_layers.sh prints the calls between the files from the library's
- * symbol tables and fails on one that does not point down.
+ * tests/file_layers.sh (ctest no_file_circle_in_lock) prints the calls between the files
+ * from their symbol tables and fails on a circle.
  *
  * Locking rule: one mutex per session (s->mu) guards everything below. It is never
  * held across a ZooKeeper call: the library's completion thread runs our watchers,

@@ -10,15 +10,15 @@
  * with its own fenced compare-and-set, under one guard that re-checks EVERY lock before
  * the one COMMIT: a lock lost, a fence refusal, or anything but the common case commits
  * nothing, and the batch is then split: each product runs again on its own under its
- * lock (worker__run_batch), which answers each job as a batch of one product does. Never
+ * lock (batch__run), which answers each job as a batch of one product does. Never
  * a half-done batch.
  *
  * The leader's own lock, when another instance holds it, is tried first and passed on to
  * a product that waits unled, or waited for by a leader the combiner does not count
- * meanwhile (worker__cross_acquire), so that it holds up no product whose lock is free.
+ * meanwhile (cross__acquire), so that it holds up no product whose lock is free.
  *
  * Everything here runs on a worker thread, with that worker's own worker_state
- * (worker_int.h), except worker__cross_on, which only reads the configuration. */
+ * (worker_int.h), except cross__on, which only reads the configuration. */
 #include <stdio.h>
 #include <string.h>
 
@@ -50,7 +50,7 @@ static int cross_guard_check(void *arg) {
 
 /* Does this leader batch across products? Only mode zk-like kinds that can try a lock,
  * batched, unsplit, and without a pitfall demonstration. */
-bool worker__cross_on(const stockd_ctx *ctx, unsigned segment) {
+bool cross__on(const stockd_ctx *ctx, unsigned segment) {
     const stockd_config *c = ctx->cfg;
     return c->cross_products > 1 && c->batch_max > 1 && !segment && c->segments <= 1 &&
            c->pitfall == STOCKD_PITFALL_NONE && lock_can_try(ctx->locks);
@@ -61,8 +61,8 @@ bool worker__cross_on(const stockd_ctx *ctx, unsigned segment) {
  * returns how many: ws->jobs[0..returned-1] and answers[] are then the jobs to answer
  * (those it answered itself, past their deadline, are packed out). The extra products'
  * locks are released (or cached) and their slots given back before it returns. */
-unsigned worker__run_cross(worker_state *ws, product_lock *primary, unsigned live,
-                           stockd_answer *answers) {
+unsigned cross__run(worker_state *ws, product_lock *primary, unsigned live,
+                    stockd_answer *answers) {
     stockd_ctx *ctx = ws->w->ctx;
     const stockd_config *cfg = ctx->cfg;
     unsigned max = cfg->batch_max, used = live, busy = 0, ng = 1;
@@ -83,14 +83,14 @@ unsigned worker__run_cross(worker_state *ws, product_lock *primary, unsigned liv
     for (unsigned i = 0; i < nc; i++) {
         if (rcs[i] != LOCK_OK) { /* busy (held or queued for elsewhere): not waited for */
             if (rcs[i] != LOCK_ERR_TIMEOUT)
-                worker__log_failure(ws, "lock (tried)", worker__lock_text(ctx, rcs[i]));
+                batch__log_failure(ws, "lock (tried)", batch__lock_text(ctx, rcs[i]));
             busy++;
             stockd_combiner_unclaim(ctx->combiner, pids[i], CROSS_BUSY_NS);
             continue;
         }
         unsigned k = stockd_combiner_take(ctx->combiner, pids[i], 0, ws->jobs + used, max - used,
                                           UINT64_MAX);
-        k = worker__drop_expired_at(ws, ws->jobs + used, k);
+        k = batch__drop_expired(ws, ws->jobs + used, k);
         g[ng++] = (cross_group){.lock = {tried[i], pids[i], 0}, .first = used, .n = k};
         used += k;
     }
@@ -120,7 +120,7 @@ unsigned worker__run_cross(worker_state *ws, product_lock *primary, unsigned liv
     count_statements(ws);
     if (nb > 1) stockd_metrics_batch_products(rc == STOCKDB_OK ? nb : 1, busy);
     if (rc != STOCKDB_OK && rc != STOCKDB_SPLIT)
-        worker__note_db_error(ws, "deduction across products", rc);
+        batch__note_db_error(ws, "deduction across products", rc);
 
     unsigned out = 0;
     for (unsigned i = 0; i < ng; i++) {
@@ -139,9 +139,8 @@ unsigned worker__run_cross(worker_state *ws, product_lock *primary, unsigned liv
         } else if (n && rc == STOCKDB_SPLIT) {
             /* Nothing committed: this product on its own, under its lock (re-checked). */
             bool released = false;
-            while (n > 0 &&
-                   worker__run_batch(ws, ws->jobs + first, n, h, answers + first, &released))
-                n = worker__drop_expired_at(ws, ws->jobs + first, n);
+            while (n > 0 && batch__run(ws, ws->jobs + first, n, h, answers + first, &released))
+                n = batch__drop_expired(ws, ws->jobs + first, n);
         } else if (n) {
             /* The COMMIT's outcome is in doubt (or it failed after a lost reply): the
              * whole transaction's, so every job gets that answer. */
@@ -159,7 +158,7 @@ unsigned worker__run_cross(worker_state *ws, product_lock *primary, unsigned liv
     if (ng > 1) (void)lock_release_many(tried, ng - 1, (int)cfg->lock_cache_ms, rcs);
     for (unsigned i = 1; i < ng; i++) {
         if (rcs[i - 1] != LOCK_OK)
-            worker__log_failure(ws, "lock release", worker__lock_text(ctx, rcs[i - 1]));
+            batch__log_failure(ws, "lock release", batch__lock_text(ctx, rcs[i - 1]));
         stockd_combiner_unclaim(ctx->combiner, g[i].lock.product_id, 0);
     }
     return out;
@@ -169,25 +168,25 @@ unsigned worker__run_cross(worker_state *ws, product_lock *primary, unsigned liv
  * products while another instance holds it (stockd_combiner_before_wait). When another
  * product waits unled, or the leaders are at the combiner's bound, the lock is tried
  * first (a free or cached one is simply taken). A busy one is passed on if another
- * product waits unled: this worker leads that one instead (WORKER_LEAD_PASSED, *product_id
+ * product waits unled: this worker leads that one instead (CROSS_PASSED, *product_id
  * set), and its own waits unled for a later claim or takeover. Otherwise the lock is
  * waited for as ever, holding nothing, and by a leader the combiner does not count
  * meanwhile, so that new products get a leader of their own. Below the bound with no
  * one waiting unled, it is waited for at once (no try: a hot product's contended lock
  * costs no ZooKeeper round more). A try that fails otherwise (the service is down,
  * say) falls back to the plain wait. LOCK_OK with *lock held, the lock's error, or
- * WORKER_LEAD_PASSED. */
-int worker__cross_acquire(worker_state *ws, int32_t *product_id, product_lock *lock) {
+ * CROSS_PASSED. */
+int cross__acquire(worker_state *ws, int32_t *product_id, product_lock *lock) {
     stockd_ctx *ctx = ws->w->ctx;
     bool busy = false;
     for (;;) {
         switch (stockd_combiner_before_wait(ctx->combiner, product_id, busy, CROSS_BUSY_NS)) {
         case STOCKD_COMBINER_PASSED:
-            return WORKER_LEAD_PASSED;
+            return CROSS_PASSED;
         case STOCKD_COMBINER_WAIT:
-            return worker__product_lock_acquire(ctx->locks, *product_id, 0, lock);
+            return batch__lock_acquire(ctx->locks, *product_id, 0, lock);
         case STOCKD_COMBINER_ASIDE: {
-            int rc = worker__product_lock_acquire(ctx->locks, *product_id, 0, lock);
+            int rc = batch__lock_acquire(ctx->locks, *product_id, 0, lock);
             stockd_combiner_waited(ctx->combiner);
             return rc;
         }
@@ -198,7 +197,7 @@ int worker__cross_acquire(worker_state *ws, int32_t *product_id, product_lock *l
             int rc = lock_try_acquire(ctx->locks, name, &lock->hold);
             if (rc == LOCK_OK) return rc;
             if (rc != LOCK_ERR_TIMEOUT)
-                return worker__product_lock_acquire(ctx->locks, *product_id, 0, lock);
+                return batch__lock_acquire(ctx->locks, *product_id, 0, lock);
             stockd_metrics_cross_busy();
             busy = true;
         }

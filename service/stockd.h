@@ -13,7 +13,8 @@
  *             (db/stockdb.h), commits strictly before it releases, and answers them.
  *   cross.c   with --cross-products, the leader's batch takes along the deductions of
  *             other products whose locks a try gets now, in one transaction, all or
- *             nothing (worker_int.h is what it and worker.c share, private to service/).
+ *             nothing. batch.c, below it and worker.c, runs one product's batch (worker_int.h,
+ *             private to service/, draws these three layers).
  *   combiner.c per product and process at most one worker queues for or holds the
  *             lock; the deductions that arrive meanwhile wait there for its next batch.
  *             With --segments K, per segment: each has its own lock and row, and a

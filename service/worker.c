@@ -1,8 +1,10 @@
 /* worker.c: the threads that do the blocking work of a request.
  *
  * Each worker owns one stockdb handle (one MySQL connection, never shared) and pops
- * jobs one at a time. A deduction in a locked mode (local, zk, zk-herd, for-update,
- * redis, db-lock) goes this way:
+ * jobs one at a time. A deduction goes through the combiner exactly when its mode takes
+ * a lock per product: the mode's row in stockd_modes (modes.c) says so (`batched`), and
+ * that table, not this comment, is the list of such modes. Such a deduction goes this
+ * way:
  *
  *   pop ──> pre-check: one plain read ── stock <= 0 ──> answer sold_out (no lock)
  *             │ stock > 0
@@ -16,12 +18,14 @@
  *               mode zk the node may stay cached for the next batch, --lock-cache-ms)
  *           ──> answer every job of the batch ──> next batch, until none waits
  *
- * With --cross-products K (mode zk), the batch also takes the waiting deductions of up
- * to K-1 other products whose locks a TRY gets now (never waited for), in the same
- * transaction, each row under its own token. Its own product's lock, when busy, is
- * passed on to another waiting product, or waited for by a leader the combiner does not
- * count meanwhile, so that a lock held by another instance does not hold up the products
- * whose locks are free. That part is cross.c's (run through worker_int.h).
+ * With --cross-products K (a lock kind that can try one: cross__on), the batch also
+ * takes the waiting deductions of up to K-1 other products whose locks a TRY gets now
+ * (never waited for), in the same transaction, each row under its own token. Its own
+ * product's lock, when busy, is passed on to another waiting product, or waited for by
+ * a leader the combiner does not count meanwhile, so that a lock held by another
+ * instance does not hold up the products whose locks are free. That part is cross.c's;
+ * one product's batch (its lock, its transaction, its answers) is batch.c's, below both
+ * (worker_int.h draws the layers).
  *
  * With segmented stock (--segments K) the slot, the lock and the batch are one
  * segment's: a deduction starts at a random segment and, when the batch finds that
@@ -41,111 +45,6 @@
 
 #include "worker_int.h"
 
-/* Logs a database or lock failure at most once a second per worker, so an outage does
- * not turn into one log line per request. */
-void worker__log_failure(worker_state *ws, const char *what, const char *detail) {
-    time_t now = time(NULL);
-    if (now == ws->last_log) return;
-    ws->last_log = now;
-    stockd_log("warn", "%s: %s", what, detail);
-}
-
-/* Counts and logs a database failure (not the client's mistakes). */
-void worker__note_db_error(worker_state *ws, const char *what, int rc) {
-    if (rc == STOCKDB_OK || rc == STOCKDB_ERR_NOT_FOUND || rc == STOCKDB_ERR_KEY_REUSED) return;
-    stockd_metrics_db_error(rc);
-    worker__log_failure(ws, what, stockdb_errstr(ws->db));
-}
-
-/* Writes the answer into the job and hands it back to the HTTP side. */
-static void finish(worker_state *ws, stockd_job *job, const stockd_answer *a) {
-    job->result = a->result;
-    job->status = stockd_answer_status(a->result);
-    job->body = stockd_answer_json(a, ws->w->ctx->cfg->instance);
-    if (job->kind == STOCKD_JOB_DEDUCT) stockd_metrics_deduction(stockd_now_ns() - job->arrived_ns);
-    ws->w->ctx->complete(job);
-}
-
-/* A job that waited past --queue-deadline-ms is answered without deducting: its client
- * (or the proxy in front) has most likely given up on it already. It is checked when a
- * job is taken and again right before its batch's COMMIT (batch_guard_check). */
-static bool expired(const stockd_ctx *ctx, const stockd_job *job, uint64_t now) {
-    uint64_t limit = (uint64_t)ctx->cfg->queue_deadline_ms * 1000000u;
-    return limit && now - job->arrived_ns > limit;
-}
-
-static void finish_expired(worker_state *ws, stockd_job *job) {
-    stockd_answer a = {.result = STOCKD_R_OVERLOADED,
-                       .id = job->product_id,
-                       .message = "the request was not served within the queue deadline; "
-                                  "nothing was deducted"};
-    finish(ws, job, &a);
-}
-
-/* Waits at most the configured lock timeout for the lock of the product (named
- * product_N) or of its segment S >= 1 (product_N_seg_S). LOCK_OK with *out held, or
- * the error. */
-int worker__product_lock_acquire(lock_set *locks, int32_t product_id, unsigned segment,
-                                 product_lock *out) {
-    char name[48];
-    out->product_id = product_id;
-    out->segment = segment;
-    if (segment)
-        snprintf(name, sizeof(name), "product_%d_seg_%u", product_id, segment);
-    else
-        snprintf(name, sizeof(name), "product_%d", product_id);
-    return lock_acquire(locks, name, &out->hold);
-}
-
-/* A text for a lock code, for the log: the kind's own message where it has one. */
-const char *worker__lock_text(const stockd_ctx *ctx, int rc) {
-    /* Only a release sees a lease kind's LOST (the pre-commit check is the guard's, and
-     * is answered, not logged): the batch before it has run, and whether it committed
-     * was decided by the fence, not by this release. */
-    if (rc == LOCK_LOST && (lock_set_kind(ctx->locks)->flags & LOCK_KIND_LEASE))
-        return ctx->cfg->fence
-                   ? "the lock was no longer ours at this release (its lease ran out, and it "
-                     "may have been taken over); the commit before it was fenced, so it could "
-                     "not overwrite a newer holder's write, and nothing is undone"
-                   : "the lock was no longer ours at this release (its lease ran out, and it "
-                     "may have been taken over); with --fence off the commit before it was not "
-                     "fenced and may have oversold";
-    const char *m = lock_failure_message(ctx->locks, rc);
-    return m ? m : lock_strerror(rc);
-}
-
-/* What the check stockdb calls right before COMMIT (stockdb_batch.guard) looks at. */
-typedef struct batch_guard {
-    const product_lock *lock; /* NULL: the lock is not re-checked (--fence off) */
-    /* --pitfall release-before-commit: the mistake instead of the check. The lock is let
-     * go here, after the write and before COMMIT, as when an unlock in a finally block
-     * runs inside a @Transactional method and the commit follows its return. The fence
-     * (when on) still protects the row; the lock no longer does. */
-    product_lock *release;
-    uint64_t deadline_ns; /* the batch's oldest job's deadline; 0 = none */
-    bool late;            /* out: refused because that deadline had passed */
-    bool released;        /* out: `release` was let go */
-} batch_guard;
-
-/* Refuses the COMMIT unless the lock is surely ours and the batch's oldest job is still
- * within --queue-deadline-ms. The expired() check when a job is taken is not enough:
- * the think time and the statements come after it, and a job taken just before its
- * deadline would otherwise commit after its client (or nginx) has given up on it. */
-static int batch_guard_check(void *arg) {
-    batch_guard *g = arg;
-    if (g->deadline_ns && stockd_now_ns() > g->deadline_ns) {
-        g->late = true;
-        return 1;
-    }
-    if (g->release) {
-        /* Once: a batch retried after a deadlock comes back here with the lock gone. */
-        if (!g->released) (void)lock_release(&g->release->hold);
-        g->released = true;
-        return 0;
-    }
-    return g->lock && lock_check(&g->lock->hold) != LOCK_OK;
-}
-
 /* ---------------------------------------------------------------- per request */
 
 /* One deduction without a lock or the combiner (modes none, atomic), by the mode's
@@ -158,7 +57,7 @@ static void serve_unlocked(worker_state *ws, stockd_job *job) {
     batch_guard g = {.deadline_ns = limit ? job->arrived_ns + limit : 0};
     stockdb_request req = {.product_id = job->product_id,
                            .request_id = job->request_id,
-                           .guard = limit ? batch_guard_check : NULL,
+                           .guard = limit ? batch__guard_check : NULL,
                            .guard_arg = &g,
                            .think_us = think_us(ws)};
     stockdb_result res = {0};
@@ -169,13 +68,13 @@ static void serve_unlocked(worker_state *ws, stockd_job *job) {
         rc = stockdb_deduct(ws->db, s, &req, &res);
     count_statements(ws);
     if (rc == STOCKDB_ERR_GUARD && g.late) {
-        finish_expired(ws, job);
+        batch__finish_expired(ws, job);
         return;
     }
-    worker__note_db_error(ws, "deduction", rc);
+    batch__note_db_error(ws, "deduction", rc);
     if (rc == STOCKDB_OK) stockd_combiner_note_stock(ctx->combiner, job->product_id, res.stock);
     stockd_answer_from_db(&a, LOCK_OK, rc, &res);
-    finish(ws, job, &a);
+    batch__finish(ws, job, &a);
 }
 
 /* The sold-out pre-check: one plain read before the lock. The stock only ever falls
@@ -196,7 +95,7 @@ static bool precheck(worker_state *ws, stockd_job *job) {
         stockd_metrics_precheck(false);
         return false;
     }
-    worker__note_db_error(ws, "sold-out pre-check", rc);
+    batch__note_db_error(ws, "sold-out pre-check", rc);
     if (rc == STOCKDB_OK && order_id) {
         stockdb_result res = {
             .outcome = STOCKDB_DEDUCTED, .stock = stock, .order_id = order_id, .replayed = true};
@@ -209,62 +108,11 @@ static bool precheck(worker_state *ws, stockd_job *job) {
     } else {
         stockd_answer_from_db(&a, LOCK_OK, rc, NULL);
     }
-    finish(ws, job, &a);
+    batch__finish(ws, job, &a);
     return true;
 }
 
 /* ---------------------------------------------------------------- batches */
-
-/* Runs jobs[0..n-1] of one product as one transaction under the held lock h and fills
- * their answers (not yet sent). Returns true, with no answer filled, when the batch was
- * rolled back because its oldest job had passed its deadline before COMMIT: the caller
- * answers those past it and runs the rest again. With --pitfall release-before-commit
- * the lock is let go right before COMMIT (*released says whether that happened). */
-bool worker__run_batch(worker_state *ws, stockd_job **jobs, unsigned n, product_lock *h,
-                       stockd_answer *answers, bool *released) {
-    stockd_ctx *ctx = ws->w->ctx;
-    uint64_t limit = (uint64_t)ctx->cfg->queue_deadline_ms * 1000000u, oldest = UINT64_MAX;
-    for (unsigned i = 0; i < n; i++) {
-        ws->items[i] = (stockdb_item){.request_id = jobs[i]->request_id};
-        if (jobs[i]->arrived_ns < oldest) oldest = jobs[i]->arrived_ns;
-    }
-    /* --fence off (the paused-holder demonstration only) sends no token and skips the
-     * pre-commit check, as a client that trusts its lease would. */
-    bool fence = ctx->cfg->fence;
-    bool release_early = ctx->cfg->pitfall == STOCKD_PITFALL_RELEASE_BEFORE_COMMIT;
-    batch_guard g = {.lock = fence ? h : NULL,
-                     .release = release_early ? h : NULL,
-                     .deadline_ns = limit ? oldest + limit : 0};
-    stockdb_batch b = {.product_id = h->product_id,
-                       .segment = (int32_t)h->segment,
-                       .fence = fence ? lock_token(&h->hold) : 0,
-                       .fence_kind = lock_set_kind(ctx->locks)->fence_kind,
-                       .guard = fence || limit || release_early ? batch_guard_check : NULL,
-                       .guard_arg = &g,
-                       .think_us = think_us(ws),
-                       .items = ws->items,
-                       .n = n};
-    int rc = STOCKDB_ERR_DEADLOCK;
-    for (int attempt = 0; attempt < 3 && rc == STOCKDB_ERR_DEADLOCK; attempt++)
-        rc = stockdb_deduct_batch(ws->db, ctx->cfg->strategy, &b);
-    *released = g.released;
-    count_statements(ws);
-    if (rc == STOCKDB_ERR_GUARD && g.late) return true;
-    worker__note_db_error(ws, "deduction", rc);
-    stockd_metrics_batch(n);
-    int32_t left = INT32_MAX;
-    for (unsigned i = 0; i < n; i++) {
-        answers[i] = (stockd_answer){.id = h->product_id};
-        int item_rc = rc == STOCKDB_OK ? ws->items[i].rc : rc;
-        stockd_answer_from_db(&answers[i], LOCK_OK, item_rc, &ws->items[i].res);
-        if (answers[i].result == STOCKD_R_DEDUCTED) answers[i].segment = h->segment;
-        if (item_rc == STOCKDB_OK && ws->items[i].res.stock < left) left = ws->items[i].res.stock;
-    }
-    /* One empty segment says nothing about the product: only stock left is news. */
-    if (left != INT32_MAX && (left > 0 || !h->segment))
-        stockd_combiner_note_stock(ctx->combiner, h->product_id, left);
-    return false;
-}
 
 /* How many times a deduction that found every segment empty starts its walk again when
  * the product's whole stock, read then, still shows a unit. */
@@ -290,7 +138,7 @@ static bool next_segment(worker_state *ws, stockd_job *job, const stockd_answer 
         if (job->rewalks < SEGMENT_REWALKS && *total == TOTAL_UNREAD) {
             int rc = stockdb_get_stock(ws->db, job->product_id, total);
             count_statements(ws);
-            worker__note_db_error(ws, "stock read after a walk", rc);
+            batch__note_db_error(ws, "stock read after a walk", rc);
             if (rc != STOCKDB_OK) *total = 0;
         }
         if (job->rewalks >= SEGMENT_REWALKS || *total <= 0) {
@@ -319,27 +167,13 @@ static void fail_waiting(worker_state *ws, int32_t product_id, unsigned segment,
             stockd_answer_from_db(&a, lock_rc, STOCKDB_OK, NULL);
             const char *m = lock_failure_message(ctx->locks, lock_rc);
             if (m) a.message = m;
-            finish(ws, ws->jobs[i], &a);
+            batch__finish(ws, ws->jobs[i], &a);
         }
     }
 }
 
-/* Answers the jobs of jobs[0..n-1] that are past their deadline (503, nothing
- * deducted) and packs the rest to the front; returns how many are left. */
-unsigned worker__drop_expired_at(worker_state *ws, stockd_job **jobs, unsigned n) {
-    uint64_t now = stockd_now_ns();
-    unsigned live = 0;
-    for (unsigned i = 0; i < n; i++) {
-        if (expired(ws->w->ctx, jobs[i], now))
-            finish_expired(ws, jobs[i]);
-        else
-            jobs[live++] = jobs[i];
-    }
-    return live;
-}
-
 static unsigned drop_expired(worker_state *ws, unsigned n) {
-    return worker__drop_expired_at(ws, ws->jobs, n);
+    return batch__drop_expired(ws, ws->jobs, n);
 }
 
 /* Serves the slot (product, or segment of it) this worker leads until no job of it
@@ -359,20 +193,19 @@ static void lead(worker_state *ws, int32_t product_id, unsigned segment) {
             if (ctx->cfg->pitfall == STOCKD_PITFALL_SNAPSHOT_BEFORE_LOCK)
                 (void)stockdb_open_snapshot(ws->db, product_id);
             int rc = !answers ? LOCK_ERR_NOMEM
-                     : worker__cross_on(ctx, segment)
-                         ? worker__cross_acquire(ws, &product_id, &lock)
-                         : worker__product_lock_acquire(ctx->locks, product_id, segment, &lock);
-            if (rc == WORKER_LEAD_PASSED) continue; /* another product now; its lock next */
+                     : cross__on(ctx, segment)
+                         ? cross__acquire(ws, &product_id, &lock)
+                         : batch__lock_acquire(ctx->locks, product_id, segment, &lock);
+            if (rc == CROSS_PASSED) continue; /* another product now; its lock next */
             stockd_metrics_lock_wait(stockd_now_ns() - t0);
             if (rc != LOCK_OK) {
                 if (ctx->cfg->pitfall == STOCKD_PITFALL_SNAPSHOT_BEFORE_LOCK)
                     stockdb_end_transaction(ws->db);
                 if (rc != LOCK_ERR_TIMEOUT)
-                    worker__log_failure(ws, "lock", worker__lock_text(ctx, rc));
+                    batch__log_failure(ws, "lock", batch__lock_text(ctx, rc));
                 /* The jobs that waited through the whole attempt get its failure; the
                  * ones that came during it try again, unless the lock is unusable now. */
-                fail_waiting(ws, product_id, segment, rc,
-                             rc == LOCK_ERR_TIMEOUT ? t0 : UINT64_MAX);
+                fail_waiting(ws, product_id, segment, rc, rc == LOCK_ERR_TIMEOUT ? t0 : UINT64_MAX);
                 if (stockd_combiner_leave(ctx->combiner, &product_id, &segment)) break;
                 continue;
             }
@@ -385,11 +218,11 @@ static void lead(worker_state *ws, int32_t product_id, unsigned segment) {
         /* Expired jobs leave the batch unanswered by the database. */
         unsigned live = drop_expired(ws, n);
         bool released = false;
-        if (live > 0 && worker__cross_on(ctx, segment)) {
+        if (live > 0 && cross__on(ctx, segment)) {
             /* With other products whose locks are free now (--cross-products). */
-            live = worker__run_cross(ws, &lock, live, answers);
+            live = cross__run(ws, &lock, live, answers);
         } else {
-            while (live > 0 && worker__run_batch(ws, ws->jobs, live, &lock, answers, &released)) {
+            while (live > 0 && batch__run(ws, ws->jobs, live, &lock, answers, &released)) {
                 /* Rolled back at the deadline of its oldest job. Those past their deadline
                  * get 503; the rest, within theirs, run again at once under the same lock.
                  * Each round answers at least the oldest, so this ends. */
@@ -413,14 +246,13 @@ static void lead(worker_state *ws, int32_t product_id, unsigned segment) {
              * one acquisition per deduction. */
             unsigned cache_ms = ctx->cfg->batch_max > 1 ? ctx->cfg->lock_cache_ms : 0;
             int rel = lock_release_cached(&lock.hold, (int)cache_ms);
-            if (rel != LOCK_OK)
-                worker__log_failure(ws, "lock release", worker__lock_text(ctx, rel));
+            if (rel != LOCK_OK) batch__log_failure(ws, "lock release", batch__lock_text(ctx, rel));
             held = false;
         }
         int32_t total = TOTAL_UNREAD;
         for (unsigned i = 0; i < live; i++)
             if (!next_segment(ws, ws->jobs[i], &answers[i], &total))
-                finish(ws, ws->jobs[i], &answers[i]);
+                batch__finish(ws, ws->jobs[i], &answers[i]);
         /* The slot closes, or this worker goes on with it, or with a parked segment of
          * the product (combiner.c bounds a product's leaders). */
         if (!held && stockd_combiner_leave(ctx->combiner, &product_id, &segment)) break;
@@ -430,8 +262,8 @@ static void lead(worker_state *ws, int32_t product_id, unsigned segment) {
 
 static void serve_deduct(worker_state *ws, stockd_job *job) {
     stockd_ctx *ctx = ws->w->ctx;
-    if (expired(ctx, job, stockd_now_ns())) {
-        finish_expired(ws, job);
+    if (batch__expired(ctx, job, stockd_now_ns())) {
+        batch__finish_expired(ws, job);
         return;
     }
     bool batched = stockd_mode_of(ctx->cfg->lock)->batched;
@@ -461,7 +293,7 @@ static void serve_deduct(worker_state *ws, stockd_job *job) {
         stockd_answer a = {.result = STOCKD_R_INTERNAL,
                            .id = job->product_id,
                            .message = "out of memory; nothing was deducted"};
-        finish(ws, job, &a);
+        batch__finish(ws, job, &a);
         return;
     }
     }
@@ -475,14 +307,14 @@ static void serve_stock(worker_state *ws, stockd_job *job) {
     int rc = stockdb_get_stock(ws->db, job->product_id, &stock);
 
     count_statements(ws);
-    worker__note_db_error(ws, "stock read", rc);
+    batch__note_db_error(ws, "stock read", rc);
     stockd_answer_from_db(&a, LOCK_OK, rc, NULL);
     if (rc == STOCKDB_OK) {
         a.has_stock = true;
         a.stock = stock;
     }
     if (rc == STOCKDB_ERR_CONNECT) a.message = "MySQL is unavailable";
-    finish(ws, job, &a);
+    batch__finish(ws, job, &a);
 }
 
 /* /health: MySQL through this worker's connection, and the lock kind's service (the
@@ -591,7 +423,7 @@ stockd_workers *stockd_workers_start(stockd_ctx *ctx) {
                                     ctx->cfg->workers / 2 ? ctx->cfg->workers / 2 : 1);
     /* Across products, as many leaders again, each taking up to K products a batch;
      * the other new products wait unled for one of them (combiner.c). */
-    if (worker__cross_on(ctx, 0))
+    if (cross__on(ctx, 0))
         stockd_combiner_set_cross(ctx->combiner, ctx->cfg->workers / 2 ? ctx->cfg->workers / 2 : 1);
     w->threads = calloc(ctx->cfg->workers, sizeof(pthread_t));
     if (!w->threads) goto fail;

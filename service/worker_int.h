@@ -1,10 +1,15 @@
-/* worker_int.h: private to service/. What worker.c (the worker threads, the batch of one
- * product) and cross.c (batches across products) share: a worker's state, a product's
- * lock, and the few steps of a batch that both take.
+/* worker_int.h: private to service/. The three files of a deduction in a locked mode,
+ * in layers, each calling only the ones below it:
+ *
+ *   worker.c   the worker threads: pop a job, serve it, lead a slot of the combiner
+ *   cross.c    a batch across products (--cross-products), built on batch.c
+ *   batch.c    one product's batch: its lock, its transaction, its answers
+ *
+ * and what they share: a worker's state and a product's lock.
  *
  * Threads: a worker_state belongs to its worker thread alone (its MySQL connection, its
  * room for one batch, its log throttle); everything below that takes one is called only
- * on that thread, with its own. worker__cross_on reads the configuration only and may be
+ * on that thread, with its own. cross__on reads the configuration only and may be
  * called on any thread (stockd_workers_start calls it on the main thread). */
 #ifndef STOCKD_WORKER_INT_H
 #define STOCKD_WORKER_INT_H
@@ -58,42 +63,63 @@ static inline unsigned think_us(worker_state *ws) {
     return c->think_us + (unsigned)((uint64_t)rand_r(&ws->seed) * span / ((uint64_t)RAND_MAX + 1));
 }
 
-/* ---------------------------------------------------------------- worker.c */
+/* ---------------------------------------------------------------- batch.c */
 
 /* Logs a failure at most once a second per worker. */
-void worker__log_failure(worker_state *ws, const char *what, const char *detail);
+void batch__log_failure(worker_state *ws, const char *what, const char *detail);
 /* Counts and logs a database failure (not the client's mistakes). */
-void worker__note_db_error(worker_state *ws, const char *what, int rc);
+void batch__note_db_error(worker_state *ws, const char *what, int rc);
 /* A text for a lock code, for the log. */
-const char *worker__lock_text(const stockd_ctx *ctx, int rc);
+const char *batch__lock_text(const stockd_ctx *ctx, int rc);
+/* Writes answer a into the job and hands the job back to the HTTP side (it is not ours
+ * after this). */
+void batch__finish(worker_state *ws, stockd_job *job, const stockd_answer *a);
+/* Has the job waited past --queue-deadline-ms at `now`? */
+bool batch__expired(const stockd_ctx *ctx, const stockd_job *job, uint64_t now);
+/* Answers the job 503 for its deadline, nothing deducted. */
+void batch__finish_expired(worker_state *ws, stockd_job *job);
 /* Waits at most the lock timeout for product_N's lock (segment 0) or product_N_seg_S's.
  * LOCK_OK with *out held, or the error. */
-int worker__product_lock_acquire(lock_set *locks, int32_t product_id, unsigned segment,
-                                 product_lock *out);
+int batch__lock_acquire(lock_set *locks, int32_t product_id, unsigned segment, product_lock *out);
+
+/* What the check stockdb calls right before COMMIT (stockdb_batch.guard) looks at. */
+typedef struct batch_guard {
+    const product_lock *lock; /* NULL: the lock is not re-checked (--fence off) */
+    /* --pitfall release-before-commit: the mistake instead of the check. The lock is let
+     * go here, after the write and before COMMIT, as when an unlock in a finally block
+     * runs inside a @Transactional method and the commit follows its return. The fence
+     * (when on) still protects the row; the lock no longer does. */
+    product_lock *release;
+    uint64_t deadline_ns; /* the batch's oldest job's deadline; 0 = none */
+    bool late;            /* out: refused because that deadline had passed */
+    bool released;        /* out: `release` was let go */
+} batch_guard;
+
+/* The guard (stockdb's, right before COMMIT) of a batch_guard: 0 to commit. */
+int batch__guard_check(void *arg);
 /* Answers the jobs of jobs[0..n-1] past their deadline (503, nothing deducted) and packs
  * the rest to the front; returns how many are left. */
-unsigned worker__drop_expired_at(worker_state *ws, stockd_job **jobs, unsigned n);
+unsigned batch__drop_expired(worker_state *ws, stockd_job **jobs, unsigned n);
 /* Runs jobs[0..n-1] of one product as one transaction under the held lock h and fills
  * their answers (not sent). True, with no answer filled, when it was rolled back at its
  * oldest job's deadline: the caller drops the expired and runs the rest again. */
-bool worker__run_batch(worker_state *ws, stockd_job **jobs, unsigned n, product_lock *h,
-                       stockd_answer *answers, bool *released);
+bool batch__run(worker_state *ws, stockd_job **jobs, unsigned n, product_lock *h,
+                stockd_answer *answers, bool *released);
 
 /* ---------------------------------------------------------------- cross.c */
 
-/* What worker__cross_acquire returns when the leader passed its product on (not a lock
+/* What cross__acquire returns when the leader passed its product on (not a lock
  * code: those are 0 or negative). */
-#define WORKER_LEAD_PASSED 1
+#define CROSS_PASSED 1
 
 /* Does a leader of this slot batch across products (--cross-products)? */
-bool worker__cross_on(const stockd_ctx *ctx, unsigned segment);
+bool cross__on(const stockd_ctx *ctx, unsigned segment);
 /* The own lock of a leader that batches across products: LOCK_OK with *lock held, the
- * lock's error, or WORKER_LEAD_PASSED with *product_id now the product it leads. */
-int worker__cross_acquire(worker_state *ws, int32_t *product_id, product_lock *lock);
+ * lock's error, or CROSS_PASSED with *product_id now the product it leads. */
+int cross__acquire(worker_state *ws, int32_t *product_id, product_lock *lock);
 /* Runs the leader's live jobs ws->jobs[0..live-1] (its product's lock *primary held)
  * with those of other products whose locks are free now; returns how many jobs
  * ws->jobs[] and answers[] then hold to answer. */
-unsigned worker__run_cross(worker_state *ws, product_lock *primary, unsigned live,
-                           stockd_answer *answers);
+unsigned cross__run(worker_state *ws, product_lock *primary, unsigned live, stockd_answer *answers);
 
 #endif

@@ -836,16 +836,16 @@ static void test_multi_products_commit_all_or_nothing(stockdb *db) {
             CHECK_INT_EQ(0, db_fence(p));
         }
 
-        /* A newer holder wrote the second product: its fenced check refuses, and the
-         * first product's written row is rolled back with it. */
+        /* A newer holder wrote the second product: its fenced check refuses before
+         * anything is written (every row is checked before any is written). */
         admin_q(0, "UPDATE product SET fence = 1000, fence_kind = 0 WHERE id = 41", "");
         snprintf(tag, sizeof(tag), "f%zu", v);
         multi_items(it, keys, tag);
         uint64_t split_before = stockdb_statements(db);
         CHECK_RC(STOCKDB_SPLIT, multi(db, ss[v], it, fences, 3, NULL), db);
-        /* The first row's read and write, the second's read, the ROLLBACK, once: a split
-         * is not tried again. */
-        CHECK_INT_EQ(4, stockdb_statements(db) - split_before);
+        /* The first row's read, the second's read, the ROLLBACK, once: a split is not
+         * tried again. */
+        CHECK_INT_EQ(3, stockdb_statements(db) - split_before);
         CHECK_INT_EQ(5, db_stock(40));
         CHECK_INT_EQ(0, db_orders(40));
         CHECK_INT_EQ(0, db_fence(40));
@@ -902,6 +902,38 @@ static void multi_wide(stockdb_batch *bs, stockdb_item (*it)[2], char (*keys)[32
                                 .items = it[i],
                                 .n = i % 2 == 0 ? 2 : 1};
     }
+}
+
+/* The think time of a transaction over several products falls before its first write:
+ * the server ends a write transaction silent for longer than its rw timeout
+ * (idle_write_transaction_timeout, stockdb.c), so a think per product after the first
+ * product's write would end every such transaction whose think is longer than that. */
+static void test_multi_thinks_before_any_write(void) {
+    stockdb_config cfg = g_cfg;
+    cfg.rw_timeout_s = 2;
+    stockdb *db = stockdb_new(&cfg, "itest-multi-think");
+    CHECK(db != NULL);
+    stockdb_item it[3][2];
+    char keys[6][32];
+    multi_items(it, keys, "think");
+    stockdb_batch bs[2];
+    for (size_t i = 0; i < 2; i++) {
+        set_product(40 + (int)i, 5);
+        bs[i] = (stockdb_batch){.product_id = 40 + (int)i,
+                                .fence = 21 + (int64_t)i,
+                                .think_us = 2500000, /* past the 2 s idle limit */
+                                .items = it[i],
+                                .n = 2};
+    }
+    CHECK_RC(STOCKDB_OK, stockdb_deduct_multi(db, STOCKDB_READ_CHECK_UPDATE, bs, 2, NULL, NULL),
+             db);
+    for (int p = 40; p <= 41; p++) {
+        CHECK_INT_EQ(3, db_stock(p));
+        CHECK_INT_EQ(2, db_orders(p));
+    }
+    stockdb_free(db);
+    printf("ok: a transaction over several products thinks before it writes, so a think "
+           "past the idle limit does not end it\n");
 }
 
 static void test_multi_products_cost_2k_plus_2_statements(stockdb *db) {
@@ -976,21 +1008,21 @@ static void test_multi_one_stale_row_commits_nothing(stockdb *db) {
         set_product(p, 5);
     multi_wide(bs, it, keys, 4, "stale");
     for (size_t i = 0; i < 4; i++)
-        bs[i].think_us = i == 2 ? 1000000 : 0; /* between the third row's check and write */
+        bs[i].think_us = i == 2 ? 1000000 : 0; /* between the checks and the writes */
     struct multi_runner m = {.db = new_handle("itest-M"), .bs = bs, .nb = 4};
     CHECK_STR_EQ("", stockdb_errstr(m.db));
     pthread_t th;
     CHECK_INT_EQ(0, pthread_create(&th, NULL, multi_runner_main, &m));
-    /* The runner has read the third row long before this and thinks; the row now changes
+    /* The runner has read every row long before this and thinks; the third now changes
      * under it (a late COMMIT under the same token would look the same: no newer fence). */
     struct timespec ts = {0, 300 * 1000 * 1000};
     nanosleep(&ts, NULL);
     admin_exec("UPDATE product SET stock = stock - 1, row_version = row_version + 1 WHERE id = 62");
     pthread_join(th, NULL);
     CHECK_RC(STOCKDB_SPLIT, m.rc, m.db);
-    /* Two rows read and written, the third read and its write refused, the ROLLBACK;
+    /* Every row read, the first two written and the third's write refused, the ROLLBACK;
      * never tried again. */
-    CHECK_INT_EQ(7, stockdb_statements(m.db));
+    CHECK_INT_EQ(8, stockdb_statements(m.db));
     stockdb_free(m.db);
     for (int p = 60; p < 64; p++) {
         CHECK_INT_EQ(p == 62 ? 4 : 5, db_stock(p));
@@ -1683,7 +1715,8 @@ static void test_a_commit_lost_in_a_partition_frees_the_row(int proxy_port, int 
     stockdb_free(db);
     /* The killed sessions' connections were closed by the server, so no server side is
      * still stranded (the server may take a moment to close them). */
-    for (int i = 0; i < 200 && fault_proxy_stranded(g_proxy) > 0; i++) usleep(10 * 1000);
+    for (int i = 0; i < 200 && fault_proxy_stranded(g_proxy) > 0; i++)
+        usleep(10 * 1000);
     CHECK_INT_EQ(0, fault_proxy_stranded(g_proxy));
     relay_stop();
     printf("ok: a COMMIT lost in a partition leaves no session holding the row\n");
@@ -1777,9 +1810,12 @@ typedef struct itest_case {
     void (*relayed)(int proxy_port, int mysql_port);
 } itest_case;
 
-#define WITH_DB(f) {#f + 5, f, NULL, NULL}
-#define ALONE(f)   {#f + 5, NULL, f, NULL}
-#define RELAYED(f) {#f + 5, NULL, NULL, f}
+#define WITH_DB(f)                                                                                 \
+    { #f + 5, f, NULL, NULL }
+#define ALONE(f)                                                                                   \
+    { #f + 5, NULL, f, NULL }
+#define RELAYED(f)                                                                                 \
+    { #f + 5, NULL, NULL, f }
 static const itest_case cases[] = {
     WITH_DB(test_deduct_lowers_stock_and_writes_one_order),
     WITH_DB(test_sold_out_writes_nothing),
@@ -1803,6 +1839,7 @@ static const itest_case cases[] = {
     WITH_DB(test_multi_products_cost_2k_plus_2_statements),
     WITH_DB(test_multi_one_stale_row_commits_nothing),
     WITH_DB(test_multi_duplicate_keys),
+    ALONE(test_multi_thinks_before_any_write),
     ALONE(test_batch_order_ids_are_real_with_an_increment_of_2),
     ALONE(test_a_silent_write_transaction_is_ended_by_the_server),
     ALONE(test_new_checks_arguments),
@@ -1845,7 +1882,8 @@ int main(int argc, char **argv) {
         load_config(argv[2]);
         run_restart(argv[3]);
     } else if (argc == 2 && strcmp(argv[1], "list") == 0) {
-        for (size_t i = 0; i < ncases; i++) printf("%s\n", cases[i].name);
+        for (size_t i = 0; i < ncases; i++)
+            printf("%s\n", cases[i].name);
         return 0;
     } else {
         fprintf(stderr, "usage: stockdb_itest shared URL ROOT_SOCKET DB PROXY_PORT [CASE]\n"

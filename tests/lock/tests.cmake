@@ -37,11 +37,6 @@ set_tests_properties(lock_mutex_control PROPERTIES
   FAIL_REGULAR_EXPRESSION "FAIL: processes that failed|FAIL: committed sections|Sanitizer")
 set_property(TEST lock_mutex_control APPEND PROPERTY ENVIRONMENT "TSAN_OPTIONS=report_bugs=0")
 
-# The zklock files call down their layers only (lock/zklock_int.h): no circle.
-add_test(NAME zklock_files_call_down_their_layers_only
-  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/lock/zklock_layers.sh $<TARGET_FILE:zklock>)
-set_tests_properties(zklock_files_call_down_their_layers_only PROPERTIES LABELS unit)
-
 lock_c_test(lock_fair_order_test)
 lock_c_test(lock_timeout_test)
 lock_c_test(lock_reentrant_test)

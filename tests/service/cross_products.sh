@@ -75,7 +75,7 @@ busy)
        ON DUPLICATE KEY UPDATE stock = 10; DELETE FROM orders"
   t_stockd 1 zk --workers 2 --cross-products 16 --think-us 100000 --lock-cache-ms 0
   t_stockd 2 zk --think-us 3000000
-  # (A cross transaction thinks once per product: 3..8 take 6 x 100 ms.)
+  # (A cross transaction thinks for each product, before any write: 3..8 take 6 x 100 ms.)
   b_holds_9
   curl -sS -m 20 -o "$T/a2.body" "$a/stock/reduce?id=2" &
   pids=($!)

@@ -234,3 +234,22 @@ endforeach()
 # every bad input's JSON 4xx (about 10 s).
 stockd_integration_test(lock_queue COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/lock_queue.sh
   TIMEOUT 120)
+
+# Layers without circles: no file of service/, lock/ or db/ calls back up into a file
+# that calls it (tests/file_layers.sh reads the objects' symbols; lock/zklock_int.h
+# draws the zk library's layers).
+add_test(NAME no_file_circle_in_service
+  COMMAND bash ${PROJECT_SOURCE_DIR}/tests/file_layers.sh
+          $<TARGET_OBJECTS:stockd> $<TARGET_OBJECTS:stockd_core>
+  COMMAND_EXPAND_LISTS)
+add_test(NAME no_file_circle_in_lock
+  COMMAND bash ${PROJECT_SOURCE_DIR}/tests/file_layers.sh
+          $<TARGET_OBJECTS:lock_base> $<TARGET_OBJECTS:zklock> $<TARGET_OBJECTS:redislock>
+          $<TARGET_OBJECTS:redlock> $<TARGET_OBJECTS:etcdlock> $<TARGET_OBJECTS:dblock>
+          $<TARGET_OBJECTS:lock>
+  COMMAND_EXPAND_LISTS)
+add_test(NAME no_file_circle_in_db
+  COMMAND bash ${PROJECT_SOURCE_DIR}/tests/file_layers.sh $<TARGET_OBJECTS:stockdb>
+  COMMAND_EXPAND_LISTS)
+set_tests_properties(no_file_circle_in_service no_file_circle_in_lock no_file_circle_in_db
+  PROPERTIES LABELS unit)
