@@ -198,9 +198,13 @@ def mysql_start(run, port):
     pidfile = os.path.join(d, "pid")
     if proc.pid_alive(pidfile):
         return
+    # A private temp directory: in a shared /tmp the bootstrap's temporary tables have
+    # been seen to vanish under it ("Error on delete of '/tmp/#sql-temptable-...'").
+    tmp = os.path.join(d, "tmp")
+    os.makedirs(tmp, exist_ok=True)
     if not os.path.isdir(os.path.join(d, "data", "mysql")):
         r = subprocess.run(["mariadb-install-db", "--no-defaults", "--user=root",
-                            "--datadir=" + os.path.join(d, "data"),
+                            "--datadir=" + os.path.join(d, "data"), "--tmpdir=" + tmp,
                             "--auth-root-authentication-method=normal", "--skip-test-db"],
                            stdout=open(os.path.join(d, "install.log"), "wb"),
                            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
@@ -208,6 +212,7 @@ def mysql_start(run, port):
             raise LabError("mariadb-install-db failed; see %s/install.log" % d)
     log = os.path.join(d, "error.log")
     proc.spawn(["mariadbd", "--no-defaults", "--user=root", "--datadir=" + os.path.join(d, "data"),
+                "--tmpdir=" + tmp,
                 "--socket=" + mysql_socket(run), "--port=%d" % port, "--bind-address=127.0.0.1",
                 "--pid-file=" + pidfile] + MYSQL_FLAGS + ["--log-error=" + log],
                None, pidfile=pidfile)

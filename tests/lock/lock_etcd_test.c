@@ -409,9 +409,11 @@ static void test_lost_lease(const char *ep) {
 static void own_etcd(const char *what, char *ep, size_t cap) {
     int port = atoi(ls_env("STOCKD_TEST_PORTS")) + 17;
     snprintf(ep, cap, "127.0.0.1:%d", port);
-    char cmd[1024];
-    snprintf(cmd, sizeof(cmd), "bash -c 'source \"%s/scripts/stack-lib.sh\" && etcd_%s \"%s\" %d'",
-             ls_env("STOCKD_SRC"), what, ls_env("OWN_REDIS_RUN"), port);
+    char cmd[1024], portarg[16] = "";
+    /* The lab library's etcd_start RUN PORT and etcd_stop RUN. */
+    if (strcmp(what, "start") == 0) snprintf(portarg, sizeof(portarg), " %d", port);
+    snprintf(cmd, sizeof(cmd), "cd \"%s\" && /usr/bin/python3 -m lab.shell etcd_%s \"%s\"%s",
+             ls_env("STOCKD_SRC"), what, ls_env("OWN_REDIS_RUN"), portarg);
     if (system(cmd) != 0) CHECK_FAIL_("%s failed", cmd);
 }
 
