@@ -721,13 +721,15 @@ def main(argv=None):
         return 2
     d = argv[0]
     try:
-        if os.path.exists(os.path.join(d, "bench.json")) or not os.path.exists(
-                os.path.join(d, "report.json")):
+        if os.path.exists(os.path.join(d, "bench.json")):
             write(d)
             print(f"report: wrote {d}/bench.md and index.html", file=sys.stderr)
-        else:
+        elif os.path.exists(os.path.join(d, "report.json")):
             write_older(d)
             print(f"report: wrote {d}/index.html from {d}/report.json", file=sys.stderr)
+        else:
+            print(f"report: no bench.json or report.json in {d}", file=sys.stderr)
+            return 1
     except (OSError, ValueError, KeyError) as e:
         print(f"report: {d}: {e}", file=sys.stderr)
         return 1
