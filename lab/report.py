@@ -1,11 +1,16 @@
-"""The headline benchmark's report, written from its data (bench.json).
+"""The strategy comparison report, written from its data (bench.json, report.json).
 
-loadtest/report measures; this module renders what it measured, as Markdown
-(bench.md) and as one self-contained HTML page (index.html: the tables first, then
-the charts as inline SVG drawn by gnuplot, no scripts, no fonts or images from
-anywhere). A page can be rendered again from bench.json alone:
+loadtest/report measures; this module renders what it measured. The headline
+benchmark becomes Markdown (bench.md) and one self-contained HTML page (index.html:
+the tables first, then the charts as inline SVG drawn by gnuplot, no scripts, no fonts
+or images from anywhere). The older tables, with sold-out answers (report.json's runs:
+the hot product at each think time, the spread, the concurrency curve), become
+report.md, three plots (gnuplot with loadtest/report-plots.gp) and, for a directory
+without bench.json, their own page. Both can be rendered again from the JSON alone:
 
     /usr/bin/python3 -m lab.report DIR       writes DIR/bench.md and DIR/index.html
+                                             from DIR/bench.json, or DIR/index.html
+                                             from DIR/report.json
 
 Each mode's cell is the median of its runs (settings.repeat): req/s and, in brackets,
 its fraction of the HTTP ceiling measured right before it (same client, route, load).
@@ -16,7 +21,9 @@ flagged in the table and listed under it, not averaged in silence.
 
 import html
 import json
+import math
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -144,7 +151,7 @@ def machine_text(m):
 
 def durability_text(d):
     if not d:
-        return "not recorded"
+        return "not recorded (this report was made before loadtest/report recorded the durability settings)"
     src = {"default": " (the default: zoo.cfg does not set it)",
            "zoo.cfg": " (set in zoo.cfg)"}.get(d["zookeeper"]["force_sync_source"], " (no zoo.cfg found)")
     return (f"MariaDB innodb_flush_log_at_trx_commit={d['mysql']['innodb_flush_log_at_trx_commit']}, "
@@ -226,7 +233,6 @@ def markdown(doc):
 
 
 def _inline_md(text):
-    import re
     t = html.escape(text)
     t = re.sub(r"\*\*([^*]+)\*\*", r"<b>\1</b>", t)
     return re.sub(r"`([^`]+)`", r"<code>\1</code>", t)
@@ -336,6 +342,357 @@ def page(doc, work, older=False):
     return "\n".join(out) + "\n"
 
 
+# ---------------------------------------------------------------- the older tables
+
+# report.json's runs (loadtest/report's tables with sold-out answers): the cells of
+# each table in report.md's formats, shared by report.md and the older page. A cell is
+# a string, or Code(text) for a cell shown as code.
+
+
+class Code(str):
+    """A cell shown as code: `text` in Markdown, <code> in HTML."""
+
+
+def jround(x):
+    """Rounds half away from zero (the reports' rule), to an int."""
+    return int(math.floor(x + 0.5)) if x >= 0 else -int(math.floor(-x + 0.5))
+
+
+def fix1(x):
+    return "n/a" if x is None else f"{jround(x * 10) / 10:.1f}"
+
+
+def fix2(x):
+    return "n/a" if x is None else f"{jround(x * 100) / 100:.2f}"
+
+
+def _share(shares):
+    return "n/a" if not shares else " / ".join(str(jround(s["share"] * 100)) for s in shares)
+
+
+def _spec(r):
+    return Code(" ".join([r["mode"]] + list(r["stockd_args"])))
+
+
+RUN_HEAD = ["run", "stockd --lock", "stock initial -> final", "orders", "oversold", "verdict",
+            "ledger", "other answers", "req/s", "p50 ms", "p99 ms",
+            "lock service ops / deduction", "MySQL statements / deduction", "mean batch",
+            "instance share %"]
+RUN_ALIGN = "lllrrllrrrrrrrl"
+
+
+def run_cells(r):
+    rec = r.get("reconciliation")
+    svc = r.get("lock_service")
+    return [r["run"], _spec(r), f"{r['initial']} -> {r['final']}", str(r["orders"]),
+            str(r["oversold"]), r["verdict"],
+            r["ledger"] + ("" if rec in ("ok", "n/a", None) else f" (reconciliation {rec})"),
+            str(r["errors"]), str(jround(r["throughput_rps"])), fix1(r["latency_ms"]["p50"]),
+            fix1(r["latency_ms"]["p99"]),
+            fix2(r.get("lock_service_ops_per_deduction")) + (f" ({svc})" if svc else ""),
+            fix2(r.get("mysql_statements_per_deduction")), fix2(r.get("batch_mean")),
+            _share(r.get("instance_share"))]
+
+
+CURVE_HEAD = ["threads", "requests", "verdict", "ledger", "other answers", "req/s", "p50 ms",
+              "p99 ms", "mean batch", "ZK ops / deduction"]
+CURVE_ALIGN = "rrllrrrrrr"
+
+
+def curve_cells(r):
+    return [str(r["threads"]), str(r["requests"]), r["verdict"], r["ledger"], str(r["errors"]),
+            str(jround(r["throughput_rps"])), fix1(r["latency_ms"]["p50"]),
+            fix1(r["latency_ms"]["p99"]), fix2(r.get("batch_mean")),
+            fix2(r.get("zk_ops_per_deduction"))]
+
+
+LEGEND = [
+    "**run**: the run spec (see `loadtest/report --help` for the presets); **stockd --lock**: the mode and the options it adds. A `-1` suffix is `--batch-max 1`: one lock acquisition per deduction, the seed design; `zk-seed` also turns the sold-out pre-check off, so that every request takes the lock, sold-out ones too, as in the seed.",
+    "**orders**: rows in `orders` for the product(s) after the run; **oversold** = orders - initial stock when positive.",
+    "**verdict**: OVERSOLD (a stock < 0), EXACT (final 0 and orders = initial stock), NO OVERSELL (spread table, see there) or UNDERSOLD.",
+    "**ledger**: ok when deducted answers = orders rows = initial - final stock; on the hot product stockload also reconciles every deducted answer with its order row, shown when it disagrees.",
+    "**other answers**: requests answered neither `deducted` nor `sold_out` (lock timeouts, 503s, transport errors); see `counts` in report.json.",
+    "**req/s, p50, p99**: measured by stockload over all requests from the first request to the last answer; latency covers every answer, sold-out ones included (per-outcome percentiles are in report.json).",
+    "**lock service ops / deduction**: operations sent to the lock service, summed over the instances, divided by the deducted answers; the service in brackets. zookeeper: the increase of `stockd_zk_ops_total` (create, delete, get_children, get_data, sync); redis: of `stockd_lock_service_ops_total` (scripts, SUBSCRIBE, PING on reconnect...); mysql_lock_table: the lock table's own statements (INSERT, takeover DELETE, release DELETE) on their own connections, not counted in the MySQL column. n/a: the mode uses no lock service (none, local, for-update, atomic).",
+    "**MySQL statements / deduction**: the increase of `stockd_mysql_statements_total` (every statement sent: reads, writes, COMMIT, ROLLBACK, the sold-out pre-check) divided by the deducted answers.",
+    "**mean batch**: deductions served per lock acquisition (`stockd_batch_size` histogram: sum / count). n/a: the mode does not batch.",
+    "**instance share %**: each stockd instance's share of the orders, in instance order: how fairly the lock passed between the instances.",
+]
+
+
+def _md_row(cells):
+    return "| " + " | ".join(f"`{c}`" if isinstance(c, Code) else c for c in cells) + " |"
+
+
+def _md_rule(align):
+    return "|" + "".join("--:|" if a == "r" else "---|" for a in align)
+
+
+def _runs(doc, table, think=None):
+    return [r for r in doc["runs"]
+            if r["table"] == table and (think is None or r["think_us"] == think)]
+
+
+def older_title(doc):
+    return (f"Lock strategies compared: one hot product, {doc['load']['instances']} stockd "
+            f"instances, the same load")
+
+
+def _hot_title(doc, t, mix=True):
+    L = doc["load"]
+    half = (f": the half-sold-out mix (stock for half of the {L['requests']} requests)"
+            if mix and L["stock"] * 2 == L["requests"] else "")
+    return f"One hot product (id {L['product']}, stock {L['stock']}), stockd --think-us {t}{half}"
+
+
+def _spread_title(doc):
+    L = doc["load"]
+    return (f"The same load spread over {L['spread_products']} products (ids "
+            f"1001..{1000 + L['spread_products']}), stockd --think-us {L['think_us'][0]}")
+
+
+def older_markdown(doc):
+    """report.md of the older tables (without the headline benchmark)."""
+    L, m = doc["load"], doc["machine"]
+    extra = " " + " ".join(L["extra_stockd_args"]) if L["extra_stockd_args"] else ""
+    out = [f"# {older_title(doc)}", "", f"Generated {doc['date']} by `{doc['command']}`.", "",
+           f"Machine: {machine_text(m)}. Load average (1 min) {m['loadavg_start']} before the "
+           f"runs and {m['loadavg_end']} after them: the load tool, nginx, the instances, "
+           f"MariaDB and ZooKeeper all share these CPUs, and anything else running on the "
+           f"machine shows in the numbers, so compare runs within one report rather than "
+           f"across machines or reports.", ""]
+    if "durability" in doc:
+        out += [f"Durability: {durability_text(doc['durability'])}.", ""]
+    out += [f"Load, the same for every run of a table: stockload `--threads {L['threads']} "
+            f"--loops {L['loops']}` = {L['requests']} requests, at most {L['threads']} in "
+            f"flight, through nginx round-robin over {L['instances']} stockd instances. Before "
+            f"each run the product is reset to its stock (orders cleared) and the stockd "
+            f"instances are restarted with the run spec (`stockd --lock MODE ARGS --think-us "
+            f"T{extra}`, other options at their defaults); MariaDB, ZooKeeper and nginx stay "
+            f"up.", ""]
+    for t in L["think_us"]:
+        out += [f"### {_hot_title(doc, t)}", "", _md_row(RUN_HEAD), _md_rule(RUN_ALIGN)]
+        out += [_md_row(run_cells(r)) for r in _runs(doc, "hot", t)] + [""]
+    spread = _runs(doc, "spread")
+    if spread:
+        n = L["spread_products"]
+        out += [f"### {_spread_title(doc)}", "",
+                f"Each product starts at stock {L['stock'] // n} ({L['stock']} in all); "
+                f"stockload `--products` draws the product of each request uniformly. The "
+                f"stock column sums the products; NO OVERSELL means no product went below 0 "
+                f"and the ledger holds, with units left where a product drew fewer requests "
+                f"than its stock.", "", _md_row(RUN_HEAD), _md_rule(RUN_ALIGN)]
+        out += [_md_row(run_cells(r)) for r in spread] + [""]
+        for s in spread:
+            for h in _runs(doc, "hot", s["think_us"]):
+                if h["run"] == s["run"]:
+                    out.append(f"- {s['run']}: {jround(s['throughput_rps'])} req/s over {n} "
+                               f"products vs {jround(h['throughput_rps'])} req/s on one hot "
+                               f"product = {fix2(s['throughput_rps'] / h['throughput_rps'])}x.")
+        out.append("")
+    curve = _runs(doc, "curve")
+    if curve:
+        out += [f"### Batched zk (`zk`) at several concurrencies, one hot product, stockd "
+                f"--think-us {L['think_us'][0]}", "", _md_row(CURVE_HEAD), _md_rule(CURVE_ALIGN)]
+        out += [_md_row(curve_cells(r)) for r in curve] + [""]
+    out += ["Columns:"] + ["- " + x for x in LEGEND] + [""]
+    out += ["## Plots", "", "![Throughput by strategy](throughput.png)", "",
+            "![Latency p50 and p99 by strategy](p99.png)", "", "![Stock over time](stock.png)", "",
+            f"The stock plot samples `SELECT stock` over one root connection every "
+            f"{L['sample_ms']} ms (server clock), from 0.2 s before the load to 0.2 s after; "
+            f"time 0 is the start of stockload.", "",
+            "The same data, with per-outcome counts and latencies, the lock-wait buckets and "
+            "the stock samples: [report.json](report.json)."]
+    return "\n".join(out) + "\n"
+
+
+def with_bench(older_md, bench_md):
+    """report.md with the headline benchmark first and the older tables under their own
+    title after it."""
+    lines = older_md.split("\n")
+    return "\n".join([lines[0], "", bench_md.rstrip("\n"), "## The tables with sold-out answers",
+                      ""] + lines[2:])
+
+
+def plots(doc, fmt, datadir, outdir):
+    """The three plots as outdir/{throughput,p99,stock}.fmt (png or svg) by gnuplot with
+    loadtest/report-plots.gp, their data files in datadir. Raises OSError when gnuplot
+    fails."""
+    L = doc["load"]
+    hot = _runs(doc, "hot")
+    with open(os.path.join(datadir, "modes.tsv"), "w", encoding="utf-8") as f:
+        for label in _ordered(r["run"] for r in hot):
+            mine = [r for r in hot if r["run"] == label]
+            cols = [label]
+            for t in L["think_us"]:
+                v = next((r["throughput_rps"] for r in mine if r["think_us"] == t), 0)
+                cols.append(_num(v))
+            for r in mine:
+                if r["think_us"] == L["think_us"][0]:
+                    cols += [_num(r["latency_ms"]["p50"]), _num(r["latency_ms"]["p99"])]
+            f.write("\t".join(cols) + "\n")
+    stock_modes = []
+    for label in ("none", "zk-seed", "zk"):
+        samples = [x for r in hot if r["run"] == label and r["think_us"] == L["think_us"][-1]
+                   for x in r["stock_samples"]]
+        with open(os.path.join(datadir, f"stock-{label}.tsv"), "w", encoding="utf-8") as f:
+            f.writelines(f"{_num(t)}\t{_num(v)}\n" for t, v in samples)
+        if samples:
+            stock_modes.append(label)
+    subtitle = (f"{L['instances']} instances, one hot product at stock {L['stock']}, "
+                f"{L['threads']} threads x {L['loops']} loops")
+    for c in ("throughput", "p99", "stock"):
+        try:
+            os.unlink(os.path.join(outdir, f"{c}.{fmt}"))
+        except FileNotFoundError:
+            pass
+    script = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                          "loadtest", "report-plots.gp")
+    r = subprocess.run(["gnuplot", "-e",
+                        f"fmt='{fmt}'; datadir='{datadir}'; outdir='{outdir}'; "
+                        f"stock_modes='{' '.join(stock_modes)}'; subtitle='{subtitle}'; "
+                        f"thinks='{' '.join(map(str, L['think_us']))}'; "
+                        f"stock_think='{L['think_us'][-1]}'", script],
+                       capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    if r.returncode != 0:
+        raise OSError(f"gnuplot failed: {r.stderr.strip()}")
+
+
+def _num(x):
+    """A number as jq's @tsv writes it: integers without a fraction."""
+    return str(int(x)) if float(x) == int(x) else repr(float(x))
+
+
+def _svg_inline(path, prefix):
+    """gnuplot's SVG without its XML prolog, every id (and reference to one) prefixed,
+    since the charts of one page would otherwise define the same ids."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except FileNotFoundError:
+        return ""
+    if "<svg" not in text:
+        return ""
+    text = text[text.index("\n<svg") + 1 if "\n<svg" in text else text.index("<svg"):]
+    text = re.sub(r"""(id=["'])""", r"\g<1>" + prefix + "-", text)
+    text = re.sub(r"""(href=["']#)""", r"\g<1>" + prefix + "-", text)
+    return text.replace("url(#", f"url(#{prefix}-")
+
+
+def _html_cell(c):
+    return f"<code>{html.escape(c)}</code>" if isinstance(c, Code) else html.escape(c)
+
+
+def _older_table(cls, head, align, rows):
+    v = head.index("verdict") if "verdict" in head else None
+    out = [f'<table class="{cls}">',
+           "<thead><tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in head) + "</tr></thead>",
+           "<tbody>"]
+    for r in rows:
+        tds = []
+        for i, (c, a) in enumerate(zip(r, align)):
+            cls_ = (f' class="verdict {c.lower().replace(" ", "-")}"' if i == v
+                    else ' class="num"' if a == "r" else "")
+            tds.append(f"<td{cls_}>{_html_cell(c)}</td>")
+        out.append("<tr>" + "".join(tds) + "</tr>")
+    return out + ["</tbody>", "</table>"]
+
+
+OLDER_STYLE = """body { font: 15px/1.45 system-ui, sans-serif; color: #222; margin: 1.5em auto; max-width: 1500px; padding: 0 1em; }
+h1 { font-size: 1.6em; margin-bottom: 0.2em; } h2 { font-size: 1.25em; margin-top: 1.8em; }
+code { font: 0.92em ui-monospace, monospace; background: #f3f3f3; padding: 0 0.2em; } table.runs td { white-space: nowrap; } table.facts code { overflow-wrap: anywhere; }
+table { border-collapse: collapse; margin: 0.6em 0 1em; font-size: 0.84em; }
+th, td { border: 1px solid #ccc; padding: 0.25em 0.5em; vertical-align: top; }
+thead th { background: #eef2f7; text-align: left; } td.num { text-align: right; font-variant-numeric: tabular-nums; }
+td.verdict.oversold { background: #f7d4d4; font-weight: bold; } td.verdict.exact { background: #d9f0dc; }
+td.verdict.undersold { background: #fbecc8; } td.verdict.no-oversell { background: #e5f3e7; }
+table.facts th { text-align: left; background: #f6f6f6; white-space: nowrap; }
+.scroll { overflow-x: auto; }
+.charts { display: grid; grid-template-columns: repeat(auto-fit, minmax(460px, 1fr)); gap: 1em; }
+figure.chart { margin: 0; border: 1px solid #ddd; padding: 0.5em; } figure.chart svg { width: 100%; height: auto; display: block; }
+figcaption { font-size: 0.88em; color: #555; }"""
+
+
+def older_page(doc, svgs):
+    """The older tables' page: the run's facts, the charts (svgs: {name: inline SVG},
+    an empty one left out) and the tables; needs nothing else."""
+    L, M, e = doc["load"], doc["machine"], html.escape
+    deb = f" (Debian {e(M['debian'])})" if M.get("debian") else ""
+    out = ["<!DOCTYPE html>", '<html lang="en">', "<head>", '<meta charset="utf-8">',
+           '<meta name="viewport" content="width=device-width, initial-scale=1">',
+           f"<title>stockd: lock strategies compared ({e(doc['date'])})</title>",
+           f"<style>\n{OLDER_STYLE}\n</style>", "</head>", "<body>",
+           f"<h1>{e(older_title(doc))}</h1>",
+           f"<p>Measured {e(doc['date'])} by <code>{e(doc['command'])}</code>. The numbers are "
+           f"those of that run; this page only shows them.</p>",
+           '<h2 id="run">The run</h2>', '<table class="facts">']
+    for k, v in (("Date (UTC)", e(doc["date"])), ("Command", f"<code>{e(doc['command'])}</code>"),
+                 ("CPU", f"{e(M['cpu'])}, {M['nproc']} cores"), ("Memory", f"{M['ram_gib']} GiB"),
+                 ("System", f"{e(M['os'])}{deb}, Linux {e(M['kernel'])}, MariaDB {e(M['mariadb'])}"),
+                 ("Load average (1 min)",
+                  f"{M['loadavg_start']} before the runs, {M['loadavg_end']} after them"),
+                 ("Durability", e(durability_text(doc.get("durability")))),
+                 ("Load", f"stockload <code>--threads {L['threads']} --loops {L['loops']}</code> = "
+                          f"{L['requests']} requests per run, at most {L['threads']} in flight, "
+                          f"{e(L['path'])}, {L['instances']} instances")):
+        out.append(f'<tr><th scope="row">{k}</th><td>{v}</td></tr>')
+    out += ["</table>",
+            "<p>The load tool, nginx, the instances, MariaDB and ZooKeeper all share these CPUs, "
+            "so compare runs within one report rather than across machines or reports. Before "
+            "each run the product is reset to its stock (orders cleared) and the stockd "
+            "instances are restarted with the run spec; MariaDB, ZooKeeper and nginx stay up.</p>",
+            '<h2 id="charts">Charts</h2>', '<div class="charts">']
+    for name, caption in (
+            ("throughput", "Throughput by strategy: every request, deducted and sold out."),
+            ("p99", f"Latency p50 and p99 by strategy at think {L['think_us'][0]} us."),
+            ("stock", f"Stock of the hot product over time: `SELECT stock` every "
+                      f"{L['sample_ms']} ms (server clock); time 0 is the start of stockload.")):
+        if svgs.get(name):
+            out += [f'<figure class="chart" id="chart-{name}">', svgs[name].rstrip("\n"),
+                    f"<figcaption>{_inline_md(caption)}</figcaption>", "</figure>"]
+    out.append("</div>")
+    for t in L["think_us"]:
+        out += [f"<h2>{e(_hot_title(doc, t, mix=False))}</h2>", '<div class="scroll">']
+        out += _older_table("runs hot", RUN_HEAD, RUN_ALIGN,
+                            [run_cells(r) for r in _runs(doc, "hot", t)]) + ["</div>"]
+    spread = _runs(doc, "spread")
+    if spread:
+        n = L["spread_products"]
+        out += [f"<h2>{e(_spread_title(doc))}</h2>",
+                f"<p>Each product starts at stock {L['stock'] // n} ({L['stock']} in all); "
+                f"stockload draws the product of each request uniformly. The stock column sums "
+                f"the products.</p>", '<div class="scroll">']
+        out += _older_table("runs spread", RUN_HEAD, RUN_ALIGN, [run_cells(r) for r in spread])
+        out.append("</div>")
+    curve = _runs(doc, "curve")
+    if curve:
+        out += [f"<h2>Batched zk at several concurrencies, one hot product, stockd --think-us "
+                f"{L['think_us'][0]}</h2>", '<div class="scroll">']
+        out += _older_table("runs curve", CURVE_HEAD, CURVE_ALIGN, [curve_cells(r) for r in curve])
+        out.append("</div>")
+    out += ['<h2 id="columns">Columns</h2>', "<ul>"] + [f"<li>{_inline_md(x)}</li>" for x in LEGEND]
+    out += ["</ul>", "<p>The same data, with per-outcome counts and latencies, the lock-wait "
+            'buckets and the stock samples: <a href="report.json">report.json</a>.</p>',
+            "</body>", "</html>"]
+    return "\n".join(out) + "\n"
+
+
+def older_svgs(doc, work):
+    """The three charts as inline SVG, drawn in work."""
+    plots(doc, "svg", work, work)
+    return {c: _svg_inline(os.path.join(work, f"{c}.svg"), c) for c in ("throughput", "p99", "stock")}
+
+
+# ---------------------------------------------------------------- writing files
+
+
+def put_file(directory, name, text):
+    tmp = os.path.join(directory, name + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+    os.replace(tmp, os.path.join(directory, name))
+
+
 def write(directory):
     """Writes directory/bench.md and directory/index.html from directory/bench.json; the
     page links the older tables' report.md when the directory has one."""
@@ -344,25 +701,38 @@ def write(directory):
     md = markdown(doc)
     with tempfile.TemporaryDirectory() as work:
         html_text = page(doc, work, os.path.exists(os.path.join(directory, "report.md")))
-    for name, text in (("bench.md", md), ("index.html", html_text)):
-        tmp = os.path.join(directory, name + ".tmp")
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, os.path.join(directory, name))
+    put_file(directory, "bench.md", md)
+    put_file(directory, "index.html", html_text)
+
+
+def write_older(directory):
+    """Writes directory/index.html from directory/report.json: the older tables' page."""
+    with open(os.path.join(directory, "report.json"), encoding="utf-8") as f:
+        doc = json.load(f)
+    with tempfile.TemporaryDirectory() as work:
+        put_file(directory, "index.html", older_page(doc, older_svgs(doc, work)))
 
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) != 1 or argv[0].startswith("-"):
         print("usage: python3 -m lab.report DIR   (writes DIR/bench.md and DIR/index.html "
-              "from DIR/bench.json)", file=sys.stderr)
+              "from DIR/bench.json, or DIR/index.html from DIR/report.json)", file=sys.stderr)
         return 2
+    d = argv[0]
     try:
-        write(argv[0])
+        if os.path.exists(os.path.join(d, "bench.json")):
+            write(d)
+            print(f"report: wrote {d}/bench.md and index.html", file=sys.stderr)
+        elif os.path.exists(os.path.join(d, "report.json")):
+            write_older(d)
+            print(f"report: wrote {d}/index.html from {d}/report.json", file=sys.stderr)
+        else:
+            print(f"report: no bench.json or report.json in {d}", file=sys.stderr)
+            return 1
     except (OSError, ValueError, KeyError) as e:
-        print(f"report: {argv[0]}: {e}", file=sys.stderr)
+        print(f"report: {d}: {e}", file=sys.stderr)
         return 1
-    print(f"report: wrote {argv[0]}/bench.md and index.html", file=sys.stderr)
     return 0
 
 

@@ -1,6 +1,10 @@
 """lab.report: the headline tables from bench.json rows: medians per cell, fractions
-against the ceiling measured next to each run, and a row whose ceiling strays flagged."""
+against the ceiling measured next to each run, and a row whose ceiling strays flagged;
+the older tables from report.json's runs (tests/loadtest/report-fixture.json) in
+report.md's formats."""
 
+import json
+import os
 import unittest
 
 from lab import report
@@ -55,6 +59,52 @@ class Tables(unittest.TestCase):
         ts = report.tables(doc(rows))
         self.assertEqual([t["route"] for t in ts], ["round-robin", "affinity"])
         self.assertEqual([l["mode"] for l in ts[0]["rows"]], ["zk", "zk, ZooKeeper as a 3-server ensemble"])
+
+
+FIXTURE = os.path.join(os.path.dirname(__file__), "..", "loadtest", "report-fixture.json")
+
+
+class OlderTables(unittest.TestCase):
+    def setUp(self):
+        with open(FIXTURE, encoding="utf-8") as f:
+            self.doc = json.load(f)
+
+    def test_numbers_round_half_away_from_zero(self):
+        self.assertEqual([report.jround(x) for x in (2.5, 3.5, -2.5, 0.49)], [3, 4, -3, 0])
+        self.assertEqual((report.fix1(38.6555), report.fix2(5.9119804), report.fix2(None)),
+                         ("38.7", "5.91", "n/a"))
+
+    def test_a_run_row_in_markdown(self):
+        md = report.older_markdown(self.doc)
+        self.assertIn("| none | `none --batch-max 1` | 2000 -> -45 | 2045 | 45 | OVERSOLD | ok | 0 "
+                      "| 2294 | 38.7 | 128.5 | n/a | 5.91 | n/a | 34 / 33 / 33 |", md)
+        self.assertIn("### One hot product (id 1, stock 2000), stockd --think-us 0: the "
+                      "half-sold-out mix (stock for half of the 4000 requests)", md)
+        self.assertEqual(md.count("|---|---|---|--:|--:|---|---|--:|"), 3)  # two hot, one spread
+        self.assertIn("### Batched zk (`zk`) at several concurrencies", md)
+        self.assertIn("Durability: MariaDB innodb_flush_log_at_trx_commit=1", md)
+
+    def test_the_spread_is_compared_with_the_hot_product_at_its_think_time(self):
+        md = report.older_markdown(self.doc)
+        spread = [r for r in self.doc["runs"] if r["table"] == "spread" and r["run"] == "zk"][0]
+        hot = [r for r in self.doc["runs"] if r["table"] == "hot" and r["run"] == "zk"
+               and r["think_us"] == 0][0]
+        self.assertIn(f"- zk: {report.jround(spread['throughput_rps'])} req/s over 100 products vs "
+                      f"{report.jround(hot['throughput_rps'])} req/s on one hot product", md)
+
+    def test_the_headline_comes_first_in_report_md(self):
+        md = report.with_bench(report.older_markdown(self.doc), "## bench\n\nrows\n")
+        lines = md.split("\n")
+        self.assertTrue(lines[0].startswith("# Lock strategies compared"))
+        self.assertEqual(lines[1:6], ["", "## bench", "", "rows", "## The tables with sold-out answers"])
+        self.assertTrue(lines[7].startswith("Generated "))
+
+    def test_the_page_marks_verdicts_and_leaves_out_a_missing_chart(self):
+        page = report.older_page(self.doc, {"throughput": "<svg></svg>", "p99": "", "stock": ""})
+        self.assertIn('<td class="verdict oversold">OVERSOLD</td>', page)
+        self.assertIn('<figure class="chart" id="chart-throughput">', page)
+        self.assertNotIn("chart-p99", page)
+        self.assertEqual(page.count('<table class="runs hot">'), 2)
 
 
 if __name__ == "__main__":

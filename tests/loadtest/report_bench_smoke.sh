@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The headline benchmark of loadtest/report in its short mode (--bench-only, small
 # counts), on the report's own stack inside this test's ports: two specs (batched zk
-# and RedLock over three Redis servers, which the stack starts when its row comes), both routes, both clients per load (stockload and ab on the hot product,
+# and RedLock over three Redis servers, which the report starts before the first row), both
+# routes, both clients per load (stockload and ab on the hot product,
 # stockload and wrk on the spread), two runs per cell (--bench-repeat 2). It checks what
 # the benchmark promises, not how fast anything was: bench.md and bench.json exist;
 # every row has a positive rate; the ceiling rows are there for each route, load,
