@@ -9,13 +9,20 @@ import os
 
 import pymysql
 
+from . import LabError
+
 
 class Shop:
     """One root connection to database db of the stack under run (autocommit)."""
 
     def __init__(self, run, db="shop"):
-        self.conn = pymysql.connect(unix_socket=os.path.join(run, "mysql", "sock"), user="root",
-                                    database=db, autocommit=True, connect_timeout=10)
+        sock = os.path.join(run, "mysql", "sock")
+        try:
+            self.conn = pymysql.connect(unix_socket=sock, user="root", database=db,
+                                        autocommit=True, connect_timeout=10)
+        except pymysql.err.MySQLError as e:
+            raise LabError("no MariaDB answers on %s (is the stack up? scripts/stack up): %s"
+                           % (sock, e.args[-1] if e.args else e)) from None
 
     def close(self):
         self.conn.close()
