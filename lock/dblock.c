@@ -482,35 +482,54 @@ int dblock_ping(dblock *d) {
 
 int dblock_peek(dblock *d, const char *name, char *owner, size_t ownercap, long long *token,
                 long long *left_ms) {
-    char esc[2 * 200 + 1], sql[600];
-    MYSQL_RES *res = NULL;
+    static const char sql[] =
+        "SELECT owner, token, TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires_at) DIV 1000"
+        " FROM stock_lock WHERE name = ?";
     size_t n = name ? strlen(name) : 0;
-    if (!d || n == 0 || n > 200) return LOCK_ERR_ARGS;
+    if (!d || n == 0 || n > DBLOCK_NAME_MAX) return LOCK_ERR_ARGS;
     d->errstr[0] = '\0';
     *token = 0;
     *left_ms = -1;
     if (ownercap) owner[0] = '\0';
     int rc = dl_connect(d);
     if (rc != LOCK_OK) return rc;
-    mysql_real_escape_string(d->conn, esc, name, (unsigned long)n);
-    snprintf(sql, sizeof(sql),
-             "SELECT owner, token, TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires_at)"
-             " DIV 1000 FROM stock_lock WHERE name = '%s'",
-             esc);
+    /* A statement of its own, prepared per call: a view is read at most every 200 ms. */
+    MYSQL_STMT *st = mysql_stmt_init(d->conn);
+    if (!st) return LOCK_ERR_NOMEM;
+    unsigned long name_len = (unsigned long)n, owner_len = 0;
+    char buf[128];
+    long long tok = 0, left = 0;
+    my_bool left_null = 0;
+    MYSQL_BIND p[1] = {{.buffer_type = MYSQL_TYPE_STRING,
+                        .buffer = (void *)name,
+                        .buffer_length = name_len,
+                        .length = &name_len}};
+    MYSQL_BIND r[3] = {
+        {.buffer_type = MYSQL_TYPE_STRING,
+         .buffer = buf,
+         .buffer_length = sizeof(buf),
+         .length = &owner_len},
+        {.buffer_type = MYSQL_TYPE_LONGLONG, .buffer = &tok},
+        {.buffer_type = MYSQL_TYPE_LONGLONG, .buffer = &left, .is_null = &left_null},
+    };
     d->st.ops++;
-    if (mysql_query(d->conn, sql) != 0 || !(res = mysql_store_result(d->conn))) {
-        set_err(d, "SELECT FROM stock_lock: %s", mysql_error(d->conn));
-        rc = mysql_errno(d->conn) >= CR_MIN_ERROR ? LOCK_ERR_CONNECTION : LOCK_ERR_SERVER;
+    int frc = 1;
+    if (mysql_stmt_prepare(st, sql, sizeof(sql) - 1) != 0 || mysql_stmt_bind_param(st, p) != 0 ||
+        mysql_stmt_execute(st) != 0 || mysql_stmt_bind_result(st, r) != 0 ||
+        (frc = mysql_stmt_fetch(st)) == 1) {
+        set_err(d, "reading the lock row: %s", mysql_stmt_error(st));
+        rc = mysql_stmt_errno(st) >= CR_MIN_ERROR ? LOCK_ERR_CONNECTION : LOCK_ERR_SERVER;
+        mysql_stmt_close(st);
         if (rc == LOCK_ERR_CONNECTION) dl_disconnect(d);
         return rc;
     }
-    MYSQL_ROW row = mysql_fetch_row(res);
-    if (row && row[0] && row[1] && row[2]) {
-        snprintf(owner, ownercap, "%s", row[0]);
-        *token = strtoll(row[1], NULL, 10);
-        *left_ms = strtoll(row[2], NULL, 10);
+    if (frc == 0 || frc == MYSQL_DATA_TRUNCATED) { /* a row: the lock is held */
+        size_t len = owner_len < sizeof(buf) ? owner_len : sizeof(buf) - 1;
+        if (ownercap) snprintf(owner, ownercap, "%.*s", (int)len, buf);
+        *token = tok;
+        *left_ms = left_null ? -1 : left;
     }
-    mysql_free_result(res);
+    mysql_stmt_close(st);
     return LOCK_OK;
 }
 
