@@ -332,7 +332,8 @@ typedef struct stockd_job {
     stockd_route route;
     stockd_result result; /* for metrics; set with status */
     int32_t product_id;
-    uint64_t arrived_ns;  /* CLOCK_MONOTONIC when it was queued (stockd_now_ns) */
+    uint64_t arrived_ns;  /* CLOCK_MONOTONIC when the request arrived (stockd_now_ns),
+                           * moved back by the proxy's X-Request-Start (http.c) */
     char request_id[101]; /* the client's Idempotency-Key, or our own unique id */
     /* Segmented stock (--segments K > 1, worker.c): the segment the deduction is at
      * (1..K; 0 before its first), how many segments it has found empty so far, and how
