@@ -105,6 +105,35 @@ int stockd_check_key(const char *s, size_t len) {
     return 0;
 }
 
+/* The bound on an age is twice nginx's proxy_read_timeout (30 s): a request that old
+ * has been answered 504 by nginx long ago, so any deadline has passed, and a time older
+ * still says more about a clock that differs from ours than about a wait. */
+uint64_t stockd_request_age_ns(const char *s, size_t len, uint64_t now_wall_ns) {
+    const uint64_t max_age = (uint64_t)STOCKD_REQUEST_START_MAX_AGE_MS * 1000000u;
+    uint64_t sec = 0, frac = 0, scale = 1000000000u, t;
+    size_t i = 2, digits = 0;
+
+    if (!s || len < 3 || s[0] != 't' || s[1] != '=') return 0;
+    /* At most 10 digits of seconds (up to the year 2286), so t cannot overflow. */
+    for (; i < len && s[i] >= '0' && s[i] <= '9'; i++) {
+        if (++digits > 10) return 0;
+        sec = sec * 10 + (uint64_t)(s[i] - '0');
+    }
+    if (digits == 0) return 0;
+    if (i < len && s[i] == '.') {
+        for (i++, digits = 0; i < len && s[i] >= '0' && s[i] <= '9'; i++) {
+            if (++digits > 9) return 0;
+            scale /= 10;
+            frac += (uint64_t)(s[i] - '0') * scale;
+        }
+        if (digits == 0) return 0;
+    }
+    if (i != len) return 0;
+    t = sec * 1000000000u + frac;
+    if (t > now_wall_ns || now_wall_ns - t > max_age) return 0;
+    return now_wall_ns - t;
+}
+
 void stockd_answer_from_db(stockd_answer *a, int lock_rc, int rc, const stockdb_result *res) {
     switch (lock_rc) {
     case LOCK_OK:

@@ -129,6 +129,32 @@ static enum MHD_Result count_bytes(void *cls, enum MHD_ValueKind kind, const cha
     return MHD_YES;
 }
 
+/* When the request arrived, on stockd_now_ns's clock: now, moved back by the time it
+ * spent since nginx sent it (its X-Request-Start header, nginx/nginx.conf.in). A request
+ * can wait in the listen backlog before libmicrohttpd accepts it (when more than
+ * --max-connections are in flight), while nginx's proxy_read_timeout counts from the
+ * send; --queue-deadline-ms must count from there too, or a deduction could COMMIT after
+ * nginx has answered 504. The header is wall-clock time, compared with ours: nginx and
+ * stockd share one clock when they run on one host (containers of one host included).
+ * On two hosts the clocks' difference adds to every age: a time that reads as in the
+ * future or older than STOCKD_REQUEST_START_MAX_AGE_MS is ignored (counted from now,
+ * as without the header); a clock behind ours by more than the deadline but less than
+ * that bound makes every deduction expire. A client that sends the header itself (not
+ * through nginx, which replaces it) can only make its own request expire sooner. */
+static uint64_t request_arrival_ns(struct MHD_Connection *c) {
+    uint64_t now = stockd_now_ns(), age = 0;
+    const char *v;
+    size_t len;
+    struct timespec wall;
+
+    if (MHD_lookup_connection_value_n(c, MHD_HEADER_KIND, "X-Request-Start", 15, &v, &len) ==
+            MHD_YES &&
+        clock_gettime(CLOCK_REALTIME, &wall) == 0 && wall.tv_sec >= 0)
+        age = stockd_request_age_ns(v, len,
+                                    (uint64_t)wall.tv_sec * 1000000000u + (uint64_t)wall.tv_nsec);
+    return age < now ? now - age : 0;
+}
+
 /* Routes a complete request (contract.c decides) and acts on the decision: answer at
  * once, or suspend the connection and queue a job. */
 static enum MHD_Result route(stockd_http *h, struct MHD_Connection *c, http_req *r, const char *url,
@@ -173,7 +199,7 @@ static enum MHD_Result route(stockd_http *h, struct MHD_Connection *c, http_req 
 
     /* Suspend before the push: once pushed, a worker may resume at any moment. */
     job->conn = c;
-    job->arrived_ns = stockd_now_ns();
+    job->arrived_ns = request_arrival_ns(c);
     MHD_suspend_connection(c);
     r->queued = true;
     if (stockd_jobq_push(h->ctx->queue, job) != 0) {

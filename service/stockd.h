@@ -292,6 +292,15 @@ int stockd_parse_id(const char *s, size_t len, int32_t *out, const char **why);
 /* Checks an idempotency key: 1..64 bytes of [A-Za-z0-9_-]. Returns 0 or -1. */
 int stockd_check_key(const char *s, size_t len);
 
+/* How long ago a proxy in front sent the request, from its X-Request-Start header:
+ * "t=<seconds since the epoch>[.<1 to 9 digits of fraction>]" (nginx's "t=${msec}"),
+ * exactly len bytes. now_wall_ns is CLOCK_REALTIME in nanoseconds. Returns now_wall_ns
+ * minus that time in nanoseconds, or 0 (count from now) for anything else: a value not
+ * of that form, a time after now, or one more than STOCKD_REQUEST_START_MAX_AGE_MS
+ * before now. Never more than that bound. Pure; any thread. */
+#define STOCKD_REQUEST_START_MAX_AGE_MS 60000
+uint64_t stockd_request_age_ns(const char *s, size_t len, uint64_t now_wall_ns);
+
 /* Maps a finished deduction or read to an answer. rc is a STOCKDB_* code; lock_rc a
  * LOCK_* code from the acquire (LOCK_OK if there was no lock or it was taken). */
 void stockd_answer_from_db(stockd_answer *a, int lock_rc, int rc, const stockdb_result *res);
@@ -323,7 +332,8 @@ typedef struct stockd_job {
     stockd_route route;
     stockd_result result; /* for metrics; set with status */
     int32_t product_id;
-    uint64_t arrived_ns;  /* CLOCK_MONOTONIC when it was queued (stockd_now_ns) */
+    uint64_t arrived_ns;  /* CLOCK_MONOTONIC when the request arrived (stockd_now_ns),
+                           * moved back by the proxy's X-Request-Start (http.c) */
     char request_id[101]; /* the client's Idempotency-Key, or our own unique id */
     /* Segmented stock (--segments K > 1, worker.c): the segment the deduction is at
      * (1..K; 0 before its first), how many segments it has found empty so far, and how

@@ -107,6 +107,8 @@ class NginxTemplate(unittest.TestCase):
         self.assertIn("proxy_temp_path /r/nginx/tmp/proxy;", text)
         self.assertNotRegex(text, r"(?m)^\s*#@[A-Z_]+@\s*$")
         self.assertNotIn("@LISTEN@", text)
+        # Server-wide, so the deduction's location inherits it with the others.
+        self.assertRegex(text, r'(?m)^        proxy_set_header X-Request-Start "t=\$\{msec\}";$')
         self.assertNotIn("hash $arg_id", text)
         self.assertNotIn("limit_req", text.split("location = /_error/429")[0].split("http {")[1]
                          .replace("limit_req_status", ""))

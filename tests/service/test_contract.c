@@ -310,6 +310,58 @@ static void test_size_limits_come_first(void) {
     CHECK(strstr(out.message, num) != NULL);
 }
 
+static void test_request_start_age_only_from_a_sane_past_time(void) {
+    const uint64_t s = 1000000000u, ms = 1000000u;
+    const uint64_t now = 1700000000u * s + 500 * ms; /* 1700000000.500 */
+    static const struct {
+        const char *in;
+        uint64_t want_ms; /* the age in ms; 0 = ignored */
+    } cases[] = {
+        {"t=1700000000.500", 0},     /* sent just now */
+        {"t=1700000000.250", 250},   /* nginx's ${msec}: milliseconds */
+        {"t=1699999990.500", 10000}, /* older than a deadline: it must expire */
+        {"t=1699999990.5", 10000},
+        {"t=1699999990.500000000", 10000},
+        {"t=1699999990", 10500},
+        {"t=1699999940.500", 60000}, /* the bound itself */
+        {"t=1699999940.499", 0},     /* past the bound: another clock, not a wait */
+        {"t=1700000000.501", 0},     /* in the future */
+        {"t=1800000000.000", 0},
+        {"t=0", 0},
+        {"t=1", 0},
+        {"", 0},
+        {"t=", 0},
+        {"t=.5", 0},
+        {"t=1699999990.", 0},
+        {"t=1699999990.5000000000", 0}, /* more than 9 digits of fraction */
+        {"1699999990.500", 0},          /* no t= */
+        {"T=1699999990.500", 0},
+        {"t=+1699999990", 0},
+        {"t=-1699999990", 0},
+        {"t= 1699999990", 0},
+        {"t=1699999990.500 ", 0},
+        {"t=1699999990,500", 0},
+        {"t=1699999990.5x", 0},
+        {"t=99999999999999999999", 0}, /* would overflow */
+        {"t=18446744073.709551616", 0},
+        {"t=1699999990e0", 0},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        uint64_t got = stockd_request_age_ns(cases[i].in, strlen(cases[i].in), now);
+        if (got != cases[i].want_ms * ms)
+            CHECK_FAIL_("X-Request-Start '%s': expected an age of %llu ns, got %llu", cases[i].in,
+                        (unsigned long long)(cases[i].want_ms * ms), (unsigned long long)got);
+    }
+    /* Exactly len bytes: an embedded NUL or a longer buffer is not read past len. */
+    CHECK(stockd_request_age_ns("t=1699999990\0"
+                                "5",
+                                14, now) == 0);
+    CHECK(stockd_request_age_ns("t=1699999990.500junk", 16, now) == 10000 * ms);
+    CHECK(stockd_request_age_ns(NULL, 0, now) == 0);
+    /* A time after the wall clock (here 3 s past the epoch) is no age, never a negative one. */
+    CHECK(stockd_request_age_ns("t=5", 3, 3 * s) == 0);
+}
+
 int main(void) {
     test_routing_table();
     test_size_limits_come_first();
@@ -319,6 +371,7 @@ int main(void) {
     test_outcome_to_status_table();
     test_error_answers();
     test_health_json();
+    test_request_start_age_only_from_a_sane_past_time();
     puts("test_contract: all passed");
     return 0;
 }

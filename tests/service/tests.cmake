@@ -253,3 +253,10 @@ add_test(NAME no_file_circle_in_db
   COMMAND_EXPAND_LISTS)
 set_tests_properties(no_file_circle_in_service no_file_circle_in_lock no_file_circle_in_db
   PROPERTIES LABELS unit)
+# --queue-deadline-ms counts from nginx's send (X-Request-Start), not from stockd's
+# intake: a request older than the deadline deducts nothing; a fresh or untrusted header
+# is served (a second each).
+foreach(mode zk atomic)
+  stockd_integration_test(request_start_${mode}_deadline_from_the_proxy_send
+    COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/request_start.sh ${mode} LABELS service)
+endforeach()
