@@ -65,6 +65,11 @@ def reconcile(answer_ids, row_ids):
     )
 
 
+def stock_change(initial, final, restocked=0):
+    """The units that left the stock: what the orders rows must count."""
+    return initial + restocked - final
+
+
 @dataclass(frozen=True)
 class Ledger:
     """What judge() found. verdict is about the stock, ok about the books."""
@@ -76,10 +81,16 @@ class Ledger:
     verdict: str
     problems: tuple = field(default=())
     reconciliation: Reconciliation = None
+    restocked: int = 0
 
     @property
     def ok(self):
         return not self.problems
+
+    @property
+    def balanced(self):
+        """The stock equation alone: one orders row per unit gone, restocks counted."""
+        return self.orders == stock_change(self.initial, self.final, self.restocked)
 
     @property
     def oversold(self):
@@ -111,7 +122,7 @@ def judge(initial, final, orders, deducted, *, negative=None, products=1, restoc
     if negative is None:
         negative = 1 if final < 0 else 0
     problems = []
-    change = initial + restocked - final
+    change = stock_change(initial, final, restocked)
     if orders != change:
         problems.append(f"partial deductions: {orders} orders rows, but the stock went from "
                         f"{initial} to {final}"
@@ -146,4 +157,5 @@ def judge(initial, final, orders, deducted, *, negative=None, products=1, restoc
     else:
         verdict = UNDERSOLD
     return Ledger(initial=initial, final=final, orders=orders, deducted=deducted,
-                  verdict=verdict, problems=tuple(problems), reconciliation=rec)
+                  verdict=verdict, problems=tuple(problems), reconciliation=rec,
+                  restocked=restocked)

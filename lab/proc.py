@@ -180,3 +180,43 @@ def tail(path, lines=15):
     except OSError:
         return ""
     return "\n".join(data.decode(errors="replace").splitlines()[-lines:])
+
+
+def signal_ours(pid, sig, marker):
+    """Sends SIG to PID only if that process is still ours: its command line holds the
+    bytes MARKER. A pid file can outlive its process, and on a machine whose pid_max is
+    32768 the pid is soon another process's, which must never get a SIGSTOP or SIGKILL
+    meant for one of our servers. True if the signal was sent."""
+    if not pid:
+        return False
+    try:
+        with open("/proc/%d/cmdline" % pid, "rb") as f:
+            if marker not in f.read():
+                return False
+        os.kill(pid, sig)
+    except OSError:
+        return False
+    return True
+
+
+def pause_pidfile(pidfile, marker):
+    """SIGSTOP of the process of PIDFILE (if it is ours, see signal_ours)."""
+    return signal_ours(read_pid(pidfile), signal.SIGSTOP, marker)
+
+
+def resume_pidfile(pidfile, marker):
+    """SIGCONT of the process of PIDFILE (if it is ours)."""
+    return signal_ours(read_pid(pidfile), signal.SIGCONT, marker)
+
+
+def kill_pidfile(pidfile, marker, seconds=15):
+    """kill -9 of the process of PIDFILE (if it is ours): a crash. Returns once it is gone
+    (or a zombie, whose sockets are closed), at most SECONDS, and removes the pid file, so
+    that a start function, which leaves a server whose pid runs alone, starts it again."""
+    pid = read_pid(pidfile)
+    if signal_ours(pid, signal.SIGKILL, marker):
+        wait_until(seconds, lambda: not pid_runs(pid), 0.05)
+    try:
+        os.unlink(pidfile)
+    except FileNotFoundError:
+        pass

@@ -192,8 +192,9 @@ def mysql_up(run, port=None):
     return port is None or int(rows[0][0]) == port
 
 
-def mysql_start(run, port):
-    """Initialises (the first time) and starts a private MariaDB on 127.0.0.1:PORT."""
+def mysql_start(run, port, env=None):
+    """Initialises (the first time) and starts a private MariaDB on 127.0.0.1:PORT, in
+    the environment ENV (None: ours; the nemesis's clock faults preload libfaketime)."""
     d = _dir(run, "mysql")
     pidfile = os.path.join(d, "pid")
     if proc.pid_alive(pidfile):
@@ -215,7 +216,7 @@ def mysql_start(run, port):
                 "--tmpdir=" + tmp,
                 "--socket=" + mysql_socket(run), "--port=%d" % port, "--bind-address=127.0.0.1",
                 "--pid-file=" + pidfile] + MYSQL_FLAGS + ["--log-error=" + log],
-               None, pidfile=pidfile)
+               None, env=env, pidfile=pidfile)
     await_ready("MariaDB", pidfile, port, lambda: mysql_up(run, port), 60, log)
 
 
@@ -333,6 +334,14 @@ def zk_ensemble_start(run, first, members=(1, 2, 3), wait=True):
 def zk_ensemble_stop(run):
     for n in (1, 2, 3):
         zk_stop(run, "zk%d" % n)
+
+
+def zk_leader(first):
+    """The member (1..3) of the ensemble from port FIRST that serves as leader, or None."""
+    for n, (client, _, _) in enumerate(zk_ensemble_ports(first), 1):
+        if zk_mode(client) == "leader":
+            return n
+    return None
 
 
 # ---------------------------------------------------------------- Redis
@@ -460,6 +469,43 @@ def etcd_start(run, port):
 
 def etcd_stop(run):
     proc.stop_pidfile(os.path.join(run, "etcd", "pid"), 20)
+
+
+def etcd_cluster_hosts(first):
+    """stockd's --etcd for the three-member cluster from port FIRST."""
+    return ",".join("127.0.0.1:%d" % (first + n) for n in range(3))
+
+
+def etcd_cluster_start(run, first):
+    """The members of a three-member etcd cluster under RUN/etcd1..3 that do not run:
+    clients on FIRST..FIRST+2, peers on FIRST+3..FIRST+5, fsync on. A member with data
+    joins the existing cluster (a restart after a kill); returns once each is healthy
+    (which needs a quorum)."""
+    peers = ["http://127.0.0.1:%d" % (first + 3 + n) for n in range(3)]
+    cluster = ",".join("e%d=%s" % (n, p) for n, p in enumerate(peers, 1))
+    for n in (1, 2, 3):
+        d = _dir(run, "etcd%d" % n)
+        pidfile = os.path.join(d, "pid")
+        if proc.pid_alive(pidfile):
+            continue
+        c = "http://127.0.0.1:%d" % (first + n - 1)
+        state = "existing" if os.path.isdir(os.path.join(d, "data")) else "new"
+        proc.spawn(["etcd", "--name", "e%d" % n, "--data-dir", os.path.join(d, "data"),
+                    "--listen-client-urls", c, "--advertise-client-urls", c,
+                    "--listen-peer-urls", peers[n - 1],
+                    "--initial-advertise-peer-urls", peers[n - 1],
+                    "--initial-cluster", cluster, "--initial-cluster-state", state],
+                   os.path.join(d, "etcd.log"), pidfile=pidfile)
+    for n in (1, 2, 3):
+        d = os.path.join(run, "etcd%d" % n)
+        port = first + n - 1
+        await_ready("etcd%d" % n, os.path.join(d, "pid"), port, lambda p=port: etcd_healthy(p), 60,
+                    os.path.join(d, "etcd.log"))
+
+
+def etcd_cluster_stop(run):
+    for n in (1, 2, 3):
+        proc.stop_pidfile(os.path.join(run, "etcd%d" % n, "pid"), 20)
 
 
 # ---------------------------------------------------------------- Prometheus

@@ -86,8 +86,12 @@ Input formats (JSON):
 Exit status: 0 no anomaly, 1 anomalies, 2 unreadable input."""
 import argparse
 import json
+import os
 import sys
 from collections import defaultdict
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from lab import ledger  # noqa: E402  the ledger equation and the verdict, once
 
 OUTCOMES = ("deducted", "sold_out", "failed", "unknown")
 DEFAULT_SLACK_S = 0.005
@@ -216,17 +220,26 @@ def check(history, final, slack_s=DEFAULT_SLACK_S):
 
 
 def check_product_ledger(p, prod, orders, restocks, by_key, by_id=False):
-    """negative_stock (final and replayed) and ledger_mismatch for product p."""
+    """negative_stock (final and replayed) and ledger_mismatch for product p. The final
+    stock and the stock equation are lab/ledger.py's verdict; the replay is the
+    nemesis's own, as are the per-key checks of check(), which name the answers that
+    disagree with the rows key by key (judge's answer counts say only how many)."""
     out = []
     initial, fin = prod["initial"], prod["final"]
     mine = [o for o in orders if o["product"] == p]
     rs = [r for r in restocks if r["product"] == p]
     added = sum(r["amount"] for r in rs)
+    keys = [v for v in by_key.values() if v[0]["product"] == p]
+    deducted = sum(1 for v in keys if any(a["outcome"] == "deducted" for a in v))
+    lost = sum(1 for v in keys if all(a["outcome"] != "deducted" for a in v)
+               and any(a["outcome"] == "unknown" for a in v))
+    verdict = ledger.judge(initial, fin, len(mine), deducted, restocked=added, lost=lost,
+                           lossy=True)
 
     def ops_of(rows):
         return [op for o in rows for op in by_key.get(o.get("request_id"), [])]
 
-    if fin < 0:
+    if verdict.verdict == ledger.OVERSOLD:
         last = mine[-(-fin) - 1:] if len(mine) > -fin else mine
         out.append(Anomaly("negative_stock", p, f"final stock {fin} (initial {initial}, "
                            f"restocked {added}, {len(mine)} orders); the last orders:",
@@ -251,10 +264,10 @@ def check_product_ledger(p, prod, orders, restocks, by_key, by_id=False):
         out.append(Anomaly("negative_stock", p, f"the ledger replayed in commit order goes "
                            f"down to {low} (final stock {fin}); the order that reached it:",
                            ops_of([low_order]), [low_order]))
-    if len(mine) != initial - fin + added:
+    if not verdict.balanced:
         out.append(Anomaly("ledger_mismatch", p,
                            f"{len(mine)} orders but initial {initial} - final {fin} + "
-                           f"restocks {added} = {initial - fin + added}"))
+                           f"restocks {added} = {ledger.stock_change(initial, fin, added)}"))
     return out
 
 

@@ -3,9 +3,14 @@ set(nemesis ${CMAKE_CURRENT_SOURCE_DIR}/nemesis)
 
 # The checker on hand-made histories: a clean one passes, each anomaly is found.
 add_test(NAME nemesis_checker_finds_each_anomaly
-  COMMAND python3 ${nemesis}/test_nemesis_check.py)
+  COMMAND ${STOCKD_PYTHON} ${nemesis}/test_nemesis_check.py)
 set_tests_properties(nemesis_checker_finds_each_anomaly PROPERTIES LABELS "unit;nemesis"
   TIMEOUT 60)
+
+# --mode as a run spec (lab/runspec.py): presets, fields, and the specs it refuses.
+add_test(NAME nemesis_reads_the_run_spec
+  COMMAND ${STOCKD_PYTHON} ${nemesis}/test_nemesis_spec.py)
+set_tests_properties(nemesis_reads_the_run_spec PROPERTIES LABELS "unit;nemesis" TIMEOUT 60)
 
 # The nemesis on its own private stack (on the test's 20 ports). Each run costs its
 # --seconds plus 2 to 8 s of start and stop (MariaDB, the ZooKeeper ensemble). CI time,
@@ -83,6 +88,6 @@ endif()
 
 # fault-proxy's --arm-file (hold the (K+1)-th next COMMIT), against a stand-in upstream.
 add_test(NAME nemesis_relay_holds_the_armed_commit
-  COMMAND python3 ${nemesis}/test_relay_arm.py $<TARGET_FILE:fault-proxy>)
+  COMMAND ${STOCKD_PYTHON} ${nemesis}/test_relay_arm.py $<TARGET_FILE:fault-proxy>)
 set_tests_properties(nemesis_relay_holds_the_armed_commit PROPERTIES LABELS "unit;nemesis"
   TIMEOUT 60)

@@ -1,0 +1,70 @@
+#!/usr/bin/python3
+"""Unit tests of how loadtest/nemesis reads --mode: a run spec of lab/runspec.py, with a
+bare lock mode keeping stockd's defaults, the spec's stockd arguments before --extra's,
+and the specs the nemesis cannot run refused with the reason."""
+import argparse
+import importlib.machinery
+import importlib.util
+import io
+import os
+import sys
+import unittest
+from contextlib import redirect_stderr
+
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "loadtest", "nemesis")
+_loader = importlib.machinery.SourceFileLoader("nemesis", PATH)
+nemesis = importlib.util.module_from_spec(importlib.util.spec_from_loader("nemesis", _loader))
+_loader.exec_module(nemesis)
+
+
+def parse(*argv):
+    return nemesis.parse(list(argv))
+
+
+class ModeSpec(unittest.TestCase):
+    def test_a_bare_mode_keeps_stockds_defaults(self):
+        a = parse("--mode", "none", "--seed", "3")
+        self.assertEqual(("none", "", "round-robin", 0), (a.mode, a.extra, a.route, a.commit_ms))
+        self.assertEqual("nemesis-out/none-3", a.out)
+
+    def test_a_preset_gives_its_arguments_before_extras(self):
+        a = parse("--mode", "redis-renew", "--extra", "--fence off --think-us 600000")
+        self.assertEqual("redis", a.mode)
+        self.assertEqual("--lease-renew on --fence off --think-us 600000", a.extra)
+        self.assertEqual("nemesis-out/redis-renew-1", a.out)
+
+    def test_fields_and_explicit_arguments(self):
+        a = parse("--mode", "zk,--batch-max,1:route=affinity:fence=off:commit-ms=20:3")
+        self.assertEqual(("zk", "--batch-max 1 --fence off", "affinity", 20),
+                         (a.mode, a.extra, a.route, a.commit_ms))
+
+    def test_commit_ms_option_wins_over_the_field(self):
+        self.assertEqual(5, parse("--mode", "zk:commit-ms=20", "--commit-ms", "5").commit_ms)
+
+    def test_the_lease_follows_the_specs_arguments(self):
+        a = parse("--mode", "etcd,--etcd-ttl-s,4")
+        self.assertEqual(4.0, nemesis.lease_seconds(a.extra))
+
+    def refused(self, spec):
+        err = io.StringIO()
+        with redirect_stderr(err), self.assertRaises(SystemExit) as cm:
+            parse("--mode", spec)
+        self.assertEqual(2, cm.exception.code)
+        return err.getvalue()
+
+    def test_specs_the_nemesis_cannot_run_are_refused(self):
+        self.assertIn("no mode 'bogus'", self.refused("bogus"))
+        self.assertIn("runs 3 instances", self.refused("zk:5"))
+        self.assertIn("--faults kill9", self.refused("local:kill"))
+        self.assertIn("no such field", self.refused("zk:speed=9"))
+
+    def test_every_soak_row_reads(self):
+        for spec, extra, _, _ in nemesis.SOAK_ROWS:
+            row = argparse.Namespace(mode=spec, extra=extra, commit_ms=0)
+            nemesis.apply_spec(row)
+            self.assertIn(row.mode, nemesis.MODES)
+
+
+if __name__ == "__main__":
+    unittest.main()
