@@ -25,7 +25,7 @@ f_load_start load
 sleep 1.5
 lpid=$(cat "$T/zk$leader/pid")
 f_kill9 "$lpid"
-echo "killed the leader zk$leader at stock $(f_stock)"
+echo "killed the leader zk$leader at stock $(stock "$F_PRODUCT")"
 new_leader() {
   local l
   l=$(zk_leader "$zkbase") && [[ $l != "$leader" ]]

@@ -29,7 +29,6 @@ source "$STOCKD_SRC/tests/lib.sh"
 case=${1:?case}
 
 t_db
-metric() { curl -fsS "http://127.0.0.1:$1/metrics" | awk -v m="$2" '$1 == m { print $2 }'; }
 
 # b_holds_9: instance A (1) makes its first deduction (it opens its connections, so its
 # batches after are not slowed by that), then instance B (2, 3 s of think time) starts a
