@@ -19,7 +19,7 @@ t_db
 f_cluster "$STOCKD_TEST_ZK" 3
 
 f_load_start load
-sleep 1
+f_load_under_way
 f_freeze_holder
 echo "a holder is frozen before its commit at stock $(stock "$F_PRODUCT")"
 cuts=()

@@ -24,7 +24,7 @@ t_db
 f_cluster "$STOCKD_TEST_ZK" 3 --lock etcd --etcd "$ETCD" --etcd-ttl-s 5
 
 f_load_start load
-sleep 1.5
+f_load_under_way
 lpid=$(cat "$T/etcd$leader/pid")
 f_kill9 "$lpid"
 echo "killed the leader etcd$leader at stock $(stock "$F_PRODUCT")"

@@ -70,6 +70,15 @@ f_load_start() {
   echo $! >"$T/$name.loadpid"
 }
 
+# f_load_under_way [UNITS]: waits (20 s at most) until the load has deducted UNITS
+# (default 20) of the product's F_STOCK, so a fault injected next lands in a running load
+# (at most 100 deductions a second, F_THINK_US, leave most of the stock for the fault).
+f_load_under_way() {
+  local units=${1:-20}
+  wait_until 20 eval '(($(stock "$F_PRODUCT") <= F_STOCK - units))' ||
+    fail "the load deducted fewer than $units units in 20 s (stock $(stock "$F_PRODUCT"))"
+}
+
 # f_load_wait NAME: waits for it and prints its counts.
 f_load_wait() {
   local name=$1 rc=0

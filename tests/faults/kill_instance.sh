@@ -25,7 +25,7 @@ t_db
 f_cluster "$STOCKD_TEST_ZK" 3 --zk-session-ms 2000
 
 f_load_start load
-sleep 1.5
+f_load_under_way
 f_freeze_holder
 read -r thread modified < <(f_stalled_trx)
 victim=$(f_instance_of_conn "$thread") || fail "cannot tell which instance owns connection $thread"

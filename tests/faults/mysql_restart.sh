@@ -28,7 +28,7 @@ source "$STOCKD_SRC/tests/faults/faultlib.sh"
 f_cluster "$STOCKD_TEST_ZK" 3 --zk-session-ms 2000
 
 f_load_start load
-sleep 1.5
+f_load_under_way
 # Freeze the lock holder between its UPDATE and its COMMIT (faultlib.sh), so the crash
 # surely cuts a transaction that has changed the stock.
 f_freeze_holder

@@ -17,7 +17,7 @@ t_db
 f_cluster "$ZK" 3 --zk-session-ms 2000 --lock-timeout-ms 2000
 
 f_load_start load
-sleep 1.5
+f_load_under_way
 zk_stop "$T" zk
 echo "ZooKeeper stopped at stock $(stock "$F_PRODUCT")"
 expect_eq "/health of stockd-1 while ZooKeeper is down" 503 "$(f_health 1)"
