@@ -117,6 +117,14 @@ def metric_series(name, target):
     print(sum(1 for n, _ in sc if n == name))
 
 
+def sentinel_primary(port):
+    """Prints HOST:PORT of the primary the Sentinel on PORT names; LabError if none."""
+    primary = srv.sentinel_primary(int(port))
+    if primary is None:
+        raise LabError("the Sentinel on port %s names no primary" % port)
+    print(primary)
+
+
 CALLS = {
     "mysql_start": lambda run, port: srv.mysql_start(run, int(port)),
     "mysql_stop": lambda *a: srv.mysql_stop(*a),
@@ -145,6 +153,7 @@ CALLS = {
     "metric_total": metric_total,
     "metric_series": metric_series,
     "wait_metric": wait_metric,
+    "sentinel_primary": sentinel_primary,
 }
 
 

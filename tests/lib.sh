@@ -56,6 +56,10 @@ sql() { mysql_cli "$MYSQL_RUN" -N -B "$DB" -e "$1"; }
 stock() { sql "SELECT stock FROM product WHERE id=$1"; }
 orders() { sql "SELECT COUNT(*) FROM orders WHERE product_id=$1"; }
 
+# sentinel_primary PORT: HOST:PORT of the primary the Sentinel on PORT names for master
+# stockd; fails if it names none.
+sentinel_primary() { lab sentinel_primary "$1"; }
+
 # alive N: fails the test, with its log, if stockd instance N is gone.
 alive() { pid_alive "$T/stockd/$1.pid" || fail "stockd-$1 is gone; its log: $(tail -n 20 "$T/stockd/$1.log")"; }
 # holding N: stockd instance N has acquired a lock at least once.
