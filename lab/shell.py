@@ -2,8 +2,8 @@
 start or stop function of lab/servers.py with the argument order of
 scripts/stack-lib.sh, so that the shell helpers of the tests and the load tools start
 their servers with the same code as scripts/stack (stack-lib.sh's functions of the
-same names call this). Exit 0 on success, 1 with the reason on stderr, 2 on a wrong
-call.
+same names call this), or reads a stockd's /metrics for the tests' `metric` helper
+(tests/assert.sh). Exit 0 on success, 1 with the reason on stderr, 2 on a wrong call.
 
 Settings that stack-lib.sh took from the environment still come from there:
 STACK_REDIS_PASSWORD (and STACK_REDIS_USER) for Redis and Sentinel,
@@ -13,9 +13,25 @@ STACK_PROMETHEUS_INTERVAL, STACK_NGINX_ROUTE and STACK_NGINX_RATE_LIMIT.
 
 import os
 import sys
+import time
+import urllib.request
+
+from prometheus_client.parser import text_string_to_metric_families
 
 from . import LabError
-from . import servers as srv
+from . import prom
+
+
+class _LazyServers:
+    """lab.servers, imported at the first use: the /metrics calls do without it (and
+    without its start-up time, which a wait would add to its latency)."""
+
+    def __getattr__(self, name):
+        from . import servers
+        return getattr(servers, name)
+
+
+srv = _LazyServers()
 
 
 def _pw():
@@ -27,41 +43,134 @@ def _redis_start(run, port, name="redis", master=""):
                     int(master) if master else None)
 
 
+def metric_key(text):
+    """The (name, labels) key of lab.prom's Scrape for a sample written as /metrics
+    writes it, NAME or NAME{label="value",...}; ValueError if it is not one sample."""
+    samples = [s for fam in text_string_to_metric_families(text + " 0\n") for s in fam.samples]
+    if len(samples) != 1:
+        raise ValueError("not one sample name: %r" % text)
+    return samples[0].name, tuple(sorted(samples[0].labels.items()))
+
+
+def _url(target):
+    """A stockd's base URL from a port or a base URL."""
+    return "http://127.0.0.1:%d" % int(target) if target.isdigit() else target.rstrip("/")
+
+
+def _scrapes(targets):
+    """lab.prom Scrapes of the /metrics of each target (a stockd's port, or a base URL)."""
+    out = []
+    for t in targets:
+        try:
+            with urllib.request.urlopen(_url(t) + "/metrics", timeout=10) as r:
+                out.append(prom.parse(r.read().decode("utf-8")))
+        except OSError as e:
+            raise LabError("no /metrics at %s: %s" % (_url(t), e)) from e
+    return out
+
+
+def _print_number(v):
+    print(int(v) if v == int(v) else repr(v))
+
+
+def _sum(key, targets):
+    """The sum of sample key over targets, None if none of them has it."""
+    found = [sc[key] for sc in _scrapes(targets) if key in sc]
+    return sum(found) if found else None
+
+
+def metric(name, *targets):
+    """Prints the value of the sample NAME (exactly that name and those labels) summed
+    over the stockd instances at TARGETs; prints nothing if none of them has it."""
+    v = _sum(metric_key(name), targets)
+    if v is not None:
+        _print_number(v)
+
+
+def wait_metric(seconds, name, least, *targets):
+    """Returns once the sample NAME summed over TARGETs is at least LEAST, polling every
+    20 ms (one process, so the wait notices the state within a poll, not within a
+    Python start-up); LabError with the last value once SECONDS have passed."""
+    key, least = metric_key(name), float(least)
+    deadline = time.monotonic() + float(seconds)
+    while True:
+        try:
+            v = _sum(key, targets)
+        except LabError:
+            v = None  # not up yet: keep waiting until the deadline
+        if v is not None and v >= least:
+            return
+        if time.monotonic() >= deadline:
+            raise LabError("%s stayed at %s, below %s, for %s s" % (name, v, least, seconds))
+        time.sleep(0.02)
+
+
+def metric_total(name, *targets):
+    """Prints the sum of every sample called NAME, whatever its labels, over TARGETs (0
+    if there is none)."""
+    _print_number(sum(sc.total(name) or 0 for sc in _scrapes(targets)))
+
+
+def metric_series(name, target):
+    """Prints how many samples called NAME (one per label set) the stockd at TARGET has."""
+    (sc,) = _scrapes([target])
+    print(sum(1 for n, _ in sc if n == name))
+
+
+def sentinel_primary(port):
+    """Prints HOST:PORT of the primary the Sentinel on PORT names; LabError if none."""
+    primary = srv.sentinel_primary(int(port))
+    if primary is None:
+        raise LabError("the Sentinel on port %s names no primary" % port)
+    print(primary)
+
+
 CALLS = {
     "mysql_start": lambda run, port: srv.mysql_start(run, int(port)),
-    "mysql_stop": srv.mysql_stop,
+    "mysql_stop": lambda *a: srv.mysql_stop(*a),
     "zk_start": lambda run, port, name="zk": srv.zk_start(run, int(port), name),
     "zk_stop": lambda run, name="zk": srv.zk_stop(run, name),
     "zk_ensemble_start": lambda run, first: srv.zk_ensemble_start(run, int(first)),
     "zk_ensemble_start_one": lambda run, first, n, wait="wait": srv.zk_ensemble_start(
         run, int(first), [int(n)], wait != "nowait"),
-    "zk_ensemble_stop": srv.zk_ensemble_stop,
+    "zk_ensemble_stop": lambda *a: srv.zk_ensemble_stop(*a),
     "redis_start": _redis_start,
     "redis_stop": lambda run, name="redis": srv.redis_stop(run, name),
     "sentinel_start": lambda run, port, master, name="sentinel": srv.sentinel_start(
         run, int(port), int(master), _pw(), name),
     "sentinel_stop": lambda run, name="sentinel": srv.sentinel_stop(run, name),
     "etcd_start": lambda run, port: srv.etcd_start(run, int(port)),
-    "etcd_stop": srv.etcd_stop,
+    "etcd_stop": lambda *a: srv.etcd_stop(*a),
     "prometheus_start": lambda run, port: srv.prometheus_start(run, int(port)),
-    "prometheus_stop": srv.prometheus_stop,
+    "prometheus_stop": lambda *a: srv.prometheus_stop(*a),
     "prometheus_targets": lambda run, *ports: srv.prometheus_targets(run, [int(p) for p in ports]),
-    "stockd_stop_all": srv.stockd_stop_all,
+    "stockd_stop_all": lambda *a: srv.stockd_stop_all(*a),
     "nginx_start": lambda run, port, *ups: srv.nginx_start(
         run, int(port), [int(u) for u in ups], os.environ.get("STACK_NGINX_ROUTE") or "round-robin",
         os.environ.get("STACK_NGINX_RATE_LIMIT") or ""),
-    "nginx_stop": srv.nginx_stop,
+    "nginx_stop": lambda *a: srv.nginx_stop(*a),
+}
+
+# What the tests ask (tests/assert.sh, tests/lib.sh): no stack-lib.sh function stands for
+# these.
+QUERIES = {
+    "metric": metric,
+    "metric_total": metric_total,
+    "metric_series": metric_series,
+    "wait_metric": wait_metric,
+    "sentinel_primary": sentinel_primary,
 }
 
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
-    if not argv or argv[0] not in CALLS:
-        print("usage: python3 -m lab.shell FUNCTION ARGS... (FUNCTION: %s)" % " ".join(sorted(CALLS)),
+    calls = {**CALLS, **QUERIES}
+    if not argv or argv[0] not in calls:
+        print("usage: python3 -m lab.shell FUNCTION ARGS... (FUNCTION: %s)" % " ".join(sorted(calls)),
               file=sys.stderr)
         return 2
     try:
-        CALLS[argv[0]](*argv[1:])
+        calls[argv[0]](*argv[1:])
     except TypeError as e:
         print("lab.shell %s: %s" % (argv[0], e), file=sys.stderr)
         return 2

@@ -396,15 +396,6 @@ redis_ping() {
   fi
 }
 
-# sentinel_primary PORT: prints HOST:PORT of the primary the Sentinel on PORT names for
-# master `stockd` (SENTINEL get-master-addr-by-name); fails if it names none.
-sentinel_primary() {
-  local a
-  mapfile -t a < <(redis-cli -p "$1" --raw SENTINEL get-master-addr-by-name stockd 2>/dev/null)
-  ((${#a[@]} == 2)) && [[ ${a[1]} =~ ^[0-9]+$ ]] || return 1
-  printf '%s:%s\n' "${a[0]}" "${a[1]}"
-}
-
 # ---------------------------------------------------------------- etcd
 
 # etcd_healthy PORT: true when the member on PORT has a leader and answers.
@@ -464,13 +455,6 @@ etcd_cluster_stop() {
   for n in 1 2 3; do stop_pidfile "$1/etcd$n/pid" 20; done
 }
 
-# ---------------------------------------------------------------- Prometheus
-
-# prometheus_ready PORT: true once Prometheus serves queries.
-prometheus_ready() {
-  curl -fsS -m 5 -o /dev/null "http://127.0.0.1:$1/-/ready" 2>/dev/null
-}
-
 # ---------------------------------------------------------------- stockd
 
 # stockd_bin: the built binary (STOCKD_BIN, else build/service/stockd).
@@ -523,17 +507,4 @@ stockd_stop() { stop_pidfile "$1/stockd/$2.pid" 20; }
 # say whether a value is one (for the scripts' option parsing).
 nginx_route_check() { [[ $1 == round-robin || $1 == affinity ]]; }
 nginx_rate_limit_check() { [[ $1 =~ ^[1-9][0-9]{0,6}(r/s|r/m)?(:[0-9]{1,7})?$ ]]; }
-
-# nginx_reload DIR: reloads the configuration and returns once it is in force. A
-# reload is asynchronous: until the old workers have finished their requests and
-# exited, new requests may still reach them and their old upstream list.
-nginx_reload() {
-  local d=$1 master old p
-  master=$(cat "$d/nginx.pid")
-  old=$(pgrep -P "$master" | tr '\n' ' ')
-  nginx -p "$d" -c "$d/nginx.conf" -e "$d/logs/error.log" -s reload || return 1
-  for p in $old; do
-    wait_until 30 pid_gone "$p" || { stack_log "nginx: old worker $p still running"; return 1; }
-  done
-}
 

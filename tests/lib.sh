@@ -2,10 +2,11 @@
 # Helpers for the shell integration tests. Source it first thing; it sets `set -euo
 # pipefail`, gives the test its own run directory ($T) under the shared one, and
 # stops whatever the test started (stockd, nginx, its own servers) when it exits. The
-# assertions and requests that need no servers are tests/assert.sh's (sourced here).
+# assertions and requests that need no servers are tests/assert.sh's (sourced here);
+# the servers and wait_until come from the lab library's shell side.
 set -euo pipefail
 source "$STOCKD_SRC/scripts/stack-lib.sh"
-# fail, expect_eq and the requests to stockd (reduce, health, metric).
+# fail, skip, expect_eq and the requests to stockd (reduce, health, metric, metric_sum).
 source "$STOCKD_SRC/tests/assert.sh"
 
 T=$STOCKD_TEST_RUN/t/$STOCKD_TEST_NAME
@@ -46,19 +47,25 @@ t_cleanup() {
 }
 trap t_cleanup EXIT
 
+# The MariaDB that holds the test's database: the fixture's, unless a test that runs
+# its own (to stop or restart it) sets MYSQL_RUN to that one's run directory.
+MYSQL_RUN=$STOCKD_TEST_RUN
 # sql QUERY: runs a query in the test database, prints bare values.
-sql() { mysql_cli "$STOCKD_TEST_RUN" -N -B "$DB" -e "$1"; }
-# stock ID, orders ID: product ID's stock, and how many orders it has.
+sql() { mysql_cli "$MYSQL_RUN" -N -B "$DB" -e "$1"; }
+# stock ID, orders ID: product ID's stock (product.stock), and how many orders it has.
 stock() { sql "SELECT stock FROM product WHERE id=$1"; }
 orders() { sql "SELECT COUNT(*) FROM orders WHERE product_id=$1"; }
+
+# sentinel_primary PORT: HOST:PORT of the primary the Sentinel on PORT names for master
+# stockd; fails if it names none.
+sentinel_primary() { lab sentinel_primary "$1"; }
 
 # alive N: fails the test, with its log, if stockd instance N is gone.
 alive() { pid_alive "$T/stockd/$1.pid" || fail "stockd-$1 is gone; its log: $(tail -n 20 "$T/stockd/$1.log")"; }
 # holding N: stockd instance N has acquired a lock at least once.
 holding() {
   local n
-  n=$(metric $((PORT0 + $1)) stockd_lock_acquisitions_total)
-  ((${n:-0} >= 1))
+  (($(metric_sum stockd_lock_acquisitions_total $((PORT0 + $1))) >= 1))
 }
 
 # t_db: makes this test's database with the schema and seed data.

@@ -21,7 +21,7 @@ t_db
 f_cluster "$STOCKD_TEST_ZK" 1
 f_load_start load --threads 10 --loops 6
 f_load_wait load
-expect_eq "stock after 60 requests for 40 units" 0 "$(f_stock)"
+expect_eq "stock after 60 requests for 40 units" 0 "$(stock "$F_PRODUCT")"
 
 # check [ARGS...]: runs the checker over the clean run plus ARGS; prints its output.
 check() {
@@ -42,15 +42,15 @@ expect_violation() {
 out=$(check --think-us "$F_THINK_US") || fail "the clean run should pass: $out"
 echo "ok: clean run: $out"
 
-f_sql "UPDATE product SET stock = stock + 1 WHERE id = $F_PRODUCT"
+sql "UPDATE product SET stock = stock + 1 WHERE id = $F_PRODUCT"
 expect_violation "stock changed without an order" "partial deductions"
-f_sql "UPDATE product SET stock = stock - 1 WHERE id = $F_PRODUCT"
+sql "UPDATE product SET stock = stock - 1 WHERE id = $F_PRODUCT"
 
-f_sql "UPDATE product SET stock = stock - 1 WHERE id = $F_PRODUCT;
+sql "UPDATE product SET stock = stock - 1 WHERE id = $F_PRODUCT;
   INSERT INTO orders (product_id, instance) VALUES ($F_PRODUCT, 'forged')"
 expect_violation "an order without answer or key (lossy)" "no request id to resolve" --lossy
 expect_violation "an order without answer (strict)" "have no deducted answer"
-f_sql "DELETE FROM orders WHERE instance = 'forged'; UPDATE product SET stock = stock + 1
+sql "DELETE FROM orders WHERE instance = 'forged'; UPDATE product SET stock = stock + 1
   WHERE id = $F_PRODUCT"
 
 echo "lost-1 000 - 0 false 52" >"$T/lost.keys"
@@ -58,9 +58,9 @@ expect_violation "a lost answer in strict mode" "answers were lost" --keys "$T/l
 echo "slow-1 000 - 0 false 28" >"$T/slow.keys"
 expect_violation "a request that timed out" "within the client's timeout" --keys "$T/slow.keys"
 
-f_sql "UPDATE orders SET fence = 1 WHERE id = (SELECT MAX(id) FROM (SELECT id FROM orders) o)"
+sql "UPDATE orders SET fence = 1 WHERE id = (SELECT MAX(id) FROM (SELECT id FROM orders) o)"
 expect_violation "a lock token going down" "lower lock token"
-f_sql "UPDATE orders SET fence = NULL WHERE fence = 1"
+sql "UPDATE orders SET fence = NULL WHERE fence = 1"
 
 # One more "deducted" answer, naming an order the clean run was answered already.
 jq '.counts |= map_values(0) | .counts.deducted = 1 | .transport_errors = {} |
@@ -105,12 +105,12 @@ echo "ok: a lost answer from a keys file violates the strict invariant"
 evil="x';DROP/**/TABLE/**/orders;--"
 awk -v k="$key" -v e="$evil" '$1 == k { $0 = e " 0 - 0 false 56" } 1' "$T/load.keys" >"$T/evil.keys"
 jq --arg k "$T/evil.keys" '.keys_out = $k' "$T/forged.json" >"$T/evil.json"
-n_orders=$(f_sql "SELECT COUNT(*) FROM orders")
+n_orders=$(sql "SELECT COUNT(*) FROM orders")
 rc=0
 out=$("$STOCKD_SRC/loadtest/check-invariant" --run "$MYSQL_RUN" --db "$DB" --product "$F_PRODUCT" \
   --initial "$F_STOCK" --url "$F_NGINX" --load "$T/evil.json" --lossy 2>&1) || rc=$?
 echo "$out"
-expect_eq "orders after a key file with an SQL fragment" "$n_orders" "$(f_sql "SELECT COUNT(*) FROM orders" 2>&1)"
+expect_eq "orders after a key file with an SQL fragment" "$n_orders" "$(sql "SELECT COUNT(*) FROM orders" 2>&1)"
 expect_eq "check-invariant's exit status for it" 1 "$rc"
 grep -qF "violation: lost key '$evil'" <<<"$out" || fail "the fragment is not reported as a key: $out"
 echo "ok: the SQL fragment was reported as a key and changed nothing"
@@ -125,7 +125,7 @@ f_reset
 rm -f "$T/load.json"
 f_load_start load --threads 100 --loops 10
 f_load_wait load
-echo "stock without a lock: $(f_stock)"
+echo "stock without a lock: $(stock "$F_PRODUCT")"
 expect_violation "oversell without a lock" "oversold"
 expect_violation "deductions at once without a lock" "deductions overlapped" --think-us 1000
 echo PASS

@@ -19,9 +19,9 @@ t_db
 f_cluster "$STOCKD_TEST_ZK" 3
 
 f_load_start load
-sleep 1
+f_load_under_way
 f_freeze_holder
-echo "a holder is frozen before its commit at stock $(f_stock)"
+echo "a holder is frozen before its commit at stock $(stock "$F_PRODUCT")"
 cuts=()
 for n in 1 2 3 4 5; do
   f_keyed_cut "cut-$n" "$F_NGINX" 1 &
@@ -31,7 +31,7 @@ for p in "${cuts[@]}"; do wait "$p" || fail "a cut request was answered before i
 f_gap_lock_stop
 echo "the clients of cut-1..5 hung up; gap lock released"
 f_load_wait load
-committed=$(f_sql "SELECT COUNT(*) FROM orders WHERE request_id LIKE 'cut-%'")
+committed=$(sql "SELECT COUNT(*) FROM orders WHERE request_id LIKE 'cut-%'")
 echo "orders committed for the cut requests: $committed of 5"
 # stockd finishes a queued deduction whose client left (it learns only when it answers),
 # and the stock lasts past the stall (the think time caps the rate at 100 a second).

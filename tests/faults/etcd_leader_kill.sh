@@ -24,10 +24,10 @@ t_db
 f_cluster "$STOCKD_TEST_ZK" 3 --lock etcd --etcd "$ETCD" --etcd-ttl-s 5
 
 f_load_start load
-sleep 1.5
+f_load_under_way
 lpid=$(cat "$T/etcd$leader/pid")
 f_kill9 "$lpid"
-echo "killed the leader etcd$leader at stock $(f_stock)"
+echo "killed the leader etcd$leader at stock $(stock "$F_PRODUCT")"
 new_leader() {
   local l
   l=$(etcd_cluster_leader "$ebase") && [[ $l != "$leader" ]]
@@ -40,5 +40,5 @@ f_drain
 f_check
 f_expect_sold_out
 expect_eq "the fence holds etcd's tokens (fence_kind 4)" 4 \
-  "$(f_sql "SELECT fence_kind FROM product WHERE id = $F_PRODUCT")"
+  "$(sql "SELECT fence_kind FROM product WHERE id = $F_PRODUCT")"
 echo PASS

@@ -30,11 +30,6 @@ F_KEYS=$T/keys.log
 F_NGINX=http://127.0.0.1:$PORT0
 : >"$F_KEYS"
 
-# f_stock: the product's stock now (MYSQL_RUN is the MariaDB holding the test's db).
-MYSQL_RUN=${MYSQL_RUN:-$STOCKD_TEST_RUN}
-f_sql() { mysql_cli "$MYSQL_RUN" -N -B "$DB" -e "$1"; }
-f_stock() { f_sql "SELECT stock FROM product WHERE id=$F_PRODUCT"; }
-
 # f_reset: stock to F_STOCK, no orders, fence 0.
 f_reset() { mysql_set_stock "$MYSQL_RUN" "$DB" "$F_PRODUCT" "$F_STOCK"; }
 
@@ -75,6 +70,15 @@ f_load_start() {
   echo $! >"$T/$name.loadpid"
 }
 
+# f_load_under_way [UNITS]: waits (20 s at most) until the load has deducted UNITS
+# (default 20) of the product's F_STOCK, so a fault injected next lands in a running load
+# (at most 100 deductions a second, F_THINK_US, leave most of the stock for the fault).
+f_load_under_way() {
+  local units=${1:-20}
+  wait_until 20 eval '(($(stock "$F_PRODUCT") <= F_STOCK - units))' ||
+    fail "the load deducted fewer than $units units in 20 s (stock $(stock "$F_PRODUCT"))"
+}
+
 # f_load_wait NAME: waits for it and prints its counts.
 f_load_wait() {
   local name=$1 rc=0
@@ -87,7 +91,7 @@ f_load_wait() {
 # at 0 with sold_out answers; the load files are then load.json and drain.json.
 f_drain() {
   local left loops
-  left=$(f_stock)
+  left=$(stock "$F_PRODUCT")
   loops=$(((left + 40 + 19) / 20))
   f_load_start drain --threads 20 --loops "$loops"
   f_load_wait drain
@@ -126,7 +130,7 @@ f_invariant() { sed -n "s/^INVARIANT .* $1=\([0-9]*\) .*/\1/p" "$T/invariant"; }
 
 # f_expect_sold_out: after the drain the stock is exactly 0, and the drain saw sold_out.
 f_expect_sold_out() {
-  expect_eq "final stock after the drain" 0 "$(f_stock)"
+  expect_eq "final stock after the drain" 0 "$(stock "$F_PRODUCT")"
   (($(jq .counts.sold_out "$T/drain.json") > 0)) || fail "the drain saw no sold_out answer"
 }
 

@@ -25,7 +25,7 @@ t_db
 f_cluster "$STOCKD_TEST_ZK" 3 --zk-session-ms 2000
 
 f_load_start load
-sleep 1.5
+f_load_under_way
 f_freeze_holder
 read -r thread modified < <(f_stalled_trx)
 victim=$(f_instance_of_conn "$thread") || fail "cannot tell which instance owns connection $thread"
@@ -36,8 +36,8 @@ echo "victim: stockd-$victim (pid $vpid), MySQL connection $thread with $modifie
   "and not committed, ZooKeeper session $sid owning:"
 echo "${nodes:-  (none)}"
 [[ $nodes == *product_$F_PRODUCT/* ]] || fail "the frozen holder owns no lock node of product $F_PRODUCT"
-stock_at_kill=$(f_stock)
-last_order=$(f_sql "SELECT COALESCE(MAX(id), 0) FROM orders")
+stock_at_kill=$(stock "$F_PRODUCT")
+last_order=$(sql "SELECT COALESCE(MAX(id), 0) FROM orders")
 
 # A request of our own to the victim, so that one lost answer has a known key.
 f_keyed lost-at-victim "http://127.0.0.1:$((PORT0 + victim))" >/dev/null &
@@ -58,7 +58,7 @@ f_load_wait load
 # The others went on: orders after the kill by instances other than the victim (only
 # if stock was left to sell, which the think time makes sure of).
 if ((stock_at_kill > 0)); then
-  n=$(f_sql "SELECT COUNT(*) FROM orders WHERE id > $last_order AND instance <> 'stockd-$victim'")
+  n=$(sql "SELECT COUNT(*) FROM orders WHERE id > $last_order AND instance <> 'stockd-$victim'")
   ((n > 0)) || fail "no other instance deducted after the kill"
   echo "ok: $n deductions by the other instances after the kill"
 fi

@@ -28,11 +28,11 @@ source "$STOCKD_SRC/tests/faults/faultlib.sh"
 f_cluster "$STOCKD_TEST_ZK" 3 --zk-session-ms 2000
 
 f_load_start load
-sleep 1.5
+f_load_under_way
 # Freeze the lock holder between its UPDATE and its COMMIT (faultlib.sh), so the crash
 # surely cuts a transaction that has changed the stock.
 f_freeze_holder
-echo "a holder is frozen before its commit at stock $(f_stock)"
+echo "a holder is frozen before its commit at stock $(stock "$F_PRODUCT")"
 mpid=$(cat "$T/mysql/pid")
 # A crash, not a shutdown: the transactions under way are cut wherever they are, and
 # InnoDB's recovery must roll each one back whole and keep every commit it answered.
@@ -44,7 +44,7 @@ read -r _ code result _ < <(f_keyed while-mysql-down "http://127.0.0.1:$((PORT0 
 expect_eq "a deduction while MariaDB is down" "503 unavailable" "$code $result"
 sleep 1
 mysql_start "$T" "$myport"
-echo "MariaDB started again at stock $(f_stock)"
+echo "MariaDB started again at stock $(stock "$F_PRODUCT")"
 f_wait_healthy 1 2 3
 f_load_wait load
 f_drain

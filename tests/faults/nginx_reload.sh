@@ -27,7 +27,7 @@ for n in 1 2 3; do
   before=$(workers)
   t_nginx 3 # nginx runs already: this writes the same config and reloads it
   wait_until 10 new_worker "$before" || fail "reload $n started no new worker"
-  echo "reload $n at stock $(f_stock): workers $before-> $(workers)"
+  echo "reload $n at stock $(stock "$F_PRODUCT"): workers $before-> $(workers)"
 done
 f_load_wait load
 expect_eq "nginx master after the reloads" "$master" "$(cat "$T/nginx/nginx.pid")"

@@ -52,6 +52,6 @@ for ((r = 1; r <= ROUNDS; r++)); do
   wait "$a" "$b" || true
   echo "round $r: $(cut -d' ' -f1-4 "$F_KEYS" | tr '\n' ' ')"
   f_check
-  expect_eq "final stock of round $r" 0 "$(f_stock)"
+  expect_eq "final stock of round $r" 0 "$(stock "$F_PRODUCT")"
 done
 echo PASS

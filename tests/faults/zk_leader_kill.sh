@@ -22,10 +22,10 @@ t_db
 f_cluster "$ZK" 3 --zk-session-ms 4000
 
 f_load_start load
-sleep 1.5
+f_load_under_way
 lpid=$(cat "$T/zk$leader/pid")
 f_kill9 "$lpid"
-echo "killed the leader zk$leader at stock $(f_stock)"
+echo "killed the leader zk$leader at stock $(stock "$F_PRODUCT")"
 new_leader() {
   local l
   l=$(zk_leader "$zkbase") && [[ $l != "$leader" ]]

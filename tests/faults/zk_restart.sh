@@ -17,15 +17,15 @@ t_db
 f_cluster "$ZK" 3 --zk-session-ms 2000 --lock-timeout-ms 2000
 
 f_load_start load
-sleep 1.5
+f_load_under_way
 zk_stop "$T" zk
-echo "ZooKeeper stopped at stock $(f_stock)"
+echo "ZooKeeper stopped at stock $(stock "$F_PRODUCT")"
 expect_eq "/health of stockd-1 while ZooKeeper is down" 503 "$(f_health 1)"
 read -r _ code result _ < <(f_keyed while-zk-down "http://127.0.0.1:$((PORT0 + 2))")
 expect_eq "a deduction while ZooKeeper is down" "503 unavailable" "$code $result"
 sleep 1
 zk_start "$T" "$zkport" zk
-echo "ZooKeeper started again at stock $(f_stock)"
+echo "ZooKeeper started again at stock $(stock "$F_PRODUCT")"
 f_wait_healthy 1 2 3
 f_load_wait load
 f_drain

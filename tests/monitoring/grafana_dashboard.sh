@@ -5,14 +5,11 @@
 # _bucket/_sum/_count are the histogram's name). prometheus.sh checks the same names
 # against a real /metrics scrape and against what Prometheus recorded.
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/../assert.sh"
 src=$STOCKD_SRC
 dash=$src/monitoring/grafana-stockd.json
 source "$src/tests/monitoring/dashboard_names.sh"
 
-fail() {
-  echo "FAIL: $*" >&2
-  exit 1
-}
 
 jq -e . "$dash" >/dev/null || fail "$dash does not parse as JSON"
 n=$(jq '[.panels[] | select(.targets | length > 0)] | length' "$dash")

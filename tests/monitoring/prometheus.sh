@@ -102,8 +102,20 @@ for result in deducted sold_out; do
 done
 echo "zk x3: deductions/s by instance and outcome: $(q 'instance_result:stockd_deductions:rate1m' |
   jq -c '[.[] | {(.metric.instance + " " + .metric.result): (.value[1] | tonumber * 100 | round / 100)}] | add')"
-# Three more evaluations after the rules saw the 0, then: never pending nor firing.
-sleep 3
+# Three more evaluations after the rules saw the 0 (waited for: the alert's group names a
+# new lastEvaluation three times), then: never pending nor firing.
+alert_evaluated() {
+  curl -fsS -m 5 "$PROM/api/v1/rules?type=alert" |
+    jq -r '.data.groups[] | select(any(.rules[]; .name == "StockdStockBelowZero")) | .lastEvaluation'
+}
+evals=0 seen=$(alert_evaluated)
+three_evaluations() {
+  local now
+  now=$(alert_evaluated) || return 1
+  [[ $now == "$seen" ]] || { seen=$now evals=$((evals + 1)); }
+  ((evals >= 3))
+}
+wait_for 15 "zk x3: three more rule evaluations" three_evaluations
 expect_eq "zk x3: StockdStockBelowZero samples (pending or firing) over the run" 0 \
   "$(qn 'count_over_time(ALERTS{alertname="StockdStockBelowZero"}[10m])')"
 expect_eq "zk x3: StockdStockBelowZero state" inactive \

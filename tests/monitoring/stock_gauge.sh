@@ -12,15 +12,11 @@ source "$STOCKD_SRC/tests/lib.sh"
 t_db
 t_stockd 1 none
 url=http://127.0.0.1:$((PORT0 + 1))
-# gauge ID: the instance's stockd_product_stock of product ID ("" if it has none).
-gauge() {
-  curl -fsS "$url/metrics" | awk -v m="stockd_product_stock{product=\"$1\"}" '$1 == m { print $2 }'
-}
 # gauge_becomes ID VALUE WHAT: waits up to 3 s (three passes of the watch).
 gauge_becomes() {
   local id=$1 want=$2
-  wait_until 3 eval '[[ $(gauge "$id") == "$want" ]]' ||
-    fail "$3: stockd_product_stock{product=\"$1\"} is '$(gauge "$1")', expected $2"
+  wait_until 3 eval '[[ $(gauge $((PORT0 + 1)) "$id") == "$want" ]]' ||
+    fail "$3: stockd_product_stock{product=\"$1\"} is '$(gauge $((PORT0 + 1)) "$1")', expected $2"
   echo "ok: $3: stockd_product_stock{product=\"$1\"} = $2"
 }
 
@@ -39,17 +35,15 @@ sql "INSERT INTO product (id, product_name, stock) SELECT seq, CONCAT('p', seq),
      FROM seq_1001_to_2005"
 curl -sS -o /dev/null "$url/stock/reduce?id=[1001-2005]" || fail "the 1005 deductions failed"
 expect_eq "deductions of products 1001..2005" 0 "$(sql "SELECT SUM(stock) FROM product WHERE id > 1000")"
-wait_until 5 eval '(($(curl -fsS "$url/metrics" | grep -c "^stockd_product_stock{") == 1000))' ||
-  fail "expected 1000 stockd_product_stock series, got $(curl -fsS "$url/metrics" | grep -c '^stockd_product_stock{')"
+wait_until 5 eval '(($(metric_series stockd_product_stock $((PORT0 + 1))) == 1000))' ||
+  fail "expected 1000 stockd_product_stock series, got $(metric_series stockd_product_stock $((PORT0 + 1)))"
 echo "ok: 1000 stockd_product_stock series, no more"
-curl -fsS "$url/metrics" >"$T/metrics"
 for id in 1 1001 1005; do
-  if grep -q "^stockd_product_stock{product=\"$id\"}" "$T/metrics"; then
+  [[ -z $(gauge $((PORT0 + 1)) "$id") ]] ||
     fail "product $id, among the least recently served, still has a series"
-  fi
 done
 for id in 1006 1500 2005; do
-  grep -qx "stockd_product_stock{product=\"$id\"} 0" "$T/metrics" ||
+  [[ $(gauge $((PORT0 + 1)) "$id") == 0 ]] ||
     fail "product $id, among the 1000 most recent, has no series at 0"
 done
 echo "ok: the 1000 most recently served products have a series; the oldest do not"

@@ -6,17 +6,10 @@
 #   packaging.sh env STOCKD EXAMPLE         stockd.env.example's keys are stockd's variables
 # Exits 77 (skipped) with the reason when the tool a check needs is missing.
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/../assert.sh"
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 
-fail() {
-  echo "FAIL: $*" >&2
-  exit 1
-}
-skip() {
-  echo "SKIP: $*" >&2
-  exit 77
-}
 
 # options_of STOCKD: every --option that stockd --help names, one a line.
 options_of() {

@@ -4,14 +4,11 @@
 # prove, on sources written here, that it finds each kind of SQL built at run time and
 # lets error messages pass, so the clean result on the real sources means something.
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/../assert.sh"
 scan=$STOCKD_SRC/tests/security/sql_scan.py
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
-fail() {
-  echo "FAIL: $*" >&2
-  exit 1
-}
 
 # must_flag NAME RULE CODE: the scanner reports CODE (as a whole .c file) under RULE.
 must_flag() {

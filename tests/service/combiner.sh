@@ -33,10 +33,7 @@ zk_start "$T" "$zk_port" zk
 ZK=127.0.0.1:$zk_port
 URL=http://127.0.0.1:$((PORT0 + 1))
 t_db
-stock() { sql "SELECT stock FROM product WHERE id=$1"; }
-orders() { sql "SELECT COUNT(*) FROM orders WHERE product_id=$1"; }
 start() { stockd_start "$T" 1 $((PORT0 + 1)) zk "$MYSQL_URL" "$ZK" "$@"; }
-metric() { curl -fsS "$URL/metrics" | awk -v m="$1" '$1 == m { print $2 }'; }
 # ask NAME ID [KEY]: one deduction in the background; its answer goes to $T/NAME.
 ask() {
   local hdr=()
@@ -53,10 +50,10 @@ answer() {
 }
 field() { jq -r "$2" "$T/$1.body"; }
 # rounds N: at least N lock rounds have started (acquisitions).
-rounds() { ((${1} <= $(metric stockd_lock_acquisitions_total))); }
+rounds() { ((${1} <= $(metric_sum stockd_lock_acquisitions_total "$URL"))); }
 # in_combiner N: at least N deductions have been handed to the combiner (each then waits
 # in its product's slot, or leads it).
-in_combiner() { ((${1} <= $(metric stockd_combiner_deductions_total))); }
+in_combiner() { ((${1} <= $(metric_sum stockd_combiner_deductions_total "$URL"))); }
 
 case $case in
 fifo)
@@ -75,18 +72,18 @@ fifo)
   (($(field f1 .order_id) < $(field f2 .order_id))) || fail "f1's order is not before f2's"
   expect_eq "stock" 0 "$(stock 1)"
   expect_eq "orders" 3 "$(orders 1)"
-  expect_eq "lock rounds" 2 "$(metric stockd_batch_size_count)"
-  expect_eq "deductions over those rounds (1 + 5)" 6 "$(metric stockd_batch_size_sum)"
+  expect_eq "lock rounds" 2 "$(metric_sum stockd_batch_size_count "$URL")"
+  expect_eq "deductions over those rounds (1 + 5)" 6 "$(metric_sum stockd_batch_size_sum "$URL")"
   # Round trips: 4 statements per batch (SELECT, UPDATE, INSERT, COMMIT), no pre-check
   # read while the product was in stock. Now that a batch saw it sold out, the next
   # request costs one read (and the ROLLBACK that ends its transaction) and no lock round.
-  expect_eq "MySQL statements for the two batches" 8 "$(metric stockd_mysql_statements_total)"
+  expect_eq "MySQL statements for the two batches" 8 "$(metric_sum stockd_mysql_statements_total "$URL")"
   ask f6 1 fifo-6
   expect_eq "f6 (after the sell-out)" "409 sold_out" "$(answer f6)"
   expect_eq "MySQL statements after one more sold-out request" 10 \
-    "$(metric stockd_mysql_statements_total)"
-  expect_eq "answered by the pre-check" 1 "$(metric stockd_precheck_sold_out_total)"
-  expect_eq "lock rounds after it" 2 "$(metric stockd_batch_size_count)"
+    "$(metric_sum stockd_mysql_statements_total "$URL")"
+  expect_eq "answered by the pre-check" 1 "$(metric_sum stockd_precheck_sold_out_total "$URL")"
+  expect_eq "lock rounds after it" 2 "$(metric_sum stockd_batch_size_count "$URL")"
   ;;
 same-key)
   sql "UPDATE product SET stock = 10 WHERE id = 1"
@@ -105,7 +102,7 @@ same-key)
     "$(printf '%s\n' "$(field t1 '.replayed // false')" "$(field t2 '.replayed // false')" | sort | xargs)"
   expect_eq "orders with the key" 1 "$(sql "SELECT COUNT(*) FROM orders WHERE request_id = 'twin'")"
   expect_eq "stock (two deductions)" 8 "$(stock 1)"
-  expect_eq "the twins were one batch" 2 "$(metric stockd_batch_size_count)"
+  expect_eq "the twins were one batch" 2 "$(metric_sum stockd_batch_size_count "$URL")"
   ;;
 lock-lost)
   sql "UPDATE product SET stock = 10 WHERE id = 1"

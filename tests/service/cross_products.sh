@@ -29,7 +29,6 @@ source "$STOCKD_SRC/tests/lib.sh"
 case=${1:?case}
 
 t_db
-metric() { curl -fsS "http://127.0.0.1:$1/metrics" | awk -v m="$2" '$1 == m { print $2 }'; }
 
 # b_holds_9: instance A (1) makes its first deduction (it opens its connections, so its
 # batches after are not slowed by that), then instance B (2, 3 s of think time) starts a
@@ -38,9 +37,12 @@ metric() { curl -fsS "http://127.0.0.1:$1/metrics" | awk -v m="$2" '$1 == m { pr
 b_holds_9() {
   a=http://127.0.0.1:$((PORT0 + 1)) b=http://127.0.0.1:$((PORT0 + 2))
   curl -fsS -m 20 -o /dev/null "$a/stock/reduce?id=1" || fail "A's first deduction"
+  local held
+  held=$(metric_sum stockd_lock_acquisitions_total "$b")
   curl -sS -m 20 -o "$T/b.body" "$b/stock/reduce?id=9" &
   bpid=$!
-  sleep 0.5 # B holds product 9's lock now, for 3 s
+  # B holds product 9's lock once it has acquired one more lock, for 3 s.
+  wait_metric 10 stockd_lock_acquisitions_total $((held + 1)) "$b" || fail "B never took 9's lock"
 }
 
 case $case in

@@ -15,13 +15,7 @@
 source "$STOCKD_SRC/tests/lib.sh"
 t_db
 sql "UPDATE product SET stock = 100, fence = 0 WHERE id = 2"
-URL=http://127.0.0.1:$((PORT0 + 1))
-reduce() {
-  curl -sS -m 20 -o "$T/ans" -w '%{http_code}' "$URL/stock/reduce?id=2" >"$T/code"
-  echo "$(cat "$T/code") $(jq -r .result "$T/ans")"
-}
-stock() { sql "SELECT stock FROM product WHERE id = 2"; }
-orders() { sql "SELECT COUNT(*) FROM orders WHERE product_id = 2"; }
+A=$((PORT0 + 1))
 # under KIND: restarts instance 1 in lock mode KIND.
 under() {
   stockd_stop "$T" 1
@@ -33,28 +27,28 @@ switch)
   n=0
   for kind in redis db-lock redis zk db-lock; do
     under "$kind"
-    expect_eq "a deduction under $kind (row fenced by the previous kind)" "200 deducted" "$(reduce)"
+    expect_eq "a deduction under $kind (row fenced by the previous kind)" "200 deducted" "$(reduce "$A" 2)"
     n=$((n + 1))
     echo "row after $kind: $(sql "SELECT fence, fence_kind, row_version FROM product WHERE id = 2")"
   done
-  expect_eq "stock" $((100 - n)) "$(stock)"
-  expect_eq "orders" "$n" "$(orders)"
+  expect_eq "stock" $((100 - n)) "$(stock 2)"
+  expect_eq "orders" "$n" "$(orders 2)"
   ;;
 reset)
   under db-lock
-  for i in 1 2 3; do expect_eq "db-lock deduction $i" "200 deducted" "$(reduce)"; done
+  for i in 1 2 3; do expect_eq "db-lock deduction $i" "200 deducted" "$(reduce "$A" 2)"; done
   fence=$(sql "SELECT fence FROM product WHERE id = 2")
   echo "fence after three db-lock deductions: $fence"
   ((fence >= 3)) || fail "expected a db-lock token of at least 3, got $fence"
   stockd_stop "$T" 1
   sql "TRUNCATE TABLE stock_lock"
   under db-lock
-  expect_eq "after TRUNCATE stock_lock (tokens start again at 1)" "503 lock_lost" "$(reduce)"
-  expect_eq "stock: nothing deducted" 97 "$(stock)"
+  expect_eq "after TRUNCATE stock_lock (tokens start again at 1)" "503 lock_lost" "$(reduce "$A" 2)"
+  expect_eq "stock: nothing deducted" 97 "$(stock 2)"
   mysql_cli "$STOCKD_TEST_RUN" "$DB" <"$STOCKD_SRC/sql/fence-reset.sql"
-  expect_eq "after sql/fence-reset.sql" "200 deducted" "$(reduce)"
-  expect_eq "stock" 96 "$(stock)"
-  expect_eq "orders" 4 "$(orders)"
+  expect_eq "after sql/fence-reset.sql" "200 deducted" "$(reduce "$A" 2)"
+  expect_eq "stock" 96 "$(stock 2)"
+  expect_eq "orders" 4 "$(orders 2)"
   ;;
 *) fail "usage: fence_kinds.sh switch|reset" ;;
 esac

@@ -63,8 +63,7 @@ ask a1 $((PORT0 + 1)) &
 if [[ $variant == cached ]]; then
   # a2 must not join a1's batch (--batch-max is not 1 here): send it once a1's lock round
   # has begun, within its 0.2 s of work.
-  a_rounds() { curl -fsS "http://127.0.0.1:$((PORT0 + 1))/metrics" | awk '$1 == "stockd_lock_acquisitions_total" { print $2 }'; }
-  wait_until 10 eval '(( $(a_rounds) >= 1 ))' || fail "a1 never took the lock"
+  wait_metric 10 stockd_lock_acquisitions_total 1 $((PORT0 + 1)) || fail "a1 never took the lock"
 fi
 sleep 0.05
 ask a2 $((PORT0 + 1)) &
@@ -91,7 +90,7 @@ expect_eq "orders = 3 - stock (the ledger)" $((3 - stock)) "$orders"
 expect_eq "deducted answers = orders" "$orders" "$deducted"
 expect_eq "stock" 0 "$stock"
 if [[ $variant == cached ]]; then
-  hits=$(curl -fsS "http://127.0.0.1:$((PORT0 + 1))/metrics" | awk '$1 == "stockd_lock_cache_hits_total" { print $2 }')
+  hits=$(metric_sum stockd_lock_cache_hits_total $((PORT0 + 1)))
   ((hits >= 1)) || fail "A's second batch did not run under its cached lock ($hits cache hits)"
   echo "ok: A's second batch took its lock from the cache ($hits hit)"
 fi

@@ -119,10 +119,7 @@ paused)
   reduce $((PORT0 + 1)) 2 >"$T/paused" &
   paused=$!
   wait_until 10 holding 1 || fail "instance 1 never took the lock"
-  renewals() {
-    curl -sS "http://127.0.0.1:$((PORT0 + 1))/metrics" |
-      sed -n 's/^stockd_lease_renewals_total{service="[a-z_]*"} //p'
-  }
+  renewals() { metric_total stockd_lease_renewals_total $((PORT0 + 1)); }
   if [[ $renew == renew ]]; then
     # The watchdog works before the stop: the lease was extended at least once.
     wait_until 5 eval '(($(renewals) >= 1))' || fail "instance 1's lease was never renewed"
@@ -170,9 +167,8 @@ slow)
   got=$(reduce $((PORT0 + 1)) 2)
   echo "the slow holder's answer after $(awk -v t0="$t0" -v t1="$(date +%s.%N)" \
     'BEGIN { printf "%.2f", t1 - t0 }') s: $got"
-  m=$(curl -sS "http://127.0.0.1:$((PORT0 + 1))/metrics")
-  renewed=$(sed -n 's/^stockd_lease_renewals_total{service="[a-z_]*"} //p' <<<"$m")
-  lost=$(sed -n 's/^stockd_lock_lost_total //p' <<<"$m")
+  renewed=$(metric_total stockd_lease_renewals_total $((PORT0 + 1)))
+  lost=$(metric_sum stockd_lock_lost_total $((PORT0 + 1)))
   echo "renewals: $renewed, releases that found the lease gone: $lost"
   if [[ $renew == renew ]]; then
     expect_eq "the slow holder, renewed" "200 deducted" "$got"
@@ -219,11 +215,7 @@ shutdown)
     curl -sS -m 60 -o "$T/q$i.body" -w '%{http_code}' "$URL/stock/reduce?id=$((1 + i % 2))" \
       >"$T/q$i.code" 2>"$T/q$i.err" &
   done
-  in_combiner() {
-    local got
-    got=$(curl -fsS "$URL/metrics" | awk '$1 == "stockd_combiner_deductions_total" { print $2 }')
-    ((${got:-0} >= n))
-  }
+  in_combiner() { (($(metric_sum stockd_combiner_deductions_total $((PORT0 + 1))) >= n)); }
   wait_until 20 in_combiner || fail "the deductions never reached the combiner"
   pid=$(cat "$T/stockd/1.pid")
   t_term=$(date +%s.%N)

@@ -18,12 +18,6 @@ source "$STOCKD_SRC/tests/lib.sh"
 case=${1:?case}
 
 t_db
-# metric PORT NAME: one instance's value of a metric (exact name with labels).
-metric() { curl -fsS "http://127.0.0.1:$1/metrics" | awk -v m="$2" '$1 == m { print $2 }'; }
-zk_ops() {
-  curl -fsS "http://127.0.0.1:$1/metrics" |
-    awk '$1 ~ /^stockd_zk_ops_total\{/ { s += $2 } END { print s + 0 }'
-}
 # load URL N LABEL: N deductions of product 1 from stock N at concurrency 50; checks
 # exact 0 and the ledger.
 load() {
@@ -52,7 +46,7 @@ fair3)
       "at timeout $(metric "$p" 'stockd_lock_cache_releases_total{reason="timeout"}')"
     ((share >= n / 6)) || fail "stockd-$i deducted $share of $n: less than half its third"
     hits=$((hits + h))
-    ops=$((ops + $(zk_ops "$p")))
+    ops=$((ops + $(metric_total stockd_zk_ops_total "$p")))
   done
   echo "zk x3 with the lock cache: $hits cache hits, $(awk -v o="$ops" -v d="$n" \
     'BEGIN { printf "%.3f", o / d }') ZooKeeper operations per deduction"
@@ -63,7 +57,7 @@ ops1)
   for cache in 0 200; do
     t_stockd 1 zk --think-us 1000 --lock-cache-ms "$cache"
     load "http://127.0.0.1:$((PORT0 + 1))" "$n" "zk x1, --lock-cache-ms $cache"
-    ops=$(zk_ops $((PORT0 + 1)))
+    ops=$(metric_total stockd_zk_ops_total $((PORT0 + 1)))
     hits=$(metric $((PORT0 + 1)) stockd_lock_cache_hits_total)
     per[$cache]=$(awk -v o="$ops" -v d="$n" 'BEGIN { printf "%.3f", o / d }')
     echo "--lock-cache-ms $cache: $ops ZooKeeper operations for $n deductions (${per[$cache]}" \

@@ -65,15 +65,10 @@ oversold-at-most:*)
 *) fail "unknown expectation $expect" ;;
 esac
 
-# metric NAME: the sum of a metric (exact name with labels) over the instances.
-metric() {
-  local i sum=0 v
-  for ((i = 1; i <= instances; i++)); do
-    v=$(curl -fsS "http://127.0.0.1:$((PORT0 + i))/metrics" | awk -v m="$1" '$1 == m { print $2 }')
-    sum=$((sum + ${v:-0}))
-  done
-  echo "$sum"
-}
+# on_all NAME: the sum of a metric (exact name with labels) over the instances.
+ports=()
+for ((i = 1; i <= instances; i++)); do ports+=($((PORT0 + i))); done
+on_all() { metric_sum "$1" "${ports[@]}"; }
 
 # The lease locks really went through their lock service: every acquisition took at
 # least one operation and every release one more. The operations per deduction are
@@ -84,8 +79,8 @@ redis | db-lock | etcd)
   redis | etcd) service=$mode ;;
   db-lock) service=mysql_lock_table ;;
   esac
-  acquired=$(metric stockd_lock_acquisitions_total)
-  ops=$(metric "stockd_lock_service_ops_total{service=\"$service\"}")
+  acquired=$(on_all stockd_lock_acquisitions_total)
+  ops=$(on_all "stockd_lock_service_ops_total{service=\"$service\"}")
   ((acquired >= 1)) || fail "no lock acquisitions counted in mode $mode"
   ((ops >= 2 * acquired)) || fail "$ops $service operations for $acquired acquisitions"
   echo "ok: $acquired acquisitions, $ops $service operations," \
@@ -97,17 +92,17 @@ esac
 # histogram counts one batch of size 1 per acquisition, and the lock's acquisitions
 # are those batches (the pre-check answers sold out without any).
 if [[ ${CHECK_ONE_PER_ACQUISITION:-0} == 1 ]]; then
-  batches=$(metric stockd_batch_size_count)
+  batches=$(on_all stockd_batch_size_count)
   ((batches >= $(get orders))) || fail "expected at least $(get orders) lock rounds, got $batches"
-  expect_eq "deductions per lock round (batch size sum = count)" "$batches" "$(metric stockd_batch_size_sum)"
-  expect_eq "lock acquisitions = lock rounds" "$batches" "$(metric stockd_lock_acquisitions_total)"
+  expect_eq "deductions per lock round (batch size sum = count)" "$batches" "$(on_all stockd_batch_size_sum)"
+  expect_eq "lock acquisitions = lock rounds" "$batches" "$(on_all stockd_lock_acquisitions_total)"
   # ... and none of them came from the lock cache: --batch-max 1 never caches.
-  [[ $mode == zk ]] && expect_eq "lock cache hits with --batch-max 1" 0 "$(metric stockd_lock_cache_hits_total)"
+  [[ $mode == zk ]] && expect_eq "lock cache hits with --batch-max 1" 0 "$(on_all stockd_lock_cache_hits_total)"
 fi
 # Mode zk caches its lock between batches (--lock-cache-ms): printed for the record.
 if [[ $mode == zk ]]; then
-  echo "zk: $(metric stockd_lock_acquisitions_total) lock rounds, $(metric stockd_lock_cache_hits_total)" \
-    "cache hits, cache let go: $(metric 'stockd_lock_cache_releases_total{reason="contender"}') for a" \
-    "contender, $(metric 'stockd_lock_cache_releases_total{reason="timeout"}') at timeout"
+  echo "zk: $(on_all stockd_lock_acquisitions_total) lock rounds, $(on_all stockd_lock_cache_hits_total)" \
+    "cache hits, cache let go: $(on_all 'stockd_lock_cache_releases_total{reason="contender"}') for a" \
+    "contender, $(on_all 'stockd_lock_cache_releases_total{reason="timeout"}') at timeout"
 fi
 echo PASS

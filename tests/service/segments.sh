@@ -39,24 +39,8 @@ case=${1:?drain or config}
 
 t_db
 total() { sql "SELECT stock FROM product_stock WHERE id=$1"; }
-orders() { sql "SELECT COUNT(*) FROM orders WHERE product_id=$1"; }
-# reduce URL ID [KEY]: prints "CODE RESULT"; the body stays in $T/ans.
-reduce() {
-  local hdr=()
-  [[ -n ${3:-} ]] && hdr=(-H "Idempotency-Key: $3")
-  local code
-  code=$(curl -sS -m 30 "${hdr[@]}" -o "$T/ans" -w '%{http_code}' "$1/stock/reduce?id=$2")
-  echo "$code $(jq -r .result "$T/ans")"
-}
-# metric NAME: the sum of a metric over instances 1..2.
-metric() {
-  local i sum=0 v
-  for i in 1 2; do
-    v=$(curl -fsS "http://127.0.0.1:$((PORT0 + i))/metrics" | awk -v m="$1" '$1 == m { print $2 }')
-    sum=$((sum + ${v:-0}))
-  done
-  echo "$sum"
-}
+# on_both NAME: the sum of a metric over instances 1..2.
+on_both() { metric_sum "$1" $((PORT0 + 1)) $((PORT0 + 2)); }
 
 case $case in
 drain)
@@ -72,18 +56,19 @@ drain)
     "$(curl -fsS "$URL/stock?id=2" | jq -r .stock)"
 
   for n in 1 2 3 4; do
-    key=$([[ $n == 1 ]] && echo seg-drain-key || echo "")
-    expect_eq "request $n of 4 units (one at a time)" "200 deducted" "$(reduce "$URL" 2 "$key")"
+    key=()
+    [[ $n == 1 ]] && key=(-H "Idempotency-Key: seg-drain-key")
+    expect_eq "request $n of 4 units (one at a time)" "200 deducted" "$(reduce "$URL" 2 "${key[@]}")"
     seg=$(jq -r .segment "$T/ans")
     [[ $seg == 5 || $seg == 12 ]] || fail "deducted from segment '$seg', which had no stock"
     expect_eq "total after $n" $((4 - n)) "$(total 2)"
   done
-  moves0=$(metric stockd_segment_moves_total)
+  moves0=$(on_both stockd_segment_moves_total)
   expect_eq "request 5, every segment empty" "409 sold_out" "$(reduce "$URL" 2)"
-  moves=$(($(metric stockd_segment_moves_total) - moves0))
+  moves=$(($(on_both stockd_segment_moves_total) - moves0))
   expect_eq "segments visited by the sold-out request after its first" 15 "$moves"
   expect_eq "a key that bought before, after the sell-out" "200 deducted true" \
-    "$(reduce "$URL" 2 seg-drain-key) $(jq -r .replayed "$T/ans")"
+    "$(reduce "$URL" 2 -H "Idempotency-Key: seg-drain-key") $(jq -r .replayed "$T/ans")"
   expect_eq "orders" 4 "$(orders 2)"
   expect_eq "segments' stock" "0" "$(sql "SELECT MAX(stock) FROM product_segment WHERE product_id=2")"
   expect_eq "/stock at the end" 0 "$(curl -fsS "$URL/stock?id=2" | jq -r .stock)"
@@ -128,8 +113,7 @@ hol)
     curl -sS -m 60 -o "$T/a$i.body" -w '%{http_code}' "$URL/stock/reduce?id=1" >"$T/a$i.code" &
     load+=($!)
   done
-  one() { curl -fsS "$URL/metrics" | awk '$1 == "stockd_lock_acquisitions_total" { print $2 }'; }
-  wait_until 10 eval '(( $(one) >= 1 ))' || fail "product 1 never took a lock"
+  wait_until 10 holding 1 || fail "product 1 never took a lock"
   worst=0
   for p in 1 2 3 4 5; do
     t=$(curl -sS -m 30 -o "$T/health" -w '%{http_code} %{time_total}' "$URL/health")
@@ -151,15 +135,14 @@ restock)
   hold() { sql "INSERT INTO stock_lock (name, owner, expires_at)
                 VALUES ('product_2_seg_$1', 'test', UTC_TIMESTAMP(6) + INTERVAL 1 HOUR)"; }
   unhold() { sql "DELETE FROM stock_lock WHERE name = 'product_2_seg_$1'"; }
-  moved() { (($(metric1 stockd_segment_moves_total) >= $1)); }
-  metric1() { curl -fsS "$URL/metrics" | awk -v m="$1" '$1 == m { print $2 }'; }
+  moved() { (($(metric_sum stockd_segment_moves_total $((PORT0 + 1))) >= $1)); }
   hold 1
   hold 2
   t_stockd 1 db-lock --segments 2 --lock-timeout-ms 30000
   URL=http://127.0.0.1:$((PORT0 + 1))
   curl -sS -m 60 -o "$T/r.body" -w '%{http_code}' "$URL/stock/reduce?id=2" >"$T/r.code" &
   request=$!
-  wait_until 10 eval '(( $(metric1 stockd_combiner_deductions_total) >= 1 ))' ||
+  wait_until 10 eval '(( $(metric_sum stockd_combiner_deductions_total $((PORT0 + 1))) >= 1 ))' ||
     fail "the deduction never reached the combiner"
   # It waits at its first segment, 1 or 2 (random). Free segment 1: if it waited
   # there, it finds it empty and moves on to 2, where it waits again.

@@ -14,23 +14,9 @@ zk_port=$((PORT0 + 16))
 zk_start "$T" "$zk_port" zk
 ZK=127.0.0.1:$zk_port
 t_db
-stock() { sql "SELECT stock FROM product WHERE id=$1"; }
-orders() { sql "SELECT COUNT(*) FROM orders WHERE product_id=$1"; }
-# reduce PORT ID [curl args]: prints "status result"
-reduce() {
-  local port=$1 id=$2
-  shift 2
-  curl -sS -m 30 -o "$T/ans.$port" -w '%{http_code}' "$@" "http://127.0.0.1:$port/stock/reduce?id=$id" >"$T/code.$port"
-  echo "$(cat "$T/code.$port") $(jq -r .result "$T/ans.$port")"
-}
 start() { stockd_start "$T" "$1" $((PORT0 + $1)) zk "$MYSQL_URL" "$ZK" "${@:2}"; }
-# holding I: instance I (fresh, one request sent) has acquired its lock. Waiting on
-# this, not on a fixed sleep, keeps a slow (sanitizer) build from racing the holder.
-holding() {
-  local n
-  n=$(curl -sS "http://127.0.0.1:$((PORT0 + $1))/metrics" | sed -n 's/^stockd_lock_acquisitions_total //p')
-  ((${n:-0} >= 1))
-}
+# Each step waits on `holding I` (the instance has acquired its lock), not on a fixed
+# sleep, so a slow (sanitizer) build does not race the holder.
 
 # 1. Lock timeout. Instance 1 holds product 2's lock for 3 s (its think time).
 start 1 --think-us 3000000
@@ -67,9 +53,7 @@ expect_eq "orders" 1 "$(orders 1)"
 # Which of the two defences refused it: the UPDATE's fence (the usual winner, as the
 # worker writes the moment it runs again) or the pre-commit lock check (if ZooKeeper's
 # expiry notice arrived first). Exactly one refusal, whichever it was.
-m=$(curl -sS "http://127.0.0.1:$((PORT0 + 1))/metrics")
-fenced=$(sed -n 's/^stockd_mysql_errors_total{kind="fenced"} //p' <<<"$m")
-guard=$(sed -n 's/^stockd_mysql_errors_total{kind="guard"} //p' <<<"$m")
+refusals $((PORT0 + 1))
 echo "refused by: fence $fenced, pre-commit check $guard"
 expect_eq "refusals" 1 $((fenced + guard))
 stockd_stop "$T" 1

@@ -8,15 +8,12 @@
 # key, and its precedence shows on a running stockd's /metrics (no MySQL needed:
 # stockd connects on the first deduction).
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/../assert.sh"
 stack=$STOCKD_SRC/scripts/stack
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 export STACK_RUN=$T/run STACK_PORT_BASE=29990
 
-fail() {
-  echo "FAIL: $*" >&2
-  exit 1
-}
 
 # expect_rc WANT_RC WANT_TEXT ARGS...: runs the stack with ARGS, checks the exit code
 # and that stdout+stderr contain WANT_TEXT.

@@ -10,14 +10,11 @@
 # tests/stack/containers.sh runs the same files for real. PyYAML comes with
 # docker-compose (python3-yaml is its dependency).
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/../assert.sh"
 src=$STOCKD_SRC
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 
-fail() {
-  echo "FAIL: $*" >&2
-  exit 1
-}
 
 command -v docker-compose >/dev/null || fail "docker-compose is not installed (scripts/deps)"
 # Debian's python3 (the one docker-compose runs on) has PyYAML; a python3 earlier in

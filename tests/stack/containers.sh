@@ -27,6 +27,7 @@
 # STOCKD_CONTAINER_TEST_PORT (the published port on 127.0.0.1) and
 # STOCKD_CONTAINER_TEST_PROJECT (the compose project name, also the images' tag).
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/../assert.sh"
 src=$STOCKD_SRC
 port=$STOCKD_CONTAINER_TEST_PORT
 # A project name of the test's own, so it never meets a user's `docker-compose.yml`
@@ -49,14 +50,6 @@ STOCKD_REDIS_PASSWORD=$(od -An -N12 -tx1 /dev/urandom | tr -d ' \n')
 STOCKD_ZK_PASSWORD=$(od -An -N12 -tx1 /dev/urandom | tr -d ' \n')
 export STOCKD_REDIS_PASSWORD STOCKD_ZK_PASSWORD
 
-fail() {
-  echo "FAIL: $*" >&2
-  exit 1
-}
-expect_eq() {
-  [[ $2 == "$3" ]] || fail "$1: expected '$2', got '$3'"
-  echo "ok: $1 = $3"
-}
 elapsed() { echo "$((SECONDS - $1)) s"; }
 compose() { "$src/docker/podman/compose" -p "$project" "$@"; }
 
@@ -184,12 +177,12 @@ ready zk
 
 # ---------------------------------------------------------------- deductions
 
-# sql QUERY: runs QUERY in `shop` as root over the MariaDB container's socket, with
+# shop_sql QUERY: runs QUERY in `shop` as root over the MariaDB container's socket, with
 # stack-lib's own mysql_cli.
-sql() {
+shop_sql() {
   podman exec "${project}_mariadb_1" bash -c \
     'source /usr/local/lib/stockd/scripts/stack-lib.sh && mysql_cli /var/lib/stockd -N -B shop -e "$1"' \
-    sql "$1"
+    shop_sql "$1"
 }
 
 # reset NAME STOCK: makes the round's folder $T/NAME, keeps there the highest order id
@@ -198,11 +191,11 @@ sql() {
 reset() {
   local name=$1 d=$T/$1
   mkdir -p "$d/answers"
-  sql "SELECT COALESCE(MAX(id), 0) FROM orders" >"$d/mark"
+  shop_sql "SELECT COALESCE(MAX(id), 0) FROM orders" >"$d/mark"
   podman exec "${project}_mariadb_1" bash -c \
     "source /usr/local/lib/stockd/scripts/stack-lib.sh && mysql_set_stock /var/lib/stockd shop $product $2"
   expect_eq "$name: stock of product $product after the reset" "$2" \
-    "$(sql "SELECT stock FROM product WHERE id=$product")"
+    "$(shop_sql "SELECT stock FROM product WHERE id=$product")"
 }
 
 # fire NAME REQUESTS CONCURRENCY: the deductions through nginx, CONCURRENCY at a time;
@@ -231,14 +224,14 @@ reconcile() {
   k=$(awk '$1 == "deducted"' "$d/answers.tsv" | wc -l)
   ((k <= s)) || fail "$name: $k deducted answers for a stock of $s"
   expect_eq "$name: stock after the load ($s less the $k deducted answers)" $((s - k)) \
-    "$(sql "SELECT stock FROM product WHERE id=$product")"
+    "$(shop_sql "SELECT stock FROM product WHERE id=$product")"
   expect_eq "$name: orders rows (the ledger)" "$k" \
-    "$(sql "SELECT COUNT(*) FROM orders WHERE product_id=$product AND id > $mark")"
+    "$(shop_sql "SELECT COUNT(*) FROM orders WHERE product_id=$product AND id > $mark")"
   expect_eq "$name: order ids: answered = in the ledger" \
-    "$(sql "SELECT id FROM orders WHERE product_id=$product AND id > $mark ORDER BY id" | tr '\n' ' ')" \
+    "$(shop_sql "SELECT id FROM orders WHERE product_id=$product AND id > $mark ORDER BY id" | tr '\n' ' ')" \
     "$(awk '$1 == "deducted" { print $3 }' "$d/answers.tsv" | sort -n | tr '\n' ' ')"
   expect_eq "$name: deductions per instance: answered = in the ledger" \
-    "$(sql "SELECT instance, COUNT(*) FROM orders WHERE product_id=$product AND id > $mark
+    "$(shop_sql "SELECT instance, COUNT(*) FROM orders WHERE product_id=$product AND id > $mark
             GROUP BY instance ORDER BY instance" | tr '\t\n' ': ')" \
     "$(awk '$1 == "deducted" { print $2 }' "$d/answers.tsv" | sort | uniq -c | awk '{ printf "%s:%s ", $2, $1 }')"
 }

@@ -7,12 +7,9 @@
 # Indirect libraries are the packages' own dependencies, which apt installs.
 # Usage: runtime_libs.sh BINARY...
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/../assert.sh"
 df=$STOCKD_SRC/Dockerfile
 
-fail() {
-  echo "FAIL: $*" >&2
-  exit 1
-}
 
 # owner FILE: the package that installed FILE. dpkg knows each file under the path its
 # package shipped, which on a merged-/usr system may be /lib/... for /usr/lib/... .

@@ -30,7 +30,8 @@ unset STOCKD_MYSQL_PASSWORD # the stack makes its own
 trap '"$stack" down </dev/null || true; t_cleanup' EXIT
 
 pids() { cat "$T"/mysql/pid "$T"/zk*/pid "$T"/redis/pid "$T"/nginx/nginx.pid "$T"/prometheus/pid "$T"/stockd/*.pid 2>/dev/null; }
-stock() { "$stack" mysql -N -B -e 'SELECT stock FROM product WHERE id=2'; }
+# stack_stock: product 2's stock in the stack's own database (through its CLI).
+stack_stock() { "$stack" mysql -N -B -e 'SELECT stock FROM product WHERE id=2'; }
 # deduct N: N deductions of product 2 through nginx; prints the answering instances.
 deduct() {
   local i body
@@ -60,9 +61,9 @@ for i in 1 2; do
     "$(tr '\0' '\n' <"/proc/$(cat "$T/stockd/$i.pid")/cmdline" | grep -A1 -x -- --zk | tail -n 1)"
 done
 
-before=$(stock)
+before=$(stack_stock)
 expect_eq "instances reached by 2 deductions" "stockd-1 stockd-2" "$(deduct 2 | sort | xargs)"
-expect_eq "stock after 2 deductions" $((before - 2)) "$(stock)"
+expect_eq "stock after 2 deductions" $((before - 2)) "$(stack_stock)"
 
 # The leader dies: the two others keep a quorum, and the service goes on.
 kill -9 "$(cat "$T/zk$leader/pid")"
@@ -81,7 +82,7 @@ echo "ok: status fails and shows zk$leader down"
 healthy() { [[ $(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$((PORT0 + 10 + $1))/health") == 200 ]]; }
 wait_until 30 healthy 1 && wait_until 30 healthy 2 || fail "an instance stayed unhealthy without zk$leader"
 expect_eq "instances reached by 2 deductions without zk$leader" "stockd-1 stockd-2" "$(deduct 2 | sort | xargs)"
-expect_eq "stock after 4 deductions" $((before - 4)) "$(stock)"
+expect_eq "stock after 4 deductions" $((before - 4)) "$(stack_stock)"
 
 # A second `up --zk-ensemble` starts the dead server again and keeps stockd.
 stockd_pids=$(cat "$T"/stockd/*.pid | xargs)
@@ -102,7 +103,7 @@ expect_eq "zookeeper mode" standalone "$(zk_4lw "$zk0" srvr | sed -n 's/^Mode: /
 eval "$("$stack" env)"
 expect_eq ZK "127.0.0.1:$zk0" "$ZK"
 expect_eq "instances reached after the switch" "stockd-1 stockd-2" "$(deduct 2 | sort | xargs)"
-expect_eq "stock after 6 deductions" $((before - 6)) "$(stock)"
+expect_eq "stock after 6 deductions" $((before - 6)) "$(stack_stock)"
 
 all=$(pids | xargs)
 "$stack" down </dev/null || fail "stack down failed"

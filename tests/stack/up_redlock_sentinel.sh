@@ -35,8 +35,7 @@ expect_eq REDLOCK "127.0.0.1:$((PORT0 + 15)),127.0.0.1:$((PORT0 + 16)),127.0.0.1
 expect_eq SENTINEL "127.0.0.1:$((PORT0 + 19))" "$SENTINEL"
 tr '\0' ' ' <"/proc/$(cat "$T/stockd/1.pid")/cmdline" | grep -q -- '--lock redlock' ||
   fail "stockd-1 is not in mode redlock"
-reduce() { curl -sS -m 30 "$NGINX_URL/stock/reduce?id=$1" | jq -r .result; }
-expect_eq "a deduction in mode redlock" deducted "$(reduce 4)"
+expect_eq "a deduction in mode redlock" "200 deducted" "$(reduce "$NGINX_URL" 4)"
 for p in $((PORT0 + 15)) $((PORT0 + 16)) $((PORT0 + 17)) $((PORT0 + 18)); do
   out=$(redis-cli -h 127.0.0.1 -p "$p" ping 2>&1)
   [[ $out == NOAUTH* ]] || fail "the Redis on $p answers without a password: $out"
@@ -49,7 +48,7 @@ done
 echo "ok: every Redis wants the password, which is in no argv"
 
 "$stack" restart-stockd --lock redis </dev/null || fail "restart-stockd --lock redis failed"
-expect_eq "a deduction in mode redis" deducted "$(reduce 4)"
+expect_eq "a deduction in mode redis" "200 deducted" "$(reduce "$NGINX_URL" 4)"
 kill -9 "$(cat "$T/redis/pid")"
 promoted() { [[ $(sentinel_primary $((PORT0 + 19))) == "127.0.0.1:$((PORT0 + 18))" ]]; }
 wait_until 30 promoted || fail "Sentinel did not promote the replica: $(tail -n 5 "$T/sentinel/sentinel.log")"
@@ -57,7 +56,7 @@ echo "ok: Sentinel promoted the replica"
 "$stack" restart-stockd </dev/null 2>"$T/restart.err" || fail "restart-stockd failed: $(cat "$T/restart.err")"
 grep -q "Redis primary after a failover: 127.0.0.1:$((PORT0 + 18))" "$T/restart.err" ||
   fail "restart-stockd did not say where the primary went: $(cat "$T/restart.err")"
-expect_eq "a deduction on the promoted replica" deducted "$(reduce 4)"
+expect_eq "a deduction on the promoted replica" "200 deducted" "$(reduce "$NGINX_URL" 4)"
 
 "$stack" down </dev/null || fail "down failed"
 for f in "$T"/redis*/pid "$T"/redlock*/pid "$T"/sentinel/pid; do
