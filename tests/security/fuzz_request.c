@@ -190,6 +190,13 @@ static void check_routed(const stockd_request_in *in, const stockd_routed *d, co
         FUZZ_CHECK(strcmp(p, "/stock/reduce") == 0 && (get || post));
         FUZZ_CHECK(d->kind == STOCKD_JOB_DEDUCT);
         break;
+    case STOCKD_ROUTE_LOCK_QUEUE:
+        FUZZ_CHECK(strcmp(p, "/lock/queue") == 0 && (get || head));
+        FUZZ_CHECK(d->kind == STOCKD_JOB_LOCK_VIEW && d->key == NULL);
+        /* Its only parameter is id. */
+        for (size_t i = 0; i < in->nparams; i++)
+            FUZZ_CHECK(in->params[i].key_len == 2 && memcmp(in->params[i].key, "id", 2) == 0);
+        break;
     default:
         FUZZ_CHECK(!"a routed request names no route");
     }
