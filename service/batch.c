@@ -5,7 +5,7 @@
  *
  * Layer: worker.c (the threads, a slot's leader) and cross.c (batches across products)
  * call it; it calls neither, only the modules below service/ (lock/, db/) and the
- * combiner's stock notes. Everything here runs on a worker thread with its own
+ * stock notes (stockwatch.c). Everything here runs on a worker thread with its own
  * worker_state (worker_int.h). */
 #include <stdio.h>
 #include <stdlib.h>
@@ -56,9 +56,10 @@ void batch__finish_expired(worker_state *ws, stockd_job *job) {
 }
 
 /* Waits at most the configured lock timeout for the lock of the product (named
- * product_N) or of its segment S >= 1 (product_N_seg_S). LOCK_OK with *out held, or
- * the error. */
-int batch__lock_acquire(lock_set *locks, int32_t product_id, unsigned segment, product_lock *out) {
+ * product_N) or of its segment S >= 1 (product_N_seg_S), or only tries it. LOCK_OK with
+ * *out held, or the error. */
+int batch__lock_acquire(lock_set *locks, int32_t product_id, unsigned segment, bool try_only,
+                        product_lock *out) {
     char name[48];
     out->product_id = product_id;
     out->segment = segment;
@@ -66,7 +67,8 @@ int batch__lock_acquire(lock_set *locks, int32_t product_id, unsigned segment, p
         snprintf(name, sizeof(name), "product_%d_seg_%u", product_id, segment);
     else
         snprintf(name, sizeof(name), "product_%d", product_id);
-    return lock_acquire(locks, name, &out->hold);
+    return try_only ? lock_try_acquire(locks, name, &out->hold)
+                    : lock_acquire(locks, name, &out->hold);
 }
 
 /* A text for a lock code, for the log: the kind's own message where it has one. */
@@ -151,8 +153,7 @@ bool batch__run(worker_state *ws, stockd_job **jobs, unsigned n, product_lock *h
         if (item_rc == STOCKDB_OK && ws->items[i].res.stock < left) left = ws->items[i].res.stock;
     }
     /* One empty segment says nothing about the product: only stock left is news. */
-    if (left != INT32_MAX && (left > 0 || !h->segment))
-        stockd_combiner_note_stock(ctx->combiner, h->product_id, left);
+    if (left != INT32_MAX && (left > 0 || !h->segment)) stockd_stockwatch_note(h->product_id, left);
     return false;
 }
 

@@ -2,7 +2,7 @@
  * worker's batch that takes other products' waiting deductions along.
  *
  * The leader holds its own product's lock (waited for as ever); it then claims up to K-1
- * products whose jobs wait with no leader (combiner.c's unled slots) and TRIES their
+ * products whose jobs wait with no leader (combiner.c's WAITING slots) and TRIES their
  * locks at once (one round trip with zk): a lock not free now is not waited for (our
  * place in its queue is given up at once), its slot goes back and its jobs to a later
  * batch. So a leader never waits for a lock while it holds another: no hold-and-wait, no
@@ -13,9 +13,9 @@
  * lock (batch__run), which answers each job as a batch of one product does. Never
  * a half-done batch.
  *
- * The leader's own lock, when another instance holds it, is tried first and passed on to
- * a product that waits unled, or waited for by a leader the combiner does not count
- * meanwhile (cross__acquire), so that it holds up no product whose lock is free.
+ * The leader's own lock, when another instance holds it, is passed on or waited for as
+ * the combiner's step says (stockd_combiner_next, in worker.c's lead()), so that it
+ * holds up no product whose lock is free.
  *
  * Everything here runs on a worker thread, with that worker's own worker_state
  * (worker_int.h), except cross__on, which only reads the configuration. */
@@ -23,10 +23,6 @@
 #include <string.h>
 
 #include "worker_int.h"
-
-/* How long a product whose lock a try found busy is not tried again (its jobs wait for
- * a leader's takeover, or for the next claim after this). */
-#define CROSS_BUSY_NS (20u * 1000000u)
 
 typedef struct cross_group {
     product_lock lock; /* group 0: the leader's own (a copy; lead() releases it) */
@@ -70,7 +66,7 @@ unsigned cross__run(worker_state *ws, product_lock *primary, unsigned live,
     int32_t pids[STOCKDB_MULTI_MAX];
     g[0] = (cross_group){.lock = *primary, .first = 0, .n = live};
     unsigned nc =
-        used < max ? stockd_combiner_claim(ctx->combiner, pids, cfg->cross_products - 1) : 0;
+        used < max ? stockd_combiner_claim(ws->w->combiner, pids, cfg->cross_products - 1) : 0;
     char names[STOCKDB_MULTI_MAX][24]; /* all tried at once (zk: one round trip) */
     const char *namev[STOCKDB_MULTI_MAX];
     lock_hold tried[STOCKDB_MULTI_MAX];
@@ -85,10 +81,10 @@ unsigned cross__run(worker_state *ws, product_lock *primary, unsigned live,
             if (rcs[i] != LOCK_ERR_TIMEOUT)
                 batch__log_failure(ws, "lock (tried)", batch__lock_text(ctx, rcs[i]));
             busy++;
-            stockd_combiner_unclaim(ctx->combiner, pids[i], CROSS_BUSY_NS);
+            stockd_combiner_unclaim(ws->w->combiner, pids[i], CROSS_BUSY_NS);
             continue;
         }
-        unsigned k = stockd_combiner_take(ctx->combiner, pids[i], 0, ws->jobs + used, max - used,
+        unsigned k = stockd_combiner_take(ws->w->combiner, pids[i], 0, ws->jobs + used, max - used,
                                           UINT64_MAX);
         k = batch__drop_expired(ws, ws->jobs + used, k);
         g[ng++] = (cross_group){.lock = {tried[i], pids[i], 0}, .first = used, .n = k};
@@ -135,7 +131,7 @@ unsigned cross__run(worker_state *ws, product_lock *primary, unsigned live,
                 if (ws->items[j].rc == STOCKDB_OK && ws->items[j].res.stock < left)
                     left = ws->items[j].res.stock;
             }
-            if (left != INT32_MAX) stockd_combiner_note_stock(ctx->combiner, h->product_id, left);
+            if (left != INT32_MAX) stockd_stockwatch_note(h->product_id, left);
         } else if (n && rc == STOCKDB_SPLIT) {
             /* Nothing committed: this product on its own, under its lock (re-checked). */
             bool released = false;
@@ -159,48 +155,7 @@ unsigned cross__run(worker_state *ws, product_lock *primary, unsigned live,
     for (unsigned i = 1; i < ng; i++) {
         if (rcs[i - 1] != LOCK_OK)
             batch__log_failure(ws, "lock release", batch__lock_text(ctx, rcs[i - 1]));
-        stockd_combiner_unclaim(ctx->combiner, g[i].lock.product_id, 0);
+        stockd_combiner_unclaim(ws->w->combiner, g[i].lock.product_id, 0);
     }
     return out;
-}
-
-/* The own lock of a leader that batches across products, without holding up the other
- * products while another instance holds it (stockd_combiner_before_wait). When another
- * product waits unled, or the leaders are at the combiner's bound, the lock is tried
- * first (a free or cached one is simply taken). A busy one is passed on if another
- * product waits unled: this worker leads that one instead (CROSS_PASSED, *product_id
- * set), and its own waits unled for a later claim or takeover. Otherwise the lock is
- * waited for as ever, holding nothing, and by a leader the combiner does not count
- * meanwhile, so that new products get a leader of their own. Below the bound with no
- * one waiting unled, it is waited for at once (no try: a hot product's contended lock
- * costs no ZooKeeper round more). A try that fails otherwise (the service is down,
- * say) falls back to the plain wait. LOCK_OK with *lock held, the lock's error, or
- * CROSS_PASSED. */
-int cross__acquire(worker_state *ws, int32_t *product_id, product_lock *lock) {
-    stockd_ctx *ctx = ws->w->ctx;
-    bool busy = false;
-    for (;;) {
-        switch (stockd_combiner_before_wait(ctx->combiner, product_id, busy, CROSS_BUSY_NS)) {
-        case STOCKD_COMBINER_PASSED:
-            return CROSS_PASSED;
-        case STOCKD_COMBINER_WAIT:
-            return batch__lock_acquire(ctx->locks, *product_id, 0, lock);
-        case STOCKD_COMBINER_ASIDE: {
-            int rc = batch__lock_acquire(ctx->locks, *product_id, 0, lock);
-            stockd_combiner_waited(ctx->combiner);
-            return rc;
-        }
-        default: { /* STOCKD_COMBINER_TRY, once: busy is set after it */
-            char name[48];
-            snprintf(name, sizeof(name), "product_%d", *product_id);
-            *lock = (product_lock){.product_id = *product_id};
-            int rc = lock_try_acquire(ctx->locks, name, &lock->hold);
-            if (rc == LOCK_OK) return rc;
-            if (rc != LOCK_ERR_TIMEOUT)
-                return batch__lock_acquire(ctx->locks, *product_id, 0, lock);
-            stockd_metrics_cross_busy();
-            busy = true;
-        }
-        }
-    }
 }

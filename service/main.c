@@ -160,8 +160,7 @@ int main(int argc, char **argv) {
         goto out;
     }
     ctx.queue = stockd_jobq_new(cfg.queue_max);
-    ctx.combiner = stockd_combiner_new();
-    if (!ctx.queue || !ctx.locks || !ctx.combiner) goto out;
+    if (!ctx.queue || !ctx.locks) goto out;
     /* The stock gauge's reader; if it cannot start, the service still serves, only
      * without stockd_product_stock. */
     if (stockd_stockwatch_start(&ctx.db, cfg.instance) != 0)
@@ -204,7 +203,6 @@ out:
     stockd_stockwatch_stop();
     stockd_http_stop(http, 5000);
     stockd_jobq_free(ctx.queue);
-    stockd_combiner_free(ctx.combiner);
     lock_set_free(ctx.locks);
     stockdb_global_end();
     if (status == 0) stockd_log("info", "stopped");

@@ -373,84 +373,75 @@ static inline uint64_t stockd_now_ns(void) {
 
 /* ------------------------------------------------------------------ combiner */
 
-/* Per-product combining (combiner.c). Thread-safe; never blocks on I/O. A job in the
- * combiner belongs to the product's leader, which must answer it. */
+/* Combining of deductions (combiner.c), so that one lock acquisition serves every
+ * deduction that queued up behind it. A slot is what one lock guards: a product, or one
+ * segment of it (job->segment; 0 = the product is not split). A slot is WAITING (jobs,
+ * no leader) or LED (a worker in lead() serves it); docs/architecture.md draws its life.
+ * Thread-safe; never blocks on I/O. A job in the combiner belongs to its slot's leader
+ * (or future leader), which must answer it. */
 typedef struct stockd_combiner stockd_combiner;
 
-#define STOCKD_COMBINER_LEADER   0  /* the caller now leads the product: serve it */
-#define STOCKD_COMBINER_FOLLOWER 1  /* a leader exists and will answer the job */
+/* What enter returns. */
+#define STOCKD_COMBINER_LEADER   0  /* the caller now leads the job's slot: serve it */
+#define STOCKD_COMBINER_FOLLOWER 1  /* the job waits; a leader (now or later) answers it */
 #define STOCKD_COMBINER_NOMEM    -1 /* the job was not taken; answer it yourself */
 
-stockd_combiner *stockd_combiner_new(void);
+/* Makes a combiner with its two bounds on leaders (0 = no bound):
+ *   max_leaders  LED slots of one split product (its segments), so that a hot product
+ *                never ties up every worker; a new segment slot past it waits;
+ *   cross        leaders in all, for batches across products (--cross-products): a new
+ *                slot of an unsplit product past it waits, to be claimed by a leader's
+ *                batch or taken over by a leader in stockd_combiner_next.
+ * NULL when out of memory. */
+stockd_combiner *stockd_combiner_new(unsigned max_leaders, unsigned cross);
 void stockd_combiner_free(stockd_combiner *c); /* no slot may be open; NULL is a no-op */
-/* A slot is one product's, or with segmented stock one segment's (job->segment; 0 =
- * the product is not split): it is what one lock guards. */
-/* Adds a deduction to its slot. LEADER opens the slot (the job waits in it too),
- * FOLLOWER joins an open one. */
+/* Adds a deduction to its slot, opening the slot if it has none: LEADER when the slot
+ * was opened LED (the job waits in it too), FOLLOWER otherwise. */
 int stockd_combiner_enter(stockd_combiner *c, stockd_job *job);
 /* Leader only: moves up to max waiting jobs of the slot, oldest first, into out; only
  * jobs that arrived before arrived_before_ns (UINT64_MAX = all). Returns how many. */
 unsigned stockd_combiner_take(stockd_combiner *c, int32_t product_id, unsigned segment,
                               stockd_job **out, unsigned max, uint64_t arrived_before_ns);
-/* Leader only: closes the slot *segment if no job waits, else leaves it open and returns
- * false (the caller must serve the rest). Once closed, a parked segment of the product
- * (see stockd_combiner_set_max_leaders) passes to the caller: false with *segment set to
- * it; with none, true (the caller leads no more). */
-bool stockd_combiner_leave(stockd_combiner *c, int32_t *product_id, unsigned *segment);
-/* Batches across products (--cross-products): with n > 0, a deduction of an unsplit
- * product that has no slot while n leaders exist (not counting those waiting for a lock,
- * see stockd_combiner_before_wait) waits in an UNLED slot (enter returns
- * FOLLOWER). A leader claims unled slots for its batch (stockd_combiner_claim) and gives
- * each back after it (stockd_combiner_unclaim); a leader whose own slot runs empty takes
- * over the oldest unled slot in stockd_combiner_leave (false, *product_id and *segment
- * set to it), so unled jobs always have a leader. n = 0 (the default): every new slot
- * gets its own leader, as before. Call before any job enters. */
-void stockd_combiner_set_cross(stockd_combiner *c, unsigned n);
-/* Leader only: claims up to max unled slots with waiting jobs, oldest first job first,
- * and writes their product ids to out; the caller now leads them (take, then unclaim).
- * Returns how many. */
-unsigned stockd_combiner_claim(stockd_combiner *c, int32_t *out, unsigned max);
-/* Gives a claimed slot back: closed if no job waits, else unled again (the caller is
- * still a leader, and takes one over in leave if no other leader does first). busy_ns >
- * 0: its lock was found busy, so no claim tries it again for that long (a try of a busy
- * ZooKeeper lock costs three operations, and its node makes a holder that cached the
- * lock let it go); a leader's takeover in leave still may, and waits for it. */
-void stockd_combiner_unclaim(stockd_combiner *c, int32_t product_id, uint64_t busy_ns);
-/* Leader only, across products, before it takes the lock of the unsplit product
- * *product_id it leads, so that a lock held elsewhere holds no other product up. busy:
- * a try (after TRY) found the lock busy. Returns
- *   TRY     an unled slot not found busy lately has jobs, or the leaders are at the
- *           bound of stockd_combiner_set_cross: try the lock first (a free one is then
- *           simply taken), and if it is busy, call again with busy set;
- *   PASSED  (busy only) the caller passed its product to such an unled slot: its own
- *           slot goes unled (not claimed for busy_ns; a leader's claim or takeover comes
- *           back to it) and it now leads *product_id, set to the other product;
- *   ASIDE   (busy only) none to pass to: the caller waits for its lock, holding
- *           nothing, and is not counted toward the bound meanwhile (a new product gets
- *           a leader of its own); it calls stockd_combiner_waited after the wait,
- *           whatever its outcome, before any other call for the slot;
- *   WAIT    (not busy) none to pass to, and below the bound: wait for the lock as ever
- *           (new products get leaders anyway). */
-#define STOCKD_COMBINER_TRY    2
-#define STOCKD_COMBINER_PASSED 3
-#define STOCKD_COMBINER_ASIDE  4
-#define STOCKD_COMBINER_WAIT   5
-int stockd_combiner_before_wait(stockd_combiner *c, int32_t *product_id, bool busy,
-                                uint64_t busy_ns);
-void stockd_combiner_waited(stockd_combiner *c);
-/* Bounds the leaders of one split product's segments (n = 0: no bound; the default). A
- * deduction for a segment with no leader while the product has n waits in a parked slot
- * (enter returns FOLLOWER) until a leader of the product takes it over in
- * stockd_combiner_leave. Unsplit products (segment 0) have one slot, so one leader. Call
- * before any job enters. */
-void stockd_combiner_set_max_leaders(stockd_combiner *c, unsigned n);
 /* Jobs waiting in the slot (0 if none is open). */
 unsigned stockd_combiner_waiting(stockd_combiner *c, int32_t product_id, unsigned segment);
-/* The sold-out hint: true if the last stock read of the product said <= 0 (a hint,
- * not an answer: the caller reads before answering). Lock-free, any thread. */
-bool stockd_combiner_sold_out_hint(stockd_combiner *c, int32_t product_id);
-/* Records a stock just read for the product (batch or pre-check). */
-void stockd_combiner_note_stock(stockd_combiner *c, int32_t product_id, int32_t stock);
+
+/* The leader's step: what its worker does next with the slot it leads (*product_id,
+ * *segment), at one of three moments (`at`):
+ *   STOCKD_COMBINER_AT_LOCK  before it waits for the slot's lock. TRY when the wait could
+ *                            hold others up (another product waits with no leader, or
+ *                            the leaders are at the cross bound): try the lock first,
+ *                            and if it is busy, step again AT_BUSY. STAY otherwise: wait.
+ *   STOCKD_COMBINER_AT_BUSY  a try found the lock busy. MOVED when another waiting slot
+ *                            not found busy lately exists: this slot waits (not claimed
+ *                            for busy_ns) and the worker leads that one instead. STAY
+ *                            otherwise: wait for the lock, and meanwhile the leader does
+ *                            not count toward the cross bound (its next take of the slot
+ *                            counts it again), so a new product gets a leader of its own.
+ *   STOCKD_COMBINER_AT_DONE  a batch is over and the lock let go (or the wait for it
+ *                            failed). STAY while jobs wait in the slot; else the slot
+ *                            closes, and the worker either takes over the oldest waiting
+ *                            slot it may lead, busy or not (MOVED), or leads no more (DONE).
+ * MOVED sets *product_id and *segment. */
+#define STOCKD_COMBINER_AT_LOCK 0
+#define STOCKD_COMBINER_AT_BUSY 1
+#define STOCKD_COMBINER_AT_DONE 2
+#define STOCKD_COMBINER_STAY    2
+#define STOCKD_COMBINER_TRY     3
+#define STOCKD_COMBINER_MOVED   4
+#define STOCKD_COMBINER_DONE    5
+int stockd_combiner_next(stockd_combiner *c, int32_t *product_id, unsigned *segment, int at,
+                         uint64_t busy_ns);
+
+/* Batches across products, leader only: claims up to max WAITING slots of unsplit
+ * products not found busy lately, oldest first job first, and writes their product ids
+ * to out; the caller leads them for one batch (take, then unclaim). Returns how many;
+ * 0 without the cross bound. */
+unsigned stockd_combiner_claim(stockd_combiner *c, int32_t *out, unsigned max);
+/* Gives a claimed slot back: closed if no job waits, else WAITING again. busy_ns > 0:
+ * its lock was found busy, so no claim (nor a pass AT_BUSY) picks it for that long (a
+ * try of a busy ZooKeeper lock costs three operations, and its node makes a holder that
+ * cached the lock let it go); a takeover AT_DONE still may, and waits for it. */
+void stockd_combiner_unclaim(stockd_combiner *c, int32_t product_id, uint64_t busy_ns);
 
 /* ------------------------------------------------------------------ locks */
 
@@ -528,7 +519,6 @@ typedef struct stockd_ctx {
     stockdb_config db;
     stockd_jobq *queue;
     lock_set *locks;           /* the product locks of the mode's kind (lock/lock.h) */
-    stockd_combiner *combiner; /* per-product batching */
     /* Called by a worker once a job's answer is set; resumes the HTTP connection. */
     void (*complete)(stockd_job *job);
 } stockd_ctx;
@@ -601,9 +591,14 @@ typedef struct stockd_stock_reading {
     int32_t stock;
 } stockd_stock_reading;
 
-/* Marks the product as served just now: its stock is read again within a second. Any
- * thread; never blocks on I/O. */
-void stockd_stockwatch_touch(int32_t product_id);
+/* Notes a stock just read or left by a committed deduction: the product is marked as
+ * served (its stock is read again within a second), and its sold-out hint set from
+ * stock <= 0. Any thread; never blocks on I/O. */
+void stockd_stockwatch_note(int32_t product_id, int32_t stock);
+/* The sold-out hint: true if the last stock noted for the product was <= 0 (a hint,
+ * not an answer: the caller reads before it answers). Lock-free, any thread; works
+ * whether or not the watch thread runs. */
+bool stockd_stockwatch_sold_out(int32_t product_id);
 /* Starts the thread that reads the marked products, on a MySQL connection of its own
  * (db copied; instance at most STOCKDB_INSTANCE_MAX bytes). 0, or -1 if the thread
  * could not start. Main thread, after stockdb_global_init(). */

@@ -8,7 +8,7 @@
  * after it. A gauge fed with those values could say 0 while the row says -46, which is
  * exactly when the alert must fire. So the gauge only ever holds what a plain read of
  * the committed row returned: every worker that has just read or written a product's
- * stock marks it (stockd_stockwatch_touch, from stockd_combiner_note_stock), and one
+ * stock marks it (stockd_stockwatch_note), and one
  * thread with a MySQL connection of its own re-reads the marked products once a second
  * (stockdb_get_stock: one SELECT, segments included). Whoever committed last marked the
  * product after its commit, so its instance reads the final stock within a second of
@@ -16,6 +16,9 @@
  * Stock only falls under deductions, so a negative value read is a true oversell at the
  * moment of the read. A product whose last reading was negative is re-read every pass
  * until it is not, so that a restock by hand clears the alert without any deduction.
+ *
+ * The same note sets the product's sold-out hint (stockd_stockwatch_sold_out), which
+ * decides whether a deduction is worth a pre-check read before its lock (worker.c).
  *
  * Bounded: at most STOCKWATCH_MAX products. A product whose last reading was negative
  * is never forgotten while it stays negative, whatever else is served: the alert must
@@ -136,7 +139,23 @@ static void list_append(unsigned e) {
     w.newest = (uint16_t)e;
 }
 
-void stockd_stockwatch_touch(int32_t product_id) {
+/* The sold-out hints, apart from the table: (product id << 1) | sold out, by product id
+ * modulo; 0 = no hint, and a collision forgets one. Lock-free: one word per entry. The
+ * pre-check read (worker.c) is only worth its round trip when the product is likely
+ * sold out, so it is made only when the hint says so; a product believed in stock goes
+ * straight to its lock, where the batch's own read decides. A wrong or lost hint costs
+ * one read or one lock round, never correctness. */
+#define NHINTS 4096
+static _Atomic uint64_t hints[NHINTS];
+
+bool stockd_stockwatch_sold_out(int32_t product_id) {
+    uint64_t v = atomic_load_explicit(&hints[(uint32_t)product_id % NHINTS], memory_order_relaxed);
+    return v == (((uint64_t)(uint32_t)product_id << 1) | 1u);
+}
+
+void stockd_stockwatch_note(int32_t product_id, int32_t stock) {
+    uint64_t v = ((uint64_t)(uint32_t)product_id << 1) | (stock <= 0 ? 1u : 0u);
+    atomic_store_explicit(&hints[(uint32_t)product_id % NHINTS], v, memory_order_relaxed);
     if (product_id <= 0) return;
     pthread_mutex_lock(&w.mu);
     int e = find(product_id);

@@ -23,9 +23,10 @@
  * (never waited for), in the same transaction, each row under its own token. Its own
  * product's lock, when busy, is passed on to another waiting product, or waited for by
  * a leader the combiner does not count meanwhile, so that a lock held by another
- * instance does not hold up the products whose locks are free. That part is cross.c's;
- * one product's batch (its lock, its transaction, its answers) is batch.c's, below both
- * (worker_int.h draws the layers).
+ * instance does not hold up the products whose locks are free: at each step lead()
+ * asks the combiner what next (stockd_combiner_next). The batch across products is
+ * cross.c's; one product's batch (its lock, its transaction, its answers) is batch.c's,
+ * below both (worker_int.h draws the layers).
  *
  * With segmented stock (--segments K) the slot, the lock and the batch are one
  * segment's: a deduction starts at a random segment and, when the batch finds that
@@ -72,7 +73,7 @@ static void serve_unlocked(worker_state *ws, stockd_job *job) {
         return;
     }
     batch__note_db_error(ws, "deduction", rc);
-    if (rc == STOCKDB_OK) stockd_combiner_note_stock(ctx->combiner, job->product_id, res.stock);
+    if (rc == STOCKDB_OK) stockd_stockwatch_note(job->product_id, res.stock);
     stockd_answer_from_db(&a, LOCK_OK, rc, &res);
     batch__finish(ws, job, &a);
 }
@@ -90,7 +91,7 @@ static bool precheck(worker_state *ws, stockd_job *job) {
     int rc =
         stockdb_peek(ws->db, job->product_id, job->request_id, &stock, &order_id, &order_product);
     count_statements(ws);
-    if (rc == STOCKDB_OK) stockd_combiner_note_stock(ws->w->ctx->combiner, job->product_id, stock);
+    if (rc == STOCKDB_OK) stockd_stockwatch_note(job->product_id, stock);
     if (rc == STOCKDB_OK && !order_id && stock > 0) {
         stockd_metrics_precheck(false);
         return false;
@@ -142,7 +143,7 @@ static bool next_segment(worker_state *ws, stockd_job *job, const stockd_answer 
             if (rc != STOCKDB_OK) *total = 0;
         }
         if (job->rewalks >= SEGMENT_REWALKS || *total <= 0) {
-            stockd_combiner_note_stock(ctx->combiner, job->product_id, 0);
+            stockd_stockwatch_note(job->product_id, 0);
             return false;
         }
         job->rewalks++;
@@ -160,7 +161,7 @@ static void fail_waiting(worker_state *ws, int32_t product_id, unsigned segment,
                          uint64_t before) {
     stockd_ctx *ctx = ws->w->ctx;
     unsigned n;
-    while ((n = stockd_combiner_take(ctx->combiner, product_id, segment, ws->jobs,
+    while ((n = stockd_combiner_take(ws->w->combiner, product_id, segment, ws->jobs,
                                      ctx->cfg->batch_max, before)) > 0) {
         for (unsigned i = 0; i < n; i++) {
             stockd_answer a = {.id = product_id};
@@ -176,10 +177,33 @@ static unsigned drop_expired(worker_state *ws, unsigned n) {
     return batch__drop_expired(ws, ws->jobs, n);
 }
 
-/* Serves the slot (product, or segment of it) this worker leads until no job of it
- * waits. */
+/* The lock of the slot this worker leads, as the combiner's step says: waited for, or
+ * tried first and, when busy, passed on (the worker then leads another slot) or waited
+ * for set aside (combiner.c). A try that fails otherwise (the service is down, say)
+ * falls back to the plain wait. LOCK_OK with *lock held, the lock's error, or
+ * STOCKD_COMBINER_MOVED with *product_id and *segment now the slot it leads. */
+static int acquire(worker_state *ws, int32_t *product_id, unsigned *segment, product_lock *lock) {
+    stockd_ctx *ctx = ws->w->ctx;
+    stockd_combiner *c = ws->w->combiner;
+    if (stockd_combiner_next(c, product_id, segment, STOCKD_COMBINER_AT_LOCK, 0) ==
+        STOCKD_COMBINER_TRY) {
+        int rc = batch__lock_acquire(ctx->locks, *product_id, *segment, true, lock);
+        if (rc == LOCK_OK) return rc;
+        if (rc == LOCK_ERR_TIMEOUT) {
+            stockd_metrics_cross_busy();
+            if (stockd_combiner_next(c, product_id, segment, STOCKD_COMBINER_AT_BUSY,
+                                     CROSS_BUSY_NS) == STOCKD_COMBINER_MOVED)
+                return STOCKD_COMBINER_MOVED;
+        }
+    }
+    return batch__lock_acquire(ctx->locks, *product_id, *segment, false, lock);
+}
+
+/* Serves the slot (product, or segment of it) this worker leads, then any the combiner
+ * hands it, until the combiner says it leads no more. */
 static void lead(worker_state *ws, int32_t product_id, unsigned segment) {
     stockd_ctx *ctx = ws->w->ctx;
+    stockd_combiner *c = ws->w->combiner;
     product_lock lock;
     stockd_answer *answers = malloc(ctx->cfg->batch_max * sizeof(*answers));
     bool held = false;
@@ -192,11 +216,8 @@ static void lead(worker_state *ws, int32_t product_id, unsigned segment) {
              * snapshot, comes before the wait for the lock. */
             if (ctx->cfg->pitfall == STOCKD_PITFALL_SNAPSHOT_BEFORE_LOCK)
                 (void)stockdb_open_snapshot(ws->db, product_id);
-            int rc = !answers ? LOCK_ERR_NOMEM
-                     : cross__on(ctx, segment)
-                         ? cross__acquire(ws, &product_id, &lock)
-                         : batch__lock_acquire(ctx->locks, product_id, segment, &lock);
-            if (rc == CROSS_PASSED) continue; /* another product now; its lock next */
+            int rc = answers ? acquire(ws, &product_id, &segment, &lock) : LOCK_ERR_NOMEM;
+            if (rc == STOCKD_COMBINER_MOVED) continue; /* another slot now; its lock next */
             stockd_metrics_lock_wait(stockd_now_ns() - t0);
             if (rc != LOCK_OK) {
                 if (ctx->cfg->pitfall == STOCKD_PITFALL_SNAPSHOT_BEFORE_LOCK)
@@ -206,15 +227,17 @@ static void lead(worker_state *ws, int32_t product_id, unsigned segment) {
                 /* The jobs that waited through the whole attempt get its failure; the
                  * ones that came during it try again, unless the lock is unusable now. */
                 fail_waiting(ws, product_id, segment, rc, rc == LOCK_ERR_TIMEOUT ? t0 : UINT64_MAX);
-                if (stockd_combiner_leave(ctx->combiner, &product_id, &segment)) break;
+                if (stockd_combiner_next(c, &product_id, &segment, STOCKD_COMBINER_AT_DONE, 0) ==
+                    STOCKD_COMBINER_DONE)
+                    break;
                 continue;
             }
             held = true;
             passes = 0;
         }
 
-        unsigned n = stockd_combiner_take(ctx->combiner, product_id, segment, ws->jobs,
-                                          ctx->cfg->batch_max, UINT64_MAX);
+        unsigned n =
+            stockd_combiner_take(c, product_id, segment, ws->jobs, ctx->cfg->batch_max, UINT64_MAX);
         /* Expired jobs leave the batch unanswered by the database. */
         unsigned live = drop_expired(ws, n);
         bool released = false;
@@ -235,7 +258,7 @@ static void lead(worker_state *ws, int32_t product_id, unsigned segment) {
          * and the lock is surely still ours; otherwise release before answering, so the
          * next holder starts as early as possible. */
         bool keep = !released && passes < ctx->cfg->lock_passes &&
-                    stockd_combiner_waiting(ctx->combiner, product_id, segment) > 0 &&
+                    stockd_combiner_waiting(c, product_id, segment) > 0 &&
                     lock_check(&lock.hold) == LOCK_OK;
         if (released) {
             held = false;
@@ -253,9 +276,11 @@ static void lead(worker_state *ws, int32_t product_id, unsigned segment) {
         for (unsigned i = 0; i < live; i++)
             if (!next_segment(ws, ws->jobs[i], &answers[i], &total))
                 batch__finish(ws, ws->jobs[i], &answers[i]);
-        /* The slot closes, or this worker goes on with it, or with a parked segment of
-         * the product (combiner.c bounds a product's leaders). */
-        if (!held && stockd_combiner_leave(ctx->combiner, &product_id, &segment)) break;
+        /* The slot closes, or this worker goes on with it, or with a slot that waits
+         * for a leader (combiner.c). */
+        if (!held && stockd_combiner_next(c, &product_id, &segment, STOCKD_COMBINER_AT_DONE, 0) ==
+                         STOCKD_COMBINER_DONE)
+            break;
     }
     free(answers);
 }
@@ -273,8 +298,7 @@ static void serve_deduct(worker_state *ws, stockd_job *job) {
     }
     /* The pre-check serves atomic too: its sold-out answer would otherwise cost an
      * UPDATE that changes nothing, a read of why, a ROLLBACK and a key look-up. */
-    if (ctx->cfg->precheck && stockd_combiner_sold_out_hint(ctx->combiner, job->product_id) &&
-        precheck(ws, job))
+    if (ctx->cfg->precheck && stockd_stockwatch_sold_out(job->product_id) && precheck(ws, job))
         return;
     if (!batched) {
         serve_unlocked(ws, job); /* atomic */
@@ -283,7 +307,7 @@ static void serve_deduct(worker_state *ws, stockd_job *job) {
     if (ctx->cfg->segments > 1 && !job->segment)
         job->segment = (uint16_t)(1 + (unsigned)rand_r(&ws->seed) % ctx->cfg->segments);
     stockd_metrics_combined();
-    switch (stockd_combiner_enter(ctx->combiner, job)) {
+    switch (stockd_combiner_enter(ws->w->combiner, job)) {
     case STOCKD_COMBINER_LEADER:
         lead(ws, job->product_id, job->segment);
         return;
@@ -418,15 +442,13 @@ stockd_workers *stockd_workers_start(stockd_ctx *ctx) {
     if (!w) return NULL;
     w->ctx = ctx;
     /* A hot split product may tie up at most half the workers (combiner.c), so others
-     * are left for other products and /health (issue 16 #8). */
-    stockd_combiner_set_max_leaders(ctx->combiner,
-                                    ctx->cfg->workers / 2 ? ctx->cfg->workers / 2 : 1);
-    /* Across products, as many leaders again, each taking up to K products a batch;
-     * the other new products wait unled for one of them (combiner.c). */
-    if (cross__on(ctx, 0))
-        stockd_combiner_set_cross(ctx->combiner, ctx->cfg->workers / 2 ? ctx->cfg->workers / 2 : 1);
+     * are left for other products and /health (issue 16 #8). Across products, as many
+     * leaders again, each taking up to K products a batch; the other new products wait
+     * for one of them. */
+    unsigned half = ctx->cfg->workers / 2 ? ctx->cfg->workers / 2 : 1;
+    w->combiner = stockd_combiner_new(half, cross__on(ctx, 0) ? half : 0);
     w->threads = calloc(ctx->cfg->workers, sizeof(pthread_t));
-    if (!w->threads) goto fail;
+    if (!w->combiner || !w->threads) goto fail;
     /* Default thread attributes on purpose: a stack is only resident as far as it is
      * used (about 12 KiB a worker, measured), so a smaller reservation than glibc's
      * 8 MiB would save address space, not memory, and could overflow under the
@@ -447,5 +469,6 @@ void stockd_workers_join(stockd_workers *w) {
     for (unsigned i = 0; i < w->n; i++)
         pthread_join(w->threads[i], NULL);
     free(w->threads);
+    stockd_combiner_free(w->combiner);
     free(w);
 }

@@ -24,6 +24,7 @@
 
 struct stockd_workers {
     stockd_ctx *ctx;
+    stockd_combiner *combiner; /* the workers' own: who leads which slot */
     unsigned n;
     pthread_t *threads;
 };
@@ -78,9 +79,11 @@ void batch__finish(worker_state *ws, stockd_job *job, const stockd_answer *a);
 bool batch__expired(const stockd_ctx *ctx, const stockd_job *job, uint64_t now);
 /* Answers the job 503 for its deadline, nothing deducted. */
 void batch__finish_expired(worker_state *ws, stockd_job *job);
-/* Waits at most the lock timeout for product_N's lock (segment 0) or product_N_seg_S's.
- * LOCK_OK with *out held, or the error. */
-int batch__lock_acquire(lock_set *locks, int32_t product_id, unsigned segment, product_lock *out);
+/* Waits at most the lock timeout for product_N's lock (segment 0) or product_N_seg_S's,
+ * or with try_only set only tries it (LOCK_ERR_TIMEOUT when busy). LOCK_OK with *out
+ * held, or the error. */
+int batch__lock_acquire(lock_set *locks, int32_t product_id, unsigned segment, bool try_only,
+                        product_lock *out);
 
 /* What the check stockdb calls right before COMMIT (stockdb_batch.guard) looks at. */
 typedef struct batch_guard {
@@ -108,15 +111,12 @@ bool batch__run(worker_state *ws, stockd_job **jobs, unsigned n, product_lock *h
 
 /* ---------------------------------------------------------------- cross.c */
 
-/* What cross__acquire returns when the leader passed its product on (not a lock
- * code: those are 0 or negative). */
-#define CROSS_PASSED 1
+/* How long a product whose lock a try found busy is not picked again by a claim or a
+ * pass (its jobs wait for a leader's takeover, or for a claim after this). */
+#define CROSS_BUSY_NS (20u * 1000000u)
 
 /* Does a leader of this slot batch across products (--cross-products)? */
 bool cross__on(const stockd_ctx *ctx, unsigned segment);
-/* The own lock of a leader that batches across products: LOCK_OK with *lock held, the
- * lock's error, or CROSS_PASSED with *product_id now the product it leads. */
-int cross__acquire(worker_state *ws, int32_t *product_id, product_lock *lock);
 /* Runs the leader's live jobs ws->jobs[0..live-1] (its product's lock *primary held)
  * with those of other products whose locks are free now; returns how many jobs
  * ws->jobs[] and answers[] then hold to answer. */

@@ -81,8 +81,8 @@ busy)
   b_holds_9
   curl -sS -m 20 -o "$T/a2.body" "$a/stock/reduce?id=2" &
   pids=($!)
-  sleep 0.05 # product 2's batch leads; the rest wait unled
-  # 9 arrives first of them, so its slot is the oldest unled one, which the leader takes
+  sleep 0.05 # product 2's batch leads; the rest wait waiting
+  # 9 arrives first of them, so its slot is the oldest waiting one, which the leader takes
   # over after product 2's batch: the worst order. Its try finds B's lock busy, so it
   # passes 9 on to product 3 (whose batch tries the rest) instead of waiting for B while
   # 3..8 wait behind it, as it once did. (Should 2's batch end before 9 arrives, 9 leads
@@ -165,7 +165,7 @@ hol)
   # counted leader) gets a deduction of 9 first, then of 3 and 4, whose locks are free.
   # A's leader of 9 tries the lock, finds it busy with no other product to pass to, so
   # it waits, holding nothing and not counted as a leader: 3 and 4 get a leader of their
-  # own and are answered while B still holds 9 (once they waited unled behind it).
+  # own and are answered while B still holds 9 (once they waited waiting behind it).
   sql "INSERT INTO product (id, product_name, stock) SELECT seq, 'hol', 10 FROM seq_1_to_9
        ON DUPLICATE KEY UPDATE stock = 10; DELETE FROM orders"
   t_stockd 1 zk --workers 2 --cross-products 4 --think-us 1000 --lock-cache-ms 0
