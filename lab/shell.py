@@ -117,6 +117,27 @@ def metric_series(name, target):
     print(sum(1 for n, _ in sc if n == name))
 
 
+def _print_member(n):
+    """Prints member number N; LabError when there is none (no leader)."""
+    if n is None:
+        raise LabError("no member answers as the leader")
+    print(n)
+
+
+def zk_ensemble_mode(first, n):
+    """Prints member N's mode (leader, follower); nothing when it does not serve."""
+    mode = srv.zk_mode(srv.zk_ensemble_ports(int(first))[int(n) - 1][0])
+    if mode:
+        print(mode)
+
+
+def mysql_set_stock(run, db, product, stock, segments="1"):
+    """lab.shop's set_stock: the product's stock (over SEGMENTS), fence 0, no orders."""
+    from .shop import Shop
+    with Shop(run, db) as shop:
+        shop.set_stock(int(product), int(stock), int(segments))
+
+
 def sentinel_primary(port):
     """Prints HOST:PORT of the primary the Sentinel on PORT names; LabError if none."""
     primary = srv.sentinel_primary(int(port))
@@ -149,6 +170,14 @@ CALLS = {
         run, int(port), [int(u) for u in ups], os.environ.get("STACK_NGINX_ROUTE") or "round-robin",
         os.environ.get("STACK_NGINX_RATE_LIMIT") or ""),
     "nginx_stop": lambda *a: srv.nginx_stop(*a),
+    "etcd_cluster_start": lambda run, first: srv.etcd_cluster_start(run, int(first)),
+    "etcd_cluster_stop": lambda *a: srv.etcd_cluster_stop(*a),
+    "etcd_cluster_hosts": lambda first: print(srv.etcd_cluster_hosts(int(first))),
+    "etcd_cluster_leader": lambda first: _print_member(srv.etcd_cluster_leader(int(first))),
+    "zk_ensemble_hosts": lambda first: print(srv.zk_ensemble_hosts(int(first))),
+    "zk_ensemble_mode": zk_ensemble_mode,
+    "zk_leader": lambda first: _print_member(srv.zk_leader(int(first))),
+    "mysql_set_stock": mysql_set_stock,
 }
 
 # What the tests ask (tests/assert.sh, tests/lib.sh): no stack-lib.sh function stands for
