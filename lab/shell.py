@@ -1,9 +1,10 @@
 """The lab library for shell scripts: `python3 -m lab.shell FUNCTION ARGS...` runs one
-start or stop function of lab/servers.py with the argument order of
-scripts/stack-lib.sh, so that the shell helpers of the tests and the load tools start
-their servers with the same code as scripts/stack (stack-lib.sh's functions of the
-same names call this), or reads a stockd's /metrics for the tests' `metric` helper
-(tests/assert.sh). Exit 0 on success, 1 with the reason on stderr, 2 on a wrong call.
+function of lab/servers.py (a start, a stop, or a question such as the ensemble's
+leader) or lab/shop.py's set_stock, with the argument order of scripts/stack-lib.sh,
+so that the shell helpers of the tests and the load tools handle their servers with
+the same code as scripts/stack (stack-lib.sh's functions of the same names call this,
+CALLS), or reads a stockd's /metrics for the tests' `metric` helper (tests/assert.sh,
+QUERIES). Exit 0 on success, 1 with the reason on stderr, 2 on a wrong call.
 
 Settings that stack-lib.sh took from the environment still come from there:
 STACK_REDIS_PASSWORD (and STACK_REDIS_USER) for Redis and Sentinel,
@@ -16,15 +17,14 @@ import sys
 import time
 import urllib.request
 
-from prometheus_client.parser import text_string_to_metric_families
-
 from . import LabError
-from . import prom
 
 
 class _LazyServers:
     """lab.servers, imported at the first use: the /metrics calls do without it (and
-    without its start-up time, which a wait would add to its latency)."""
+    without its start-up time, which a wait would add to its latency). The /metrics
+    calls import the Prometheus client as they need it, in turn: the servers' calls
+    need only the packages of `scripts/deps demo` (lock/bench/run asks for no more)."""
 
     def __getattr__(self, name):
         from . import servers
@@ -46,6 +46,7 @@ def _redis_start(run, port, name="redis", master=""):
 def metric_key(text):
     """The (name, labels) key of lab.prom's Scrape for a sample written as /metrics
     writes it, NAME or NAME{label="value",...}; ValueError if it is not one sample."""
+    from prometheus_client.parser import text_string_to_metric_families
     samples = [s for fam in text_string_to_metric_families(text + " 0\n") for s in fam.samples]
     if len(samples) != 1:
         raise ValueError("not one sample name: %r" % text)
@@ -59,6 +60,7 @@ def _url(target):
 
 def _scrapes(targets):
     """lab.prom Scrapes of the /metrics of each target (a stockd's port, or a base URL)."""
+    from . import prom
     out = []
     for t in targets:
         try:
@@ -146,6 +148,7 @@ def sentinel_primary(port):
     print(primary)
 
 
+# The functions of stack-lib.sh that call the library, each under its own name.
 CALLS = {
     "mysql_start": lambda run, port: srv.mysql_start(run, int(port)),
     "mysql_stop": lambda *a: srv.mysql_stop(*a),
