@@ -140,6 +140,12 @@ def mysql_set_stock(run, db, product, stock, segments="1"):
         shop.set_stock(int(product), int(stock), int(segments))
 
 
+def set_stock_sql(product, stock, segments="1"):
+    """Prints mysql_set_stock's statements as one transaction, for a mariadb client."""
+    from .shop import set_stock_sql as sql
+    print("START TRANSACTION;\n%s;\nCOMMIT;" % ";\n".join(sql(product, stock, segments)))
+
+
 def sentinel_primary(port):
     """Prints HOST:PORT of the primary the Sentinel on PORT names; LabError if none."""
     primary = srv.sentinel_primary(int(port))
@@ -183,14 +189,15 @@ CALLS = {
     "mysql_set_stock": mysql_set_stock,
 }
 
-# What the tests ask (tests/assert.sh, tests/lib.sh): no stack-lib.sh function stands for
-# these.
+# What the tests ask (tests/assert.sh, tests/lib.sh, tests/stack/containers.sh): no
+# stack-lib.sh function stands for these.
 QUERIES = {
     "metric": metric,
     "metric_total": metric_total,
     "metric_series": metric_series,
     "wait_metric": wait_metric,
     "sentinel_primary": sentinel_primary,
+    "set_stock_sql": set_stock_sql,
 }
 
 
