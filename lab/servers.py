@@ -29,6 +29,13 @@ SRC = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STACK_LIB = os.path.join(SRC, "scripts", "stack-lib.sh")
 
 
+def _stack_lib_argv(command, *args):
+    """The argv of bash running the line COMMAND with stack-lib.sh sourced and ARGS as
+    $1...; when COMMAND execs a server (zk_exec), the pid bash started with is the
+    server's."""
+    return ["bash", "-c", 'source "$0" && ' + command, STACK_LIB] + [str(a) for a in args]
+
+
 def stack_lib(command, *args, env=None):
     """Runs the bash line COMMAND with scripts/stack-lib.sh sourced and ARGS as $1...
     What the container images (which have no Python) share with the native servers,
@@ -36,17 +43,11 @@ def stack_lib(command, *args, env=None):
     ACL file, is written there once and used from here. Returns its standard output;
     raises LabError with its standard error when it fails. Secrets go in ENV, never in
     ARGS."""
-    r = subprocess.run(["bash", "-c", 'source "$0" && ' + command, STACK_LIB] + [str(a) for a in args],
-                       env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True)
+    r = subprocess.run(_stack_lib_argv(command, *args), env=env, stdin=subprocess.DEVNULL,
+                       capture_output=True, text=True)
     if r.returncode != 0:
         raise LabError("stack-lib.sh %s failed: %s" % (command.split()[0], r.stderr.strip()))
     return r.stdout
-
-
-def _stack_lib_exec(command, *args):
-    """The argv that runs the bash line COMMAND, with stack-lib.sh sourced, in the
-    process it starts: COMMAND execs the server, so the pid is the server's."""
-    return ["bash", "-c", 'source "$0" && ' + command, STACK_LIB] + [str(a) for a in args]
 
 
 def _dir(run, name):
@@ -255,7 +256,7 @@ def _zk_launch(d):
     """Runs the server of D/zoo.cfg (stack-lib.sh's zk_exec, the container's too),
     logging into D/zk.log."""
     stack_lib('zk_log4j "$1"', d)
-    proc.spawn(_stack_lib_exec('zk_exec "$1"', d), os.path.join(d, "stdout.log"),
+    proc.spawn(_stack_lib_argv('zk_exec "$1"', d), os.path.join(d, "stdout.log"),
                pidfile=os.path.join(d, "pid"))
 
 
