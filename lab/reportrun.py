@@ -158,30 +158,6 @@ def rate_limit_record(limit, load, initial, final, orders):
 # ---------------------------------------------------------------- the stack
 
 
-class Quiet:
-    """Within it, this process's stdout and stderr (and its children's) go to a log
-    file: the stack's notes and status table are not the report's output."""
-
-    def __init__(self, log):
-        self.log = log
-
-    def __enter__(self):
-        sys.stdout.flush()
-        sys.stderr.flush()
-        self.saved = (os.dup(1), os.dup(2))
-        fd = os.open(self.log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-        os.dup2(fd, 1)
-        os.dup2(fd, 2)
-        os.close(fd)
-
-    def __exit__(self, *exc):
-        sys.stdout.flush()
-        sys.stderr.flush()
-        for fd, saved in zip((1, 2), self.saved):
-            os.dup2(saved, fd)
-            os.close(saved)
-
-
 class Bench:
     """The report's stack and its loads. o: loadtest/report's options."""
 
@@ -196,14 +172,10 @@ class Bench:
         self.seq = 0
 
     def _stack(self, what, fn, *args, **kw):
-        log = os.path.join(self.work, "stack.log")
         try:
-            with Quiet(log):
-                fn(*args, **kw)
+            stackmod.logged(os.path.join(self.work, "stack.log"), fn, *args, **kw)
         except LabError as e:
-            with open(log, encoding="utf-8", errors="replace") as f:
-                tail = "".join(f.readlines()[-20:])
-            raise Failed(f"{what} failed: {e}\n{tail}")
+            raise Failed(f"{what} failed: {e}")
 
     def up(self, ensemble=False):
         self._stack("starting the stack", self.stack.up, self.o.instances, "none", self.o.extra,

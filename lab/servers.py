@@ -11,7 +11,6 @@ already does nothing. A start returns once the server answers (a query, srvr, PI
 not.
 """
 
-import hashlib
 import json
 import os
 import re
@@ -27,6 +26,28 @@ from . import proc
 from .ports import zk_ensemble_ports
 
 SRC = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+STACK_LIB = os.path.join(SRC, "scripts", "stack-lib.sh")
+
+
+def _stack_lib_argv(command, *args):
+    """The argv of bash running the line COMMAND with stack-lib.sh sourced and ARGS as
+    $1...; when COMMAND execs a server (zk_exec), the pid bash started with is the
+    server's."""
+    return ["bash", "-c", 'source "$0" && ' + command, STACK_LIB] + [str(a) for a in args]
+
+
+def stack_lib(command, *args, env=None):
+    """Runs the bash line COMMAND with scripts/stack-lib.sh sourced and ARGS as $1...
+    What the container images (which have no Python) share with the native servers,
+    the MariaDB install and grants, the zoo.cfg and the JVM's command line, Redis's
+    ACL file, is written there once and used from here. Returns its standard output;
+    raises LabError with its standard error when it fails. Secrets go in ENV, never in
+    ARGS."""
+    r = subprocess.run(_stack_lib_argv(command, *args), env=env, stdin=subprocess.DEVNULL,
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        raise LabError("stack-lib.sh %s failed: %s" % (command.split()[0], r.stderr.strip()))
+    return r.stdout
 
 
 def _dir(run, name):
@@ -199,18 +220,9 @@ def mysql_start(run, port, env=None):
     pidfile = os.path.join(d, "pid")
     if proc.pid_alive(pidfile):
         return
-    # A private temp directory: in a shared /tmp the bootstrap's temporary tables have
-    # been seen to vanish under it ("Error on delete of '/tmp/#sql-temptable-...'").
+    # The server's temporary tables go where the bootstrap's did (mysql_install says why).
+    stack_lib('mysql_install "$1"', run)
     tmp = os.path.join(d, "tmp")
-    os.makedirs(tmp, exist_ok=True)
-    if not os.path.isdir(os.path.join(d, "data", "mysql")):
-        r = subprocess.run(["mariadb-install-db", "--no-defaults", "--user=root",
-                            "--datadir=" + os.path.join(d, "data"), "--tmpdir=" + tmp,
-                            "--auth-root-authentication-method=normal", "--skip-test-db"],
-                           stdout=open(os.path.join(d, "install.log"), "wb"),
-                           stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-        if r.returncode != 0:
-            raise LabError("mariadb-install-db failed; see %s/install.log" % d)
     log = os.path.join(d, "error.log")
     proc.spawn(["mariadbd", "--no-defaults", "--user=root", "--datadir=" + os.path.join(d, "data"),
                 "--tmpdir=" + tmp,
@@ -224,60 +236,28 @@ def mysql_stop(run):
     proc.stop_pidfile(os.path.join(run, "mysql", "pid"), 60)
 
 
-def mysql_grant_service_user(run, db, user, password, hosts=("127.0.0.1", "localhost")):
-    """Makes sure USER exists with PASSWORD and may do only what a deduction needs:
-    read and update product (and its segments), read and add orders, and take and give
-    back a lock row in stock_lock (mode db-lock)."""
-    grants = ["GRANT SELECT, UPDATE ON `%s`.product TO %%s@%%s",
-              "GRANT SELECT, UPDATE ON `%s`.product_segment TO %%s@%%s",
-              "GRANT SELECT ON `%s`.product_stock TO %%s@%%s",
-              "GRANT SELECT, INSERT ON `%s`.orders TO %%s@%%s",
-              "GRANT SELECT, INSERT, DELETE, UPDATE (expires_at) ON `%s`.stock_lock TO %%s@%%s"]
-    con = mysql_connect(run)
-    try:
-        with con.cursor() as cur:
-            for host in hosts:
-                cur.execute("CREATE USER IF NOT EXISTS %s@%s IDENTIFIED BY %s", (user, host, password))
-                cur.execute("ALTER USER %s@%s IDENTIFIED BY %s", (user, host, password))
-                for g in grants:
-                    cur.execute(g % db, (user, host))
-    finally:
-        con.close()
+def mysql_grant_service_user(run, db, user, password):
+    """stack-lib.sh's mysql_grant_service_user: USER with PASSWORD from 127.0.0.1 and
+    localhost, allowed only what a deduction needs."""
+    stack_lib('mysql_grant_service_user "$1" "$2" "$3" "$STACK_LIB_PASSWORD"', run, db, user,
+              env=dict(os.environ, STACK_LIB_PASSWORD=password))
 
 
 def mysql_create_db(run, db, user, password):
-    """(Re)creates DB with the schema and the seed, and the service user."""
-    mysql_query(run, "DROP DATABASE IF EXISTS `%s`" % db)
-    mysql_query(run, "CREATE DATABASE `%s` CHARACTER SET utf8mb4" % db)
-    mysql_source(run, db, os.path.join(SRC, "sql", "schema.sql"))
-    mysql_source(run, db, os.path.join(SRC, "sql", "seed.sql"))
-    mysql_grant_service_user(run, db, user, password)
+    """stack-lib.sh's mysql_create_db: DB made again with the schema and the seed, and
+    the service user."""
+    stack_lib('mysql_create_db "$1" "$2" "$3" "$STACK_LIB_PASSWORD"', run, db, user,
+              env=dict(os.environ, STACK_LIB_PASSWORD=password))
 
 
 # ---------------------------------------------------------------- ZooKeeper
 
-def zk_write_cfg(d, port, address="127.0.0.1"):
-    """The zoo.cfg of every server of ours. tickTime 500 and a 1 s minimum session let
-    tests expire sessions in about 2 s."""
-    with open(os.path.join(d, "zoo.cfg"), "w") as f:
-        f.write("tickTime=500\ninitLimit=10\nsyncLimit=5\ndataDir=%s/data\nclientPort=%d\n"
-                "clientPortAddress=%s\nadmin.enableServer=false\n4lw.commands.whitelist=*\n"
-                "minSessionTimeout=1000\nmaxSessionTimeout=60000\nmaxClientCnxns=0\n"
-                % (d, port, address))
-    with open(os.path.join(d, "log4j.properties"), "w") as f:
-        f.write("log4j.rootLogger=WARN, F\nlog4j.appender.F=org.apache.log4j.FileAppender\n"
-                "log4j.appender.F.File=${zookeeper.log.dir}/zk.log\n"
-                "log4j.appender.F.layout=org.apache.log4j.PatternLayout\n"
-                "log4j.appender.F.layout.ConversionPattern=%d %p [%t] %c{1}: %m%n\n")
-
-
 def _zk_launch(d):
-    cp = "/usr/share/java/zookeeper.jar:/usr/share/java/zookeeper-jute.jar:/usr/share/java/*"
-    proc.spawn(["java", "-Xmx256m", "-XX:+UseSerialGC", "-cp", cp, "-Dzookeeper.log.dir=" + d,
-                "-Dlog4j.configuration=file:%s/log4j.properties" % d,
-                "-Dzookeeper.jmx.log4j.disable=true", "-Dznode.container.checkIntervalMs=1000",
-                "org.apache.zookeeper.server.quorum.QuorumPeerMain", os.path.join(d, "zoo.cfg")],
-               os.path.join(d, "stdout.log"), pidfile=os.path.join(d, "pid"))
+    """Runs the server of D/zoo.cfg (stack-lib.sh's zk_exec, the container's too),
+    logging into D/zk.log."""
+    stack_lib('zk_log4j "$1"', d)
+    proc.spawn(_stack_lib_argv('zk_exec "$1"', d), os.path.join(d, "stdout.log"),
+               pidfile=os.path.join(d, "pid"))
 
 
 def zk_start(run, port, name="zk"):
@@ -288,7 +268,7 @@ def zk_start(run, port, name="zk"):
     pidfile = os.path.join(d, "pid")
     if proc.pid_alive(pidfile):
         return
-    zk_write_cfg(d, port)
+    stack_lib('zk_write_cfg "$1" "$2"', d, port)
     _zk_launch(d)
     await_ready("ZooKeeper", pidfile, port, lambda: zk_mode(port) is not None, 60,
                 os.path.join(d, "zk.log"))
@@ -308,19 +288,14 @@ def zk_ensemble_start(run, first, members=(1, 2, 3), wait=True):
     RUN/zkN; the config is written the first time); with WAIT returns once each of them
     serves as leader or follower (which needs a quorum: another member must be up)."""
     ports = zk_ensemble_ports(first)
-    servers = "".join("server.%d=127.0.0.1:%d:%d\n" % (n, q, e)
-                      for n, (_, q, e) in enumerate(ports, 1))
+    servers = ["127.0.0.1:%d:%d" % (q, e) for _, q, e in ports]
     for n in members:
         client = ports[n - 1][0]
         d = _dir(run, "zk%d" % n)
         os.makedirs(os.path.join(d, "data"), exist_ok=True)
         if proc.pid_alive(os.path.join(d, "pid")):
             continue
-        zk_write_cfg(d, client)
-        with open(os.path.join(d, "zoo.cfg"), "a") as f:
-            f.write(servers)
-        with open(os.path.join(d, "data", "myid"), "w") as f:
-            f.write("%d\n" % n)
+        stack_lib('zk_write_cfg "$1" "$2" && zk_ensemble_cfg "$1" "${@:3}"', d, client, n, *servers)
         _zk_launch(d)
     if not wait:
         return
@@ -349,13 +324,6 @@ def zk_leader(first):
 # No persistence: the lock keys are leases, and the fencing counter survives a restart
 # through its clock floor (lock/redislock.h).
 REDIS_FLAGS = ["--save", "", "--appendonly", "no", "--daemonize", "no"]
-# User stockd may run only what lock/redislock.c sends, on the lock keys and channels.
-REDIS_ACL = ("-@all +evalsha +script|load +exists +pttl +time +incr +set +get +del +publish "
-             "+subscribe +unsubscribe +ping")
-REDIS_REPLICA_ACL = "+psync +replconf +ping"
-REDIS_SENTINEL_ACL = ("allchannels +multi +exec +slaveof +replicaof +ping +subscribe "
-                      "+config|rewrite +role +publish +info +client|setname +client|kill "
-                      "+script|kill")
 
 
 def redis_user():
@@ -363,23 +331,13 @@ def redis_user():
 
 
 def _redis_auth_conf(d, password, replication, master):
-    """Writes D/auth.conf (0600) for PASSWORD and returns its path. The default user is
-    off; the password reaches the server as its SHA-256, never in argv."""
-    h = hashlib.sha256(password.encode()).hexdigest()
-    lines = ["user default off",
-             "user %s reset on #%s ~lock:* resetchannels &lock:#released:* %s"
-             % (redis_user(), h, REDIS_ACL)]
-    if replication:
-        lines.append("user replica reset on #%s resetchannels -@all %s" % (h, REDIS_REPLICA_ACL))
-        lines.append("user sentinel reset on #%s -@all %s" % (h, REDIS_SENTINEL_ACL))
-    if master:
-        lines += ["masteruser replica", 'masterauth "%s"' % password]
-    path = os.path.join(d, "auth.conf")
-    fd = os.open(path + ".tmp", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as f:
-        f.write("\n".join(lines) + "\n")
-    os.replace(path + ".tmp", path)
-    return path
+    """Writes D/auth.conf (0600) for PASSWORD with stack-lib.sh's redis_auth_conf (the
+    container's ACL too) and returns its path: the default user off, the users and
+    their commands as it says; the password reaches the server as its SHA-256, never in
+    argv."""
+    env = dict(os.environ, STACK_REDIS_PASSWORD=password, STACK_REDIS_USER=redis_user(),
+               STACK_REDIS_REPLICATION="1" if replication else "0")
+    return stack_lib('redis_auth_conf "$1" "$2"', d, master or "", env=env)
 
 
 def redis_start(run, port, name="redis", password=None, replication=False, master=None):
@@ -501,6 +459,22 @@ def etcd_cluster_start(run, first):
         port = first + n - 1
         await_ready("etcd%d" % n, os.path.join(d, "pid"), port, lambda p=port: etcd_healthy(p), 60,
                     os.path.join(d, "etcd.log"))
+
+
+def etcd_cluster_leader(first):
+    """The member (1..3) of the cluster from port FIRST that answers as its own leader
+    (the status's leader is its member id), or None."""
+    for n in (1, 2, 3):
+        req = urllib.request.Request("http://127.0.0.1:%d/v3/maintenance/status" % (first + n - 1),
+                                     data=b"{}", method="POST")
+        try:
+            with urllib.request.urlopen(req, timeout=3) as r:
+                st = json.loads(r.read())
+        except (OSError, ValueError):
+            continue
+        if st.get("leader") and st.get("leader") == st.get("header", {}).get("member_id"):
+            return n
+    return None
 
 
 def etcd_cluster_stop(run):

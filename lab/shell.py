@@ -1,9 +1,10 @@
 """The lab library for shell scripts: `python3 -m lab.shell FUNCTION ARGS...` runs one
-start or stop function of lab/servers.py with the argument order of
-scripts/stack-lib.sh, so that the shell helpers of the tests and the load tools start
-their servers with the same code as scripts/stack (stack-lib.sh's functions of the
-same names call this), or reads a stockd's /metrics for the tests' `metric` helper
-(tests/assert.sh). Exit 0 on success, 1 with the reason on stderr, 2 on a wrong call.
+function of lab/servers.py (a start, a stop, or a question such as the ensemble's
+leader) or lab/shop.py's set_stock, with the argument order of scripts/stack-lib.sh,
+so that the shell helpers of the tests and the load tools handle their servers with
+the same code as scripts/stack (stack-lib.sh's functions of the same names call this,
+CALLS), or reads a stockd's /metrics for the tests' `metric` helper (tests/assert.sh,
+QUERIES). Exit 0 on success, 1 with the reason on stderr, 2 on a wrong call.
 
 Settings that stack-lib.sh took from the environment still come from there:
 STACK_REDIS_PASSWORD (and STACK_REDIS_USER) for Redis and Sentinel,
@@ -16,15 +17,14 @@ import sys
 import time
 import urllib.request
 
-from prometheus_client.parser import text_string_to_metric_families
-
 from . import LabError
-from . import prom
 
 
 class _LazyServers:
     """lab.servers, imported at the first use: the /metrics calls do without it (and
-    without its start-up time, which a wait would add to its latency)."""
+    without its start-up time, which a wait would add to its latency). The /metrics
+    calls import the Prometheus client as they need it, in turn: the servers' calls
+    need only the packages of `scripts/deps demo` (lock/bench/run asks for no more)."""
 
     def __getattr__(self, name):
         from . import servers
@@ -46,6 +46,7 @@ def _redis_start(run, port, name="redis", master=""):
 def metric_key(text):
     """The (name, labels) key of lab.prom's Scrape for a sample written as /metrics
     writes it, NAME or NAME{label="value",...}; ValueError if it is not one sample."""
+    from prometheus_client.parser import text_string_to_metric_families
     samples = [s for fam in text_string_to_metric_families(text + " 0\n") for s in fam.samples]
     if len(samples) != 1:
         raise ValueError("not one sample name: %r" % text)
@@ -59,6 +60,7 @@ def _url(target):
 
 def _scrapes(targets):
     """lab.prom Scrapes of the /metrics of each target (a stockd's port, or a base URL)."""
+    from . import prom
     out = []
     for t in targets:
         try:
@@ -117,6 +119,33 @@ def metric_series(name, target):
     print(sum(1 for n, _ in sc if n == name))
 
 
+def _print_member(n):
+    """Prints member number N; LabError when there is none (no leader)."""
+    if n is None:
+        raise LabError("no member answers as the leader")
+    print(n)
+
+
+def zk_ensemble_mode(first, n):
+    """Prints member N's mode (leader, follower); nothing when it does not serve."""
+    mode = srv.zk_mode(srv.zk_ensemble_ports(int(first))[int(n) - 1][0])
+    if mode:
+        print(mode)
+
+
+def mysql_set_stock(run, db, product, stock, segments="1"):
+    """lab.shop's set_stock: the product's stock (over SEGMENTS), fence 0, no orders."""
+    from .shop import Shop
+    with Shop(run, db) as shop:
+        shop.set_stock(int(product), int(stock), int(segments))
+
+
+def set_stock_sql(product, stock, segments="1"):
+    """Prints mysql_set_stock's statements as one transaction, for a mariadb client."""
+    from .shop import set_stock_sql as sql
+    print("START TRANSACTION;\n%s;\nCOMMIT;" % ";\n".join(sql(product, stock, segments)))
+
+
 def sentinel_primary(port):
     """Prints HOST:PORT of the primary the Sentinel on PORT names; LabError if none."""
     primary = srv.sentinel_primary(int(port))
@@ -125,6 +154,7 @@ def sentinel_primary(port):
     print(primary)
 
 
+# The functions of stack-lib.sh that call the library, each under its own name.
 CALLS = {
     "mysql_start": lambda run, port: srv.mysql_start(run, int(port)),
     "mysql_stop": lambda *a: srv.mysql_stop(*a),
@@ -149,16 +179,25 @@ CALLS = {
         run, int(port), [int(u) for u in ups], os.environ.get("STACK_NGINX_ROUTE") or "round-robin",
         os.environ.get("STACK_NGINX_RATE_LIMIT") or ""),
     "nginx_stop": lambda *a: srv.nginx_stop(*a),
+    "etcd_cluster_start": lambda run, first: srv.etcd_cluster_start(run, int(first)),
+    "etcd_cluster_stop": lambda *a: srv.etcd_cluster_stop(*a),
+    "etcd_cluster_hosts": lambda first: print(srv.etcd_cluster_hosts(int(first))),
+    "etcd_cluster_leader": lambda first: _print_member(srv.etcd_cluster_leader(int(first))),
+    "zk_ensemble_hosts": lambda first: print(srv.zk_ensemble_hosts(int(first))),
+    "zk_ensemble_mode": zk_ensemble_mode,
+    "zk_leader": lambda first: _print_member(srv.zk_leader(int(first))),
+    "mysql_set_stock": mysql_set_stock,
 }
 
-# What the tests ask (tests/assert.sh, tests/lib.sh): no stack-lib.sh function stands for
-# these.
+# What the tests ask (tests/assert.sh, tests/lib.sh, tests/stack/containers.sh): no
+# stack-lib.sh function stands for these.
 QUERIES = {
     "metric": metric,
     "metric_total": metric_total,
     "metric_series": metric_series,
     "wait_metric": wait_metric,
     "sentinel_primary": sentinel_primary,
+    "set_stock_sql": set_stock_sql,
 }
 
 

@@ -44,22 +44,12 @@ class Shop:
 
     def set_stock(self, product, stock, segments=1):
         """Resets product to stock (split evenly over segments when > 1), fence 0 and no
-        orders, in one transaction."""
-        if segments < 1:
-            raise ValueError(f"bad segment count {segments}")
+        orders, in one transaction (set_stock_sql's statements)."""
         with self.conn.cursor() as cur:
             self.conn.begin()
             try:
-                cur.execute("DELETE FROM orders WHERE product_id=%s", (product,))
-                cur.execute("DELETE FROM product_segment WHERE product_id=%s", (product,))
-                cur.execute("UPDATE product SET stock=%s, fence=0 WHERE id=%s",
-                            (stock if segments == 1 else 0, product))
-                if segments > 1:
-                    cur.executemany(
-                        "INSERT INTO product_segment (product_id, seg, stock, fence) "
-                        "VALUES (%s, %s, %s, 0)",
-                        [(product, s, stock // segments + (1 if s <= stock % segments else 0))
-                         for s in range(1, segments + 1)])
+                for sql in set_stock_sql(product, stock, segments):
+                    cur.execute(sql)
                 self.conn.commit()
             except BaseException:
                 self.conn.rollback()
@@ -81,6 +71,26 @@ class Shop:
         """The product's row as a boxed text table, as the mariadb client's -t draws it."""
         return box(("id", "product_name", "stock"), self.rows(
             "SELECT id, product_name, stock FROM product_stock WHERE id=%s", (product,)))
+
+
+def set_stock_sql(product, stock, segments=1):
+    """The statements, to run in one transaction, that reset PRODUCT to STOCK, fence 0
+    and no orders: with SEGMENTS K > 1 the stock is split evenly over segments 1..K of
+    product_segment (the first STOCK mod K get one more) and product.stock is 0, as
+    `stockd --segments K` expects. Numbers only (ValueError otherwise), so the text is
+    safe to hand to a mariadb client too (tests/stack/containers.sh's, in a container
+    without Python)."""
+    product, stock, segments = int(product), int(stock), int(segments)
+    if segments < 1:
+        raise ValueError(f"bad segment count {segments}")
+    out = ["DELETE FROM orders WHERE product_id=%d" % product,
+           "DELETE FROM product_segment WHERE product_id=%d" % product,
+           "UPDATE product SET stock=%d, fence=0 WHERE id=%d" % (stock if segments == 1 else 0, product)]
+    if segments > 1:
+        out.append("INSERT INTO product_segment (product_id, seg, stock, fence) VALUES " + ", ".join(
+            "(%d, %d, %d, 0)" % (product, s, stock // segments + (1 if s <= stock % segments else 0))
+            for s in range(1, segments + 1)))
+    return out
 
 
 def box(head, rows):

@@ -540,6 +540,43 @@ class Stack:
         return ["mariadb", "--no-defaults", "-uroot", "-S", srv.mysql_socket(self.run), "-D", DB] + list(args)
 
 
+class Quiet:
+    """Within it, this process's stdout and stderr (and its children's) go to a log
+    file: the stack's notes and status table are not a tool's output."""
+
+    def __init__(self, log):
+        self.log = log
+
+    def __enter__(self):
+        sys.stdout.flush()
+        sys.stderr.flush()
+        self.saved = (os.dup(1), os.dup(2))
+        fd = os.open(self.log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        os.dup2(fd, 1)
+        os.dup2(fd, 2)
+        os.close(fd)
+
+    def __exit__(self, *exc):
+        sys.stdout.flush()
+        sys.stderr.flush()
+        for fd, saved in zip((1, 2), self.saved):
+            os.dup2(saved, fd)
+            os.close(saved)
+
+
+def logged(log, fn, *args, **kw):
+    """FN(*ARGS, **KW), a Stack operation of a load tool, with its output in the file
+    LOG (Quiet); its result. A LabError it raises comes back with the last 20 lines of
+    LOG added."""
+    try:
+        with Quiet(log):
+            return fn(*args, **kw)
+    except LabError as e:
+        with open(log, encoding="utf-8", errors="replace") as f:
+            tail = "".join(f.readlines()[-20:])
+        raise LabError("%s\n%s" % (e, tail)) from None
+
+
 def export_lines(pairs):
     """`export NAME=VALUE` lines, each value quoted for the shell."""
     return "".join("export %s=%s\n" % (k, shlex.quote(v)) for k, v in pairs)

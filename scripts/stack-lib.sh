@@ -1,14 +1,17 @@
 # shellcheck shell=bash
 # The stack's servers for shell scripts: the integration tests' helpers, the load tools
-# and the container entrypoints source this file. The servers are started and stopped
-# by the lab library (lab/servers.py, through lab/shell.py), the same code as
-# scripts/stack's: mysql_start, zk_start, zk_ensemble_start(_one), redis_start,
-# sentinel_start, etcd_start, prometheus_start, nginx_start and their *_stop, with the
-# arguments below. What stays here is shell: the clients and probes the tests use
-# (mysql_cli, zk_4lw, redis_ping, ...), stockd_start (a child of the calling shell, so
-# a test can wait for its exit status), etcd's three-member test cluster, and the
-# configuration pieces the container images build from (mysql_install, zk_write_cfg,
-# zk_exec, zk_ensemble_cfg, redis_auth_conf).
+# and the container entrypoints source this file. Each thing is written once, here or
+# in the lab library (lab/):
+#   - starting, stopping and asking the servers is lab/servers.py's, the same code as
+#     scripts/stack's; the functions of the list below call it (through lab/shell.py);
+#   - what the container images need, which have no Python, is written here, and
+#     lab/servers.py runs these same functions for the native servers: the MariaDB
+#     install, schema and grants (mysql_install, mysql_create_db), the zoo.cfg and the
+#     JVM (zk_write_cfg, zk_ensemble_cfg, zk_log4j, zk_exec), Redis's ACL file
+#     (redis_auth_conf), the server flags, and the probes of their health checks
+#     (zk_serving, redis_ping);
+#   - stockd_start is shell, so that the instance is a child of the calling test,
+#     which can wait for its exit status; with it the few process helpers it needs.
 #
 # Everything lives under one run directory ($1 of each function) and listens on ports
 # given by the caller. Each server writes its pid file there; stopping reads it back.
@@ -44,9 +47,20 @@ stack_lab() { PYTHONPATH=$STACK_SRC${PYTHONPATH:+:$PYTHONPATH} /usr/bin/python3 
 #   nginx_start RUN PORT UPSTREAM_PORT...
 #                                        nginx/nginx.conf.in, routed and limited as
 #                                        STACK_NGINX_ROUTE / STACK_NGINX_RATE_LIMIT say
+#   etcd_cluster_start RUN FIRST         three members from port FIRST (RUN/etcd1..3):
+#                                        clients FIRST+0..2, peers +3..5
 #   mysql_stop RUN, zk_stop RUN [NAME], zk_ensemble_stop RUN, redis_stop RUN [NAME],
-#   sentinel_stop RUN [NAME], etcd_stop RUN, prometheus_stop RUN, stockd_stop_all RUN,
-#   nginx_stop RUN
+#   sentinel_stop RUN [NAME], etcd_stop RUN, etcd_cluster_stop RUN, prometheus_stop RUN,
+#   stockd_stop_all RUN, nginx_stop RUN
+# and what the tests ask of them, from the same library:
+#   zk_ensemble_hosts FIRST, etcd_cluster_hosts FIRST
+#                                        stockd's --zk / --etcd for all three members
+#   zk_leader FIRST, etcd_cluster_leader FIRST
+#                                        the member (1..3) that leads; fails if none
+#   zk_ensemble_mode FIRST N             member N's mode (nothing while it is down)
+#   mysql_set_stock RUN DB ID STOCK [SEGMENTS]
+#                                        one product's stock (split over SEGMENTS, as
+#                                        `stockd --segments` expects), fence 0, no orders
 mysql_start() { stack_lab mysql_start "$@"; }
 mysql_stop() { stack_lab mysql_stop "$@"; }
 zk_start() { stack_lab zk_start "$@"; }
@@ -66,6 +80,14 @@ prometheus_targets() { stack_lab prometheus_targets "$@"; }
 stockd_stop_all() { stack_lab stockd_stop_all "$@"; }
 nginx_start() { stack_lab nginx_start "$@"; }
 nginx_stop() { stack_lab nginx_stop "$@"; }
+etcd_cluster_start() { stack_lab etcd_cluster_start "$@"; }
+etcd_cluster_stop() { stack_lab etcd_cluster_stop "$@"; }
+etcd_cluster_hosts() { stack_lab etcd_cluster_hosts "$@"; }
+etcd_cluster_leader() { stack_lab etcd_cluster_leader "$@"; }
+zk_ensemble_hosts() { stack_lab zk_ensemble_hosts "$@"; }
+zk_ensemble_mode() { stack_lab zk_ensemble_mode "$@"; }
+zk_leader() { stack_lab zk_leader "$@"; }
+mysql_set_stock() { stack_lab mysql_set_stock "$@"; }
 
 # wait_until SECONDS CMD...: runs CMD every 0.1 s until it succeeds or time runs out.
 wait_until() {
@@ -135,13 +157,15 @@ STACK_MYSQL_FLAGS=(--max-connections=2000 --skip-name-resolve --innodb-buffer-po
 
 # mysql_install RUN [OSUSER]: makes the system tables in RUN/mysql/data unless they are
 # there. The server will run as OSUSER (default root); root logs in over the socket
-# with no password, as mysql_cli expects.
+# with no password, as mysql_cli expects. The bootstrap's temporary tables go to
+# RUN/mysql/tmp: in a shared /tmp they have been seen to vanish under it ("Error on
+# delete of '/tmp/#sql-temptable-...'").
 mysql_install() {
   local run=$1 user=${2:-root} d
   d=$run/mysql
-  mkdir -p "$d"
+  mkdir -p "$d/tmp"
   [[ -d $d/data/mysql ]] && return 0
-  mariadb-install-db --no-defaults --user="$user" --datadir="$d/data" \
+  mariadb-install-db --no-defaults --user="$user" --datadir="$d/data" --tmpdir="$d/tmp" \
     --auth-root-authentication-method=normal --skip-test-db >"$d/install.log" 2>&1 || {
     stack_log "mysql: install-db failed, see $d/install.log"
     return 1
@@ -190,30 +214,6 @@ SQL
 mysql_quote() {
   local s=${1//\\/\\\\}
   printf '%s' "${s//\'/\\\'}"
-}
-
-# mysql_set_stock RUN DB ID STOCK [SEGMENTS]: resets one product's stock and fence and
-# clears its orders. With SEGMENTS K > 1 the stock is split evenly over segments 1..K of
-# product_segment (the first STOCK mod K get one more) and product.stock is 0, as
-# `stockd --segments K` expects; with K = 1 (the default) the product has no segments.
-mysql_set_stock() {
-  local k=${5:-1} rows='' s
-  [[ $k =~ ^[1-9][0-9]*$ ]] || { echo "mysql_set_stock: bad segment count '$k'" >&2; return 2; }
-  if ((k == 1)); then
-    mysql_cli "$1" "$2" -e "DELETE FROM orders WHERE product_id=$3;
-      DELETE FROM product_segment WHERE product_id=$3;
-      UPDATE product SET stock=$4, fence=0 WHERE id=$3;"
-    return
-  fi
-  for ((s = 1; s <= k; s++)); do
-    rows+="${rows:+,}($3, $s, $(($4 / k + (s <= $4 % k ? 1 : 0))), 0)"
-  done
-  mysql_cli "$1" "$2" -e "START TRANSACTION;
-    DELETE FROM orders WHERE product_id=$3;
-    DELETE FROM product_segment WHERE product_id=$3;
-    UPDATE product SET stock=0, fence=0 WHERE id=$3;
-    INSERT INTO product_segment (product_id, seg, stock, fence) VALUES $rows;
-    COMMIT;"
 }
 
 # ---------------------------------------------------------------- ZooKeeper
@@ -282,19 +282,11 @@ zk_exec() {
     org.apache.zookeeper.server.quorum.QuorumPeerMain "$d/zoo.cfg"
 }
 
-# ---------------------------------------------------------------- ZooKeeper ensemble
-
-# A three-server ensemble on loopback, for the fault tests and `scripts/stack up
-# --zk-ensemble`. Server N (1..3) lives in RUN/zkN (so a test's cleanup, which stops
-# RUN/*/pid, stops it too) and uses the ports
-#   client BASE+N-1, quorum BASE+N+2, leader election BASE+N+5
-# (nine ports from BASE). It forms a quorum in 2 to 8 s on this machine.
-
 # zk_ensemble_cfg DIR N SERVER...: makes the server of DIR (its zoo.cfg written by
 # zk_write_cfg) member N of an ensemble: N in DIR/data/myid, and one server.I line per
 # SERVER (HOST:QUORUM_PORT:ELECTION_PORT, the I-th is server I) appended to the
-# zoo.cfg. Every member must be given the same list. Used by the ZooKeeper container (docker/zookeeper/entrypoint.sh), whose members are
-# zk1..zk3 of docker-compose.yml.
+# zoo.cfg. Every member must be given the same list: the ZooKeeper containers zk1..zk3
+# of docker-compose.yml, and the native ensemble (lab/servers.py's zk_ensemble_start).
 zk_ensemble_cfg() {
   local d=$1 n=$2 i=0 s
   shift 2
@@ -307,26 +299,6 @@ zk_ensemble_cfg() {
     i=$((i + 1))
     echo "server.$i=$s" >>"$d/zoo.cfg"
   done
-}
-
-# zk_ensemble_hosts BASE: the connection string, "127.0.0.1:BASE,...:BASE+2".
-zk_ensemble_hosts() {
-  local b=$1
-  printf '127.0.0.1:%s,127.0.0.1:%s,127.0.0.1:%s' "$b" $((b + 1)) $((b + 2))
-}
-
-# zk_ensemble_mode BASE N: prints server N's mode (leader, follower; nothing if down).
-zk_ensemble_mode() {
-  zk_4lw $(($1 + $2 - 1)) srvr 2>/dev/null | sed -n 's/^Mode: //p'
-}
-
-# zk_leader BASE: prints the number (1..3) of the current leader; fails if none leads.
-zk_leader() {
-  local n
-  for n in 1 2 3; do
-    [[ $(zk_ensemble_mode "$1" "$n") == leader ]] && { echo "$n"; return 0; }
-  done
-  return 1
 }
 
 # ---------------------------------------------------------------- Redis
@@ -396,65 +368,6 @@ redis_ping() {
   fi
 }
 
-# ---------------------------------------------------------------- etcd
-
-# etcd_healthy PORT: true when the member on PORT has a leader and answers.
-etcd_healthy() {
-  [[ $(curl -s -m 3 "http://127.0.0.1:$1/health" 2>/dev/null) == *'"health":"true"'* ]]
-}
-
-# A three-member etcd cluster on loopback, for the fault tests. Member N (1..3) lives in
-# RUN/etcdN and uses the ports client BASE+N-1 and peer BASE+N+2 (six ports from BASE).
-
-# etcd_cluster_hosts BASE: the member list, "127.0.0.1:BASE,...:BASE+2" (for --etcd).
-etcd_cluster_hosts() {
-  printf '127.0.0.1:%s,127.0.0.1:%s,127.0.0.1:%s' "$1" $(($1 + 1)) $(($1 + 2))
-}
-
-# etcd_cluster_start RUN BASE: starts the three members (the first time, as a new
-# cluster) and returns once each one reports a leader.
-etcd_cluster_start() {
-  local run=$1 b=$2 n d cluster='' state=new
-  for n in 1 2 3; do cluster+="${cluster:+,}e$n=http://127.0.0.1:$((b + n + 2))"; done
-  for n in 1 2 3; do
-    d=$run/etcd$n
-    mkdir -p "$d"
-    pid_alive "$d/pid" && continue
-    [[ -d $d/data ]] && state=existing
-    port_free $((b + n - 1)) || { stack_log "etcd$n: port $((b + n - 1)) is taken"; return 1; }
-    etcd --name "e$n" --data-dir "$d/data" \
-      --listen-client-urls "http://127.0.0.1:$((b + n - 1))" \
-      --advertise-client-urls "http://127.0.0.1:$((b + n - 1))" \
-      --listen-peer-urls "http://127.0.0.1:$((b + n + 2))" \
-      --initial-advertise-peer-urls "http://127.0.0.1:$((b + n + 2))" \
-      --initial-cluster "$cluster" --initial-cluster-state "$state" >"$d/etcd.log" 2>&1 &
-    echo $! >"$d/pid"
-  done
-  for n in 1 2 3; do
-    wait_until 60 etcd_healthy $((b + n - 1)) ||
-      { stack_log "etcd$n: not healthy, see $run/etcd$n/etcd.log"; return 1; }
-  done
-}
-
-# etcd_cluster_leader BASE: prints the number (1..3) of the member that leads; fails if
-# none answers as the leader.
-etcd_cluster_leader() {
-  local n out
-  for n in 1 2 3; do
-    out=$(curl -s -m 3 -X POST -d '{}' "http://127.0.0.1:$(($1 + n - 1))/v3/maintenance/status") ||
-      continue
-    [[ -n $out && $(jq -r '.leader // empty' <<<"$out") == "$(jq -r '.header.member_id // "x"' <<<"$out")" ]] &&
-      { echo "$n"; return 0; }
-  done
-  return 1
-}
-
-# etcd_cluster_stop RUN
-etcd_cluster_stop() {
-  local n
-  for n in 1 2 3; do stop_pidfile "$1/etcd$n/pid" 20; done
-}
-
 # ---------------------------------------------------------------- stockd
 
 # stockd_bin: the built binary (STOCKD_BIN, else build/service/stockd).
@@ -494,17 +407,3 @@ http_answers() {
 }
 
 stockd_stop() { stop_pidfile "$1/stockd/$2.pid" 20; }
-
-# ---------------------------------------------------------------- nginx
-
-# How nginx routes and limits, for nginx_start (and so for every caller: scripts/stack,
-# the tests' t_nginx, loadtest/report): STACK_NGINX_ROUTE is round-robin (the default,
-# the seed's experiment) or affinity (`hash $arg_id consistent`: every deduction of one
-# product goes to one instance while it is up); STACK_NGINX_RATE_LIMIT is empty (no
-# limit) or RATE[:BURST] for a limit_req zone keyed by the product id (RATE in requests
-# per second, or N r/s, N r/m as nginx writes it; BURST requests above it are let
-# through at once, the rest get 429 JSON). nginx_route_check / nginx_rate_limit_check
-# say whether a value is one (for the scripts' option parsing).
-nginx_route_check() { [[ $1 == round-robin || $1 == affinity ]]; }
-nginx_rate_limit_check() { [[ $1 =~ ^[1-9][0-9]{0,6}(r/s|r/m)?(:[0-9]{1,7})?$ ]]; }
-

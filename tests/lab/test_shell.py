@@ -91,3 +91,31 @@ class Metrics(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class SetStockSql(unittest.TestCase):
+    """The statements of mysql_set_stock (lab.shop), which the container test hands to
+    the mariadb client of a container without Python."""
+
+    def test_segments_split_evenly_first_ones_get_the_rest(self):
+        from lab.shop import set_stock_sql
+        self.assertEqual(["DELETE FROM orders WHERE product_id=2",
+                          "DELETE FROM product_segment WHERE product_id=2",
+                          "UPDATE product SET stock=0, fence=0 WHERE id=2",
+                          "INSERT INTO product_segment (product_id, seg, stock, fence) VALUES "
+                          "(2, 1, 4, 0), (2, 2, 3, 0), (2, 3, 3, 0)"], set_stock_sql(2, 10, 3))
+        self.assertEqual("UPDATE product SET stock=500, fence=0 WHERE id=3", set_stock_sql(3, 500)[2])
+
+    def test_only_numbers_reach_the_text(self):
+        from lab.shop import set_stock_sql
+        for args in (("3; DROP TABLE orders", 1), (3, "1 OR 1=1"), (3, 1, 0)):
+            with self.assertRaises(ValueError):
+                set_stock_sql(*args)
+
+    def test_printed_as_one_transaction(self):
+        buf = io.StringIO()
+        with contextlib.redirect_stdout(buf):
+            shell.set_stock_sql("3", "500")
+        lines = buf.getvalue().splitlines()
+        self.assertEqual(("START TRANSACTION;", "COMMIT;"), (lines[0], lines[-1]))
+        self.assertEqual(5, len(lines))

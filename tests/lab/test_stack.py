@@ -1,6 +1,8 @@
 """Unit tests of the lab library's pure logic: the port layout, the state file, the
-nginx template and scripts/stack's option errors. No server is started."""
+nginx template, the configuration files it takes from scripts/stack-lib.sh and
+scripts/stack's option errors. No server is started."""
 
+import hashlib
 import io
 import json
 import os
@@ -144,8 +146,9 @@ class NginxTemplate(unittest.TestCase):
 
 
 class ShellCopies(unittest.TestCase):
-    """The container images still build their servers' settings in shell
-    (scripts/stack-lib.sh, without Python); those must say what lab/servers.py says."""
+    """The container images build their servers in shell (scripts/stack-lib.sh, without
+    Python), and lab/servers.py runs those same functions; the two lists of server
+    flags it keeps for its own command lines must say what the shell's say."""
 
     def shell_array(self, name):
         with open(os.path.join(SRC, "scripts", "stack-lib.sh")) as f:
@@ -158,9 +161,45 @@ class ShellCopies(unittest.TestCase):
         from lab import servers
         self.assertEqual(self.shell_array("STACK_MYSQL_FLAGS"), servers.MYSQL_FLAGS)
         self.assertEqual(self.shell_array("STACK_REDIS_FLAGS"), servers.REDIS_FLAGS)
-        self.assertEqual(self.shell_array("STACK_REDIS_ACL"), servers.REDIS_ACL.split())
-        self.assertEqual(self.shell_array("STACK_REDIS_REPLICA_ACL"), servers.REDIS_REPLICA_ACL.split())
-        self.assertEqual(self.shell_array("STACK_REDIS_SENTINEL_ACL"), servers.REDIS_SENTINEL_ACL.split())
+
+    def test_redis_acl_file_is_written_by_the_shell(self):
+        from lab import servers
+        with tempfile.TemporaryDirectory() as d:
+            path = servers._redis_auth_conf(d, "s3cret", True, 6390)
+            self.assertEqual(os.path.join(d, "auth.conf"), path)
+            self.assertEqual(0o600, os.stat(path).st_mode & 0o777)
+            with open(path) as f:
+                lines = f.read().splitlines()
+        h = hashlib.sha256(b"s3cret").hexdigest()
+        self.assertEqual(["user default off",
+                          "user %s reset on #%s ~lock:* resetchannels &lock:#released:* -@all "
+                          "+evalsha +script|load +exists +pttl +time +incr +set +get +del +publish "
+                          "+subscribe +unsubscribe +ping" % (servers.redis_user(), h),
+                          "user replica reset on #%s resetchannels -@all +psync +replconf +ping" % h],
+                         lines[:3])
+        self.assertTrue(lines[3].startswith("user sentinel reset on #%s -@all " % h), lines[3])
+        self.assertEqual(["masteruser replica", 'masterauth "s3cret"'], lines[4:])
+
+    def test_ensemble_member_config_is_written_by_the_shell(self):
+        from lab import servers
+        with tempfile.TemporaryDirectory() as d:
+            os.makedirs(os.path.join(d, "data"))
+            servers.stack_lib('zk_write_cfg "$1" "$2" && zk_ensemble_cfg "$1" "${@:3}"', d, 2181, 2,
+                              "127.0.0.1:1:4", "127.0.0.1:2:5", "127.0.0.1:3:6")
+            with open(os.path.join(d, "zoo.cfg")) as f:
+                cfg = f.read()
+            with open(os.path.join(d, "data", "myid")) as f:
+                self.assertEqual("2\n", f.read())
+        self.assertIn("clientPort=2181\nclientPortAddress=127.0.0.1\n", cfg)
+        self.assertTrue(cfg.endswith("server.1=127.0.0.1:1:4\nserver.2=127.0.0.1:2:5\n"
+                                     "server.3=127.0.0.1:3:6\n"), cfg)
+
+    def test_a_failing_shell_function_is_a_lab_error(self):
+        from lab import servers
+        with tempfile.TemporaryDirectory() as d:
+            with self.assertRaisesRegex(LabError, "zk_ensemble_cfg failed: zk: member number '4' "
+                                                  "is not one of 1..3"):
+                servers.stack_lib('zk_ensemble_cfg "$1" 4 a b c', d)
 
     def test_every_shell_start_function_is_the_library_s(self):
         from lab import shell

@@ -192,8 +192,10 @@ reset() {
   local name=$1 d=$T/$1
   mkdir -p "$d/answers"
   shop_sql "SELECT COALESCE(MAX(id), 0) FROM orders" >"$d/mark"
-  podman exec "${project}_mariadb_1" bash -c \
-    "source /usr/local/lib/stockd/scripts/stack-lib.sh && mysql_set_stock /var/lib/stockd shop $product $2"
+  # The reset's statements are lab/shop.py's (the container has no Python to run them).
+  lab set_stock_sql "$product" "$2" | podman exec -i "${project}_mariadb_1" bash -c \
+    'source /usr/local/lib/stockd/scripts/stack-lib.sh && mysql_cli /var/lib/stockd shop' ||
+    fail "$name: the reset of product $product failed"
   expect_eq "$name: stock of product $product after the reset" "$2" \
     "$(shop_sql "SELECT stock FROM product WHERE id=$product")"
 }
