@@ -421,12 +421,8 @@ int dblock_renew(dblock *via, dblock_hold *h) {
         via->st.renew_lost++;
         return LOCK_LOST;
     }
-    /* Only ever moved forward: a renewal whose reply came late must not shorten a
-     * later one. */
-    long long until = sent + (int64_t)(owner->lease_ms - owner->margin_ms) * 1000;
-    long long cur = atomic_load(&h->valid_until_us);
-    while (cur < until && !atomic_compare_exchange_weak(&h->valid_until_us, &cur, until)) {
-    }
+    lock_clock_extend(&h->valid_until_us,
+                      sent + (int64_t)(owner->lease_ms - owner->margin_ms) * 1000);
     via->st.renewals++;
     return LOCK_OK;
 }

@@ -115,11 +115,7 @@ static int keepalive(etcdlock *l, etcdlock_conn *c, etcdlock_hold *h, char *err,
         snprintf(err, errcap, "lease %llx is gone", (unsigned long long)h->lease);
         return LOCK_LOST;
     }
-    long long until = sent + ttl * 1000000 - (int64_t)h->margin_ms * 1000;
-    long long cur = atomic_load(&h->valid_until_us);
-    while (cur != 0 && cur < until &&
-           !atomic_compare_exchange_weak(&h->valid_until_us, &cur, until)) {
-    }
+    lock_clock_extend(&h->valid_until_us, sent + ttl * 1000000 - (int64_t)h->margin_ms * 1000);
     atomic_fetch_add(&l->keepalives, 1);
     return LOCK_OK;
 }
