@@ -404,6 +404,19 @@ int stockdb__read_total(stockdb *db, int32_t product_id, const char *request_id,
     return rc;
 }
 
+int stockdb__read_product(stockdb *db, int32_t product_id, bool *found, int32_t *stock,
+                          int64_t *fence, int32_t *kind, uint64_t *version) {
+    int32_t pid = product_id;
+    MYSQL_BIND p[1], r[4];
+    *found = false;
+    *stock = *kind = 0;
+    *fence = 0;
+    *version = 0;
+    stockdb__bind_int(&p[0], &pid, NULL);
+    stockdb__bind_row(r, stock, fence, kind, version);
+    return stockdb__run(db, STOCKDB__ST_READ, p, r, found, NULL);
+}
+
 bool stockdb__request_id_ok(stockdb *db, const char *what, const char *key) {
     if (!key) return true;
     size_t n = strlen(key);
@@ -517,14 +530,12 @@ int stockdb_open_snapshot(stockdb *db, int32_t product_id) {
         rc = stockdb__fail(db, stockdb__code(db, err), false);
         return rc == STOCKDB__RETRY_IDLE ? STOCKDB_ERR_CONNECT : rc;
     }
-    int32_t pid = product_id, stock = 0, kind = 0;
-    int64_t fence = 0;
-    uint64_t version = 0;
-    bool found = false;
-    MYSQL_BIND p[1], r[4];
-    stockdb__bind_int(&p[0], &pid, NULL);
-    stockdb__bind_row(r, &stock, &fence, &kind, &version);
-    rc = stockdb__run(db, STOCKDB__ST_READ, p, r, &found, NULL);
+    /* The read opens the snapshot; what it reads is not needed. */
+    int32_t stock, kind;
+    int64_t fence;
+    uint64_t version;
+    bool found;
+    rc = stockdb__read_product(db, product_id, &found, &stock, &fence, &kind, &version);
     if (rc != STOCKDB_OK) {
         rc = stockdb__fail(db, rc, true);
         return rc == STOCKDB__RETRY_IDLE ? STOCKDB_ERR_CONNECT : rc;

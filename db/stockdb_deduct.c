@@ -56,14 +56,11 @@ static int atomic_by_key(stockdb *db, const stockdb_request *req, bool sold_out,
  * fenced, sold out), and the transaction, which wrote nothing, ends. Sold out now, a key
  * may still have bought before: its order is the answer. */
 static int atomic_refused(stockdb *db, const stockdb_request *req, int id, stockdb_result *out) {
-    int32_t pid = req->product_id, stock = 0, row_kind = 0;
-    int64_t row_fence = 0;
-    uint64_t row_version = 0;
-    bool found = false;
-    MYSQL_BIND p[1], r[4];
-    stockdb__bind_int(&p[0], &pid, NULL);
-    stockdb__bind_row(r, &stock, &row_fence, &row_kind, &row_version);
-    int rc = stockdb__run(db, STOCKDB__ST_READ, p, r, &found, NULL);
+    int32_t pid = req->product_id, stock, row_kind;
+    int64_t row_fence;
+    uint64_t row_version;
+    bool found;
+    int rc = stockdb__read_product(db, pid, &found, &stock, &row_fence, &row_kind, &row_version);
     if (rc != STOCKDB_OK) return stockdb__fail(db, rc, true);
     stockdb__rollback(db);
     if (!found) {

@@ -145,6 +145,12 @@ int stockdb__fail(stockdb *db, int rc, bool wrote);
 int stockdb__read_total(stockdb *db, int32_t product_id, const char *request_id, bool *found,
                         int32_t *stock, uint64_t *order_id, int32_t *order_product);
 
+/* The seed's read of the product row (STOCKDB__ST_READ): sets *found and, when found,
+ * *stock, *fence, *kind and *version (else 0). Returns STOCKDB_OK or a code of
+ * stockdb__run(). */
+int stockdb__read_product(stockdb *db, int32_t product_id, bool *found, int32_t *stock,
+                          int64_t *fence, int32_t *kind, uint64_t *version);
+
 /* Checks a request id: NULL or 1..STOCKDB_REQUEST_ID_MAX bytes; sets errstr when not. */
 bool stockdb__request_id_ok(stockdb *db, const char *what, const char *key);
 

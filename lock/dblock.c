@@ -421,12 +421,8 @@ int dblock_renew(dblock *via, dblock_hold *h) {
         via->st.renew_lost++;
         return LOCK_LOST;
     }
-    /* Only ever moved forward: a renewal whose reply came late must not shorten a
-     * later one. */
-    long long until = sent + (int64_t)(owner->lease_ms - owner->margin_ms) * 1000;
-    long long cur = atomic_load(&h->valid_until_us);
-    while (cur < until && !atomic_compare_exchange_weak(&h->valid_until_us, &cur, until)) {
-    }
+    lock_clock_extend(&h->valid_until_us,
+                      sent + (int64_t)(owner->lease_ms - owner->margin_ms) * 1000);
     via->st.renewals++;
     return LOCK_OK;
 }
@@ -574,21 +570,12 @@ static int dblock__lease_view(void *handle, const char *name, lock_view *out) {
     int rc = dblock_peek(handle, name, owner, sizeof(owner), &token, &left);
     if (rc != LOCK_OK) return rc;
     snprintf(out->path, sizeof(out->path), "stock_lock.name = '%s'", name);
-    out->lease = true;
-    out->total = out->n = token ? 1 : 0;
-    out->lease_ms = token ? left : -1;
-    if (!token) return LOCK_OK;
-    /* The last three ':' fields are dblock_new's suffix. */
+    /* The last three ':' fields are dblock_new's suffix (a free lock's owner is ""). */
     for (int i = 0; i < 3; i++) {
         char *colon = strrchr(owner, ':');
         if (colon) *colon = '\0';
     }
-    lock_view_entry *e = &out->e[0];
-    snprintf(e->node, sizeof(e->node), "%s", name);
-    snprintf(e->owner, sizeof(e->owner), "%.63s", owner);
-    e->seq = -1;
-    e->token = token;
-    e->watches = -1;
+    lock__lease_view_holder(out, name, token, left, owner);
     return LOCK_OK;
 }
 

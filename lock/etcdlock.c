@@ -36,15 +36,7 @@ static void set_err(etcdlock *l, const char *fmt, ...) {
 }
 
 static bool name_valid(const char *name) {
-    size_t n = strlen(name);
-    if (n == 0 || n > ETCDLOCK_NAME_MAX) return false;
-    for (const char *p = name; *p; p++) {
-        char c = *p;
-        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-              c == '_' || c == '.' || c == '-'))
-            return false;
-    }
-    return true;
+    return lock__lease_name_valid(name, ETCDLOCK_NAME_MAX);
 }
 
 /* ---------------------------------------------------------------- leases */
@@ -123,11 +115,7 @@ static int keepalive(etcdlock *l, etcdlock_conn *c, etcdlock_hold *h, char *err,
         snprintf(err, errcap, "lease %llx is gone", (unsigned long long)h->lease);
         return LOCK_LOST;
     }
-    long long until = sent + ttl * 1000000 - (int64_t)h->margin_ms * 1000;
-    long long cur = atomic_load(&h->valid_until_us);
-    while (cur != 0 && cur < until &&
-           !atomic_compare_exchange_weak(&h->valid_until_us, &cur, until)) {
-    }
+    lock_clock_extend(&h->valid_until_us, sent + ttl * 1000000 - (int64_t)h->margin_ms * 1000);
     atomic_fetch_add(&l->keepalives, 1);
     return LOCK_OK;
 }
@@ -279,11 +267,7 @@ static int el_enqueue(etcdlock *l, etcdlock_hold *h, const char *pfx_b64, const 
         op = cJSON_CreateObject();
         cJSON_AddItemToArray(ops, op);
         body = cJSON_AddObjectToObject(op, "request_range");
-        cJSON_AddStringToObject(body, "key", pfx_b64);
-        cJSON_AddStringToObject(body, "range_end", end_b64);
-        cJSON_AddStringToObject(body, "sort_order", "ASCEND");
-        cJSON_AddStringToObject(body, "sort_target", "CREATE");
-        etcdlock__j_add_i64(body, "limit", 1);
+        etcdlock__j_add_queue_range(body, pfx_b64, end_b64, "ASCEND", 1);
     }
     int rc = etcdlock__call(l, "/v3/kv/txn", req, &res, NULL);
     cJSON_Delete(req);
@@ -311,11 +295,7 @@ static int el_predecessor(etcdlock *l, const etcdlock_hold *h, const char *pfx_b
                           const char *end_b64, char *pred, int64_t *rev) {
     cJSON *req = cJSON_CreateObject(), *res = NULL;
     if (!req) return LOCK_ERR_NOMEM;
-    cJSON_AddStringToObject(req, "key", pfx_b64);
-    cJSON_AddStringToObject(req, "range_end", end_b64);
-    cJSON_AddStringToObject(req, "sort_order", "DESCEND");
-    cJSON_AddStringToObject(req, "sort_target", "CREATE");
-    etcdlock__j_add_i64(req, "limit", 1);
+    etcdlock__j_add_queue_range(req, pfx_b64, end_b64, "DESCEND", 1);
     etcdlock__j_add_i64(req, "max_create_revision", h->rev - 1);
     cJSON_AddTrueToObject(req, "keys_only");
     int rc = etcdlock__call(l, "/v3/kv/range", req, &res, NULL);
@@ -368,14 +348,9 @@ int etcdlock_acquire(etcdlock *l, const char *name, int timeout_ms, etcdlock_hol
     if (!h) return LOCK_ERR_NOMEM;
     h->l = l;
     strcpy(h->name, name);
-    /* The queue of `name` is every key between <prefix><name>/ and <prefix><name>0
-     * ('0' follows '/'). */
     char pfx[ETCDLOCK_KEY_MAX], pfx_b64[ETCDLOCK_B64_MAX], end_b64[ETCDLOCK_B64_MAX],
         pred[ETCDLOCK_B64_MAX];
-    snprintf(pfx, sizeof(pfx), "%s%s/", l->prefix, name);
-    etcdlock__b64s(pfx, pfx_b64);
-    pfx[strlen(pfx) - 1] = '0';
-    etcdlock__b64s(pfx, end_b64);
+    etcdlock__queue_range(l, name, pfx, pfx_b64, end_b64);
     int64_t deadline = timeout_ms < 0 ? INT64_MAX : lock_now_us() + (int64_t)timeout_ms * 1000;
     bool linked = false;
     int rc;

@@ -16,6 +16,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <string.h>
 
 #include <cjson/cJSON.h>
 #include <curl/curl.h> /* the types only: the library is loaded at run time */
@@ -141,5 +143,30 @@ int etcdlock__call(etcdlock *l, const char *path, const cJSON *req, cJSON **out,
  * thread only (the `watch` connection and the multi handle). */
 int etcdlock__watch_delete(etcdlock *l, const char *pred_b64, int64_t from_rev,
                            int64_t deadline_us);
+
+/* ---------------------------------------------------------------- the queue's range */
+
+/* What the recipe (etcdlock.c) and the view (etcdlock_view.c) both read: the queue of
+ * lock `name` is every key from <prefix><name>/ up to <prefix><name>0 ('0' follows
+ * '/'). Writes pfx (ETCDLOCK_KEY_MAX bytes) "<prefix><name>/", and that key and the
+ * range's end in base64 (ETCDLOCK_B64_MAX bytes each). The name is a valid one. */
+static inline void etcdlock__queue_range(const etcdlock *l, const char *name, char *pfx,
+                                         char *pfx_b64, char *end_b64) {
+    snprintf(pfx, ETCDLOCK_KEY_MAX, "%s%s0", l->prefix, name);
+    etcdlock__b64s(pfx, end_b64);
+    pfx[strlen(pfx) - 1] = '/';
+    etcdlock__b64s(pfx, pfx_b64);
+}
+
+/* Adds to range request o the queue's range, in the order the keys were created
+ * (`order` "ASCEND": the holder first, or "DESCEND"), at most `limit` keys. */
+static inline void etcdlock__j_add_queue_range(cJSON *o, const char *pfx_b64, const char *end_b64,
+                                               const char *order, int64_t limit) {
+    cJSON_AddStringToObject(o, "key", pfx_b64);
+    cJSON_AddStringToObject(o, "range_end", end_b64);
+    cJSON_AddStringToObject(o, "sort_order", order);
+    cJSON_AddStringToObject(o, "sort_target", "CREATE");
+    etcdlock__j_add_i64(o, "limit", limit);
+}
 
 #endif

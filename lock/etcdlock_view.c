@@ -14,6 +14,7 @@
 
 #include "etcdlock.h"
 #include "etcdlock_int.h"
+#include "lease_pool_int.h"
 #include "lock.h"
 
 /* Decodes base64 `in` into out (cap bytes, NUL-terminated, cut at cap - 1). */
@@ -51,26 +52,14 @@ static int64_t ev_lease_left_ms(etcdlock *l, int64_t lease) {
 int etcdlock__lease_view(void *handle, const char *name, lock_view *out) {
     etcdlock *l = handle;
     char pfx[ETCDLOCK_KEY_MAX], pfx_b64[ETCDLOCK_B64_MAX], end_b64[ETCDLOCK_B64_MAX];
-    size_t n = strlen(name);
-    if (n == 0 || n > ETCDLOCK_NAME_MAX ||
-        strspn(name, "abcdefghijklmnopqrstuvwxyz"
-                     "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-") != n)
-        return LOCK_ERR_ARGS;
-    /* The queue's range, as etcdlock.c reads it: <prefix><name>/ up to <prefix><name>0. */
-    snprintf(pfx, sizeof(pfx), "%s%s0", l->prefix, name);
-    etcdlock__b64s(pfx, end_b64);
-    snprintf(pfx, sizeof(pfx), "%s%s/", l->prefix, name);
-    etcdlock__b64s(pfx, pfx_b64);
+    if (!lock__lease_name_valid(name, ETCDLOCK_NAME_MAX)) return LOCK_ERR_ARGS;
+    etcdlock__queue_range(l, name, pfx, pfx_b64, end_b64);
     snprintf(out->path, sizeof(out->path), "%s", pfx);
     out->queue = out->lease = true;
 
     cJSON *req = cJSON_CreateObject(), *res = NULL;
     if (!req) return LOCK_ERR_NOMEM;
-    cJSON_AddStringToObject(req, "key", pfx_b64);
-    cJSON_AddStringToObject(req, "range_end", end_b64);
-    cJSON_AddStringToObject(req, "sort_order", "ASCEND");
-    cJSON_AddStringToObject(req, "sort_target", "CREATE");
-    etcdlock__j_add_i64(req, "limit", LOCK_VIEW_MAX);
+    etcdlock__j_add_queue_range(req, pfx_b64, end_b64, "ASCEND", LOCK_VIEW_MAX);
     int rc = etcdlock__call(l, "/v3/kv/range", req, &res, NULL);
     cJSON_Delete(req);
     if (rc != LOCK_OK) return rc;

@@ -28,7 +28,10 @@
  * in-flight renewal and the renewer never touches a freed hold.
  *
  * Failures are logged through lock_config.log, at most once a second per set, and
- * counted in the set's lock_stats; nothing here calls into the service. */
+ * counted in the set's lock_stats; nothing here calls into the service.
+ *
+ * The file also holds what the lease libraries share beyond the pool (lease_pool_int.h):
+ * the view of a lock's one holder, and the key-value kinds' rule for lock names. */
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -37,6 +40,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "lease_pool_int.h"
 #include "lock.h"
 
 typedef struct lease_set lease_set;
@@ -235,6 +239,32 @@ int lock_lease_view(void *set, const char *name, lock_view *out) {
     lease_count_ops(s, false);
     lease_give(s);
     return rc;
+}
+
+void lock__lease_view_holder(lock_view *out, const char *name, int64_t token, int64_t left_ms,
+                             const char *owner) {
+    out->lease = true;
+    out->total = out->n = token ? 1 : 0;
+    out->lease_ms = token ? left_ms : -1;
+    if (!token) return;
+    lock_view_entry *e = &out->e[0];
+    snprintf(e->node, sizeof(e->node), "%s", name);
+    if (owner) snprintf(e->owner, sizeof(e->owner), "%s", owner);
+    e->seq = -1;
+    e->token = token;
+    e->watches = -1;
+}
+
+bool lock__lease_name_valid(const char *name, size_t max) {
+    size_t n = strlen(name);
+    if (n == 0 || n > max) return false;
+    for (const char *p = name; *p; p++) {
+        char c = *p;
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '_' || c == '.' || c == '-'))
+            return false;
+    }
+    return true;
 }
 
 void lock_lease_stats(void *set, lock_stats *out) {

@@ -14,6 +14,10 @@
 #ifndef LOCK_LEASE_POOL_INT_H
 #define LOCK_LEASE_POOL_INT_H
 
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
 #include "lock.h"
 
 #define LOCK_LEASE_SHIMS(LIB)                                                                      \
@@ -46,6 +50,18 @@
     static int LIB##__lease_ping(void *handle) {                                                   \
         return LIB##_ping(handle);                                                                 \
     }
+
+/* Fills a lease kind's view of the lock `name` (lock_lease_ops.view; out as
+ * lock_view_read zeroed it) from what the service says of its one holder: token (0 =
+ * the lock is free, and then nothing else is read), the lease left in ms and owner,
+ * the instance that holds it (NULL = not known). out->path is the caller's. In
+ * lease_pool.c; any thread. */
+void lock__lease_view_holder(lock_view *out, const char *name, int64_t token, int64_t left_ms,
+                             const char *owner);
+
+/* The rule for the names of the key-value lease kinds (redis, etcd): 1..max bytes of
+ * [A-Za-z0-9_.-], so that a name is one key segment. In lease_pool.c; pure. */
+bool lock__lease_name_valid(const char *name, size_t max);
 
 /* The connect timeout of a library whose connect may hang (a black-holed address): no
  * longer than the lock wait, and within 100..2000 ms. */

@@ -128,15 +128,7 @@ static struct timeval ms_tv(int ms) {
 }
 
 static bool name_valid(const char *name) {
-    size_t n = strlen(name);
-    if (n == 0 || n > REDISLOCK_NAME_MAX) return false;
-    for (const char *p = name; *p; p++) {
-        char c = *p;
-        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-              c == '_' || c == '.' || c == '-'))
-            return false;
-    }
-    return true;
+    return lock__lease_name_valid(name, REDISLOCK_NAME_MAX);
 }
 
 int redislock_parse_addr(const char *addr, char *host, size_t hostcap, int *port) {
@@ -609,12 +601,9 @@ int redislock_renew(redislock *via, redislock_hold *h) {
         via->st.renew_lost++;
         return LOCK_LOST;
     }
-    /* The server's expiry is now at least a lease after `sent`. Only ever moved
-     * forward: a renewal whose reply came late must not shorten a later one. */
-    long long until = sent + (int64_t)(owner->lease_ms - owner->margin_ms) * 1000;
-    long long cur = atomic_load(&h->valid_until_us);
-    while (cur < until && !atomic_compare_exchange_weak(&h->valid_until_us, &cur, until)) {
-    }
+    /* The server's expiry is now at least a lease after `sent`. */
+    lock_clock_extend(&h->valid_until_us,
+                      sent + (int64_t)(owner->lease_ms - owner->margin_ms) * 1000);
     via->st.renewals++;
     return LOCK_OK;
 }
@@ -757,16 +746,8 @@ static int redislock__lease_view(void *handle, const char *name, lock_view *out)
     long long token = 0, pttl = -1;
     int rc = redislock_peek(handle, name, out->path, sizeof(out->path), &token, &pttl);
     if (rc != LOCK_OK) return rc;
-    out->lease = true;
-    out->total = out->n = token ? 1 : 0;
-    out->lease_ms = token ? pttl : -1;
-    if (token) {
-        lock_view_entry *e = &out->e[0];
-        snprintf(e->node, sizeof(e->node), "%s", name);
-        e->seq = -1;
-        e->token = token;
-        e->watches = -1;
-    }
+    /* The key holds the token only: the holder's instance is not known. */
+    lock__lease_view_holder(out, name, token, pttl, NULL);
     return LOCK_OK;
 }
 

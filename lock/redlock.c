@@ -384,9 +384,7 @@ int redlock_renew(redlock *via, redlock_hold *h) {
     if (extended >= owner->quorum) {
         int64_t until =
             start + (int64_t)(owner->lease_ms - owner->drift_ms) * 1000 - (lock_now_us() - start);
-        long long cur = atomic_load(&h->valid_until_us);
-        while (cur < until && !atomic_compare_exchange_weak(&h->valid_until_us, &cur, until)) {
-        }
+        lock_clock_extend(&h->valid_until_us, until);
         via->st.renewals++;
         via->errstr[0] = '\0';
         return LOCK_OK;

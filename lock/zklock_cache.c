@@ -51,13 +51,11 @@ static void zklock_cache_count_let_go_locked(const zklock_hold *h) {
  * marks the hold that armed it contended and wakes the maintenance thread, or notes
  * the firing for an acquisition that has not made its hold yet. */
 void zklock__cache_watcher(zhandle_t *zh, int type, int state, const char *path, void *ctx) {
-    uint64_t id = (uint64_t)(uintptr_t)ctx;
+    uint64_t id;
     (void)state;
     (void)path;
-    if (type == ZOO_SESSION_EVENT || type == ZOO_NOTWATCHING_EVENT) return;
-    zklock_conn *c = (zklock_conn *)zoo_get_context(zh);
-    zklock_session *s = c->s;
-    pthread_mutex_lock(&s->mu);
+    zklock_session *s = zklock__watch_event_lock(zh, type, ctx, &id);
+    if (!s) return;
     s->stats.cache_callbacks++;
     for (zklock_hold *h = s->holds; h; h = h->next) {
         if (h->cache_watch != id) continue;

@@ -156,17 +156,21 @@ static void zklock_session_watcher(zhandle_t *zh, int type, int state, const cha
     pthread_mutex_unlock(&s->mu);
 }
 
-void zklock__node_watcher(zhandle_t *zh, int type, int state, const char *path, void *ctx) {
-    uint64_t id = (uint64_t)(uintptr_t)ctx;
-    (void)state;
-    (void)path;
-    /* Session events reach every registered watcher; the session watcher handles
-     * them. NOTWATCHING follows our own zoo_remove_watches. */
-    if (type == ZOO_SESSION_EVENT || type == ZOO_NOTWATCHING_EVENT) return;
-
+zklock_session *zklock__watch_event_lock(zhandle_t *zh, int type, void *ctx, uint64_t *id) {
+    *id = (uint64_t)(uintptr_t)ctx;
+    if (type == ZOO_SESSION_EVENT || type == ZOO_NOTWATCHING_EVENT) return NULL;
     zklock_conn *c = (zklock_conn *)zoo_get_context(zh);
     zklock_session *s = c->s;
     pthread_mutex_lock(&s->mu);
+    return s;
+}
+
+void zklock__node_watcher(zhandle_t *zh, int type, int state, const char *path, void *ctx) {
+    uint64_t id;
+    (void)state;
+    (void)path;
+    zklock_session *s = zklock__watch_event_lock(zh, type, ctx, &id);
+    if (!s) return;
     s->stats.watch_events++;
     for (zklock_waiter *w = s->waiters; w; w = w->next) {
         if (w->watch_id == id) {

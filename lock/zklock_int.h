@@ -173,6 +173,12 @@ uint64_t zklock__watch_id_locked(zklock_session *s);
 /* The watcher of every node watch; the context is the watch id. */
 void zklock__node_watcher(zhandle_t *zh, int type, int state, const char *path, void *ctx);
 
+/* The start of a watcher whose context is a watch id (the node watcher, the cache's
+ * children watcher): *id, and the session with mu taken; or NULL, nothing taken, for
+ * the events that are not the watch's (session events reach every watcher and the
+ * session watcher handles them; NOTWATCHING follows our own zoo_remove_watches). */
+zklock_session *zklock__watch_event_lock(zhandle_t *zh, int type, void *ctx, uint64_t *id);
+
 /* Counts one synchronous call of the given kind, and its round trip (mu not held). */
 enum { ZKLOCK_OP_CREATE, ZKLOCK_OP_DELETE, ZKLOCK_OP_CHILDREN, ZKLOCK_OP_DATA };
 void zklock__count_op(zklock_session *s, int op);
