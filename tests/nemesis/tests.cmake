@@ -7,10 +7,12 @@ add_test(NAME nemesis_checker_finds_each_anomaly
 set_tests_properties(nemesis_checker_finds_each_anomaly PROPERTIES LABELS "unit;nemesis"
   TIMEOUT 60)
 
-# --mode as a run spec (lab/runspec.py): presets, fields, and the specs it refuses.
+# --mode as a run spec (lab/runspec.py): presets, fields, the specs it refuses, and the
+# modes as this build's stockd reports them (--list-modes).
 add_test(NAME nemesis_reads_the_run_spec
   COMMAND ${STOCKD_PYTHON} ${nemesis}/test_nemesis_spec.py)
-set_tests_properties(nemesis_reads_the_run_spec PROPERTIES LABELS "unit;nemesis" TIMEOUT 60)
+set_tests_properties(nemesis_reads_the_run_spec PROPERTIES LABELS "unit;nemesis" TIMEOUT 60
+  ENVIRONMENT STOCKD_BIN=$<TARGET_FILE:stockd>)
 
 # The nemesis on its own private stack (on the test's 20 ports). Each run costs its
 # --seconds plus 2 to 8 s of start and stop (MariaDB, the ZooKeeper ensemble). CI time,
