@@ -15,7 +15,8 @@ Examples: "zk", "zk:3", "zk-1:3:route=affinity", "zk-x16=zk,--cross-products,16"
 "local:3:route=affinity:kill". A PRESET is a name for a mode and its usual arguments
 (PRESETS below); a name that is no preset is a mode with no arguments, which stockd
 itself checks when it starts. loadtest/report, cpu and memory and scripts/demo's --runs
-all read specs through parse().
+all read specs through parse(). The modes themselves are stockd's: stockd_modes() reads
+them from `stockd --list-modes`, and a test checks the presets against them.
 
 Run as a program, it prints each spec as one tab-separated line for shell drivers:
 label, title (the label with the instances and fields, for tables), mode, instances
@@ -24,6 +25,7 @@ then the stockd arguments (--segments included when K > 1).
 """
 
 import re
+import subprocess
 import sys
 from dataclasses import dataclass
 
@@ -95,6 +97,30 @@ class Spec:
             if v is not None:
                 t += f" {k}={v}"
         return t + (" kill" if self.kill else "")
+
+
+@dataclass(frozen=True)
+class StockdMode:
+    """One row of stockd's table of --lock modes (service/modes.c), as --list-modes prints it."""
+    name: str
+    kind: str  # the lock kind (lock/lock_kinds.c)
+    service: str  # the kind's lock service ("zookeeper", "redis", ...), None: none
+
+
+def stockd_modes(stockd):
+    """The --lock modes of the stockd binary at path stockd, by name, in its table's
+    order. Raises SpecError when it cannot be run or prints no table."""
+    try:
+        # An empty environment, so that a STOCKD_* variable of the caller cannot fail it.
+        out = subprocess.run([stockd, "--list-modes"], env={}, capture_output=True, text=True,
+                             timeout=30)
+    except (OSError, subprocess.SubprocessError) as e:
+        raise SpecError(f"cannot read the modes of {stockd}: {e}") from None
+    rows = [line.split("\t") for line in out.stdout.splitlines()]
+    if out.returncode != 0 or not rows or any(len(r) != 3 for r in rows):
+        raise SpecError(f"{stockd} --list-modes printed no table of modes (exit "
+                        f"{out.returncode}): {(out.stderr or out.stdout).strip()[:200]}")
+    return {r[0]: StockdMode(r[0], r[1], None if r[2] == "-" else r[2]) for r in rows}
 
 
 def _number(text, what, lo, hi):

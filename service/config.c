@@ -306,6 +306,9 @@ void stockd_config_usage(FILE *out) {
           "options (each also read from the environment variable in brackets):\n",
           out);
     usage_group(out, OPERATOR);
+    fprintf(out, "%-*s", HELP_COL, "  --list-modes");
+    usage_wrap(out, "print the --lock modes, one a line: the mode, its lock kind and the "
+                    "kind's lock service (- for none), tab-separated");
     fputs("  --help, --version\n\n"
           "demonstration switches (ONLY to show what goes wrong; NEVER in production):\n",
           out);
@@ -330,8 +333,9 @@ static int argv_walk(stockd_config *c, int argc, char **argv, bool config_only, 
                 strncmp(options[k].name, a + 2, n - 2) == 0)
                 o = &options[k];
 
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0 || strcmp(a, "--version") == 0) {
-            *(a[2] == 'v' ? &c->version : &c->help) = true;
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0 || strcmp(a, "--version") == 0 ||
+            strcmp(a, "--list-modes") == 0) {
+            *(a[2] == 'v' ? &c->version : a[2] == 'l' ? &c->list_modes : &c->help) = true;
             continue;
         }
         if (strcmp(a, "--") == 0 || a[0] != '-') {

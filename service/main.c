@@ -53,6 +53,18 @@ static void log_lock(void *arg, const char *level, const char *msg) {
     stockd_log(level, "%s", msg);
 }
 
+/* --list-modes: the table of modes (modes.c) for tools, one mode a line, tab-separated:
+ * the --lock word, its lock kind, and the kind's lock service from lock/'s registry ("-"
+ * when it has none beyond this process). Tools read their list of modes, and what a
+ * mode needs (a ZooKeeper, say), from here instead of keeping a copy. */
+static void list_modes(FILE *out) {
+    for (size_t i = 0; i < stockd_nmodes; i++) {
+        const stockd_mode *m = &stockd_modes[i];
+        const lock_kind *k = lock_kind_find(m->kind);
+        fprintf(out, "%s\t%s\t%s\n", m->name, m->kind, k && k->service ? k->service : "-");
+    }
+}
+
 /* Reads the first line of a secret's file into buf (without its line end). 0, or -1 with
  * the reason in err. The file's content never goes into a message. */
 static int read_secret_file(const char *path, const char *option, char *buf, size_t cap, char *err,
@@ -105,6 +117,10 @@ int main(int argc, char **argv) {
     }
     if (cfg.version) {
         puts("stockd " STOCKD_VERSION);
+        return 0;
+    }
+    if (cfg.list_modes) {
+        list_modes(stdout);
         return 0;
     }
     stockd_log_setup(cfg.instance, cfg.log_format);

@@ -189,6 +189,7 @@ typedef struct stockd_config {
     bool lease_renew;
     bool help;
     bool version;
+    bool list_modes; /* --list-modes: print the table of modes and exit (main.c) */
 } stockd_config;
 
 /* The shortest lease (ms) a lease kind may run with when a batch pauses up to

@@ -1,8 +1,13 @@
-"""lab.runspec: the one grammar of lock mode + stockd arguments + instances + route."""
+"""lab.runspec: the one grammar of lock mode + stockd arguments + instances + route.
+The presets are checked against the modes of the stockd in $STOCKD_BIN (ctest sets it)."""
 
+import os
 import unittest
 
-from lab.runspec import SpecError, parse, parse_list, main
+from lab.runspec import PRESETS, SpecError, main, parse, parse_list, stockd_modes
+
+STOCKD = os.environ.get("STOCKD_BIN") or os.path.join(
+    os.path.dirname(os.path.abspath(__file__)), "..", "..", "build", "service", "stockd")
 
 
 class Presets(unittest.TestCase):
@@ -16,6 +21,36 @@ class Presets(unittest.TestCase):
         s = parse("zk-herd")
         self.assertEqual((s.mode, s.args), ("zk-herd", ()))
         self.assertEqual(parse("sentinel").mode, "sentinel")
+
+
+class PresetsAreStockdsModes(unittest.TestCase):
+    """The presets name stockd's modes, which stockd reports itself (--list-modes), so
+    that a mode renamed or removed there fails here, not in a run."""
+
+    def setUp(self):
+        if not os.environ.get("STOCKD_BIN") and not os.access(STOCKD, os.X_OK):
+            self.skipTest(f"no stockd at {STOCKD} (build it, or set STOCKD_BIN)")
+        self.modes = stockd_modes(STOCKD)
+
+    def test_every_presets_mode_is_a_mode_of_stockd(self):
+        unknown = {name: mode for name, (mode, _) in PRESETS.items() if mode not in self.modes}
+        self.assertEqual({}, unknown, f"stockd's modes are {', '.join(self.modes)}")
+
+    def test_a_preset_named_after_a_mode_runs_that_mode(self):
+        for name in PRESETS.keys() & self.modes.keys():
+            with self.subTest(name):
+                self.assertEqual(name, PRESETS[name][0])
+
+    def test_the_table_names_each_modes_lock_service(self):
+        self.assertGreaterEqual(len(self.modes), 10)
+        self.assertEqual("zookeeper", self.modes["zk-herd"].service)
+        self.assertEqual("none", self.modes["atomic"].kind)
+        self.assertIsNone(self.modes["atomic"].service)
+
+    def test_a_binary_that_prints_no_table_is_an_error(self):
+        with self.assertRaises(SpecError) as e:
+            stockd_modes("/bin/false")
+        self.assertIn("no table of modes", str(e.exception))
 
 
 class Explicit(unittest.TestCase):

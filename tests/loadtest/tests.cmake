@@ -23,10 +23,13 @@ stockd_integration_test(loadtest_report_smoke
 # small report.json fixture, and the committed page, render their title, tables and SVG
 # charts with no broken image and no console message (screenshots under the test's run
 # directory). No servers.
-add_test(NAME loadtest_report_html COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/loadtest/report_html.sh)
-set_tests_properties(loadtest_report_html PROPERTIES
-  ENVIRONMENT "STOCKD_SRC=${PROJECT_SOURCE_DIR};STOCKD_TEST_RUN=${STOCKD_TEST_RUN}"
-  LABELS "unit;browser" TIMEOUT 120 SKIP_RETURN_CODE 77)
+# Plain build only: no code of this build runs in it.
+if(NOT STOCKD_SANITIZE)
+  add_test(NAME loadtest_report_html COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/loadtest/report_html.sh)
+  set_tests_properties(loadtest_report_html PROPERTIES
+    ENVIRONMENT "STOCKD_SRC=${PROJECT_SOURCE_DIR};STOCKD_TEST_RUN=${STOCKD_TEST_RUN}"
+    LABELS "unit;browser" TIMEOUT 120 SKIP_RETURN_CODE 77)
+endif()
 # The headline benchmark in its short mode: both routes, both clients per
 # load, two runs per cell (the median), one of the rows that need servers of their own
 # (RedLock's three Redis), the HTTP ceiling, exact ledgers and the durability settings.
@@ -57,5 +60,8 @@ if(NOT STOCKD_SANITIZE)
 endif()
 # loadtest/wrk-json.lua with the real wrk against a static HTTP server, read by
 # lab/loadgen.py: requests, 2xx and non-2xx counted, the spread's ids drawn in range.
-stockd_integration_test(loadtest_wrk_json
-  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/loadtest/wrk_json.sh TIMEOUT 60 LABELS loadtest)
+# Plain build only: no code of this build runs in it.
+if(NOT STOCKD_SANITIZE)
+  stockd_integration_test(loadtest_wrk_json
+    COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/loadtest/wrk_json.sh TIMEOUT 60 LABELS loadtest)
+endif()

@@ -7,10 +7,12 @@ add_test(NAME nemesis_checker_finds_each_anomaly
 set_tests_properties(nemesis_checker_finds_each_anomaly PROPERTIES LABELS "unit;nemesis"
   TIMEOUT 60)
 
-# --mode as a run spec (lab/runspec.py): presets, fields, and the specs it refuses.
+# --mode as a run spec (lab/runspec.py): presets, fields, the specs it refuses, and the
+# modes as this build's stockd reports them (--list-modes).
 add_test(NAME nemesis_reads_the_run_spec
   COMMAND ${STOCKD_PYTHON} ${nemesis}/test_nemesis_spec.py)
-set_tests_properties(nemesis_reads_the_run_spec PROPERTIES LABELS "unit;nemesis" TIMEOUT 60)
+set_tests_properties(nemesis_reads_the_run_spec PROPERTIES LABELS "unit;nemesis" TIMEOUT 60
+  ENVIRONMENT STOCKD_BIN=$<TARGET_FILE:stockd>)
 
 # The nemesis on its own private stack (on the test's 20 ports). Each run costs its
 # --seconds plus 2 to 8 s of start and stop (MariaDB, the ZooKeeper ensemble). CI time,
@@ -29,10 +31,17 @@ endfunction()
 # sanitizer build of stockd is several times slower, so the same schedule would test the
 # sanitizer more than the faults, and three builds would triple the 7 minutes.
 if(NOT STOCKD_SANITIZE)
-# Self-checks: runs that must fail do fail, with the anomaly named.
-nemesis_run(nemesis_selfcheck_none_3_instances_oversells negative_stock 20
+# Self-checks: runs that must fail do fail, with the anomaly named. Those without a
+# fault (none, local and the two pitfalls) oversell from the first sell-out on, so 6 s
+# do. Measured 2026-11-27 on the shared 2-core machine: in 20 s (seed 1) they sold 38 to
+# 67 orders below 0, the first 0.0-0.3 s into the run; in 6 s, seeds 1, 2 and 3 of each
+# (12 runs) all reported negative_stock on all three products, 11 to 38 orders below 0,
+# the first 0.0-0.5 s in. A run takes 8 s (none, local) or 11-12 s (the pitfalls)
+# instead of 24-28 s. The faulted self-checks keep their time: their first sale below 0
+# came 4-9 s in, and 1 to 8 orders went below 0 in a whole run (seed 1, or 4 for etcd).
+nemesis_run(nemesis_selfcheck_none_3_instances_oversells negative_stock 6
   --mode none --seed 1 --faults none)
-nemesis_run(nemesis_selfcheck_local_3_instances_oversells negative_stock 20
+nemesis_run(nemesis_selfcheck_local_3_instances_oversells negative_stock 6
   --mode local --seed 1 --faults none)
 # The pause must meet a holder between its check and its write: with 200 ms of think it
 # did so in 2 of 4 runs on a loaded machine, with 600 ms in 5 of 5.
@@ -68,11 +77,11 @@ nemesis_run(nemesis_selfcheck_etcd_fence_off_paused_past_lease_sells_twice negat
 # No fault is needed. release-before-commit needs a COMMIT slower than the next holder's
 # wake-up and read (docs/fence.md, "Two classic mistakes"): --commit-ms 20. Measured 2026-11-25
 # on the shared 2-core machine: 3 of 3 seeds each report negative_stock on all three
-# products, about 25 s a run.
-nemesis_run(nemesis_selfcheck_pitfall_release_before_commit_fence_off_oversells negative_stock 20
+# products in 20 s, and in 6 s (2026-11-27, above).
+nemesis_run(nemesis_selfcheck_pitfall_release_before_commit_fence_off_oversells negative_stock 6
   --mode zk --extra "--fence off --pitfall release-before-commit" --commit-ms 20 --seed 1
   --faults none)
-nemesis_run(nemesis_selfcheck_pitfall_snapshot_before_lock_fence_off_oversells negative_stock 20
+nemesis_run(nemesis_selfcheck_pitfall_snapshot_before_lock_fence_off_oversells negative_stock 6
   --mode zk --extra "--fence off --pitfall snapshot-before-lock" --seed 1 --faults none)
 
 # Short exact runs under every fault the mode can have.

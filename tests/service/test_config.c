@@ -159,7 +159,10 @@ static void test_exact_names(void) {
     CHECK_INT_EQ(9001, c.port);
     char *help[] = {"stockd", "-h", "--version", NULL};
     CHECK_INT_EQ(0, parse(&c, err, 3, help));
-    CHECK(c.help && c.version);
+    CHECK(c.help && c.version && !c.list_modes);
+    char *modes[] = {"stockd", "--list-modes", NULL};
+    CHECK_INT_EQ(0, parse(&c, err, 2, modes));
+    CHECK(c.list_modes && !c.help);
     puts("ok: option names are matched exactly");
 }
 
