@@ -1,10 +1,9 @@
-/* config.c: stockd's options, one row each in the table `options`: name, environment
- * variable (also the --config FILE key), type (the setter), field, range, default, group
- * and help. The defaults, argv, the environment, the file and --help (hence the man page,
- * made by help2man) all read it, so an option is added by adding a row. Secrets have a
- * variable and no option, so that they never appear in argv. Pure apart from getenv and
- * reading the file. The --lock modes and the rules between them and the other options
- * are in modes.c. */
+/* config.c: stockd's options, one row each in the table `options`: name, environment variable
+ * (also the --config FILE key), type (the setter), field, range, default, group and help. The
+ * defaults, argv, the environment, the file and --help (hence the man page, made by help2man)
+ * all read it, so an option is added by adding a row. Secrets have a variable and no option,
+ * so that they never appear in argv. Pure apart from getenv and reading the file. The --lock
+ * modes and the rules between them and the other options are in modes.c. */
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,7 +43,6 @@ static int set_uint(stockd_config *c, const opt *o, const char *s, const char *n
                     size_t errlen) {
     char *end;
     unsigned long v;
-
     if (!s || !*s || *s == '-' || *s == '+') goto bad;
     v = strtoul(s, &end, 10);
     if (*end || v < o->lo || v > o->hi) goto bad;
@@ -306,10 +304,9 @@ void stockd_config_usage(FILE *out) {
           "options (each also read from the environment variable in brackets):\n",
           out);
     usage_group(out, OPERATOR);
-    fprintf(out, "%-*s", HELP_COL, "  --list-modes");
-    usage_wrap(out, "print the --lock modes, one a line: the mode, its lock kind and the "
-                    "kind's lock service (- for none), tab-separated");
-    fputs("  --help, --version\n\n"
+    fputs("  --list-modes           print the --lock modes, one a line: the mode, its lock\n"
+          "                         kind and its lock service (- for none), tab-separated\n"
+          "  --help, --version\n\n"
           "demonstration switches (ONLY to show what goes wrong; NEVER in production):\n",
           out);
     usage_group(out, DEMO);
