@@ -9,6 +9,8 @@ usage: docs_check.py CHECK SRC_DIR [ARG]
   options  SRC_DIR STOCKD      every option of `stockd --help` is in docs/operating.md,
                                each with a table row in the group --help puts it in
                                (operator options, or the demonstration switches)
+  modes    SRC_DIR STOCKD      each README's table of lock modes has one row per mode of
+                               `stockd --list-modes`, and no other
 
 Each prints one line per problem, naming the file and what is wrong, and exits 1 if
 there is any; 0 otherwise. No servers.
@@ -248,6 +250,29 @@ def check_options(src, stockd):
     return problems
 
 
+MODE_ROW_RE = re.compile(r"^\|\s*`([a-z][a-z0-9-]*)`\s*\|")
+
+
+def check_modes(src, stockd):
+    listing = subprocess.run([stockd, "--list-modes"], env={}, capture_output=True, text=True,
+                             check=True).stdout
+    modes = [line.split("\t")[0] for line in listing.splitlines() if line]
+    if len(modes) < 5:
+        return [f"stockd --list-modes listed only {modes}"]
+    problems = []
+    for name in READMES:
+        rows = [m.group(1) for m in map(MODE_ROW_RE.match, read(os.path.join(src, name)).splitlines())
+                if m and not m.group(1).startswith("-")]
+        for mode in modes:
+            if rows.count(mode) != 1:
+                problems.append(f"{name}: the mode {mode} has {rows.count(mode)} rows in the "
+                                f"table of modes (stockd --list-modes lists it)")
+        for row in sorted(set(rows) - set(modes)):
+            problems.append(f"{name}: a row of the table of modes names {row}, which "
+                            f"stockd --list-modes does not list")
+    return problems
+
+
 def main():
     if len(sys.argv) < 3:
         print(__doc__)
@@ -261,6 +286,8 @@ def main():
         problems = check_readmes(src)
     elif check == "options":
         problems = check_options(src, sys.argv[3])
+    elif check == "modes":
+        problems = check_modes(src, sys.argv[3])
     else:
         print(__doc__)
         return 2

@@ -15,7 +15,10 @@ add_test(NAME docs_readmes_carry_the_same_commands_options_and_numbers
 add_test(NAME docs_operating_documents_every_stockd_option
   COMMAND python3 ${CMAKE_CURRENT_LIST_DIR}/docs_check.py options ${PROJECT_SOURCE_DIR}
           $<TARGET_FILE:stockd>)
-set_tests_properties(docs_relative_links_resolve
+add_test(NAME docs_readmes_table_every_stockd_mode
+  COMMAND python3 ${CMAKE_CURRENT_LIST_DIR}/docs_check.py modes ${PROJECT_SOURCE_DIR}
+          $<TARGET_FILE:stockd>)
+set_tests_properties(docs_relative_links_resolve docs_readmes_table_every_stockd_mode
   docs_readmes_carry_the_same_commands_options_and_numbers
   docs_operating_documents_every_stockd_option
   PROPERTIES LABELS "unit;docs" TIMEOUT 60)
