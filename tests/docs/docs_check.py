@@ -11,6 +11,8 @@ usage: docs_check.py CHECK SRC_DIR [ARG]
                                (operator options, or the demonstration switches)
   modes    SRC_DIR STOCKD      each README's table of lock modes has one row per mode of
                                `stockd --list-modes`, and no other
+  headline SRC_DIR             each README's table of headline ratios is what
+                               docs/report/bench.json's medians give, row by row
 
 Each prints one line per problem, naming the file and what is wrong, and exits 1 if
 there is any; 0 otherwise. No servers.
@@ -24,8 +26,10 @@ is no word of the code either, fails the check."""
 import collections
 import glob
 import itertools
+import json
 import os
 import re
+import statistics
 import subprocess
 import sys
 
@@ -273,6 +277,43 @@ def check_modes(src, stockd):
     return problems
 
 
+HEADLINE_ROW_RE = re.compile(
+    r"^\|\s*(hot|spread|热点|分散)\s*\|\s*(round-robin|affinity)\s*\|\s*(\w+)\s*\|"
+    r"\s*([\d.]+)\s*\|\s*([\d.]+)\s*\|\s*([\d.]+)\s*\|\s*([\d.]+)\s*\|")
+HEADLINE_LOAD = {"hot": "hot", "热点": "hot", "spread": "spread", "分散": "spread"}
+HEADLINE_PAIRS = (("zk", "atomic"), ("zk", "for-update"), ("zk-x16", "atomic"),
+                  ("zk-x16", "for-update"))
+
+
+def check_headline(src):
+    """The READMEs' ratios are quotients of the medians in bench.json (each cell the
+    median of its runs, as bench.md prints them), rounded to two places."""
+    bench = json.loads(read(os.path.join(src, "docs", "report", "bench.json")))["bench"]
+    runs = collections.defaultdict(list)
+    for r in bench["rows"]:
+        if r["row"] != "ceiling" and not r.get("ensemble"):
+            runs[(r["spec"], r["route"], r["kind"], r["client"])].append(r["rps"])
+    median = {k: statistics.median(v) for k, v in runs.items()}
+    problems = []
+    for name in READMES:
+        rows = [m for m in map(HEADLINE_ROW_RE.match, read(os.path.join(src, name)).splitlines())
+                if m]
+        if len(rows) != 8:
+            problems.append(f"{name}: {len(rows)} rows in the headline table, expected 8")
+        for m in rows:
+            load, route, client = HEADLINE_LOAD[m.group(1)], m.group(2), m.group(3)
+            for (a, b), cell in zip(HEADLINE_PAIRS, m.groups()[3:]):
+                try:
+                    want = "%.2f" % (median[(a, route, load, client)] /
+                                     median[(b, route, load, client)])
+                except KeyError:
+                    want = "no such cell in bench.json"
+                if cell != want:
+                    problems.append(f"{name}: {load} {route} {client} {a} / {b} says {cell}, "
+                                    f"bench.json gives {want}")
+    return problems
+
+
 def main():
     if len(sys.argv) < 3:
         print(__doc__)
@@ -288,6 +329,8 @@ def main():
         problems = check_options(src, sys.argv[3])
     elif check == "modes":
         problems = check_modes(src, sys.argv[3])
+    elif check == "headline":
+        problems = check_headline(src)
     else:
         print(__doc__)
         return 2
