@@ -11,6 +11,7 @@ import sys
 
 from . import LabError
 from . import nginx
+from . import ports
 from .stack import Stack, export_lines
 
 MAIN_HELP = """usage: scripts/stack COMMAND [ARGS...]
@@ -41,12 +42,12 @@ commands:
 environment:
   STACK_RUN          run directory (default <repo>/.run): data, logs, pids, state
                      (stack.json)
-  STACK_PORT_BASE    first port (default 23300); the offsets are lab/ports.json's:
-                     MariaDB +6, nginx +80, ZooKeeper +81, Redis +82, Prometheus +92,
-                     stockd instance i at +10+i, RedLock's servers +93..+95, the
-                     replica +96 and the Sentinel +97, etcd +79 (peer +78; mode etcd
-                     only); with --zk-ensemble the ZooKeeper servers at +83..+85
-                     (quorum +86..+88, election +89..+91)
+  STACK_PORT_BASE    first port (default %(base)d); the offsets are lab/ports.json's:
+                     MariaDB +%(mysql)d, nginx +%(nginx)d, ZooKeeper +%(zk)d, Redis +%(redis)d, Prometheus +%(prometheus)d,
+                     stockd instance i at +%(stockd)d+i, RedLock's servers +%(redlock)d..+%(redlock2)d, the
+                     replica +%(redis_replica)d and the Sentinel +%(sentinel)d, etcd +%(etcd)d (peer +%(etcd_peer)d;
+                     mode etcd only); with --zk-ensemble the ZooKeeper servers at
+                     +%(zk_ensemble)d..+%(zk_ensemble2)d (quorum +%(q1)d..+%(q2)d, election +%(e1)d..+%(e2)d)
   STACK_ZK_PORT      ZooKeeper's port; with --zk-ensemble the first of its nine
   STACK_MYSQL_PORT, STACK_REDIS_PORT, STACK_NGINX_PORT, STACK_PROMETHEUS_PORT,
   STACK_REDIS_REPLICA_PORT, STACK_SENTINEL_PORT, STACK_ETCD_PORT
@@ -56,7 +57,10 @@ environment:
                      Prometheus's scrape and rule evaluation interval (default 5s)
   STACK_BUILD        build directory (default <repo>/build)
   STOCKD_BIN         use this stockd binary instead of building one
-"""
+""" % dict(ports.OFFSETS, base=ports.BASES["stack"], redlock2=ports.OFFSETS["redlock"] + 2,
+           etcd_peer=ports.OFFSETS["etcd"] - 1, zk_ensemble2=ports.OFFSETS["zk_ensemble"] + 2,
+           q1=ports.OFFSETS["zk_ensemble"] + 3, q2=ports.OFFSETS["zk_ensemble"] + 5,
+           e1=ports.OFFSETS["zk_ensemble"] + 6, e2=ports.OFFSETS["zk_ensemble"] + 8)
 
 UP_DESC = """Installs missing Debian packages (scripts/deps demo, plus etcd or sentinel when
 asked for), builds stockd if it is missing or older than a source file, then starts

@@ -1,6 +1,7 @@
 """The port layout, from lab/ports.json (which tests/CMakeLists.txt reads too).
 
-Every port of a stack is an offset from one base. Instance i (1-based) of stockd
+Every port of a stack is an offset from one base, and each tool that starts a stack of
+its own has its default base there (BASES). Instance i (1-based) of stockd
 listens on base + stockd + i. etcd's peer port is the one below its client port. A
 ZooKeeper ensemble takes nine ports from its first: clients +0..+2, quorum +3..+5,
 leader election +6..+8. A single port may be overridden (the integration tests squeeze
@@ -14,8 +15,10 @@ import re
 from . import LabError
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
-OFFSETS = {k: v for k, v in json.load(open(os.path.join(_HERE, "ports.json"))).items()
-           if isinstance(v, int)}
+_JSON = json.load(open(os.path.join(_HERE, "ports.json")))
+OFFSETS = {k: v for k, v in _JSON.items() if isinstance(v, int)}
+# Each tool's default base: scripts/stack, the load tools, the nemesis and the tests.
+BASES = _JSON["bases"]
 
 # The environment variables that override one port each (scripts/stack).
 OVERRIDES = {

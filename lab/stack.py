@@ -285,7 +285,7 @@ class Stack:
     def up(self, instances=None, lock=None, extra=(), zk_ensemble=False, redis_sentinel=False,
            route=None, rate_limit="", deps=True):
         """Starts what is not running (see `scripts/stack up --help`)."""
-        base = portmod.check_base(os.environ.get("STACK_PORT_BASE") or "23300")
+        base = portmod.check_base(os.environ.get("STACK_PORT_BASE") or str(portmod.BASES["stack"]))
         want = portmod.layout(base, zk_ensemble)
         old = self.st
         had_state = old is not None

@@ -59,6 +59,22 @@ class PortLayout(unittest.TestCase):
         with self.assertRaisesRegex(LabError, "ports overlap: .*stockd-68"):
             ports.check_distinct(stack_state(instances=68, lock="etcd"))
 
+    def test_tool_bases_keep_their_stacks_apart(self):
+        # Every tool's stack below the kernel's default ephemeral ports (32768+), where a
+        # client's socket could take a port before a server binds it, and no two stacks
+        # on one machine meeting: a stack spans its largest offset plus 64 instances,
+        # the tests' ports 20 per integration test for room for 300 of them.
+        span = max(v for k, v in ports.OFFSETS.items()
+                   if k not in ("integration_tests", "integration_test_ports", "container_test"))
+        span = max(span, ports.OFFSETS["stockd"] + 64) + 1
+        tests = ports.OFFSETS["integration_tests"] + 300 * ports.OFFSETS["integration_test_ports"]
+        bases = sorted(ports.BASES.items(), key=lambda kv: kv[1])
+        self.assertEqual({"stack", "report", "cpu", "memory", "nemesis", "tests"}, set(ports.BASES))
+        for (name, base), (after, nxt) in zip(bases, bases[1:] + [("ephemeral", 32768)]):
+            room = tests if name == "tests" else span
+            self.assertLessEqual(base + room, nxt, "%s's ports (%d + %d) reach %s's (%d)"
+                                 % (name, base, room, after, nxt))
+
     def test_cmake_reads_the_same_offsets(self):
         with open(os.path.join(SRC, "lab", "ports.json")) as f:
             data = json.load(f)
