@@ -51,6 +51,14 @@ trap t_cleanup EXIT
 # its own (to stop or restart it) sets MYSQL_RUN to that one's run directory.
 MYSQL_RUN=$STOCKD_TEST_RUN
 # sql QUERY: runs a query in the test database, prints bare values.
+# Skips the test unless $STOCKD_BIN is the built service binary: the tests that start a
+# stack through scripts/stack or a load tool hand it on.
+need_stockd_bin() {
+  if [[ ! -x $STOCKD_BIN ]] || ! grep -qa /stock/reduce "$STOCKD_BIN"; then
+    skip "no stockd service binary at $STOCKD_BIN (build the stockd target first)"
+  fi
+}
+
 sql() { mysql_cli "$MYSQL_RUN" -N -B "$DB" -e "$1"; }
 # stock ID, orders ID: product ID's stock (product.stock), and how many orders it has.
 stock() { sql "SELECT stock FROM product WHERE id=$1"; }

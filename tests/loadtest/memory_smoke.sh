@@ -10,10 +10,7 @@
 source "$STOCKD_SRC/tests/lib.sh"
 
 export STOCKLOAD_BIN=${1:?usage: memory_smoke.sh PATH/TO/stockload}
-if [[ ! -x $STOCKD_BIN ]] || ! grep -qa /stock/reduce "$STOCKD_BIN"; then
-  echo "SKIP: no stockd service binary at $STOCKD_BIN (build the stockd target first)"
-  exit 77
-fi
+need_stockd_bin
 [[ -x $STOCKLOAD_BIN ]] || { echo "SKIP: no stockload at $STOCKLOAD_BIN"; exit 77; }
 
 run=$T/stack

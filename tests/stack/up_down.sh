@@ -6,10 +6,7 @@
 # another mode and instance count, and `down` leaving nothing running.
 source "$STOCKD_SRC/tests/lib.sh"
 
-if [[ ! -x $STOCKD_BIN ]] || ! grep -qa /stock/reduce "$STOCKD_BIN"; then
-  echo "SKIP: no stockd service binary at $STOCKD_BIN (build the stockd target first)"
-  exit 77
-fi
+need_stockd_bin
 
 stack=$STOCKD_SRC/scripts/stack
 # Everything inside the 20 ports ctest gives this test: MariaDB at +6 and stockd i at

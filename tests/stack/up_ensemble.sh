@@ -13,10 +13,7 @@
 #     restarts stockd on it; then `down` leaves nothing running and no port taken.
 source "$STOCKD_SRC/tests/lib.sh"
 
-if [[ ! -x $STOCKD_BIN ]] || ! grep -qa /stock/reduce "$STOCKD_BIN"; then
-  echo "SKIP: no stockd service binary at $STOCKD_BIN (build the stockd target first)"
-  exit 77
-fi
+need_stockd_bin
 
 stack=$STOCKD_SRC/scripts/stack
 # Everything inside the 20 ports ctest gives this test: nginx at +0, Redis +1, the

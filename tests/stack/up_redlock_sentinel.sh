@@ -7,10 +7,7 @@
 # stockd the new primary and deductions go on; down leaves nothing running. About 30 s.
 source "$STOCKD_SRC/tests/lib.sh"
 
-if [[ ! -x $STOCKD_BIN ]] || ! grep -qa /stock/reduce "$STOCKD_BIN"; then
-  echo "SKIP: no stockd service binary at $STOCKD_BIN (build the stockd target first)"
-  exit 77
-fi
+need_stockd_bin
 
 stack=$STOCKD_SRC/scripts/stack
 # Everything inside the 20 ports ctest gives this test (as up_down.sh): nginx, ZooKeeper,
