@@ -17,7 +17,12 @@
 set -euo pipefail
 # shellcheck source=scripts/stack-lib.sh
 source "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/../../scripts/stack-lib.sh"
+if [[ ${1:-} == -h || ${1:-} == --help ]]; then
+  sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'
+  exit 0
+fi
 base=${1:?usage: cache_pause_cost.sh PORT_BASE [CACHE_MS...]}
+[[ $base =~ ^[1-9][0-9]{3,4}$ ]] || { echo "cache_pause_cost.sh: PORT_BASE must be a port number, got '$base'" >&2; exit 2; }
 shift
 caches=("$@")
 [[ $# -gt 0 ]] || caches=(0 200 1000)
