@@ -90,6 +90,13 @@ def render_native(prefix, port, servers, route="round-robin", rate_limit="", tem
     on 127.0.0.1:PORT only."""
     main = ["worker_processes 1;", "pid %s/nginx.pid;" % prefix,
             "error_log %s/logs/error.log warn;" % prefix, "daemon on;"]
+    # The workers serve the live page from the checkout's web/. As nginx's default user
+    # (nobody) they cannot read a checkout under a directory that only its owner may
+    # enter (root's home, a `mktemp -d`), and the page answers 403. So a stack started
+    # by root runs them as root, on loopback only; one started by another user already
+    # runs them as that user.
+    if os.geteuid() == 0:
+        main.append("user root;")
     temp = ["%s_temp_path %s/tmp/%s;" % (k, prefix, v) for k, v in
             (("client_body", "body"), ("proxy", "proxy"), ("fastcgi", "fastcgi"),
              ("uwsgi", "uwsgi"), ("scgi", "scgi"))]

@@ -123,6 +123,11 @@ class NginxTemplate(unittest.TestCase):
         self.assertIn("listen 127.0.0.1:23380;", text)
         self.assertIn("        server 127.0.0.1:23312 max_fails=0;\n", text)
         self.assertIn("proxy_temp_path /r/nginx/tmp/proxy;", text)
+        # Root's workers read web/ wherever the checkout is (a 0700 parent included).
+        if os.geteuid() == 0:
+            self.assertIn("user root;", text)
+        else:
+            self.assertNotIn("user ", text.split("events")[0])
         self.assertNotRegex(text, r"(?m)^\s*#@[A-Z_]+@\s*$")
         self.assertNotIn("@LISTEN@", text)
         # Server-wide, so the deduction's location inherits it with the others.
