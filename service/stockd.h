@@ -19,7 +19,7 @@
  *             lock; the deductions that arrive meanwhile wait there for its next batch.
  *             With --segments K, per segment: each has its own lock and row, and a
  *             deduction that finds its segment empty moves on to the next one; at most
- *             half the workers lead one product's segments, the rest wait parked.
+ *             half the workers lead one product's segments, the rest wait for one.
  *   lock/     (lock/lock.h) the lock kinds behind one small face: local mutex,
  *             ZooKeeper fair or herd lock, Redis lease lock, the database lock table, or
  *             none beyond the database's own row lock. worker.c makes a product's lock

@@ -32,7 +32,7 @@
  * segment's: a deduction starts at a random segment and, when the batch finds that
  * segment empty, moves on to the next one (next_segment) until it is deducted or has
  * found all K empty and a read of the whole stock confirms it. One product's segments
- * have at most half the workers as leaders (combiner.c); the others' jobs wait parked.
+ * have at most half the workers as leaders (combiner.c); the others' jobs wait in WAITING slots.
  *
  * The order inside a batch is fixed: acquire, transaction (whose guard re-checks the
  * lock right before COMMIT), commit, and only then release, so that no other holder
