@@ -8,8 +8,8 @@
  * after it. A gauge fed with those values could say 0 while the row says -46, which is
  * exactly when the alert must fire. So the gauge only ever holds what a plain read of
  * the committed row returned: every worker that has just read or written a product's
- * stock marks it (stockd_stockwatch_note), and one
- * thread with a MySQL connection of its own re-reads the marked products once a second
+ * stock marks it (stockd_stockwatch_note), and one thread with a MySQL connection of
+ * its own re-reads the marked products once a second
  * (stockdb_get_stock: one SELECT, segments included). Whoever committed last marked the
  * product after its commit, so its instance reads the final stock within a second of
  * the last write: the alert cannot miss an oversell that stays, whatever the race.
