@@ -215,6 +215,9 @@ static void let_wait(slot **p, uint64_t until_ns) {
 
 int stockd_combiner_next(stockd_combiner *c, int32_t *product_id, unsigned *segment, int at,
                          uint64_t busy_ns) {
+    /* Without the cross bound a wait holds no other product up: wait, no lock taken
+     * (cross is fixed at new, and no slot is set aside without it). */
+    if (at == STOCKD_COMBINER_AT_LOCK && !c->cross) return STOCKD_COMBINER_STAY;
     int rc = STOCKD_COMBINER_STAY;
     uint64_t now = stockd_now_ns();
     pthread_mutex_lock(&c->mu);
@@ -246,7 +249,10 @@ int stockd_combiner_next(stockd_combiner *c, int32_t *product_id, unsigned *segm
     default: /* AT_DONE */
         if (s && s->head) break;
         if (s) close_slot(p);
-        if ((other = oldest_waiting(c, false, NULL, 0, 0)) != NULL) {
+        /* Only a segment's leader, or any leader across products, has waiting slots it
+         * may take over: an unsplit product's leader without the cross bound skips the
+         * scan of every bucket, at the end of each of its batches. */
+        if ((c->cross || *segment) && (other = oldest_waiting(c, false, NULL, 0, 0)) != NULL) {
             other->led = true;
             *product_id = other->product_id;
             *segment = other->segment;

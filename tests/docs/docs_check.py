@@ -266,7 +266,7 @@ def check_modes(src, stockd):
     problems = []
     for name in READMES:
         rows = [m.group(1) for m in map(MODE_ROW_RE.match, read(os.path.join(src, name)).splitlines())
-                if m and not m.group(1).startswith("-")]
+                if m]
         for mode in modes:
             if rows.count(mode) != 1:
                 problems.append(f"{name}: the mode {mode} has {rows.count(mode)} rows in the "
