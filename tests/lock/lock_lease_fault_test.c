@@ -4,8 +4,8 @@
  *   lock_lease_fault_test takeover redis|db
  *     A holder process is killed with SIGKILL while it holds the lock. Another process,
  *     already waiting, must get the lock, and not before the dead holder's lease has run
- *     out (measured from before the holder sent its acquire). The time the name stayed
- *     blocked after the kill is printed (a measurement, not asserted).
+ *     out (by the server's clock, from before the holder sent its acquire). The time the
+ *     name stayed blocked after the kill is printed (a measurement, not asserted).
  *
  *   lock_lease_fault_test paused redis|db fenced|unfenced
  *     Product 1 has one unit left. Holder A takes the lock and starts the seed's
@@ -21,9 +21,14 @@
  *     pause between that check and COMMIT would not: only the fence covers both. */
 #include <signal.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 
+#include <hiredis/hiredis.h>
+#include <mysql.h>
+
 #include "dblock.h"
+#include "hostport.h"
 #include "lease_test.h"
 #include "redislock.h"
 
@@ -82,9 +87,55 @@ static const char *lk_strerror(int rc) {
     return use_redis ? redislock_strerror(rc) : dblock_strerror(rc);
 }
 
+/* The time by the clock that times the leases, in microseconds: Redis's TIME or
+ * MariaDB's UTC_TIMESTAMP(6). "Not before the lease" is a statement about that clock. Our
+ * monotonic clock is not it: the servers read the wall clock, which a machine's time
+ * service may step, and a step of a fraction of a second once made a correct takeover
+ * look early by the monotonic clock. Read before an acquire, the server's time is at most
+ * the lease's start; read after one, at least its end. */
+static int64_t server_now_us(void) {
+    int64_t now = -1;
+    if (use_redis) {
+        const char *addr = ls_env("STOCKD_TEST_REDIS");
+        hostport hp;
+        if (hostport_parse(addr, strlen(addr), 6379, &hp) != 0) CHECK_FAIL_("bad %s", addr);
+        redisContext *c = redisConnect(hp.host, hp.port);
+        redisReply *r = c && !c->err ? redisCommand(c, "TIME") : NULL;
+        if (r && r->type == REDIS_REPLY_ARRAY && r->elements == 2)
+            now = strtoll(r->element[0]->str, NULL, 10) * 1000000 +
+                  strtoll(r->element[1]->str, NULL, 10);
+        if (r) freeReplyObject(r);
+        redisFree(c);
+    } else {
+        char err[256];
+        MYSQL *m = NULL;
+        if (stockdb_conn_open(&dbc, 0, &m, err, sizeof(err)) != STOCKDB_OK)
+            CHECK_FAIL_("server time: %s", err);
+        MYSQL_RES *res = NULL;
+        if (mysql_query(m, "SELECT TIMESTAMPDIFF(MICROSECOND, '1970-01-01', UTC_TIMESTAMP(6))") ==
+                0 &&
+            (res = mysql_store_result(m)) != NULL) {
+            MYSQL_ROW row = mysql_fetch_row(res);
+            if (row && row[0]) now = strtoll(row[0], NULL, 10);
+        }
+        mysql_free_result(res);
+        mysql_close(m);
+    }
+    if (now < 0) CHECK_FAIL_("could not read the %s server's time", use_redis ? "Redis" : "MariaDB");
+    return now;
+}
+
+/* A child of the test: killed with the test, so that a failed check in the parent, with
+ * the child stopped or pausing, ends the test at once rather than leaving the child to
+ * hold the test's output open until ctest's timeout. */
+static void die_with_parent(void) {
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) _exit(3);
+}
+
 /* What a child reports through its pipe. */
 typedef struct report {
-    int64_t sent_us; /* monotonic time before the acquire was sent */
+    int64_t sent_us;   /* monotonic time before the acquire was sent */
+    int64_t server_us; /* server_now_us() then */
     int64_t token;
     int rc; /* of the acquire, then of the deduction */
     int outcome;
@@ -108,11 +159,12 @@ static int takeover(void) {
     pid_t pid = fork();
     CHECK(pid >= 0);
     if (pid == 0) {
+        die_with_parent();
         close(fds[0]);
         if (!use_redis && stockdb_global_init() != STOCKDB_OK) _exit(3);
         lk k = {0};
         lk_open(&k);
-        report r = {.sent_us = ls_now_us()};
+        report r = {.server_us = server_now_us(), .sent_us = ls_now_us()};
         r.rc = lk_acquire(&k, name, 5000);
         r.token = r.rc == 0 ? lk_token(&k) : 0;
         put(fds[1], &r);
@@ -132,18 +184,17 @@ static int takeover(void) {
     CHECK(kill(pid, SIGKILL) == 0);
     CHECK(waitpid(pid, NULL, 0) == pid);
     int rc = lk_acquire(&k, name, 30000);
-    int64_t got = ls_now_us();
+    int64_t got = ls_now_us(), got_server = server_now_us();
     if (rc != 0) CHECK_FAIL_("acquire after the holder died: %s", lk_strerror(rc));
-    int64_t lease_end = held.sent_us + (int64_t)LEASE_MS * 1000;
     printf("%s: holder killed %.1f ms after it sent its acquire; lock taken over %.1f ms after "
            "the kill, %.1f ms after the lease began (lease %d ms)\n",
            use_redis ? "redis" : "db", (double)(killed - held.sent_us) / 1000,
            (double)(got - killed) / 1000, (double)(got - held.sent_us) / 1000, LEASE_MS);
     printf("RESULT kind=%s blocked_after_kill_ms=%.1f lease_ms=%d\n", use_redis ? "redis" : "db",
            (double)(got - killed) / 1000, LEASE_MS);
-    /* Not before the lease: 2 ms for the servers' millisecond (Redis) and statement
-     * start (NOW) granularity. */
-    CHECK_INT_GE(got, lease_end - 2000);
+    /* Not before the lease, by the server's clock: 2 ms for the servers' millisecond
+     * (Redis) and statement start (UTC_TIMESTAMP) granularity. */
+    CHECK_INT_GE(got_server - held.server_us, (int64_t)LEASE_MS * 1000 - 2000);
     CHECK_INT_GT(lk_token(&k), held.token);
     CHECK_INT_EQ(0, lk_release(&k));
     lk_close(&k);
@@ -171,12 +222,13 @@ static int paused(int fenced) {
     CHECK(pid >= 0);
     if (pid == 0) {
         /* Holder A. */
+        die_with_parent();
         close(fds[0]);
         if (stockdb_global_init() != STOCKDB_OK) _exit(3);
         stockdb *db = stockdb_new(&dbc, "holder-A");
         lk k = {0};
         lk_open(&k);
-        report r = {.sent_us = ls_now_us()};
+        report r = {.server_us = server_now_us(), .sent_us = ls_now_us()};
         r.rc = lk_acquire(&k, name, 5000);
         r.token = r.rc == 0 ? lk_token(&k) : 0;
         put(fds[1], &r);
@@ -216,7 +268,7 @@ static int paused(int fenced) {
     if (rc != 0) CHECK_FAIL_("B's acquire: %s", lk_strerror(rc));
     int64_t tb = lk_token(&k);
     CHECK_INT_GT(tb, a.token);
-    CHECK_INT_GE(ls_now_us() - a.sent_us, (int64_t)LEASE_MS * 1000 - 2000);
+    CHECK_INT_GE(server_now_us() - a.server_us, (int64_t)LEASE_MS * 1000 - 2000);
     stockdb *db = stockdb_new(&dbc, "holder-B");
     CHECK(db != NULL);
     stockdb_request req = {.product_id = 1, .fence = fenced ? tb : 0, .request_id = "holder-B"};
