@@ -69,9 +69,10 @@ class PortLayout(unittest.TestCase):
         span = max(span, ports.OFFSETS["stockd"] + 64) + 1
         tests = ports.OFFSETS["integration_tests"] + 300 * ports.OFFSETS["integration_test_ports"]
         bases = sorted(ports.BASES.items(), key=lambda kv: kv[1])
-        self.assertEqual({"stack", "report", "cpu", "memory", "nemesis", "tests"}, set(ports.BASES))
+        self.assertEqual({"stack", "report", "cpu", "memory", "nemesis", "tests", "tests_tsan"},
+                         set(ports.BASES))
         for (name, base), (after, nxt) in zip(bases, bases[1:] + [("ephemeral", 32768)]):
-            room = tests if name == "tests" else span
+            room = tests if name.startswith("tests") else span
             self.assertLessEqual(base + room, nxt, "%s's ports (%d + %d) reach %s's (%d)"
                                  % (name, base, room, after, nxt))
 
