@@ -251,8 +251,8 @@ static const opt options[] = {
      F(pitfall), 0, 0, "none", DEMO,
      "make one of the two classic mistakes on purpose, to show what it does: "
      "release-before-commit (unlock, then COMMIT) or snapshot-before-lock (REPEATABLE READ "
-     "snapshot opened before acquiring). Lock modes local, zk, zk-herd, redis, db-lock, redlock "
-     "and etcd only"},
+     "snapshot opened before acquiring). Only in a mode that takes a lock: one whose lock kind "
+     "(--list-modes, second column) is not none"},
     /* Secrets: the environment only (main.c reads the MySQL password itself). */
     {NULL, NULL, "STOCKD_MYSQL_PASSWORD", NULL, 0, 0, 0, 0, NULL, SECRET, NULL},
     {NULL, NULL, "STOCKD_REDIS_PASSWORD", set_str, F(redis_password), 0, 0, NULL, SECRET, NULL},

@@ -10,7 +10,8 @@ usage: docs_check.py CHECK SRC_DIR [ARG]
                                each with a table row in the group --help puts it in
                                (operator options, or the demonstration switches)
   modes    SRC_DIR STOCKD      each README's table of lock modes has one row per mode of
-                               `stockd --list-modes`, and no other
+                               `stockd --list-modes`, and no other; docs/operating.md's
+                               row of --lock lists them in its order
   headline SRC_DIR             each README's table of headline ratios is what
                                docs/report/bench.json's medians give, row by row
 
@@ -274,6 +275,13 @@ def check_modes(src, stockd):
         for row in sorted(set(rows) - set(modes)):
             problems.append(f"{name}: a row of the table of modes names {row}, which "
                             f"stockd --list-modes does not list")
+    # The options table's row of --lock names the modes in the same order.
+    rows = [line for line in read(os.path.join(src, "docs", "operating.md")).splitlines()
+            if line.startswith("| `--lock MODE` |")]
+    listed = [w.strip() for w in rows[0].split("|")[3].split("(")[0].split(",")] if rows else []
+    if listed != modes:
+        problems.append(f"docs/operating.md: the row of --lock MODE lists {listed}; "
+                        f"stockd --list-modes lists {modes}")
     return problems
 
 
