@@ -59,15 +59,16 @@ def _dir(run, name):
 def await_ready(name, pidfile, port, check, seconds, log):
     """Waits until the process of PIDFILE listens on PORT and CHECK() is true. Raises
     LabError, naming LOG, as soon as the process ends (its port taken, a bad
-    configuration) or when SECONDS pass."""
+    configuration) or when SECONDS pass. A pid file not written yet (nginx writes its
+    own once it has forked) is waited for, not taken for an exit."""
     deadline = time.monotonic() + seconds
     while True:
         pid = proc.read_pid(pidfile)
-        if pid is None or not proc.pid_runs(pid):
+        if pid is not None and not proc.pid_runs(pid):
             raise LabError("%s exited at start-up (is port %d taken?); see %s:\n%s"
                            % (name, port, log, proc.tail(log, 5)))
         try:
-            if proc.listens(pid, port) and check():
+            if pid is not None and proc.listens(pid, port) and check():
                 return
         except Exception:  # a server on its way up refuses in many ways
             pass
@@ -221,13 +222,15 @@ def mysql_start(run, port, env=None):
     if proc.pid_alive(pidfile):
         return
     # The server's temporary tables go where the bootstrap's did (mysql_install says why).
+    # Its own pid file is not ours: it rewrites that file as it starts, and a reader
+    # that met the file empty took a starting server for one that had exited.
     stack_lib('mysql_install "$1"', run)
     tmp = os.path.join(d, "tmp")
     log = os.path.join(d, "error.log")
     proc.spawn(["mariadbd", "--no-defaults", "--user=root", "--datadir=" + os.path.join(d, "data"),
                 "--tmpdir=" + tmp,
                 "--socket=" + mysql_socket(run), "--port=%d" % port, "--bind-address=127.0.0.1",
-                "--pid-file=" + pidfile] + MYSQL_FLAGS + ["--log-error=" + log],
+                "--pid-file=" + os.path.join(d, "mariadbd.pid")] + MYSQL_FLAGS + ["--log-error=" + log],
                None, env=env, pidfile=pidfile)
     await_ready("MariaDB", pidfile, port, lambda: mysql_up(run, port), 60, log)
 
