@@ -91,12 +91,14 @@ busy)
   curl -sS -m 20 -o "$T/a9.body" "$a/stock/reduce?id=9" &
   p9=$!
   sleep 0.05
-  for id in 3 4 5 6 7 8; do
-    curl -sS -m 20 -o "$T/a$id.body" "$a/stock/reduce?id=$id" &
-    pids+=($!)
-  done
-  pids+=("$p9")
-  for i in 0 1 2 3 4 5 6; do wait "${pids[$i]}"; done # products 2..8
+  # 3..8 from one client, all at once: six curls started one by one reached A up to
+  # 100 ms apart on a busy machine, each after the batch before had ended, and so no
+  # batch had several products to take.
+  many=()
+  for id in 3 4 5 6 7 8; do many+=(-o "$T/a$id.body" "$a/stock/reduce?id=$id"); done
+  curl -sS -m 20 --parallel --parallel-immediate "${many[@]}" &
+  pids+=($!)
+  for pid in "${pids[@]}"; do wait "$pid"; done # products 2..8
   # B is still thinking under 9's lock: A did not wait for it.
   expect_eq "B's deduction still under way when A's products 2..8 were answered" 1 \
     "$(kill -0 "$bpid" 2>/dev/null && echo 1 || echo 0)"
@@ -105,7 +107,7 @@ busy)
   done
   expect_eq "orders of product 9 while B holds its lock" 0 \
     "$(sql "SELECT COUNT(*) FROM orders WHERE product_id = 9")"
-  wait "${pids[7]}"
+  wait "$p9"
   wait "$bpid"
   expect_eq "B's deduction of 9" deducted "$(jq -r .result "$T/b.body")"
   expect_eq "A's deduction of 9" deducted "$(jq -r .result "$T/a9.body")"
