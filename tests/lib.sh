@@ -64,6 +64,35 @@ sql() { mysql_cli "$MYSQL_RUN" -N -B "$DB" -e "$1"; }
 stock() { sql "SELECT stock FROM product WHERE id=$1"; }
 orders() { sql "SELECT COUNT(*) FROM orders WHERE product_id=$1"; }
 
+# late_write FENCING ANSWER PORT ID [fence]: the verdict of a test in which a holder
+# that lost its lock (paused past its lease, or its key gone from the servers) writes
+# product ID's last unit after a newer holder sold it. ANSWER is the file with the late
+# holder's answer, PORT its stockd. unfenced: the write went through and the unit was
+# sold twice (stock -1, two orders). fenced: 503 lock_lost, refused once, stock 0 and
+# one order; refused by the fence or the pre-commit lease check, or with `fence` by the
+# fence alone (the holder's own lease looked valid, so the check had no cause).
+late_write() {
+  local fencing=$1 answer=$2 port=$3 id=$4 only=${5:-}
+  echo "the late holder's answer: $(cat "$answer")"
+  if [[ $fencing == unfenced ]]; then
+    expect_eq "the late holder's write" "200 deducted" "$(cat "$answer")"
+    expect_eq "stock: the last unit sold twice" -1 "$(stock "$id")"
+    expect_eq "orders" 2 "$(orders "$id")"
+    return
+  fi
+  expect_eq "the late holder's write" "503 lock_lost" "$(cat "$answer")"
+  refusals "$port"
+  echo "refused by: fence $fenced, pre-commit check $guard"
+  if [[ $only == fence ]]; then
+    expect_eq "refused by the fence" 1 "$fenced"
+    expect_eq "not by the pre-commit check (the holder's lease looked valid)" 0 "$guard"
+  else
+    expect_eq "refusals" 1 $((fenced + guard))
+  fi
+  expect_eq "stock" 0 "$(stock "$id")"
+  expect_eq "orders" 1 "$(orders "$id")"
+}
+
 # sentinel_primary PORT: HOST:PORT of the primary the Sentinel on PORT names for master
 # stockd; fails if it names none.
 sentinel_primary() { lab sentinel_primary "$1"; }
