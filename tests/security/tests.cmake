@@ -23,9 +23,8 @@ set_tests_properties(security_fuzz_corpus_replay PROPERTIES LABELS "unit;securit
 # fuzzer is found (Debian: clang, libclang-rt-14-dev); otherwise it is left out. Its flags
 # are its own, the same in every build, so it is built and run in the plain build only:
 # the sanitizer builds would run the same binary for the same 30 s.
-if(STOCKD_SANITIZE)
-  set(STOCKD_FUZZ_CC "")
-elseif(CMAKE_C_COMPILER_ID STREQUAL "Clang")
+if(NOT STOCKD_SANITIZE)
+if(CMAKE_C_COMPILER_ID STREQUAL "Clang")
   set(STOCKD_FUZZ_CC ${CMAKE_C_COMPILER})
 else()
   find_program(STOCKD_FUZZ_CC NAMES clang clang-16 clang-15 clang-14)
@@ -79,8 +78,9 @@ if(STOCKD_FUZZ_OK)
             ${fuzz_work} ${CMAKE_CURRENT_LIST_DIR}/corpus)
   set_tests_properties(security_fuzz_request PROPERTIES LABELS "security;fuzz" TIMEOUT 120)
   file(MAKE_DIRECTORY ${fuzz_work} ${CMAKE_CURRENT_BINARY_DIR}/fuzz-artifacts)
-elseif(NOT STOCKD_SANITIZE)
+else()
   message(STATUS "fuzz_request: no clang with libFuzzer; only the corpus replay is built")
+endif()
 endif()
 
 # No SQL made with printf or concatenation in db/ and service/ (the scanner proves
