@@ -91,9 +91,9 @@ busy)
   curl -sS -m 20 -o "$T/a9.body" "$a/stock/reduce?id=9" &
   p9=$!
   sleep 0.05
-  # 3..8 from one client, all at once: six curls started one by one reached A up to
-  # 100 ms apart on a busy machine, each after the batch before had ended, and so no
-  # batch had several products to take.
+  # 3..8 from one client, all at once. Sent by six curls started one by one, on a busy
+  # machine (three busy loops on the two cores) they met no batch of several products
+  # in 1 run of 10: they had reached A too far apart.
   many=()
   for id in 3 4 5 6 7 8; do many+=(-o "$T/a$id.body" "$a/stock/reduce?id=$id"); done
   curl -sS -m 20 --parallel --parallel-immediate "${many[@]}" &
