@@ -2,7 +2,7 @@
 # packaging/ checked without servers (packaging/CMakeLists.txt says what it makes):
 #   packaging.sh unit STOCKD UNIT MANPAGE   systemd-analyze verify on the template unit
 #   packaging.sh man STOCKD MANPAGE         the man page names every option of --help
-#   packaging.sh install BUILD_DIR          cmake --install puts bin, man page and unit
+#   packaging.sh install BUILD_DIR          cmake --install puts bin, man page, unit, LICENSE
 #   packaging.sh env STOCKD EXAMPLE         stockd.env.example's keys are stockd's variables
 # Exits 77 (skipped) with the reason when the tool a check needs is missing.
 set -euo pipefail
@@ -75,12 +75,14 @@ install)
     fail "stockd@.service not in lib/systemd/system: '$unit'"
   grep -qF "ExecStart=$T/prefix/bin/stockd --port %i" "$unit" ||
     fail "the installed unit does not start the installed stockd: $(grep ExecStart "$unit")"
+  cmp -s "$T/prefix/share/doc/stockd/LICENSE" "$(dirname "${BASH_SOURCE[0]}")/../../LICENSE" ||
+    fail "share/doc/stockd/LICENSE is not the root's LICENSE: $(cat "$T/log")"
   if grep -q '^HELP2MAN:FILEPATH=/' "$build/CMakeCache.txt"; then
     [[ -f $T/prefix/share/man/man1/stockd.1 ]] || fail "no share/man/man1/stockd.1: $(cat "$T/log")"
   else
     echo "note: help2man was not found at configure time: no man page to install"
   fi
-  echo "ok: cmake --install: bin/stockd, share/man/man1/stockd.1, ${unit#"$T/prefix/"}"
+  echo "ok: cmake --install: bin/stockd, share/man/man1/stockd.1, ${unit#"$T/prefix/"}, share/doc/stockd/LICENSE"
   ;;
 env)
   # Every line of the example, commented or not, is accepted by stockd --config (which
