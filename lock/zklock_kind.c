@@ -150,9 +150,10 @@ static const zklock_kind zk_fair = ZKLOCK_FAIR, zk_herd = ZKLOCK_HERD;
 #define ZK_KIND(NAME, ARG)                                                                         \
     {                                                                                              \
         .name = (NAME), .service = "zookeeper", .fence_kind = LOCK_FENCE_ZOOKEEPER,                \
-        .flags = LOCK_KIND_SESSION, .arg = (ARG), .set_new = zk_set_new,                           \
-        .set_cancel = zk_set_cancel, .set_free = zk_set_free, .acquire = zk_acquire,               \
-        .check = zk_check, .token = zk_token, .release = zk_release,                               \
+        .flags = LOCK_KIND_SESSION,                                                                \
+        .down_message = "ZooKeeper is unavailable; nothing was deducted", .arg = (ARG),            \
+        .set_new = zk_set_new, .set_cancel = zk_set_cancel, .set_free = zk_set_free,               \
+        .acquire = zk_acquire, .check = zk_check, .token = zk_token, .release = zk_release,        \
         .release_cached = zk_release_cached, .try_acquire = zk_try_acquire, .ping = zk_ping,       \
         .try_acquire_many = zk_try_acquire_many, .release_many = zk_release_many,                  \
         .stats = zk_stats, .view = zk_view,                                                        \

@@ -147,8 +147,10 @@ void stockd_answer_from_db(stockd_answer *a, int lock_rc, int rc, const stockdb_
         a->message = "the service is shutting down; nothing was deducted";
         return;
     default:
+        /* The kind names its own service (lock_failure_message, which the caller puts in
+         * place of this); this is the text for a kind without one. */
         a->result = STOCKD_R_UNAVAILABLE;
-        a->message = "ZooKeeper is unavailable; nothing was deducted";
+        a->message = "the product's lock could not be taken; nothing was deducted";
         return;
     }
     switch (rc) {

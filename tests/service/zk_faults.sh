@@ -65,6 +65,7 @@ expect_eq "with ZooKeeper up" "200 deducted" "$(reduce $((PORT0 + 1)) 3)"
 zk_stop "$T" zk
 r=$(reduce $((PORT0 + 1)) 3)
 expect_eq "with ZooKeeper down" "503 unavailable" "$r"
+expect_eq "its message" "ZooKeeper is unavailable; nothing was deducted" "$(jq -r .message "$T/ans.$((PORT0 + 1))")"
 code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$((PORT0 + 1))/health")
 expect_eq "/health with ZooKeeper down" 503 "$code"
 expect_eq "nothing deducted while down" $((s0 - 1)) "$(stock 3)"
