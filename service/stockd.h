@@ -20,10 +20,10 @@
  *             With --segments K, per segment: each has its own lock and row, and a
  *             deduction that finds its segment empty moves on to the next one; at most
  *             half the workers lead one product's segments, the rest wait for one.
- *   lock/     (lock/lock.h) the lock kinds behind one small face: local mutex,
- *             ZooKeeper fair or herd lock, Redis lease lock, the database lock table, or
- *             none beyond the database's own row lock. worker.c makes a product's lock
- *             name and calls lock_acquire / lock_check / lock_token / lock_release.
+ *   lock/     (lock/lock.h) the lock kinds behind one small face; lock_kinds.c is their
+ *             one list, and `stockd --list-modes` names each mode's kind. batch.c makes
+ *             a product's lock name and calls lock_acquire / lock_check / lock_token /
+ *             lock_release (cross.c their _many forms).
  *   contract.c pure functions: routing, the id and key parsers, and the mapping from an
  *             outcome to an HTTP status and a JSON body (cJSON). Unit-tested and fuzzed.
  *   config.c  command line, environment and --config file into a stockd_config (pure),
@@ -46,8 +46,7 @@
  *     flight over 3 instances;
  *   - a job lives inside its request's context (one calloc per request, freed when the
  *     answer is sent), so the queue costs nothing of its own; the batch arrays are made
- *     once per worker (worker.c). glibc's per-thread malloc arenas stay at its default:
- *     capping them at 2 changed the peak by less than 0.2 MB.
+ *     once per worker (worker.c). main.c caps glibc's malloc arenas at 2 (it says why).
  */
 #ifndef STOCKD_H
 #define STOCKD_H
@@ -133,10 +132,10 @@ typedef enum stockd_log_format {
 typedef struct stockd_config {
     char bind[64];
     unsigned port;
-    stockd_lock_mode lock;      /* the --lock word: a row of stockd_modes */
+    stockd_lock_mode lock; /* the --lock word: a row of stockd_modes */
     /* The two axes, filled from that row by stockd_config_parse. */
-    const char *lock_kind;      /* the lock kind (lock/lock.h's registry) */
-    stockdb_strategy strategy;  /* the database strategy (db/stockdb.h) */
+    const char *lock_kind;     /* the lock kind (lock/lock.h's registry) */
+    stockdb_strategy strategy; /* the database strategy (db/stockdb.h) */
     char mysql_url[512];
     char zk[512];
     char instance[65];
@@ -214,8 +213,7 @@ typedef int stockd_kvfile_fn(void *arg, const char *key, const char *val, const 
 /* Calls fn for every KEY=VALUE line of path (kvfile.c says what a line may look like).
  * 0, or -1 with the reason in err ("FILE:LINE: ..." for a bad line or fn's refusal).
  * Pure apart from reading the file. */
-int stockd_kvfile_read(const char *path, stockd_kvfile_fn *fn, void *arg, char *err,
-                       size_t errlen);
+int stockd_kvfile_read(const char *path, stockd_kvfile_fn *fn, void *arg, char *err, size_t errlen);
 /* Sets cfg->zk_auth from v ("USER:PASSWORD"), as STOCKD_ZK_AUTH or the file of
  * --zk-auth-file give it. 0, or -1 with the reason (naming `name`, never the secret). */
 int stockd_config_set_zk_auth(stockd_config *cfg, const char *v, const char *name, char *err,
@@ -519,7 +517,7 @@ typedef struct stockd_ctx {
     const stockd_config *cfg;
     stockdb_config db;
     stockd_jobq *queue;
-    lock_set *locks;           /* the product locks of the mode's kind (lock/lock.h) */
+    lock_set *locks; /* the product locks of the mode's kind (lock/lock.h) */
     /* Called by a worker once a job's answer is set; resumes the HTTP connection. */
     void (*complete)(stockd_job *job);
 } stockd_ctx;
@@ -566,7 +564,7 @@ void stockd_metrics_request(stockd_route route, stockd_result result);
 void stockd_metrics_db_error(int stockdb_rc); /* ignores OK and NOT_FOUND */
 void stockd_metrics_deduction(uint64_t ns);
 void stockd_metrics_lock_wait(uint64_t ns);
-void stockd_metrics_batch(unsigned n);       /* deductions served by one acquisition */
+void stockd_metrics_batch(unsigned n); /* deductions served by one acquisition */
 void stockd_metrics_batch_products(unsigned n, unsigned busy); /* products in one batch, and
                                                                 * tried locks found busy */
 void stockd_metrics_cross_busy(void);        /* a leader's own product's lock, tried, was busy */
