@@ -9,7 +9,8 @@
  * own types (org.apache.jmeter.**, org.apache.jorphan.**) in SaveService's two XStream
  * instances, and hands the command line to JMeter as its own driver would.
  *
- * Run it from source, with Debian's jars on the class path (loadtest/jmeter/run does):
+ * Run it from source, with Debian's jars on the class path (loadtest/oversell --tool jmeter,
+ * which loadtest/jmeter/run calls, does):
  *   java -cp '/usr/share/jmeter/bin/ApacheJMeter.jar:/usr/share/jmeter/lib/*:/usr/share/jmeter/lib/ext/*' \
  *     loadtest/jmeter/Launcher.java -n -t plan.jmx [JMeter's options]
  * JMETER_HOME names another JMeter 2.13 tree (default /usr/share/jmeter).
