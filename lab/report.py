@@ -788,7 +788,8 @@ def scale_plots(doc, fmt, datadir, outdir):
             series.append(name)
         with open(os.path.join(datadir, f"scale-{kind}-{series.index(name) + 1}.tsv"), "w",
                   encoding="utf-8") as f:
-            f.writelines(f"{n}\t{_num(x['rps'])}\t{_num(x['batch'] or 0)}\n" for n, x in p.items())
+            f.writelines(f"{n}\t{_num(x['rps'])}\t{'NaN' if x['batch'] is None else _num(x['batch'])}\n"
+                          for n, x in p.items())
     script = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                           "loadtest", "report-plots.gp")
     r = subprocess.run(["gnuplot", "-e", f"fmt='{fmt}'; datadir='{datadir}'; outdir='{outdir}'; "

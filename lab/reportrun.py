@@ -554,7 +554,10 @@ def commit():
     """The commit the tools ran from: {"commit": short hash, "dirty": uncommitted changes
     to tracked files}, or None outside a git checkout."""
     def git(*args):
-        r = subprocess.run(["git", "-C", SRC] + list(args), capture_output=True, text=True)
+        try:
+            r = subprocess.run(["git", "-C", SRC] + list(args), capture_output=True, text=True)
+        except OSError:
+            return None
         return r.stdout.strip() if r.returncode == 0 else None
 
     head = git("rev-parse", "--short", "HEAD")
