@@ -1,8 +1,8 @@
 /* lease-bench: how fast a lease lock changes hands (redis, db-lock or redlock), and the
- * proof that it excludes. The twin of zklock-bench for the lease kinds: lock/bench/run
- * uses it for the numbers; the tests lock_mutex_redis, lock_mutex_db and
- * lock_lease_bench_smoke use it for the checks. --kind redlock runs RedLock over the
- * servers of a comma list in --redis (lock_mutex_redlock).
+ * proof that it excludes. The twin of zklock-bench for the lease kinds, run by hand for
+ * the numbers (docs/benchmarks.md); the tests lock_mutex_redis, lock_mutex_db,
+ * lock_mutex_redlock and lock_mutex_lease_control use it for the checks. --kind redlock
+ * runs RedLock over the servers of a comma list in --redis.
  *
  * It takes its lock through lock.h as the service does: P forked processes each make
  * the kind's set for T holders (lease_pool.c: one handle per holder, as neither library
