@@ -10,7 +10,8 @@ without bench.json, their own page. Both can be rendered again from the JSON alo
 
     /usr/bin/python3 -m lab.report DIR       writes DIR/bench.md and DIR/index.html
                                              from DIR/bench.json, or DIR/index.html
-                                             from DIR/report.json
+                                             from DIR/report.json; and DIR/scale.md
+                                             and scale-*.png from DIR/scale.json
 
 Each mode's cell is the median of its runs (settings.repeat): req/s and, in brackets,
 its fraction of the HTTP ceiling measured right before it (same client, route, load).
@@ -683,6 +684,130 @@ def older_svgs(doc, work):
     return {c: _svg_inline(os.path.join(work, f"{c}.svg"), c) for c in ("throughput", "p99", "stock")}
 
 
+# ---------------------------------------------------------------- the scale-out sweep
+
+# scale.json (loadtest/report --scale-only): the headline benchmark's rows, each with
+# the instance count it ran on and its load's batches (lab/reportrun.py load_batches).
+# The curve is the third-party client's req/s (ab on the hot product, wrk on the
+# spread), each the median of its runs, against the number of stockd instances.
+
+SCALE_CLIENT = {"hot": "ab", "spread": "wrk"}
+
+
+def scale_points(doc):
+    """{(kind, route, spec): {instances: point}} in the run's order, a point being
+    {rps, stockload, ceiling, fraction, batch, batch_by_instance, exact} (medians of the
+    runs; batch the load's mean deductions per batch, and per instance)."""
+    rows = doc["scale"]["rows"]
+    out = {}
+    for kind in ("hot", "spread"):
+        for route in _ordered(r["route"] for r in rows):
+            for spec in _ordered(r["spec"] for r in rows):
+                for n in sorted({r["instances"] for r in rows}):
+                    mine = [r for r in rows if (r["kind"], r["route"], r["spec"], r["instances"])
+                            == (kind, route, spec, n)]
+                    load = [r for r in mine if r["row"] != "ceiling"]
+                    if not load:
+                        continue
+
+                    def rps(client, row):
+                        return median(r["rps"] for r in mine
+                                      if r["client"] == client and (r["row"] == "ceiling") == row)
+
+                    tp = SCALE_CLIENT[kind]
+                    ceil = rps(tp, True)
+                    point = {"rps": rps(tp, False), "stockload": rps("stockload", False),
+                             "ceiling": ceil, "batch": load[0].get("batch_mean"),
+                             "batch_by_instance": load[0].get("batch_mean_by_instance") or [],
+                             "exact": all(r["exact"] for r in load)}
+                    point["fraction"] = point["rps"] / ceil if ceil else None
+                    out.setdefault((kind, route, spec), {})[n] = point
+    return out
+
+
+def scale_curve_lines(doc):
+    """The curve as Markdown table lines: one row per load, route and mode, one column
+    per instance count, each cell the third-party client's req/s and, in brackets, the
+    mean batch. docs/benchmarks.md carries these lines as they are (docs_check scale)."""
+    pts = scale_points(doc)
+    ns = sorted({n for p in pts.values() for n in p})
+    out = ["| load | route | mode | " + " | ".join(f"{n} inst." for n in ns) + " |",
+           "|---|---|---|" + "--:|" * len(ns)]
+    for (kind, route, spec), p in pts.items():
+        cells = ["–" if n not in p else f"{p[n]['rps']:.0f} ({fix(p[n]['batch'], 1)})" for n in ns]
+        out.append(f"| {kind} ({SCALE_CLIENT[kind]}) | {route} | {spec} | " + " | ".join(cells) + " |")
+    return out
+
+
+def source_text(src):
+    """", on commit abc1234" (with its uncommitted changes, if any); "" if not known."""
+    if not src:
+        return ""
+    return f", on commit {src['commit']}" + (" with uncommitted changes" if src["dirty"] else "")
+
+
+def scale_markdown(doc):
+    s = doc["scale"]["settings"]
+    out = ["## The scale-out curve: req/s against the number of stockd instances", "",
+           f"Generated {doc['date']} by `{doc['command']}`" + source_text(doc.get("source")) + ".",
+           "", f"Machine: {machine_text(doc['machine'])}; load average (1 min) "
+           f"{doc['machine']['loadavg_start']} before and {doc['machine']['loadavg_end']} after.",
+           "", f"Durability: {durability_text(doc.get('durability'))}.", "",
+           f"Every product starts with stock {s['stock_each']}: no answer is sold out. **Hot**: "
+           f"product {s['hot']['product']}, `{s['hot']['ab']}` and `{s['hot']['stockload']}`. "
+           f"**Spread**: products {s['spread']['products']} drawn uniformly, `{s['spread']['wrk']}` "
+           f"and `{s['spread']['stockload']}`. Each point runs as a row of the headline benchmark "
+           f"on fresh instances: the HTTP ceiling (`GET /health?id=N`, same client) right before "
+           f"each load, each figure the median of {s.get('repeat', 1)} run(s).", "",
+           f"Instances: {' '.join(map(str, s['instances_swept']))}. Each cell: req/s of ab (hot) "
+           "or wrk (spread), and in brackets the mean batch: the deductions one lock acquisition "
+           "(for-update: one transaction) served, from stockd_batch_size of every instance's "
+           "/metrics over the load.", ""]
+    out += scale_curve_lines(doc) + [""]
+    out += ["### Every point", "",
+            "| load | route | mode | instances | req/s | stockload req/s | ceiling | fraction "
+            "| mean batch | batch per instance | exact |",
+            "|---|---|---|--:|--:|--:|--:|--:|--:|---|---|"]
+    for (kind, route, spec), p in scale_points(doc).items():
+        for n, x in p.items():
+            per = " ".join(fix(b, 1) for b in x["batch_by_instance"])
+            out.append(f"| {kind} ({SCALE_CLIENT[kind]}) | {route} | {spec} | {n} | {x['rps']:.0f} | "
+                       f"{fix(x['stockload'], 0)} | {fix(x['ceiling'], 0)} | {fix(x['fraction'], 2)} | "
+                       f"{fix(x['batch'], 1)} | {per} | {'yes' if x['exact'] else 'NO'} |")
+    return "\n".join(out) + "\n"
+
+
+def scale_plots(doc, fmt, datadir, outdir):
+    """outdir/scale-hot.FMT and scale-spread.FMT (req/s against instances, one line per
+    mode and route) and scale-batch.FMT (the hot product's mean batch) by gnuplot with
+    loadtest/report-plots.gp, their data in datadir. Raises OSError when gnuplot fails."""
+    series = []
+    for (kind, route, spec), p in scale_points(doc).items():
+        name = f"{spec}/{route}"
+        if name not in series:
+            series.append(name)
+        with open(os.path.join(datadir, f"scale-{kind}-{series.index(name) + 1}.tsv"), "w",
+                  encoding="utf-8") as f:
+            f.writelines(f"{n}\t{_num(x['rps'])}\t{'NaN' if x['batch'] is None else _num(x['batch'])}\n"
+                          for n, x in p.items())
+    script = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                          "loadtest", "report-plots.gp")
+    r = subprocess.run(["gnuplot", "-e", f"fmt='{fmt}'; datadir='{datadir}'; outdir='{outdir}'; "
+                        f"what='scale'; scale_series='{' '.join(series)}'", script],
+                       capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    if r.returncode != 0:
+        raise OSError(f"gnuplot failed: {r.stderr.strip()}")
+
+
+def write_scale(directory):
+    """Writes directory/scale.md and its three PNG charts from directory/scale.json."""
+    with open(os.path.join(directory, "scale.json"), encoding="utf-8") as f:
+        doc = json.load(f)
+    with tempfile.TemporaryDirectory() as work:
+        scale_plots(doc, "png", work, directory)
+    put_file(directory, "scale.md", scale_markdown(doc))
+
+
 # ---------------------------------------------------------------- writing files
 
 
@@ -717,18 +842,23 @@ def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) != 1 or argv[0].startswith("-"):
         print("usage: python3 -m lab.report DIR   (writes DIR/bench.md and DIR/index.html "
-              "from DIR/bench.json, or DIR/index.html from DIR/report.json)", file=sys.stderr)
+              "from DIR/bench.json, or DIR/index.html from DIR/report.json; and DIR/scale.md "
+              "with its charts from DIR/scale.json)", file=sys.stderr)
         return 2
     d = argv[0]
     try:
-        if os.path.exists(os.path.join(d, "bench.json")):
+        has = {n: os.path.exists(os.path.join(d, n)) for n in ("scale.json", "bench.json", "report.json")}
+        if has["scale.json"]:
+            write_scale(d)
+            print(f"report: wrote {d}/scale.md and its charts", file=sys.stderr)
+        if has["bench.json"]:
             write(d)
             print(f"report: wrote {d}/bench.md and index.html", file=sys.stderr)
-        elif os.path.exists(os.path.join(d, "report.json")):
+        elif has["report.json"]:
             write_older(d)
             print(f"report: wrote {d}/index.html from {d}/report.json", file=sys.stderr)
-        else:
-            print(f"report: no bench.json or report.json in {d}", file=sys.stderr)
+        elif not has["scale.json"]:
+            print(f"report: no bench.json, report.json or scale.json in {d}", file=sys.stderr)
             return 1
     except (OSError, ValueError, KeyError) as e:
         print(f"report: {d}: {e}", file=sys.stderr)

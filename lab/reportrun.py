@@ -141,6 +141,23 @@ def bench_load_totals(rows, initial, final, orders, negative, products, lock_ops
     return rows
 
 
+def load_batches(before, after):
+    """What a load did to the lock, from each instance's /metrics before and after it
+    (lists of Scrapes in the same instance order): the batches (stockd_batch_size: the
+    deductions one lock acquisition, or one transaction of for-update, served) and their
+    mean size, overall and per instance. An instance's batch is what it gathered of the
+    product's requests while it waited for the lock, so under round-robin it shrinks
+    with the instance's share of them, and each batch is one more hand-off of the lock
+    (or the row lock) between instances."""
+    def mean(d):
+        n = d.total("stockd_batch_size_count")
+        return d.total("stockd_batch_size_sum") / n if n else None
+
+    whole = prom.delta(before, after)
+    return {"batches": _int(whole.total("stockd_batch_size_count")), "batch_mean": mean(whole),
+            "batch_mean_by_instance": [mean(prom.delta([b], [a])) for b, a in zip(before, after)]}
+
+
 def rate_limit_record(limit, load, initial, final, orders):
     """A rate-limit run (stockload on the hot product) as report.json has it."""
     c = load["counts"]
@@ -191,9 +208,10 @@ class Bench:
         if self.shop.stock(self.o.product) is None:
             raise Failed(f"no product {self.o.product} in shop")
 
-    def restart(self, lock, args, route="round-robin", rate_limit=None):
+    def restart(self, lock, args, route="round-robin", rate_limit=None, instances=None):
         self._stack(f"restarting stockd (--lock {lock})", self.stack.restart_stockd,
-                    self.o.instances, lock, list(args) + self.o.extra, route, rate_limit)
+                    instances or self.o.instances, lock, list(args) + self.o.extra, route,
+                    rate_limit)
 
     def down(self):
         if self.shop:
@@ -376,25 +394,29 @@ class Bench:
         self.set_products(lo, hi, BENCH_STOCK)
         self.shop.set_stock(self.o.product, BENCH_STOCK, 1)
 
-    def ceiling(self, route, kind, spec, ensemble, rep):
+    def ceiling(self, route, kind, spec, ensemble, rep, into):
         """The HTTP ceiling right before a load run: GET /health?id=N through the same
         nginx with each client and the same settings (with affinity it reaches the
         instance a deduction would). Measured next to every run, since on a shared
         machine the ceiling moves with the neighbours."""
         for client in ("stockload", "ab" if kind == "hot" else "wrk"):
             r = self.client(client, kind, "/health", self._id(f"ceiling-{client}"))
-            self.rows.append(dict(r.to_json(), row="ceiling", spec=spec, route=route, kind=kind,
-                                  ensemble=ensemble, rep=rep))
+            into.append(dict(r.to_json(), row="ceiling", spec=spec, route=route, kind=kind,
+                             ensemble=ensemble, rep=rep))
             note(f"  {kind} ceiling {client}: {r.rps:.0f} req/s")
 
-    def bench_spec(self, route, ensemble, spec):
+    def bench_spec(self, route, ensemble, spec, instances=None, into=None):
         """The spec on both loads with both clients, --bench-repeat times each (the
         ceiling measured before every run), the ledger checked per client run and over
-        the load."""
+        the load, on `instances` stockd (--instances); the rows go to `into` (the
+        headline's, self.rows), each with its instance count and its load's batches."""
         o = self.o
+        n = instances or o.instances
+        into = self.rows if into is None else into
         note(f"bench: {spec.label} ({' '.join(['--lock', spec.mode] + spec.stockd_args())}), {route}"
-             + (", ZooKeeper ensemble" if ensemble else ""))
-        self.restart(spec.mode, spec.stockd_args(), route)
+             + (", ZooKeeper ensemble" if ensemble else "") + f", {n} instance(s)")
+        self.restart(spec.mode, spec.stockd_args(), route, instances=n)
+        first = len(into)
         self.warm()
         self.set_bench_stock()
         for kind in ("hot", "spread"):
@@ -405,7 +427,7 @@ class Bench:
             before = self.scrape()
             rows = []
             for rep in range(1, o.bench_repeat + 1):
-                self.ceiling(route, kind, spec.label, ensemble, rep)
+                self.ceiling(route, kind, spec.label, ensemble, rep, into)
                 for client in ("stockload", "ab" if kind == "hot" else "wrk"):
                     s0, n0, _ = self.books(lo, hi)
                     r = self.client(client, kind, "/stock/reduce", self._id(f"{spec.label}-{client}"))
@@ -415,10 +437,15 @@ class Bench:
                                           client_orders=n1 - n0, negative=neg,
                                           products=products, concurrency=o.bench_concurrency))
                     note(f"  {kind} {client}: {r.rps:.0f} req/s, p99 {r.p99_ms} ms")
-            d = prom.delta(before, self.scrape())
+            after = self.scrape()
+            d = prom.delta(before, after)
             zk, svc = d.total("stockd_zk_ops_total"), d.total("stockd_lock_service_ops_total")
             ops = None if zk is None and svc is None else (zk or 0) + (svc or 0)
-            self.rows += bench_load_totals(rows, initial, *self.books(lo, hi), products, ops)
+            batches = load_batches(before, after)
+            into += [dict(r, **batches) for r in
+                     bench_load_totals(rows, initial, *self.books(lo, hi), products, ops)]
+        for r in into[first:]:
+            r["instances"] = n
 
     def rate_limit_run(self, limit):
         """Batched zk, round-robin, the hot product, stockload with the bench's settings,
@@ -521,6 +548,21 @@ def machine(loadavg_start, loadavg_end):
             "ram_gib": round(mem_kib / 1048576, 1), "os": os_name, "debian": debian,
             "kernel": os.uname().release, "mariadb": mariadb,
             "loadavg_start": loadavg_start, "loadavg_end": loadavg_end}
+
+
+def commit():
+    """The commit the tools ran from: {"commit": short hash, "dirty": uncommitted changes
+    to tracked files}, or None outside a git checkout."""
+    def git(*args):
+        try:
+            r = subprocess.run(["git", "-C", SRC] + list(args), capture_output=True, text=True)
+        except OSError:
+            return None
+        return r.stdout.strip() if r.returncode == 0 else None
+
+    head = git("rev-parse", "--short", "HEAD")
+    return None if head is None else {
+        "commit": head, "dirty": bool(git("status", "--porcelain", "--untracked-files=no"))}
 
 
 def loadavg():

@@ -325,7 +325,7 @@ def zk_leader(first):
 # ---------------------------------------------------------------- Redis
 
 # No persistence: the lock keys are leases, and the fencing counter survives a restart
-# through its clock floor (lock/redislock.h).
+# through its clock floor (lock/redislock.c).
 REDIS_FLAGS = ["--save", "", "--appendonly", "no", "--daemonize", "no"]
 
 

@@ -5,7 +5,12 @@
 #   DIR/modes.tsv       label, throughput (req/s) at each think time in `thinks`, then
 #                       p50 ms and p99 ms at the first; one line per run spec
 #   DIR/stock-M.tsv     seconds since the load started, stock; one line per sample
-# It writes throughput.FMT, p99.FMT and stock.FMT to outdir, FMT being png (the files
+# With what='scale' (the scale-out sweep, scale.json) it reads instead
+#   DIR/scale-KIND-I.tsv  instances, req/s, mean batch; one file per load KIND (hot,
+#                         spread) and series I, the I-th word of scale_series
+#                         ("MODE/ROUTE ...")
+# and writes scale-hot.FMT, scale-spread.FMT and scale-batch.FMT.
+# Otherwise it writes throughput.FMT, p99.FMT and stock.FMT to outdir, FMT being png (the files
 # next to report.md) or svg (the charts that index.html carries inline). pngcairo draws
 # smoother text and lines, but gnuplot-nox builds may lack it, so plain png is the
 # fallback. The svg terminal is built into every gnuplot; its text uses a generic font
@@ -22,6 +27,33 @@ if (fmt eq "svg") {
     }
 }
 set datafile separator "\t"
+
+# ---------------------------------------------------------------- the scale-out curve
+
+if (exists("what") && what eq "scale") {
+    set style data linespoints
+    set grid xtics ytics
+    set key outside right top
+    set xtics 1
+    set xrange [0.5:*]
+    set yrange [0:*]
+    set xlabel "stockd instances behind nginx"
+    nseries = words(scale_series)
+    do for [k in "hot spread"] {
+        set output outdir."/scale-".k.".".fmt
+        set title "req/s against instances: ".(k eq "hot" ? "one hot product (ab)" : "spread products (wrk)")
+        set ylabel "requests per second (median of the runs)"
+        plot for [i = 1:nseries] datadir."/scale-".k."-".i.".tsv" using 1:2 \
+                 linewidth 2 pointtype 7 linecolor i title word(scale_series, i)
+    }
+    set output outdir."/scale-batch.".fmt
+    set title "Mean batch on one hot product: deductions per lock acquisition (per transaction for for-update)"
+    set ylabel "deductions per batch"
+    plot for [i = 1:nseries] datadir."/scale-hot-".i.".tsv" using 1:3 \
+             linewidth 2 pointtype 7 linecolor i title word(scale_series, i)
+    exit
+}
+
 modes = datadir."/modes.tsv"
 
 # ---------------------------------------------------------------- bar charts

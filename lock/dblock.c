@@ -1,4 +1,39 @@
-/* dblock.c: the lock table (see dblock.h).
+/* dblock.c: article 001's lock table on MariaDB / MySQL, with a lease and a fencing token.
+ *
+ * A row of stock_lock (sql/schema.sql) is the lock:
+ *     stock_lock(name PRIMARY KEY, owner, token AUTO_INCREMENT UNIQUE, expires_at)
+ *   - acquire: INSERT (name, owner, NOW(6) + lease). Success means held, and the row's
+ *     AUTO_INCREMENT token (the statement's insert id) is the fencing token. A
+ *     duplicate key means "held by someone": first an atomic takeover is tried, DELETE
+ *     ... WHERE name = ? AND expires_at < NOW(6), which removes the row only if its
+ *     lease has passed by the database's clock (a crashed holder's row), and if it did,
+ *     the INSERT is tried again at once. Otherwise the waiter sleeps with exponential
+ *     backoff and jitter (1 ms doubling up to poll_max_ms, never past its deadline) and
+ *     tries again: the database has no notification to wait on, but it is never spun on;
+ *   - release: DELETE ... WHERE name = ? AND owner = ? AND token = ?, so only the owner
+ *     of this very acquisition can delete it; a holder whose row was taken over
+ *     deletes nothing (LOCK_LOST);
+ *   - every statement is a prepared statement on the handle's own connection, in
+ *     autocommit mode: the lock row is committed, and visible to every other process,
+ *     before the caller's stock transaction (on another connection) begins.
+ *
+ * Fencing is sound here: the token comes from an AUTO_INCREMENT counter in the same
+ * server as the stock, and the next holder's INSERT can only succeed after the previous
+ * row was deleted, so its value is allocated later and is larger. MariaDB keeps the
+ * counter across restarts (since 10.2.4; MySQL before 8.0 did not, and an empty table
+ * restarted there would hand out small tokens again). Gaps (failed INSERTs use values
+ * too) do not matter.
+ *
+ * The lease is judged by two clocks: the database's (NOW(6), for the takeover) and the
+ * holder's monotonic clock (dblock_check: LOST once the lease minus a safety margin has
+ * passed since the INSERT was sent). A holder paused past its lease is refused by the
+ * fence in the stock write, as for the other lock kinds.
+ *
+ *
+ * A handle is one MySQL connection: call stockdb_global_init() first (the client
+ * library's rule, stockdb.h); handles reconnect by themselves. The calls have the
+ * contracts and thread rules of a lease library (lease_pool_int.h); dblock_int.h
+ * declares them. The file ends with the registry's row, dblock_kind (lock.h).
  *
  * A handle owns one autocommit MYSQL connection and its prepared statements, made
  * together by dl_connect() and dropped together by dl_disconnect(), like stockdb.c and
@@ -7,7 +42,7 @@
  * (dropped; the caller decides whether repeating is safe), a duplicate key (the lock
  * is held), a lock victim (deadlock or lock wait timeout: try again later), or any
  * other refusal. */
-#include "dblock.h"
+#include "dblock_int.h"
 #include "lease_pool_int.h"
 #include "lock.h"
 #include "lock_clock.h"
@@ -476,17 +511,18 @@ int dblock_ping(dblock *d) {
     return LOCK_ERR_CONNECTION;
 }
 
-int dblock_peek(dblock *d, const char *name, char *owner, size_t ownercap, long long *token,
-                long long *left_ms) {
+/* The lock table's part of lock_view_read (lock.h). A lock is one row of stock_lock
+ * (sql/schema.sql), and waiters poll for it, so a view is that row: its owner, token and
+ * the lease left by MySQL's clock, or nothing when the lock is free. The owner column
+ * is the holder's lock_config.owner followed by ":PID:N:RANDOM" (dblock_new), which the
+ * view drops to name the instance. */
+int dblock_view(dblock *d, const char *name, lock_view *out) {
     static const char sql[] =
         "SELECT owner, token, TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires_at) DIV 1000"
         " FROM stock_lock WHERE name = ?";
     size_t n = name ? strlen(name) : 0;
     if (!d || n == 0 || n > DBLOCK_NAME_MAX) return LOCK_ERR_ARGS;
     d->errstr[0] = '\0';
-    *token = 0;
-    *left_ms = -1;
-    if (ownercap) owner[0] = '\0';
     int rc = dl_connect(d);
     if (rc != LOCK_OK) return rc;
     /* A statement of its own, prepared per call: a view is read at most every 200 ms. */
@@ -519,13 +555,17 @@ int dblock_peek(dblock *d, const char *name, char *owner, size_t ownercap, long 
         if (rc == LOCK_ERR_CONNECTION) dl_disconnect(d);
         return rc;
     }
-    if (frc == 0 || frc == MYSQL_DATA_TRUNCATED) { /* a row: the lock is held */
-        size_t len = owner_len < sizeof(buf) ? owner_len : sizeof(buf) - 1;
-        if (ownercap) snprintf(owner, ownercap, "%.*s", (int)len, buf);
-        *token = tok;
-        *left_ms = left_null ? -1 : left;
-    }
     mysql_stmt_close(st);
+    snprintf(out->path, sizeof(out->path), "stock_lock.name = '%s'", name);
+    if (frc != 0 && frc != MYSQL_DATA_TRUNCATED) return LOCK_OK; /* no row: the lock is free */
+    size_t len = owner_len < sizeof(buf) ? owner_len : sizeof(buf) - 1;
+    buf[len] = '\0';
+    /* The last three ':' fields are dblock_new's suffix. */
+    for (int i = 0; i < 3; i++) {
+        char *colon = strrchr(buf, ':');
+        if (colon) *colon = '\0';
+    }
+    lock__lease_view_holder(out, name, tok, left_null ? -1 : left, buf);
     return LOCK_OK;
 }
 
@@ -547,47 +587,19 @@ const char *dblock_errstr(const dblock *d) {
 }
 
 const char *dblock_strerror(int code) {
-    switch (code) {
-    case LOCK_ERR_CONNECTION:
-        return "no connection to the database";
-    case LOCK_ERR_SERVER:
-        return "the database refused a lock statement";
-    default:
-        return lock_strerror(code);
-    }
+    return lock__lease_strerror(code, "no connection to the database",
+                                "the database refused a lock statement");
 }
 
 /* ---------------------------------------------------------------- the kind */
-
-/* The lock table's part of lock_view_read (lock.h). A lock is one row of
- * stock_lock (sql/schema.sql), and waiters poll for it, so a view is that row: its
- * owner, token and the lease left by MySQL's clock, or nothing when the lock is free.
- * The owner column is the holder's lock_config.owner followed by ":PID:N:RANDOM"
- * (dblock_new), which the view drops to name the instance. */
-static int dblock__lease_view(void *handle, const char *name, lock_view *out) {
-    char owner[128];
-    long long token = 0, left = -1;
-    int rc = dblock_peek(handle, name, owner, sizeof(owner), &token, &left);
-    if (rc != LOCK_OK) return rc;
-    snprintf(out->path, sizeof(out->path), "stock_lock.name = '%s'", name);
-    /* The last three ':' fields are dblock_new's suffix (a free lock's owner is ""). */
-    for (int i = 0; i < 3; i++) {
-        char *colon = strrchr(owner, ':');
-        if (colon) *colon = '\0';
-    }
-    lock__lease_view_holder(out, name, token, left, owner);
-    return LOCK_OK;
-}
 
 /* The registry's row (lock.h): a lease kind, pooled by lease_pool.c. A handle is made
  * on a worker thread, which has run mysql_thread_init() for its own stockdb handle
  * already; MariaDB Connector/C lets a connection move between threads as long as one
  * thread at a time uses it, which the pool guarantees. */
 
-LOCK_LEASE_SHIMS(dblock)
-
-static int dk_open(const lock_config *cfg, const atomic_int *cancel, void **handle, char *err,
-                   size_t errcap) {
+static int dblock__lease_open(const lock_config *cfg, const atomic_int *cancel, void **handle,
+                              char *err, size_t errcap) {
     /* dblock takes an owner of at most 40 bytes; the instance name may be longer. */
     char owner[41];
     const char *o = cfg->owner ? cfg->owner : "";
@@ -607,24 +619,14 @@ static int dk_open(const lock_config *cfg, const atomic_int *cancel, void **hand
     return rc;
 }
 
-static uint64_t dk_ops(const void *handle) {
+static uint64_t dblock__lease_ops(const void *handle) {
     return ((const dblock *)handle)->st.ops;
 }
 
+LOCK_LEASE_VIEW_SHIM(dblock)
 /* No ping: /health checks MySQL through the worker's own connection already. */
-static const lock_lease_ops dk_lease = {
-    .open = dk_open,
-    .close = dblock__lease_close,
-    .acquire = dblock__lease_acquire,
-    .check = dblock__lease_check,
-    .token = dblock__lease_token,
-    .release = dblock__lease_release,
-    .renew = dblock__lease_renew,
-    .ops = dk_ops,
-    .errstr = dblock__lease_errstr,
-    .view = dblock__lease_view,
-};
+LOCK_LEASE_OPS(dblock, NULL, dblock__lease_view)
 
 const lock_kind dblock_kind =
     LOCK_LEASE_KIND("db-lock", "mysql_lock_table", LOCK_FENCE_TABLE,
-                    "the lock table is unavailable; nothing was deducted", &dk_lease);
+                    "the lock table is unavailable; nothing was deducted", &dblock__lease);

@@ -1,4 +1,40 @@
-/* etcdlock.c: the etcd fair lock (see etcdlock.h), as etcd's concurrency.Mutex does it.
+/* etcdlock.c: a fair lock on etcd 3.4 (its v3 JSON gateway, through libcurl and cJSON),
+ * with a lease, a keep-alive and a fencing token: Consul's model of article 001 §5 (a
+ * session plus a check-and-set acquire), on the server Debian 12 packages.
+ *
+ * The recipe is etcd's own concurrency.Mutex:
+ *   - every acquisition grants a lease (LeaseGrant, ttl_s seconds; the server may raise
+ *     it to its minimum) and keeps it alive while it waits and while it holds: a thread
+ *     of the handle sends LeaseKeepAlive every third of the TTL;
+ *   - it puts the key <prefix><name>/<lease id in hex>, attached to the lease, in a
+ *     transaction that compares the key's create_revision with 0 (the check-and-set);
+ *     the same transaction reads the prefix's oldest key. If that is ours, we hold it;
+ *   - otherwise we wait for our predecessor, the key of the prefix with the largest
+ *     create revision below ours, to be deleted (a watch from the revision we read, so a
+ *     delete in between is not missed), then look again. Waiters queue by create
+ *     revision: first come, first served, and a release wakes one waiter only;
+ *   - the fencing token is our key's create revision: etcd's revision counter grows with
+ *     every write in the cluster and survives restarts (it is in the data directory);
+ *   - release deletes our key (LOST if it was gone) and revokes the lease. A holder that
+ *     dies stops keeping its lease alive; etcd deletes its key once the TTL has passed
+ *     (it looks for expired leases every half second), so the lock is blocked for at
+ *     most about one TTL after the last keep-alive.
+ *
+ * What a lease cannot promise: a holder paused (SIGSTOP, GC, swap) past its TTL wakes
+ * believing it holds the lock while a successor does. etcdlock_check() says LOST once the
+ * TTL minus a safety margin has passed since the last keep-alive that succeeded was sent
+ * (or since the grant), or once a keep-alive found the lease gone; a pause between that
+ * check and the write is invisible to it, and only the fencing token, checked by the
+ * database in the write itself, refuses the late write.
+ *
+ *
+ * A handle is one HTTP connection for commands, one for watches (both the calling
+ * thread's) and a keep-alive thread of its own with a third; etcdlock_check may race with
+ * the keep-alive thread safely (it reads one atomic). etcdlock_new loads libcurl
+ * (libcurl.so.4, with dlopen: a program that links etcdlock but never makes a handle does
+ * not map libcurl and its ~18 libraries) and runs curl_global_init() once per process.
+ * The calls have the contracts and thread rules of a lease library (lease_pool_int.h);
+ * etcdlock_int.h declares them.
  *
  * This file is the recipe: a lease per acquisition and the handle's keep-alive thread
  * that renews it, the queue (a check-and-set put and the prefix's oldest key in one
@@ -8,7 +44,6 @@
  * concurrency.Mutex's. The requests travel through etcdlock_http.c (etcd's v3 JSON
  * gateway through libcurl, member failover, the streaming watch); etcdlock_int.h is
  * what the two share. */
-#include "etcdlock.h"
 #include "etcdlock_int.h"
 #include "lease_pool_int.h"
 #include "lock.h"
@@ -514,14 +549,8 @@ const char *etcdlock_errstr(const etcdlock *l) {
 }
 
 const char *etcdlock_strerror(int code) {
-    switch (code) {
-    case LOCK_ERR_CONNECTION:
-        return "no connection to etcd (or no leader)";
-    case LOCK_ERR_SERVER:
-        return "unexpected etcd error";
-    default:
-        return lock_strerror(code);
-    }
+    return lock__lease_strerror(code, "no connection to etcd (or no leader)",
+                                "unexpected etcd error");
 }
 
 /* ---------------------------------------------------------------- the kind */
@@ -530,11 +559,8 @@ const char *etcdlock_strerror(int code) {
  * worker. The pool's lease is in ms; etcd's TTL is in whole seconds, so it is rounded
  * up (stockd's --etcd-ttl-s gives whole seconds anyway). */
 
-LOCK_LEASE_SHIMS(etcdlock)
-LOCK_LEASE_PING_SHIM(etcdlock)
-
-static int ek_open(const lock_config *cfg, const atomic_int *cancel, void **handle, char *err,
-                   size_t errcap) {
+static int etcdlock__lease_open(const lock_config *cfg, const atomic_int *cancel, void **handle,
+                                char *err, size_t errcap) {
     etcdlock_config c = {.endpoints = cfg->addr,
                          .ttl_s = cfg->lease_ms > 0 ? (cfg->lease_ms + 999) / 1000 : 0,
                          .connect_timeout_ms = lock__lease_connect_ms(cfg),
@@ -547,25 +573,14 @@ static int ek_open(const lock_config *cfg, const atomic_int *cancel, void **hand
 }
 
 /* The calling thread's requests and the keep-alive thread's, all sent to etcd. */
-static uint64_t ek_ops(const void *handle) {
+static uint64_t etcdlock__lease_ops(const void *handle) {
     const etcdlock *l = handle;
     return l->st.ops + atomic_load(&((etcdlock *)l)->keepalives) +
            atomic_load(&((etcdlock *)l)->keepalive_lost);
 }
 
-static const lock_lease_ops ek_lease = {
-    .open = ek_open,
-    .close = etcdlock__lease_close,
-    .acquire = etcdlock__lease_acquire,
-    .check = etcdlock__lease_check,
-    .token = etcdlock__lease_token,
-    .release = etcdlock__lease_release,
-    .view = etcdlock__lease_view,
-    .renew = etcdlock__lease_renew,
-    .ping = etcdlock__lease_ping,
-    .ops = ek_ops,
-    .errstr = etcdlock__lease_errstr,
-};
+LOCK_LEASE_PING_SHIM(etcdlock)
+LOCK_LEASE_OPS(etcdlock, etcdlock__lease_ping, etcdlock__lease_view)
 
 /* The pool's set_new, after loading libcurl: a process without it cannot use this
  * kind at all, which the start-up should say rather than every request. */
@@ -582,7 +597,7 @@ const lock_kind etcdlock_kind = {
     .fence_kind = LOCK_FENCE_ETCD,
     .flags = LOCK_KIND_LEASE,
     .down_message = "etcd is unavailable; nothing was deducted",
-    .lease = &ek_lease,
+    .lease = &etcdlock__lease,
     .set_new = ek_set_new,
     .set_cancel = lock_lease_set_cancel,
     .set_free = lock_lease_set_free,

@@ -1,8 +1,12 @@
-/* etcdlock_int.h: private to lock/. The handle and the hold that etcdlock.c (the lock
- * recipe: leases, the keep-alive thread, the queue, acquire and release, the kind's
- * row) and etcdlock_http.c (the v3 JSON gateway: libcurl requests with member failover,
- * base64 keys, the JSON helpers, the streaming watch) share, and the calls the second
- * offers the first.
+/* etcdlock_int.h: private to lock/. The etcd fair lock's own calls (etcdlock.c states
+ * the recipe), for the tests of what only this library has (tests/lock/lock_etcd_test.c);
+ * everything else reaches it through lock.h as the kind "etcd". The calls common to the
+ * lease libraries have the contracts lease_pool_int.h states once.
+ *
+ * Below them, the handle and the hold that etcdlock.c (the lock recipe: leases, the keep-alive
+ * thread, the queue, acquire and release, the kind's row) and etcdlock_http.c (the v3 JSON gateway:
+ * libcurl requests with member failover, base64 keys, the JSON helpers, the streaming watch) share,
+ * and the calls the second offers the first.
  *
  * Threads: the configuration is fixed once etcdlock_new returns; the `cmd` and `watch`
  * connections, the multi handle, st and errstr are the calling thread's; the `ka`
@@ -22,7 +26,79 @@
 #include <cjson/cJSON.h>
 #include <curl/curl.h> /* the types only: the library is loaded at run time */
 
-#include "etcdlock.h"
+#include "lock.h"
+
+/* The longest lock name, in bytes. Names are [A-Za-z0-9_.-]. */
+#define ETCDLOCK_NAME_MAX 200
+/* The most endpoints in a list. */
+#define ETCDLOCK_ENDPOINTS_MAX 8
+
+typedef struct etcdlock_config {
+    /* "HOST:PORT[,HOST:PORT...]", members of one cluster (what --etcd and STOCKD_ETCD
+     * take). A call that cannot reach one endpoint tries the next. */
+    const char *endpoints;
+    const char *prefix;     /* key prefix; NULL = "lock/" (at most 32 bytes) */
+    int ttl_s;              /* the lease TTL asked for, seconds; 0 = 10. etcd raises it to
+                             * its minimum (2 s with the default election timeout) */
+    int safety_margin_ms;   /* check() says LOST this long before the TTL ends; 0 =
+                             * TTL/10 + 2 ms; < 0 is refused */
+    int poll_ms;            /* a wait looks at the cancel flag and the deadline this
+                             * often; 0 = 50 */
+    int connect_timeout_ms; /* 0 = 2000 */
+    int io_timeout_ms;      /* one request's answer (not a watch); 0 = 2000 */
+    /* NULL, or the flag that ends the waits (lease_pool_int.h); a cancelled acquire
+     * takes its key out of the queue. */
+    const atomic_int *cancel;
+    /* 0: the keep-alive thread runs (the default). Non-zero: no keep-alive at all, so
+     * every lease ends after its TTL even while held (tests of a lost lease). */
+    int no_keepalive;
+    /* Who we are (the instance), written as the value of each queue key, so that a view
+     * (etcdlock_view.c) can tell who queued. NULL = "". Copied, at most 63 bytes. */
+    const char *owner;
+} etcdlock_config;
+
+/* Counters for /metrics and the tests. All only grow. */
+typedef struct etcdlock_stats {
+    uint64_t acquired;
+    uint64_t timeouts;
+    uint64_t released;
+    uint64_t release_lost;   /* releases that found our key gone (the lease had ended) */
+    uint64_t ops;            /* requests sent by the calling thread (grant, txn, range, ...) */
+    uint64_t watches;        /* watches opened on a predecessor */
+    uint64_t wakeups;        /* predecessor deletes a watch delivered */
+    uint64_t keepalives;     /* keep-alives that extended a lease (the keep-alive thread
+                              * and etcdlock_renew through this handle) */
+    uint64_t keepalive_lost; /* keep-alives that found the lease gone */
+} etcdlock_stats;
+
+typedef struct etcdlock etcdlock;
+typedef struct etcdlock_hold etcdlock_hold;
+
+/* Checks an endpoint list ("HOST:PORT[,HOST:PORT...]"): LOCK_OK or LOCK_ERR_ARGS.
+ * Pure; thread-safe. */
+int etcdlock_parse_endpoints(const char *endpoints);
+
+/* etcdlock_new asks the cluster for its status (so a wrong address fails there), and
+ * is LOCK_ERR_ARGS also when libcurl cannot be loaded; a failed acquire deletes its key
+ * and lease again (best effort: they end with their TTL otherwise); check counts the TTL
+ * from the last keep-alive that succeeded (or the grant), and says LOST once a keep-alive
+ * found the lease gone; the token is our key's create revision, which grows across every
+ * key of the cluster; renew is one keep-alive, as the keep-alive thread sends every third
+ * of the TTL; release deletes our key and revokes the lease; ping also wants a leader. */
+int etcdlock_new(const etcdlock_config *cfg, etcdlock **out, char *errbuf, size_t errcap);
+void etcdlock_free(etcdlock *l);
+int etcdlock_acquire(etcdlock *l, const char *name, int timeout_ms, etcdlock_hold **out);
+int etcdlock_check(const etcdlock_hold *h);
+int64_t etcdlock_token(const etcdlock_hold *h);
+int etcdlock_release(etcdlock_hold *h);
+int etcdlock_renew(etcdlock *via, etcdlock_hold *h);
+int etcdlock_ping(etcdlock *l);
+void etcdlock_get_stats(const etcdlock *l, etcdlock_stats *out);
+const char *etcdlock_errstr(const etcdlock *l);
+const char *etcdlock_strerror(int code);
+
+/* The lease's TTL in seconds as etcd granted it (0 for NULL). */
+int etcdlock_ttl(const etcdlock_hold *h);
 
 /* The libcurl that etcdlock_http.c loads at run time (its soname on Debian 12). */
 #ifndef ETCDLOCK_LIBCURL

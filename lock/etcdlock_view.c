@@ -12,7 +12,6 @@
 
 #include <cjson/cJSON.h>
 
-#include "etcdlock.h"
 #include "etcdlock_int.h"
 #include "lease_pool_int.h"
 #include "lock.h"

@@ -31,7 +31,8 @@
  * counted in the set's lock_stats; nothing here calls into the service.
  *
  * The file also holds what the lease libraries share beyond the pool (lease_pool_int.h):
- * the view of a lock's one holder, and the key-value kinds' rule for lock names. */
+ * the view of a lock's one holder, the texts of their codes, and the key-value kinds'
+ * rule for lock names. */
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -253,6 +254,12 @@ void lock__lease_view_holder(lock_view *out, const char *name, int64_t token, in
     e->seq = -1;
     e->token = token;
     e->watches = -1;
+}
+
+const char *lock__lease_strerror(int code, const char *connection, const char *server) {
+    if (code == LOCK_ERR_CONNECTION) return connection;
+    if (code == LOCK_ERR_SERVER) return server;
+    return lock_strerror(code);
 }
 
 bool lock__lease_name_valid(const char *name, size_t max) {

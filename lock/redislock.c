@@ -1,4 +1,40 @@
-/* redislock.c: the Redis lease lock (see redislock.h).
+/* redislock.c: a lease lock on one Redis server (hiredis), with a fencing token.
+ *
+ * The recipe article 001 describes and Redisson made common, on a single Redis:
+ *   - one lock = one key, <prefix><name> (prefix "lock:" by default). Acquiring is one
+ *     Lua script, so it is atomic on the server: if the key is free, INCR the fencing
+ *     counter <prefix>#fence and SET <prefix><name> <token> NX PX <lease>; the token is
+ *     the reply. If the key is held, the script answers its remaining lease (PTTL);
+ *   - a waiter does not spin: it SUBSCRIBEs to <prefix>#released:<name>, tries once
+ *     more (a release between its try and its subscription would otherwise be missed),
+ *     then sleeps until a release message, the end of the holder's lease (the server
+ *     publishes nothing when a lease runs out), the fallback poll interval or its
+ *     deadline, whichever comes first, and tries again. Every release wakes every
+ *     subscribed waiter (as in Redisson); one of them wins;
+ *   - release is a second script, a compare-and-delete: the key is deleted only if it
+ *     still holds our token, and then the release is PUBLISHed. So a holder whose lease
+ *     ran out can never delete its successor's key;
+ *   - the token is the counter after INCR, raised first to the server's clock in
+ *     microseconds if it is below it (Redis TIME, inside the script). The counter lives
+ *     in memory only (the server runs without persistence), so without that floor a
+ *     restarted Redis would start again from 1 and every later write would be refused
+ *     by the database's fence. With it, tokens grow across restarts as long as the
+ *     server's clock does not step back by more than the time since the last token.
+ *
+ * What a lease lock cannot promise: a holder that is paused (GC, swap, SIGSTOP) past its
+ * lease still believes it holds the lock when it wakes, while another process holds it.
+ * redislock_check() reads the local clock, so it says LOST once the lease (minus a safety
+ * margin) has passed since the acquire was sent, but a pause between that check and the
+ * write is invisible to it: only the fencing token, checked by the database in the
+ * write itself, refuses the late write. A lost acquire reply (the connection broke
+ * after the script ran) leaves the name blocked for at most one lease.
+ *
+ * RedLock (a majority of independent Redis servers) is redlock.c, over one handle of this
+ * library per server.
+ *
+ * Locks are not reentrant, and the calls have the contracts and thread rules of a lease
+ * library (lease_pool_int.h); redislock_int.h declares them. The file ends with the
+ * registry's row, redislock_kind (lock.h).
  *
  * A handle has two hiredis contexts. `cmd` runs the two scripts with EVALSHA (loaded
  * once per connection with SCRIPT LOAD; a NOSCRIPT answer loads them again). `sub` is
@@ -6,7 +42,7 @@
  * handle's life and is read without blocking (poll() on its socket, then hiredis's
  * reader), so a wait can end on a message, a lease end, the poll interval or the
  * deadline. Any error on a context drops it; the next call connects again. */
-#include "redislock.h"
+#include "redislock_int.h"
 #include "lease_pool_int.h"
 #include "lock.h"
 #include "lock_clock.h"
@@ -129,10 +165,6 @@ static struct timeval ms_tv(int ms) {
 
 static bool name_valid(const char *name) {
     return lock__lease_name_valid(name, REDISLOCK_NAME_MAX);
-}
-
-int redislock_parse_addr(const char *addr, char *host, size_t hostcap, int *port) {
-    return lock_parse_hostport(addr, host, hostcap, port);
 }
 
 /* ---------------------------------------------------------------- connections */
@@ -423,7 +455,7 @@ int redislock_new(const redislock_config *cfg, redislock **out, char *errbuf, si
     l->connect_timeout_ms = cfg->connect_timeout_ms ? cfg->connect_timeout_ms : 2000;
     l->io_timeout_ms = cfg->io_timeout_ms ? cfg->io_timeout_ms : 2000;
     l->cancel = cfg->cancel;
-    if (redislock_parse_addr(cfg->addr, l->host, sizeof(l->host), &l->port) != LOCK_OK) {
+    if (lock_parse_hostport(cfg->addr, l->host, sizeof(l->host), &l->port) != LOCK_OK) {
         set_err(l, "bad Redis address \"%s\" (want HOST:PORT)", cfg->addr ? cfg->addr : "");
         goto fail;
     }
@@ -683,13 +715,16 @@ int redislock_ping(redislock *l) {
     return LOCK_ERR_CONNECTION;
 }
 
-int redislock_peek(redislock *l, const char *name, char *key, size_t keycap, long long *token,
-                   long long *pttl_ms) {
+/* The Redis lease lock's part of lock_view_read (lock.h). Redis keeps one key per lock,
+ * holding the holder's fencing token and expiring with its lease, and no queue: waiters
+ * poll and listen for the release on their own. So a view is that key, its token and
+ * the lease left, or nothing when the lock is free. The key holds the token only: the
+ * holder's instance is not known. */
+int redislock_view(redislock *l, const char *name, lock_view *out) {
     if (!l || !name_valid(name)) return LOCK_ERR_ARGS;
     l->errstr[0] = '\0';
-    *token = 0;
-    *pttl_ms = -1;
-    snprintf(key, keycap, "%s%s", l->prefix, name);
+    const char *key = out->path;
+    snprintf(out->path, sizeof(out->path), "%s%s", l->prefix, name);
     int rc = rl_connect_cmd(l);
     if (rc != LOCK_OK) return rc;
     /* GET and PTTL pipelined: one round trip, and two replies to read. */
@@ -704,8 +739,9 @@ int redislock_peek(redislock *l, const char *name, char *key, size_t keycap, lon
         goto out;
     }
     l->st.ops += 2;
-    if (get->type == REDIS_REPLY_STRING) *token = strtoll(get->str, NULL, 10);
-    if (ttl->type == REDIS_REPLY_INTEGER && *token) *pttl_ms = ttl->integer;
+    long long token = get->type == REDIS_REPLY_STRING ? strtoll(get->str, NULL, 10) : 0;
+    long long pttl = ttl->type == REDIS_REPLY_INTEGER && token ? ttl->integer : -1;
+    lock__lease_view_holder(out, name, token, pttl, NULL);
 out:
     freeReplyObject(get);
     freeReplyObject(ttl);
@@ -726,39 +762,17 @@ const char *redislock_errstr(const redislock *l) {
 }
 
 const char *redislock_strerror(int code) {
-    switch (code) {
-    case LOCK_ERR_CONNECTION:
-        return "no connection to Redis, or Redis refused the credentials";
-    case LOCK_ERR_SERVER:
-        return "unexpected Redis error";
-    default:
-        return lock_strerror(code);
-    }
+    return lock__lease_strerror(code, "no connection to Redis, or Redis refused the credentials",
+                                "unexpected Redis error");
 }
 
 /* ---------------------------------------------------------------- the kind */
 
-/* The Redis lease lock's part of lock_view_read (lock.h). Redis keeps
- * one key per lock, holding the holder's fencing token and expiring with its lease, and
- * no queue: waiters poll and listen for the release on their own. So a view is that
- * key, its token and the lease left, or nothing when the lock is free. */
-static int redislock__lease_view(void *handle, const char *name, lock_view *out) {
-    long long token = 0, pttl = -1;
-    int rc = redislock_peek(handle, name, out->path, sizeof(out->path), &token, &pttl);
-    if (rc != LOCK_OK) return rc;
-    /* The key holds the token only: the holder's instance is not known. */
-    lock__lease_view_holder(out, name, token, pttl, NULL);
-    return LOCK_OK;
-}
-
 /* The registry's row (lock.h): a lease kind, pooled by lease_pool.c, one handle per
  * worker. */
 
-LOCK_LEASE_SHIMS(redislock)
-LOCK_LEASE_PING_SHIM(redislock)
-
-static int rk_open(const lock_config *cfg, const atomic_int *cancel, void **handle, char *err,
-                   size_t errcap) {
+static int redislock__lease_open(const lock_config *cfg, const atomic_int *cancel, void **handle,
+                                 char *err, size_t errcap) {
     redislock_config c = {.addr = cfg->addr,
                           .lease_ms = cfg->lease_ms,
                           .connect_timeout_ms = lock__lease_connect_ms(cfg),
@@ -771,23 +785,14 @@ static int rk_open(const lock_config *cfg, const atomic_int *cancel, void **hand
     return rc;
 }
 
-static uint64_t rk_ops(const void *handle) {
+static uint64_t redislock__lease_ops(const void *handle) {
     return ((const redislock *)handle)->st.ops;
 }
 
-static const lock_lease_ops rk_lease = {
-    .open = rk_open,
-    .close = redislock__lease_close,
-    .acquire = redislock__lease_acquire,
-    .check = redislock__lease_check,
-    .token = redislock__lease_token,
-    .release = redislock__lease_release,
-    .renew = redislock__lease_renew,
-    .ping = redislock__lease_ping,
-    .ops = rk_ops,
-    .errstr = redislock__lease_errstr,
-    .view = redislock__lease_view,
-};
+LOCK_LEASE_PING_SHIM(redislock)
+LOCK_LEASE_VIEW_SHIM(redislock)
+LOCK_LEASE_OPS(redislock, redislock__lease_ping, redislock__lease_view)
 
-const lock_kind redislock_kind = LOCK_LEASE_KIND(
-    "redis", "redis", LOCK_FENCE_REDIS, "Redis is unavailable; nothing was deducted", &rk_lease);
+const lock_kind redislock_kind =
+    LOCK_LEASE_KIND("redis", "redis", LOCK_FENCE_REDIS,
+                    "Redis is unavailable; nothing was deducted", &redislock__lease);

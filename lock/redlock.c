@@ -1,4 +1,62 @@
-/* redlock.c: RedLock over N independent Redis servers (see redlock.h).
+/* redlock.c: RedLock, a lease lock held by a majority of independent Redis servers
+ * (article 001 §3.7), with a fencing token derived from theirs.
+ *
+ * The algorithm, as its author describes it, over N servers (3 to 9; 3 or 5 in practice)
+ * that share nothing (no replication between them):
+ *   - note the time, then try to take the lock on every server in turn, each try bounded
+ *     by a short per-server timeout (server_timeout_ms) so that a dead server costs
+ *     little. Each try is lock/redislock.c's acquire script, sent once through a
+ *     redislock handle of that server (one handle per server, reused; no Lua of our own):
+ *     SET <prefix><name> <token> NX PX <lease> with that server's fencing counter;
+ *   - the lock is held if a majority (N/2 + 1) of the servers granted it and time is left:
+ *     validity = lease - elapsed - drift, where elapsed is the time the round took and
+ *     drift (drift_ms) allows for the servers' clocks running faster than ours and for
+ *     Redis's expiry granularity. redlock_check() says LOST once the validity has passed
+ *     by our monotonic clock;
+ *   - otherwise the keys it did get are released on those servers and, after a random
+ *     backoff (1..retry_ms), a new round starts, until the caller's deadline;
+ *   - release goes to EVERY server, as the algorithm says: redislock's compare-and-delete
+ *     where it granted, and elsewhere the deletion of a key of this handle's owner
+ *     (redislock_release_mine) that a try whose reply was lost may have left.
+ *
+ * The fencing token. RedLock has no monotonic counter of its own: each server has its
+ * own counter, and they are unrelated. A hold's token is the MAXIMUM of the per-server
+ * tokens it got. Each of those is redislock's counter, floored at that server's clock in
+ * microseconds, so the tokens of all servers live on one scale (Redis time, µs). The
+ * database keeps them apart from other kinds' by fence_kind LOCK_FENCE_REDLOCK (5).
+ * What that guarantees:
+ *   - any two majorities share a server S; if B acquired after A's key on S was gone
+ *     (released, or expired), B's token on S is above A's token on S;
+ *   - hence B's token (a maximum) is above A's whenever A's largest per-server token was
+ *     handed out less than (time between A's acquire and B's) of clock skew ahead:
+ *     with the servers' clocks agreeing to within d, every acquisition that begins more
+ *     than d after another one's has the larger token. On one machine (the tests, the
+ *     stack) d is 0; with NTP, a few ms, against leases of seconds. A server clock that
+ *     jumps FORWARD only raises its later tokens; one that steps BACK keeps its counter
+ *     (the floor only ever raises it);
+ *   - what it does not guarantee: with skew above the gap between two acquisitions, a
+ *     stale holder's token can be the larger one. Its late write is then accepted and the
+ *     newer holder's refused (503 lock_lost): the fence keeps at most one of them writing
+ *     per row version, but which one wins is no longer "the newer";
+ *   - without the fence (--fence off) nothing checks the token: a holder that lost the
+ *     majority while it worked (paused past its validity, or a clock jump on servers that
+ *     expired its keys early, the case Kleppmann describes) writes on, and a second holder
+ *     that took the majority meanwhile writes too: oversold. redlock_check() cannot see a
+ *     clock jump on the servers at all: its validity is counted on our clock.
+ *
+ * Failures: a server down, or answering an error, is one missing vote; with a majority
+ * still up acquire works. With fewer than a majority reachable in a round, acquire
+ * returns LOCK_ERR_CONNECTION at once (nothing is held, what was granted is released). A
+ * grant whose reply was lost (the per-server timeout passed) is deleted by the round's
+ * or the hold's release on that server: every key a handle sets ends with its owner id.
+ * On a SLOW server the release arrives after the late grant and deletes it. On a server
+ * that was STOPPED (SIGSTOP, a frozen VM), the try and the release wait in the queues of
+ * two connections, which the server may serve in either order: a release served first
+ * finds nothing, and the grant then blocks that server's vote for at most one lease.
+ *
+ *
+ * The calls have the contracts and thread rules of a lease library (lease_pool_int.h);
+ * redlock_int.h declares them.
  *
  * A handle is one redislock handle per server, made at redlock_new (or, for a server that
  * was down, at the first round that reaches it) and kept for the handle's life:
@@ -7,12 +65,12 @@
  * the fencing counter and the credentials are redislock's alone. This file adds the
  * vote: rounds, the majority, the validity, the backoff and the token; and ends with the
  * registry's row (lock.h), a lease kind pooled by lease_pool.c like redis. */
-#include "redlock.h"
+#include "redlock_int.h"
 #include "hostport.h"
 #include "lease_pool_int.h"
 #include "lock.h"
 #include "lock_clock.h"
-#include "redislock.h"
+#include "redislock_int.h"
 
 #include <pthread.h>
 #include <stdarg.h>
@@ -486,11 +544,8 @@ const char *redlock_strerror(int code) {
 /* The registry's row (lock.h): a lease kind, one handle (N connections) per worker.
  * cfg->addr is the comma list of servers (--redis in mode redlock). */
 
-LOCK_LEASE_SHIMS(redlock)
-LOCK_LEASE_PING_SHIM(redlock)
-
-static int rlk_open(const lock_config *cfg, const atomic_int *cancel, void **handle, char *err,
-                    size_t errcap) {
+static int redlock__lease_open(const lock_config *cfg, const atomic_int *cancel, void **handle,
+                               char *err, size_t errcap) {
     redlock_config c = {.addrs = cfg->addr,
                         .lease_ms = cfg->lease_ms,
                         .cancel = cancel,
@@ -502,25 +557,16 @@ static int rlk_open(const lock_config *cfg, const atomic_int *cancel, void **han
     return rc;
 }
 
-static uint64_t rlk_ops(const void *handle) {
+static uint64_t redlock__lease_ops(const void *handle) {
     redlock_stats st;
     redlock_get_stats(handle, &st);
     return st.ops;
 }
 
-static const lock_lease_ops rlk_lease = {
-    .open = rlk_open,
-    .close = redlock__lease_close,
-    .acquire = redlock__lease_acquire,
-    .check = redlock__lease_check,
-    .token = redlock__lease_token,
-    .release = redlock__lease_release,
-    .renew = redlock__lease_renew,
-    .ping = redlock__lease_ping,
-    .ops = rlk_ops,
-    .errstr = redlock__lease_errstr,
-};
+LOCK_LEASE_PING_SHIM(redlock)
+LOCK_LEASE_OPS(redlock, redlock__lease_ping, NULL)
 
 const lock_kind redlock_kind = LOCK_LEASE_KIND(
     "redlock", "redis", LOCK_FENCE_REDLOCK,
-    "fewer than a majority of the RedLock servers are reachable; nothing was deducted", &rlk_lease);
+    "fewer than a majority of the RedLock servers are reachable; nothing was deducted",
+    &redlock__lease);

@@ -306,7 +306,7 @@ zk_ensemble_cfg() {
 # The server settings of every Redis of ours: the native stack's (redis_start) and the
 # container's (docker/redis). No persistence (no RDB snapshots, no append-only file):
 # the lock keys are leases that may as well vanish with the server, and the fencing
-# counter survives a restart through its clock floor (see lock/redislock.h). Where it
+# counter survives a restart through its clock floor (see lock/redislock.c). Where it
 # listens and whether protected mode is on is each caller's.
 # shellcheck disable=SC2034 # used by docker/redis/entrypoint.sh
 STACK_REDIS_FLAGS=(--save '' --appendonly no --daemonize no)

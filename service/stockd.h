@@ -73,10 +73,10 @@ typedef enum stockd_lock_mode {
     STOCKD_LOCK_ZK_HERD,    /* ZooKeeper non-fair lock (herd effect) + fencing */
     STOCKD_LOCK_FOR_UPDATE, /* no lock, SELECT ... FOR UPDATE: the row lock is the lock */
     STOCKD_LOCK_ATOMIC,     /* no lock, one conditional UPDATE */
-    STOCKD_LOCK_REDIS,      /* Redis lease lock (lock/redislock.h) + fencing */
-    STOCKD_LOCK_DB_LOCK,    /* a stock_lock row is the lock (lock/dblock.h) + fencing */
-    STOCKD_LOCK_REDLOCK,    /* RedLock over 3..9 Redis servers (lock/redlock.h) + fencing */
-    STOCKD_LOCK_ETCD,       /* etcd fair lock with a lease (lock/etcdlock.h) + fencing */
+    STOCKD_LOCK_REDIS,      /* Redis lease lock (lock/redislock.c) + fencing */
+    STOCKD_LOCK_DB_LOCK,    /* a stock_lock row is the lock (lock/dblock.c) + fencing */
+    STOCKD_LOCK_REDLOCK,    /* RedLock over 3..9 Redis servers (lock/redlock.c) + fencing */
+    STOCKD_LOCK_ETCD,       /* etcd fair lock with a lease (lock/etcdlock.c) + fencing */
 } stockd_lock_mode;
 
 /* One row of the table of modes. Adding a lock kind: its file in lock/ with its row
@@ -120,7 +120,7 @@ typedef enum stockd_log_format {
     STOCKD_LOG_JSON,
 } stockd_log_format;
 
-/* RedLock's server count bounds (lock/redlock.h's REDLOCK_SERVERS_MIN and _MAX; the
+/* RedLock's server count bounds (lock/redlock.c's REDLOCK_SERVERS_MIN and _MAX; the
  * service links no Redis client, so they are repeated here). A list of etcd members has
  * the same upper bound: an etcd cluster of more than 9 members is slower, not safer. */
 #define STOCKD_REDLOCK_MIN 3

@@ -54,7 +54,7 @@ CREATE TABLE IF NOT EXISTS orders (
 ALTER TABLE orders
   MODIFY request_id VARCHAR(100) CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin NULL;
 
--- Article 001's lock table, for the db-lock mode (lock/dblock.h). A row is a held lock:
+-- Article 001's lock table, for the db-lock mode (lock/dblock.c). A row is a held lock:
 -- INSERT takes it (a duplicate key means "held"), DELETE by owner and token releases it,
 -- and a row whose expires_at (UTC) has passed may be deleted by anyone to take the lock
 -- over from a crashed holder. `token` is the fencing token of the acquisition: an

@@ -14,6 +14,10 @@ usage: docs_check.py CHECK SRC_DIR [ARG]
                                row of --lock lists them in its order
   headline SRC_DIR             each README's table of headline ratios is what
                                docs/report/bench.json's medians give, row by row
+  scale    SRC_DIR             docs/benchmarks.md's scale-out curve is the table
+                               lab/report.py renders from docs/report/scale/scale.json,
+                               line for line, with that run's date, commit and
+                               command
 
 Each prints one line per problem, naming the file and what is wrong, and exits 1 if
 there is any; 0 otherwise. No servers.
@@ -325,6 +329,32 @@ def check_headline(src):
     return problems
 
 
+SCALE_ROW_RE = re.compile(r"^\| (hot \(ab\)|spread \(wrk\)) \|")
+
+
+def check_scale(src):
+    """The curve lines of docs/benchmarks.md are scale_curve_lines() of scale.json (no
+    line missing, none of another run), and the page names that run's date and
+    command, so the numbers in the docs are the ones the command wrote."""
+    sys.path.insert(0, src)
+    from lab import report  # noqa: E402 - the renderer of the repository checked
+    path = os.path.join("docs", "report", "scale", "scale.json")
+    doc = json.loads(read(os.path.join(src, path)))
+    want = report.scale_curve_lines(doc)
+    text = read(os.path.join(src, "docs", "benchmarks.md"))
+    lines = text.splitlines()
+    problems = [f"docs/benchmarks.md: no line '{l}' ({path} gives it)" for l in want
+                if l not in lines]
+    problems += [f"docs/benchmarks.md: the curve line '{l}' is not {path}'s" for l in lines
+                 if SCALE_ROW_RE.match(l) and l not in want]
+    facts = [("date", doc["date"][:10]), ("command", doc["command"])]
+    facts += [("commit", doc["source"]["commit"])] if doc.get("source") else []
+    for what, fact in facts:
+        if fact not in text:
+            problems.append(f"docs/benchmarks.md: does not give the {what} of {path}: {fact}")
+    return problems
+
+
 def main():
     if len(sys.argv) < 3:
         print(__doc__)
@@ -342,6 +372,8 @@ def main():
         problems = check_modes(src, sys.argv[3])
     elif check == "headline":
         problems = check_headline(src)
+    elif check == "scale":
+        problems = check_scale(src)
     else:
         print(__doc__)
         return 2

@@ -20,8 +20,10 @@ add_test(NAME docs_readmes_table_every_stockd_mode
           $<TARGET_FILE:stockd>)
 add_test(NAME docs_readmes_headline_ratios_are_bench_json
   COMMAND python3 ${CMAKE_CURRENT_LIST_DIR}/docs_check.py headline ${PROJECT_SOURCE_DIR})
+add_test(NAME docs_benchmarks_scale_curve_is_scale_json
+  COMMAND python3 ${CMAKE_CURRENT_LIST_DIR}/docs_check.py scale ${PROJECT_SOURCE_DIR})
 set_tests_properties(docs_relative_links_resolve docs_readmes_table_every_stockd_mode
-  docs_readmes_headline_ratios_are_bench_json
+  docs_readmes_headline_ratios_are_bench_json docs_benchmarks_scale_curve_is_scale_json
   docs_readmes_carry_the_same_commands_options_and_numbers
   docs_operating_documents_every_stockd_option
   PROPERTIES LABELS "unit;docs" TIMEOUT 60)

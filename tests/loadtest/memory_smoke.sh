@@ -8,17 +8,8 @@
 #
 # usage: memory_smoke.sh PATH/TO/stockload   (run by ctest with the STOCKD_* variables)
 source "$STOCKD_SRC/tests/lib.sh"
-
-export STOCKLOAD_BIN=${1:?usage: memory_smoke.sh PATH/TO/stockload}
-need_stockd_bin
-[[ -x $STOCKLOAD_BIN ]] || { echo "SKIP: no stockload at $STOCKLOAD_BIN"; exit 77; }
-
-run=$T/stack
-export STOCKD_BIN STACK_NGINX_PORT=$((PORT0 + 1)) STACK_ZK_PORT=$((PORT0 + 2))
-export STACK_REDIS_PORT=$((PORT0 + 3)) STACK_PROMETHEUS_PORT=$((PORT0 + 4))
-unset STOCKD_MYSQL_PASSWORD STACK_RUN STACK_PORT_BASE # the stack makes its own
-trap 'STACK_RUN=$run STACK_PORT_BASE=$PORT0 "$STOCKD_SRC/scripts/stack" down </dev/null \
-  >/dev/null 2>&1 || true; t_cleanup' EXIT
+source "$STOCKD_SRC/tests/loadtest/tool_stack.sh"
+tool_stack "${1:?usage: memory_smoke.sh PATH/TO/stockload}"
 
 # Exit 3 is a missed memory target: a measurement, not a failure of the command.
 rc=0

@@ -15,22 +15,10 @@
 #
 # usage: report_bench_smoke.sh PATH/TO/stockload   (run by ctest with the STOCKD_* variables)
 source "$STOCKD_SRC/tests/lib.sh"
-
-export STOCKLOAD_BIN=${1:?usage: report_bench_smoke.sh PATH/TO/stockload}
-need_stockd_bin
-[[ -x $STOCKLOAD_BIN ]] || { echo "SKIP: no stockload at $STOCKLOAD_BIN"; exit 77; }
-for tool in jq gnuplot ab wrk; do
-  command -v "$tool" >/dev/null || { echo "SKIP: $tool is not installed (scripts/deps)"; exit 77; }
-done
-
-run=$T/stack out=$T/out
-export STOCKD_BIN STACK_NGINX_PORT=$((PORT0 + 1)) STACK_ZK_PORT=$((PORT0 + 2))
-export STACK_REDIS_PORT=$((PORT0 + 3)) STACK_PROMETHEUS_PORT=$((PORT0 + 4))
+source "$STOCKD_SRC/tests/loadtest/tool_stack.sh"
+tool_stack "${1:?usage: report_bench_smoke.sh PATH/TO/stockload}" jq gnuplot ab wrk
 # RedLock's three servers at +7..+9 (MariaDB is at +6, the stockd instances at +11..+13).
 export STACK_REDLOCK_PORT=$((PORT0 + 7))
-unset STOCKD_MYSQL_PASSWORD STACK_RUN STACK_PORT_BASE # the stack makes its own
-trap 'STACK_RUN=$run STACK_PORT_BASE=$PORT0 "$STOCKD_SRC/scripts/stack" down </dev/null \
-  >/dev/null 2>&1 || true; t_cleanup' EXIT
 
 "$STOCKD_SRC/loadtest/report" --bench-only --bench "zk redlock" --bench-requests 200 \
   --bench-concurrency 20 --bench-seconds 1 --bench-repeat 2 --bench-products 10 --bench-ensemble "" --bench-rate-limit 20:10 \

@@ -13,22 +13,8 @@
 #
 # usage: report_smoke.sh PATH/TO/stockload   (run by ctest with the STOCKD_* variables)
 source "$STOCKD_SRC/tests/lib.sh"
-
-export STOCKLOAD_BIN=${1:?usage: report_smoke.sh PATH/TO/stockload}
-need_stockd_bin
-[[ -x $STOCKLOAD_BIN ]] || { echo "SKIP: no stockload at $STOCKLOAD_BIN"; exit 77; }
-for tool in jq gnuplot; do
-  command -v "$tool" >/dev/null || { echo "SKIP: $tool is not installed (scripts/deps)"; exit 77; }
-done
-
-# The report's stack inside the 20 ports ctest gives this test: MariaDB at +6 and
-# stockd i at +10+i from the base; nginx, ZooKeeper and Redis moved to +1, +2 and +3.
-run=$T/stack out=$T/out
-export STOCKD_BIN STACK_NGINX_PORT=$((PORT0 + 1)) STACK_ZK_PORT=$((PORT0 + 2))
-export STACK_REDIS_PORT=$((PORT0 + 3)) STACK_PROMETHEUS_PORT=$((PORT0 + 4))
-unset STOCKD_MYSQL_PASSWORD STACK_RUN STACK_PORT_BASE # the stack makes its own
-trap 'STACK_RUN=$run STACK_PORT_BASE=$PORT0 "$STOCKD_SRC/scripts/stack" down </dev/null \
-  >/dev/null 2>&1 || true; t_cleanup' EXIT
+source "$STOCKD_SRC/tests/loadtest/tool_stack.sh"
+tool_stack "${1:?usage: report_smoke.sh PATH/TO/stockload}" jq gnuplot
 
 # Stock 50 and 300 requests at 100 in flight: the oversell experiment's proportions
 # (tests/service/oversell.sh), which make the unlocked run go negative every time.

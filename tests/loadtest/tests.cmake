@@ -41,6 +41,16 @@ if(NOT STOCKD_SANITIZE)
     COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/loadtest/report_bench_smoke.sh $<TARGET_FILE:stockload>
     LABELS loadtest)
 endif()
+# The scale-out sweep, tiny: batched zk on 1 and 2 instances, both routes, both loads
+# with both clients and the ceiling, one run per point: the rows, their instance
+# counts, exact loads, and each load's mean batch per instance (the hot product on both
+# instances under round-robin, on one under affinity). About 40 s. Plain build only, as
+# the benchmark smoke above.
+if(NOT STOCKD_SANITIZE)
+  stockd_integration_test(loadtest_report_scale_smoke
+    COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/loadtest/report_scale_smoke.sh $<TARGET_FILE:stockload>
+    TIMEOUT 240 LABELS loadtest)
+endif()
 # loadtest/cpu in a tiny run (zk, round-robin, 10 products, 2 s): a row per process
 # kind, CPU for stockd and mariadbd, the deductions = the orders rows, the stock exact.
 # About 30 s. Plain build only, as the benchmark smoke above: it tests a script over

@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "etcdlock.h"
+#include "etcdlock_int.h"
 #include "lock.h"
 
 extern const lock_kind etcdlock_kind;   /* etcdlock.c, built into this test */

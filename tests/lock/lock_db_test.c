@@ -1,5 +1,5 @@
-/* lock_db_test: the contract of dblock.h against a real MariaDB (the test's own
- * database, as the service user).
+/* lock_db_test: the contract of the lock-table library (dblock_int.h) against a real MariaDB (the
+ * test's own database, as the service user).
  *   - a bad configuration is refused; an unreachable server or a wrong password gives
  *     LOCK_ERR_CONNECTION with a reason;
  *   - fencing tokens grow across acquisitions, names and handles;
@@ -24,7 +24,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "dblock.h"
+#include "dblock_int.h"
 #include "lease_test.h"
 
 static stockdb_config dbc;

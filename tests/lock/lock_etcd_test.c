@@ -1,4 +1,5 @@
-/* lock_etcd_test: the contract of etcdlock.h against a real etcd (the fixture's).
+/* lock_etcd_test: the contract of the etcd lock library (etcdlock_int.h) against a real etcd (the
+ * fixture's).
  *   - endpoint lists are parsed strictly; nothing listening gives LOCK_ERR_CONNECTION;
  *     a list whose first member is down is served by the next;
  *   - mutual exclusion: 2 processes x 3 threads, a handle each, on one name: never two
@@ -24,7 +25,7 @@
 #include <sys/mman.h>
 #include <sys/wait.h>
 
-#include "etcdlock.h"
+#include "etcdlock_int.h"
 #include "lease_test.h"
 
 static etcdlock *open_lock(const char *ep, int ttl_s, int no_keepalive, const atomic_int *cancel) {

@@ -1,5 +1,5 @@
 /* lock_lease_fault_test: the two failures of a lease lock that article 001 warns about,
- * made runnable for redislock and dblock.
+ * made runnable for the kinds redis and db-lock, taken through lock.h.
  *
  *   lock_lease_fault_test takeover redis|db
  *     A holder process is killed with SIGKILL while it holds the lock. Another process,
@@ -27,64 +27,60 @@
 #include <hiredis/hiredis.h>
 #include <mysql.h>
 
-#include "dblock.h"
 #include "hostport.h"
 #include "lease_test.h"
-#include "redislock.h"
+#include "lock.h"
 
 #define LEASE_MS 1000
 
 static int use_redis;
 static stockdb_config dbc;
 
-/* Either kind behind one face; a process or thread uses one at a time. */
+/* The kind under test, through lock.h as the service takes it: a set of one holder, whose
+ * every acquire waits at most the set's timeout. */
 typedef struct lk {
-    redislock *r;
-    dblock *d;
-    redislock_hold *rh;
-    dblock_hold *dh;
+    lock_set *s;
+    lock_hold h;
 } lk;
 
-static void lk_open(lk *k) {
+/* Makes the set, and its one handle at once (a view borrows it), so that an acquire
+ * sent later is only the acquire, as the lease's start is timed from before it. */
+static void lk_open(lk *k, int timeout_ms) {
     char err[512];
-    int rc;
-    if (use_redis) {
-        redislock_config c = {.addr = ls_env("STOCKD_TEST_REDIS"), .lease_ms = LEASE_MS};
-        rc = redislock_new(&c, &k->r, err, sizeof(err));
-    } else {
-        dblock_config c = {.db = dbc, .owner = "fault_test", .lease_ms = LEASE_MS};
-        rc = dblock_new(&c, &k->d, err, sizeof(err));
-    }
-    if (rc != 0) CHECK_FAIL_("lock handle: %s", err);
+    lock_config cfg = {.addr = use_redis ? ls_env("STOCKD_TEST_REDIS") : NULL,
+                       .db = &dbc,
+                       .timeout_ms = timeout_ms,
+                       .lease_ms = LEASE_MS,
+                       .holders = 1,
+                       .owner = "fault_test"};
+    int rc = lock_set_new(lock_kind_find(use_redis ? "redis" : "db-lock"), &cfg, &k->s, err,
+                          sizeof(err));
+    if (rc != LOCK_OK) CHECK_FAIL_("lock set: %s", err);
+    lock_view v = {0};
+    rc = lock_view_read(k->s, "fault_test_warm_up", &v);
+    if (rc != LOCK_OK) CHECK_FAIL_("lock service: %s", lock_strerror(rc));
 }
 
-static int lk_acquire(lk *k, const char *name, int timeout_ms) {
-    return use_redis ? redislock_acquire(k->r, name, timeout_ms, &k->rh)
-                     : dblock_acquire(k->d, name, timeout_ms, &k->dh);
+static int lk_acquire(lk *k, const char *name) {
+    return lock_acquire(k->s, name, &k->h);
 }
 
 static int64_t lk_token(lk *k) {
-    return use_redis ? redislock_token(k->rh) : dblock_token(k->dh);
+    return lock_token(&k->h);
 }
 
 static int lk_check(lk *k) {
-    return use_redis ? redislock_check(k->rh) : dblock_check(k->dh);
+    return lock_check(&k->h);
 }
 
 static int lk_release(lk *k) {
-    int rc = use_redis ? redislock_release(k->rh) : dblock_release(k->dh);
-    k->rh = NULL;
-    k->dh = NULL;
+    int rc = lock_release(&k->h);
+    k->h = (lock_hold){0};
     return rc;
 }
 
 static void lk_close(lk *k) {
-    redislock_free(k->r);
-    dblock_free(k->d);
-}
-
-static const char *lk_strerror(int rc) {
-    return use_redis ? redislock_strerror(rc) : dblock_strerror(rc);
+    lock_set_free(k->s);
 }
 
 /* The time by the clock that times the leases, in microseconds: Redis's TIME or
@@ -121,7 +117,8 @@ static int64_t server_now_us(void) {
         mysql_free_result(res);
         mysql_close(m);
     }
-    if (now < 0) CHECK_FAIL_("could not read the %s server's time", use_redis ? "Redis" : "MariaDB");
+    if (now < 0)
+        CHECK_FAIL_("could not read the %s server's time", use_redis ? "Redis" : "MariaDB");
     return now;
 }
 
@@ -163,9 +160,9 @@ static int takeover(void) {
         close(fds[0]);
         if (!use_redis && stockdb_global_init() != STOCKDB_OK) _exit(3);
         lk k = {0};
-        lk_open(&k);
+        lk_open(&k, 5000);
         report r = {.server_us = server_now_us(), .sent_us = ls_now_us()};
-        r.rc = lk_acquire(&k, name, 5000);
+        r.rc = lk_acquire(&k, name);
         r.token = r.rc == 0 ? lk_token(&k) : 0;
         put(fds[1], &r);
         for (;;)
@@ -177,15 +174,17 @@ static int takeover(void) {
     CHECK_INT_EQ(0, held.rc);
 
     if (!use_redis) CHECK_INT_EQ(STOCKDB_OK, stockdb_global_init());
-    lk k = {0};
-    lk_open(&k);
-    CHECK_INT_EQ(use_redis ? LOCK_ERR_TIMEOUT : LOCK_ERR_TIMEOUT, lk_acquire(&k, name, 0));
+    lk once = {0}, k = {0};
+    lk_open(&once, 0);
+    lk_open(&k, 30000);
+    CHECK_INT_EQ(LOCK_ERR_TIMEOUT, lk_acquire(&once, name));
+    lk_close(&once);
     int64_t killed = ls_now_us();
     CHECK(kill(pid, SIGKILL) == 0);
     CHECK(waitpid(pid, NULL, 0) == pid);
-    int rc = lk_acquire(&k, name, 30000);
+    int rc = lk_acquire(&k, name);
     int64_t got = ls_now_us(), got_server = server_now_us();
-    if (rc != 0) CHECK_FAIL_("acquire after the holder died: %s", lk_strerror(rc));
+    if (rc != 0) CHECK_FAIL_("acquire after the holder died: %s", lock_strerror(rc));
     printf("%s: holder killed %.1f ms after it sent its acquire; lock taken over %.1f ms after "
            "the kill, %.1f ms after the lease began (lease %d ms)\n",
            use_redis ? "redis" : "db", (double)(killed - held.sent_us) / 1000,
@@ -227,9 +226,9 @@ static int paused(int fenced) {
         if (stockdb_global_init() != STOCKDB_OK) _exit(3);
         stockdb *db = stockdb_new(&dbc, "holder-A");
         lk k = {0};
-        lk_open(&k);
+        lk_open(&k, 5000);
         report r = {.server_us = server_now_us(), .sent_us = ls_now_us()};
-        r.rc = lk_acquire(&k, name, 5000);
+        r.rc = lk_acquire(&k, name);
         r.token = r.rc == 0 ? lk_token(&k) : 0;
         put(fds[1], &r);
         if (r.rc != 0) _exit(3);
@@ -263,9 +262,9 @@ static int paused(int fenced) {
 
     /* B: waits out A's lease, buys the last unit with its own, newer token. */
     lk k = {0};
-    lk_open(&k);
-    int rc = lk_acquire(&k, name, 30000);
-    if (rc != 0) CHECK_FAIL_("B's acquire: %s", lk_strerror(rc));
+    lk_open(&k, 30000);
+    int rc = lk_acquire(&k, name);
+    if (rc != 0) CHECK_FAIL_("B's acquire: %s", lock_strerror(rc));
     int64_t tb = lk_token(&k);
     CHECK_INT_GT(tb, a.token);
     CHECK_INT_GE(server_now_us() - a.server_us, (int64_t)LEASE_MS * 1000 - 2000);
@@ -285,8 +284,8 @@ static int paused(int fenced) {
     CHECK(get(fds[0], &a));
     CHECK(waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0);
     printf("A resumed: its deduction %s, its local check %s\n", stockdb_strerror(a.rc),
-           lk_strerror((int)a.token));
-    CHECK_INT_EQ(use_redis ? LOCK_LOST : LOCK_LOST, a.token);
+           lock_strerror((int)a.token));
+    CHECK_INT_EQ(LOCK_LOST, a.token);
     int32_t stock = 99;
     CHECK_INT_EQ(STOCKDB_OK, stockdb_get_stock(db, 1, &stock));
     if (fenced) {

@@ -1,5 +1,5 @@
-/* lock_redlock_test: the contract of redlock.h against three real Redis servers of the
- * test's own (tests/lock/redlock_test.sh starts them).
+/* lock_redlock_test: the contract of the RedLock library (redlock_int.h) against three real Redis
+ * servers of the test's own (tests/lock/redlock_test.sh starts them).
  *   - server lists are checked: fewer than three, a duplicate or a bad address refused;
  *   - mutual exclusion: a second handle's acquire times out while the first holds (and
  *     waits at least its timeout), takes the lock after the release, with a larger token;
@@ -25,7 +25,7 @@
 
 #include "fault_proxy.h"
 #include "lease_test.h"
-#include "redlock.h"
+#include "redlock_int.h"
 
 static const char *addrs;
 static int ports[3];

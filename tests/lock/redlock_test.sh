@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs one RedLock test (lock/redlock.h) against three Redis servers of its own, r1..r3
+# Runs one RedLock test (lock/redlock.c) against three Redis servers of its own, r1..r3
 # under $T on PORT0+15..17, which the program may stop and start again through
 # tests/lock/own_redis.sh (OWN_REDIS_RUN=$T, OWN_REDIS_PORT, NAME rI). The list is in
 # STOCKD_TEST_REDLOCK ("127.0.0.1:P1,127.0.0.1:P2,127.0.0.1:P3"), the ports one by one

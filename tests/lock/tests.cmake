@@ -83,6 +83,7 @@ endfunction()
 lease_c_program(lock_redis_test)
 lease_c_program(lock_db_test)
 lease_c_program(lock_lease_fault_test)
+target_link_libraries(lock_lease_fault_test PRIVATE lock)
 
 stockd_integration_test(lock_redis_test COMMAND ${LEASE_RUN} $<TARGET_FILE:lock_redis_test>
   TIMEOUT 180 LABELS lock)
@@ -132,7 +133,7 @@ foreach(kind redis db)
 endforeach()
 
 # ---------------------------------------------------------------- RedLock
-# lock/redlock.h against three Redis servers of the test's own (redlock_test.sh starts
+# lock/redlock.c against three Redis servers of the test's own (redlock_test.sh starts
 # them on the test's ports +15..+17 and passes the list in STOCKD_TEST_REDLOCK). The
 # library test takes about 3 s; the mutual-exclusion run about 5 s.
 set(REDLOCK_RUN bash ${CMAKE_CURRENT_SOURCE_DIR}/lock/redlock_test.sh)

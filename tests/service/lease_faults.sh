@@ -182,14 +182,14 @@ shutdown)
     rport=$((PORT0 + 17))
     redis_start "$T" "$rport" own-redis
     args+=(--redis "127.0.0.1:$rport")
-    # The key format of lock/redislock.h: <prefix><name>, prefix "lock:".
+    # The key format of lock/redislock.c: <prefix><name>, prefix "lock:".
     for id in 1 2; do
       expect_eq "product $id locked from outside" OK \
         "$(redis-cli -h 127.0.0.1 -p "$rport" SET "lock:product_$id" 1 PX 3600000 NX)"
     done
     ;;
   db-lock)
-    # The row format of lock/dblock.h: name, owner, expires_at (UTC).
+    # The row format of lock/dblock.c: name, owner, expires_at (UTC).
     sql "INSERT INTO stock_lock (name, owner, expires_at) VALUES
          ('product_1', 'outsider', UTC_TIMESTAMP(6) + INTERVAL 1 HOUR),
          ('product_2', 'outsider', UTC_TIMESTAMP(6) + INTERVAL 1 HOUR)"
