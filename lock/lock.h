@@ -300,6 +300,8 @@ typedef struct lock_view_entry {
     int64_t token;  /* lease kinds: the holder's fencing token; 0 = not known */
     int watches;    /* zk fair: index of the entry this one watches; -1 = none (the holder) */
     bool ours;      /* made by this process (its ZooKeeper session) */
+    char impl[8];   /* zk fair: who made it, from the node's name: "stockd", "curator",
+                     * "kazoo" or "other" (zklock_int.h); "" = not known */
 } lock_view_entry;
 
 struct lock_view {
@@ -307,6 +309,7 @@ struct lock_view {
     bool lease;       /* a lease kind: at most one entry, the holder, and lease_ms */
     size_t total;     /* entries the lock service has (n of them listed) */
     size_t n;         /* 0 = the lock is free */
+    size_t strays;    /* zk fair: children of the lock's parent that are no contender */
     int64_t lease_ms; /* lease kinds: the holder's lease left in ms; -1 = none */
     char path[256];   /* where the service keeps the lock (zk path, redis key, row) */
     lock_view_entry e[LOCK_VIEW_MAX];

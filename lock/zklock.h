@@ -6,7 +6,9 @@
  *   - each contender creates an EPHEMERAL_SEQUENTIAL child "<guid>-lock-<seq>"; the GUID
  *     lets a create whose reply was lost be found again (and adopted only if its
  *     ephemeral owner is our current session);
- *   - children are ordered by sequence only; the lowest holds the lock; every other
+ *   - children are ordered by sequence only, and any implementation's child whose name
+ *     ends in "-lock-" or "__lock__" and a sequence contends (Curator's, kazoo's: one
+ *     queue, zklock_int.h); the lowest holds the lock; every other
  *     contender puts a data watch (zoo_wget) on its predecessor only, so a release wakes
  *     exactly one waiter;
  *   - operations at the recipe's minimum: create, list the children, and the release's
@@ -120,6 +122,8 @@ typedef struct zklock_stats {
     uint64_t watch_events;      /* node watches that fired for our waiters */
     uint64_t recovered_creates; /* lost create replies whose node we found and adopted */
     uint64_t orphans_deleted;   /* late duplicates of such creates that we deleted */
+    uint64_t strays_seen;       /* children of a fair lock's parent that are no contender,
+                                 * once per listing (zklock_int.h says what they are) */
     /* The cache (zklock_release_cached). */
     uint64_t cache_parks;            /* holds kept after their last release */
     uint64_t cache_hits;             /* acquisitions served by a cached hold, no operation */

@@ -383,7 +383,7 @@ int zklock__cleanup_run(zklock_conn *c, const zklock_cleanup *e) {
     if (rc != ZOK) return rc;
     size_t plen = strlen(e->path);
     for (int i = 0; i < kids.count && rc == ZOK; i++) {
-        if (strncmp(kids.data[i], e->guid, ZKLOCK_GUID_LEN) != 0) continue;
+        if (!zklock__own_child(kids.data[i], e->guid)) continue;
         size_t n = plen + 1 + strlen(kids.data[i]) + 1;
         char *p = malloc(n);
         if (!p) {
