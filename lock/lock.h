@@ -71,6 +71,10 @@ typedef struct lock_config {
     bool cache;           /* zk: the holder will use lock_release_cached, so each
                            * acquisition sets the watch caching needs (zklock.h) */
     const char *owner;    /* who we are, for rows or values people read (the instance) */
+    const char *path;     /* zk: where the lock "product_X" lives, a template whose one "{id}"
+                           * (in its last segment) stands for X; any other name lives
+                           * beside it, under the template's directory. NULL = the default,
+                           * /stock/locks/product_{id} */
     const struct stockdb_config *db; /* db-lock: the MySQL server */
     lock_log_fn log;                 /* NULL = no log */
     void *log_arg;

@@ -549,7 +549,7 @@ int zklock_acquire(zklock_session *s, const char *name, zklock_kind kind, int ti
         a.path_cap = strlen(s->root) + strlen(name) + ZKLOCK_GUID_LEN + 32;
         a.path = calloc(1, a.path_cap);
     } else {
-        a.parent = strdup(s->root);
+        a.parent = strdup(s->root[0] ? s->root : "/");
         a.path = zklock__join(s->root, name, "-herd");
     }
     if (!a.parent || !a.path) goto out_nowaiter;

@@ -84,7 +84,7 @@ typedef enum zklock_kind {
 
 typedef struct zklock_session_config {
     const char *hosts;      /* "127.0.0.1:2181,127.0.0.1:2182" */
-    const char *root;       /* parent of all locks; NULL = "/stock/locks" */
+    const char *root;       /* parent of all locks; NULL = "/stock/locks"; "/" = the top */
     int session_timeout_ms; /* requested; 0 = 6000 (the server may clamp it) */
     int connect_timeout_ms; /* how long zklock_session_new waits; 0 = 5000 */
     /* NULL or "": nodes are made with OPEN_ACL_UNSAFE (any client may read, delete or

@@ -64,6 +64,7 @@ static void *zklock_maint_main(void *arg) {
 
 static int zklock_root_valid(const char *root) {
     size_t n = strlen(root);
+    if (strcmp(root, "/") == 0) return 1; /* the top: locks are /<name> */
     if (n < 2 || root[0] != '/' || root[n - 1] == '/') return 0;
     return strstr(root, "//") == NULL;
 }
@@ -89,7 +90,7 @@ int zklock_session_new(const zklock_session_config *cfg, zklock_session **out) {
     s->cache = cfg->cache != 0;
     snprintf(s->owner, sizeof(s->owner), "%s", cfg->owner ? cfg->owner : "");
     s->hosts = strdup(cfg->hosts);
-    s->root = strdup(root);
+    s->root = strdup(strcmp(root, "/") == 0 ? "" : root); /* joined as root + "/" + name */
     s->acl = &ZOO_OPEN_ACL_UNSAFE;
     int rc = LOCK_ERR_NOMEM;
     if (!s->hosts || !s->root) goto out;
