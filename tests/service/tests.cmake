@@ -275,3 +275,7 @@ stockd_integration_test(zk_waits_for_kazoo_holder_default_path
   COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/foreign_holder.sh kazoo default LABELS service)
 stockd_integration_test(zk_waits_for_kazoo_holder_articles_path
   COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/foreign_holder.sh kazoo articles LABELS service)
+# The articles' Java service (Curator, JDBC) and two stockd behind one nginx on one lock:
+# exactly 0, every implementation's orders in the ledger.
+stockd_integration_test(mixed_fleet_with_articles_java_service_ends_at_zero
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/mixed_fleet.sh LABELS service)
