@@ -63,6 +63,8 @@ typedef struct lock_config {
                            * NULL for kinds without one */
     const char *user;     /* credentials; NULL or "" = none (zk: the digest's user) */
     const char *password; /* NULL or "" = none */
+    const char *peer;     /* zk with credentials: another identity that shares the locks,
+                           * "SCHEME:ID" (zklock_session_config.peer); NULL or "" = none */
     int timeout_ms;       /* the longest lock_acquire waits (0 = try once) */
     int lease_ms;         /* lease kinds: the lease of every acquisition */
     int session_ms;       /* session kinds (zk): the session timeout asked for */

@@ -178,7 +178,7 @@ static int zklock_fair_create(zklock_attempt *a, zklock_conn *c) {
         if (rc != ZNONODE || tries == 20) break;
         /* The container parent was reaped (or never made): make it, retry. */
         zklock__count_op(a->s, ZKLOCK_OP_CREATE);
-        rc = zoo_create(c->zh, a->parent, NULL, -1, a->s->acl, ZOO_CONTAINER, NULL, 0);
+        rc = zoo_create(c->zh, a->parent, NULL, -1, a->s->parent_acl, ZOO_CONTAINER, NULL, 0);
         if (rc == ZNONODE) rc = zklock__ensure_path(c, a->s->root);
         if (rc != ZOK && rc != ZNODEEXISTS) break;
     }

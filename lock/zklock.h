@@ -96,6 +96,15 @@ typedef struct zklock_session_config {
      * lock's parent. The root path's existing nodes are given the same ACL where we may
      * (zoo_set_acl; a node another identity owns is left as it is). Copied. */
     const char *auth;
+    /* With auth only: "SCHEME:ID", another identity that shares the locks, as ZooKeeper
+     * writes an ACL's id: "world:anyone", or "digest:USER:BASE64(SHA1(USER:PASSWORD))"
+     * for the digest identity of a fleet's Curator or kazoo clients. It gets READ on our
+     * lock nodes (to list, read and watch them: a waiter behind us watches ours) and
+     * READ|CREATE|DELETE on the nodes above them (the root path and the lock parents), so
+     * that its clients can queue and release. ZooKeeper's DELETE is the parent's: such a
+     * peer can delete any child of a lock's parent, ours too; the fence is what refuses
+     * a write after that (docs/zookeeper-lock.md). NULL or "": creator only. Copied. */
+    const char *peer;
     /* 1 if this process will cache its fair locks (zklock_release_cached): each fair
      * acquisition's first listing of the children then sets the children watch that
      * caching needs, so that caching costs no operation of its own. 0: the watch is

@@ -306,13 +306,13 @@ int zklock__ensure_path(zklock_conn *c, const char *path) {
         memcpy(buf, path, i);
         buf[i] = '\0';
         zklock__count_op(c->s, ZKLOCK_OP_CREATE);
-        rc = zoo_create(c->zh, buf, NULL, -1, c->s->acl, ZOO_PERSISTENT, NULL, 0);
+        rc = zoo_create(c->zh, buf, NULL, -1, c->s->parent_acl, ZOO_PERSISTENT, NULL, 0);
         if (rc == ZNODEEXISTS && c->s->auth) {
             /* Made before auth was on (open to all): close it, so that nobody else can
              * replace it and put lock parents of their own under it. A node of another
              * identity refuses (ZNOAUTH) and is left alone. */
             zklock__count_op(c->s, ZKLOCK_OP_DATA);
-            int src = zoo_set_acl(c->zh, buf, -1, c->s->acl);
+            int src = zoo_set_acl(c->zh, buf, -1, c->s->parent_acl);
             if (zklock__zk_retryable(src)) {
                 rc = src;
                 break;

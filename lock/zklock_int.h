@@ -101,8 +101,12 @@ struct zklock_hold {
 struct zklock_session {
     char *hosts;
     char *root;
-    char *auth;                   /* "USER:PASSWORD" for digest auth, or NULL */
-    const struct ACL_vector *acl; /* of every node we make: creator-only with auth */
+    char *auth;                          /* "USER:PASSWORD" for digest auth, or NULL */
+    const struct ACL_vector *acl;        /* of our lock nodes: creator-only with auth */
+    const struct ACL_vector *parent_acl; /* of the root path and the lock parents */
+    struct ACL acls[4];                  /* with a peer: acl's entries, then parent_acl's */
+    struct ACL_vector peer_acl, peer_parent_acl;
+    char *peer; /* config.peer, split at its first ':' in place */
     int session_timeout_ms;
     int connect_timeout_ms;
     int cache;      /* config.cache: the first listing of a fair acquisition is watched */

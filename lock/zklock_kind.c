@@ -55,10 +55,16 @@ static int zk_set_new(const lock_kind *k, const lock_config *cfg, void **set, ch
                                 .session_timeout_ms = cfg->session_ms,
                                 .connect_timeout_ms = 10000,
                                 .auth = auth[0] ? auth : NULL,
+                                .peer = cfg->peer,
                                 .cache = cfg->cache,
                                 .owner = cfg->owner};
     int rc = zklock_session_new(&zc, &z->s);
     memset(auth, 0, sizeof(auth));
+    if (rc == LOCK_ERR_ARGS && cfg->peer && cfg->peer[0] && !zc.auth) {
+        snprintf(err, errcap, "a peer ACL (%s) needs ZooKeeper credentials of our own", cfg->peer);
+        free(z);
+        return rc;
+    }
     if (rc != LOCK_OK) {
         snprintf(err, errcap, "cannot connect to ZooKeeper at %s: %s",
                  cfg->addr ? cfg->addr : "(none)", zklock_strerror(rc));

@@ -195,8 +195,8 @@ static void zklock_try_send(zklock_session *s, zklock_conn *c, zklock_try *t, in
     t->found = t->below = t->above = 0;
     if (with_parent) {
         zklock_wave_add(t->wave);
-        int prc =
-            zoo_acreate(c->zh, t->parent, NULL, -1, s->acl, ZOO_CONTAINER, zklock_parent_made, t);
+        int prc = zoo_acreate(c->zh, t->parent, NULL, -1, s->parent_acl, ZOO_CONTAINER,
+                              zklock_parent_made, t);
         if (prc != ZOK) zklock_wave_done(t->wave, &t->parent_rc, prc);
     }
     zklock_wave_add(t->wave);

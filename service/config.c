@@ -103,6 +103,25 @@ static int set_zk_lock_path(stockd_config *c, const opt *o, const char *s, const
     return set_str(c, o, s, name, err, errlen);
 }
 
+/* A ZooKeeper ACL id that shares the locks: world:anyone, digest:USER:HASH (HASH being
+ * base64 of SHA-1, 28 characters, as ZooKeeper's DigestAuthenticationProvider makes it),
+ * or ip:ADDR[/BITS]. */
+static int set_zk_peer_acl(stockd_config *c, const opt *o, const char *s, const char *name,
+                           char *err, size_t errlen) {
+    const char *colon = s ? strrchr(s, ':') : NULL;
+    int ok = s && (!*s || strcmp(s, "world:anyone") == 0 ||
+                   (strncmp(s, "digest:", 7) == 0 && colon > s + 7 && strlen(colon + 1) == 28) ||
+                   (strncmp(s, "ip:", 3) == 0 && s[3]));
+    if (!ok) {
+        snprintf(err, errlen,
+                 "%s must be world:anyone, digest:USER:BASE64-SHA1 (28 characters) or ip:ADDR, "
+                 "got '%s'",
+                 name, s ? s : "");
+        return -1;
+    }
+    return set_str(c, o, s, name, err, errlen);
+}
+
 /* One HOST:PORT, or a comma list of lo..hi distinct ones (hostport.h). Which one the
  * mode wants is stockd_mode_check's. */
 static int set_addrs(stockd_config *c, const opt *o, const char *s, const char *name, char *err,
@@ -214,6 +233,11 @@ static const opt options[] = {
      "mode zk: where a product's lock lives, {id} standing for its id, so that stockd queues on "
      "the same lock as a fleet's other services (Curator, kazoo: docs/zookeeper-lock.md); the "
      "articles' services lock /product_{id}. Every member of the fleet must use the same path"},
+    {"zk-peer-acl", "SCHEME:ID", "STOCKD_ZK_PEER_ACL", set_zk_peer_acl, F(zk_peer_acl), 0, 0, NULL,
+     OPERATOR,
+     "with --zk-auth-file: another identity that shares the locks (a fleet's Curator or kazoo "
+     "clients), world:anyone or digest:USER:BASE64-SHA1; it may read and watch stockd's lock "
+     "nodes and queue under the lock's parents (docs/zookeeper-lock.md)"},
     {"instance", "NAME", "STOCKD_INSTANCE", set_str, F(instance), 0, 0, NULL, OPERATOR,
      "name in answers, logs and orders (stockd-PORT when not given)"},
     {"workers", "N", "STOCKD_WORKERS", set_uint, F(workers), 1, 512, "16", OPERATOR,

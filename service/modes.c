@@ -105,6 +105,7 @@ void stockd_lock_config(const stockd_config *cfg, const stockdb_config *db, lock
         .cache = cfg->lock_cache_ms > 0 && cfg->batch_max > 1,
         .owner = cfg->instance,
         .path = cfg->zk_lock_path,
+        .peer = cfg->zk_peer_acl,
         .db = db};
 }
 

@@ -183,6 +183,7 @@ typedef struct stockd_config {
     /* --zk-lock-path: where a product's ZooKeeper lock lives, "{id}" standing for its id
      * (checked by config.c; lock_config.path) */
     char zk_lock_path[200];
+    char zk_peer_acl[300]; /* --zk-peer-acl SCHEME:ID: lock_config.peer; "" = none */
     /* true: a lease kind's lease must be at least STOCKD_LEASE_MIN_MS(think) (config.c
      * refuses less); false only for the demonstrations of a holder outliving its lease. */
     bool lease_check;

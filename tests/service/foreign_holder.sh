@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # foreign_holder.sh LIBRARY PATH: stockd (mode zk) and another implementation of the lock
 # recipe, Curator's InterProcessMutex or kazoo's Lock, on one product's lock, PATH being
-# "default" (/stock/locks/product_N) or "articles" (/product_N, the articles' own path).
+# "default" (/stock/locks/product_N) or "articles" (/product_N, the articles' own path), or
+# (kazoo) "acl": stockd with credentials of its own makes creator-only nodes, and the
+# fleet's digest identity, given as --zk-peer-acl, still queues, reads and watches them.
 # Hold probes, not loads: each side holds while the other asks.
 #   1. The library holds: stockd queues behind it (the view shows both, in order, each
 #      with its implementation) and deducts nothing until the library lets go.
@@ -12,17 +14,31 @@ source "$STOCKD_SRC/tests/lib.sh"
 lib=$1
 # The fixture's ZooKeeper is shared: each library has a product of its own.
 id=$([[ $lib == curator ]] && echo 1 || echo 2)
+acl_args=() probe_auth=()
 case $2 in
   default) lock_path=/stock/locks/product_$id ;;
   articles) lock_path=/product_$id ;;
-  *) fail "PATH must be default or articles, got $2" ;;
+  acl)
+    # stockd with digest credentials of its own, and the fleet's identity as a peer; the
+    # library authenticates as the fleet. In a chroot of the shared ZooKeeper of its own.
+    lock_path=/fleet/product_$id
+    chroot=/t_foreign_acl_$$_$RANDOM
+    /usr/bin/python3 -c "from kazoo.client import KazooClient as K; z = K('$STOCKD_TEST_ZK'); z.start(30); z.ensure_path('$chroot'); z.stop()"
+    STOCKD_TEST_ZK=$STOCKD_TEST_ZK$chroot
+    fleet=fleet:$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n')
+    hash=$(printf '%s' "$fleet" | openssl dgst -binary -sha1 | base64)
+    export STOCKD_ZK_AUTH=stockd:$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n')
+    acl_args=(--zk-peer-acl "digest:fleet:$hash")
+    probe_auth=(--auth "$fleet")
+    ;;
+  *) fail "PATH must be default, articles or acl, got $2" ;;
 esac
 
 t_db
 sql "UPDATE product SET stock=10 WHERE id=$id"
 # Instance 1 answers at once; instance 2 pauses 5 s inside the lock (step 2).
-t_stockd 1 zk --zk-lock-path "${lock_path%_*}_{id}"
-t_stockd 2 zk --zk-lock-path "${lock_path%_*}_{id}" --think-us 5000000
+t_stockd 1 zk --zk-lock-path "${lock_path%_*}_{id}" "${acl_args[@]}"
+t_stockd 2 zk --zk-lock-path "${lock_path%_*}_{id}" --think-us 5000000 "${acl_args[@]}"
 
 # hold DIR: the library's probe, connected; it takes the lock once DIR/go exists and
 # holds it until DIR/release exists (a JVM starts slowly: it is started early).
@@ -36,7 +52,7 @@ hold() {
       "$1" >"$1/log" 2>&1 &
   else
     /usr/bin/python3 "$STOCKD_SRC/tests/service/kazoo_hold.py" "$STOCKD_TEST_ZK" "$lock_path" "$1" \
-      >"$1/log" 2>&1 &
+      "${probe_auth[@]}" >"$1/log" 2>&1 &
   fi
   echo $! >"$1/pid"
   wait_until 120 test -e "$1/ready" || fail "the $lib probe did not connect: $(tail -5 "$1/log")"

@@ -17,8 +17,9 @@ def main():
     ap.add_argument("zk")
     ap.add_argument("lock_path")
     ap.add_argument("dir")
+    ap.add_argument("--auth", help="USER:PASSWORD: authenticate with this digest identity")
     a = ap.parse_args()
-    zk = KazooClient(hosts=a.zk)
+    zk = KazooClient(hosts=a.zk, auth_data=[("digest", a.auth)] if a.auth else None)
     zk.start(timeout=30)
     open(os.path.join(a.dir, "ready"), "w").close()
     while not os.path.exists(os.path.join(a.dir, "go")):

@@ -275,6 +275,9 @@ stockd_integration_test(zk_waits_for_kazoo_holder_default_path
   COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/foreign_holder.sh kazoo default LABELS service)
 stockd_integration_test(zk_waits_for_kazoo_holder_articles_path
   COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/foreign_holder.sh kazoo articles LABELS service)
+# The same with stockd's creator-only ACL and the kazoo fleet's identity as --zk-peer-acl.
+stockd_integration_test(zk_waits_for_kazoo_holder_with_peer_acl
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/foreign_holder.sh kazoo acl LABELS service)
 # The articles' Java service (Curator, JDBC) and two stockd behind one nginx on one lock:
 # exactly 0, every implementation's orders in the ledger.
 stockd_integration_test(mixed_fleet_with_articles_java_service_ends_at_zero
