@@ -63,6 +63,8 @@ typedef struct lock_config {
                            * NULL for kinds without one */
     const char *user;     /* credentials; NULL or "" = none (zk: the digest's user) */
     const char *password; /* NULL or "" = none */
+    const char *peer;     /* zk with credentials: another identity that shares the locks,
+                           * "SCHEME:ID" (zklock_session_config.peer); NULL or "" = none */
     int timeout_ms;       /* the longest lock_acquire waits (0 = try once) */
     int lease_ms;         /* lease kinds: the lease of every acquisition */
     int session_ms;       /* session kinds (zk): the session timeout asked for */
@@ -71,6 +73,10 @@ typedef struct lock_config {
     bool cache;           /* zk: the holder will use lock_release_cached, so each
                            * acquisition sets the watch caching needs (zklock.h) */
     const char *owner;    /* who we are, for rows or values people read (the instance) */
+    const char *path;     /* zk: where the lock "product_X" lives, a template whose one "{id}"
+                           * (in its last segment) stands for X; any other name lives
+                           * beside it, under the template's directory. NULL = the default,
+                           * /stock/locks/product_{id} */
     const struct stockdb_config *db; /* db-lock: the MySQL server */
     lock_log_fn log;                 /* NULL = no log */
     void *log_arg;
@@ -300,6 +306,8 @@ typedef struct lock_view_entry {
     int64_t token;  /* lease kinds: the holder's fencing token; 0 = not known */
     int watches;    /* zk fair: index of the entry this one watches; -1 = none (the holder) */
     bool ours;      /* made by this process (its ZooKeeper session) */
+    char impl[8];   /* zk fair: who made it, from the node's name: "stockd", "curator",
+                     * "kazoo" or "other" (zklock_int.h); "" = not known */
 } lock_view_entry;
 
 struct lock_view {
@@ -307,6 +315,7 @@ struct lock_view {
     bool lease;       /* a lease kind: at most one entry, the holder, and lease_ms */
     size_t total;     /* entries the lock service has (n of them listed) */
     size_t n;         /* 0 = the lock is free */
+    size_t strays;    /* zk fair: children of the lock's parent that are no contender */
     int64_t lease_ms; /* lease kinds: the holder's lease left in ms; -1 = none */
     char path[256];   /* where the service keeps the lock (zk path, redis key, row) */
     lock_view_entry e[LOCK_VIEW_MAX];

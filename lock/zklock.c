@@ -178,7 +178,7 @@ static int zklock_fair_create(zklock_attempt *a, zklock_conn *c) {
         if (rc != ZNONODE || tries == 20) break;
         /* The container parent was reaped (or never made): make it, retry. */
         zklock__count_op(a->s, ZKLOCK_OP_CREATE);
-        rc = zoo_create(c->zh, a->parent, NULL, -1, a->s->acl, ZOO_CONTAINER, NULL, 0);
+        rc = zoo_create(c->zh, a->parent, NULL, -1, a->s->parent_acl, ZOO_CONTAINER, NULL, 0);
         if (rc == ZNONODE) rc = zklock__ensure_path(c, a->s->root);
         if (rc != ZOK && rc != ZNODEEXISTS) break;
     }
@@ -186,174 +186,157 @@ static int zklock_fair_create(zklock_attempt *a, zklock_conn *c) {
     return rc;
 }
 
-static int zklock_delete_child(zklock_attempt *a, zklock_conn *c, const char *child) {
-    char *p = zklock__join(a->parent, child, "");
-    if (!p) return ZSYSTEMERROR;
-    zklock__count_op(a->s, ZKLOCK_OP_DELETE);
-    int rc = zoo_delete(c->zh, p, -1);
-    free(p);
-    return rc == ZNONODE ? ZOK : rc;
+/* A zk code that failed a round: connection trouble rounds again, anything else fails. */
+static int zklock_round_failed(int zrc) {
+    return zklock__zk_retryable(zrc) ? ZKLOCK_ROUND_AGAIN : LOCK_ERR_SERVER;
 }
 
-/* After a lost create reply: adopt the child carrying our GUID if our current
- * session owns it (the lowest one, should there be several). Returns a zk code. */
+/* The recipe's first step: our ephemeral-sequential child. A create whose reply was
+ * lost leaves the attempt uncertain (the node may exist): the next rounds find it by
+ * GUID (zklock_fair_recover). Returns LOCK_OK when the node is made. */
+static int zklock_fair_make(zklock_attempt *a, zklock_conn *c) {
+    a->epoch = c->epoch;
+    int rc = zklock_fair_create(a, c);
+    if (zklock__zk_retryable(rc)) {
+        a->uncertain = a->ever_uncertain = 1;
+        return ZKLOCK_ROUND_AGAIN;
+    }
+    if (rc != ZOK) return LOCK_ERR_SERVER;
+    /* A name no contender would recognise (a server that numbers otherwise) would make
+     * node after node: give up, and let the node be swept by its GUID. */
+    if (!zklock__contender_seq(strrchr(a->path, '/') + 1)) {
+        a->ever_uncertain = 1;
+        return LOCK_ERR_SERVER;
+    }
+    return LOCK_OK;
+}
+
+/* The cached listing: the first listing of an acquisition that may be cached sets the
+ * children watch the cache needs (zklock_cache.c), every other is plain. After a lost
+ * create reply the server is first brought up to date with the leader: the follower we
+ * reconnected to may not have applied our create yet. Returns LOCK_OK with *kids. */
+static int zklock_fair_list(zklock_attempt *a, zklock_conn *c, struct String_vector *kids) {
+    int rc = ZOK;
+    if (a->uncertain) rc = zklock__sync(c, a->parent);
+    if (rc != ZOK && rc != ZNONODE) return zklock_round_failed(rc);
+    zklock__count_op(a->s, ZKLOCK_OP_CHILDREN);
+    if (a->s->cache && !a->w.cache_watch && !a->waited) {
+        a->cache_epoch = c->epoch;
+        rc = zklock__cache_list_watched(c, &a->w, a->parent, kids);
+    } else {
+        rc = zoo_get_children(c->zh, a->parent, 0, kids);
+    }
+    if (rc == ZNONODE) return ZKLOCK_RESTART; /* parent reaped: no node of ours in it */
+    return rc == ZOK ? LOCK_OK : zklock_round_failed(rc);
+}
+
+/* The uncertain-create recovery, after a lost create reply: adopt the child of ours
+ * (our GUID, stockd's own shape) that our current session owns, the lowest should there
+ * be several. Nothing found: the create never happened, and the next round makes one
+ * with the same GUID, so that a late copy of the first is still recognised. Returns
+ * LOCK_OK with our node known, ZKLOCK_ROUND_AGAIN to create again, or an error. */
 static int zklock_fair_recover(zklock_attempt *a, zklock_conn *c, struct String_vector *kids) {
-    int64_t best = -1;
+    const char *best = NULL;
     for (int i = 0; i < kids->count; i++) {
         const char *k = kids->data[i];
-        int64_t seq = zklock__child_seq(k);
-        if (seq < 0 || strncmp(k, a->guid, ZKLOCK_GUID_LEN) != 0) continue;
+        if (!zklock__own_child(k, a->guid)) continue;
         char *p = zklock__join(a->parent, k, "");
-        if (!p) return ZSYSTEMERROR;
+        if (!p) return LOCK_ERR_NOMEM;
         struct Stat st;
         zklock__count_op(a->s, ZKLOCK_OP_DATA);
         int rc = zoo_exists(c->zh, p, 0, &st);
-        if (rc == ZOK && st.ephemeralOwner == c->session_id && (best < 0 || seq < best)) {
-            best = seq;
+        if (rc == ZOK && st.ephemeralOwner == c->session_id &&
+            (!best || zklock__contender_cmp(k, best) < 0)) {
+            best = k;
             snprintf(a->path, a->path_cap, "%s", p);
             a->token = st.czxid;
         }
         free(p);
-        if (rc != ZOK && rc != ZNONODE) return rc;
+        if (rc != ZOK && rc != ZNONODE) return zklock_round_failed(rc);
     }
     a->uncertain = 0;
-    if (best >= 0) {
-        a->made = 1;
-        pthread_mutex_lock(&a->s->mu);
-        a->s->stats.recovered_creates++;
-        pthread_mutex_unlock(&a->s->mu);
-    }
-    /* If nothing was found, the create never happened: the next round makes one
-     * with the same GUID, so a late copy of the first would still be recognised. */
-    return ZOK;
+    if (!best) return ZKLOCK_ROUND_AGAIN;
+    a->made = 1;
+    pthread_mutex_lock(&a->s->mu);
+    a->s->stats.recovered_creates++;
+    pthread_mutex_unlock(&a->s->mu);
+    return LOCK_OK;
 }
 
-/* One round of the fair recipe on connection c: make or find our node, list the
- * children (no watch), hold if lowest, else watch the predecessor. Returns
- * LOCK_OK with the lock, ZKLOCK_RESTART, a negative ZKLOCK code,
- * ZKLOCK_ROUND_WAIT (wait for the watch armed with *seq) or ZKLOCK_ROUND_AGAIN
- * (connection trouble: round again). */
-
-static int zklock_fair_round(zklock_attempt *a, zklock_conn *c, uint64_t *seq) {
-    int rc;
-    if (!a->made && !a->uncertain) {
-        a->epoch = c->epoch;
-        rc = zklock_fair_create(a, c);
-        if (zklock__zk_retryable(rc)) {
-            a->uncertain = a->ever_uncertain = 1;
-            return ZKLOCK_ROUND_AGAIN;
-        }
-        if (rc != ZOK) return LOCK_ERR_SERVER;
-    }
-
-    if (a->uncertain) {
-        /* The server we reconnected to may not have applied our create yet. */
-        rc = zklock__sync(c, a->parent);
-        if (zklock__zk_retryable(rc)) return ZKLOCK_ROUND_AGAIN;
-        if (rc != ZOK && rc != ZNONODE) return LOCK_ERR_SERVER;
-    }
-    struct String_vector kids = {0, NULL};
-    zklock__count_op(a->s, ZKLOCK_OP_CHILDREN);
-    if (a->s->cache && !a->w.cache_watch && !a->waited) {
-        a->cache_epoch = c->epoch;
-        rc = zklock__cache_list_watched(c, &a->w, a->parent, &kids);
-    } else {
-        rc = zoo_get_children(c->zh, a->parent, 0, &kids);
-    }
-    if (rc == ZNONODE) return ZKLOCK_RESTART; /* parent reaped: no node of ours in it */
-    if (rc != ZOK) return zklock__zk_retryable(rc) ? ZKLOCK_ROUND_AGAIN : LOCK_ERR_SERVER;
-
-    int out = ZKLOCK_ROUND_AGAIN;
-    if (a->uncertain) {
-        rc = zklock_fair_recover(a, c, &kids);
-        if (rc != ZOK) {
-            out = zklock__zk_retryable(rc) ? ZKLOCK_ROUND_AGAIN : LOCK_ERR_SERVER;
-            goto done;
-        }
-        if (!a->made) goto done; /* create again next round */
-    }
-
+/* The late-twin deletion: a second node with our GUID is the late result of a create
+ * whose reply was lost, and would block the queue until our session ends. Strays (no
+ * contender) are counted, never deleted: they are somebody else's. */
+static void zklock_fair_tidy(zklock_attempt *a, zklock_conn *c, const struct String_vector *kids,
+                             const zklock_decision *d) {
     const char *mine = strrchr(a->path, '/') + 1;
-    int64_t my_seq = zklock__child_seq(mine);
-    if (my_seq < 0) {
-        /* A name we cannot order (a sequence number past 2^31 is printed with a
-         * sign) would never be found in the listing, and every new node would be
-         * named alike: give up instead of making node after node. The node is
-         * swept by its GUID, as one whose name we do not know. */
-        a->ever_uncertain = 1;
-        out = LOCK_ERR_SERVER;
-        goto done;
+    uint64_t deleted = 0;
+    for (int i = 0; d->twins && i < kids->count; i++) {
+        const char *k = kids->data[i];
+        if (strcmp(k, mine) == 0 || !zklock__own_child(k, a->guid)) continue;
+        char *p = zklock__join(a->parent, k, "");
+        if (!p) break;
+        zklock__count_op(a->s, ZKLOCK_OP_DELETE);
+        int rc = zoo_delete(c->zh, p, -1);
+        free(p);
+        deleted += rc == ZOK || rc == ZNONODE;
     }
-    int64_t pred_seq = -1;
-    const char *pred = NULL;
-    int found = 0, below = 0, above = 0; /* lock nodes of others below and above ours */
-    for (int i = 0; i < kids.count; i++) {
-        const char *k = kids.data[i];
-        int64_t ks = zklock__child_seq(k);
-        if (ks < 0) continue; /* not a lock node: ignore it */
-        if (strcmp(k, mine) == 0) {
-            found = 1;
-        } else if (strncmp(k, a->guid, ZKLOCK_GUID_LEN) == 0) {
-            /* A second node with our GUID: the late result of a create whose reply
-             * was lost. It would block the queue until our session ends. */
-            rc = zklock_delete_child(a, c, k);
-            if (rc == ZOK) {
-                pthread_mutex_lock(&a->s->mu);
-                a->s->stats.orphans_deleted++;
-                pthread_mutex_unlock(&a->s->mu);
-            }
-        } else if (ks < my_seq) {
-            below++;
-            if (ks > pred_seq) {
-                pred_seq = ks;
-                pred = k;
-            }
-        } else {
-            above++;
-        }
-    }
-    if (!found) {
-        out = ZKLOCK_RESTART; /* deleted under us, or its session expired */
-        goto done;
-    }
-    if (!pred) {
-        /* Contenders that queued between our create and this listing are behind us
-         * already: the watch this listing set will not fire for them. */
-        a->behind = above > 0;
-        out = LOCK_OK;
-        goto done;
-    }
-    a->waited = 1;
-    if (zklock_deadline_passed(a)) {
-        out = LOCK_ERR_TIMEOUT;
-        goto done;
-    }
+    pthread_mutex_lock(&a->s->mu);
+    a->s->stats.orphans_deleted += deleted;
+    a->s->stats.strays_seen += (uint64_t)d->strays;
+    pthread_mutex_unlock(&a->s->mu);
+}
 
+/* The recipe's last step: a data watch on the predecessor (not exists: on a vanished
+ * node it sets nothing). If pred was the only contender below ours, its deletion alone
+ * makes the lock ours (sequence numbers only grow). */
+static int zklock_fair_watch(zklock_attempt *a, zklock_conn *c, const char *pred, int only,
+                             uint64_t *seq) {
     char *pp = zklock__join(a->parent, pred, "");
-    if (!pp) {
-        out = LOCK_ERR_NOMEM;
-        goto done;
-    }
-    a->pred_lowest = below == 1;
+    if (!pp) return LOCK_ERR_NOMEM;
+    a->pred_lowest = only;
     *seq = zklock_arm_watch(a, c);
     char buf[1];
     int len = sizeof(buf);
     zklock__count_op(a->s, ZKLOCK_OP_DATA);
-    /* A data watch, not exists: on a vanished node it sets nothing. */
-    rc = zoo_wget(c->zh, pp, zklock__node_watcher, (void *)(uintptr_t)a->watch_id, buf, &len, NULL);
+    int rc =
+        zoo_wget(c->zh, pp, zklock__node_watcher, (void *)(uintptr_t)a->watch_id, buf, &len, NULL);
     if (rc == ZOK) zklock_watch_registered(a, pp);
     free(pp);
-    if (rc == ZOK)
-        out = ZKLOCK_ROUND_WAIT;
-    else if (rc == ZNONODE && a->pred_lowest)
-        out = LOCK_OK; /* the only node below ours is gone: we are the lowest */
-    else if (rc == ZNONODE || zklock__zk_retryable(rc))
-        out = ZKLOCK_ROUND_AGAIN; /* predecessor gone: look again at once */
-    else
-        out = LOCK_ERR_SERVER;
+    if (rc == ZOK) return ZKLOCK_ROUND_WAIT;
+    if (rc == ZNONODE) return only ? LOCK_OK : ZKLOCK_ROUND_AGAIN; /* gone: look again */
+    return zklock_round_failed(rc);
+}
+
+/* One round of the fair recipe on connection c: create, list, decide, watch. Returns
+ * LOCK_OK with the lock, ZKLOCK_RESTART (our node is gone), ZKLOCK_ROUND_WAIT (wait for
+ * the watch armed with *seq), ZKLOCK_ROUND_AGAIN (round again at once) or an error. */
+static int zklock_fair_round(zklock_attempt *a, zklock_conn *c, uint64_t *seq) {
+    int rc;
+    if (!a->made && !a->uncertain && (rc = zklock_fair_make(a, c)) != LOCK_OK) return rc;
+
+    struct String_vector kids = {0, NULL};
+    if ((rc = zklock_fair_list(a, c, &kids)) != LOCK_OK) goto done;
+    if (a->uncertain && (rc = zklock_fair_recover(a, c, &kids)) != LOCK_OK) goto done;
+
+    const char *mine = strrchr(a->path, '/') + 1;
+    zklock_decision d;
+    zklock__decide(&kids, mine, a->guid, &d);
+    zklock_fair_tidy(a, c, &kids, &d);
+    if (!d.found) {
+        rc = ZKLOCK_RESTART; /* deleted under us, or its session expired */
+    } else if (d.holds) {
+        /* Contenders that queued between our create and this listing are behind us
+         * already: the children watch of the cached listing will not fire for them. */
+        a->behind = d.above > 0;
+        rc = LOCK_OK;
+    } else {
+        a->waited = 1;
+        rc = zklock_deadline_passed(a) ? LOCK_ERR_TIMEOUT
+                                       : zklock_fair_watch(a, c, d.pred, d.below == 1, seq);
+    }
 done:
     deallocate_String_vector(&kids);
-    return out;
+    return rc;
 }
 
 /* ---------------------------------------------------------------- herd lock */
@@ -566,7 +549,7 @@ int zklock_acquire(zklock_session *s, const char *name, zklock_kind kind, int ti
         a.path_cap = strlen(s->root) + strlen(name) + ZKLOCK_GUID_LEN + 32;
         a.path = calloc(1, a.path_cap);
     } else {
-        a.parent = strdup(s->root);
+        a.parent = strdup(s->root[0] ? s->root : "/");
         a.path = zklock__join(s->root, name, "-herd");
     }
     if (!a.parent || !a.path) goto out_nowaiter;

@@ -6,7 +6,9 @@
  *   - each contender creates an EPHEMERAL_SEQUENTIAL child "<guid>-lock-<seq>"; the GUID
  *     lets a create whose reply was lost be found again (and adopted only if its
  *     ephemeral owner is our current session);
- *   - children are ordered by sequence only; the lowest holds the lock; every other
+ *   - children are ordered by sequence only, and any implementation's child whose name
+ *     ends in "-lock-" or "__lock__" and a sequence contends (Curator's, kazoo's: one
+ *     queue, zklock_int.h); the lowest holds the lock; every other
  *     contender puts a data watch (zoo_wget) on its predecessor only, so a release wakes
  *     exactly one waiter;
  *   - operations at the recipe's minimum: create, list the children, and the release's
@@ -82,7 +84,7 @@ typedef enum zklock_kind {
 
 typedef struct zklock_session_config {
     const char *hosts;      /* "127.0.0.1:2181,127.0.0.1:2182" */
-    const char *root;       /* parent of all locks; NULL = "/stock/locks" */
+    const char *root;       /* parent of all locks; NULL = "/stock/locks"; "/" = the top */
     int session_timeout_ms; /* requested; 0 = 6000 (the server may clamp it) */
     int connect_timeout_ms; /* how long zklock_session_new waits; 0 = 5000 */
     /* NULL or "": nodes are made with OPEN_ACL_UNSAFE (any client may read, delete or
@@ -94,6 +96,15 @@ typedef struct zklock_session_config {
      * lock's parent. The root path's existing nodes are given the same ACL where we may
      * (zoo_set_acl; a node another identity owns is left as it is). Copied. */
     const char *auth;
+    /* With auth only: "SCHEME:ID", another identity that shares the locks, as ZooKeeper
+     * writes an ACL's id: "world:anyone", or "digest:USER:BASE64(SHA1(USER:PASSWORD))"
+     * for the digest identity of a fleet's Curator or kazoo clients. It gets READ on our
+     * lock nodes (to list, read and watch them: a waiter behind us watches ours) and
+     * READ|CREATE|DELETE on the nodes above them (the root path and the lock parents), so
+     * that its clients can queue and release. ZooKeeper's DELETE is the parent's: such a
+     * peer can delete any child of a lock's parent, ours too; the fence is what refuses
+     * a write after that (docs/zookeeper-lock.md). NULL or "": creator only. Copied. */
+    const char *peer;
     /* 1 if this process will cache its fair locks (zklock_release_cached): each fair
      * acquisition's first listing of the children then sets the children watch that
      * caching needs, so that caching costs no operation of its own. 0: the watch is
@@ -120,6 +131,8 @@ typedef struct zklock_stats {
     uint64_t watch_events;      /* node watches that fired for our waiters */
     uint64_t recovered_creates; /* lost create replies whose node we found and adopted */
     uint64_t orphans_deleted;   /* late duplicates of such creates that we deleted */
+    uint64_t strays_seen;       /* children of a fair lock's parent that are no contender,
+                                 * once per listing (zklock_int.h says what they are) */
     /* The cache (zklock_release_cached). */
     uint64_t cache_parks;            /* holds kept after their last release */
     uint64_t cache_hits;             /* acquisitions served by a cached hold, no operation */

@@ -306,13 +306,13 @@ int zklock__ensure_path(zklock_conn *c, const char *path) {
         memcpy(buf, path, i);
         buf[i] = '\0';
         zklock__count_op(c->s, ZKLOCK_OP_CREATE);
-        rc = zoo_create(c->zh, buf, NULL, -1, c->s->acl, ZOO_PERSISTENT, NULL, 0);
+        rc = zoo_create(c->zh, buf, NULL, -1, c->s->parent_acl, ZOO_PERSISTENT, NULL, 0);
         if (rc == ZNODEEXISTS && c->s->auth) {
             /* Made before auth was on (open to all): close it, so that nobody else can
              * replace it and put lock parents of their own under it. A node of another
              * identity refuses (ZNOAUTH) and is left alone. */
             zklock__count_op(c->s, ZKLOCK_OP_DATA);
-            int src = zoo_set_acl(c->zh, buf, -1, c->s->acl);
+            int src = zoo_set_acl(c->zh, buf, -1, c->s->parent_acl);
             if (zklock__zk_retryable(src)) {
                 rc = src;
                 break;
@@ -383,7 +383,7 @@ int zklock__cleanup_run(zklock_conn *c, const zklock_cleanup *e) {
     if (rc != ZOK) return rc;
     size_t plen = strlen(e->path);
     for (int i = 0; i < kids.count && rc == ZOK; i++) {
-        if (strncmp(kids.data[i], e->guid, ZKLOCK_GUID_LEN) != 0) continue;
+        if (!zklock__own_child(kids.data[i], e->guid)) continue;
         size_t n = plen + 1 + strlen(kids.data[i]) + 1;
         char *p = malloc(n);
         if (!p) {

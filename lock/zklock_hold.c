@@ -33,18 +33,6 @@ int zklock__new_guid(char out[ZKLOCK_GUID_LEN + 1]) {
     return 0;
 }
 
-int64_t zklock__child_seq(const char *name) {
-    size_t n = strlen(name);
-    if (n != ZKLOCK_GUID_LEN + 6 + 10 || memcmp(name + ZKLOCK_GUID_LEN, "-lock-", 6) != 0)
-        return -1;
-    int64_t seq = 0;
-    for (const char *p = name + ZKLOCK_GUID_LEN + 6; *p; p++) {
-        if (*p < '0' || *p > '9') return -1;
-        seq = seq * 10 + (*p - '0');
-    }
-    return seq;
-}
-
 /* A lock name is one path segment of printable ASCII. "-herd" is reserved as the
  * suffix of the herd lock's node, which lives beside the fair locks' parents. */
 int zklock__name_valid(const char *name) {

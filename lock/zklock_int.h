@@ -2,6 +2,8 @@
  * (one zhandle and its ZooKeeper session) and the helpers the zklock files share.
  *
  * Layers: a file calls only files of a lower layer, never its own or up.
+ *   0. zklock_queue.c    the fair lock's queue: which children contend, in what order,
+ *                        and what a listing means to one contender (pure);
  *   1. zklock_conn.c     a connection: open/close, watchers, references, sync, cleanup
  *                        by GUID (zklock_cleanup), the small clock and counting helpers;
  *   2. zklock_hold.c     a hold: its state, token, the deletion of its node
@@ -99,8 +101,12 @@ struct zklock_hold {
 struct zklock_session {
     char *hosts;
     char *root;
-    char *auth;                   /* "USER:PASSWORD" for digest auth, or NULL */
-    const struct ACL_vector *acl; /* of every node we make: creator-only with auth */
+    char *auth;                          /* "USER:PASSWORD" for digest auth, or NULL */
+    const struct ACL_vector *acl;        /* of our lock nodes: creator-only with auth */
+    const struct ACL_vector *parent_acl; /* of the root path and the lock parents */
+    struct ACL acls[4];                  /* with a peer: acl's entries, then parent_acl's */
+    struct ACL_vector peer_acl, peer_parent_acl;
+    char *peer; /* config.peer, split at its first ':' in place */
     int session_timeout_ms;
     int connect_timeout_ms;
     int cache;      /* config.cache: the first listing of a fair acquisition is watched */
@@ -122,6 +128,46 @@ struct zklock_session {
     int maint_started;
     int64_t maint_tick_ms; /* when the maintenance thread last went round (monotonic) */
 };
+
+/* ---- layer 0, zklock_queue.c */
+
+/* The queue of a fair lock: which children of its parent contend, and in what order.
+ * Every implementation of the recipe shares it (docs/zookeeper-lock.md, "Sharing the lock
+ * with Curator and kazoo"): a child contends when its name ends in a lock marker, "-lock-"
+ * (stockd, Curator, go-zookeeper) or "__lock__" (kazoo), then the sequence ZooKeeper
+ * appended. Contenders are ordered by that sequence's text, as Curator and kazoo order
+ * them: numeric order while the parent's counter is below 2^31, and the same order as
+ * theirs past it. Any other child is a stray: it neither holds nor waits, so nobody
+ * waits for it; it is counted (zklock_stats.strays_seen) and the view shows it. */
+
+/* The sequence text at the end of a contender's name, or NULL for a stray. */
+const char *zklock__contender_seq(const char *name);
+/* A contender's sequence as a number (negative past 2^31), or INT64_MIN for a stray. */
+int64_t zklock__child_seq(const char *name);
+/* Orders two contenders (<0, 0, >0): by sequence text, then by name. */
+int zklock__contender_cmp(const char *a, const char *b);
+/* Who made a child, from its name alone: "stockd", "curator" (its protected name,
+ * "_c_<uuid>-lock-<seq>"), "kazoo" ("__lock__"), "other" (another contender, as
+ * go-zookeeper's or ZooKeeper's own C recipe), or "stray" (no contender). For the view. */
+const char *zklock__contender_impl(const char *name);
+/* Is `name` a node that stockd made with `guid` ("<guid>-lock-<seq>")? 1 or 0. Only such
+ * nodes are ever adopted or swept by GUID, never another implementation's. */
+int zklock__own_child(const char *name, const char *guid);
+
+/* What one listing says to a contender whose node is `mine`. */
+typedef struct zklock_decision {
+    int found;        /* mine is in the listing (else it was deleted under us) */
+    int holds;        /* found, and no contender is below it: the lock is ours */
+    const char *pred; /* else the greatest contender below mine, the one to watch */
+    int below, above; /* other contenders below and above mine */
+    int twins;        /* other nodes of ours (guid): late copies of a lost create */
+    int strays;       /* children that are not contenders */
+} zklock_decision;
+
+/* The recipe's decision, a pure function of the listing (pointers into kids). With
+ * guid, our own other nodes are twins, neither below nor above. */
+void zklock__decide(const struct String_vector *kids, const char *mine, const char *guid,
+                    zklock_decision *d);
 
 /* ---- layer 1, zklock_conn.c */
 
@@ -227,10 +273,6 @@ int zklock__name_valid(const char *name);
 char *zklock__join(const char *a, const char *b, const char *suffix);
 /* Frees a hold's memory (nothing is sent); NULL is a no-op. */
 void zklock__hold_free(zklock_hold *h);
-
-/* The sequence number of a fair-lock child "<guid>-lock-<seq>", or -1 when the
- * name is not one of ours. Exposed for the unit test. */
-int64_t zklock__child_seq(const char *name);
 
 /* ---- layer 3, zklock_cache.c */
 

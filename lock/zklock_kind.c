@@ -13,7 +13,27 @@ typedef struct zk_set {
     zklock_session *s;
     zklock_kind kind;
     int timeout_ms;
+    char root[200]; /* the template's directory ("/" at the top) */
+    char pre[200];  /* its last segment before {id} */
+    char post[200]; /* ... and after */
 } zk_set;
+
+/* lock_config.path, split into the session's root and the lock's name around {id}. */
+static int zk_path_parse(zk_set *z, const char *path) {
+    const char *last = strrchr(path, '/'), *id = strstr(path, "{id}");
+    if (path[0] != '/' || !id || id < last) return LOCK_ERR_ARGS;
+    snprintf(z->root, sizeof(z->root), "%.*s", last == path ? 1 : (int)(last - path), path);
+    snprintf(z->pre, sizeof(z->pre), "%.*s", (int)(id - last - 1), last + 1);
+    snprintf(z->post, sizeof(z->post), "%s", id + 4);
+    return LOCK_OK;
+}
+
+/* The zklock name of the lock `name`: "product_X" as the template has it. */
+static const char *zk_name(const zk_set *z, const char *name, char *buf, size_t cap) {
+    if (strncmp(name, "product_", 8) != 0) return name;
+    int n = snprintf(buf, cap, "%s%s%s", z->pre, name + 8, z->post);
+    return n >= 0 && (size_t)n < cap ? buf : ""; /* "" is no name: LOCK_ERR_ARGS */
+}
 
 static int zk_set_new(const lock_kind *k, const lock_config *cfg, void **set, char *err,
                       size_t errcap) {
@@ -22,17 +42,29 @@ static int zk_set_new(const lock_kind *k, const lock_config *cfg, void **set, ch
     if (!z) return LOCK_ERR_NOMEM;
     z->kind = *(const zklock_kind *)k->arg;
     z->timeout_ms = cfg->timeout_ms;
+    if (zk_path_parse(z, cfg->path ? cfg->path : "/stock/locks/product_{id}") != LOCK_OK) {
+        snprintf(err, errcap, "bad ZooKeeper lock path '%s'", cfg->path);
+        free(z);
+        return LOCK_ERR_ARGS;
+    }
     if (cfg->password && cfg->password[0])
         snprintf(auth, sizeof(auth), "%s%s%s", cfg->user ? cfg->user : "",
                  cfg->user && cfg->user[0] ? ":" : "", cfg->password);
     zklock_session_config zc = {.hosts = cfg->addr,
+                                .root = z->root,
                                 .session_timeout_ms = cfg->session_ms,
                                 .connect_timeout_ms = 10000,
                                 .auth = auth[0] ? auth : NULL,
+                                .peer = cfg->peer,
                                 .cache = cfg->cache,
                                 .owner = cfg->owner};
     int rc = zklock_session_new(&zc, &z->s);
     memset(auth, 0, sizeof(auth));
+    if (rc == LOCK_ERR_ARGS && cfg->peer && cfg->peer[0] && !zc.auth) {
+        snprintf(err, errcap, "a peer ACL (%s) needs ZooKeeper credentials of our own", cfg->peer);
+        free(z);
+        return rc;
+    }
     if (rc != LOCK_OK) {
         snprintf(err, errcap, "cannot connect to ZooKeeper at %s: %s",
                  cfg->addr ? cfg->addr : "(none)", zklock_strerror(rc));
@@ -56,7 +88,8 @@ static void zk_set_free(void *set) {
 static int zk_acquire(void *set, const char *name, void **hold) {
     zk_set *z = set;
     zklock_hold *h = NULL;
-    int rc = zklock_acquire(z->s, name, z->kind, z->timeout_ms, &h);
+    char buf[256];
+    int rc = zklock_acquire(z->s, zk_name(z, name, buf, sizeof(buf)), z->kind, z->timeout_ms, &h);
     *hold = h;
     return rc;
 }
@@ -66,7 +99,8 @@ static int zk_acquire(void *set, const char *name, void **hold) {
 static int zk_try_acquire(void *set, const char *name, void **hold) {
     zk_set *z = set;
     zklock_hold *h = NULL;
-    int rc = zklock_acquire(z->s, name, z->kind, 0, &h);
+    char buf[256];
+    int rc = zklock_acquire(z->s, zk_name(z, name, buf, sizeof(buf)), z->kind, 0, &h);
     *hold = h;
     return rc;
 }
@@ -77,7 +111,11 @@ static int zk_try_acquire_many(void *set, const char *const *names, size_t n, vo
     zk_set *z = set;
     zklock_hold *h[ZKLOCK_MANY_MAX];
     if (n > ZKLOCK_MANY_MAX) return LOCK_ERR_ARGS;
-    int held = zklock_try_many(z->s, names, (int)n, z->kind, h, rcs);
+    char bufs[ZKLOCK_MANY_MAX][256];
+    const char *zn[ZKLOCK_MANY_MAX] = {0};
+    for (size_t i = 0; i < n; i++)
+        zn[i] = zk_name(z, names[i], bufs[i], sizeof(bufs[i]));
+    int held = zklock_try_many(z->s, zn, (int)n, z->kind, h, rcs);
     for (size_t i = 0; i < n; i++)
         holds[i] = held >= 0 ? h[i] : NULL;
     return held;
@@ -142,7 +180,8 @@ static void zk_stats(void *set, lock_stats *out) {
 
 static int zk_view(void *set, const char *name, lock_view *out) {
     zk_set *z = set;
-    return zklock_view(z->s, name, z->kind, out);
+    char buf[256];
+    return zklock_view(z->s, zk_name(z, name, buf, sizeof(buf)), z->kind, out);
 }
 
 static const zklock_kind zk_fair = ZKLOCK_FAIR, zk_herd = ZKLOCK_HERD;

@@ -116,16 +116,12 @@ static void zklock_listed(int rc, const struct String_vector *kids, const void *
     pthread_mutex_lock(&t->wave->mu);
     if (rc == ZOK && t->create_rc == ZOK) {
         const char *mine = strrchr(t->path, '/') + 1;
-        int64_t my_seq = zklock__child_seq(mine);
-        for (int i = 0; my_seq >= 0 && i < kids->count; i++) {
-            int64_t ks = zklock__child_seq(kids->data[i]);
-            if (ks < 0) continue; /* not a lock node */
-            if (strcmp(kids->data[i], mine) == 0)
-                t->found = 1;
-            else if (ks < my_seq)
-                t->below++;
-            else
-                t->above++;
+        if (zklock__contender_seq(mine)) {
+            zklock_decision d;
+            zklock__decide(kids, mine, NULL, &d);
+            t->found = d.found;
+            t->below = d.below;
+            t->above = d.above;
         }
     }
     zklock_wave_done_locked(t->wave, &t->list_rc, rc);
@@ -199,8 +195,8 @@ static void zklock_try_send(zklock_session *s, zklock_conn *c, zklock_try *t, in
     t->found = t->below = t->above = 0;
     if (with_parent) {
         zklock_wave_add(t->wave);
-        int prc =
-            zoo_acreate(c->zh, t->parent, NULL, -1, s->acl, ZOO_CONTAINER, zklock_parent_made, t);
+        int prc = zoo_acreate(c->zh, t->parent, NULL, -1, s->parent_acl, ZOO_CONTAINER,
+                              zklock_parent_made, t);
         if (prc != ZOK) zklock_wave_done(t->wave, &t->parent_rc, prc);
     }
     zklock_wave_add(t->wave);
@@ -236,7 +232,7 @@ static int zklock_try_outcome(const zklock_try *t, int *del, int *sweep) {
         *sweep = zklock__zk_retryable(t->create_rc);
         return *sweep ? LOCK_ERR_CONNECTION : LOCK_ERR_SERVER;
     }
-    if (zklock__child_seq(strrchr(t->path, '/') + 1) < 0) {
+    if (!zklock__contender_seq(strrchr(t->path, '/') + 1)) {
         *sweep = 1; /* a name we cannot order (zklock.c says why) */
         return LOCK_ERR_SERVER;
     }

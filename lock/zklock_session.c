@@ -64,8 +64,29 @@ static void *zklock_maint_main(void *arg) {
 
 static int zklock_root_valid(const char *root) {
     size_t n = strlen(root);
+    if (strcmp(root, "/") == 0) return 1; /* the top: locks are /<name> */
     if (n < 2 || root[0] != '/' || root[n - 1] == '/') return 0;
     return strstr(root, "//") == NULL;
+}
+
+/* The ACLs with a peer identity (zklock_session_config.peer): our creator identity keeps
+ * every permission; the peer reads our lock nodes and queues under the parents. Only
+ * with auth: without it every node is open anyway. */
+static int zklock_peer_acls(zklock_session *s, const char *peer) {
+    char *colon = strchr(peer, ':');
+    if (!s->auth || !colon || colon == peer || !colon[1]) return LOCK_ERR_ARGS;
+    if (!(s->peer = strdup(peer))) return LOCK_ERR_NOMEM;
+    s->peer[colon - peer] = '\0';
+    struct Id creator = {"auth", ""}, other = {s->peer, s->peer + (colon - peer) + 1};
+    s->acls[0] = (struct ACL){ZOO_PERM_ALL, creator};
+    s->acls[1] = (struct ACL){ZOO_PERM_READ, other};
+    s->acls[2] = (struct ACL){ZOO_PERM_ALL, creator};
+    s->acls[3] = (struct ACL){ZOO_PERM_READ | ZOO_PERM_CREATE | ZOO_PERM_DELETE, other};
+    s->peer_acl = (struct ACL_vector){2, &s->acls[0]};
+    s->peer_parent_acl = (struct ACL_vector){2, &s->acls[2]};
+    s->acl = &s->peer_acl;
+    s->parent_acl = &s->peer_parent_acl;
+    return LOCK_OK;
 }
 
 int zklock_session_new(const zklock_session_config *cfg, zklock_session **out) {
@@ -89,8 +110,8 @@ int zklock_session_new(const zklock_session_config *cfg, zklock_session **out) {
     s->cache = cfg->cache != 0;
     snprintf(s->owner, sizeof(s->owner), "%s", cfg->owner ? cfg->owner : "");
     s->hosts = strdup(cfg->hosts);
-    s->root = strdup(root);
-    s->acl = &ZOO_OPEN_ACL_UNSAFE;
+    s->root = strdup(strcmp(root, "/") == 0 ? "" : root); /* joined as root + "/" + name */
+    s->acl = s->parent_acl = &ZOO_OPEN_ACL_UNSAFE;
     int rc = LOCK_ERR_NOMEM;
     if (!s->hosts || !s->root) goto out;
     if (cfg->auth && cfg->auth[0]) {
@@ -101,8 +122,9 @@ int zklock_session_new(const zklock_session_config *cfg, zklock_session **out) {
         }
         if (!(s->auth = strdup(cfg->auth))) goto out;
         /* ("auth", "") stands for every identity the creating session has added. */
-        s->acl = &ZOO_CREATOR_ALL_ACL;
+        s->acl = s->parent_acl = &ZOO_CREATOR_ALL_ACL;
     }
+    if (cfg->peer && cfg->peer[0] && (rc = zklock_peer_acls(s, cfg->peer)) != LOCK_OK) goto out;
 
     /* Error level only, and every handle logs into zklock_log_discard. */
     zoo_set_debug_level(ZOO_LOG_LEVEL_ERROR);
@@ -176,6 +198,7 @@ void zklock_session_free(zklock_session *s) {
     free(s->root);
     if (s->auth) explicit_bzero(s->auth, strlen(s->auth));
     free(s->auth);
+    free(s->peer);
     free(s);
 }
 

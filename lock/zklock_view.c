@@ -15,19 +15,13 @@
 #include "lock.h"
 #include "zklock_int.h"
 
-typedef struct zk_child {
-    int64_t seq;
-    const char *name;
-} zk_child;
-
 static int zk_child_cmp(const void *a, const void *b) {
-    int64_t x = ((const zk_child *)a)->seq, y = ((const zk_child *)b)->seq;
-    return (x > y) - (x < y);
+    return zklock__contender_cmp(*(const char *const *)a, *(const char *const *)b);
 }
 
 static int zk_view_fair(zklock_conn *c, const char *parent, lock_view *out) {
     struct String_vector kids = {0};
-    zk_child *order = NULL;
+    const char **order = NULL;
     int rc = zoo_get_children(c->zh, parent, 0, &kids);
     if (rc == ZNONODE) return ZOK; /* no contender yet, or the container was reaped */
     if (rc != ZOK) return rc;
@@ -38,8 +32,10 @@ static int zk_view_fair(zklock_conn *c, const char *parent, lock_view *out) {
     }
     size_t n = 0;
     for (int i = 0; i < kids.count; i++) {
-        int64_t seq = zklock__child_seq(kids.data[i]);
-        if (seq >= 0) order[n++] = (zk_child){seq, kids.data[i]};
+        if (zklock__contender_seq(kids.data[i]))
+            order[n++] = kids.data[i];
+        else
+            out->strays++;
     }
     qsort(order, n, sizeof(*order), zk_child_cmp);
     out->total = n;
@@ -49,10 +45,11 @@ static int zk_view_fair(zklock_conn *c, const char *parent, lock_view *out) {
         char path[512], data[64];
         int len = (int)sizeof(data) - 1;
         struct Stat st;
-        snprintf(e->node, sizeof(e->node), "%s", order[i].name);
-        e->seq = order[i].seq;
+        snprintf(e->node, sizeof(e->node), "%s", order[i]);
+        snprintf(e->impl, sizeof(e->impl), "%s", zklock__contender_impl(order[i]));
+        e->seq = zklock__child_seq(order[i]);
         e->watches = (int)i - 1;
-        snprintf(path, sizeof(path), "%s/%s", parent, order[i].name);
+        snprintf(path, sizeof(path), "%s/%s", parent, order[i]);
         rc = zoo_get(c->zh, path, 0, data, &len, &st);
         if (rc == ZNONODE) continue;
         if (rc != ZOK) goto out;

@@ -74,6 +74,54 @@ static int set_str(stockd_config *c, const opt *o, const char *s, const char *na
     return 0;
 }
 
+/* A ZooKeeper lock path template: absolute, one "{id}" in its last segment, segments a
+ * lock name may be (zklock.h), outside ZooKeeper's own /zookeeper. The messages name
+ * what is wrong, since a fleet sharing a lock must agree on this path exactly. */
+static int set_zk_lock_path(stockd_config *c, const opt *o, const char *s, const char *name,
+                            char *err, size_t errlen) {
+    const char *why = NULL, *id = s ? strstr(s, "{id}") : NULL;
+    const char *last = s ? strrchr(s, '/') : NULL;
+    if (!s || s[0] != '/')
+        why = "must be absolute (start with /)";
+    else if (!id || strstr(id + 1, "{id}"))
+        why = "must hold {id}, the product's id, exactly once";
+    else if (id < last)
+        why = "must have {id} in its last segment (the lock's own node)";
+    else if (strstr(s, "//") || s[strlen(s) - 1] == '/' || strstr(s, "/./") || strstr(s, "/../") ||
+             strncmp(last, "/.", 2) == 0)
+        why = "must not have an empty, . or .. segment, nor end in /";
+    else if (strcmp(s, "/zookeeper") == 0 || strncmp(s, "/zookeeper/", 11) == 0)
+        why = "must lie outside /zookeeper, ZooKeeper's own tree";
+    else if (strlen(s) >= 5 && strcmp(s + strlen(s) - 5, "-herd") == 0)
+        why = "must not end in -herd (the herd lock's suffix)";
+    for (const char *p = s; !why && p && *p; p++)
+        if (*p <= ' ' || *p >= 127) why = "must be printable ASCII without spaces";
+    if (why) {
+        snprintf(err, errlen, "%s %s, got '%s'", name, why, s ? s : "");
+        return -1;
+    }
+    return set_str(c, o, s, name, err, errlen);
+}
+
+/* A ZooKeeper ACL id that shares the locks: world:anyone, digest:USER:HASH (HASH being
+ * base64 of SHA-1, 28 characters, as ZooKeeper's DigestAuthenticationProvider makes it),
+ * or ip:ADDR[/BITS]. */
+static int set_zk_peer_acl(stockd_config *c, const opt *o, const char *s, const char *name,
+                           char *err, size_t errlen) {
+    const char *colon = s ? strrchr(s, ':') : NULL;
+    int ok = s && (!*s || strcmp(s, "world:anyone") == 0 ||
+                   (strncmp(s, "digest:", 7) == 0 && colon > s + 7 && strlen(colon + 1) == 28) ||
+                   (strncmp(s, "ip:", 3) == 0 && s[3]));
+    if (!ok) {
+        snprintf(err, errlen,
+                 "%s must be world:anyone, digest:USER:BASE64-SHA1 (28 characters) or ip:ADDR, "
+                 "got '%s'",
+                 name, s ? s : "");
+        return -1;
+    }
+    return set_str(c, o, s, name, err, errlen);
+}
+
 /* One HOST:PORT, or a comma list of lo..hi distinct ones (hostport.h). Which one the
  * mode wants is stockd_mode_check's. */
 static int set_addrs(stockd_config *c, const opt *o, const char *s, const char *name, char *err,
@@ -180,6 +228,16 @@ static const opt options[] = {
      "ZooKeeper digest credentials USER:PASSWORD, the first line of file F, or from "
      "STOCKD_ZK_AUTH itself; with them, lock nodes are made with an ACL that gives access to "
      "that identity only (none: nodes open to every client)"},
+    {"zk-lock-path", "TEMPLATE", "STOCKD_ZK_LOCK_PATH", set_zk_lock_path, F(zk_lock_path), 0, 0,
+     "/stock/locks/product_{id}", OPERATOR,
+     "mode zk: where a product's lock lives, {id} standing for its id, so that stockd queues on "
+     "the same lock as a fleet's other services (Curator, kazoo: docs/zookeeper-lock.md); the "
+     "articles' services lock /product_{id}. Every member of the fleet must use the same path"},
+    {"zk-peer-acl", "SCHEME:ID", "STOCKD_ZK_PEER_ACL", set_zk_peer_acl, F(zk_peer_acl), 0, 0, NULL,
+     OPERATOR,
+     "with --zk-auth-file: another identity that shares the locks (a fleet's Curator or kazoo "
+     "clients), world:anyone or digest:USER:BASE64-SHA1; it may read and watch stockd's lock "
+     "nodes and queue under the lock's parents (docs/zookeeper-lock.md)"},
     {"instance", "NAME", "STOCKD_INSTANCE", set_str, F(instance), 0, 0, NULL, OPERATOR,
      "name in answers, logs and orders (stockd-PORT when not given)"},
     {"workers", "N", "STOCKD_WORKERS", set_uint, F(workers), 1, 512, "16", OPERATOR,

@@ -4,7 +4,9 @@
  * Answer (200): {"result":"ok","id":N,"mode":..,"kind":..,"view":"queue"|"lease"|
  * "holder"|"none"|"unavailable","lock":"product_N","path":..,"total":T,"shown":n,
  * "truncated":bool,"lease_ms":ms,"entries":[{"node","owner","seq","token","holds",
- * "watches","ours"}],"age_ms":..,"instance":..}. "none": the mode takes no lock;
+ * "watches","ours","impl"}],"strays":k,"age_ms":..,"instance":..}. "impl" (zk) names who
+ * made the node, from its name: stockd, curator, kazoo or other; "strays" counts the
+ * children that are no contender (docs/zookeeper-lock.md). "none": the mode takes no lock;
  * "unavailable": its kind has no view. A lock service that cannot be read is 503.
  *
  * Safe to leave on: the view is read by one worker at a time, each product's view is
@@ -86,6 +88,7 @@ static cJSON *lockview_entry(const lock_view *v, size_t i) {
     else
         cJSON_AddNullToObject(o, "watches");
     cJSON_AddBoolToObject(o, "ours", e->ours);
+    if (e->impl[0]) cJSON_AddStringToObject(o, "impl", e->impl);
     return o;
 }
 
@@ -113,6 +116,7 @@ static char *lockview_json(const stockd_ctx *ctx, int32_t id, const char *name, 
         cJSON_AddStringToObject(o, "path", v->path);
         cJSON_AddNumberToObject(o, "total", (double)v->total);
         cJSON_AddNumberToObject(o, "shown", (double)v->n);
+        if (v->queue) cJSON_AddNumberToObject(o, "strays", (double)v->strays);
         cJSON_AddBoolToObject(o, "truncated", v->total > v->n);
         if (v->lease) cJSON_AddNumberToObject(o, "lease_ms", (double)v->lease_ms);
         if (!(entries = cJSON_AddArrayToObject(o, "entries"))) goto out;

@@ -179,6 +179,10 @@ typedef struct stockd_config {
     char redis_password_file[512]; /* read by main.c into redis_password */
     char zk_auth[513];             /* "user:password" for digest auth; "" = none */
     char zk_auth_file[512];        /* read by main.c into zk_auth */
+    /* --zk-lock-path: where a product's ZooKeeper lock lives, "{id}" standing for its id
+     * (checked by config.c; lock_config.path) */
+    char zk_lock_path[200];
+    char zk_peer_acl[300]; /* --zk-peer-acl SCHEME:ID: lock_config.peer; "" = none */
     /* true: a lease kind's lease must be at least STOCKD_LEASE_MIN_MS(think) (config.c
      * refuses less); false only for the demonstrations of a holder outliving its lease. */
     bool lease_check;

@@ -9,7 +9,12 @@
  *      token and a lease left of at most lease_ms; once released, the lock is free.
  *      etcd: a holder and a waiter show in order, with their instances, the waiter
  *      watching the holder, and the holder's lease left.
- *   3. A bad name is LOCK_ERR_ARGS, and a kind without a lock service has no view. */
+ *   3. A bad name is LOCK_ERR_ARGS, and a kind without a lock service has no view.
+ *   4. zk on a lock_config.path at the top ("/lvt_<unique>_{id}", as the articles'
+ *      /product_{id}): the lock product_X lives at the template's path and the herd's
+ *      node beside it. Another implementation's node there (kazoo's "__lock__" name,
+ *      made by a plain client) holds: a try is busy and the view names it kazoo, while a
+ *      child of no recipe is a stray that blocks nobody. Once it goes, the try holds. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -169,8 +174,68 @@ static void etcd_case(void) {
     lock_set_free(w);
 }
 
+static lock_set *set_at(const char *kind, const char *hosts, const char *path) {
+    lock_config cfg = {.addr = hosts,
+                       .timeout_ms = 20000,
+                       .session_ms = 10000,
+                       .holders = 2,
+                       .owner = "inst-p",
+                       .path = path};
+    lock_set *s = NULL;
+    char err[256];
+    if (lock_set_new(lock_kind_find(kind), &cfg, &s, err, sizeof(err)) != LOCK_OK)
+        CHECK_FAIL_("lock_set_new(%s, path %s): %s", kind, path, err);
+    return s;
+}
+
+static void path_case(void) {
+    const char *hosts = lt_zk_hosts();
+    char tmpl[160], parent[200], name[200], node[300];
+    snprintf(tmpl, sizeof(tmpl), "/lvt_%s_{id}", lt_lock_name("p"));
+    snprintf(name, sizeof(name), "product_7");
+    snprintf(parent, sizeof(parent), "%.*s7", (int)(strlen(tmpl) - 4), tmpl);
+    zhandle_t *zh = lt_zk_open(hosts);
+    lock_set *fair = set_at("zk", hosts, tmpl), *herd = set_at("zk-herd", hosts, tmpl);
+
+    lock_hold h;
+    CHECK_INT_EQ(LOCK_OK, lock_acquire(fair, name, &h));
+    CHECK_INT_EQ(ZOK, zoo_exists(zh, parent, 0, NULL));
+    lock_view v;
+    CHECK_INT_EQ(LOCK_OK, lock_view_read(fair, name, &v));
+    CHECK_STR_EQ(parent, v.path);
+    CHECK_STR_EQ("stockd", v.e[0].impl);
+    CHECK_INT_EQ(LOCK_OK, lock_release(&h));
+    lock_hold hh;
+    CHECK_INT_EQ(LOCK_OK, lock_acquire(herd, name, &hh));
+    snprintf(node, sizeof(node), "%s-herd", parent);
+    CHECK_INT_EQ(ZOK, zoo_exists(zh, node, 0, NULL));
+    CHECK_INT_EQ(LOCK_OK, lock_release(&hh));
+
+    /* kazoo's node holds; a stray is no contender. */
+    zoo_create(zh, parent, NULL, -1, &ZOO_OPEN_ACL_UNSAFE, ZOO_CONTAINER, NULL, 0);
+    char want[300], made[300];
+    snprintf(want, sizeof(want), "%s/0123456789abcdef0123456789abcdef__lock__", parent);
+    CHECK_INT_EQ(ZOK, zoo_create(zh, want, NULL, -1, &ZOO_OPEN_ACL_UNSAFE, ZOO_EPHEMERAL_SEQUENTIAL,
+                                 made, sizeof(made)));
+    snprintf(node, sizeof(node), "%s/keeper", parent);
+    CHECK_INT_EQ(ZOK, zoo_create(zh, node, NULL, -1, &ZOO_OPEN_ACL_UNSAFE, ZOO_EPHEMERAL, NULL, 0));
+    CHECK_INT_EQ(LOCK_ERR_TIMEOUT, lock_try_acquire(fair, name, &h));
+    CHECK_INT_EQ(LOCK_OK, lock_view_read(fair, name, &v));
+    CHECK_INT_EQ(1, (long long)v.total);
+    CHECK_INT_EQ(1, (long long)v.strays);
+    CHECK_STR_EQ("kazoo", v.e[0].impl);
+    CHECK_INT_EQ(ZOK, zoo_delete(zh, made, -1));
+    CHECK_INT_EQ(LOCK_OK, lock_try_acquire(fair, name, &h));
+    CHECK_INT_EQ(LOCK_OK, lock_release(&h));
+    CHECK_INT_EQ(ZOK, zoo_delete(zh, node, -1));
+    lock_set_free(fair);
+    lock_set_free(herd);
+    zookeeper_close(zh);
+}
+
 int main(void) {
     zk_case();
+    path_case();
     redis_case();
     etcd_case();
     lock_set *local = set_of("local", NULL, "x");

@@ -56,6 +56,8 @@ expect_eq "the waiter watches the holder" "$(field '.entries[0].node')" "$(field
 expect_eq "the holder watches nobody" null "$(field '.entries[0].watches')"
 expect_eq "both instances queued" "stockd-1 stockd-2" "$(field '[.entries[].owner] | sort | join(" ")')"
 expect_eq "our node is marked" stockd-1 "$(field '.entries[] | select(.ours) | .owner')"
+expect_eq "both nodes are stockd's" "stockd stockd" "$(field '[.entries[].impl] | join(" ")')"
+expect_eq "no stray child" 0 "$(field .strays)"
 expect_eq "answered by" stockd-1 "$(field .instance)"
 wait "$r1" "$r2"
 expect_eq "both deducted" "deducted deducted" "$(jq -r .result "$T/r1" "$T/r2" | sort | xargs)"

@@ -168,6 +168,45 @@ static void test_exact_names(void) {
 
 /* --help: the operator options, then the demonstration switches under their own
  * heading; each with its variable, a number's range and the default. */
+/* --zk-lock-path: the default is today's path, the articles' /product_{id} is taken, and
+ * what an operator can get wrong is refused with the reason. --zk-peer-acl likewise. */
+static void test_zk_lock_path(void) {
+    stockd_config c;
+    char err[256];
+    char *none[] = {"stockd", NULL};
+    CHECK_INT_EQ(0, parse(&c, err, 1, none));
+    CHECK_STR_EQ("/stock/locks/product_{id}", c.zk_lock_path);
+    CHECK_STR_EQ("", c.zk_peer_acl);
+    char *articles[] = {"stockd", "--zk-lock-path", "/product_{id}", NULL};
+    CHECK_INT_EQ(0, parse(&c, err, 3, articles));
+    CHECK_STR_EQ("/product_{id}", c.zk_lock_path);
+    static const struct {
+        const char *path, *why;
+    } bad[] = {
+        {"product_{id}", "must be absolute"},
+        {"/stock/locks/product", "must hold {id}"},
+        {"/a/{id}{id}", "must hold {id}"},
+        {"/a/{id}/lock", "in its last segment"},
+        {"/a//product_{id}", "empty, . or .. segment"},
+        {"/a/../product_{id}", "empty, . or .. segment"},
+        {"/zookeeper/product_{id}", "outside /zookeeper"},
+        {"/locks/{id}-herd", "-herd"},
+        {"/locks/p {id}", "printable ASCII"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        char *argv[] = {"stockd", "--zk-lock-path", (char *)bad[i].path, NULL};
+        CHECK_INT_EQ(-1, parse(&c, err, 3, argv));
+        if (!strstr(err, bad[i].why)) CHECK_STR_EQ(bad[i].why, err);
+    }
+    char *peer[] = {"stockd", "--zk-peer-acl", "digest:fleet:HBbbdAfJNfm6ATgpR2LQOwwqHUM=", NULL};
+    CHECK_INT_EQ(0, parse(&c, err, 3, peer));
+    char *world[] = {"stockd", "--zk-peer-acl", "world:anyone", NULL};
+    CHECK_INT_EQ(0, parse(&c, err, 3, world));
+    char *badpeer[] = {"stockd", "--zk-peer-acl", "digest:fleet:secret", NULL};
+    CHECK_INT_EQ(-1, parse(&c, err, 3, badpeer));
+    CHECK(strstr(err, "--zk-peer-acl must be") != NULL);
+}
+
 static void test_help(void) {
     char *text = NULL;
     size_t len = 0;
@@ -411,6 +450,7 @@ int main(void) {
     test_config_file();
     test_exact_names();
     test_help();
+    test_zk_lock_path();
     /* Issue 16, defect 12: a lease shorter than the batch's own pause makes every batch
      * of that lease kind fail, so start-up refuses it. The bound is twice the longest
      * pause (think + jitter) plus 200 ms, for the mode's own lease only. */

@@ -264,3 +264,21 @@ if(NOT STOCKD_SANITIZE)
   stockd_integration_test(request_start_zk_deadline_from_the_proxy_send
     COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/request_start.sh zk LABELS service)
 endif()
+# Another implementation of the lock recipe on stockd's lock (issue 37): Curator's
+# InterProcessMutex and kazoo's Lock each hold while stockd asks, and wait while stockd
+# holds, on the default path and on the articles' /product_1.
+stockd_integration_test(zk_waits_for_curator_holder_default_path
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/foreign_holder.sh curator default LABELS service)
+stockd_integration_test(zk_waits_for_curator_holder_articles_path
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/foreign_holder.sh curator articles LABELS service)
+stockd_integration_test(zk_waits_for_kazoo_holder_default_path
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/foreign_holder.sh kazoo default LABELS service)
+stockd_integration_test(zk_waits_for_kazoo_holder_articles_path
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/foreign_holder.sh kazoo articles LABELS service)
+# The same with stockd's creator-only ACL and the kazoo fleet's identity as --zk-peer-acl.
+stockd_integration_test(zk_waits_for_kazoo_holder_with_peer_acl
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/foreign_holder.sh kazoo acl LABELS service)
+# The articles' Java service (Curator, JDBC) and two stockd behind one nginx on one lock:
+# exactly 0, every implementation's orders in the ledger.
+stockd_integration_test(mixed_fleet_with_articles_java_service_ends_at_zero
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/mixed_fleet.sh LABELS service)

@@ -192,7 +192,7 @@ static fp_verdict zk_reply(fp_zk *z, zk_conn *cs, fp_frame *f) {
         unsigned char *path = b + 20;
         if (20 + (size_t)plen <= len) {
             unsigned char *m = memmem(path, plen, "-lock-", 6);
-            if (m && m + 6 < path + plen) m[6] = '-';
+            if (m && m + 6 < path + plen) m[6] = 'x';
         }
     }
     if (err == 0 && hide && (op == FP_ZK_OP_GETCHILDREN || op == FP_ZK_OP_GETCHILDREN2) &&

@@ -82,6 +82,8 @@ void fp_zk_release(fp_zk *z);
 
 /* Lasting modes, on (1) or off (0). */
 void fp_zk_hide_children(fp_zk *z, int on);
+/* Mangle: a create reply's node name gets an x for the first digit of its sequence,
+ * a name that no implementation of the lock recipe would recognise. */
 void fp_zk_mangle_create(fp_zk *z, int on);
 
 /* Counters: faults triggered (a create lost or held), held creates injected, replies

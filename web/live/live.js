@@ -2,7 +2,8 @@
  *   - GET /stock?id=N for each watched product: the stock as MySQL has it (any instance
  *     answers; each reads the row);
  *   - GET /lock/queue?id=N: the answering instance's view of the product's lock (the zk
- *     queue in order with who made each node and whom it watches, a lease's holder);
+ *     queue in order with who made each node, in which implementation, and whom it
+ *     watches, a lease's holder);
  *   - GET /live-api/counters: Prometheus's raw samples of the last 20 s of every
  *     stockd's counters (the query is fixed in nginx/nginx.conf.in; rates are taken
  *     between a series' last two samples, so they follow whatever scrape interval the
@@ -194,6 +195,13 @@ async function tickQueue() {
         (prev && prev.owner ? ` (${prev.owner})` : "");
     }
     li.append(who, what);
+    if (e.impl) {
+      // Who made the node (stockd, curator, kazoo, other), from its name: lockview.c.
+      li.dataset.impl = e.impl;
+      const impl = document.createElement("i");
+      impl.textContent = ` [${e.impl}]`;
+      li.append(impl);
+    }
     li.title = e.node;
     return li;
   }));
