@@ -73,7 +73,7 @@ def resume(nem, shot):
 
 def a_zk_server(nem, shot):
     """The ZooKeeper leader (zk-leader) or a follower; none while there is no leader."""
-    leader = srv.zk_leader(nem.stack.ports["zk"])
+    leader = nem.stack.zk.leader()
     if leader is None:
         return None
     n = leader if shot.kind == "zk-leader" else shot.rng.choice(
@@ -89,7 +89,7 @@ def kill_zk_server(nem, shot):
 
 
 def restart_zk_server(nem, shot):
-    lab(srv.zk_ensemble_start, nem.stack.run, nem.stack.ports["zk"], [shot.victim], wait=False)
+    lab(nem.stack.zk.start, [shot.victim], wait=False)
 
 
 def a_lock_server(nem, shot):
@@ -123,7 +123,7 @@ def stop_mariadb(nem, shot):
     if shot.rec["signal"] == "KILL":
         nem.stack.kill9("mysql/pid")
     else:
-        srv.mysql_stop(nem.stack.run)
+        nem.stack.db.stop()
     return shot.rng.uniform(1, 4)
 
 

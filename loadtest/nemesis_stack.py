@@ -147,7 +147,7 @@ class Stack:
         b = args.port_base
         # The lock service's own servers take P+10.. in the modes without ZooKeeper:
         # RedLock's three Redis servers P+10..P+12, etcd's three members P+10..P+15
-        # (clients P+10..P+12, peers P+13..P+15; lab/servers.py's etcd_cluster_start).
+        # (clients P+10..P+12, peers P+13..P+15; lab/servers.py's EtcdCluster).
         self.ports = {"nginx": b, "mysql": b + 5, "relay": b + 6, "redis": b + 8, "zk": b + 10,
                       "redlock": b + 10, "etcd": b + 10}
         # stockd-1's links to ZooKeeper (one proxy per server) or Redis, each behind a
@@ -159,28 +159,41 @@ class Stack:
         self.stockd_bin = stockd_path(args.stockd_bin)
         self.uses_zk = None  # the mode's lock service is ZooKeeper: known once stockd is built
         self.proxies = []  # the fault proxies' pid files
+        self.db = None  # its servers (lab/servers.py): made with the run directory
         self.db_clock = 0  # MariaDB's clock offset in seconds (mode db-lock)
 
     # ------------------------------------------------------------ start and stop
 
+    def servers(self):
+        """The servers under RUN (lab/servers.py), once the run directory is made."""
+        run, p = self.run, self.ports
+        self.db = srv.MariaDB(run, p["mysql"])
+        self.zk = srv.ZkEnsemble(run, p["zk"])
+        self.redis = srv.Redis(run, p["redis"])
+        self.redlock = [srv.Redis(run, q, f"redlock{n}")
+                        for n, q in enumerate(self.redlock_ports(), 1)]
+        self.etcd = srv.EtcdCluster(run, p["etcd"])
+        self.nginx = srv.Nginx(run, p["nginx"], [p["nginx"] + i for i in range(1, N_INSTANCES + 1)],
+                               self.args.route)
+
     def start(self):
         self.make_run_dir()
+        self.servers()
         self.start_mysql()
-        lab(srv.mysql_create_db, self.run, DB, DB_USER, DB_PASS)
+        lab(self.db.create_db, DB, DB_USER, DB_PASS)
         self.seed_products()
         self.start_proxies()
         if self.uses_zk:
-            lab(srv.zk_ensemble_start, self.run, self.ports["zk"])
+            lab(self.zk.start)
         if self.mode == "redis":
-            lab(srv.redis_start, self.run, self.ports["redis"])
-        for n, q in enumerate(self.redlock_ports(), 1):
-            lab(srv.redis_start, self.run, q, f"redlock{n}")
+            lab(self.redis.start)
+        for r in self.redlock:
+            lab(r.start)
         if self.mode == "etcd":
-            lab(srv.etcd_cluster_start, self.run, self.ports["etcd"])
+            lab(self.etcd.start)
         for i in range(1, N_INSTANCES + 1):
             lab(self.start_stockd, i)
-        lab(srv.nginx_start, self.run, self.ports["nginx"],
-            [self.ports["nginx"] + i for i in range(1, N_INSTANCES + 1)], self.args.route)
+        lab(self.nginx.start)
 
     def seed_products(self):
         """The products at their first stock, no orders, and the restocks' own ledger, in
@@ -233,8 +246,8 @@ class Stack:
         elif self.mode == "etcd":
             base += ["--etcd", ",".join(f"127.0.0.1:{self.ports['etcd'] + n}" for n in range(3)),
                      "--etcd-ttl-s", "2"]
-        srv.stockd_start(self.run, self.stockd_bin, i, self.ports["nginx"] + i, self.mode, url,
-                         zk, base + shlex.split(self.args.extra), env=self.env)
+        srv.Stockd(self.run, i, self.ports["nginx"] + i, self.stockd_bin, self.mode, url, zk,
+                   base + shlex.split(self.args.extra), self.env).start()
 
     def restart_stockd(self, i):
         """Starts stockd-I again, retrying for 60 s: stockd exits at start-up when it
@@ -264,7 +277,8 @@ class Stack:
             env = dict(self.env, LD_PRELOAD=FAKETIME_LIB,
                        FAKETIME_TIMESTAMP_FILE=self.faketime_file(), FAKETIME_NO_CACHE="1",
                        FAKETIME_DONT_FAKE_MONOTONIC="1")
-        lab(srv.mysql_start, self.run, self.ports["mysql"], env=env)
+        self.db.env = env
+        lab(self.db.start)
 
     def start_proxy(self, name, port, upstream, proto, control, *more):
         """A fault proxy on PORT before 127.0.0.1:UPSTREAM, driven through CONTROL (and
@@ -298,18 +312,16 @@ class Stack:
         """nginx and every stockd, the lock service and the database left running."""
         for i in range(1, N_INSTANCES + 1):  # a stopped process could not take SIGTERM
             self.resume(f"stockd/{i}.pid")
-        srv.nginx_stop(self.run)
-        srv.stockd_stop_all(self.run)
+        srv.Nginx(self.run).stop()
+        srv.Stockd.stop_all(self.run)
 
     def stop_servers(self):
         for pidfile in self.proxies:
             proc.stop_pidfile(pidfile, 5)
-        srv.redis_stop(self.run)
-        for n in range(1, len(self.redlock_ports()) + 1):
-            srv.redis_stop(self.run, f"redlock{n}")
-        srv.etcd_cluster_stop(self.run)
-        srv.zk_ensemble_stop(self.run)
-        srv.mysql_stop(self.run)
+        if self.db is None:  # the run directory was not made: nothing started
+            return
+        for server in [self.redis, *self.redlock, self.etcd, self.zk, self.db]:
+            server.stop()
 
     def drop_data(self):
         """Removes the servers' data (about 110 MB a run), keeping their logs."""
@@ -327,13 +339,11 @@ class Stack:
         file under RUN, the command line's marker (proc.signal_ours), how to start it
         again)."""
         if self.mode == "redlock":
-            return [(f"redlock{n}", f"redlock{n}/pid", f"127.0.0.1:{q}".encode(),
-                     lambda q=q, n=n: srv.redis_start(self.run, q, f"redlock{n}"))
-                    for n, q in enumerate(self.redlock_ports(), 1)]
+            return [(r.name, f"{r.name}/pid", f"127.0.0.1:{r.port}".encode(), r.start)
+                    for r in self.redlock]
         if self.mode == "etcd":
-            return [(f"etcd{n}", f"etcd{n}/pid", self.run.encode(),
-                     lambda: srv.etcd_cluster_start(self.run, self.ports["etcd"]))
-                    for n in (1, 2, 3)]
+            return [(m.name, f"{m.name}/pid", self.run.encode(), self.etcd.start)
+                    for m in self.etcd.members]
         return []
 
     def sql(self, *statements):
@@ -375,8 +385,8 @@ class Stack:
         """One line on the stack's state, for a run that failed."""
         parts = [f"stockd-{i} /health {self.health(i)[0]}" for i in range(1, N_INSTANCES + 1)]
         if self.uses_zk:
-            for n in (1, 2, 3):
-                parts.append(f"zk{n} {srv.zk_mode(self.ports['zk'] + n - 1) or 'down'}")
+            for m in self.zk.members:
+                parts.append(f"{m.name} {m.mode() or 'down'}")
         return ", ".join(parts)
 
     # ------------------------------------------------------------ the faults' levers

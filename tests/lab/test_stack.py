@@ -187,7 +187,8 @@ class ShellCopies(unittest.TestCase):
     def test_redis_acl_file_is_written_by_the_shell(self):
         from lab import servers
         with tempfile.TemporaryDirectory() as d:
-            path = servers._redis_auth_conf(d, "s3cret", True, 6390)
+            path = servers.Redis(os.path.dirname(d), 6391, os.path.basename(d), "s3cret", True,
+                                 6390).auth_conf()
             self.assertEqual(os.path.join(d, "auth.conf"), path)
             self.assertEqual(0o600, os.stat(path).st_mode & 0o777)
             with open(path) as f:
