@@ -20,6 +20,7 @@ raises LabError, naming the log, if that does not come. Stopping one that does n
 does nothing, so a server to stop needs only its run directory (and name).
 """
 
+import hashlib
 import json
 import os
 import re
@@ -35,28 +36,6 @@ from . import proc
 from .ports import zk_ensemble_ports
 
 SRC = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-STACK_LIB = os.path.join(SRC, "scripts", "stack-lib.sh")
-
-
-def _stack_lib_argv(command, *args):
-    """The argv of bash running the line COMMAND with stack-lib.sh sourced and ARGS as
-    $1...; when COMMAND execs a server (zk_exec), the pid bash started with is the
-    server's."""
-    return ["bash", "-c", 'source "$0" && ' + command, STACK_LIB] + [str(a) for a in args]
-
-
-def stack_lib(command, *args, env=None):
-    """Runs the bash line COMMAND with scripts/stack-lib.sh sourced and ARGS as $1...
-    What the container images (which have no Python) share with the native servers,
-    the MariaDB install and grants, the zoo.cfg and the JVM's command line, Redis's
-    ACL file, is written there once and used from here. Returns its standard output;
-    raises LabError with its standard error when it fails. Secrets go in ENV, never in
-    ARGS."""
-    r = subprocess.run(_stack_lib_argv(command, *args), env=env, stdin=subprocess.DEVNULL,
-                       capture_output=True, text=True)
-    if r.returncode != 0:
-        raise LabError("stack-lib.sh %s failed: %s" % (command.split()[0], r.stderr.strip()))
-    return r.stdout
 
 
 def await_ready(name, pidfile, port, check, seconds, log):
@@ -188,6 +167,132 @@ def sentinel_primary(port):
     return None
 
 
+# ---------------------------------------------------------------- MariaDB's files
+
+def mysql_install(d, osuser="root"):
+    """Makes the system tables in D/data unless they are there. The server will run as
+    OSUSER; root logs in over the socket with no password. The bootstrap's temporary
+    tables go to D/tmp: in a shared /tmp they have been seen to vanish under it ("Error
+    on delete of '/tmp/#sql-temptable-...'")."""
+    os.makedirs(os.path.join(d, "tmp"), exist_ok=True)
+    if os.path.isdir(os.path.join(d, "data", "mysql")):
+        return
+    with open(os.path.join(d, "install.log"), "wb") as log:
+        r = subprocess.run(["mariadb-install-db", "--no-defaults", "--user=" + osuser,
+                            "--datadir=" + os.path.join(d, "data"),
+                            "--tmpdir=" + os.path.join(d, "tmp"),
+                            "--auth-root-authentication-method=normal", "--skip-test-db"],
+                           stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    if r.returncode != 0:
+        raise LabError("mysql: install-db failed, see %s/install.log:\n%s"
+                       % (d, proc.tail(os.path.join(d, "install.log"), 5)))
+
+
+def sql_quote(s):
+    """S for the inside of a '...' SQL literal (backslashes and quotes escaped), so that
+    a password chosen by a user cannot end the literal."""
+    return s.replace("\\", "\\\\").replace("'", "\\'")
+
+
+def service_user_sql(db, user, password, host):
+    """USER@HOST with PASSWORD, allowed only what a deduction needs: read and update
+    product (and its segments), read the stock view, read and add orders, and take and
+    give back a lock row in stock_lock (db-lock: INSERT, and DELETE with a WHERE on the
+    row, which needs SELECT)."""
+    who = "'%s'@'%s'" % (user, host)
+    pw = sql_quote(password)
+    return ("CREATE USER IF NOT EXISTS %s IDENTIFIED BY '%s';\n"
+            "ALTER USER %s IDENTIFIED BY '%s';\n" % (who, pw, who, pw)
+            + "".join("GRANT %s ON `%s`.%s TO %s;\n" % (what, db, table, who) for what, table in (
+                ("SELECT, UPDATE", "product"), ("SELECT, UPDATE", "product_segment"),
+                ("SELECT", "product_stock"), ("SELECT, INSERT", "orders"),
+                ("SELECT, INSERT, DELETE, UPDATE (expires_at)", "stock_lock"))))
+
+
+# ---------------------------------------------------------------- ZooKeeper's files
+
+ZK_CLASSPATH = "/usr/share/java/zookeeper.jar:/usr/share/java/zookeeper-jute.jar:/usr/share/java/*"
+
+
+def zk_write_cfg(d, port, address="127.0.0.1"):
+    """D/zoo.cfg, the configuration every ZooKeeper of ours uses, listening on ADDRESS
+    (the container gives 0.0.0.0). tickTime 500 and a 1 s minimum session let tests
+    expire sessions in about 2 s. (The container check interval is a JVM property, set
+    by zk_argv: ZooKeeper ignores it here.)"""
+    with open(os.path.join(d, "zoo.cfg"), "w") as f:
+        f.write("tickTime=500\ninitLimit=10\nsyncLimit=5\ndataDir=%s/data\nclientPort=%d\n"
+                "clientPortAddress=%s\nadmin.enableServer=false\n4lw.commands.whitelist=*\n"
+                "minSessionTimeout=1000\nmaxSessionTimeout=60000\nmaxClientCnxns=0\n"
+                % (d, port, address))
+
+
+def zk_ensemble_cfg(d, n, servers):
+    """Makes the server of D (its zoo.cfg written by zk_write_cfg) member N of an
+    ensemble: N in D/data/myid, and one server.I line per SERVER (HOST:QUORUM_PORT:
+    ELECTION_PORT, the I-th is server I). Every member must be given the same list: the
+    containers zk1..zk3 of docker-compose.yml and the native ZkEnsemble."""
+    if not str(n).isdigit() or not 1 <= int(n) <= len(servers):
+        raise LabError("zk: member number '%s' is not one of 1..%d" % (n, len(servers)))
+    with open(os.path.join(d, "data", "myid"), "w") as f:
+        f.write("%d\n" % int(n))
+    with open(os.path.join(d, "zoo.cfg"), "a") as f:
+        f.write("".join("server.%d=%s\n" % (i, s) for i, s in enumerate(servers, 1)))
+
+
+def zk_log4j(d, console=False):
+    """The server's logging, WARN and up, into D/zk.log (or to stdout, for a container)."""
+    appender = ("org.apache.log4j.ConsoleAppender" if console else
+                "org.apache.log4j.FileAppender\nlog4j.appender.F.File=${zookeeper.log.dir}/zk.log")
+    with open(os.path.join(d, "log4j.properties"), "w") as f:
+        f.write("log4j.rootLogger=WARN, F\nlog4j.appender.F=%s\n"
+                "log4j.appender.F.layout=org.apache.log4j.PatternLayout\n"
+                "log4j.appender.F.layout.ConversionPattern=%%d %%p [%%t] %%c{1}: %%m%%n\n"
+                % appender)
+
+
+def zk_argv(d):
+    """The JVM running the server of D/zoo.cfg (the native one and the container's)."""
+    return ["java", "-Xmx256m", "-XX:+UseSerialGC", "-cp", ZK_CLASSPATH,
+            "-Dzookeeper.log.dir=" + d, "-Dlog4j.configuration=file:%s/log4j.properties" % d,
+            "-Dzookeeper.jmx.log4j.disable=true", "-Dznode.container.checkIntervalMs=1000",
+            "org.apache.zookeeper.server.quorum.QuorumPeerMain", os.path.join(d, "zoo.cfg")]
+
+
+# ---------------------------------------------------------------- Redis's files
+
+# With a password, the default user is off and one ACL user (redis_user(), stockd) may
+# run only what lock/redislock.c sends: EVALSHA and SCRIPT LOAD of its two scripts, the
+# commands those scripts call, SUBSCRIBE/UNSUBSCRIBE for waiting and PING for /health,
+# on the keys lock:* and the channels lock:#released:* only. With a Sentinel two more
+# users with the same password: `replica` (a replica's masteruser) and `sentinel`, with
+# the commands Redis's documentation lists for Sentinel. Neither may touch a key.
+REDIS_ACL = ["-@all", "+evalsha", "+script|load", "+exists", "+pttl", "+time", "+incr", "+set",
+             "+get", "+del", "+publish", "+subscribe", "+unsubscribe", "+ping"]
+REDIS_REPLICA_ACL = ["+psync", "+replconf", "+ping"]
+REDIS_SENTINEL_ACL = ["allchannels", "+multi", "+exec", "+slaveof", "+replicaof", "+ping",
+                      "+subscribe", "+config|rewrite", "+role", "+publish", "+info",
+                      "+client|setname", "+client|kill", "+script|kill"]
+
+
+def redis_auth_conf(d, password, replication=False, master=None):
+    """Writes D/auth.conf (0600) for PASSWORD and returns its path. The password reaches
+    the server as its SHA-256, never in argv; a replica's password to its primary
+    (MASTER) is in this file too."""
+    h = hashlib.sha256(password.encode()).hexdigest()
+    text = "user default off\nuser %s reset on #%s ~lock:* resetchannels &lock:#released:* %s\n" % (
+        redis_user(), h, " ".join(REDIS_ACL))
+    if replication:
+        text += "user replica reset on #%s resetchannels -@all %s\n" % (h, " ".join(REDIS_REPLICA_ACL))
+        text += "user sentinel reset on #%s -@all %s\n" % (h, " ".join(REDIS_SENTINEL_ACL))
+    if master:
+        text += 'masteruser replica\nmasterauth "%s"\n' % password
+    path = os.path.join(d, "auth.conf")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    return path
+
+
 # ---------------------------------------------------------------- a server
 
 class Server:
@@ -268,7 +373,7 @@ class MariaDB(Server):
         # The server's temporary tables go where the bootstrap's did (mysql_install says
         # why). Its own pid file is not ours: it rewrites that file as it starts, and a
         # reader that met the file empty took a starting server for one that had exited.
-        stack_lib('mysql_install "$1"', self.run)
+        mysql_install(self.dir)
         proc.spawn(["mariadbd", "--no-defaults", "--user=root",
                     "--datadir=" + os.path.join(self.dir, "data"),
                     "--tmpdir=" + os.path.join(self.dir, "tmp"), "--socket=" + self.socket,
@@ -309,17 +414,34 @@ class MariaDB(Server):
         if r.returncode != 0:
             raise LabError("running %s on %s failed: %s" % (path, db, r.stderr.decode().strip()))
 
-    def grant_service_user(self, db, user, password):
-        """stack-lib.sh's mysql_grant_service_user: USER with PASSWORD from 127.0.0.1 and
-        localhost, allowed only what a deduction needs."""
-        stack_lib('mysql_grant_service_user "$1" "$2" "$3" "$STACK_LIB_PASSWORD"', self.run, db,
-                  user, env=dict(os.environ, STACK_LIB_PASSWORD=password))
+    def sql(self, text, db=None):
+        """Runs the statements TEXT with the mariadb client, as root over the socket
+        (what needs no python3-pymysql: the container's start-up); their output."""
+        r = subprocess.run(["mariadb", "--no-defaults", "-uroot", "-S", self.socket, "-N", "-B"]
+                           + ([db] if db else []), input=text.encode(), capture_output=True)
+        if r.returncode != 0:
+            raise LabError("mariadb: %s" % r.stderr.decode().strip())
+        return r.stdout.decode()
 
-    def create_db(self, db, user, password):
-        """stack-lib.sh's mysql_create_db: DB made again with the schema and the seed, and
-        the service user."""
-        stack_lib('mysql_create_db "$1" "$2" "$3" "$STACK_LIB_PASSWORD"', self.run, db, user,
-                  env=dict(os.environ, STACK_LIB_PASSWORD=password))
+    def answers(self):
+        """It answers a query over the socket (the mariadb client's)."""
+        try:
+            return self.sql("SELECT 1").strip() == "1"
+        except LabError:
+            return False
+
+    def grant_service_user(self, db, user, password, hosts=("127.0.0.1", "localhost")):
+        """USER with PASSWORD from each of HOSTS (the containers give '%': stockd connects
+        from its own container), allowed only what a deduction needs (service_user_sql)."""
+        self.sql("".join(service_user_sql(db, user, password, h) for h in hosts))
+
+    def create_db(self, db, user, password, hosts=("127.0.0.1", "localhost")):
+        """DB made again with the schema and the seed, and the service user."""
+        self.sql("DROP DATABASE IF EXISTS `%s`;\nCREATE DATABASE `%s` CHARACTER SET utf8mb4;\n"
+                 % (db, db))
+        for f in ("schema.sql", "seed.sql"):
+            self.source(db, os.path.join(SRC, "sql", f))
+        self.grant_service_user(db, user, password, hosts)
 
 
 # ---------------------------------------------------------------- ZooKeeper
@@ -332,15 +454,14 @@ class ZooKeeper(Server):
 
     def launch(self):
         os.makedirs(os.path.join(self.dir, "data"), exist_ok=True)
-        stack_lib('zk_write_cfg "$1" "$2"', self.dir, self.port)
+        zk_write_cfg(self.dir, self.port)
         self.exec()
 
     def exec(self):
-        """Runs the server of DIR/zoo.cfg (stack-lib.sh's zk_exec, the container's too),
-        logging into DIR/zk.log."""
-        stack_lib('zk_log4j "$1"', self.dir)
-        proc.spawn(_stack_lib_argv('zk_exec "$1"', self.dir), os.path.join(self.dir, "stdout.log"),
-                   pidfile=self.pidfile)
+        """Runs the server of DIR/zoo.cfg (the container's JVM too), logging into
+        DIR/zk.log."""
+        zk_log4j(self.dir)
+        proc.spawn(zk_argv(self.dir), os.path.join(self.dir, "stdout.log"), pidfile=self.pidfile)
 
     def mode(self):
         """leader, follower or standalone; None when it does not serve."""
@@ -361,9 +482,8 @@ class ZkMember(ZooKeeper):
 
     def launch(self):
         os.makedirs(os.path.join(self.dir, "data"), exist_ok=True)
-        servers = ["127.0.0.1:%d:%d" % (q, e) for _, q, e in self.ports]
-        stack_lib('zk_write_cfg "$1" "$2" && zk_ensemble_cfg "$1" "${@:3}"', self.dir, self.port,
-                  self.n, *servers)
+        zk_write_cfg(self.dir, self.port)
+        zk_ensemble_cfg(self.dir, self.n, ["127.0.0.1:%d:%d" % (q, e) for _, q, e in self.ports])
         self.exec()
 
 
@@ -432,17 +552,10 @@ class Redis(Server):
         self.master = master
         self.user = redis_user() if password else None
 
-    def auth_conf(self):
-        """Writes DIR/auth.conf (0600) with stack-lib.sh's redis_auth_conf (the
-        container's ACL too) and returns its path: the default user off, the users and
-        their commands as it says; the password reaches the server as its SHA-256, never
-        in argv."""
-        env = dict(os.environ, STACK_REDIS_PASSWORD=self.password, STACK_REDIS_USER=redis_user(),
-                   STACK_REDIS_REPLICATION="1" if self.replication else "0")
-        return stack_lib('redis_auth_conf "$1" "$2"', self.dir, self.master or "", env=env)
-
     def launch(self):
-        argv = ["redis-server"] + ([self.auth_conf()] if self.password else [])
+        argv = ["redis-server"]
+        if self.password:
+            argv.append(redis_auth_conf(self.dir, self.password, self.replication, self.master))
         argv += ["--port", str(self.port), "--bind", "127.0.0.1", "--protected-mode", "yes"]
         argv += REDIS_FLAGS
         if self.master:

@@ -1,9 +1,8 @@
 """The lab library for shell scripts: `python3 -m lab.shell FUNCTION ARGS...` runs one
 server of lab/servers.py (a start, a stop, or a question such as the ensemble's
-leader) or lab/shop.py's set_stock, with the argument order of scripts/stack-lib.sh,
-so that the shell helpers of the tests and the load tools handle their servers with
-the same code as scripts/stack (stack-lib.sh's functions of the same names call this,
-CALLS), or reads a stockd's /metrics for the tests' `metric` helper (tests/assert.sh,
+leader) or lab/shop.py's set_stock, so that the shell helpers of the tests and the load
+tools handle their servers with the same code as scripts/stack (stack-lib.sh's
+functions of the same names call this, CALLS), or reads a stockd's /metrics for the tests' `metric` helper (tests/assert.sh,
 QUERIES). Exit 0 on success, 1 with the reason on stderr, 2 on a wrong call.
 
 Settings that stack-lib.sh took from the environment still come from there:
@@ -188,6 +187,11 @@ CALLS = {
     "zk_ensemble_mode": zk_ensemble_mode,
     "zk_leader": lambda first: _print_member(srv.ZkEnsemble("", int(first)).leader()),
     "mysql_set_stock": mysql_set_stock,
+    # The password in STACK_LAB_PASSWORD, never argv (stack-lib.sh's wrappers put it there).
+    "mysql_create_db": lambda run, db, user: srv.MariaDB(run).create_db(
+        db, user, os.environ["STACK_LAB_PASSWORD"]),
+    "mysql_grant_service_user": lambda run, db, user: srv.MariaDB(run).grant_service_user(
+        db, user, os.environ["STACK_LAB_PASSWORD"]),
 }
 
 # What the tests ask (tests/assert.sh, tests/lib.sh, tests/stack/containers.sh): no
