@@ -14,7 +14,6 @@ STACK_PROMETHEUS_INTERVAL, STACK_NGINX_ROUTE and STACK_NGINX_RATE_LIMIT.
 import os
 import sys
 import time
-import urllib.request
 
 from . import LabError
 
@@ -53,22 +52,10 @@ def metric_key(text):
     return samples[0].name, tuple(sorted(samples[0].labels.items()))
 
 
-def _url(target):
-    """A stockd's base URL from a port or a base URL."""
-    return "http://127.0.0.1:%d" % int(target) if target.isdigit() else target.rstrip("/")
-
-
 def _scrapes(targets):
     """lab.prom Scrapes of the /metrics of each target (a stockd's port, or a base URL)."""
     from . import prom
-    out = []
-    for t in targets:
-        try:
-            with urllib.request.urlopen(_url(t) + "/metrics", timeout=10) as r:
-                out.append(prom.parse(r.read().decode("utf-8")))
-        except OSError as e:
-            raise LabError("no /metrics at %s: %s" % (_url(t), e)) from e
-    return out
+    return prom.scrape(targets)
 
 
 def _print_number(v):
