@@ -487,23 +487,23 @@ class ZkMember(ZooKeeper):
         self.exec()
 
 
-class ZkEnsemble:
-    """The three-server ZooKeeper ensemble from port FIRST (lab/ports.py's layout:
-    clients FIRST+0..2, quorum +3..5, election +6..8), members in RUN/zk1..3."""
+class Cluster:
+    """Three members of one server (MEMBER(run, first, n)) from port FIRST, each under
+    RUN/NAMEn; hosts() is stockd's option for all three."""
 
-    def __init__(self, run, first):
+    def __init__(self, run, first, member):
         self.run = run
         self.first = first
-        self.members = [ZkMember(run, first, n) for n in (1, 2, 3)]
+        self.members = [member(run, first, n) for n in (1, 2, 3)]
 
     def start(self, members=(1, 2, 3), wait=True):
-        """Starts MEMBERS that do not run (the config is written the first time); with
-        WAIT returns once each of them serves as leader or follower (which needs a
-        quorum: another member must be up)."""
+        """Starts MEMBERS that do not run; with WAIT returns once each of them is ready
+        (which needs a quorum: another member must be up)."""
         for n in members:
-            if not self.members[n - 1].running():
-                os.makedirs(self.members[n - 1].dir, exist_ok=True)
-                self.members[n - 1].launch()
+            m = self.members[n - 1]
+            if not m.running():
+                os.makedirs(m.dir, exist_ok=True)
+                m.launch()
         if wait:
             for n in members:
                 self.members[n - 1].await_ready()
@@ -514,8 +514,16 @@ class ZkEnsemble:
             m.stop()
 
     def hosts(self):
-        """stockd's --zk for the ensemble: all three members."""
         return ",".join("127.0.0.1:%d" % m.port for m in self.members)
+
+
+class ZkEnsemble(Cluster):
+    """The three-server ZooKeeper ensemble from port FIRST (lab/ports.py's layout:
+    clients FIRST+0..2, quorum +3..5, election +6..8), members in RUN/zk1..3; a member's
+    config is written the first time it starts."""
+
+    def __init__(self, run, first):
+        super().__init__(run, first, ZkMember)
 
     def leader(self):
         """The member (1..3) that serves as leader, or None."""
@@ -653,32 +661,11 @@ class EtcdMember(Etcd):
         return peers[self.n - 1], ",".join("e%d=%s" % (n, p) for n, p in enumerate(peers, 1))
 
 
-class EtcdCluster:
+class EtcdCluster(Cluster):
     """A three-member etcd cluster from port FIRST, members in RUN/etcd1..3."""
 
     def __init__(self, run, first):
-        self.run = run
-        self.first = first
-        self.members = [EtcdMember(run, first, n) for n in (1, 2, 3)]
-
-    def start(self):
-        """Starts the members that do not run; returns once each is healthy (which needs
-        a quorum)."""
-        for m in self.members:
-            if not m.running():
-                os.makedirs(m.dir, exist_ok=True)
-                m.launch()
-        for m in self.members:
-            m.await_ready()
-        return self
-
-    def stop(self):
-        for m in self.members:
-            m.stop()
-
-    def hosts(self):
-        """stockd's --etcd for the cluster."""
-        return ",".join("127.0.0.1:%d" % m.port for m in self.members)
+        super().__init__(run, first, EtcdMember)
 
     def leader(self):
         """The member (1..3) that answers as its own leader (the status's leader is its
