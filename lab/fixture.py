@@ -29,12 +29,12 @@ def main(argv=None):
     try:
         if argv == ["up"]:
             os.makedirs(run, exist_ok=True)
-            srv.mysql_start(run, int(env["STOCKD_TEST_MYSQL_PORT"]))
-            srv.zk_start(run, _port(env["STOCKD_TEST_ZK"]))
-            srv.redis_start(run, _port(env["STOCKD_TEST_REDIS"]))
+            srv.MariaDB(run, int(env["STOCKD_TEST_MYSQL_PORT"])).start()
+            srv.ZooKeeper(run, _port(env["STOCKD_TEST_ZK"])).start()
+            srv.Redis(run, _port(env["STOCKD_TEST_REDIS"])).start()
             for n, port in enumerate(redlock, 1):
-                srv.redis_start(run, port, "redlock%d" % n)
-            srv.etcd_start(run, _port(env["STOCKD_TEST_ETCD"]))
+                srv.Redis(run, port, "redlock%d" % n).start()
+            srv.Etcd(run, _port(env["STOCKD_TEST_ETCD"])).start()
             print("servers: mysql on %s, zookeeper on %s, redis on %s, redlock on %s, etcd on %s, under %s"
                   % (env["STOCKD_TEST_MYSQL_PORT"], env["STOCKD_TEST_ZK"], env["STOCKD_TEST_REDIS"],
                      env.get("STOCKD_TEST_REDLOCK", ""), env["STOCKD_TEST_ETCD"], run))
@@ -43,15 +43,15 @@ def main(argv=None):
             for f in glob.glob(os.path.join(run, "t", "*", "stockd", "*.pid")):
                 proc.stop_pidfile(f, 5)
             for d in glob.glob(os.path.join(run, "t", "*", "nginx")):
-                srv.nginx_stop(os.path.dirname(d))
+                srv.Nginx(os.path.dirname(d)).stop()
             for f in glob.glob(os.path.join(run, "t", "*", "*", "pid")):
                 proc.stop_pidfile(f, 10)
-            srv.redis_stop(run)
+            srv.Redis(run).stop()
             for n in range(1, len(redlock) + 1):
-                srv.redis_stop(run, "redlock%d" % n)
-            srv.etcd_stop(run)
-            srv.zk_stop(run)
-            srv.mysql_stop(run)
+                srv.Redis(run, name="redlock%d" % n).stop()
+            srv.Etcd(run).stop()
+            srv.ZooKeeper(run).stop()
+            srv.MariaDB(run).stop()
             print("servers: stopped")
     except LabError as e:
         print("servers: %s" % e, file=sys.stderr)

@@ -1,5 +1,5 @@
 """The nginx configuration, rendered from the one template nginx/nginx.conf.in for the
-native stack (lab/servers.py nginx_start) and for the container image
+native stack (lab/servers.py, Nginx) and for the container image
 (docker/nginx/entrypoint.sh runs `python3 -m lab.nginx container`).
 
 The template's marker lines, each a comment alone on its line, are replaced with

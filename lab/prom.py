@@ -40,6 +40,24 @@ def parse(text):
     return s
 
 
+def scrape(targets, timeout=10):
+    """The Scrapes of the /metrics of each stockd in TARGETS (a port, or a base URL), in
+    their order; LabError naming the first that gives none. The one scrape of N
+    instances: the tests' metric helpers (lab/shell.py), report, cpu and memory."""
+    import urllib.request
+    from . import LabError
+    out = []
+    for t in targets:
+        t = str(t)
+        url = ("http://127.0.0.1:%d" % int(t) if t.isdigit() else t.rstrip("/")) + "/metrics"
+        try:
+            with urllib.request.urlopen(url, timeout=timeout) as r:
+                out.append(parse(r.read().decode("utf-8")))
+        except (OSError, ValueError) as e:
+            raise LabError("no /metrics at %s: %s" % (url, e)) from e
+    return out
+
+
 def delta(befores, afters):
     """after - before summed over the instances (lists of Scrapes, any order)."""
     d = Scrape()

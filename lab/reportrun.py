@@ -20,7 +20,6 @@ import subprocess
 import sys
 import threading
 import time
-import urllib.request
 
 from . import LabError, ledger, loadgen, prom
 from . import stack as stackmod
@@ -32,11 +31,12 @@ SPREAD_LO = 1001  # the spread's products are 1001..1000+N
 
 
 class Failed(Exception):
-    """A run failed: loadtest/report exits 1 with the message."""
+    """A run failed: the load tool (report, cpu, memory) exits 1 with the message."""
 
 
-def note(msg):
-    print(f"report: {msg}", file=sys.stderr, flush=True)
+def note(msg, tool="report"):
+    """A progress note of a load tool (report, cpu, memory) on stderr."""
+    print(f"{tool}: {msg}", file=sys.stderr, flush=True)
 
 
 def command_line(prog, args):
@@ -236,14 +236,7 @@ class Bench:
     # ---------------------------------------------------------------- reading
 
     def scrape(self):
-        out = []
-        for port in self.stack.stockd_ports():
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
-                    out.append(prom.parse(r.read().decode()))
-            except (OSError, ValueError) as e:
-                raise Failed(f"no /metrics from stockd on port {port}: {e}")
-        return out
+        return prom.scrape(self.stack.stockd_ports())
 
     def books(self, lo, hi):
         """(stock summed, orders rows, products below 0) of products lo..hi, read in one

@@ -1,16 +1,26 @@
-"""The real servers of the stack, each started, checked and stopped here once:
-MariaDB, ZooKeeper (standalone or a three-server ensemble), Redis (and Sentinel),
-etcd, Prometheus, stockd and nginx.
+"""The real servers of the stack, one class each: MariaDB, ZooKeeper (standalone, or a
+ZkEnsemble of three), Redis (and Sentinel), Etcd (or an EtcdCluster of three),
+Prometheus, Stockd and Nginx. A server is an object built from its run directory and
+its port (lab/ports.py's layout gives the ports), as PostgreSQL's PostgreSQL::Test::Cluster
+and memcached's new_memcached hand a test a handle:
+
+    db = MariaDB(run, 5306).start()     # returns once it answers a query
+    db.create_db("shop", "stockd", pw)
+    zk = ZkEnsemble(run, 5310).start()  # three members, once they serve
+    zk.leader(), zk.hosts()
+    db.stop(); zk.stop()
 
 Every server lives in a directory of its own under one run directory RUN (RUN/mysql,
 RUN/zk, RUN/zk1..3, RUN/redis, RUN/redlock1..3, RUN/etcd, RUN/prometheus, RUN/stockd,
-RUN/nginx), listens on loopback on the port it is given and writes its pid to RUN/NAME/pid
-(nginx: RUN/nginx/nginx.pid, stockd: RUN/stockd/I.pid). Starting a server that runs
-already does nothing. A start returns once the server answers (a query, srvr, PING,
-/health) from the process we started; it raises LabError, naming the log, if it does
-not.
+RUN/nginx), listens on loopback on its port and writes its pid to RUN/NAME/pid (nginx:
+RUN/nginx/nginx.pid, stockd: RUN/stockd/I.pid). Each has start, stop, ready and pid.
+Starting a server that runs does nothing (a stockd is started again; nginx and
+Prometheus reload). start returns once ready() is true for the process we started; it
+raises LabError, naming the log, if that does not come. Stopping one that does not run
+does nothing, so a server to stop needs only its run directory (and name).
 """
 
+import hashlib
 import json
 import os
 import re
@@ -26,34 +36,6 @@ from . import proc
 from .ports import zk_ensemble_ports
 
 SRC = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-STACK_LIB = os.path.join(SRC, "scripts", "stack-lib.sh")
-
-
-def _stack_lib_argv(command, *args):
-    """The argv of bash running the line COMMAND with stack-lib.sh sourced and ARGS as
-    $1...; when COMMAND execs a server (zk_exec), the pid bash started with is the
-    server's."""
-    return ["bash", "-c", 'source "$0" && ' + command, STACK_LIB] + [str(a) for a in args]
-
-
-def stack_lib(command, *args, env=None):
-    """Runs the bash line COMMAND with scripts/stack-lib.sh sourced and ARGS as $1...
-    What the container images (which have no Python) share with the native servers,
-    the MariaDB install and grants, the zoo.cfg and the JVM's command line, Redis's
-    ACL file, is written there once and used from here. Returns its standard output;
-    raises LabError with its standard error when it fails. Secrets go in ENV, never in
-    ARGS."""
-    r = subprocess.run(_stack_lib_argv(command, *args), env=env, stdin=subprocess.DEVNULL,
-                       capture_output=True, text=True)
-    if r.returncode != 0:
-        raise LabError("stack-lib.sh %s failed: %s" % (command.split()[0], r.stderr.strip()))
-    return r.stdout
-
-
-def _dir(run, name):
-    d = os.path.join(run, name)
-    os.makedirs(d, exist_ok=True)
-    return d
 
 
 def await_ready(name, pidfile, port, check, seconds, log):
@@ -165,207 +147,13 @@ def redis_ping(port, user=None, password=None):
         return False
 
 
-# ---------------------------------------------------------------- MariaDB
 
-# The server settings of every MariaDB of ours (the native stack's and the container's,
-# docker/mariadb): durable defaults are kept on purpose, to behave like production.
-MYSQL_FLAGS = ["--max-connections=2000", "--skip-name-resolve", "--innodb-buffer-pool-size=128M"]
+def etcd_healthy(port):
+    return '"health":"true"' in http_text("http://127.0.0.1:%d/health" % port, 3)
 
 
-def mysql_socket(run):
-    return os.path.join(run, "mysql", "sock")
-
-
-def mysql_connect(run, db=None):
-    """A pymysql connection as root over the private socket (autocommit on)."""
-    import pymysql  # Debian's python3-pymysql; only the MariaDB functions need it
-    return pymysql.connect(unix_socket=mysql_socket(run), user="root", password="",
-                           database=db, autocommit=True, connect_timeout=5)
-
-
-def mysql_query(run, sql, args=None, db=None):
-    """Runs one parameterised statement; returns its rows."""
-    con = mysql_connect(run, db)
-    try:
-        with con.cursor() as cur:
-            cur.execute(sql, args)
-            return cur.fetchall()
-    finally:
-        con.close()
-
-
-def mysql_source(run, db, path):
-    """Runs the SQL file PATH on DB with the mariadb client (files of many statements)."""
-    with open(path, "rb") as f:
-        r = subprocess.run(["mariadb", "--no-defaults", "-uroot", "-S", mysql_socket(run), db],
-                           stdin=f, capture_output=True)
-    if r.returncode != 0:
-        raise LabError("running %s on %s failed: %s" % (path, db, r.stderr.decode().strip()))
-
-
-def mysql_up(run, port=None):
-    """True if the MariaDB of RUN runs and answers a query (on PORT, if given)."""
-    if not proc.pid_alive(os.path.join(run, "mysql", "pid")):
-        return False
-    try:
-        rows = mysql_query(run, "SELECT @@port")
-    except Exception:
-        return False
-    return port is None or int(rows[0][0]) == port
-
-
-def mysql_start(run, port, env=None):
-    """Initialises (the first time) and starts a private MariaDB on 127.0.0.1:PORT, in
-    the environment ENV (None: ours; the nemesis's clock faults preload libfaketime)."""
-    d = _dir(run, "mysql")
-    pidfile = os.path.join(d, "pid")
-    if proc.pid_alive(pidfile):
-        return
-    # The server's temporary tables go where the bootstrap's did (mysql_install says why).
-    # Its own pid file is not ours: it rewrites that file as it starts, and a reader
-    # that met the file empty took a starting server for one that had exited.
-    stack_lib('mysql_install "$1"', run)
-    tmp = os.path.join(d, "tmp")
-    log = os.path.join(d, "error.log")
-    proc.spawn(["mariadbd", "--no-defaults", "--user=root", "--datadir=" + os.path.join(d, "data"),
-                "--tmpdir=" + tmp,
-                "--socket=" + mysql_socket(run), "--port=%d" % port, "--bind-address=127.0.0.1",
-                "--pid-file=" + os.path.join(d, "mariadbd.pid")] + MYSQL_FLAGS + ["--log-error=" + log],
-               None, env=env, pidfile=pidfile)
-    await_ready("MariaDB", pidfile, port, lambda: mysql_up(run, port), 60, log)
-
-
-def mysql_stop(run):
-    proc.stop_pidfile(os.path.join(run, "mysql", "pid"), 60)
-
-
-def mysql_grant_service_user(run, db, user, password):
-    """stack-lib.sh's mysql_grant_service_user: USER with PASSWORD from 127.0.0.1 and
-    localhost, allowed only what a deduction needs."""
-    stack_lib('mysql_grant_service_user "$1" "$2" "$3" "$STACK_LIB_PASSWORD"', run, db, user,
-              env=dict(os.environ, STACK_LIB_PASSWORD=password))
-
-
-def mysql_create_db(run, db, user, password):
-    """stack-lib.sh's mysql_create_db: DB made again with the schema and the seed, and
-    the service user."""
-    stack_lib('mysql_create_db "$1" "$2" "$3" "$STACK_LIB_PASSWORD"', run, db, user,
-              env=dict(os.environ, STACK_LIB_PASSWORD=password))
-
-
-# ---------------------------------------------------------------- ZooKeeper
-
-def _zk_launch(d):
-    """Runs the server of D/zoo.cfg (stack-lib.sh's zk_exec, the container's too),
-    logging into D/zk.log."""
-    stack_lib('zk_log4j "$1"', d)
-    proc.spawn(_stack_lib_argv('zk_exec "$1"', d), os.path.join(d, "stdout.log"),
-               pidfile=os.path.join(d, "pid"))
-
-
-def zk_start(run, port, name="zk"):
-    """A standalone ZooKeeper under RUN/NAME; returns once it serves (srvr has a Mode:
-    ruok answers imok earlier than that)."""
-    d = _dir(run, name)
-    os.makedirs(os.path.join(d, "data"), exist_ok=True)
-    pidfile = os.path.join(d, "pid")
-    if proc.pid_alive(pidfile):
-        return
-    stack_lib('zk_write_cfg "$1" "$2"', d, port)
-    _zk_launch(d)
-    await_ready("ZooKeeper", pidfile, port, lambda: zk_mode(port) is not None, 60,
-                os.path.join(d, "zk.log"))
-
-
-def zk_stop(run, name="zk"):
-    proc.stop_pidfile(os.path.join(run, name, "pid"), 20)
-
-
-def zk_ensemble_hosts(first):
-    """stockd's --zk for the ensemble from FIRST: all three members."""
-    return ",".join("127.0.0.1:%d" % c for c, _, _ in zk_ensemble_ports(first))
-
-
-def zk_ensemble_start(run, first, members=(1, 2, 3), wait=True):
-    """Members MEMBERS of the three-server ensemble from port FIRST (member N in
-    RUN/zkN; the config is written the first time); with WAIT returns once each of them
-    serves as leader or follower (which needs a quorum: another member must be up)."""
-    ports = zk_ensemble_ports(first)
-    servers = ["127.0.0.1:%d:%d" % (q, e) for _, q, e in ports]
-    for n in members:
-        client = ports[n - 1][0]
-        d = _dir(run, "zk%d" % n)
-        os.makedirs(os.path.join(d, "data"), exist_ok=True)
-        if proc.pid_alive(os.path.join(d, "pid")):
-            continue
-        stack_lib('zk_write_cfg "$1" "$2" && zk_ensemble_cfg "$1" "${@:3}"', d, client, n, *servers)
-        _zk_launch(d)
-    if not wait:
-        return
-    for n in members:
-        client = ports[n - 1][0]
-        d = os.path.join(run, "zk%d" % n)
-        await_ready("ZooKeeper zk%d" % n, os.path.join(d, "pid"), client,
-                    lambda c=client: zk_mode(c) is not None, 60, os.path.join(d, "zk.log"))
-
-
-def zk_ensemble_stop(run):
-    for n in (1, 2, 3):
-        zk_stop(run, "zk%d" % n)
-
-
-def zk_leader(first):
-    """The member (1..3) of the ensemble from port FIRST that serves as leader, or None."""
-    for n, (client, _, _) in enumerate(zk_ensemble_ports(first), 1):
-        if zk_mode(client) == "leader":
-            return n
-    return None
-
-
-# ---------------------------------------------------------------- Redis
-
-# No persistence: the lock keys are leases, and the fencing counter survives a restart
-# through its clock floor (lock/redislock.c).
-REDIS_FLAGS = ["--save", "", "--appendonly", "no", "--daemonize", "no"]
-
-
-def redis_user():
-    return os.environ.get("STACK_REDIS_USER") or "stockd"
-
-
-def _redis_auth_conf(d, password, replication, master):
-    """Writes D/auth.conf (0600) for PASSWORD with stack-lib.sh's redis_auth_conf (the
-    container's ACL too) and returns its path: the default user off, the users and
-    their commands as it says; the password reaches the server as its SHA-256, never in
-    argv."""
-    env = dict(os.environ, STACK_REDIS_PASSWORD=password, STACK_REDIS_USER=redis_user(),
-               STACK_REDIS_REPLICATION="1" if replication else "0")
-    return stack_lib('redis_auth_conf "$1" "$2"', d, master or "", env=env)
-
-
-def redis_start(run, port, name="redis", password=None, replication=False, master=None):
-    """A private redis-server under RUN/NAME on 127.0.0.1:PORT, protected mode on; with
-    PASSWORD only the ACL user (redis_user()) may log in; with MASTER a replica of the
-    Redis on that port."""
-    d = _dir(run, name)
-    pidfile = os.path.join(d, "pid")
-    if proc.pid_alive(pidfile):
-        return
-    argv = ["redis-server"]
-    if password:
-        argv.append(_redis_auth_conf(d, password, replication, master))
-    argv += ["--port", str(port), "--bind", "127.0.0.1", "--protected-mode", "yes"] + REDIS_FLAGS
-    if master:
-        argv += ["--replicaof", "127.0.0.1", str(master)]
-    log = os.path.join(d, "redis.log")
-    argv += ["--dir", d, "--logfile", log]
-    proc.spawn(argv, None, pidfile=pidfile)
-    user = redis_user() if password else None
-    await_ready("Redis %s" % name, pidfile, port, lambda: redis_ping(port, user, password), 20, log)
-
-
-def redis_stop(run, name="redis"):
-    proc.stop_pidfile(os.path.join(run, name, "pid"), 10)
+def prometheus_ready(port):
+    return http_status("http://127.0.0.1:%d/-/ready" % port) == 200
 
 
 def sentinel_primary(port):
@@ -379,241 +167,680 @@ def sentinel_primary(port):
     return None
 
 
-def sentinel_start(run, port, master, password=None, name="sentinel"):
-    """A redis-sentinel on PORT watching the primary on MASTER as `stockd`, quorum 1:
-    it calls the primary down after 1 s and promotes a replica; failover-timeout 60 s."""
-    d = _dir(run, name)
-    pidfile = os.path.join(d, "pid")
-    if proc.pid_alive(pidfile):
+# ---------------------------------------------------------------- MariaDB's files
+
+def mysql_install(d, osuser="root"):
+    """Makes the system tables in D/data unless they are there. The server will run as
+    OSUSER; root logs in over the socket with no password. The bootstrap's temporary
+    tables go to D/tmp: in a shared /tmp they have been seen to vanish under it ("Error
+    on delete of '/tmp/#sql-temptable-...'")."""
+    os.makedirs(os.path.join(d, "tmp"), exist_ok=True)
+    if os.path.isdir(os.path.join(d, "data", "mysql")):
         return
-    conf = os.path.join(d, "sentinel.conf")
-    text = ("port %d\nbind 127.0.0.1\nprotected-mode no\ndaemonize no\ndir %s\n"
-            "logfile %s/sentinel.log\nsentinel monitor stockd 127.0.0.1 %d 1\n"
-            "sentinel down-after-milliseconds stockd 1000\nsentinel failover-timeout stockd 60000\n"
-            % (port, d, d, master))
-    if password:
-        text += 'sentinel auth-user stockd sentinel\nsentinel auth-pass stockd "%s"\n' % password
-    fd = os.open(conf, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with open(os.path.join(d, "install.log"), "wb") as log:
+        r = subprocess.run(["mariadb-install-db", "--no-defaults", "--user=" + osuser,
+                            "--datadir=" + os.path.join(d, "data"),
+                            "--tmpdir=" + os.path.join(d, "tmp"),
+                            "--auth-root-authentication-method=normal", "--skip-test-db"],
+                           stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    if r.returncode != 0:
+        raise LabError("mysql: install-db failed, see %s/install.log:\n%s"
+                       % (d, proc.tail(os.path.join(d, "install.log"), 5)))
+
+
+def sql_quote(s):
+    """S for the inside of a '...' SQL literal (backslashes and quotes escaped), so that
+    a password chosen by a user cannot end the literal."""
+    return s.replace("\\", "\\\\").replace("'", "\\'")
+
+
+def service_user_sql(db, user, password, host):
+    """USER@HOST with PASSWORD, allowed only what a deduction needs: read and update
+    product (and its segments), read the stock view, read and add orders, and take and
+    give back a lock row in stock_lock (db-lock: INSERT, and DELETE with a WHERE on the
+    row, which needs SELECT)."""
+    who = "'%s'@'%s'" % (user, host)
+    pw = sql_quote(password)
+    return ("CREATE USER IF NOT EXISTS %s IDENTIFIED BY '%s';\n"
+            "ALTER USER %s IDENTIFIED BY '%s';\n" % (who, pw, who, pw)
+            + "".join("GRANT %s ON `%s`.%s TO %s;\n" % (what, db, table, who) for what, table in (
+                ("SELECT, UPDATE", "product"), ("SELECT, UPDATE", "product_segment"),
+                ("SELECT", "product_stock"), ("SELECT, INSERT", "orders"),
+                ("SELECT, INSERT, DELETE, UPDATE (expires_at)", "stock_lock"))))
+
+
+# ---------------------------------------------------------------- ZooKeeper's files
+
+ZK_CLASSPATH = "/usr/share/java/zookeeper.jar:/usr/share/java/zookeeper-jute.jar:/usr/share/java/*"
+
+
+def zk_write_cfg(d, port, address="127.0.0.1"):
+    """D/zoo.cfg, the configuration every ZooKeeper of ours uses, listening on ADDRESS
+    (the container gives 0.0.0.0). tickTime 500 and a 1 s minimum session let tests
+    expire sessions in about 2 s. (The container check interval is a JVM property, set
+    by zk_argv: ZooKeeper ignores it here.)"""
+    with open(os.path.join(d, "zoo.cfg"), "w") as f:
+        f.write("tickTime=500\ninitLimit=10\nsyncLimit=5\ndataDir=%s/data\nclientPort=%d\n"
+                "clientPortAddress=%s\nadmin.enableServer=false\n4lw.commands.whitelist=*\n"
+                "minSessionTimeout=1000\nmaxSessionTimeout=60000\nmaxClientCnxns=0\n"
+                % (d, port, address))
+
+
+def zk_ensemble_cfg(d, n, servers):
+    """Makes the server of D (its zoo.cfg written by zk_write_cfg) member N of an
+    ensemble: N in D/data/myid, and one server.I line per SERVER (HOST:QUORUM_PORT:
+    ELECTION_PORT, the I-th is server I). Every member must be given the same list: the
+    containers zk1..zk3 of docker-compose.yml and the native ZkEnsemble."""
+    if not str(n).isdigit() or not 1 <= int(n) <= len(servers):
+        raise LabError("zk: member number '%s' is not one of 1..%d" % (n, len(servers)))
+    with open(os.path.join(d, "data", "myid"), "w") as f:
+        f.write("%d\n" % int(n))
+    with open(os.path.join(d, "zoo.cfg"), "a") as f:
+        f.write("".join("server.%d=%s\n" % (i, s) for i, s in enumerate(servers, 1)))
+
+
+def zk_log4j(d, console=False):
+    """The server's logging, WARN and up, into D/zk.log (or to stdout, for a container)."""
+    appender = ("org.apache.log4j.ConsoleAppender" if console else
+                "org.apache.log4j.FileAppender\nlog4j.appender.F.File=${zookeeper.log.dir}/zk.log")
+    with open(os.path.join(d, "log4j.properties"), "w") as f:
+        f.write("log4j.rootLogger=WARN, F\nlog4j.appender.F=%s\n"
+                "log4j.appender.F.layout=org.apache.log4j.PatternLayout\n"
+                "log4j.appender.F.layout.ConversionPattern=%%d %%p [%%t] %%c{1}: %%m%%n\n"
+                % appender)
+
+
+def zk_argv(d):
+    """The JVM running the server of D/zoo.cfg (the native one and the container's)."""
+    return ["java", "-Xmx256m", "-XX:+UseSerialGC", "-cp", ZK_CLASSPATH,
+            "-Dzookeeper.log.dir=" + d, "-Dlog4j.configuration=file:%s/log4j.properties" % d,
+            "-Dzookeeper.jmx.log4j.disable=true", "-Dznode.container.checkIntervalMs=1000",
+            "org.apache.zookeeper.server.quorum.QuorumPeerMain", os.path.join(d, "zoo.cfg")]
+
+
+# ---------------------------------------------------------------- Redis's files
+
+# With a password, the default user is off and one ACL user (redis_user(), stockd) may
+# run only what lock/redislock.c sends: EVALSHA and SCRIPT LOAD of its two scripts, the
+# commands those scripts call, SUBSCRIBE/UNSUBSCRIBE for waiting and PING for /health,
+# on the keys lock:* and the channels lock:#released:* only. With a Sentinel two more
+# users with the same password: `replica` (a replica's masteruser) and `sentinel`, with
+# the commands Redis's documentation lists for Sentinel. Neither may touch a key.
+REDIS_ACL = ["-@all", "+evalsha", "+script|load", "+exists", "+pttl", "+time", "+incr", "+set",
+             "+get", "+del", "+publish", "+subscribe", "+unsubscribe", "+ping"]
+REDIS_REPLICA_ACL = ["+psync", "+replconf", "+ping"]
+REDIS_SENTINEL_ACL = ["allchannels", "+multi", "+exec", "+slaveof", "+replicaof", "+ping",
+                      "+subscribe", "+config|rewrite", "+role", "+publish", "+info",
+                      "+client|setname", "+client|kill", "+script|kill"]
+
+
+def redis_auth_conf(d, password, replication=False, master=None):
+    """Writes D/auth.conf (0600) for PASSWORD and returns its path. The password reaches
+    the server as its SHA-256, never in argv; a replica's password to its primary
+    (MASTER) is in this file too."""
+    h = hashlib.sha256(password.encode()).hexdigest()
+    text = "user default off\nuser %s reset on #%s ~lock:* resetchannels &lock:#released:* %s\n" % (
+        redis_user(), h, " ".join(REDIS_ACL))
+    if replication:
+        text += "user replica reset on #%s resetchannels -@all %s\n" % (h, " ".join(REDIS_REPLICA_ACL))
+        text += "user sentinel reset on #%s -@all %s\n" % (h, " ".join(REDIS_SENTINEL_ACL))
+    if master:
+        text += 'masteruser replica\nmasterauth "%s"\n' % password
+    path = os.path.join(d, "auth.conf")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as f:
         f.write(text)
-    proc.spawn(["redis-sentinel", conf], None, pidfile=pidfile)
-    await_ready("redis-sentinel", pidfile, port, lambda: sentinel_primary(port) is not None, 20,
-                os.path.join(d, "sentinel.log"))
+    return path
 
 
-def sentinel_stop(run, name="sentinel"):
-    proc.stop_pidfile(os.path.join(run, name, "pid"), 10)
+# ---------------------------------------------------------------- a server
+
+class Server:
+    """One server of ours under RUN/NAME on 127.0.0.1:PORT. A subclass says how it is
+    launched (launch: spawn the process, its pid in pidfile) and when it is ready."""
+
+    title = "server"  # its name in messages
+    log_name = "server.log"  # its log, in its directory
+    start_s = 20  # how long start waits for ready()
+    stop_s = 20  # how long stop waits after SIGTERM before SIGKILL
+
+    default_name = "server"
+
+    def __init__(self, run, port=None, name=None):
+        self.run = run
+        self.port = port
+        self.name = name or self.default_name
+        self.dir = os.path.join(run, self.name)
+        self.pidfile = os.path.join(self.dir, "pid")
+        self.log = os.path.join(self.dir, self.log_name)
+
+    @property
+    def pid(self):
+        """The pid of the running server, or None."""
+        pid = proc.read_pid(self.pidfile)
+        return pid if pid is not None and proc.pid_runs(pid) else None
+
+    def running(self):
+        return proc.pid_alive(self.pidfile)
+
+    def ready(self):
+        """True when the server serves (a query, srvr, PING, /health)."""
+        raise NotImplementedError
+
+    def up(self):
+        """It runs and serves (what `scripts/stack status` calls up)."""
+        return self.running() and self.ready()
+
+    def start(self):
+        """Starts it unless it runs; returns self once it is ready."""
+        if self.running():
+            return self
+        os.makedirs(self.dir, exist_ok=True)
+        self.launch()
+        self.await_ready()
+        return self
+
+    def await_ready(self):
+        await_ready(self.title, self.pidfile, self.port, self.ready, self.start_s, self.log)
+
+    def launch(self):
+        raise NotImplementedError
+
+    def stop(self):
+        proc.stop_pidfile(self.pidfile, self.stop_s)
+
+
+# ---------------------------------------------------------------- MariaDB
+
+# The server settings of every MariaDB of ours (the native stack's and the container's,
+# docker/mariadb): durable defaults are kept on purpose, to behave like production.
+MYSQL_FLAGS = ["--max-connections=2000", "--skip-name-resolve", "--innodb-buffer-pool-size=128M"]
+
+
+class MariaDB(Server):
+    """A private MariaDB under RUN/mysql on 127.0.0.1:PORT; root logs in over its
+    socket, RUN/mysql/sock, with no password. ENV: the server's environment (None: ours;
+    the nemesis's clock faults preload libfaketime)."""
+
+    title, default_name, log_name, start_s, stop_s = "MariaDB", "mysql", "error.log", 60, 60
+
+    def __init__(self, run, port=None, env=None):
+        super().__init__(run, port)
+        self.env = env
+        self.socket = os.path.join(self.dir, "sock")
+
+    def launch(self):
+        # The server's temporary tables go where the bootstrap's did (mysql_install says
+        # why). Its own pid file is not ours: it rewrites that file as it starts, and a
+        # reader that met the file empty took a starting server for one that had exited.
+        mysql_install(self.dir)
+        proc.spawn(["mariadbd", "--no-defaults", "--user=root",
+                    "--datadir=" + os.path.join(self.dir, "data"),
+                    "--tmpdir=" + os.path.join(self.dir, "tmp"), "--socket=" + self.socket,
+                    "--port=%d" % self.port, "--bind-address=127.0.0.1",
+                    "--pid-file=" + os.path.join(self.dir, "mariadbd.pid")]
+                   + MYSQL_FLAGS + ["--log-error=" + self.log],
+                   None, env=self.env, pidfile=self.pidfile)
+
+    def ready(self):
+        """It answers a query (on PORT, when one was given)."""
+        try:
+            rows = self.query("SELECT @@port")
+        except Exception:
+            return False
+        return self.port is None or int(rows[0][0]) == self.port
+
+    def connect(self, db=None):
+        """A pymysql connection as root over the private socket (autocommit on)."""
+        import pymysql  # Debian's python3-pymysql; only MariaDB's queries need it
+        return pymysql.connect(unix_socket=self.socket, user="root", password="",
+                               database=db, autocommit=True, connect_timeout=5)
+
+    def query(self, sql, args=None, db=None):
+        """Runs one parameterised statement; returns its rows."""
+        con = self.connect(db)
+        try:
+            with con.cursor() as cur:
+                cur.execute(sql, args)
+                return cur.fetchall()
+        finally:
+            con.close()
+
+    def source(self, db, path):
+        """Runs the SQL file PATH on DB with the mariadb client (files of many statements)."""
+        with open(path, "rb") as f:
+            r = subprocess.run(["mariadb", "--no-defaults", "-uroot", "-S", self.socket, db],
+                               stdin=f, capture_output=True)
+        if r.returncode != 0:
+            raise LabError("running %s on %s failed: %s" % (path, db, r.stderr.decode().strip()))
+
+    def sql(self, text, db=None):
+        """Runs the statements TEXT with the mariadb client, as root over the socket
+        (what needs no python3-pymysql: the container's start-up); their output."""
+        r = subprocess.run(["mariadb", "--no-defaults", "-uroot", "-S", self.socket, "-N", "-B"]
+                           + ([db] if db else []), input=text.encode(), capture_output=True)
+        if r.returncode != 0:
+            raise LabError("mariadb: %s" % r.stderr.decode().strip())
+        return r.stdout.decode()
+
+    def answers(self):
+        """It answers a query over the socket (the mariadb client's)."""
+        try:
+            return self.sql("SELECT 1").strip() == "1"
+        except LabError:
+            return False
+
+    def grant_service_user(self, db, user, password, hosts=("127.0.0.1", "localhost")):
+        """USER with PASSWORD from each of HOSTS (the containers give '%': stockd connects
+        from its own container), allowed only what a deduction needs (service_user_sql)."""
+        self.sql("".join(service_user_sql(db, user, password, h) for h in hosts))
+
+    def create_db(self, db, user, password, hosts=("127.0.0.1", "localhost")):
+        """DB made again with the schema and the seed, and the service user."""
+        self.sql("DROP DATABASE IF EXISTS `%s`;\nCREATE DATABASE `%s` CHARACTER SET utf8mb4;\n"
+                 % (db, db))
+        for f in ("schema.sql", "seed.sql"):
+            self.source(db, os.path.join(SRC, "sql", f))
+        self.grant_service_user(db, user, password, hosts)
+
+
+# ---------------------------------------------------------------- ZooKeeper
+
+class ZooKeeper(Server):
+    """A standalone ZooKeeper under RUN/NAME (default zk); ready once it serves (srvr
+    has a Mode: ruok answers imok earlier than that)."""
+
+    title, default_name, log_name, start_s = "ZooKeeper", "zk", "zk.log", 60
+
+    def launch(self):
+        os.makedirs(os.path.join(self.dir, "data"), exist_ok=True)
+        zk_write_cfg(self.dir, self.port)
+        self.exec()
+
+    def exec(self):
+        """Runs the server of DIR/zoo.cfg (the container's JVM too), logging into
+        DIR/zk.log."""
+        zk_log4j(self.dir)
+        proc.spawn(zk_argv(self.dir), os.path.join(self.dir, "stdout.log"), pidfile=self.pidfile)
+
+    def mode(self):
+        """leader, follower or standalone; None when it does not serve."""
+        return zk_mode(self.port)
+
+    def ready(self):
+        return self.mode() is not None
+
+
+class ZkMember(ZooKeeper):
+    """Member N (1..3) of the three-server ensemble from port FIRST, under RUN/zkN."""
+
+    def __init__(self, run, first, n):
+        self.ports = zk_ensemble_ports(first)
+        super().__init__(run, self.ports[n - 1][0], "zk%d" % n)
+        self.n = n
+        self.title = "ZooKeeper zk%d" % n
+
+    def launch(self):
+        os.makedirs(os.path.join(self.dir, "data"), exist_ok=True)
+        zk_write_cfg(self.dir, self.port)
+        zk_ensemble_cfg(self.dir, self.n, ["127.0.0.1:%d:%d" % (q, e) for _, q, e in self.ports])
+        self.exec()
+
+
+class Cluster:
+    """Three members of one server (MEMBER(run, first, n)) from port FIRST, each under
+    RUN/NAMEn; hosts() is stockd's option for all three."""
+
+    def __init__(self, run, first, member):
+        self.run = run
+        self.first = first
+        self.members = [member(run, first, n) for n in (1, 2, 3)]
+
+    def start(self, members=(1, 2, 3), wait=True):
+        """Starts MEMBERS that do not run; with WAIT returns once each of them is ready
+        (which needs a quorum: another member must be up)."""
+        for n in members:
+            m = self.members[n - 1]
+            if not m.running():
+                os.makedirs(m.dir, exist_ok=True)
+                m.launch()
+        if wait:
+            for n in members:
+                self.members[n - 1].await_ready()
+        return self
+
+    def stop(self):
+        for m in self.members:
+            m.stop()
+
+    def hosts(self):
+        return ",".join("127.0.0.1:%d" % m.port for m in self.members)
+
+
+class ZkEnsemble(Cluster):
+    """The three-server ZooKeeper ensemble from port FIRST (lab/ports.py's layout:
+    clients FIRST+0..2, quorum +3..5, election +6..8), members in RUN/zk1..3; a member's
+    config is written the first time it starts."""
+
+    def __init__(self, run, first):
+        super().__init__(run, first, ZkMember)
+
+    def leader(self):
+        """The member (1..3) that serves as leader, or None."""
+        for m in self.members:
+            if m.mode() == "leader":
+                return m.n
+        return None
+
+
+# ---------------------------------------------------------------- Redis
+
+# No persistence: the lock keys are leases, and the fencing counter survives a restart
+# through its clock floor (lock/redislock.c).
+REDIS_FLAGS = ["--save", "", "--appendonly", "no", "--daemonize", "no"]
+
+
+def redis_user():
+    return os.environ.get("STACK_REDIS_USER") or "stockd"
+
+
+class Redis(Server):
+    """A private redis-server under RUN/NAME (default redis) on 127.0.0.1:PORT,
+    protected mode on; with PASSWORD only the ACL user (redis_user()) may log in, and
+    with REPLICATION the users replica and sentinel too; with MASTER a replica of the
+    Redis on that port."""
+
+    default_name, log_name, stop_s = "redis", "redis.log", 10
+
+    def __init__(self, run, port=None, name=None, password=None, replication=False, master=None):
+        super().__init__(run, port, name)
+        self.title = "Redis %s" % self.name
+        self.password = password
+        self.replication = replication
+        self.master = master
+        self.user = redis_user() if password else None
+
+    def launch(self):
+        argv = ["redis-server"]
+        if self.password:
+            argv.append(redis_auth_conf(self.dir, self.password, self.replication, self.master))
+        argv += ["--port", str(self.port), "--bind", "127.0.0.1", "--protected-mode", "yes"]
+        argv += REDIS_FLAGS
+        if self.master:
+            argv += ["--replicaof", "127.0.0.1", str(self.master)]
+        proc.spawn(argv + ["--dir", self.dir, "--logfile", self.log], None, pidfile=self.pidfile)
+
+    def ready(self):
+        return redis_ping(self.port, self.user, self.password)
+
+    def cmd(self, *args):
+        """One command's reply (raises OSError on an error reply)."""
+        return redis_cmd(self.port, *args, user=self.user, password=self.password)
+
+
+class Sentinel(Server):
+    """A redis-sentinel under RUN/NAME (default sentinel) on PORT, watching the primary
+    on MASTER as `stockd`, quorum 1: it calls the primary down after 1 s and promotes a
+    replica; failover-timeout 60 s."""
+
+    title, default_name, log_name, stop_s = "redis-sentinel", "sentinel", "sentinel.log", 10
+
+    def __init__(self, run, port=None, master=None, password=None, name=None):
+        super().__init__(run, port, name)
+        self.master = master
+        self.password = password
+
+    def launch(self):
+        conf = os.path.join(self.dir, "sentinel.conf")
+        text = ("port %d\nbind 127.0.0.1\nprotected-mode no\ndaemonize no\ndir %s\n"
+                "logfile %s\nsentinel monitor stockd 127.0.0.1 %d 1\n"
+                "sentinel down-after-milliseconds stockd 1000\n"
+                "sentinel failover-timeout stockd 60000\n"
+                % (self.port, self.dir, self.log, self.master))
+        if self.password:
+            text += 'sentinel auth-user stockd sentinel\nsentinel auth-pass stockd "%s"\n' % (
+                self.password)
+        fd = os.open(conf, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        proc.spawn(["redis-sentinel", conf], None, pidfile=self.pidfile)
+
+    def primary(self):
+        """HOST:PORT of the primary it names, or None."""
+        return sentinel_primary(self.port)
+
+    def ready(self):
+        return self.primary() is not None
 
 
 # ---------------------------------------------------------------- etcd
 
-def etcd_healthy(port):
-    return '"health":"true"' in http_text("http://127.0.0.1:%d/health" % port, 3)
+class Etcd(Server):
+    """A one-member etcd under RUN/etcd, clients on PORT, its peer URL on PORT-1, fsync
+    on (its revisions are the lock's fencing tokens)."""
 
+    title, default_name, log_name, start_s = "etcd", "etcd", "etcd.log", 30
+    member = "s1"
 
-def etcd_start(run, port):
-    """A one-member etcd under RUN/etcd, clients on PORT, its peer URL on PORT-1,
-    fsync on (its revisions are the lock's fencing tokens); returns once healthy."""
-    d = _dir(run, "etcd")
-    pidfile = os.path.join(d, "pid")
-    if proc.pid_alive(pidfile):
-        return
-    c, p = "http://127.0.0.1:%d" % port, "http://127.0.0.1:%d" % (port - 1)
-    log = os.path.join(d, "etcd.log")
-    proc.spawn(["etcd", "--name", "s1", "--data-dir", os.path.join(d, "data"),
-                "--listen-client-urls", c, "--advertise-client-urls", c,
-                "--listen-peer-urls", p, "--initial-advertise-peer-urls", p,
-                "--initial-cluster", "s1=" + p, "--initial-cluster-state", "new"],
-               log, pidfile=pidfile)
-    await_ready("etcd", pidfile, port, lambda: etcd_healthy(port), 30, log)
+    def peers(self):
+        """(its peer URL, the cluster's --initial-cluster)."""
+        p = "http://127.0.0.1:%d" % (self.port - 1)
+        return p, "s1=" + p
 
-
-def etcd_stop(run):
-    proc.stop_pidfile(os.path.join(run, "etcd", "pid"), 20)
-
-
-def etcd_cluster_hosts(first):
-    """stockd's --etcd for the three-member cluster from port FIRST."""
-    return ",".join("127.0.0.1:%d" % (first + n) for n in range(3))
-
-
-def etcd_cluster_start(run, first):
-    """The members of a three-member etcd cluster under RUN/etcd1..3 that do not run:
-    clients on FIRST..FIRST+2, peers on FIRST+3..FIRST+5, fsync on. A member with data
-    joins the existing cluster (a restart after a kill); returns once each is healthy
-    (which needs a quorum)."""
-    peers = ["http://127.0.0.1:%d" % (first + 3 + n) for n in range(3)]
-    cluster = ",".join("e%d=%s" % (n, p) for n, p in enumerate(peers, 1))
-    for n in (1, 2, 3):
-        d = _dir(run, "etcd%d" % n)
-        pidfile = os.path.join(d, "pid")
-        if proc.pid_alive(pidfile):
-            continue
-        c = "http://127.0.0.1:%d" % (first + n - 1)
-        state = "existing" if os.path.isdir(os.path.join(d, "data")) else "new"
-        proc.spawn(["etcd", "--name", "e%d" % n, "--data-dir", os.path.join(d, "data"),
+    def launch(self):
+        c = "http://127.0.0.1:%d" % self.port
+        peer, cluster = self.peers()
+        data = os.path.join(self.dir, "data")
+        state = "existing" if self.member != "s1" and os.path.isdir(data) else "new"
+        proc.spawn(["etcd", "--name", self.member, "--data-dir", data,
                     "--listen-client-urls", c, "--advertise-client-urls", c,
-                    "--listen-peer-urls", peers[n - 1],
-                    "--initial-advertise-peer-urls", peers[n - 1],
+                    "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
                     "--initial-cluster", cluster, "--initial-cluster-state", state],
-                   os.path.join(d, "etcd.log"), pidfile=pidfile)
-    for n in (1, 2, 3):
-        d = os.path.join(run, "etcd%d" % n)
-        port = first + n - 1
-        await_ready("etcd%d" % n, os.path.join(d, "pid"), port, lambda p=port: etcd_healthy(p), 60,
-                    os.path.join(d, "etcd.log"))
+                   self.log, pidfile=self.pidfile)
+
+    def ready(self):
+        return etcd_healthy(self.port)
 
 
-def etcd_cluster_leader(first):
-    """The member (1..3) of the cluster from port FIRST that answers as its own leader
-    (the status's leader is its member id), or None."""
-    for n in (1, 2, 3):
-        req = urllib.request.Request("http://127.0.0.1:%d/v3/maintenance/status" % (first + n - 1),
-                                     data=b"{}", method="POST")
-        try:
-            with urllib.request.urlopen(req, timeout=3) as r:
-                st = json.loads(r.read())
-        except (OSError, ValueError):
-            continue
-        if st.get("leader") and st.get("leader") == st.get("header", {}).get("member_id"):
-            return n
-    return None
+class EtcdMember(Etcd):
+    """Member N (1..3) of the three-member cluster from port FIRST, under RUN/etcdN:
+    clients on FIRST..FIRST+2, peers on FIRST+3..FIRST+5. A member with data joins the
+    existing cluster (a restart after a kill)."""
+
+    start_s = 60
+
+    def __init__(self, run, first, n):
+        super().__init__(run, first + n - 1, "etcd%d" % n)
+        self.first = first
+        self.n = n
+        self.title = "etcd%d" % n
+        self.member = "e%d" % n
+
+    def peers(self):
+        peers = ["http://127.0.0.1:%d" % (self.first + 3 + n) for n in range(3)]
+        return peers[self.n - 1], ",".join("e%d=%s" % (n, p) for n, p in enumerate(peers, 1))
 
 
-def etcd_cluster_stop(run):
-    for n in (1, 2, 3):
-        proc.stop_pidfile(os.path.join(run, "etcd%d" % n, "pid"), 20)
+class EtcdCluster(Cluster):
+    """A three-member etcd cluster from port FIRST, members in RUN/etcd1..3."""
+
+    def __init__(self, run, first):
+        super().__init__(run, first, EtcdMember)
+
+    def leader(self):
+        """The member (1..3) that answers as its own leader (the status's leader is its
+        member id), or None."""
+        for m in self.members:
+            req = urllib.request.Request("http://127.0.0.1:%d/v3/maintenance/status" % m.port,
+                                         data=b"{}", method="POST")
+            try:
+                with urllib.request.urlopen(req, timeout=3) as r:
+                    st = json.loads(r.read())
+            except (OSError, ValueError):
+                continue
+            if st.get("leader") and st.get("leader") == st.get("header", {}).get("member_id"):
+                return m.n
+        return None
 
 
 # ---------------------------------------------------------------- Prometheus
 
-def prometheus_targets(run, ports):
-    """Points Prometheus at the stockd on PORTS (its file_sd file, renamed into place:
-    Prometheus watches it and never reads half a file)."""
-    d = _dir(run, "prometheus")
-    tmp = os.path.join(d, "targets.json.tmp")
-    with open(tmp, "w") as f:
-        json.dump([{"targets": ["127.0.0.1:%d" % p for p in ports], "labels": {}}], f)
-        f.write("\n")
-    os.replace(tmp, os.path.join(d, "targets.json"))
+class Prometheus(Server):
+    """Prometheus under RUN/prometheus on PORT scraping the stockd of its targets file
+    with monitoring/stockd-rules.yml (interval STACK_PROMETHEUS_INTERVAL, default 5s)."""
 
+    title, default_name, log_name, start_s = "Prometheus", "prometheus", "prometheus.log", 30
 
-def prometheus_ready(port):
-    return http_status("http://127.0.0.1:%d/-/ready" % port) == 200
+    def targets(self, ports):
+        """Points it at the stockd on PORTS (its file_sd file, renamed into place:
+        Prometheus watches it and never reads half a file)."""
+        os.makedirs(self.dir, exist_ok=True)
+        tmp = os.path.join(self.dir, "targets.json.tmp")
+        with open(tmp, "w") as f:
+            json.dump([{"targets": ["127.0.0.1:%d" % p for p in ports], "labels": {}}], f)
+            f.write("\n")
+        os.replace(tmp, os.path.join(self.dir, "targets.json"))
 
+    def start(self):
+        """Writes the configuration; a running Prometheus reloads it."""
+        os.makedirs(os.path.join(self.dir, "data"), exist_ok=True)
+        targets = os.path.join(self.dir, "targets.json")
+        if not os.path.exists(targets):
+            with open(targets, "w") as f:
+                f.write("[]\n")
+        interval = os.environ.get("STACK_PROMETHEUS_INTERVAL") or "5s"
+        cfg = os.path.join(self.dir, "prometheus.yml")
+        with open(cfg + ".tmp", "w") as f:
+            f.write("# Written by lab/servers.py (Prometheus.start); rewritten on every start.\n"
+                    "global:\n  scrape_interval: %s\n  scrape_timeout: %s\n"
+                    "  evaluation_interval: %s\nrule_files:\n"
+                    "  - %s/monitoring/stockd-rules.yml\nscrape_configs:\n"
+                    "  - job_name: stockd\n    file_sd_configs:\n      - files: ['%s']\n"
+                    % (interval, interval, interval, SRC, targets))
+        os.replace(cfg + ".tmp", cfg)
+        if self.pid is not None:
+            os.kill(self.pid, signal.SIGHUP)
+            return self
+        return super().start()
 
-def prometheus_start(run, port):
-    """Prometheus on PORT scraping the targets file with monitoring/stockd-rules.yml
-    (interval STACK_PROMETHEUS_INTERVAL, default 5s); a running one reloads its
-    configuration."""
-    d = _dir(run, "prometheus")
-    os.makedirs(os.path.join(d, "data"), exist_ok=True)
-    targets = os.path.join(d, "targets.json")
-    if not os.path.exists(targets):
-        with open(targets, "w") as f:
-            f.write("[]\n")
-    interval = os.environ.get("STACK_PROMETHEUS_INTERVAL") or "5s"
-    cfg = os.path.join(d, "prometheus.yml")
-    with open(cfg + ".tmp", "w") as f:
-        f.write("# Written by lab/servers.py (prometheus_start); rewritten on every start.\n"
-                "global:\n  scrape_interval: %s\n  scrape_timeout: %s\n  evaluation_interval: %s\n"
-                "rule_files:\n  - %s/monitoring/stockd-rules.yml\nscrape_configs:\n"
-                "  - job_name: stockd\n    file_sd_configs:\n      - files: ['%s']\n"
-                % (interval, interval, interval, SRC, targets))
-    os.replace(cfg + ".tmp", cfg)
-    pidfile = os.path.join(d, "pid")
-    pid = proc.read_pid(pidfile)
-    if pid is not None and proc.pid_runs(pid):
-        os.kill(pid, signal.SIGHUP)
-        return
-    log = os.path.join(d, "prometheus.log")
-    proc.spawn(["prometheus", "--config.file=" + cfg, "--storage.tsdb.path=" + os.path.join(d, "data"),
-                "--storage.tsdb.retention.time=2d", "--web.listen-address=127.0.0.1:%d" % port,
-                "--web.console.templates=/etc/prometheus/consoles",
-                "--web.console.libraries=/etc/prometheus/console_libraries"], log, pidfile=pidfile)
-    await_ready("Prometheus", pidfile, port, lambda: prometheus_ready(port), 30, log)
+    def launch(self):
+        proc.spawn(["prometheus", "--config.file=" + os.path.join(self.dir, "prometheus.yml"),
+                    "--storage.tsdb.path=" + os.path.join(self.dir, "data"),
+                    "--storage.tsdb.retention.time=2d",
+                    "--web.listen-address=127.0.0.1:%d" % self.port,
+                    "--web.console.templates=/etc/prometheus/consoles",
+                    "--web.console.libraries=/etc/prometheus/console_libraries"],
+                   self.log, pidfile=self.pidfile)
 
-
-def prometheus_stop(run):
-    proc.stop_pidfile(os.path.join(run, "prometheus", "pid"), 20)
+    def ready(self):
+        return prometheus_ready(self.port)
 
 
 # ---------------------------------------------------------------- stockd
 
-def stockd_pidfile(run, i):
-    return os.path.join(run, "stockd", "%d.pid" % i)
-
-
-def stockd_answers(port):
-    """True if stockd on PORT gives any HTTP answer to /health (503 while MariaDB is down
-    is still an instance that is up)."""
-    return http_status("http://127.0.0.1:%d/health" % port) is not None
-
-
-def stockd_start(run, binary, i, port, lock, mysql_url, zk, extra=(), env=None):
-    """Instance I (stockd-I) on PORT. ENV carries the passwords (never argv). An
+class Stockd(Server):
+    """Instance I (stockd-I) on PORT, its pid in RUN/stockd/I.pid and its log in
+    RUN/stockd/I.log: BINARY --port PORT --lock LOCK --mysql MYSQL_URL --zk ZK
+    --instance stockd-I EXTRA.... ENV carries the passwords (never argv). Started, an
     instance I that runs is stopped first."""
-    d = _dir(run, "stockd")
-    pidfile = stockd_pidfile(run, i)
-    proc.stop_pidfile(pidfile, 10)
-    log = os.path.join(d, "%d.log" % i)
-    open(log, "wb").close()
-    proc.spawn([binary, "--port", str(port), "--lock", lock, "--mysql", mysql_url, "--zk", zk,
-                "--instance", "stockd-%d" % i] + list(extra), log, env=env, pidfile=pidfile)
-    await_ready("stockd-%d" % i, pidfile, port, lambda: stockd_answers(port), 20, log)
 
+    default_name = "stockd"
 
-def stockd_stop_all(run):
-    d = os.path.join(run, "stockd")
-    if not os.path.isdir(d):
-        return
-    for f in sorted(os.listdir(d)):
-        if f.endswith(".pid"):
-            proc.stop_pidfile(os.path.join(d, f), 20)
+    def __init__(self, run, i, port=None, binary=None, lock=None, mysql_url=None, zk=None,
+                 extra=(), env=None):
+        super().__init__(run, port)
+        self.i = i
+        self.title = "stockd-%d" % i
+        self.pidfile = os.path.join(self.dir, "%d.pid" % i)
+        self.log = os.path.join(self.dir, "%d.log" % i)
+        self.argv = [binary, "--port", str(port), "--lock", lock, "--mysql", mysql_url, "--zk",
+                     zk, "--instance", self.title] + list(extra)
+        self.env = env
+
+    def start(self):
+        self.stop(10)
+        return super().start()
+
+    def launch(self):
+        open(self.log, "wb").close()
+        proc.spawn(self.argv, self.log, env=self.env, pidfile=self.pidfile)
+
+    def ready(self):
+        """Any HTTP answer to /health (503 while MariaDB is down is still an instance
+        that is up)."""
+        return http_status("http://127.0.0.1:%d/health" % self.port) is not None
+
+    def stop(self, seconds=None):
+        proc.stop_pidfile(self.pidfile, seconds or self.stop_s)
+
+    @staticmethod
+    def stop_all(run):
+        """Every stockd under RUN."""
+        d = os.path.join(run, "stockd")
+        if not os.path.isdir(d):
+            return
+        for f in sorted(os.listdir(d)):
+            if f.endswith(".pid"):
+                proc.stop_pidfile(os.path.join(d, f), 20)
 
 
 # ---------------------------------------------------------------- nginx
 
-def nginx_start(run, port, upstream_ports, route="round-robin", rate_limit="", prom_port=0):
-    """nginx on 127.0.0.1:PORT over the stockd on UPSTREAM_PORTS (lab/nginx.py renders
-    nginx/nginx.conf.in; the live page reads the Prometheus on PROM_PORT, 0 for none); a running nginx of RUN reloads and returns once the old
+class Nginx(Server):
+    """nginx under RUN/nginx on 127.0.0.1:PORT over the stockd on UPSTREAM_PORTS
+    (lab/nginx.py renders nginx/nginx.conf.in; the live page reads the Prometheus on
+    PROM_PORT, 0 for none). A running nginx reloads; start then returns once the old
     workers, with the old upstream list, are gone."""
-    from . import nginx
-    d = _dir(run, "nginx")
-    os.makedirs(os.path.join(d, "logs"), exist_ok=True)
-    os.makedirs(os.path.join(d, "tmp"), exist_ok=True)
-    conf = os.path.join(d, "nginx.conf")
-    text = nginx.render_native(d, port, ["127.0.0.1:%d" % p for p in upstream_ports], route, rate_limit,
-                               prom_port=prom_port or 9)
-    with open(conf + ".new", "w") as f:
-        f.write(text)
-    os.replace(conf + ".new", conf)
-    pidfile = os.path.join(d, "nginx.pid")
-    base = ["nginx", "-p", d, "-c", conf, "-e", os.path.join(d, "logs", "error.log")]
-    master = proc.read_pid(pidfile)
-    if master is not None and proc.pid_runs(master):
-        old = [c for c in proc._children(master)]
-        r = subprocess.run(base + ["-s", "reload"], capture_output=True)
+
+    title, default_name, start_s = "nginx", "nginx", 10
+
+    def __init__(self, run, port=None, upstream_ports=(), route="round-robin", rate_limit="",
+                 prom_port=0):
+        super().__init__(run, port)
+        self.pidfile = os.path.join(self.dir, "nginx.pid")
+        self.log = os.path.join(self.dir, "logs", "error.log")
+        self.conf = os.path.join(self.dir, "nginx.conf")
+        self.upstream_ports = upstream_ports
+        self.route = route
+        self.rate_limit = rate_limit
+        self.prom_port = prom_port
+
+    def command(self, *more):
+        return ["nginx", "-p", self.dir, "-c", self.conf, "-e", self.log] + list(more)
+
+    def start(self):
+        from . import nginx
+        os.makedirs(os.path.join(self.dir, "logs"), exist_ok=True)
+        os.makedirs(os.path.join(self.dir, "tmp"), exist_ok=True)
+        text = nginx.render_native(self.dir, self.port,
+                                   ["127.0.0.1:%d" % p for p in self.upstream_ports], self.route,
+                                   self.rate_limit, prom_port=self.prom_port or 9)
+        with open(self.conf + ".new", "w") as f:
+            f.write(text)
+        os.replace(self.conf + ".new", self.conf)
+        master = self.pid
+        if master is None:
+            return super().start()
+        old = proc._children(master)
+        r = subprocess.run(self.command("-s", "reload"), capture_output=True)
         if r.returncode != 0:
             raise LabError("nginx reload failed: %s" % r.stderr.decode().strip())
         for w in old:
             if not proc.wait_until(30, lambda w=w: not proc.pid_runs(w)):
                 raise LabError("nginx: old worker %d still running" % w)
-        return
-    r = subprocess.run(base, capture_output=True, stdin=subprocess.DEVNULL)
-    log = os.path.join(d, "logs", "error.log")
-    if r.returncode != 0:
-        raise LabError("nginx did not start on port %d: %s; see %s"
-                       % (port, r.stderr.decode().strip(), log))
-    await_ready("nginx", pidfile, port,
-                lambda: http_status("http://127.0.0.1:%d/nginx-health" % port) == 200, 10, log)
+        return self
 
+    def launch(self):
+        r = subprocess.run(self.command(), capture_output=True, stdin=subprocess.DEVNULL)
+        if r.returncode != 0:
+            raise LabError("nginx did not start on port %d: %s; see %s"
+                           % (self.port, r.stderr.decode().strip(), self.log))
 
-def nginx_stop(run):
-    d = os.path.join(run, "nginx")
-    pidfile = os.path.join(d, "nginx.pid")
-    if proc.pid_alive(pidfile):
-        subprocess.run(["nginx", "-p", d, "-c", os.path.join(d, "nginx.conf"), "-e",
-                        os.path.join(d, "logs", "error.log"), "-s", "quit"], capture_output=True)
-        if not proc.wait_until(10, lambda: not proc.pid_alive(pidfile)):
-            proc.stop_pidfile(pidfile, 5)
+    def ready(self):
+        return http_status("http://127.0.0.1:%d/nginx-health" % self.port) == 200
+
+    def stop(self):
+        if proc.pid_alive(self.pidfile):
+            subprocess.run(self.command("-s", "quit"), capture_output=True)
+            if not proc.wait_until(10, lambda: not proc.pid_alive(self.pidfile)):
+                proc.stop_pidfile(self.pidfile, 5)

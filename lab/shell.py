@@ -1,9 +1,8 @@
 """The lab library for shell scripts: `python3 -m lab.shell FUNCTION ARGS...` runs one
-function of lab/servers.py (a start, a stop, or a question such as the ensemble's
-leader) or lab/shop.py's set_stock, with the argument order of scripts/stack-lib.sh,
-so that the shell helpers of the tests and the load tools handle their servers with
-the same code as scripts/stack (stack-lib.sh's functions of the same names call this,
-CALLS), or reads a stockd's /metrics for the tests' `metric` helper (tests/assert.sh,
+server of lab/servers.py (a start, a stop, or a question such as the ensemble's
+leader) or lab/shop.py's set_stock, so that the shell helpers of the tests and the load
+tools handle their servers with the same code as scripts/stack (stack-lib.sh's
+functions of the same names call this, CALLS), or reads a stockd's /metrics for the tests' `metric` helper (tests/assert.sh,
 QUERIES). Exit 0 on success, 1 with the reason on stderr, 2 on a wrong call.
 
 Settings that stack-lib.sh took from the environment still come from there:
@@ -15,7 +14,6 @@ STACK_PROMETHEUS_INTERVAL, STACK_NGINX_ROUTE and STACK_NGINX_RATE_LIMIT.
 import os
 import sys
 import time
-import urllib.request
 
 from . import LabError
 
@@ -38,9 +36,10 @@ def _pw():
     return os.environ.get("STACK_REDIS_PASSWORD") or None
 
 
-def _redis_start(run, port, name="redis", master=""):
-    srv.redis_start(run, int(port), name, _pw(), os.environ.get("STACK_REDIS_REPLICATION") == "1",
-                    int(master) if master else None)
+def _redis(run, port=None, name="redis", master=""):
+    return srv.Redis(run, int(port) if port else None, name, _pw(),
+                     os.environ.get("STACK_REDIS_REPLICATION") == "1",
+                     int(master) if master else None)
 
 
 def metric_key(text):
@@ -53,22 +52,10 @@ def metric_key(text):
     return samples[0].name, tuple(sorted(samples[0].labels.items()))
 
 
-def _url(target):
-    """A stockd's base URL from a port or a base URL."""
-    return "http://127.0.0.1:%d" % int(target) if target.isdigit() else target.rstrip("/")
-
-
 def _scrapes(targets):
     """lab.prom Scrapes of the /metrics of each target (a stockd's port, or a base URL)."""
     from . import prom
-    out = []
-    for t in targets:
-        try:
-            with urllib.request.urlopen(_url(t) + "/metrics", timeout=10) as r:
-                out.append(prom.parse(r.read().decode("utf-8")))
-        except OSError as e:
-            raise LabError("no /metrics at %s: %s" % (_url(t), e)) from e
-    return out
+    return prom.scrape(targets)
 
 
 def _print_number(v):
@@ -128,7 +115,7 @@ def _print_member(n):
 
 def zk_ensemble_mode(first, n):
     """Prints member N's mode (leader, follower); nothing when it does not serve."""
-    mode = srv.zk_mode(srv.zk_ensemble_ports(int(first))[int(n) - 1][0])
+    mode = srv.ZkMember("", int(first), int(n)).mode()
     if mode:
         print(mode)
 
@@ -148,7 +135,7 @@ def set_stock_sql(product, stock, segments="1"):
 
 def sentinel_primary(port):
     """Prints HOST:PORT of the primary the Sentinel on PORT names; LabError if none."""
-    primary = srv.sentinel_primary(int(port))
+    primary = srv.Sentinel("", int(port)).primary()
     if primary is None:
         raise LabError("the Sentinel on port %s names no primary" % port)
     print(primary)
@@ -156,37 +143,42 @@ def sentinel_primary(port):
 
 # The functions of stack-lib.sh that call the library, each under its own name.
 CALLS = {
-    "mysql_start": lambda run, port: srv.mysql_start(run, int(port)),
-    "mysql_stop": lambda *a: srv.mysql_stop(*a),
-    "zk_start": lambda run, port, name="zk": srv.zk_start(run, int(port), name),
-    "zk_stop": lambda run, name="zk": srv.zk_stop(run, name),
-    "zk_ensemble_start": lambda run, first: srv.zk_ensemble_start(run, int(first)),
-    "zk_ensemble_start_one": lambda run, first, n, wait="wait": srv.zk_ensemble_start(
-        run, int(first), [int(n)], wait != "nowait"),
-    "zk_ensemble_stop": lambda *a: srv.zk_ensemble_stop(*a),
-    "redis_start": _redis_start,
-    "redis_stop": lambda run, name="redis": srv.redis_stop(run, name),
-    "sentinel_start": lambda run, port, master, name="sentinel": srv.sentinel_start(
-        run, int(port), int(master), _pw(), name),
-    "sentinel_stop": lambda run, name="sentinel": srv.sentinel_stop(run, name),
-    "etcd_start": lambda run, port: srv.etcd_start(run, int(port)),
-    "etcd_stop": lambda *a: srv.etcd_stop(*a),
-    "prometheus_start": lambda run, port: srv.prometheus_start(run, int(port)),
-    "prometheus_stop": lambda *a: srv.prometheus_stop(*a),
-    "prometheus_targets": lambda run, *ports: srv.prometheus_targets(run, [int(p) for p in ports]),
-    "stockd_stop_all": lambda *a: srv.stockd_stop_all(*a),
-    "nginx_start": lambda run, port, *ups: srv.nginx_start(
+    "mysql_start": lambda run, port: srv.MariaDB(run, int(port)).start(),
+    "mysql_stop": lambda run: srv.MariaDB(run).stop(),
+    "zk_start": lambda run, port, name="zk": srv.ZooKeeper(run, int(port), name).start(),
+    "zk_stop": lambda run, name="zk": srv.ZooKeeper(run, name=name).stop(),
+    "zk_ensemble_start": lambda run, first: srv.ZkEnsemble(run, int(first)).start(),
+    "zk_ensemble_start_one": lambda run, first, n, wait="wait": srv.ZkEnsemble(
+        run, int(first)).start([int(n)], wait != "nowait"),
+    "zk_ensemble_stop": lambda run: srv.ZkEnsemble(run, 0).stop(),
+    "redis_start": lambda *a: _redis(*a).start(),
+    "redis_stop": lambda run, name="redis": srv.Redis(run, name=name).stop(),
+    "sentinel_start": lambda run, port, master, name="sentinel": srv.Sentinel(
+        run, int(port), int(master), _pw(), name).start(),
+    "sentinel_stop": lambda run, name="sentinel": srv.Sentinel(run, name=name).stop(),
+    "etcd_start": lambda run, port: srv.Etcd(run, int(port)).start(),
+    "etcd_stop": lambda run: srv.Etcd(run).stop(),
+    "prometheus_start": lambda run, port: srv.Prometheus(run, int(port)).start(),
+    "prometheus_stop": lambda run: srv.Prometheus(run).stop(),
+    "prometheus_targets": lambda run, *ports: srv.Prometheus(run).targets([int(p) for p in ports]),
+    "stockd_stop_all": lambda run: srv.Stockd.stop_all(run),
+    "nginx_start": lambda run, port, *ups: srv.Nginx(
         run, int(port), [int(u) for u in ups], os.environ.get("STACK_NGINX_ROUTE") or "round-robin",
-        os.environ.get("STACK_NGINX_RATE_LIMIT") or ""),
-    "nginx_stop": lambda *a: srv.nginx_stop(*a),
-    "etcd_cluster_start": lambda run, first: srv.etcd_cluster_start(run, int(first)),
-    "etcd_cluster_stop": lambda *a: srv.etcd_cluster_stop(*a),
-    "etcd_cluster_hosts": lambda first: print(srv.etcd_cluster_hosts(int(first))),
-    "etcd_cluster_leader": lambda first: _print_member(srv.etcd_cluster_leader(int(first))),
-    "zk_ensemble_hosts": lambda first: print(srv.zk_ensemble_hosts(int(first))),
+        os.environ.get("STACK_NGINX_RATE_LIMIT") or "").start(),
+    "nginx_stop": lambda run: srv.Nginx(run).stop(),
+    "etcd_cluster_start": lambda run, first: srv.EtcdCluster(run, int(first)).start(),
+    "etcd_cluster_stop": lambda run: srv.EtcdCluster(run, 0).stop(),
+    "etcd_cluster_hosts": lambda first: print(srv.EtcdCluster("", int(first)).hosts()),
+    "etcd_cluster_leader": lambda first: _print_member(srv.EtcdCluster("", int(first)).leader()),
+    "zk_ensemble_hosts": lambda first: print(srv.ZkEnsemble("", int(first)).hosts()),
     "zk_ensemble_mode": zk_ensemble_mode,
-    "zk_leader": lambda first: _print_member(srv.zk_leader(int(first))),
+    "zk_leader": lambda first: _print_member(srv.ZkEnsemble("", int(first)).leader()),
     "mysql_set_stock": mysql_set_stock,
+    # The password in STACK_LAB_PASSWORD, never argv (stack-lib.sh's wrappers put it there).
+    "mysql_create_db": lambda run, db, user: srv.MariaDB(run).create_db(
+        db, user, os.environ["STACK_LAB_PASSWORD"]),
+    "mysql_grant_service_user": lambda run, db, user: srv.MariaDB(run).grant_service_user(
+        db, user, os.environ["STACK_LAB_PASSWORD"]),
 }
 
 # What the tests ask (tests/assert.sh, tests/lib.sh, tests/stack/containers.sh): no

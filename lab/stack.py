@@ -61,8 +61,53 @@ class Stack:
 
     def zk_hosts(self):
         if self.st["zk_ensemble"]:
-            return srv.zk_ensemble_hosts(self.st["zk_port"])
+            return self.zk().hosts()
         return "127.0.0.1:%d" % self.st["zk_port"]
+
+    # ---------------------------------------------------------------- its servers
+    # Each built from the state's ports; with no state, a server that can only be stopped.
+
+    def port(self, name):
+        return self.st[name] if self.st else None
+
+    def mysql(self):
+        return srv.MariaDB(self.run, self.port("mysql_port"))
+
+    def zk(self, ensemble=None):
+        """The ZooKeeper of the state (ENSEMBLE: of that kind instead)."""
+        ensemble = self.st["zk_ensemble"] if ensemble is None else ensemble
+        if ensemble:
+            return srv.ZkEnsemble(self.run, self.port("zk_port") or 0)
+        return srv.ZooKeeper(self.run, self.port("zk_port"))
+
+    def redis(self, name="redis", port_name="redis_port", **kw):
+        """The Redis NAME (redis, redis-replica, redlockN), with the stack's password."""
+        pw = self._read_secret("redis-password") or None
+        return srv.Redis(self.run, kw.pop("port", None) or self.port(port_name), name, pw, **kw)
+
+    def redlock(self):
+        return [self.redis("redlock%d" % n, port=p) for n, p in enumerate(self.redlock_ports(), 1)]
+
+    def sentinel(self):
+        return srv.Sentinel(self.run, self.port("sentinel_port"), self.port("redis_port"),
+                            self._read_secret("redis-password") or None)
+
+    def etcd(self):
+        return srv.Etcd(self.run, self.port("etcd_port"))
+
+    def nginx(self):
+        st = self.st
+        return srv.Nginx(self.run, st["nginx_port"], self.stockd_ports(), st["route"],
+                         st["rate_limit"], st["prometheus_port"] or 0) if st else srv.Nginx(self.run)
+
+    def prometheus(self):
+        return srv.Prometheus(self.run, self.port("prometheus_port"))
+
+    def stockd(self, i, env=None):
+        st = self.st
+        return srv.Stockd(self.run, i, self.stockd_port(i), st["bin"], st["lock"],
+                          "mysql://%s@127.0.0.1:%d/%s" % (DB_USER, st["mysql_port"], DB),
+                          self.zk_hosts(), st["extra"], env)
 
     def _secret(self, name):
         """The password in RUN/NAME, made on first use (0600; it reaches the servers
@@ -99,38 +144,17 @@ class Stack:
     # ---------------------------------------------------------------- health
 
     def mysql_up(self):
-        return srv.mysql_up(self.run)
-
-    def zk_member_up(self, n):
-        return (proc.pid_alive(self.path("zk%d" % n, "pid"))
-                and srv.zk_mode(self.st["zk_port"] + n - 1) is not None)
+        return srv.MariaDB(self.run).up()  # on whatever port
 
     def zk_up(self):
         """ZooKeeper serves; for the ensemble: a quorum does (a member serves only within one)."""
         if self.st["zk_ensemble"]:
-            return any(self.zk_member_up(n) for n in (1, 2, 3))
-        return proc.pid_alive(self.path("zk", "pid")) and srv.zk_mode(self.st["zk_port"]) is not None
-
-    def redis_named_up(self, name, port):
-        return (proc.pid_alive(self.path(name, "pid"))
-                and srv.redis_ping(port, srv.redis_user(), self._read_secret("redis-password") or None))
-
-    def sentinel_up(self):
-        return (proc.pid_alive(self.path("sentinel", "pid"))
-                and srv.sentinel_primary(self.st["sentinel_port"]) is not None)
-
-    def etcd_up(self):
-        return proc.pid_alive(self.path("etcd", "pid")) and srv.etcd_healthy(self.st["etcd_port"])
-
-    def nginx_up(self):
-        return (proc.pid_alive(self.path("nginx", "nginx.pid")) and srv.http_status(
-            "http://127.0.0.1:%d/nginx-health" % self.st["nginx_port"]) == 200)
-
-    def prometheus_up(self):
-        return proc.pid_alive(self.path("prometheus", "pid")) and srv.prometheus_ready(self.st["prometheus_port"])
+            return any(m.up() for m in self.zk().members)
+        return self.zk().up()
 
     def stockd_up(self, i):
-        return (proc.pid_alive(srv.stockd_pidfile(self.run, i)) and srv.http_status(
+        """Instance I runs and its /health says 200."""
+        return (self.stockd(i).running() and srv.http_status(
             "http://127.0.0.1:%d/health" % self.stockd_port(i)) == 200)
 
     def pidfiles(self):
@@ -204,14 +228,15 @@ class Stack:
         """`shop` with the schema, the seed and the service user on the first `up`; later
         the data is kept (an experiment may be looking at it), the schema re-applied
         (CREATE TABLE IF NOT EXISTS) and the user made sure of."""
-        rows = srv.mysql_query(self.run, "SELECT COUNT(*) FROM information_schema.tables "
+        db = self.mysql()
+        rows = db.query("SELECT COUNT(*) FROM information_schema.tables "
                                "WHERE table_schema=%s AND table_name IN ('product','orders')", (DB,))
         if rows[0][0] != 2:
             note("creating database %s (schema + seed) and user %s" % (DB, DB_USER))
-            srv.mysql_create_db(self.run, DB, DB_USER, pw)
+            db.create_db(DB, DB_USER, pw)
         else:
-            srv.mysql_source(self.run, DB, os.path.join(SRC, "sql", "schema.sql"))
-            srv.mysql_grant_service_user(self.run, DB, DB_USER, pw)
+            db.source(DB, os.path.join(SRC, "sql", "schema.sql"))
+            db.grant_service_user(DB, DB_USER, pw)
 
     # ---------------------------------------------------------------- stockd and nginx
 
@@ -225,7 +250,7 @@ class Stack:
         if st["redis_port"]:
             env["STOCKD_REDIS"] = "127.0.0.1:%d" % st["redis_port"]
         if st["redis_sentinel"]:
-            p = srv.sentinel_primary(st["sentinel_port"])
+            p = self.sentinel().primary()
             if p:
                 if p != "127.0.0.1:%d" % st["redis_port"]:
                     note("Redis primary after a failover: %s" % p)
@@ -237,19 +262,17 @@ class Stack:
         return env
 
     def start_stockd(self, i, env):
-        st = self.st
-        srv.stockd_start(self.run, st["bin"], i, self.stockd_port(i), st["lock"],
-                         "mysql://%s@127.0.0.1:%d/%s" % (DB_USER, st["mysql_port"], DB),
-                         self.zk_hosts(), st["extra"], env)
+        self.stockd(i, env).start()
 
     def start_stockd_all(self):
         """Instances 1..N with the state's lock and extra args, after stopping those
         that ran before; then nginx and Prometheus are pointed at them."""
         st = self.st
-        srv.stockd_stop_all(self.run)
+        srv.Stockd.stop_all(self.run)
         if st["lock"] == "redlock":
-            for n, port in enumerate(self.redlock_ports(), 1):
-                srv.redis_start(self.run, port, "redlock%d" % n, self.redis_password())
+            self.redis_password()
+            for r in self.redlock():
+                r.start()
         env = self.stockd_env()
         for i in range(1, st["instances"] + 1):
             try:
@@ -260,16 +283,14 @@ class Stack:
         self.start_nginx()
 
     def start_nginx(self):
-        st = self.st
-        srv.nginx_start(self.run, st["nginx_port"], self.stockd_ports(), st["route"], st["rate_limit"],
-                        st["prometheus_port"] or 0)
-        srv.prometheus_targets(self.run, self.stockd_ports())
+        self.nginx().start()
+        self.prometheus().targets(self.stockd_ports())
 
     def stockd_current(self):
         """True if instances 1..N all answer, started after the binary was built, and
         no other instance runs: `up` then leaves them alone."""
         for i in range(1, self.st["instances"] + 1):
-            f = srv.stockd_pidfile(self.run, i)
+            f = self.stockd(i).pidfile
             if not self.stockd_up(i) or os.path.getmtime(f) <= os.path.getmtime(self.st["bin"]):
                 return False
         d = self.path("stockd")
@@ -278,7 +299,7 @@ class Stack:
 
     def ensure_etcd(self):
         if self.st["lock"] == "etcd":
-            srv.etcd_start(self.run, self.st["etcd_port"])
+            self.etcd().start()
 
     # ---------------------------------------------------------------- commands
 
@@ -320,21 +341,15 @@ class Stack:
                 and old["lock"] == st["lock"] and old["bin"] == binary and old["extra"] == st["extra"])
         portmod.check_distinct(st)
         # The other kind of ZooKeeper goes first: its ports may be the new one's.
-        if zk_ensemble:
-            srv.zk_stop(self.run)
-        else:
-            srv.zk_ensemble_stop(self.run)
+        self.zk(not zk_ensemble).stop()
         self.st = st
         statemod.save(self.run, st)
 
         pw = self.db_password()
-        srv.mysql_start(self.run, st["mysql_port"])
+        self.mysql().start()
         self.ensure_db(pw)
-        if zk_ensemble:
-            srv.zk_ensemble_start(self.run, st["zk_port"])
-        else:
-            srv.zk_start(self.run, st["zk_port"])
-        rpw = self.redis_password()
+        self.zk().start()
+        self.redis_password()  # made on first use; self.redis() reads it
         if redis_sentinel:
             # The primary needs the users replica and sentinel: one started without them
             # is started again (its lock keys are leases; stockd reconnects).
@@ -344,24 +359,24 @@ class Stack:
             except OSError:
                 has = False
             if not has:
-                srv.redis_stop(self.run)
+                self.redis().stop()
         else:
-            srv.sentinel_stop(self.run)
-            srv.redis_stop(self.run, "redis-replica")
-        srv.redis_start(self.run, st["redis_port"], "redis", rpw, replication=redis_sentinel)
+            self.sentinel().stop()
+            self.redis("redis-replica").stop()
+        self.redis(replication=redis_sentinel).start()
         if redis_sentinel:
-            srv.redis_start(self.run, st["redis_replica_port"], "redis-replica", rpw,
-                            replication=True, master=st["redis_port"])
-            srv.sentinel_start(self.run, st["sentinel_port"], st["redis_port"], rpw)
+            self.redis("redis-replica", "redis_replica_port", replication=True,
+                       master=st["redis_port"]).start()
+            self.sentinel().start()
         self.ensure_etcd()
         if keep and self.stockd_current():
             self.start_nginx()
         else:
             if had_state and not zk_same:
-                srv.stockd_stop_all(self.run)
+                srv.Stockd.stop_all(self.run)
                 self.reset_zk_fences()
             self.start_stockd_all()
-        srv.prometheus_start(self.run, st["prometheus_port"])
+        self.prometheus().start()
         if not self.status(sys.stdout):
             raise LabError("not everything answers (see above)")
         print("live page: http://127.0.0.1:%d/live/" % st["nginx_port"], flush=True)
@@ -373,7 +388,7 @@ class Stack:
         the new one's tokens may be lower than the old fences. Safe only here, with
         every stockd stopped."""
         note("ZooKeeper replaced: resetting the products' fences (its lock tokens start again)")
-        srv.mysql_source(self.run, DB, os.path.join(SRC, "sql", "fence-reset.sql"))
+        self.mysql().source(DB, os.path.join(SRC, "sql", "fence-reset.sql"))
 
     def restart_stockd(self, instances=None, lock=None, extra=None, route=None, rate_limit=None):
         st = self.need_state()
@@ -403,7 +418,7 @@ class Stack:
         st = self.need_state()
         if i > st["instances"]:
             raise LabError("no instance %d (the stack has %d)" % (i, st["instances"]))
-        f = srv.stockd_pidfile(self.run, i)
+        f = self.stockd(i).pidfile
         pid = proc.read_pid(f)
         if pid is not None and proc.pid_runs(pid):
             os.kill(pid, 9)
@@ -429,18 +444,16 @@ class Stack:
         if not os.path.isdir(self.run):
             note("nothing under %s" % self.run)
             return
-        srv.prometheus_stop(self.run)
-        srv.nginx_stop(self.run)
-        srv.stockd_stop_all(self.run)
-        srv.sentinel_stop(self.run)
-        srv.redis_stop(self.run, "redis-replica")
-        srv.redis_stop(self.run)
-        for n in (1, 2, 3):
-            srv.redis_stop(self.run, "redlock%d" % n)
-        srv.etcd_stop(self.run)
-        srv.zk_stop(self.run)
-        srv.zk_ensemble_stop(self.run)
-        srv.mysql_stop(self.run)
+        srv.Prometheus(self.run).stop()
+        srv.Nginx(self.run).stop()
+        srv.Stockd.stop_all(self.run)
+        srv.Sentinel(self.run).stop()
+        for name in ["redis-replica", "redis"] + ["redlock%d" % n for n in (1, 2, 3)]:
+            srv.Redis(self.run, name=name).stop()
+        srv.Etcd(self.run).stop()
+        srv.ZooKeeper(self.run).stop()
+        srv.ZkEnsemble(self.run, 0).stop()
+        srv.MariaDB(self.run).stop()
         if self.anything_runs():
             raise LabError("something under %s still runs; see: scripts/stack status" % self.run)
         note("stopped (data and password kept under %s)" % self.run)
@@ -450,10 +463,10 @@ class Stack:
         st = self.need_state()
         ok = True
 
-        def row(name, pidfile, port, up):
+        def row(name, server, up=None):
             nonlocal ok
-            pid = proc.read_pid(pidfile)
-            if up():
+            pid, port = proc.read_pid(server.pidfile), server.port
+            if (up or server.up)():
                 state = "up"
             else:
                 ok = False
@@ -464,35 +477,30 @@ class Stack:
             out.write("%-11s %-8s %-6s %s\n" % (name, pid if pid is not None else "-", port, state))
 
         out.write("%-11s %-8s %-6s %s\n" % ("component", "pid", "port", "state"))
-        row("mysql", self.path("mysql", "pid"), st["mysql_port"], self.mysql_up)
+        row("mysql", self.mysql(), self.mysql_up)
         if st["zk_ensemble"]:
-            for n in (1, 2, 3):
-                row("zk%d" % n, self.path("zk%d" % n, "pid"), st["zk_port"] + n - 1,
-                    lambda n=n: self.zk_member_up(n))
+            for m in self.zk().members:
+                row(m.name, m)
         else:
-            row("zookeeper", self.path("zk", "pid"), st["zk_port"], self.zk_up)
+            row("zookeeper", self.zk())
         if st["redis_port"]:
-            row("redis", self.path("redis", "pid"), st["redis_port"],
-                lambda: self.redis_named_up("redis", st["redis_port"]))
+            row("redis", self.redis())
         if st["redis_sentinel"]:
-            row("redis-repl", self.path("redis-replica", "pid"), st["redis_replica_port"],
-                lambda: self.redis_named_up("redis-replica", st["redis_replica_port"]))
-            row("sentinel", self.path("sentinel", "pid"), st["sentinel_port"], self.sentinel_up)
+            row("redis-repl", self.redis("redis-replica", "redis_replica_port"))
+            row("sentinel", self.sentinel())
         if st["lock"] == "redlock":
-            for n, port in enumerate(self.redlock_ports(), 1):
-                row("redlock%d" % n, self.path("redlock%d" % n, "pid"), port,
-                    lambda n=n, port=port: self.redis_named_up("redlock%d" % n, port))
+            for r in self.redlock():
+                row(r.name, r)
         # etcd runs for mode etcd (and after it, until `down`).
-        if st["lock"] == "etcd" or proc.pid_alive(self.path("etcd", "pid")):
-            row("etcd", self.path("etcd", "pid"), st["etcd_port"], self.etcd_up)
+        if st["lock"] == "etcd" or self.etcd().running():
+            row("etcd", self.etcd())
         for i in range(1, st["instances"] + 1):
-            row("stockd-%d" % i, srv.stockd_pidfile(self.run, i), self.stockd_port(i),
-                lambda i=i: self.stockd_up(i))
-        row("nginx", self.path("nginx", "nginx.pid"), st["nginx_port"], self.nginx_up)
+            row("stockd-%d" % i, self.stockd(i), lambda i=i: self.stockd_up(i))
+        row("nginx", self.nginx())
         if st["prometheus_port"]:
-            row("prometheus", self.path("prometheus", "pid"), st["prometheus_port"], self.prometheus_up)
+            row("prometheus", self.prometheus())
         if st["zk_ensemble"]:
-            modes = [srv.zk_mode(st["zk_port"] + n) or "not serving" for n in range(3)]
+            modes = [m.mode() or "not serving" for m in self.zk().members]
             out.write("zookeeper ensemble:%s\n" % "".join(
                 " zk%d %s" % (n, m) for n, m in enumerate(modes, 1)))
         out.write("lock mode: %s; nginx: %s%s; run dir: %s\n"
@@ -522,7 +530,7 @@ class Stack:
             ("SENTINEL", "127.0.0.1:%d" % st["sentinel_port"] if st["redis_sentinel"] else ""),
             ("ETCD", "127.0.0.1:%d" % (st["etcd_port"] or 2379)),
             ("MYSQL_PORT", str(st["mysql_port"])),
-            ("MYSQL_SOCKET", srv.mysql_socket(self.run)),
+            ("MYSQL_SOCKET", self.mysql().socket),
             ("STACK_INSTANCES", str(st["instances"])),
             ("STACK_LOCK", st["lock"]),
             ("STACK_ROUTE", st["route"]),
@@ -537,7 +545,7 @@ class Stack:
         self.need_state()
         if not self.mysql_up():
             raise LabError("MariaDB of %s does not answer; run: scripts/stack up" % self.run)
-        return ["mariadb", "--no-defaults", "-uroot", "-S", srv.mysql_socket(self.run), "-D", DB] + list(args)
+        return ["mariadb", "--no-defaults", "-uroot", "-S", self.mysql().socket, "-D", DB] + list(args)
 
 
 class Quiet:

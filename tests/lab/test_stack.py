@@ -167,27 +167,14 @@ class NginxTemplate(unittest.TestCase):
             nginx.render("x\n  #@NOPE@\n", [], [], "80", [])
 
 
-class ShellCopies(unittest.TestCase):
-    """The container images build their servers in shell (scripts/stack-lib.sh, without
-    Python), and lab/servers.py runs those same functions; the two lists of server
-    flags it keeps for its own command lines must say what the shell's say."""
+class ServerFiles(unittest.TestCase):
+    """The files lab/servers.py writes for its servers, the native ones and the container
+    images' (lab/container.py): Redis's ACL and a ZooKeeper ensemble member's zoo.cfg."""
 
-    def shell_array(self, name):
-        with open(os.path.join(SRC, "scripts", "stack-lib.sh")) as f:
-            text = f.read()
-        m = re.search(r"(?ms)^%s=\((.*?)\)$" % name, text)
-        self.assertIsNotNone(m, name)
-        return [w.strip("'\"") for w in m.group(1).split()]
-
-    def test_server_settings_are_the_same(self):
-        from lab import servers
-        self.assertEqual(self.shell_array("STACK_MYSQL_FLAGS"), servers.MYSQL_FLAGS)
-        self.assertEqual(self.shell_array("STACK_REDIS_FLAGS"), servers.REDIS_FLAGS)
-
-    def test_redis_acl_file_is_written_by_the_shell(self):
+    def test_redis_acl_file(self):
         from lab import servers
         with tempfile.TemporaryDirectory() as d:
-            path = servers._redis_auth_conf(d, "s3cret", True, 6390)
+            path = servers.redis_auth_conf(d, "s3cret", True, 6390)
             self.assertEqual(os.path.join(d, "auth.conf"), path)
             self.assertEqual(0o600, os.stat(path).st_mode & 0o777)
             with open(path) as f:
@@ -202,12 +189,12 @@ class ShellCopies(unittest.TestCase):
         self.assertTrue(lines[3].startswith("user sentinel reset on #%s -@all " % h), lines[3])
         self.assertEqual(["masteruser replica", 'masterauth "s3cret"'], lines[4:])
 
-    def test_ensemble_member_config_is_written_by_the_shell(self):
+    def test_ensemble_member_config(self):
         from lab import servers
         with tempfile.TemporaryDirectory() as d:
             os.makedirs(os.path.join(d, "data"))
-            servers.stack_lib('zk_write_cfg "$1" "$2" && zk_ensemble_cfg "$1" "${@:3}"', d, 2181, 2,
-                              "127.0.0.1:1:4", "127.0.0.1:2:5", "127.0.0.1:3:6")
+            servers.zk_write_cfg(d, 2181)
+            servers.zk_ensemble_cfg(d, 2, ["127.0.0.1:1:4", "127.0.0.1:2:5", "127.0.0.1:3:6"])
             with open(os.path.join(d, "zoo.cfg")) as f:
                 cfg = f.read()
             with open(os.path.join(d, "data", "myid")) as f:
@@ -216,19 +203,26 @@ class ShellCopies(unittest.TestCase):
         self.assertTrue(cfg.endswith("server.1=127.0.0.1:1:4\nserver.2=127.0.0.1:2:5\n"
                                      "server.3=127.0.0.1:3:6\n"), cfg)
 
-    def test_a_failing_shell_function_is_a_lab_error(self):
+    def test_a_member_number_outside_the_list_is_a_lab_error(self):
         from lab import servers
         with tempfile.TemporaryDirectory() as d:
-            with self.assertRaisesRegex(LabError, "zk_ensemble_cfg failed: zk: member number '4' "
-                                                  "is not one of 1..3"):
-                servers.stack_lib('zk_ensemble_cfg "$1" 4 a b c', d)
+            with self.assertRaisesRegex(LabError, "zk: member number '4' is not one of 1..3"):
+                servers.zk_ensemble_cfg(d, 4, ["a", "b", "c"])
 
-    def test_every_shell_start_function_is_the_library_s(self):
+    def test_a_password_cannot_end_its_sql_literal(self):
+        from lab import servers
+        self.assertIn("IDENTIFIED BY 'it\\'s a \\\\ test'",
+                      servers.service_user_sql("shop", "stockd", "it's a \\ test", "%"))
+
+    def test_every_shell_server_function_is_the_library_s(self):
         from lab import shell
         with open(os.path.join(SRC, "scripts", "stack-lib.sh")) as f:
             text = f.read()
-        for name in shell.CALLS:
-            self.assertRegex(text, r'(?m)^%s\(\) \{ stack_lab %s "\$@"; \}$' % (name, name))
+        m = re.search(r"(?ms)^for _f in (.*?); do$", text)
+        self.assertIsNotNone(m)
+        looped = m.group(1).replace("\\\n", " ").split()
+        defined = re.findall(r"(?m)^(\w+)\(\) \{ STACK_LAB_PASSWORD=\$4 stack_lab \1 ", text)
+        self.assertEqual(sorted(shell.CALLS), sorted(looped + defined))
 
 
 class CommandLine(unittest.TestCase):

@@ -32,7 +32,7 @@ int lt_children(zhandle_t *zh, const char *name);
 
 /* Waits up to `secs` for the container parent of `name` to be reaped by the
  * server; returns 1 if it is gone. ZooKeeper reads znode.container.checkIntervalMs
- * only as a JVM system property (stack-lib.sh passes -D...=1000); from zoo.cfg it is
+ * only as a JVM system property (lab/servers.py passes -D...=1000); from zoo.cfg it is
  * ignored and the server checks every 60 s, hence the tests' generous 90 s. */
 int lt_wait_parent_gone(zhandle_t *zh, const char *name, int secs);
 

@@ -18,7 +18,9 @@ STOCKD = os.environ.get("STOCKD_BIN") or os.path.join(
 PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "loadtest", "nemesis")
 _loader = importlib.machinery.SourceFileLoader("nemesis", PATH)
 nemesis = importlib.util.module_from_spec(importlib.util.spec_from_loader("nemesis", _loader))
-_loader.exec_module(nemesis)
+_loader.exec_module(nemesis)  # which puts loadtest/ on sys.path
+import nemesis_faults  # noqa: E402
+import nemesis_soak  # noqa: E402
 
 
 def parse(*argv):
@@ -79,11 +81,11 @@ class StockdsModes(unittest.TestCase):
         zk = {m for m in nemesis.runspec.stockd_modes(STOCKD)
               if nemesis.stockd_mode(STOCKD, m).service == "zookeeper"}
         self.assertEqual({"zk", "zk-herd"}, zk)
-        self.assertIn("zk-leader", nemesis.faults_for("zk-herd", True))
-        self.assertNotIn("zk-leader", nemesis.faults_for("redis", False))
+        self.assertIn("zk-leader", nemesis_faults.faults_for("zk-herd", True))
+        self.assertNotIn("zk-leader", nemesis_faults.faults_for("redis", False))
 
     def test_every_soak_row_reads(self):
-        for spec, extra, _, _ in nemesis.SOAK_ROWS:
+        for spec, extra, _, _ in nemesis_soak.SOAK_ROWS:
             row = argparse.Namespace(mode=spec, extra=extra, commit_ms=0)
             nemesis.apply_spec(row)
             nemesis.stockd_mode(STOCKD, row.mode)  # raises if stockd has no such mode

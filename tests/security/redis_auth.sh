@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # stockd in mode redis against a Redis that wants a password (issue 16, defect 12): its
-# own redis-server with scripts/stack-lib.sh's ACL (the default user off, one user
+# own redis-server with lab/servers.py's ACL (the default user off, one user
 # `stockd` limited to the lock's commands and keys).
 #   - the right password, from STOCKD_REDIS_PASSWORD or --redis-password-file, with
 #     --redis-user stockd: every deduction goes through, stock and orders move exactly;

@@ -160,25 +160,22 @@ if errors:
     sys.exit(1)
 PY
 
-# The MariaDB, ZooKeeper and Redis images start their servers with scripts/stack-lib.sh,
-# as the native stack does: the same install, settings, schema, user, zoo.cfg and Redis
-# settings (no persistence).
-for f in mariadb:mysql_install mariadb:mysql_create_db mariadb:STACK_MYSQL_FLAGS \
-  zookeeper:zk_write_cfg zookeeper:zk_ensemble_cfg zookeeper:zk_exec redis:STACK_REDIS_FLAGS; do
-  grep -q "${f#*:}" "$src/docker/${f%%:*}/entrypoint.sh" ||
-    fail "docker/${f%%:*}/entrypoint.sh does not use stack-lib's ${f#*:}"
-done
+# The MariaDB, ZooKeeper and Redis images start their servers with lab/servers.py's code
+# (python3 -m lab.container), as the native stack does: the same install, settings,
+# schema, user, zoo.cfg, Redis settings (no persistence) and ACL.
 for img in mariadb zookeeper redis; do
-  grep -q '^COPY scripts/stack-lib.sh' "$src/docker/$img/Dockerfile" ||
-    fail "docker/$img/Dockerfile does not copy scripts/stack-lib.sh into the image"
+  grep -q "^ENTRYPOINT \[\"python3\", \"-m\", \"lab.container\", \"$img\"\]" "$src/docker/$img/Dockerfile" ||
+    fail "docker/$img/Dockerfile does not start its server with python3 -m lab.container $img"
+  grep -q '^COPY lab/.*lab/servers.py' "$src/docker/$img/Dockerfile" ||
+    fail "docker/$img/Dockerfile does not copy lab/servers.py into the image"
 done
-echo "ok: the MariaDB, ZooKeeper and Redis images start their servers with stack-lib.sh"
-# Redis keeps protected mode on and takes stack-lib's ACL (issue 16 #12).
-grep -q -- '--protected-mode yes' "$src/docker/redis/entrypoint.sh" &&
-  ! grep -q -- '--protected-mode no' "$src/docker/redis/entrypoint.sh" ||
-  fail "docker/redis/entrypoint.sh must keep protected mode on"
-grep -q 'redis_auth_conf' "$src/docker/redis/entrypoint.sh" ||
-  fail "docker/redis/entrypoint.sh does not use stack-lib's redis_auth_conf"
+echo "ok: the MariaDB, ZooKeeper and Redis images start their servers with lab/container.py"
+# Redis keeps protected mode on and takes the native ACL (issue 16 #12).
+grep -q "\"--protected-mode\", \"yes\"" "$src/lab/container.py" &&
+  ! grep -q "\"--protected-mode\", \"no\"" "$src/lab/container.py" ||
+  fail "lab/container.py's redis must keep protected mode on"
+grep -q 'redis_auth_conf' "$src/lab/container.py" ||
+  fail "lab/container.py's redis does not use lab/servers.py's redis_auth_conf"
 echo "ok: the Redis image keeps protected mode on and uses the ACL of redis_auth_conf"
 
 # The compose nginx.conf: the image's entrypoint renders nginx/nginx.conf.in (the
@@ -277,7 +274,7 @@ while read -r d; do
   [[ $d == tests ]] && continue
   grep -qx "!$d/" "$src/.dockerignore" || fail ".dockerignore keeps $d/ out of the image build"
 done < <(sed -n 's/^[[:space:]]*add_subdirectory(\([^ )]*\).*/\1/p' "$src/CMakeLists.txt")
-for f in CMakeLists.txt cmake/ scripts/stack-lib.sh sql/ docker/; do
+for f in CMakeLists.txt cmake/ lab/container.py lab/servers.py sql/ docker/; do
   grep -qx "!$f" "$src/.dockerignore" || fail ".dockerignore keeps $f out of the image build"
 done
 echo "ok: .dockerignore lets in every folder the build reads"

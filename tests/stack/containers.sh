@@ -177,12 +177,10 @@ ready zk
 
 # ---------------------------------------------------------------- deductions
 
-# shop_sql QUERY: runs QUERY in `shop` as root over the MariaDB container's socket, with
-# stack-lib's own mysql_cli.
+# shop_sql QUERY: runs QUERY in `shop` as root over the MariaDB container's socket.
 shop_sql() {
-  podman exec "${project}_mariadb_1" bash -c \
-    'source /usr/local/lib/stockd/scripts/stack-lib.sh && mysql_cli /var/lib/stockd -N -B shop -e "$1"' \
-    shop_sql "$1"
+  podman exec "${project}_mariadb_1" mariadb --no-defaults -uroot -S /var/lib/stockd/mysql/sock \
+    -N -B shop -e "$1"
 }
 
 # reset NAME STOCK: makes the round's folder $T/NAME, keeps there the highest order id
@@ -192,9 +190,9 @@ reset() {
   local name=$1 d=$T/$1
   mkdir -p "$d/answers"
   shop_sql "SELECT COALESCE(MAX(id), 0) FROM orders" >"$d/mark"
-  # The reset's statements are lab/shop.py's (the container has no Python to run them).
-  lab set_stock_sql "$product" "$2" | podman exec -i "${project}_mariadb_1" bash -c \
-    'source /usr/local/lib/stockd/scripts/stack-lib.sh && mysql_cli /var/lib/stockd shop' ||
+  # The reset's statements are lab/shop.py's (the container has no python3-pymysql).
+  lab set_stock_sql "$product" "$2" | podman exec -i "${project}_mariadb_1" mariadb \
+    --no-defaults -uroot -S /var/lib/stockd/mysql/sock shop ||
     fail "$name: the reset of product $product failed"
   expect_eq "$name: stock of product $product after the reset" "$2" \
     "$(shop_sql "SELECT stock FROM product WHERE id=$product")"
@@ -260,11 +258,10 @@ load() {
 # ---------------------------------------------------------------- the ZooKeeper leader killed
 
 # zk_mode N: the mode of member zkN (leader or follower), from `srvr` asked inside its
-# container (stack-lib's zk_4lw); nothing while it is down or not serving.
+# container (lab/servers.py's zk_mode); nothing while it is down or not serving.
 zk_mode() {
-  podman exec "${project}_zk$1_1" bash -c \
-    'source /usr/local/lib/stockd/scripts/stack-lib.sh && zk_4lw 2181 srvr' 2>/dev/null |
-    sed -n 's/^Mode: //p' || true
+  podman exec "${project}_zk$1_1" python3 -c \
+    'from lab.servers import zk_mode; print(zk_mode(2181) or "")' 2>/dev/null || true
 }
 # zk_modes: "zk1:MODE zk2:MODE zk3:MODE", MODE - for a member that does not serve.
 zk_modes() {

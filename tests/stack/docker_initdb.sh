@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The MariaDB image's first start (docker/mariadb/entrypoint.sh), run outside a
+# The MariaDB image's first start (python3 -m lab.container mariadb), run outside a
 # container on this test's own port and run directory: from an empty volume it must
 # make the seeded `shop` and a service user `stockd`@'%' that logs in over TCP with the
 # password from the environment and can do exactly what stockd needs (read and update
@@ -11,20 +11,21 @@ source "$STOCKD_SRC/tests/lib.sh"
 port=$((PORT0 + 15))
 # The entrypoint's settings: its run directory is $T, so t_cleanup stops the server
 # it leaves there ($T/mysql/pid) when the test exits.
-export STOCKD_RUN=$T STOCKD_MYSQL_PORT=$port STOCKD_MYSQL_BIND=127.0.0.1 STOCKD_LIB=$STOCKD_SRC
+export STOCKD_RUN=$T STOCKD_MYSQL_PORT=$port STOCKD_MYSQL_BIND=127.0.0.1
+export PYTHONPATH=$STOCKD_SRC
 # A password with the characters SQL quoting must survive.
 export STOCKD_MYSQL_PASSWORD="it's a \\ test"
 
 # entrypoint LOG: runs the entrypoint in the background until the server answers on
 # TCP (mariadb-admin ping answers even without credentials).
 entrypoint() {
-  bash "$STOCKD_SRC/docker/mariadb/entrypoint.sh" >"$T/$1" 2>&1 &
+  /usr/bin/python3 -m lab.container mariadb >"$T/$1" 2>&1 &
   wait_until 90 mariadb-admin --no-defaults --connect-timeout=2 -h 127.0.0.1 -P "$port" \
     -u healthcheck ping || fail "the entrypoint's server did not answer: $(tail -n 20 "$T/$1")"
 }
 
 # Without a password the first start stops, and leaves no database behind.
-if STOCKD_MYSQL_PASSWORD='' bash "$STOCKD_SRC/docker/mariadb/entrypoint.sh" >"$T/nopw.log" 2>&1; then
+if STOCKD_MYSQL_PASSWORD='' /usr/bin/python3 -m lab.container mariadb >"$T/nopw.log" 2>&1; then
   fail "the entrypoint started without STOCKD_MYSQL_PASSWORD"
 fi
 grep -q STOCKD_MYSQL_PASSWORD "$T/nopw.log" || fail "unclear error without the password: $(cat "$T/nopw.log")"
