@@ -10,12 +10,14 @@ import os
 import pymysql
 
 from . import LabError
+from .redisstock import RedisStock
 
 
 class Shop:
     """One root connection to database db of the stack under run (autocommit)."""
 
     def __init__(self, run, db="shop"):
+        self.run = run
         sock = os.path.join(run, "mysql", "sock")
         try:
             self.conn = pymysql.connect(unix_socket=sock, user="root", database=db,
@@ -44,7 +46,18 @@ class Shop:
 
     def set_stock(self, product, stock, segments=1):
         """Resets product to stock (split evenly over segments when > 1), fence 0 and no
-        orders, in one transaction (set_stock_sql's statements)."""
+        orders, in one transaction (set_stock_sql's statements). When the stack has a
+        Redis, mode redis-stock's count goes too (lab/redisstock.py): after the order
+        writers have drained, before MariaDB's row, and deleted after it, so that the
+        next deduction loads the new stock."""
+        redis = RedisStock.of(self.run)
+        if redis:
+            redis.wait_drained()
+        self._set_stock_sql(product, stock, segments)
+        if redis:
+            redis.forget(product)
+
+    def _set_stock_sql(self, product, stock, segments):
         with self.conn.cursor() as cur:
             self.conn.begin()
             try:

@@ -61,7 +61,8 @@ static void list_modes(FILE *out) {
     for (size_t i = 0; i < stockd_nmodes; i++) {
         const stockd_mode *m = &stockd_modes[i];
         const lock_kind *k = lock_kind_find(m->kind);
-        fprintf(out, "%s\t%s\t%s\n", m->name, m->kind, k && k->service ? k->service : "-");
+        const char *service = k && k->service ? k->service : m->store;
+        fprintf(out, "%s\t%s\t%s\n", m->name, m->kind, service ? service : "-");
     }
 }
 
@@ -166,7 +167,8 @@ int main(int argc, char **argv) {
      * session here, and a failure ends the start-up). */
     kind = lock_kind_find(cfg.lock_kind);
     uses_zk = kind && kind->service && strcmp(kind->service, "zookeeper") == 0;
-    uses_redis = kind && kind->service && strcmp(kind->service, "redis") == 0;
+    uses_redis = (kind && kind->service && strcmp(kind->service, "redis") == 0) ||
+                 cfg.lock == STOCKD_LOCK_REDIS_STOCK;
     stockd_lock_config(&cfg, &ctx.db, &lc);
     lc.log = log_lock;
     rc = kind ? lock_set_new(kind, &lc, &ctx.locks, err, sizeof(err)) : LOCK_ERR_ARGS;

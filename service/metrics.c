@@ -26,7 +26,7 @@ typedef struct histogram {
     atomic_ullong sum_ns;
 } histogram;
 
-#define NRESULTS (STOCKD_R_KEY_CONFLICT + 1)
+#define NRESULTS (STOCKD_R_NOT_REPLICATED + 1)
 
 /* Upper bounds of the batch-size buckets (deductions per lock acquisition). */
 static const unsigned batch_le[] = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024};
@@ -43,8 +43,8 @@ static struct {
 } m;
 
 static const char *route_names[STOCKD_ROUTE_COUNT] = {
-    [STOCKD_ROUTE_REDUCE] = "/stock/reduce", [STOCKD_ROUTE_STOCK] = "/stock",
-    [STOCKD_ROUTE_HEALTH] = "/health",       [STOCKD_ROUTE_METRICS] = "/metrics",
+    [STOCKD_ROUTE_REDUCE] = "/stock/reduce",   [STOCKD_ROUTE_STOCK] = "/stock",
+    [STOCKD_ROUTE_HEALTH] = "/health",         [STOCKD_ROUTE_METRICS] = "/metrics",
     [STOCKD_ROUTE_LOCK_QUEUE] = "/lock/queue", [STOCKD_ROUTE_OTHER] = "other",
 };
 
