@@ -5,6 +5,7 @@
 #include "stockredis.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -126,6 +127,11 @@ static int code_of(int redisconn_rc) {
 /* The connection, made if there is none: dialled, the script loaded and the writers'
  * group created (BUSYGROUP: it exists, which is what we want). */
 static int connect_once(stockredis *s) {
+    /* An idle connection has nothing to read: if it is readable, the server closed it
+     * (a restart, a shutdown, a timeout). Dropped here, before a script is written to
+     * it, a Redis that is gone is "unreachable, nothing done", not "sent, answer lost". */
+    struct pollfd p = {.fd = s->c ? s->c->fd : -1, .events = POLLIN | POLLRDHUP};
+    if (s->c && poll(&p, 1, 0) != 0) drop(s);
     if (s->c) return STOCKREDIS_OK;
     redisconn_config rc = {.host = s->hp.host,
                            .port = s->hp.port,

@@ -50,6 +50,12 @@ class RedisStock:
         r = cls(port, pw)
         return r if srv.redis_ping(port, srv.redis_user(), pw or None) else None
 
+    @classmethod
+    def at(cls, addr, password=""):
+        """The Redis at HOST:PORT on loopback (a test's own), with the stack's user when
+        PASSWORD is given."""
+        return cls(int(addr.rsplit(":", 1)[1]), password)
+
     def cmd(self, *args):
         return srv.redis_cmd(self.port, *args, user=srv.redis_user(),
                              password=self.password or None)

@@ -16,8 +16,10 @@ from .redisstock import RedisStock
 class Shop:
     """One root connection to database db of the stack under run (autocommit)."""
 
-    def __init__(self, run, db="shop"):
-        self.run = run
+    def __init__(self, run, db="shop", redis=None):
+        """REDIS: mode redis-stock's Redis (lab/redisstock.py) to reset along with the
+        rows; None: the stack's under run, if it has one."""
+        self.redis = redis or RedisStock.of(run)
         sock = os.path.join(run, "mysql", "sock")
         try:
             self.conn = pymysql.connect(unix_socket=sock, user="root", database=db,
@@ -50,12 +52,11 @@ class Shop:
         Redis, mode redis-stock's count goes too (lab/redisstock.py): after the order
         writers have drained, before MariaDB's row, and deleted after it, so that the
         next deduction loads the new stock."""
-        redis = RedisStock.of(self.run)
-        if redis:
-            redis.wait_drained()
+        if self.redis:
+            self.redis.wait_drained()
         self._set_stock_sql(product, stock, segments)
-        if redis:
-            redis.forget(product)
+        if self.redis:
+            self.redis.forget(product)
 
     def _set_stock_sql(self, product, stock, segments):
         with self.conn.cursor() as cur:
