@@ -181,7 +181,10 @@ int main(int argc, char **argv) {
     if (!ctx.queue || !ctx.locks) goto out;
     /* The stock gauge's reader; if it cannot start, the service still serves, only
      * without stockd_product_stock. */
-    if (stockd_stockwatch_start(&ctx.db, cfg.instance) != 0)
+    stockredis_config watch_redis = {
+        .addr = cfg.redis, .user = cfg.redis_user, .password = cfg.redis_password};
+    if (stockd_stockwatch_start(&ctx.db, cfg.instance,
+                                cfg.lock == STOCKD_LOCK_REDIS_STOCK ? &watch_redis : NULL) != 0)
         stockd_log("warn", "cannot start the stock watch thread: no stockd_product_stock");
     workers = stockd_workers_start(&ctx);
     if (!workers) {

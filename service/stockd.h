@@ -60,6 +60,7 @@
 
 #include "lock.h"
 #include "stockdb.h"
+#include "stockredis.h"
 
 /* ------------------------------------------------------------------ config */
 
@@ -597,7 +598,17 @@ char *stockd_metrics_render(const stockd_config *cfg, lock_set *locks);
 typedef struct stockd_stock_reading {
     int32_t product_id;
     int32_t stock;
+    bool has_count;  /* mode redis-stock: the product's count in Redis was read */
+    long long count; /* ... and is this */
 } stockd_stock_reading;
+
+/* Mode redis-stock: the order stream's backlog for the writers, read once a second with
+ * the counts (XINFO GROUPS: lag and pending). known false before the first read or
+ * after a failed one. */
+typedef struct stockd_stream_backlog {
+    bool known;
+    long long undelivered, pending;
+} stockd_stream_backlog;
 
 /* Notes a stock just read or left by a committed deduction: the product is marked as
  * served (its stock is read again within a second), and its sold-out hint set from
@@ -608,15 +619,20 @@ void stockd_stockwatch_note(int32_t product_id, int32_t stock);
  * whether or not the watch thread runs. */
 bool stockd_stockwatch_sold_out(int32_t product_id);
 /* Starts the thread that reads the marked products, on a MySQL connection of its own
- * (db copied; instance at most STOCKDB_INSTANCE_MAX bytes). 0, or -1 if the thread
- * could not start. Main thread, after stockdb_global_init(). */
-int stockd_stockwatch_start(const stockdb_config *db, const char *instance);
+ * (db copied; instance at most STOCKDB_INSTANCE_MAX bytes). redis: mode redis-stock's
+ * Redis (copied, with its strings), whose counts and stream backlog it reads too on a
+ * connection of its own; NULL in the other modes. 0, or -1 if the thread could not
+ * start. Main thread, after stockdb_global_init(). */
+int stockd_stockwatch_start(const stockdb_config *db, const char *instance,
+                            const stockredis_config *redis);
 /* Stops and joins that thread (a read in flight ends first). Main thread; a no-op if
  * it never started. */
 void stockd_stockwatch_stop(void);
 /* Copies up to max readings (products read at least once) into out; returns how many.
  * Memory only: the polling thread may call it. */
 size_t stockd_stockwatch_snapshot(stockd_stock_reading *out, size_t max);
+/* The stream's backlog as last read (mode redis-stock). Memory only. */
+void stockd_stockwatch_backlog(stockd_stream_backlog *out);
 /* Reads made (found or not found) and reads that failed, so far. */
 void stockd_stockwatch_counts(uint64_t *reads, uint64_t *errors);
 

@@ -13,6 +13,7 @@
 #   3. A key: its 200 names the order by the key, the same key gets the same order back
 #      (replayed), and the key used for another product is refused (422).
 #   4. Redis down: 503 unavailable, and nothing done in MariaDB either.
+#   5. /metrics: the Redis count, MariaDB's stock and the stream's backlog.
 source "$STOCKD_SRC/tests/lib.sh"
 
 t_db
@@ -61,6 +62,22 @@ else
   expect_eq "MariaDB's stock without a writer" "$initial" "$(stock 1)"
   expect_eq "orders without a writer" 0 "$(orders 1)"
 fi
+
+# 5. The watch: each instance's /metrics has product 1's Redis count beside its stock,
+# and the stream's backlog (the writers' part of it: 0 once drained; without a writer,
+# every entry is undelivered).
+for ((i = 1; i <= 3; i++)); do
+  wait_until 10 test "$(metric $((PORT0 + i)) 'stockd_redis_stock{product="1"}')" = 0 ||
+    fail "stockd-$i's stockd_redis_stock of product 1: '$(metric $((PORT0 + i)) 'stockd_redis_stock{product="1"}')'"
+done
+echo "ok: stockd_redis_stock{product=\"1\"} = 0 on every instance"
+want_stock=$initial want_backlog=$initial
+[[ -x $writer_bin ]] && want_stock=0 want_backlog=0
+wait_until 10 test "$(metric $((PORT0 + 1)) 'stockd_product_stock{product="1"}')" = "$want_stock" ||
+  fail "stockd_product_stock of product 1: '$(metric $((PORT0 + 1)) 'stockd_product_stock{product="1"}')'"
+wait_until 10 test "$(metric $((PORT0 + 1)) 'stockd_order_stream_backlog{state="undelivered"}')" = "$want_backlog" ||
+  fail "undelivered backlog: '$(metric $((PORT0 + 1)) 'stockd_order_stream_backlog{state="undelivered"}')'"
+expect_eq "pending backlog" 0 "$(metric $((PORT0 + 1)) 'stockd_order_stream_backlog{state="pending"}')"
 
 # 3. One key.
 sql "UPDATE product SET stock = 5 WHERE id = 2"
