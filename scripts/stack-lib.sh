@@ -187,7 +187,7 @@ SQL
 
 # mysql_grant_service_user RUN DB USER PASS [HOST...]: makes sure USER exists with
 # password PASS and can do only what a deduction needs: read and update product, read
-# and add orders, and take and give back a lock row in stock_lock (the db-lock mode:
+# and add orders (and oversold promises: the order writer of mode redis-stock), and take and give back a lock row in stock_lock (the db-lock mode:
 # INSERT, and DELETE with a WHERE on the row, which needs SELECT). USER may connect from
 # each HOST: by default 127.0.0.1 and localhost (the native stack); the containers give
 # '%' (stockd connects from its own container).
@@ -204,6 +204,7 @@ GRANT SELECT, UPDATE ON \`$db\`.product TO '$user'@'$host';
 GRANT SELECT, UPDATE ON \`$db\`.product_segment TO '$user'@'$host';
 GRANT SELECT ON \`$db\`.product_stock TO '$user'@'$host';
 GRANT SELECT, INSERT ON \`$db\`.orders TO '$user'@'$host';
+GRANT SELECT, INSERT ON \`$db\`.oversold_promise TO '$user'@'$host';
 GRANT SELECT, INSERT, DELETE, UPDATE (expires_at) ON \`$db\`.stock_lock TO '$user'@'$host';
 SQL
   done
