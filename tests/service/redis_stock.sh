@@ -58,6 +58,9 @@ instances=$(rcli XRANGE stockd:orders - + | awk 'NR % 9 == 7' | sort -u | wc -l)
 if [[ -x $writer_bin ]]; then
   expect_eq "ledger (answers = orders = stock change)" ok "$(get ledger)"
   expect_eq "MariaDB's stock" 0 "$(stock 1)"
+  expect_eq "the orders' request_ids are the stream's keys" \
+    "$(rcli XRANGE stockd:orders - + | awk 'NR % 9 == 3' | sort | tr '\n' ' ')" \
+    "$(sql "SELECT request_id FROM orders WHERE product_id = 1" | sort | tr '\n' ' ')"
 else
   expect_eq "MariaDB's stock without a writer" "$initial" "$(stock 1)"
   expect_eq "orders without a writer" 0 "$(orders 1)"
