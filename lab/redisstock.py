@@ -80,6 +80,14 @@ class RedisStock:
                 return info
         return None
 
+    def consumers(self):
+        """The names of the writers' group's consumers ([] without the group)."""
+        try:
+            rows = self.cmd("XINFO", "CONSUMERS", STREAM, GROUP)
+        except OSError:
+            return []
+        return [dict(zip(c[::2], c[1::2])).get("name") for c in rows or []]
+
     def backlog(self):
         """(undelivered, pending) entries of the writers' group: XINFO GROUPS's lag and
         pending; (0, 0) without the stream or the group."""
