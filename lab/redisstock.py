@@ -106,6 +106,7 @@ class RedisStock:
             raise LabError("the order writers have not drained %s in %d s (%d undelivered, %d "
                            "pending): is stock-writer running?" % (STREAM, seconds, lag, pending))
 
-    def forget(self, product):
-        """Deletes the product's count: the next deduction loads MariaDB's stock."""
-        self.cmd("DEL", count_key(product))
+    def forget(self, *products):
+        """Deletes the products' counts: the next deduction of each loads MariaDB's stock."""
+        for i in range(0, len(products), 1000):
+            self.cmd("DEL", *[count_key(p) for p in products[i:i + 1000]])
