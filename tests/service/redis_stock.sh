@@ -14,6 +14,7 @@
 #      (replayed), and the key used for another product is refused (422).
 #   4. Redis down: 503 unavailable, and nothing done in MariaDB either.
 #   5. /metrics: the Redis count, MariaDB's stock and the stream's backlog.
+#   6. --redis-wait-replicas without a replica: 503 not_replicated, the entry written.
 source "$STOCKD_SRC/tests/lib.sh"
 
 t_db
@@ -92,6 +93,15 @@ expect_eq "its order, again" "e2e-k1 true" "$(jq -r '"\(.order) \(.replayed)"' "
 expect_eq "the count, untouched by the replay" 4 "$(rcli GET 'stockd:stock:{2}')"
 expect_eq "the key for another product" "422 key_conflict" "$(reduce "$PORT0" 1 -H 'Idempotency-Key: e2e-k1')"
 expect_eq "stream entries after one more deduction" $((initial + 1)) "$(rcli XLEN stockd:orders)"
+
+# 6. --redis-wait-replicas 1 on a Redis without a replica: the deduction is made (its
+# entry is in the stream), and the answer says that no replica has it.
+t_stockd 4 redis-stock --redis "127.0.0.1:$r_port" --redis-wait-replicas 1 --redis-wait-ms 50
+len=$(rcli XLEN stockd:orders)
+expect_eq "a deduction no replica confirmed" "503 not_replicated" "$(reduce $((PORT0 + 4)) 2)"
+jq -e '.message | test("0 of 1 replicas confirmed it within 50 ms")' "$T/ans" >/dev/null ||
+  fail "the 503 does not say what happened: $(cat "$T/ans")"
+expect_eq "its entry is in the stream" $((len + 1)) "$(rcli XLEN stockd:orders)"
 
 # 4. Redis down: nothing is done anywhere.
 sql "UPDATE product SET stock = 7 WHERE id = 3"
