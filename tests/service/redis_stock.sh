@@ -32,6 +32,9 @@ if [[ -x $writer_bin ]]; then
   STOCKD_REDIS=127.0.0.1:$r_port STOCKD_MYSQL=$MYSQL_URL "$writer_bin" --consumer w1 \
     >"$T/writer/log" 2>&1 &
   echo $! >"$T/writer/pid"
+  # Joined once it is a consumer of the group: only then do the tools wait for it.
+  joined() { rcli XINFO CONSUMERS stockd:orders writers 2>/dev/null | grep -qx w1; }
+  wait_until 30 joined || fail "the order writer never joined the group: $(tail -5 "$T/writer/log")"
   echo "the order writer runs ($writer_bin)"
 else
   echo "no $writer_bin in this build: the orders' half is not checked"
