@@ -73,18 +73,22 @@ fi
 # 5. The watch: each instance's /metrics has product 1's Redis count beside its stock,
 # and the stream's backlog (the writers' part of it: 0 once drained; without a writer,
 # every entry is undelivered).
+# is NAME VALUE PORT: the sample NAME of the stockd on PORT is VALUE now.
+is() { [[ $(metric "$3" "$1") == "$2" ]]; }
 for ((i = 1; i <= 3; i++)); do
-  wait_until 10 test "$(metric $((PORT0 + i)) 'stockd_redis_stock{product="1"}')" = 0 ||
+  wait_until 10 is 'stockd_redis_stock{product="1"}' 0 $((PORT0 + i)) ||
     fail "stockd-$i's stockd_redis_stock of product 1: '$(metric $((PORT0 + i)) 'stockd_redis_stock{product="1"}')'"
 done
 echo "ok: stockd_redis_stock{product=\"1\"} = 0 on every instance"
 want_stock=$initial want_backlog=$initial
 [[ -x $writer_bin ]] && want_stock=0 want_backlog=0
-wait_until 10 test "$(metric $((PORT0 + 1)) 'stockd_product_stock{product="1"}')" = "$want_stock" ||
+wait_until 10 is 'stockd_product_stock{product="1"}' "$want_stock" $((PORT0 + 1)) ||
   fail "stockd_product_stock of product 1: '$(metric $((PORT0 + 1)) 'stockd_product_stock{product="1"}')'"
-wait_until 10 test "$(metric $((PORT0 + 1)) 'stockd_order_stream_backlog{state="undelivered"}')" = "$want_backlog" ||
+wait_until 10 is 'stockd_order_stream_backlog{state="undelivered"}' "$want_backlog" $((PORT0 + 1)) ||
   fail "undelivered backlog: '$(metric $((PORT0 + 1)) 'stockd_order_stream_backlog{state="undelivered"}')'"
-expect_eq "pending backlog" 0 "$(metric $((PORT0 + 1)) 'stockd_order_stream_backlog{state="pending"}')"
+wait_until 10 is 'stockd_order_stream_backlog{state="pending"}' 0 $((PORT0 + 1)) ||
+  fail "pending backlog: '$(metric $((PORT0 + 1)) 'stockd_order_stream_backlog{state="pending"}')'"
+echo "ok: the gauges show MariaDB's stock $want_stock and a backlog of $want_backlog"
 
 # 3. One key.
 sql "UPDATE product SET stock = 5 WHERE id = 2"
