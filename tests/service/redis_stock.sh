@@ -43,7 +43,7 @@ fi
 # 1 and 2: the oversell tool's load. It resets the product (MariaDB's row and the Redis
 # count, after the writer drained), and after the load waits for the writer again.
 "$STOCKD_SRC/loadtest/oversell" --url "http://127.0.0.1:$PORT0" --run "$STOCKD_TEST_RUN" \
-  --db "$DB" --label "redis-stock x3" --redis "127.0.0.1:$r_port" | tee "$T/out"
+  --db "$DB" --label "redis-stock x3" --redis-stock "127.0.0.1:$r_port" | tee "$T/out"
 res=$(grep '^RESULT ' "$T/out") || fail "no RESULT line"
 get() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<<"$res"; }
 initial=$(get initial)
