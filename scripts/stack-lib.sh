@@ -323,7 +323,7 @@ STACK_REDIS_FLAGS=(--save '' --appendonly no --daemonize no)
 # mode stays on (the default user is off, so it never refuses our user).
 STACK_REDIS_USER=${STACK_REDIS_USER:-stockd}
 STACK_REDIS_ACL=(-@all +evalsha "+script|load" +exists +pttl +time +incr +set +get +del +publish
-  +subscribe +unsubscribe +ping)
+  +subscribe +unsubscribe +ping +decr +xadd "+xgroup|create" "+xinfo|groups" +wait)
 
 # With a Sentinel (scripts/stack up --redis-sentinel, STACK_REDIS_REPLICATION=1), two more
 # users with the same password: `replica`, which a replica logs in as to replicate
@@ -343,7 +343,7 @@ redis_auth_conf() {
   hash=$(printf '%s' "$STACK_REDIS_PASSWORD" | sha256sum | cut -d' ' -f1)
   (
     umask 077
-    printf 'user default off\nuser %s reset on #%s ~lock:* resetchannels &lock:#released:* %s\n' \
+    printf 'user default off\nuser %s reset on #%s ~lock:* ~stockd:* resetchannels &lock:#released:* %s\n' \
       "$STACK_REDIS_USER" "$hash" "${STACK_REDIS_ACL[*]}" >"$d/auth.conf"
     if [[ ${STACK_REDIS_REPLICATION:-0} == 1 ]]; then
       printf 'user replica reset on #%s resetchannels -@all %s\n' "$hash" \

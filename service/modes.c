@@ -35,6 +35,14 @@ const stockd_mode stockd_modes[] = {
                              "--redis-lease-ms"},
     [STOCKD_LOCK_ETCD] = {"etcd", "etcd", STOCKDB_READ_CHECK_UPDATE, true, CF(etcd), 0, 0,
                           CF(etcd_lease_ms), "--etcd-ttl-s (in ms)"},
+    /* No lock and no transaction here: a Lua script in Redis deducts (service/redisstock.c),
+     * and the order writer brings MariaDB along later. The strategy is what its first load
+     * of a product reads. */
+    [STOCKD_LOCK_REDIS_STOCK] = {.name = "redis-stock",
+                                 .kind = "none",
+                                 .strategy = STOCKDB_ATOMIC,
+                                 .batched = false,
+                                 .store = "redis"},
 };
 const size_t stockd_nmodes = sizeof(stockd_modes) / sizeof(stockd_modes[0]);
 
@@ -65,7 +73,10 @@ const char *stockd_mode_list(char *buf, size_t cap, bool (*pick)(const stockd_mo
         if (pick && !pick(&stockd_modes[i])) continue;
         n++;
         len += (size_t)snprintf(buf + len, cap - len, "%s%s",
-                                n == 1 ? "" : n == total ? " or " : ", ", stockd_modes[i].name);
+                                n == 1       ? ""
+                                : n == total ? " or "
+                                             : ", ",
+                                stockd_modes[i].name);
     }
     return buf;
 }
@@ -89,20 +100,19 @@ static const char *field_str(const stockd_config *c, size_t off) {
 
 void stockd_lock_config(const stockd_config *cfg, const stockdb_config *db, lock_config *out) {
     const stockd_mode *m = stockd_mode_of(cfg->lock);
-    *out = (lock_config){.addr = field_str(cfg, m->addr_off),
-                         .user = field_str(cfg, m->user_off),
-                         .password = field_str(cfg, m->password_off),
-                         .timeout_ms = (int)cfg->lock_timeout_ms,
-                         .lease_ms = m->lease_off ? (int)*(const unsigned *)((const char *)cfg +
-                                                                              m->lease_off)
-                                                  : 0,
-                         .session_ms = (int)cfg->zk_session_ms,
-                         .holders = cfg->workers,
-                         .renew = cfg->lease_renew,
-                         /* --batch-max 1 keeps the seed's one acquisition per deduction */
-                         .cache = cfg->lock_cache_ms > 0 && cfg->batch_max > 1,
-                         .owner = cfg->instance,
-                         .db = db};
+    *out = (lock_config){
+        .addr = field_str(cfg, m->addr_off),
+        .user = field_str(cfg, m->user_off),
+        .password = field_str(cfg, m->password_off),
+        .timeout_ms = (int)cfg->lock_timeout_ms,
+        .lease_ms = m->lease_off ? (int)*(const unsigned *)((const char *)cfg + m->lease_off) : 0,
+        .session_ms = (int)cfg->zk_session_ms,
+        .holders = cfg->workers,
+        .renew = cfg->lease_renew,
+        /* --batch-max 1 keeps the seed's one acquisition per deduction */
+        .cache = cfg->lock_cache_ms > 0 && cfg->batch_max > 1,
+        .owner = cfg->instance,
+        .db = db};
 }
 
 /* ------------------------------------------------------------------ the rules */
@@ -122,11 +132,16 @@ int stockd_mode_check(stockd_config *c, char *err, size_t errlen) {
                  STOCKD_REDLOCK_MIN, STOCKD_REDLOCK_MAX, c->redis);
         return -1;
     }
-    if (c->lock == STOCKD_LOCK_REDIS && strchr(c->redis, ',')) {
+    if ((c->lock == STOCKD_LOCK_REDIS || c->lock == STOCKD_LOCK_REDIS_STOCK) &&
+        strchr(c->redis, ',')) {
         snprintf(err, errlen,
-                 "--lock redis takes one HOST:PORT in --redis, got '%s' (a list of servers is "
+                 "--lock %s takes one HOST:PORT in --redis, got '%s' (a list of servers is "
                  "for --lock redlock)",
-                 c->redis);
+                 m->name, c->redis);
+        return -1;
+    }
+    if (c->redis_wait_replicas && c->lock != STOCKD_LOCK_REDIS_STOCK) {
+        snprintf(err, errlen, "--redis-wait-replicas is for --lock redis-stock, not %s", m->name);
         return -1;
     }
     if (c->segments > 1 && !m->batched) {

@@ -47,11 +47,11 @@ w_pending() {
 }
 
 # w_drained: every entry of the stream is written and acknowledged, as the load tools
-# ask it (lab/writer.py); the reconciliation's table of the moment goes to $T/reconcile.
+# ask it (lab/redisstock.py); the reconciliation's table of the moment goes to $T/reconcile.
 w_drained() {
   "$W_BIN" --reconcile --redis "127.0.0.1:$W_REDIS_PORT" --mysql "$MYSQL_URL" >"$T/reconcile" || true
   PYTHONPATH=$STOCKD_SRC /usr/bin/python3 -c \
-    'import sys; from lab import writer; sys.exit(0 if writer.drained(sys.argv[1]) else 1)' \
+    'import sys; from lab.redisstock import RedisStock as R; sys.exit(R.at(sys.argv[1]).backlog() != (0, 0))' \
     "127.0.0.1:$W_REDIS_PORT"
 }
 
