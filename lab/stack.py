@@ -22,6 +22,7 @@ from . import ports as portmod
 from . import proc
 from . import servers as srv
 from . import state as statemod
+from . import writer
 
 DB = "shop"
 DB_USER = "stockd"
@@ -136,7 +137,7 @@ class Stack:
     def pidfiles(self):
         names = ["mysql/pid", "zk/pid", "zk1/pid", "zk2/pid", "zk3/pid", "redis/pid", "etcd/pid",
                  "nginx/nginx.pid", "redlock1/pid", "redlock2/pid", "redlock3/pid",
-                 "redis-replica/pid", "sentinel/pid", "prometheus/pid"]
+                 "redis-replica/pid", "sentinel/pid", "prometheus/pid", "writer-1/pid"]
         out = [self.path(n) for n in names]
         d = self.path("stockd")
         if os.path.isdir(d):
@@ -168,6 +169,8 @@ class Stack:
         os.makedirs(self.run, exist_ok=True)
         log = self.path("build.log")
         targets = ["stockd"]
+        if os.path.isfile(os.path.join(SRC, "writer", "CMakeLists.txt")):
+            targets.append("stock-writer")  # mode redis-stock's order writer
         try:
             with open(os.path.join(SRC, "loadtest", "CMakeLists.txt")) as f:
                 if "add_executable(stockload" in f.read().replace("( ", "("):
@@ -257,7 +260,23 @@ class Stack:
             except LabError as e:
                 raise LabError("stockd-%d did not become healthy on port %d (lock %s): %s"
                                % (i, self.stockd_port(i), st["lock"], e))
+        self.start_writer(env)
         self.start_nginx()
+
+    def start_writer(self, env):
+        """Mode redis-stock's order writer (one, consumer `1`, lab/writer.py) on stockd's
+        Redis, restarted with stockd (so after a failover it follows the new primary
+        too); stopped in every other mode."""
+        st = self.st
+        writer.stop(self.run, "1")
+        if st["lock"] != "redis-stock":
+            return
+        binary = os.path.join(os.path.dirname(os.path.dirname(st["bin"])), "writer", "stock-writer")
+        if not os.access(binary, os.X_OK):
+            raise LabError("mode redis-stock needs the order writer %s (cmake --build ... "
+                           "--target stock-writer)" % binary)
+        writer.start(self.run, binary, "1", env["STOCKD_REDIS"],
+                     "mysql://%s@127.0.0.1:%d/%s" % (DB_USER, st["mysql_port"], DB), env=env)
 
     def start_nginx(self):
         st = self.st
@@ -432,6 +451,7 @@ class Stack:
         srv.prometheus_stop(self.run)
         srv.nginx_stop(self.run)
         srv.stockd_stop_all(self.run)
+        writer.stop(self.run, "1")
         srv.sentinel_stop(self.run)
         srv.redis_stop(self.run, "redis-replica")
         srv.redis_stop(self.run)

@@ -8,7 +8,7 @@ for) beside the orders.
 
 import os
 
-from lab import proc
+from . import proc
 
 
 def oversold_promises(shop, product):
