@@ -223,3 +223,23 @@ int writer_redis__ack(redisContext *r, const writer_entry *e, unsigned n, char *
     free(argv);
     return rc;
 }
+
+int writer_redis__wait(redisContext *r, unsigned replicas, unsigned timeout_ms, long long *acked,
+                       char *err, size_t errlen) {
+    char n[16], ms[16];
+    snprintf(n, sizeof(n), "%u", replicas);
+    snprintf(ms, sizeof(ms), "%u", timeout_ms);
+    const char *argv[] = {"WAIT", n, ms};
+    redisReply *rep = writer_redis__cmd(r, 3, argv, err, errlen);
+    if (!rep) return WRITER_ERR_REDIS;
+    int rc = WRITER_OK;
+    if (rep->type == REDIS_REPLY_INTEGER) {
+        *acked = rep->integer;
+    } else {
+        snprintf(err, errlen, "redis: WAIT: %s",
+                 rep->type == REDIS_REPLY_ERROR ? rep->str : "unexpected reply");
+        rc = WRITER_ERR_REDIS;
+    }
+    freeReplyObject(rep);
+    return rc;
+}

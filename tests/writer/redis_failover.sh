@@ -14,11 +14,14 @@
 #                                   from the primary are still sold again: 3 oversold
 #                                   promises (WAIT tells the buyer, it does not take the
 #                                   deduction back), and 3 orders of 503 answers.
+#   redis_failover.sh wait-writer   that, and the writer's --wait-replicas 1: it does not
+#                                   write what the replica lacks, so nothing is sold
+#                                   again: none lost, none oversold, no drift.
 #   redis_failover.sh min-replicas  min-replicas-to-write 1 (max lag 1 s) on the primary:
 #                                   without its replica it refuses the 6 deductions (503),
 #                                   nothing is lost, nothing oversold, no drift.
 source "$STOCKD_SRC/tests/lib.sh"
-variant=${1:?none, wait or min-replicas}
+variant=${1:?none, wait, wait-writer or min-replicas}
 need_stockd_bin
 t_db
 /usr/bin/python3 "$STOCKD_SRC/loadtest/redis-failover" --run "$STOCKD_TEST_RUN" --db "$DB" \
@@ -37,6 +40,13 @@ wait)
   expect_eq "refused (503 not_replicated)" 6 "$(get refused)"
   expect_eq "oversold promises (WAIT does not undo what the writer wrote)" 3 "$(get oversold)"
   expect_eq "orders or promises of 503 answers" 3 "$(get phantom)"
+  ;;
+wait-writer)
+  expect_eq "lost" 0 "$(get lost)"
+  expect_eq "refused (503 not_replicated)" 6 "$(get refused)"
+  expect_eq "oversold promises" 0 "$(get oversold)"
+  expect_eq "drift" 0 "$(get drift)"
+  expect_eq "orders or promises of 503 answers" 0 "$(get phantom)"
   ;;
 min-replicas)
   expect_eq "lost" 0 "$(get lost)"
