@@ -54,6 +54,8 @@ class Shop:
         next deduction loads the new stock."""
         if self.redis:
             self.redis.wait_drained()
+            # The order writer's oversold promises of the old stock (lab/writer.py).
+            self.rows("DELETE FROM oversold_promise WHERE product_id=%s", (int(product),))
         self._set_stock_sql(product, stock, segments)
         if self.redis:
             self.redis.forget(product)

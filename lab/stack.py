@@ -22,6 +22,7 @@ from . import ports as portmod
 from . import proc
 from . import servers as srv
 from . import state as statemod
+from . import writer
 from .redisstock import RedisStock
 
 DB = "shop"
@@ -137,7 +138,7 @@ class Stack:
     def pidfiles(self):
         names = ["mysql/pid", "zk/pid", "zk1/pid", "zk2/pid", "zk3/pid", "redis/pid", "etcd/pid",
                  "nginx/nginx.pid", "redlock1/pid", "redlock2/pid", "redlock3/pid",
-                 "redis-replica/pid", "sentinel/pid", "prometheus/pid", "writer/pid"]
+                 "redis-replica/pid", "sentinel/pid", "prometheus/pid", "writer-1/pid"]
         out = [self.path(n) for n in names]
         d = self.path("stockd")
         if os.path.isdir(d):
@@ -260,42 +261,36 @@ class Stack:
             except LabError as e:
                 raise LabError("stockd-%d did not become healthy on port %d (lock %s): %s"
                                % (i, self.stockd_port(i), st["lock"], e))
+        self.start_writer(env)
         self.start_nginx()
-        self.start_writer()
 
-    def writer_binary(self):
-        """The order writer of mode redis-stock, beside the stockd binary's build."""
-        return os.path.join(os.path.dirname(os.path.dirname(self.st["bin"])), "writer",
-                            "stock-writer")
-
-    def start_writer(self):
-        """In mode redis-stock, one order writer (stock-writer, consumer writer-1 of the
-        stream's group), started again; in the other modes none runs."""
+    def start_writer(self, env):
+        """Mode redis-stock's order writer (one, consumer `1`, lab/writer.py) on stockd's
+        Redis, restarted with stockd (so after a failover it follows the new primary
+        too); stopped in every other mode."""
         st = self.st
-        pidfile = self.path("writer", "pid")
-        proc.stop_pidfile(pidfile, 20)
+        writer.stop(self.run, "1")
         if st["lock"] != "redis-stock":
             return
-        binary = self.writer_binary()
+        binary = os.path.join(os.path.dirname(os.path.dirname(st["bin"])), "writer", "stock-writer")
         if not os.access(binary, os.X_OK):
-            raise LabError("mode redis-stock needs the order writer %s (cmake --build %s "
-                           "--target stock-writer)" % (binary, os.path.dirname(os.path.dirname(binary))))
-        env = self.stockd_env()
-        env["STOCKD_MYSQL"] = "mysql://%s@127.0.0.1:%d/%s" % (DB_USER, st["mysql_port"], DB)
-        os.makedirs(self.path("writer"), exist_ok=True)
-        log = self.path("writer", "log")
-        proc.spawn([binary, "--consumer", "writer-1"], log, env=env, pidfile=pidfile)
+            raise LabError("mode redis-stock needs the order writer %s (cmake --build ... "
+                           "--target stock-writer)" % binary)
+        writer.start(self.run, binary, "1", env["STOCKD_REDIS"],
+                     "mysql://%s@127.0.0.1:%d/%s" % (DB_USER, st["mysql_port"], DB), env=env)
+        # The tools wait for the drain only once a writer has joined the stream's group
+        # (lab/redisstock.py): up returns when it has.
         if not proc.wait_until(20, self.writer_up):
+            log = self.path("writer-1", "log")
             raise LabError("the order writer did not join the stream's group within 20 s; see "
                            "%s:\n%s" % (log, proc.tail(log, 5)))
-        note("order writer: %s, consumer writer-1 (log %s)" % (binary, log))
 
     def writer_up(self):
-        """The writer's process runs and its consumer is in the stream's group."""
-        if not proc.pid_alive(self.path("writer", "pid")):
+        """Writer 1 runs and is a consumer of the stream's group."""
+        if not proc.pid_alive(self.path("writer-1", "pid")):
             return False
         redis = RedisStock.of(self.run)
-        return bool(redis and "writer-1" in redis.consumers())
+        return bool(redis and "1" in redis.consumers())
 
     def start_nginx(self):
         st = self.st
@@ -394,8 +389,8 @@ class Stack:
         self.ensure_etcd()
         if keep and self.stockd_current():
             self.start_nginx()
-            if not self.writer_up():
-                self.start_writer()
+            if st["lock"] == "redis-stock" and not self.writer_up():
+                self.start_writer(self.stockd_env())
         else:
             if had_state and not zk_same:
                 srv.stockd_stop_all(self.run)
@@ -472,7 +467,7 @@ class Stack:
         srv.prometheus_stop(self.run)
         srv.nginx_stop(self.run)
         srv.stockd_stop_all(self.run)
-        proc.stop_pidfile(self.path("writer", "pid"), 20)
+        writer.stop(self.run, "1")
         srv.sentinel_stop(self.run)
         srv.redis_stop(self.run, "redis-replica")
         srv.redis_stop(self.run)
@@ -530,7 +525,7 @@ class Stack:
             row("stockd-%d" % i, srv.stockd_pidfile(self.run, i), self.stockd_port(i),
                 lambda i=i: self.stockd_up(i))
         if st["lock"] == "redis-stock":
-            row("writer", self.path("writer", "pid"), "-", self.writer_up)
+            row("writer", self.path("writer-1", "pid"), "-", self.writer_up)
         row("nginx", self.path("nginx", "nginx.pid"), st["nginx_port"], self.nginx_up)
         if st["prometheus_port"]:
             row("prometheus", self.path("prometheus", "pid"), st["prometheus_port"], self.prometheus_up)

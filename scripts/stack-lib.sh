@@ -320,10 +320,11 @@ STACK_REDIS_FLAGS=(--save '' --appendonly no --daemonize no)
 # and the channels lock:#released:* only; and for mode redis-stock, on the keys stockd:*,
 # what db/stockredis.c's script and the stock watch send (DECR XADD, XGROUP CREATE,
 # XINFO, WAIT) and what the order writer (writer/) reads and acknowledges the stream with
-# (XREADGROUP XACK XAUTOCLAIM XPENDING XRANGE XLEN, SCAN for --reconcile). So a client without the password can do
-# nothing, and one with it cannot FLUSHALL, CONFIG SET or touch other keys. The
-# password reaches the server as its SHA-256 in a 0600 file, not in argv; protected
-# mode stays on (the default user is off, so it never refuses our user).
+# (XREADGROUP XACK XAUTOCLAIM XPENDING XRANGE XLEN, SCAN for --reconcile). So a client
+# without the password can do nothing, and one with it cannot FLUSHALL, CONFIG SET or
+# touch other keys. The password reaches the server as its SHA-256 in a 0600 file, not
+# in argv; protected mode stays on (the default user is off, so it never refuses our
+# user).
 STACK_REDIS_USER=${STACK_REDIS_USER:-stockd}
 STACK_REDIS_ACL=(-@all +evalsha "+script|load" +exists +pttl +time +incr +set +get +del +publish
   +subscribe +unsubscribe +ping +decr +xadd "+xgroup|create" "+xinfo|groups" +wait

@@ -63,6 +63,12 @@ static const opt options[] = {
      "the second finds every order written, but wasted)"},
     {"backoff-max-ms", "N", "STOCKD_WRITER_BACKOFF_MAX_MS", K_UINT, F(w.backoff_max_ms), 100, 60000,
      "2000", "the longest pause between retries while Redis or MariaDB is away"},
+    {"wait-replicas", "N", "STOCKD_WRITER_WAIT_REPLICAS", K_UINT, F(w.wait_replicas), 0, 16, "0",
+     "write a batch only once N replicas of Redis have it (WAIT after reading it), so that no "
+     "order is written that a failover to such a replica could lose and sell again; fewer "
+     "within --wait-ms: the batch stays pending and is retried (0: do not wait)"},
+    {"wait-ms", "N", "STOCKD_WRITER_WAIT_MS", K_UINT, F(w.wait_ms), 1, 60000, "100",
+     "the longest that WAIT waits for the replicas of --wait-replicas"},
     {"reconcile", NULL, NULL, K_FLAG, F(reconcile), 0, 0, NULL,
      "do not write: print per product the Redis count, backlog, pending entries, MariaDB's "
      "stock, orders and oversold promises, and the writer's lag; exit 0 if they agree"},

@@ -5,7 +5,8 @@
  * is written in one MariaDB transaction and acknowledged only after its COMMIT. Any
  * failure leaves the batch pending with this consumer, drops the connection that failed,
  * and waits (doubling from 100 ms up to backoff_max_ms) before the next round; the
- * next round reads the same entries again from the pending list. */
+ * next round reads the same entries again from the pending list. With --wait-replicas a
+ * batch is written only once that many replicas have it (writer.h). */
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -105,6 +106,23 @@ int writer_run(const writer_config *c, volatile sig_atomic_t *stop, FILE *log, w
         }
         if (rc == WRITER_OK)
             rc = next_batch(c, r, cursor, sizeof(cursor), e, &n, st, err, sizeof(err));
+        long long acked = 0;
+        if (rc == WRITER_OK && n > 0 && c->wait_replicas &&
+            (rc = writer_redis__wait(r, c->wait_replicas, c->wait_ms, &acked, err, sizeof(err))) ==
+                WRITER_OK &&
+            acked < (long long)c->wait_replicas) {
+            /* Not on enough replicas yet: written now, a failover could sell it again.
+             * WAIT counts the writes of this connection: the read of new entries (and a
+             * claim) is one, so the replicas then have the entries before it. A batch
+             * re-read from the pending list on a NEW connection is not: WAIT passes at
+             * once, which is only right if the earlier connection's WAIT did (a retry
+             * after a MariaDB failure); after Redis itself failed, it is not proven. */
+            snprintf(err, sizeof(err),
+                     "%lld of %u replicas have the batch's %u entries: left "
+                     "pending",
+                     acked, c->wait_replicas, n);
+            rc = WRITER_ERR_WAIT;
+        }
         if (rc == WRITER_OK && n > 0) {
             if (writer_db__write(db, e, n) != WRITER_OK) {
                 snprintf(err, sizeof(err), "mysql: %s (%u entries left pending)",

@@ -38,8 +38,9 @@
 #define WRITER_ERR_REDIS   -2 /* Redis unreachable, refused or gone */
 #define WRITER_ERR_DB      -3 /* MariaDB unreachable or a statement failed: rolled back */
 #define WRITER_ERR_NOMEM   -4
-#define WRITER_DISAGREE    1 /* writer_reconcile: drained, and a product does not agree */
-#define WRITER_NOT_DRAINED 2 /* writer_reconcile: the stream did not drain in time */
+#define WRITER_ERR_WAIT    -5 /* too few replicas have the batch: left pending */
+#define WRITER_DISAGREE    1  /* writer_reconcile: drained, and a product does not agree */
+#define WRITER_NOT_DRAINED 2  /* writer_reconcile: the stream did not drain in time */
 
 #define WRITER_BATCH_MAX    4096
 #define WRITER_CONSUMER_MAX 64
@@ -55,6 +56,12 @@ typedef struct writer_config {
     unsigned block_ms;                      /* the longest XREADGROUP wait */
     unsigned claim_idle_ms;                 /* XAUTOCLAIM's min-idle-time */
     unsigned backoff_max_ms;                /* the longest pause between retries */
+    /* > 0: before writing a batch, WAIT until this many replicas have everything up to
+     * its read (replication is one ordered stream, so they then have its entries too),
+     * up to wait_ms; fewer: the batch is not written, left pending, and retried. So no
+     * entry is written that a failover to such a replica could lose. */
+    unsigned wait_replicas;
+    unsigned wait_ms;
 } writer_config;
 
 /* What a run did, for its last log line and the tests. */

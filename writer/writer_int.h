@@ -54,6 +54,11 @@ int writer_redis__claim(redisContext *r, const char *consumer, unsigned idle_ms,
                         size_t cursorlen, unsigned max, writer_entry *e, unsigned *n, char *err,
                         size_t errlen);
 
+/* WAIT replicas timeout_ms on r: *acked = the replicas that have every write made
+ * through r so far. 0 or WRITER_ERR_REDIS. */
+int writer_redis__wait(redisContext *r, unsigned replicas, unsigned timeout_ms, long long *acked,
+                       char *err, size_t errlen);
+
 /* XACK of e[0..n). 0 or WRITER_ERR_REDIS. */
 int writer_redis__ack(redisContext *r, const writer_entry *e, unsigned n, char *err, size_t errlen);
 

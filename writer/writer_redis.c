@@ -6,12 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "redisconn.h"
 #include "writer_int.h"
-
-static struct timeval ms_tv(unsigned ms) {
-    struct timeval tv = {.tv_sec = ms / 1000, .tv_usec = (long)(ms % 1000) * 1000};
-    return tv;
-}
 
 redisReply *writer_redis__cmd(redisContext *r, int argc, const char **argv, char *err,
                               size_t errlen) {
@@ -22,47 +18,32 @@ redisReply *writer_redis__cmd(redisContext *r, int argc, const char **argv, char
 
 int writer_redis__dial(const writer_config *c, unsigned io_ms, redisContext **out, char *err,
                        size_t errlen) {
-    int rc = WRITER_ERR_REDIS;
-    redisReply *rep = NULL;
-    redisContext *r = redisConnectWithTimeout(c->redis_host, c->redis_port, ms_tv(2000));
-    *out = NULL;
-    if (!r) {
-        snprintf(err, errlen, "redis %s:%d: out of memory", c->redis_host, c->redis_port);
-        return WRITER_ERR_NOMEM;
-    }
-    if (r->err) {
-        snprintf(err, errlen, "redis %s:%d: %s", c->redis_host, c->redis_port, r->errstr);
-        goto out;
-    }
-    if (redisSetTimeout(r, ms_tv(io_ms)) != REDIS_OK) {
-        snprintf(err, errlen, "redis %s:%d: cannot set the timeout", c->redis_host, c->redis_port);
-        goto out;
-    }
-    if (c->redis_password[0]) {
-        const char *auth[3] = {"AUTH", c->redis_user, c->redis_password};
-        int argc = 3;
-        if (!c->redis_user[0]) auth[1] = c->redis_password, argc = 2;
-        if (!(rep = writer_redis__cmd(r, argc, auth, err, errlen))) goto out;
-        if (rep->type == REDIS_REPLY_ERROR) {
-            snprintf(err, errlen, "redis %s:%d: authentication refused: %s", c->redis_host,
-                     c->redis_port, rep->str);
-            goto out;
-        }
-        freeReplyObject(rep);
-    }
+    redisconn_config cfg = {.host = c->redis_host,
+                            .port = c->redis_port,
+                            .user = c->redis_user,
+                            .password = c->redis_password,
+                            .connect_timeout_ms = 2000,
+                            .io_timeout_ms = (int)io_ms};
+    char what[300];
+    snprintf(what, sizeof(what), "redis %s:%d", c->redis_host, c->redis_port);
+    int code = redisconn_dial(&cfg, what, out, err, errlen);
+    if (code != REDISCONN_OK)
+        return code == REDISCONN_ERR_NOMEM ? WRITER_ERR_NOMEM : WRITER_ERR_REDIS;
+    /* The group, made by whoever comes first (the stream contract). */
     const char *create[] = {"XGROUP", "CREATE", WRITER_STREAM, WRITER_GROUP, "0", "MKSTREAM"};
-    if (!(rep = writer_redis__cmd(r, 6, create, err, errlen))) goto out;
-    if (rep->type == REDIS_REPLY_ERROR && strncmp(rep->str, "BUSYGROUP", 9) != 0) {
-        snprintf(err, errlen, "redis %s:%d: XGROUP CREATE: %s", c->redis_host, c->redis_port,
-                 rep->str);
-        goto out;
+    redisReply *rep = writer_redis__cmd(*out, 6, create, err, errlen);
+    int rc = WRITER_OK;
+    if (!rep) {
+        rc = WRITER_ERR_REDIS;
+    } else if (rep->type == REDIS_REPLY_ERROR && strncmp(rep->str, "BUSYGROUP", 9) != 0) {
+        snprintf(err, errlen, "%s: XGROUP CREATE: %s", what, rep->str);
+        rc = WRITER_ERR_REDIS;
     }
-    rc = WRITER_OK;
-    *out = r;
-    r = NULL;
-out:
     if (rep) freeReplyObject(rep);
-    if (r) redisFree(r);
+    if (rc != WRITER_OK) {
+        redisFree(*out);
+        *out = NULL;
+    }
     return rc;
 }
 
@@ -221,5 +202,25 @@ int writer_redis__ack(redisContext *r, const writer_entry *e, unsigned n, char *
         if (rep) freeReplyObject(rep);
     }
     free(argv);
+    return rc;
+}
+
+int writer_redis__wait(redisContext *r, unsigned replicas, unsigned timeout_ms, long long *acked,
+                       char *err, size_t errlen) {
+    char n[16], ms[16];
+    snprintf(n, sizeof(n), "%u", replicas);
+    snprintf(ms, sizeof(ms), "%u", timeout_ms);
+    const char *argv[] = {"WAIT", n, ms};
+    redisReply *rep = writer_redis__cmd(r, 3, argv, err, errlen);
+    if (!rep) return WRITER_ERR_REDIS;
+    int rc = WRITER_OK;
+    if (rep->type == REDIS_REPLY_INTEGER) {
+        *acked = rep->integer;
+    } else {
+        snprintf(err, errlen, "redis: WAIT: %s",
+                 rep->type == REDIS_REPLY_ERROR ? rep->str : "unexpected reply");
+        rc = WRITER_ERR_REDIS;
+    }
+    freeReplyObject(rep);
     return rc;
 }

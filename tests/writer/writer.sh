@@ -129,4 +129,8 @@ mysql-restart)
   ;;
 *) fail "unknown case $case" ;;
 esac
+# A sanitizer build's writer reports into its log.
+if grep -E 'ERROR: (Address|Leak)Sanitizer|WARNING: ThreadSanitizer|runtime error:' "$T"/writer-*/log; then
+  fail "sanitizer reports in the writer logs"
+fi
 echo PASS
