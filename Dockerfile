@@ -1,5 +1,5 @@
-# stockd's container image. Two stages: the first builds stockd (and the load driver
-# stockload) with Debian 12's -dev packages and CMake; the second is Debian 12 with
+# stockd's container image. Two stages: the first builds stockd (the load driver
+# stockload, and mode redis-stock's order writer stock-writer) with Debian 12's -dev packages and CMake; the second is Debian 12 with
 # only the shared libraries those binaries load, so no compiler or header ships. Both
 # start from debian:12, the one base image of every Dockerfile here.
 # docker-compose.yml runs three of these behind nginx (docker/nginx).
@@ -19,7 +19,7 @@ WORKDIR /src
 COPY . .
 # Tests are not built here: they need MariaDB, ZooKeeper and nginx and run on the host.
 RUN cmake -S . -B /build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBUILD_TESTING=OFF \
-    && cmake --build /build -j"$(nproc)" --target stockd stockload
+    && cmake --build /build -j"$(nproc)" --target stockd stockload stock-writer
 
 FROM debian:12
 RUN apt-get update \
@@ -28,7 +28,8 @@ RUN apt-get update \
     && rm -rf /var/lib/apt/lists/* \
     && useradd --system --uid 10001 --user-group --no-create-home \
         --home-dir /nonexistent --shell /usr/sbin/nologin stockd
-COPY --from=build /build/service/stockd /build/loadtest/stockload /usr/local/bin/
+COPY --from=build /build/service/stockd /build/loadtest/stockload /build/writer/stock-writer \
+    /usr/local/bin/
 USER stockd
 
 # stockd reads STOCKD_PORT when --port is not given; the healthcheck reads it too.
@@ -36,9 +37,11 @@ USER stockd
 ENV STOCKD_PORT=8080
 EXPOSE 8080
 # Healthy when /health answers 200 (MySQL reachable, and ZooKeeper when the lock mode
-# uses it). The image has no curl, so bash's /dev/tcp speaks the HTTP.
+# uses it). The image has no curl, so bash's /dev/tcp speaks the HTTP. A container that
+# runs the order writer instead (docker-compose.yml's writer: entrypoint stock-writer) is
+# healthy while it reaches Redis and MariaDB (--reconcile exits 4 when it cannot).
 HEALTHCHECK --interval=5s --timeout=3s --start-period=10s --retries=3 \
-    CMD ["bash", "-c", "exec 3<>/dev/tcp/127.0.0.1/${STOCKD_PORT:-8080} && printf 'GET /health HTTP/1.0\\r\\n\\r\\n' >&3 && read -r _ code _ <&3 && [ \"$code\" = 200 ]"]
+    CMD ["bash", "-c", "if [ \"$(cat /proc/1/comm)\" = stock-writer ]; then stock-writer --reconcile >/dev/null; [ $? -ne 4 ]; exit; fi; exec 3<>/dev/tcp/127.0.0.1/${STOCKD_PORT:-8080} && printf 'GET /health HTTP/1.0\\r\\n\\r\\n' >&3 && read -r _ code _ <&3 && [ \"$code\" = 200 ]"]
 # Inside a container stockd must listen on all interfaces (its default is loopback).
 ENTRYPOINT ["stockd", "--bind", "0.0.0.0"]
 CMD []

@@ -196,9 +196,10 @@ def sql_quote(s):
 
 def service_user_sql(db, user, password, host):
     """USER@HOST with PASSWORD, allowed only what a deduction needs: read and update
-    product (and its segments), read the stock view, read and add orders, and take and
-    give back a lock row in stock_lock (db-lock: INSERT, and DELETE with a WHERE on the
-    row, which needs SELECT)."""
+    product (and its segments), read the stock view, read and add orders (and oversold
+    promises: the order writer of mode redis-stock), and take and give back a lock row in
+    stock_lock (db-lock: INSERT, and DELETE with a WHERE on the row, which needs
+    SELECT)."""
     who = "'%s'@'%s'" % (user, host)
     pw = sql_quote(password)
     return ("CREATE USER IF NOT EXISTS %s IDENTIFIED BY '%s';\n"
@@ -206,6 +207,7 @@ def service_user_sql(db, user, password, host):
             + "".join("GRANT %s ON `%s`.%s TO %s;\n" % (what, db, table, who) for what, table in (
                 ("SELECT, UPDATE", "product"), ("SELECT, UPDATE", "product_segment"),
                 ("SELECT", "product_stock"), ("SELECT, INSERT", "orders"),
+                ("SELECT, INSERT", "oversold_promise"),
                 ("SELECT, INSERT, DELETE, UPDATE (expires_at)", "stock_lock"))))
 
 
@@ -263,11 +265,17 @@ def zk_argv(d):
 # With a password, the default user is off and one ACL user (redis_user(), stockd) may
 # run only what lock/redislock.c sends: EVALSHA and SCRIPT LOAD of its two scripts, the
 # commands those scripts call, SUBSCRIBE/UNSUBSCRIBE for waiting and PING for /health,
-# on the keys lock:* and the channels lock:#released:* only. With a Sentinel two more
+# on the keys lock:* and the channels lock:#released:* only; and for mode redis-stock, on
+# the keys stockd:*, what db/stockredis.c's script and the stock watch send (DECR XADD,
+# XGROUP CREATE, XINFO, WAIT) and what the order writer (writer/) reads and acknowledges
+# the stream with (XREADGROUP XACK XAUTOCLAIM XPENDING XRANGE XLEN, SCAN for
+# --reconcile). With a Sentinel two more
 # users with the same password: `replica` (a replica's masteruser) and `sentinel`, with
 # the commands Redis's documentation lists for Sentinel. Neither may touch a key.
 REDIS_ACL = ["-@all", "+evalsha", "+script|load", "+exists", "+pttl", "+time", "+incr", "+set",
-             "+get", "+del", "+publish", "+subscribe", "+unsubscribe", "+ping"]
+             "+get", "+del", "+publish", "+subscribe", "+unsubscribe", "+ping", "+decr", "+xadd",
+             "+xgroup|create", "+xinfo|groups", "+wait", "+xinfo|consumers", "+xreadgroup",
+             "+xack", "+xautoclaim", "+xpending", "+xrange", "+xlen", "+scan"]
 REDIS_REPLICA_ACL = ["+psync", "+replconf", "+ping"]
 REDIS_SENTINEL_ACL = ["allchannels", "+multi", "+exec", "+slaveof", "+replicaof", "+ping",
                       "+subscribe", "+config|rewrite", "+role", "+publish", "+info",
@@ -279,7 +287,7 @@ def redis_auth_conf(d, password, replication=False, master=None):
     the server as its SHA-256, never in argv; a replica's password to its primary
     (MASTER) is in this file too."""
     h = hashlib.sha256(password.encode()).hexdigest()
-    text = "user default off\nuser %s reset on #%s ~lock:* resetchannels &lock:#released:* %s\n" % (
+    text = "user default off\nuser %s reset on #%s ~lock:* ~stockd:* resetchannels &lock:#released:* %s\n" % (
         redis_user(), h, " ".join(REDIS_ACL))
     if replication:
         text += "user replica reset on #%s resetchannels -@all %s\n" % (h, " ".join(REDIS_REPLICA_ACL))

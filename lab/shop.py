@@ -10,12 +10,16 @@ import os
 import pymysql
 
 from . import LabError
+from .redisstock import RedisStock
 
 
 class Shop:
     """One root connection to database db of the stack under run (autocommit)."""
 
-    def __init__(self, run, db="shop"):
+    def __init__(self, run, db="shop", redis=None):
+        """REDIS: mode redis-stock's Redis (lab/redisstock.py) to reset along with the
+        rows; None: the stack's under run, if it has one."""
+        self.redis = redis or RedisStock.of(run)
         sock = os.path.join(run, "mysql", "sock")
         try:
             self.conn = pymysql.connect(unix_socket=sock, user="root", database=db,
@@ -44,7 +48,19 @@ class Shop:
 
     def set_stock(self, product, stock, segments=1):
         """Resets product to stock (split evenly over segments when > 1), fence 0 and no
-        orders, in one transaction (set_stock_sql's statements)."""
+        orders, in one transaction (set_stock_sql's statements). When the stack has a
+        Redis, mode redis-stock's count goes too (lab/redisstock.py): after the order
+        writers have drained, before MariaDB's row, and deleted after it, so that the
+        next deduction loads the new stock."""
+        if self.redis:
+            self.redis.wait_drained()
+            # The order writer's oversold promises of the old stock (lab/writer.py).
+            self.rows("DELETE FROM oversold_promise WHERE product_id=%s", (int(product),))
+        self._set_stock_sql(product, stock, segments)
+        if self.redis:
+            self.redis.forget(product)
+
+    def _set_stock_sql(self, product, stock, segments):
         with self.conn.cursor() as cur:
             self.conn.begin()
             try:

@@ -22,6 +22,8 @@ from . import ports as portmod
 from . import proc
 from . import servers as srv
 from . import state as statemod
+from . import writer
+from .redisstock import RedisStock
 
 DB = "shop"
 DB_USER = "stockd"
@@ -160,7 +162,7 @@ class Stack:
     def pidfiles(self):
         names = ["mysql/pid", "zk/pid", "zk1/pid", "zk2/pid", "zk3/pid", "redis/pid", "etcd/pid",
                  "nginx/nginx.pid", "redlock1/pid", "redlock2/pid", "redlock3/pid",
-                 "redis-replica/pid", "sentinel/pid", "prometheus/pid"]
+                 "redis-replica/pid", "sentinel/pid", "prometheus/pid", "writer-1/pid"]
         out = [self.path(n) for n in names]
         d = self.path("stockd")
         if os.path.isdir(d):
@@ -192,6 +194,8 @@ class Stack:
         os.makedirs(self.run, exist_ok=True)
         log = self.path("build.log")
         targets = ["stockd"]
+        if os.path.isfile(os.path.join(SRC, "writer", "CMakeLists.txt")):
+            targets.append("stock-writer")  # mode redis-stock's order writer
         try:
             with open(os.path.join(SRC, "loadtest", "CMakeLists.txt")) as f:
                 if "add_executable(stockload" in f.read().replace("( ", "("):
@@ -280,7 +284,36 @@ class Stack:
             except LabError as e:
                 raise LabError("stockd-%d did not become healthy on port %d (lock %s): %s"
                                % (i, self.stockd_port(i), st["lock"], e))
+        self.start_writer(env)
         self.start_nginx()
+
+    def start_writer(self, env):
+        """Mode redis-stock's order writer (one, consumer `1`, lab/writer.py) on stockd's
+        Redis, restarted with stockd (so after a failover it follows the new primary
+        too); stopped in every other mode."""
+        st = self.st
+        writer.stop(self.run, "1")
+        if st["lock"] != "redis-stock":
+            return
+        binary = os.path.join(os.path.dirname(os.path.dirname(st["bin"])), "writer", "stock-writer")
+        if not os.access(binary, os.X_OK):
+            raise LabError("mode redis-stock needs the order writer %s (cmake --build ... "
+                           "--target stock-writer)" % binary)
+        writer.start(self.run, binary, "1", env["STOCKD_REDIS"],
+                     "mysql://%s@127.0.0.1:%d/%s" % (DB_USER, st["mysql_port"], DB), env=env)
+        # The tools wait for the drain only once a writer has joined the stream's group
+        # (lab/redisstock.py): up returns when it has.
+        if not proc.wait_until(20, self.writer_up):
+            log = self.path("writer-1", "log")
+            raise LabError("the order writer did not join the stream's group within 20 s; see "
+                           "%s:\n%s" % (log, proc.tail(log, 5)))
+
+    def writer_up(self):
+        """Writer 1 runs and is a consumer of the stream's group."""
+        if not proc.pid_alive(self.path("writer-1", "pid")):
+            return False
+        redis = RedisStock.of(self.run)
+        return bool(redis and "1" in redis.consumers())
 
     def start_nginx(self):
         self.nginx().start()
@@ -371,6 +404,8 @@ class Stack:
         self.ensure_etcd()
         if keep and self.stockd_current():
             self.start_nginx()
+            if st["lock"] == "redis-stock" and not self.writer_up():
+                self.start_writer(self.stockd_env())
         else:
             if had_state and not zk_same:
                 srv.Stockd.stop_all(self.run)
@@ -447,6 +482,7 @@ class Stack:
         srv.Prometheus(self.run).stop()
         srv.Nginx(self.run).stop()
         srv.Stockd.stop_all(self.run)
+        writer.stop(self.run, "1")
         srv.Sentinel(self.run).stop()
         for name in ["redis-replica", "redis"] + ["redlock%d" % n for n in (1, 2, 3)]:
             srv.Redis(self.run, name=name).stop()
@@ -496,6 +532,8 @@ class Stack:
             row("etcd", self.etcd())
         for i in range(1, st["instances"] + 1):
             row("stockd-%d" % i, self.stockd(i), lambda i=i: self.stockd_up(i))
+        if st["lock"] == "redis-stock":
+            row("writer", srv.Server(self.run, "-", "writer-1"), self.writer_up)
         row("nginx", self.nginx())
         if st["prometheus_port"]:
             row("prometheus", self.prometheus())

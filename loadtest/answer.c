@@ -33,6 +33,13 @@ static answer_kind classify_200(const cJSON *root, answer_info *info) {
     if (!cJSON_IsString(result) || strcmp(result->valuestring, "deducted") != 0)
         return ANSWER_UNEXPECTED;
     const cJSON *id = cJSON_GetObjectItemCaseSensitive(root, "order_id");
+    const cJSON *key = cJSON_GetObjectItemCaseSensitive(root, "order");
+    if (!cJSON_IsNumber(id) && cJSON_IsString(key) && key->valuestring[0]) {
+        /* Mode redis-stock: the order is named by its key; its row comes later. */
+        info->keyed = true;
+        info->replayed = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(root, "replayed"));
+        return ANSWER_DEDUCTED;
+    }
     if (!cJSON_IsNumber(id)) return ANSWER_UNEXPECTED;
     double d = id->valuedouble;
     if (!(d >= 1 && d <= MAX_EXACT_ID) || floor(d) != d) return ANSWER_UNEXPECTED;

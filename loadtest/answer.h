@@ -16,7 +16,8 @@
 #include <stdint.h>
 
 typedef enum answer_kind {
-    ANSWER_DEDUCTED = 0, /* 200, result "deducted", with a positive integer order_id */
+    ANSWER_DEDUCTED = 0, /* 200, result "deducted", with a positive integer order_id, or
+                          * (mode redis-stock) a non-empty string "order" instead */
     ANSWER_SOLD_OUT,     /* 409 */
     ANSWER_LOCK_TIMEOUT, /* 503, result "lock_timeout" */
     ANSWER_LOCK_LOST,    /* 503, result "lock_lost" */
@@ -32,7 +33,8 @@ typedef enum answer_kind {
 
 /* Details of a deduction (zero otherwise). */
 typedef struct answer_info {
-    uint64_t order_id; /* orders.id of the deduction */
+    uint64_t order_id; /* orders.id of the deduction; 0 when keyed */
+    bool keyed;        /* named by "order" (its key), with no orders.id yet */
     bool replayed;     /* the answer carried "replayed": true */
 } answer_info;
 

@@ -282,7 +282,7 @@ static void on_done(run *r, CURL *easy, CURLcode res) {
     }
     r->counts[kind]++;
     if (kind == ANSWER_DEDUCTED) {
-        push_order_id(r, info.order_id);
+        if (!info.keyed) push_order_id(r, info.order_id);
         if (info.replayed) r->replayed++;
     }
     if (r->keys) write_key_line(r, s, status, kind, &info, res);

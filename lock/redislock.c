@@ -59,6 +59,8 @@
 
 #include <hiredis/hiredis.h>
 
+#include "redisconn.h"
+
 /* KEYS[1] the lock, KEYS[2] the fencing counter; ARGV[1] the lease in ms, ARGV[2] what
  * follows the token in the key ("" or ".<owner>"). Answers the
  * token (> 0) when acquired, else minus the remaining lease in ms (0 if the key has no
@@ -158,11 +160,6 @@ static void set_err(redislock *l, const char *fmt, ...) {
     va_end(ap);
 }
 
-static struct timeval ms_tv(int ms) {
-    struct timeval tv = {.tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000};
-    return tv;
-}
-
 static bool name_valid(const char *name) {
     return lock__lease_name_valid(name, REDISLOCK_NAME_MAX);
 }
@@ -174,71 +171,28 @@ static void drop(redisContext **c) {
     *c = NULL;
 }
 
-/* Sends AUTH on a fresh context. LOCK_OK (or nothing to send),
- * LOCK_ERR_CONNECTION when the server refuses the credentials (WRONGPASS), or
- * LOCK_ERR_CONNECTION when the connection broke. The password is never copied into
- * errstr, only the server's answer. */
-static int rl_auth(redislock *l, redisContext *c, const char *what) {
-    if (!l->password[0]) return LOCK_OK;
-    const char *argv[3] = {"AUTH", l->user, l->password};
-    size_t argl[3] = {4, strlen(l->user), strlen(l->password)};
-    int argc = 3;
-    if (!l->user[0]) {
-        argv[1] = l->password;
-        argl[1] = argl[2];
-        argc = 2;
-    }
-    redisReply *r = redisCommandArgv(c, argc, argv, argl);
-    l->st.ops++;
-    if (!r) {
-        set_err(l, "%s connection to %s:%d: AUTH: %s", what, l->host, l->port, c->errstr);
-        return LOCK_ERR_CONNECTION;
-    }
-    int rc = LOCK_OK;
-    if (r->type == REDIS_REPLY_ERROR) {
-        set_err(l, "%s connection to %s:%d: authentication as %s refused: %s", what, l->host,
-                l->port, l->user[0] ? l->user : "the default user", r->str);
-        rc = LOCK_ERR_CONNECTION;
-    }
-    freeReplyObject(r);
-    return rc;
-}
-
-/* A new context with the handle's timeouts, authenticated: LOCK_OK and *out, or a
- * code (the reason in errstr) and *out NULL. */
+/* A new context with the handle's timeouts, authenticated (db/redisconn.h): LOCK_OK
+ * and *out, or a code (the reason in errstr) and *out NULL. A refused password is a
+ * connection failure here, as every lock call documents. */
 static int rl_dial(redislock *l, const char *what, redisContext **out) {
-    *out = NULL;
-    redisContext *c = redisConnectWithTimeout(l->host, l->port, ms_tv(l->connect_timeout_ms));
-    if (!c) {
-        set_err(l, "%s connection to %s:%d: out of memory", what, l->host, l->port);
-        return LOCK_ERR_NOMEM;
-    }
-    if (c->err) {
-        set_err(l, "%s connection to %s:%d: %s", what, l->host, l->port, c->errstr);
-        redisFree(c);
-        return LOCK_ERR_CONNECTION;
-    }
-    if (redisSetTimeout(c, ms_tv(l->io_timeout_ms)) != REDIS_OK) {
-        set_err(l, "%s connection to %s:%d: cannot set the timeout", what, l->host, l->port);
-        redisFree(c);
-        return LOCK_ERR_CONNECTION;
-    }
-    int rc = rl_auth(l, c, what);
-    if (rc != LOCK_OK) {
-        redisFree(c);
-        return rc;
-    }
-    *out = c;
-    return LOCK_OK;
+    redisconn_config rc = {.host = l->host,
+                           .port = l->port,
+                           .user = l->user,
+                           .password = l->password,
+                           .connect_timeout_ms = l->connect_timeout_ms,
+                           .io_timeout_ms = l->io_timeout_ms};
+    int code = redisconn_dial(&rc, what, out, l->errstr, sizeof(l->errstr));
+    if (l->password[0] && (code == REDISCONN_OK || code == REDISCONN_ERR_AUTH))
+        l->st.ops++; /* the AUTH */
+    return code == REDISCONN_OK          ? LOCK_OK
+           : code == REDISCONN_ERR_NOMEM ? LOCK_ERR_NOMEM
+                                         : LOCK_ERR_CONNECTION;
 }
 
 /* An error answer that means "authenticate first": the server has a password (or the
  * default user is off) and we sent none, or our user lost a permission it needs. */
 static int rl_error_code(const char *err) {
-    if (strncmp(err, "NOAUTH", 6) == 0 || strncmp(err, "NOPERM", 6) == 0 ||
-        strncmp(err, "WRONGPASS", 9) == 0)
-        return LOCK_ERR_CONNECTION;
-    return LOCK_ERR_SERVER;
+    return redisconn_auth_error(err) ? LOCK_ERR_CONNECTION : LOCK_ERR_SERVER;
 }
 
 /* Loads the scripts this handle uses on the command connection (their SHA1s do not
@@ -248,27 +202,15 @@ static int rl_load_scripts(redislock *l) {
     for (int i = 0; i < SCRIPT_COUNT; i++) {
         if ((i == SCRIPT_RENEW && !l->renews) || (i == SCRIPT_RELEASE_MINE && !l->owner[0]))
             continue;
-        redisReply *r = redisCommand(l->cmd, "SCRIPT LOAD %s", script_text[i]);
+        int rc =
+            redisconn_script_load(l->cmd, script_text[i], l->sha[i], l->errstr, sizeof(l->errstr));
         l->st.ops++;
-        if (!r) {
-            set_err(l, "SCRIPT LOAD: %s", l->cmd->errstr);
+        if (rc == REDISCONN_ERR_CONNECTION) {
             drop(&l->cmd);
             return LOCK_ERR_CONNECTION;
         }
-        int rc = LOCK_OK;
-        if (r->type == REDIS_REPLY_STRING && r->len == 40) {
-            memcpy(l->sha[i], r->str, 40);
-            l->sha[i][40] = '\0';
-        } else {
-            set_err(l, "SCRIPT LOAD: unexpected answer: %s%s",
-                    r->type == REDIS_REPLY_ERROR ? r->str : "(not a SHA1)",
-                    r->type == REDIS_REPLY_ERROR && rl_error_code(r->str) == LOCK_ERR_CONNECTION
-                        ? " (check the Redis user and password)"
-                        : "");
-            rc = r->type == REDIS_REPLY_ERROR ? rl_error_code(r->str) : LOCK_ERR_SERVER;
-        }
-        freeReplyObject(r);
-        if (rc != LOCK_OK) return rc;
+        if (rc != REDISCONN_OK)
+            return rc == REDISCONN_ERR_AUTH ? LOCK_ERR_CONNECTION : LOCK_ERR_SERVER;
     }
     return LOCK_OK;
 }

@@ -199,11 +199,19 @@ static const opt options[] = {
      "ZooKeeper HOST:PORT[,HOST:PORT...]; used by zk and zk-herd"},
     {"redis", "HOST:PORT[,HOST:PORT...]", "STOCKD_REDIS", set_addrs, F(redis), STOCKD_REDLOCK_MIN,
      STOCKD_REDLOCK_MAX, "127.0.0.1:6379", OPERATOR,
-     "the Redis of mode redis, connected at the first request, so a Redis that is down gives 503 "
+     "the Redis of modes redis and redis-stock, connected at the first request, so a Redis that is "
+     "down gives 503 "
      "answers, not a failed start. Mode redlock takes 3 to 9 independent servers, "
      "HOST:PORT,HOST:PORT,... and holds a lock while a majority grants it"},
     {"redis-lease-ms", "N", "STOCKD_REDIS_LEASE_MS", set_uint, F(redis_lease_ms), 100, 3600000,
      "10000", OPERATOR, "lease of one Redis (or RedLock) lock acquisition"},
+    {"redis-wait-replicas", "N", "STOCKD_REDIS_WAIT_REPLICAS", set_uint, F(redis_wait_replicas), 0,
+     16, "0", OPERATOR,
+     "mode redis-stock: after each deduction's script, WAIT until N replicas have it (0: do not "
+     "wait); fewer within --redis-wait-ms answers 503 not_replicated, since a failover now could "
+     "lose the deduction (the order is in the stream already; docs/strategies.md)"},
+    {"redis-wait-ms", "N", "STOCKD_REDIS_WAIT_MS", set_uint, F(redis_wait_ms), 1, 60000, "100",
+     OPERATOR, "the longest that WAIT waits for the replicas of --redis-wait-replicas"},
     {"db-lock-lease-ms", "N", "STOCKD_DB_LOCK_LEASE_MS", set_uint, F(db_lock_lease_ms), 100,
      3600000, "10000", OPERATOR,
      "lease of one stock_lock row, after which another instance may take a crashed holder's lock"},

@@ -30,6 +30,7 @@ static const struct {
     [STOCKD_R_HEADERS_TOO_LARGE] = {"headers_too_large", 431},
     [STOCKD_R_INTERNAL] = {"internal_error", 500},
     [STOCKD_R_KEY_CONFLICT] = {"key_conflict", 422},
+    [STOCKD_R_NOT_REPLICATED] = {"not_replicated", 503},
 };
 
 unsigned stockd_answer_status(stockd_result r) {
@@ -53,6 +54,7 @@ char *stockd_answer_json(const stockd_answer *a, const char *instance) {
     /* Order ids are BIGINT UNSIGNED; a JSON number holds them exactly up to 2^53, far
      * beyond what an AUTO_INCREMENT reaches here. */
     if (a->order_id && !cJSON_AddNumberToObject(o, "order_id", (double)a->order_id)) goto out;
+    if (a->order && !cJSON_AddStringToObject(o, "order", a->order)) goto out;
     if (a->segment && !cJSON_AddNumberToObject(o, "segment", a->segment)) goto out;
     if (a->replayed && !cJSON_AddTrueToObject(o, "replayed")) goto out;
     if (a->message && !cJSON_AddStringToObject(o, "message", a->message)) goto out;

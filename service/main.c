@@ -61,7 +61,8 @@ static void list_modes(FILE *out) {
     for (size_t i = 0; i < stockd_nmodes; i++) {
         const stockd_mode *m = &stockd_modes[i];
         const lock_kind *k = lock_kind_find(m->kind);
-        fprintf(out, "%s\t%s\t%s\n", m->name, m->kind, k && k->service ? k->service : "-");
+        const char *service = k && k->service ? k->service : m->store;
+        fprintf(out, "%s\t%s\t%s\n", m->name, m->kind, service ? service : "-");
     }
 }
 
@@ -166,7 +167,8 @@ int main(int argc, char **argv) {
      * session here, and a failure ends the start-up). */
     kind = lock_kind_find(cfg.lock_kind);
     uses_zk = kind && kind->service && strcmp(kind->service, "zookeeper") == 0;
-    uses_redis = kind && kind->service && strcmp(kind->service, "redis") == 0;
+    uses_redis = (kind && kind->service && strcmp(kind->service, "redis") == 0) ||
+                 cfg.lock == STOCKD_LOCK_REDIS_STOCK;
     stockd_lock_config(&cfg, &ctx.db, &lc);
     lc.log = log_lock;
     rc = kind ? lock_set_new(kind, &lc, &ctx.locks, err, sizeof(err)) : LOCK_ERR_ARGS;
@@ -179,7 +181,10 @@ int main(int argc, char **argv) {
     if (!ctx.queue || !ctx.locks) goto out;
     /* The stock gauge's reader; if it cannot start, the service still serves, only
      * without stockd_product_stock. */
-    if (stockd_stockwatch_start(&ctx.db, cfg.instance) != 0)
+    stockredis_config watch_redis = {
+        .addr = cfg.redis, .user = cfg.redis_user, .password = cfg.redis_password};
+    if (stockd_stockwatch_start(&ctx.db, cfg.instance,
+                                cfg.lock == STOCKD_LOCK_REDIS_STOCK ? &watch_redis : NULL) != 0)
         stockd_log("warn", "cannot start the stock watch thread: no stockd_product_stock");
     workers = stockd_workers_start(&ctx);
     if (!workers) {

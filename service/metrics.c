@@ -26,7 +26,7 @@ typedef struct histogram {
     atomic_ullong sum_ns;
 } histogram;
 
-#define NRESULTS (STOCKD_R_KEY_CONFLICT + 1)
+#define NRESULTS (STOCKD_R_NOT_REPLICATED + 1)
 
 /* Upper bounds of the batch-size buckets (deductions per lock acquisition). */
 static const unsigned batch_le[] = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024};
@@ -43,8 +43,8 @@ static struct {
 } m;
 
 static const char *route_names[STOCKD_ROUTE_COUNT] = {
-    [STOCKD_ROUTE_REDUCE] = "/stock/reduce", [STOCKD_ROUTE_STOCK] = "/stock",
-    [STOCKD_ROUTE_HEALTH] = "/health",       [STOCKD_ROUTE_METRICS] = "/metrics",
+    [STOCKD_ROUTE_REDUCE] = "/stock/reduce",   [STOCKD_ROUTE_STOCK] = "/stock",
+    [STOCKD_ROUTE_HEALTH] = "/health",         [STOCKD_ROUTE_METRICS] = "/metrics",
     [STOCKD_ROUTE_LOCK_QUEUE] = "/lock/queue", [STOCKD_ROUTE_OTHER] = "other",
 };
 
@@ -190,8 +190,8 @@ typedef struct scrape {
 
 /* A family is in every scrape, or only when the lock kind has a session (ZooKeeper) or
  * a lease (lock/lock.h's LOCK_KIND_SESSION and LOCK_KIND_LEASE): the same name may then
- * have one row per family of kinds, each with its own help. */
-enum { ALL, SESSION, LEASE };
+ * have one row per family of kinds, each with its own help; or only in mode redis-stock. */
+enum { ALL, SESSION, LEASE, REDIS_STOCK };
 
 /* One metric family: its HELP and TYPE lines, then either the one sample `name value`
  * of the uint64_t at `off` in the scrape, or the lines `samples` writes. */
@@ -306,19 +306,45 @@ static void s_round_trips(buf *b, const family *f, const scrape *s) {
         put(b, "%s{service=\"%s\"} %.4f\n", f->name, s->service, d ? (double)s->st.ops / d : 0.0);
 }
 
-/* The stock gauge (stockwatch.c): one series per product this instance served, the
- * last value read back from MySQL. The snapshot is copied out under the watch's mutex
- * (memory only), so rendering never waits on a read. */
-static void s_stock(buf *b, const family *f, const scrape *s) {
+/* The stock watch's readings (stockwatch.c), one series per product this instance
+ * served: MySQL's stock, or (counts) mode redis-stock's count in Redis beside it, where
+ * the watch has read one. The snapshot is copied out under the watch's mutex (memory
+ * only), so rendering never waits on a read. */
+static void put_readings(buf *b, const family *f, bool counts) {
     stockd_stock_reading *r = malloc(STOCKWATCH_MAX * sizeof(*r));
     if (!r) {
         b->oom = true;
         return;
     }
     size_t n = stockd_stockwatch_snapshot(r, STOCKWATCH_MAX);
-    for (size_t i = 0; i < n; i++)
-        put(b, "%s{product=\"%d\"} %d\n", f->name, r[i].product_id, r[i].stock);
+    for (size_t i = 0; i < n; i++) {
+        if (!counts)
+            put(b, "%s{product=\"%d\"} %d\n", f->name, r[i].product_id, r[i].stock);
+        else if (r[i].has_count)
+            put(b, "%s{product=\"%d\"} %lld\n", f->name, r[i].product_id, r[i].count);
+    }
     free(r);
+}
+
+static void s_stock(buf *b, const family *f, const scrape *s) {
+    (void)s;
+    put_readings(b, f, false);
+}
+
+/* Mode redis-stock: the count the order writer's MySQL stock follows (the drift). */
+static void s_redis_stock(buf *b, const family *f, const scrape *s) {
+    (void)s;
+    put_readings(b, f, true);
+}
+
+/* Mode redis-stock: the order stream's entries the writers have not written yet. */
+static void s_backlog(buf *b, const family *f, const scrape *s) {
+    (void)s;
+    stockd_stream_backlog bl;
+    stockd_stockwatch_backlog(&bl);
+    if (!bl.known) return;
+    put(b, "%s{state=\"undelivered\"} %lld\n", f->name, bl.undelivered);
+    put(b, "%s{state=\"pending\"} %lld\n", f->name, bl.pending);
 }
 
 #define V(field)  offsetof(scrape, field), NULL
@@ -414,6 +440,14 @@ static const family families[] = {
     {"stockd_stock_watch_errors_total", "counter",
      "Stock reads for stockd_product_stock that failed (retried the next second).", ALL,
      V(watch_errors)},
+    {"stockd_redis_stock", "gauge",
+     "Mode redis-stock: the sellable count of a product in Redis, read with "
+     "stockd_product_stock (MariaDB's stock follows it as the order writer writes).",
+     REDIS_STOCK, FN(s_redis_stock)},
+    {"stockd_order_stream_backlog", "gauge",
+     "Mode redis-stock: entries of the stream stockd:orders not yet written by the order "
+     "writers: undelivered (XINFO GROUPS lag) and pending (delivered, not acknowledged).",
+     REDIS_STOCK, FN(s_backlog)},
 };
 
 char *stockd_metrics_render(const stockd_config *cfg, lock_set *locks) {
@@ -443,7 +477,8 @@ char *stockd_metrics_render(const stockd_config *cfg, lock_set *locks) {
     for (size_t i = 0; i < sizeof(families) / sizeof(families[0]); i++) {
         const family *f = &families[i];
         if ((f->when == SESSION && !(flags & LOCK_KIND_SESSION)) ||
-            (f->when == LEASE && !(flags & LOCK_KIND_LEASE)))
+            (f->when == LEASE && !(flags & LOCK_KIND_LEASE)) ||
+            (f->when == REDIS_STOCK && cfg->lock != STOCKD_LOCK_REDIS_STOCK))
             continue;
         put(&b, "# HELP %s %s\n# TYPE %s %s\n", f->name, f->help, f->name, f->type);
         if (f->samples)

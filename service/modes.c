@@ -35,6 +35,14 @@ const stockd_mode stockd_modes[] = {
                              "--redis-lease-ms"},
     [STOCKD_LOCK_ETCD] = {"etcd", "etcd", STOCKDB_READ_CHECK_UPDATE, true, CF(etcd), 0, 0,
                           CF(etcd_lease_ms), "--etcd-ttl-s (in ms)"},
+    /* No lock and no transaction here: a Lua script in Redis deducts (service/redisstock.c),
+     * and the order writer brings MariaDB along later. The strategy is what its first load
+     * of a product reads. */
+    [STOCKD_LOCK_REDIS_STOCK] = {.name = "redis-stock",
+                                 .kind = "none",
+                                 .strategy = STOCKDB_ATOMIC,
+                                 .batched = false,
+                                 .store = "redis"},
 };
 const size_t stockd_nmodes = sizeof(stockd_modes) / sizeof(stockd_modes[0]);
 
@@ -126,11 +134,16 @@ int stockd_mode_check(stockd_config *c, char *err, size_t errlen) {
                  STOCKD_REDLOCK_MIN, STOCKD_REDLOCK_MAX, c->redis);
         return -1;
     }
-    if (c->lock == STOCKD_LOCK_REDIS && strchr(c->redis, ',')) {
+    if ((c->lock == STOCKD_LOCK_REDIS || c->lock == STOCKD_LOCK_REDIS_STOCK) &&
+        strchr(c->redis, ',')) {
         snprintf(err, errlen,
-                 "--lock redis takes one HOST:PORT in --redis, got '%s' (a list of servers is "
+                 "--lock %s takes one HOST:PORT in --redis, got '%s' (a list of servers is "
                  "for --lock redlock)",
-                 c->redis);
+                 m->name, c->redis);
+        return -1;
+    }
+    if (c->redis_wait_replicas && c->lock != STOCKD_LOCK_REDIS_STOCK) {
+        snprintf(err, errlen, "--redis-wait-replicas is for --lock redis-stock, not %s", m->name);
         return -1;
     }
     if (c->segments > 1 && !m->batched) {

@@ -59,6 +59,7 @@
 
 #include "lock.h"
 #include "stockdb.h"
+#include "stockredis.h"
 
 /* ------------------------------------------------------------------ config */
 
@@ -77,6 +78,7 @@ typedef enum stockd_lock_mode {
     STOCKD_LOCK_DB_LOCK,    /* a stock_lock row is the lock (lock/dblock.c) + fencing */
     STOCKD_LOCK_REDLOCK,    /* RedLock over 3..9 Redis servers (lock/redlock.c) + fencing */
     STOCKD_LOCK_ETCD,       /* etcd fair lock with a lease (lock/etcdlock.c) + fencing */
+    STOCKD_LOCK_REDIS_STOCK, /* no lock: Redis holds the count (db/stockredis.h), orders later */
 } stockd_lock_mode;
 
 /* One row of the table of modes. Adding a lock kind: its file in lock/ with its row
@@ -96,6 +98,9 @@ typedef struct stockd_mode {
     size_t password_off;      /* char[]: its password (zk: the digest USER:PASSWORD) */
     size_t lease_off;         /* unsigned: the lease in ms; 0 = not a lease kind */
     const char *lease_option; /* that lease's option, for messages */
+    /* The service the mode keeps its stock in beside MySQL ("redis"), for a kind that
+     * takes no lock service; NULL = none. --list-modes prints it where the kind has none. */
+    const char *store;
 } stockd_mode;
 
 /* The table, in the enum's order; stockd_nmodes rows. */
@@ -145,22 +150,24 @@ typedef struct stockd_config {
     unsigned zk_session_ms;
     unsigned max_connections;
     unsigned connection_timeout_s;
-    unsigned think_us;          /* pause between check and update, once per batch */
-    unsigned think_jitter_us;   /* plus a uniformly random 0..this per pause */
-    unsigned batch_max;         /* deductions per lock acquisition (combiner.c) */
-    bool precheck;              /* sold out answered from one read before the lock */
-    unsigned lock_passes;       /* batches per acquisition while more wait */
-    unsigned lock_cache_ms;     /* zk: keep the lock node this long after a batch; 0 = off */
-    unsigned cross_products;    /* products one batch may take (try-locked); 1 = one */
-    unsigned queue_deadline_ms; /* 0 = none; see stockd_job.deadline_ns */
-    char redis[256];            /* HOST:PORT of the Redis of mode redis; for mode redlock,
-                                 * the comma list of its servers */
-    unsigned redis_lease_ms;    /* the lease of a Redis (or RedLock) lock acquisition */
-    unsigned db_lock_lease_ms;  /* the lease of a stock_lock row */
-    char etcd[512];             /* HOST:PORT[,HOST:PORT...] of the etcd of mode etcd */
-    unsigned etcd_ttl_s;        /* the TTL of an etcd lock's lease, seconds */
-    unsigned etcd_lease_ms;     /* the same in ms, set by stockd_config_parse (the mode
-                                 * table's lease) */
+    unsigned think_us;            /* pause between check and update, once per batch */
+    unsigned think_jitter_us;     /* plus a uniformly random 0..this per pause */
+    unsigned batch_max;           /* deductions per lock acquisition (combiner.c) */
+    bool precheck;                /* sold out answered from one read before the lock */
+    unsigned lock_passes;         /* batches per acquisition while more wait */
+    unsigned lock_cache_ms;       /* zk: keep the lock node this long after a batch; 0 = off */
+    unsigned cross_products;      /* products one batch may take (try-locked); 1 = one */
+    unsigned queue_deadline_ms;   /* 0 = none; see stockd_job.deadline_ns */
+    char redis[256];              /* HOST:PORT of the Redis of mode redis; for mode redlock,
+                                   * the comma list of its servers */
+    unsigned redis_lease_ms;      /* the lease of a Redis (or RedLock) lock acquisition */
+    unsigned redis_wait_replicas; /* redis-stock: WAIT for this many replicas; 0 = none */
+    unsigned redis_wait_ms;       /* ... at most this long */
+    unsigned db_lock_lease_ms;    /* the lease of a stock_lock row */
+    char etcd[512];               /* HOST:PORT[,HOST:PORT...] of the etcd of mode etcd */
+    unsigned etcd_ttl_s;          /* the TTL of an etcd lock's lease, seconds */
+    unsigned etcd_lease_ms;       /* the same in ms, set by stockd_config_parse (the mode
+                                   * table's lease) */
     /* false only for the paused-holder demonstration: the write carries no fencing
      * token and the commit does not re-check the lock, as a client that trusts its
      * lease would do. */
@@ -258,7 +265,8 @@ typedef enum stockd_result {
     STOCKD_R_URI_TOO_LONG,
     STOCKD_R_HEADERS_TOO_LARGE,
     STOCKD_R_INTERNAL,
-    STOCKD_R_KEY_CONFLICT, /* the Idempotency-Key belongs to an order of another product */
+    STOCKD_R_KEY_CONFLICT,   /* the Idempotency-Key belongs to an order of another product */
+    STOCKD_R_NOT_REPLICATED, /* redis-stock: deducted on the primary, too few replicas have it */
 } stockd_result;
 
 typedef struct stockd_answer {
@@ -270,6 +278,7 @@ typedef struct stockd_answer {
     unsigned segment;  /* the segment deducted from, whose stock `stock` is; 0 = none */
     bool replayed;
     const char *message; /* NULL = none; not owned */
+    const char *order;   /* redis-stock: the order's key in the ledger; NULL = none; not owned */
 } stockd_answer;
 
 /* The HTTP status of a result. */
@@ -592,7 +601,17 @@ char *stockd_metrics_render(const stockd_config *cfg, lock_set *locks);
 typedef struct stockd_stock_reading {
     int32_t product_id;
     int32_t stock;
+    bool has_count;  /* mode redis-stock: the product's count in Redis was read */
+    long long count; /* ... and is this */
 } stockd_stock_reading;
+
+/* Mode redis-stock: the order stream's backlog for the writers, read once a second with
+ * the counts (XINFO GROUPS: lag and pending). known false before the first read or
+ * after a failed one. */
+typedef struct stockd_stream_backlog {
+    bool known;
+    long long undelivered, pending;
+} stockd_stream_backlog;
 
 /* Notes a stock just read or left by a committed deduction: the product is marked as
  * served (its stock is read again within a second), and its sold-out hint set from
@@ -603,15 +622,20 @@ void stockd_stockwatch_note(int32_t product_id, int32_t stock);
  * whether or not the watch thread runs. */
 bool stockd_stockwatch_sold_out(int32_t product_id);
 /* Starts the thread that reads the marked products, on a MySQL connection of its own
- * (db copied; instance at most STOCKDB_INSTANCE_MAX bytes). 0, or -1 if the thread
- * could not start. Main thread, after stockdb_global_init(). */
-int stockd_stockwatch_start(const stockdb_config *db, const char *instance);
+ * (db copied; instance at most STOCKDB_INSTANCE_MAX bytes). redis: mode redis-stock's
+ * Redis (copied, with its strings), whose counts and stream backlog it reads too on a
+ * connection of its own; NULL in the other modes. 0, or -1 if the thread could not
+ * start. Main thread, after stockdb_global_init(). */
+int stockd_stockwatch_start(const stockdb_config *db, const char *instance,
+                            const stockredis_config *redis);
 /* Stops and joins that thread (a read in flight ends first). Main thread; a no-op if
  * it never started. */
 void stockd_stockwatch_stop(void);
 /* Copies up to max readings (products read at least once) into out; returns how many.
  * Memory only: the polling thread may call it. */
 size_t stockd_stockwatch_snapshot(stockd_stock_reading *out, size_t max);
+/* The stream's backlog as last read (mode redis-stock). Memory only. */
+void stockd_stockwatch_backlog(stockd_stream_backlog *out);
 /* Reads made (found or not found) and reads that failed, so far. */
 void stockd_stockwatch_counts(uint64_t *reads, uint64_t *errors);
 

@@ -17,6 +17,14 @@
  * moment of the read. A product whose last reading was negative is re-read every pass
  * until it is not, so that a restock by hand clears the alert without any deduction.
  *
+ * In mode redis-stock the deductions happen in Redis and MariaDB's stock follows later,
+ * when the order writer has written them; the drift between the two is what a person
+ * should see open and close. So the watch also reads, on a Redis connection of its own,
+ * each product's count (stockredis_count) beside its stock, and once a pass the order
+ * stream's backlog (stockredis_backlog); and it keeps re-reading a product while its
+ * count and its stock differ, since no deduction of this instance marks it when the
+ * writer moves the stock. The cost: a GET per product read and one XINFO a second.
+ *
  * The same note sets the product's sold-out hint (stockd_stockwatch_sold_out), which
  * decides whether a deduction is worth a pre-check read before its lock (worker.c).
  *
@@ -50,6 +58,8 @@
 typedef struct reading {
     int32_t product_id;
     int32_t stock;
+    long long count; /* redis-stock: its count in Redis, when has_count */
+    bool has_count;
     bool known;          /* stock holds a read (a product that was never read has no series) */
     bool dirty;          /* touched since the last read began */
     bool pinned;         /* its last reading was negative: out of the recency list */
@@ -67,6 +77,9 @@ static struct {
     pthread_t thread;
     stockdb_config db;
     char instance[STOCKDB_INSTANCE_MAX + 1];
+    bool redis_on; /* mode redis-stock: read the counts and the backlog too */
+    char redis_addr[256], redis_user[129], redis_password[513];
+    stockd_stream_backlog backlog;
     atomic_ullong reads, errors;
 } w = {.mu = PTHREAD_MUTEX_INITIALIZER,
        .cv = PTHREAD_COND_INITIALIZER,
@@ -188,10 +201,18 @@ size_t stockd_stockwatch_snapshot(stockd_stock_reading *out, size_t max) {
     pthread_mutex_lock(&w.mu);
     for (unsigned i = 0; i < w.n && k < max; i++)
         if (w.r[i].known)
-            out[k++] =
-                (stockd_stock_reading){.product_id = w.r[i].product_id, .stock = w.r[i].stock};
+            out[k++] = (stockd_stock_reading){.product_id = w.r[i].product_id,
+                                              .stock = w.r[i].stock,
+                                              .has_count = w.r[i].has_count,
+                                              .count = w.r[i].count};
     pthread_mutex_unlock(&w.mu);
     return k;
+}
+
+void stockd_stockwatch_backlog(stockd_stream_backlog *out) {
+    pthread_mutex_lock(&w.mu);
+    *out = w.backlog;
+    pthread_mutex_unlock(&w.mu);
 }
 
 void stockd_stockwatch_counts(uint64_t *reads, uint64_t *errors) {
@@ -199,12 +220,15 @@ void stockd_stockwatch_counts(uint64_t *reads, uint64_t *errors) {
     *errors = atomic_load_explicit(&w.errors, memory_order_relaxed);
 }
 
-/* Stores a read (or, for a product that is gone, forgets the value); takes w.mu. */
-static void store(int32_t product_id, int rc, int32_t stock) {
+/* Stores a read (or, for a product that is gone, forgets the value), and the Redis count
+ * read with it (count_rc < 0: none, or it failed); takes w.mu. */
+static void store(int32_t product_id, int rc, int32_t stock, int count_rc, long long count) {
     pthread_mutex_lock(&w.mu);
     int e = find(product_id);
     if (e >= 0) {
         reading *r = &w.r[e];
+        r->has_count = count_rc == STOCKREDIS_OK;
+        r->count = count;
         if (rc == STOCKDB_OK) {
             r->stock = stock;
             r->known = true;
@@ -227,9 +251,39 @@ static void store(int32_t product_id, int rc, int32_t stock) {
     pthread_mutex_unlock(&w.mu);
 }
 
+/* Is the product's stock still to follow its Redis count (redis-stock, the writer
+ * behind)? Under w.mu. */
+static bool drifts(const reading *r) {
+    return r->known && r->has_count && r->count != r->stock;
+}
+
+/* The counts' Redis connection of the watch (redis-stock), or NULL. */
+static stockredis *redis_open(void) {
+    if (!w.redis_on) return NULL;
+    stockredis_config rc = {.addr = w.redis_addr,
+                            .user = w.redis_user,
+                            .password = w.redis_password,
+                            .instance = w.instance};
+    stockredis *r = NULL;
+    char err[256];
+    if (stockredis_new(&rc, &r, err, sizeof(err)) != STOCKREDIS_OK)
+        stockd_log("warn", "stock watch: no Redis counts: %s", err);
+    return r;
+}
+
+/* One pass's read of the backlog, stored. */
+static void read_backlog(stockredis *redis) {
+    stockd_stream_backlog b = {0};
+    b.known = stockredis_backlog(redis, &b.undelivered, &b.pending) == STOCKREDIS_OK;
+    pthread_mutex_lock(&w.mu);
+    w.backlog = b;
+    pthread_mutex_unlock(&w.mu);
+}
+
 static void *watch_main(void *arg) {
     (void)arg;
     stockdb *db = stockdb_new(&w.db, w.instance);
+    stockredis *redis = redis_open();
     int32_t *ids = malloc(STOCKWATCH_MAX * sizeof(*ids));
     time_t last_log = 0;
     struct timespec until;
@@ -246,14 +300,19 @@ static void *watch_main(void *arg) {
          * read: a commit after our read marks its product again. */
         unsigned k = 0;
         for (unsigned i = 0; ids && i < w.n; i++) {
-            if (w.r[i].dirty || (w.r[i].known && w.r[i].stock < 0)) {
+            if (w.r[i].dirty || (w.r[i].known && w.r[i].stock < 0) || drifts(&w.r[i])) {
                 ids[k++] = w.r[i].product_id;
                 w.r[i].dirty = false;
             }
         }
         pthread_mutex_unlock(&w.mu);
+        if (redis) read_backlog(redis);
         for (unsigned i = 0; db && i < k; i++) {
             int32_t stock = 0;
+            long long count = 0;
+            bool present = false;
+            int count_rc = redis ? stockredis_count(redis, ids[i], &count, &present) : -1;
+            if (count_rc == STOCKREDIS_OK && !present) count_rc = -1; /* not loaded yet */
             int rc = stockdb_get_stock(db, ids[i], &stock);
             if (rc == STOCKDB_OK || rc == STOCKDB_ERR_NOT_FOUND) {
                 atomic_fetch_add_explicit(&w.reads, 1, memory_order_relaxed);
@@ -266,11 +325,11 @@ static void *watch_main(void *arg) {
                                stockdb_errstr(db));
                 }
             }
-            store(ids[i], rc, stock);
+            store(ids[i], rc, stock, count_rc, count);
             if (rc == STOCKDB_ERR_CONNECT) {
                 /* MySQL is down: the rest of this pass would fail the same way. */
                 for (unsigned j = i + 1; j < k; j++)
-                    store(ids[j], rc, 0);
+                    store(ids[j], rc, 0, -1, 0);
                 break;
             }
         }
@@ -279,10 +338,12 @@ static void *watch_main(void *arg) {
     pthread_mutex_unlock(&w.mu);
     free(ids);
     stockdb_free(db);
+    stockredis_free(redis);
     return NULL;
 }
 
-int stockd_stockwatch_start(const stockdb_config *db, const char *instance) {
+int stockd_stockwatch_start(const stockdb_config *db, const char *instance,
+                            const stockredis_config *redis) {
     pthread_condattr_t ca;
 
     pthread_mutex_lock(&w.mu);
@@ -292,6 +353,13 @@ int stockd_stockwatch_start(const stockdb_config *db, const char *instance) {
     }
     w.db = *db;
     snprintf(w.instance, sizeof(w.instance), "%s", instance ? instance : "");
+    w.redis_on = redis != NULL;
+    if (redis) {
+        snprintf(w.redis_addr, sizeof(w.redis_addr), "%s", redis->addr ? redis->addr : "");
+        snprintf(w.redis_user, sizeof(w.redis_user), "%s", redis->user ? redis->user : "");
+        snprintf(w.redis_password, sizeof(w.redis_password), "%s",
+                 redis->password ? redis->password : "");
+    }
     w.stop = false;
     pthread_mutex_unlock(&w.mu);
 

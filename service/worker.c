@@ -291,6 +291,10 @@ static void serve_deduct(worker_state *ws, stockd_job *job) {
         batch__finish_expired(ws, job);
         return;
     }
+    if (ctx->cfg->lock == STOCKD_LOCK_REDIS_STOCK) {
+        stockd_redisstock_serve(ws, job); /* Redis holds the count: no lock, no combiner */
+        return;
+    }
     bool batched = stockd_mode_of(ctx->cfg->lock)->batched;
     if (!batched && ctx->cfg->strategy == STOCKDB_READ_CHECK_UPDATE) {
         serve_unlocked(ws, job); /* mode none: the seed's race, untouched */
@@ -402,6 +406,7 @@ static void *worker_main(void *arg) {
     dbc.rw_timeout_s = statement_cap_s(ctx->cfg, dbc.rw_timeout_s);
     ws.db = stockdb_new(&dbc, ctx->cfg->instance);
     memset(dbc.password, 0, sizeof(dbc.password)); /* the handle keeps its own copy */
+    ws.redis = stockd_redisstock_open(ctx);
     /* Room for one batch, made once: --batch-max 64 is about 4 KiB a worker (the
      * largest, 1024, about 60 KiB), so it never matters next to the MySQL connection,
      * which holds about 150 KiB (Connector/C's buffers and prepared statements). */
@@ -434,6 +439,7 @@ static void *worker_main(void *arg) {
     free(ws.jobs);
     free(ws.items);
     stockdb_free(ws.db);
+    stockredis_free(ws.redis);
     return NULL;
 }
 

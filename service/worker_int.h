@@ -21,6 +21,7 @@
 #include <time.h>
 
 #include "stockd.h"
+#include "stockredis.h"
 
 struct stockd_workers {
     stockd_ctx *ctx;
@@ -32,6 +33,7 @@ struct stockd_workers {
 typedef struct worker_state {
     stockd_workers *w;
     stockdb *db;
+    stockredis *redis; /* mode redis-stock's connection (redisstock.c); NULL in the others */
     time_t last_log;
     uint64_t statements; /* stockdb_statements(db) already added to the metrics */
     stockd_job **jobs;   /* room for one batch */
@@ -108,6 +110,14 @@ unsigned batch__drop_expired(worker_state *ws, stockd_job **jobs, unsigned n);
  * oldest job's deadline: the caller drops the expired and runs the rest again. */
 bool batch__run(worker_state *ws, stockd_job **jobs, unsigned n, product_lock *h,
                 stockd_answer *answers, bool *released);
+
+/* ---------------------------------------------------------------- redisstock.c */
+
+/* The worker's Redis handle of mode redis-stock (it connects at its first deduction);
+ * NULL in the other modes, or when it cannot be made (logged; deductions answer 503). */
+stockredis *stockd_redisstock_open(const stockd_ctx *ctx);
+/* Serves and answers one deduction of mode redis-stock (the caller checked its deadline). */
+void stockd_redisstock_serve(worker_state *ws, stockd_job *job);
 
 /* ---------------------------------------------------------------- cross.c */
 

@@ -96,3 +96,26 @@ CREATE OR REPLACE VIEW product_stock AS
                              WHERE s.product_id = p.id), 0) AS stock,
          (SELECT COUNT(*) FROM product_segment s WHERE s.product_id = p.id) AS segments
   FROM product p;
+
+-- Mode redis-stock (stockd --lock redis-stock): stockd deducts in Redis and the order
+-- writer (stock-writer, writer/writer.h) writes the orders later. answered_at is when
+-- Redis deducted (the stream entry's at_us, Redis's clock), so created_at - answered_at
+-- is the writer's lag; NULL for the orders of every other mode, written with the stock.
+ALTER TABLE orders ADD COLUMN IF NOT EXISTS answered_at TIMESTAMP(6) NULL;
+
+-- The oversold promises of mode redis-stock: a buyer was answered "deducted" by Redis,
+-- and when the writer came to write the order MariaDB had no stock left for it
+-- (reason sold_out), or no such product (no_product). No order row is written for it,
+-- so `initial stock - stock = orders` still holds in MariaDB; each row here is a unit
+-- promised that does not exist. request_id is the order's key, unique as in orders.
+CREATE TABLE IF NOT EXISTS oversold_promise (
+  id          BIGINT UNSIGNED NOT NULL AUTO_INCREMENT PRIMARY KEY,
+  request_id  VARCHAR(100) CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin NOT NULL,
+  product_id  INT             NOT NULL,
+  instance    VARCHAR(64)     NOT NULL,
+  answered_at TIMESTAMP(6)    NULL,
+  recorded_at TIMESTAMP(6)    NOT NULL DEFAULT CURRENT_TIMESTAMP(6),
+  reason      ENUM('sold_out', 'no_product') NOT NULL,
+  UNIQUE KEY uq_oversold_request (request_id),
+  KEY ix_oversold_product (product_id)
+) ENGINE=InnoDB;

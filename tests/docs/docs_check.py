@@ -9,6 +9,9 @@ usage: docs_check.py CHECK SRC_DIR [ARG]
   options  SRC_DIR STOCKD      every option of `stockd --help` is in docs/operating.md,
                                each with a table row in the group --help puts it in
                                (operator options, or the demonstration switches)
+  writer_options SRC_DIR WRITER  every option of `stock-writer --help` has a table row in
+                               docs/operating.md's section on the order writer, and no
+                               other option has one there
   modes    SRC_DIR STOCKD      each README's table of lock modes has one row per mode of
                                `stockd --list-modes`, and no other; docs/operating.md's
                                row of --lock lists them in its order
@@ -262,6 +265,29 @@ def check_options(src, stockd):
     return problems
 
 
+WRITER_HEADING_DOC = "## The order writer (`stock-writer`)"
+
+
+def check_writer_options(src, writer):
+    help_text = subprocess.run([writer, "--help"], env={}, capture_output=True, text=True,
+                               check=True).stdout
+    options = set(OPTION_RE.findall(help_text)) - {"--help", "--version"}
+    doc = os.path.join(src, "docs", "operating.md")
+    rows, inside = set(), False
+    for line in read(doc).splitlines():
+        if line.startswith("## "):
+            inside = line.strip() == WRITER_HEADING_DOC
+        m = ROW_OPTION_RE.match(line)
+        if inside and m:
+            rows.add(m.group(1))
+    if len(options) < 5:
+        return [f"stock-writer --help named only {len(options)} options: {sorted(options)}"]
+    return ([f"{rel(src, doc)}: {o} has no row under {WRITER_HEADING_DOC} (stock-writer --help "
+             f"lists it)" for o in sorted(options - rows)]
+            + [f"{rel(src, doc)}: {o} has a row under {WRITER_HEADING_DOC} but stock-writer "
+               f"--help does not list it" for o in sorted(rows - options)])
+
+
 MODE_ROW_RE = re.compile(r"^\|\s*`([a-z][a-z0-9-]*)`\s*\|")
 
 
@@ -368,6 +394,8 @@ def main():
         problems = check_readmes(src)
     elif check == "options":
         problems = check_options(src, sys.argv[3])
+    elif check == "writer_options":
+        problems = check_writer_options(src, sys.argv[3])
     elif check == "modes":
         problems = check_modes(src, sys.argv[3])
     elif check == "headline":

@@ -15,6 +15,9 @@ add_test(NAME docs_readmes_carry_the_same_commands_options_and_numbers
 add_test(NAME docs_operating_documents_every_stockd_option
   COMMAND python3 ${CMAKE_CURRENT_LIST_DIR}/docs_check.py options ${PROJECT_SOURCE_DIR}
           $<TARGET_FILE:stockd>)
+add_test(NAME docs_operating_documents_every_writer_option
+  COMMAND python3 ${CMAKE_CURRENT_LIST_DIR}/docs_check.py writer_options ${PROJECT_SOURCE_DIR}
+          $<TARGET_FILE:stock-writer>)
 add_test(NAME docs_readmes_table_every_stockd_mode
   COMMAND python3 ${CMAKE_CURRENT_LIST_DIR}/docs_check.py modes ${PROJECT_SOURCE_DIR}
           $<TARGET_FILE:stockd>)
@@ -25,5 +28,5 @@ add_test(NAME docs_benchmarks_scale_curve_is_scale_json
 set_tests_properties(docs_relative_links_resolve docs_readmes_table_every_stockd_mode
   docs_readmes_headline_ratios_are_bench_json docs_benchmarks_scale_curve_is_scale_json
   docs_readmes_carry_the_same_commands_options_and_numbers
-  docs_operating_documents_every_stockd_option
+  docs_operating_documents_every_stockd_option docs_operating_documents_every_writer_option
   PROPERTIES LABELS "unit;docs" TIMEOUT 60)

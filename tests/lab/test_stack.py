@@ -181,9 +181,11 @@ class ServerFiles(unittest.TestCase):
                 lines = f.read().splitlines()
         h = hashlib.sha256(b"s3cret").hexdigest()
         self.assertEqual(["user default off",
-                          "user %s reset on #%s ~lock:* resetchannels &lock:#released:* -@all "
+                          "user %s reset on #%s ~lock:* ~stockd:* resetchannels &lock:#released:* -@all "
                           "+evalsha +script|load +exists +pttl +time +incr +set +get +del +publish "
-                          "+subscribe +unsubscribe +ping" % (servers.redis_user(), h),
+                          "+subscribe +unsubscribe +ping +decr +xadd +xgroup|create "
+                          "+xinfo|groups +wait +xinfo|consumers +xreadgroup +xack +xautoclaim "
+                          "+xpending +xrange +xlen +scan" % (servers.redis_user(), h),
                           "user replica reset on #%s resetchannels -@all +psync +replconf +ping" % h],
                          lines[:3])
         self.assertTrue(lines[3].startswith("user sentinel reset on #%s -@all " % h), lines[3])

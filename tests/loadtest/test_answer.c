@@ -27,6 +27,12 @@ static const example examples[] = {
     {200, " {\"order_id\": 12, \"result\": \"deducted\"} \n", ANSWER_DEDUCTED, 12, false},
     /* A 200 that is not a usable deduction. */
     {200, "{\"result\":\"deducted\"}", ANSWER_UNEXPECTED, 0, false},
+    /* Mode redis-stock names the order by its key; an empty or non-string one is no order. */
+    {200, "{\"result\":\"deducted\",\"order\":\"k-1\"}", ANSWER_DEDUCTED, 0, false},
+    {200, "{\"result\":\"deducted\",\"order\":\"k-1\",\"replayed\":true}", ANSWER_DEDUCTED, 0,
+     true},
+    {200, "{\"result\":\"deducted\",\"order\":\"\"}", ANSWER_UNEXPECTED, 0, false},
+    {200, "{\"result\":\"deducted\",\"order\":7}", ANSWER_UNEXPECTED, 0, false},
     {200, "{\"result\":\"deducted\",\"order_id\":0}", ANSWER_UNEXPECTED, 0, false},
     {200, "{\"result\":\"deducted\",\"order_id\":-5}", ANSWER_UNEXPECTED, 0, false},
     {200, "{\"result\":\"deducted\",\"order_id\":1.5}", ANSWER_UNEXPECTED, 0, false},

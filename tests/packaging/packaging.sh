@@ -70,6 +70,7 @@ install)
   cmake --install "$build" --prefix "$T/prefix" >"$T/log" 2>&1 ||
     fail "cmake --install: $(cat "$T/log")"
   [[ -x $T/prefix/bin/stockd ]] || fail "no bin/stockd under the prefix: $(cat "$T/log")"
+  [[ -x $T/prefix/bin/stock-writer ]] || fail "no bin/stock-writer under the prefix: $(cat "$T/log")"
   unit=$(find "$T/prefix" -name 'stockd@.service')
   [[ $unit == "$T/prefix/lib/systemd/system/stockd@.service" ]] ||
     fail "stockd@.service not in lib/systemd/system: '$unit'"
@@ -79,10 +80,12 @@ install)
     fail "share/doc/stockd/LICENSE is not the root's LICENSE: $(cat "$T/log")"
   if grep -q '^HELP2MAN:FILEPATH=/' "$build/CMakeCache.txt"; then
     [[ -f $T/prefix/share/man/man1/stockd.1 ]] || fail "no share/man/man1/stockd.1: $(cat "$T/log")"
+    [[ -f $T/prefix/share/man/man1/stock-writer.1 ]] ||
+      fail "no share/man/man1/stock-writer.1: $(cat "$T/log")"
   else
     echo "note: help2man was not found at configure time: no man page to install"
   fi
-  echo "ok: cmake --install: bin/stockd, share/man/man1/stockd.1, ${unit#"$T/prefix/"}, share/doc/stockd/LICENSE"
+  echo "ok: cmake --install: bin/stockd, bin/stock-writer, their man pages, ${unit#"$T/prefix/"}, share/doc/stockd/LICENSE"
   ;;
 env)
   # Every line of the example, commented or not, is accepted by stockd --config (which

@@ -6,7 +6,8 @@ add_test(NAME packaging_systemd_unit_verifies
           ${PROJECT_BINARY_DIR}/packaging/stockd@.service ${PKG_MAN})
 add_test(NAME packaging_man_page_names_every_option
   COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/packaging.sh man $<TARGET_FILE:stockd> ${PKG_MAN})
-# cmake --install into a temporary prefix: bin/stockd, the man page and the unit.
+# cmake --install into a temporary prefix: bin/stockd and bin/stock-writer, the man pages
+# and the unit.
 add_test(NAME packaging_install_puts_bin_man_and_unit
   COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/packaging.sh install ${PROJECT_BINARY_DIR})
 # The example environment file names only variables of stockd's option table.

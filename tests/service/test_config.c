@@ -234,7 +234,7 @@ static void test_help(void) {
     }
     *o = '\0';
     CHECK(strstr(flat, "(STOCKD_WORKERS, 1..512) [16]") != NULL);
-    CHECK(strstr(flat, "redlock or etcd (STOCKD_LOCK) [none]") != NULL);
+    CHECK(strstr(flat, "etcd or redis-stock (STOCKD_LOCK) [none]") != NULL);
     CHECK(strstr(flat, "(STOCKD_LOCK_CACHE_MS, 0..60000) [") != NULL);
     free(flat);
     CHECK(strstr(text, "STOCKD_REDIS_PASSWORD") != NULL); /* named, but no option */
@@ -560,6 +560,33 @@ int main(void) {
         CHECK_INT_EQ(0, parse(&c, err, 3, dflt));
         CHECK_STR_EQ("127.0.0.1:9", c.etcd);
         unsetenv("STOCKD_ETCD");
+    }
+    {
+        /* Issue 35, mode redis-stock: no lock and no batches; one Redis; WAIT only there. */
+        char *dflt[] = {"stockd", "--lock", "redis-stock", NULL};
+        CHECK_INT_EQ(0, parse(&c, err, 3, dflt));
+        CHECK_INT_EQ(STOCKD_LOCK_REDIS_STOCK, c.lock);
+        CHECK(!stockd_mode_of(c.lock)->batched);
+        CHECK(!stockd_mode_locks(stockd_mode_of(c.lock)));
+        CHECK_INT_EQ(0, c.redis_wait_replicas);
+        CHECK_INT_EQ(100, c.redis_wait_ms);
+        char *wait[] = {"stockd", "--lock",          "redis-stock", "--redis-wait-replicas",
+                        "1",      "--redis-wait-ms", "250",         NULL};
+        CHECK_INT_EQ(0, parse(&c, err, 7, wait));
+        CHECK_INT_EQ(1, c.redis_wait_replicas);
+        CHECK_INT_EQ(250, c.redis_wait_ms);
+        char *list[] = {"stockd", "--lock", "redis-stock", "--redis", "a:1,b:2,c:3", NULL};
+        err[0] = '\0';
+        CHECK_INT_EQ(-1, parse(&c, err, 5, list));
+        CHECK(strstr(err, "--lock redis-stock takes one HOST:PORT in --redis") != NULL);
+        char *elsewhere[] = {"stockd", "--lock", "atomic", "--redis-wait-replicas", "1", NULL};
+        err[0] = '\0';
+        CHECK_INT_EQ(-1, parse(&c, err, 5, elsewhere));
+        CHECK(strstr(err, "--redis-wait-replicas is for --lock redis-stock, not atomic") != NULL);
+        char *segs[] = {"stockd", "--lock", "redis-stock", "--segments", "4", NULL};
+        err[0] = '\0';
+        CHECK_INT_EQ(-1, parse(&c, err, 5, segs));
+        CHECK(strstr(err, "needs a mode with a lock") != NULL);
     }
     /* Credentials: user from argv or the environment, secrets from the environment only
      * (argv has no option for them), never repeated in an error. */

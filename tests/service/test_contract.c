@@ -99,6 +99,20 @@ static void test_deducted_answer_has_stock_order_and_instance(void) {
     cJSON_Delete(o);
 }
 
+/* Mode redis-stock: the order is named by its key (a string), and a deduction that too
+ * few replicas confirmed is a 503 of its own. */
+static void test_redis_stock_answers_name_the_order_by_key(void) {
+    stockd_answer a = {
+        .result = STOCKD_R_DEDUCTED, .id = 1, .has_stock = true, .stock = 9, .order = "i/b00t/7"};
+    cJSON *o = render(&a);
+    CHECK_STR_EQ("deducted", str_field(o, "result"));
+    CHECK_STR_EQ("i/b00t/7", str_field(o, "order"));
+    CHECK(cJSON_GetObjectItem(o, "order_id") == NULL);
+    cJSON_Delete(o);
+    CHECK_INT_EQ(503, stockd_answer_status(STOCKD_R_NOT_REPLICATED));
+    CHECK_STR_EQ("not_replicated", stockd_result_name(STOCKD_R_NOT_REPLICATED));
+}
+
 static void test_outcome_to_status_table(void) {
     static const struct {
         int lock_rc, rc;
@@ -368,6 +382,7 @@ int main(void) {
     test_id_parser_accepts_only_canonical_positive_int32();
     test_key_check();
     test_deducted_answer_has_stock_order_and_instance();
+    test_redis_stock_answers_name_the_order_by_key();
     test_outcome_to_status_table();
     test_error_answers();
     test_health_json();

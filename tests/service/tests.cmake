@@ -47,6 +47,10 @@ stockd_integration_test(oversell_redis_per_request_3_instances_exact_zero
   COMMAND env CHECK_ONE_PER_ACQUISITION=1 bash ${CMAKE_CURRENT_SOURCE_DIR}/service/oversell.sh redis 3 zero --batch-max 1 LABELS experiment)
 stockd_integration_test(oversell_db_lock_3_instances_exact_zero
   COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/oversell.sh db-lock 3 zero LABELS experiment)
+# Redis as the stock of record (issue 35): one Lua script per deduction on a Redis of
+# the test's own, the oversell tool's load on three instances, keys and Redis down.
+stockd_integration_test(redis_stock_3_instances_exact_with_distinct_order_keys
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/redis_stock.sh LABELS experiment)
 # RedLock (article 001 §3.7) on the fixture's three independent Redis servers.
 stockd_integration_test(oversell_redlock_3_instances_exact_zero
   COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/oversell.sh redlock 3 zero LABELS experiment)
@@ -250,6 +254,7 @@ add_test(NAME no_file_circle_in_lock
   COMMAND_EXPAND_LISTS)
 add_test(NAME no_file_circle_in_db
   COMMAND bash ${PROJECT_SOURCE_DIR}/tests/file_layers.sh $<TARGET_OBJECTS:stockdb>
+          $<TARGET_OBJECTS:redisconn> $<TARGET_OBJECTS:stockredis>
   COMMAND_EXPAND_LISTS)
 set_tests_properties(no_file_circle_in_service no_file_circle_in_lock no_file_circle_in_db
   PROPERTIES LABELS unit)

@@ -9,12 +9,17 @@
  *     between a series' last two samples, so they follow whatever scrape interval the
  *     stack's Prometheus has);
  *   - GET /live-api/alerts: the state of StockdStockBelowZero.
+ * In mode redis-stock the drift panel plots, for each watched product, the count in Redis
+ * (stockd_redis_stock) beside MariaDB's stock (the /stock read), and the order stream's
+ * backlog (stockd_order_stream_backlog, undelivered + pending): the drift opens under load
+ * and closes as the order writer catches up.
  * Page parameters: ?ids=1,2 (watched products, default 1), &queue=N (whose lock queue,
  * default the first), &window=S (seconds the charts keep, default 300).
  *
  * What the page has seen is also kept on the DOM as data-* attributes (the browser test
  * reads them): #instances[data-seen], #stock-now span[data-last][data-min],
- * #queue-seen[data-best-waiters][data-best-owners], #alert[data-state]. */
+ * #queue-seen[data-best-waiters][data-best-owners], #alert[data-state],
+ * #drift-now span[data-redis][data-mysql][data-backlog] (mode redis-stock). */
 "use strict";
 
 const params = new URLSearchParams(location.search);
@@ -120,6 +125,7 @@ const charts = {
   rate: new TimeChart($("chart-rate"), "deductions/s", { y: { range: (u, lo, hi) => [0, Math.max(hi, 1)] } }),
   ops: new TimeChart($("chart-ops"), "ops/deduction", { y: { range: (u, lo, hi) => [0, Math.max(hi, 1)] } }),
   batch: new TimeChart($("chart-batch"), "deductions", { y: { range: (u, lo, hi) => [0, Math.max(hi, 1)] } }),
+  drift: new TimeChart($("chart-drift"), "units / entries", { height: 240 }),
 };
 window.addEventListener("resize", () => Object.values(charts).forEach((c) => c.resize()));
 
@@ -287,6 +293,7 @@ async function tickPrometheus(t) {
     answers[name] = Object.fromEntries(Object.entries(k).filter(([key]) => key.startsWith("r:"))
       .map(([key, v]) => [key.slice(2), v.last]));
   }
+  tickDrift(t, res);
   charts.rate.push(t, rate);
   charts.ops.push(t, ops);
   charts.batch.push(t, batch);
@@ -298,6 +305,48 @@ async function tickPrometheus(t) {
   el.textContent = now.length ? now.join(", ") : "none scraped";
   el.dataset.now = now.join(" ");
   el.dataset.seen = [...instancesSeen].sort().join(" ");
+}
+
+/* Mode redis-stock's drift: the Redis count of each watched product and the backlog
+ * (undelivered + pending), each from the freshest sample of any instance (every
+ * instance's watch reads the same Redis), beside MariaDB's stock as tickStock read it. */
+function tickDrift(t, res) {
+  const freshest = {}; /* key -> [time, value] */
+  for (const s of res) {
+    if (!s.values.length) continue;
+    const [at, v] = s.values[s.values.length - 1];
+    let key = null;
+    if (s.metric.__name__ === "stockd_redis_stock" && ids.includes(Number(s.metric.product))) {
+      key = `redis ${s.metric.product}`;
+    } else if (s.metric.__name__ === "stockd_order_stream_backlog") {
+      key = `backlog ${s.metric.state}`;
+    }
+    if (key && (!freshest[key] || at > freshest[key][0])) freshest[key] = [at, Number(v)];
+  }
+  if (!Object.keys(freshest).length) return;
+  $("drift-panel").hidden = false;
+  const redis = (id) => freshest[`redis ${id}`]?.[1];
+  const parts = ["backlog undelivered", "backlog pending"].filter((k) => freshest[k]);
+  const backlog = parts.length ? parts.reduce((sum, k) => sum + freshest[k][1], 0) : null;
+  const values = {};
+  for (const id of ids) {
+    if (redis(id) !== undefined) values[`redis ${id}`] = redis(id);
+    if (stockSeen[id]) values[`mariadb ${id}`] = stockSeen[id].last;
+  }
+  if (backlog !== null) values.backlog = backlog;
+  charts.drift.push(t, values);
+  $("drift-now").replaceChildren(...ids.filter((id) => redis(id) !== undefined).map((id) => {
+    const span = document.createElement("span");
+    const mysql = stockSeen[id] ? stockSeen[id].last : null;
+    span.className = "stock";
+    span.dataset.product = id;
+    span.dataset.redis = redis(id);
+    span.dataset.mysql = mysql ?? "";
+    span.dataset.backlog = backlog ?? "";
+    span.textContent = `product ${id}: Redis ${redis(id)}, MariaDB ${mysql ?? "?"}` +
+      (backlog !== null ? `, backlog ${backlog}` : "");
+    return span;
+  }));
 }
 
 function renderAnswers(answers) {

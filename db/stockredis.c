@@ -1,0 +1,324 @@
+/* stockredis.c: mode redis-stock's count, answer memo and order stream in Redis
+ * (stockredis.h). One connection per handle, made at the first call and again after an
+ * error; the script runs with EVALSHA, loaded with SCRIPT LOAD once per connection (a
+ * NOSCRIPT answer loads it again: the script did not run). */
+#include "stockredis.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hostport.h"
+
+/* KEYS[1] the count, KEYS[2] the key's memo, KEYS[3] the stream; ARGV[1] the product id,
+ * ARGV[2] the request key, ARGV[3] the instance, ARGV[4] the stock of record to load, or
+ * "" (load nothing). Answers {outcome, count}, the outcomes of stockredis_outcome. The
+ * count is checked before it is decremented, so it never goes below 0; the memo and the
+ * stream entry are written in the same step as the decrement, so no order is lost
+ * between them and none is appended twice. at_us is TIME's seconds and microseconds
+ * written side by side (exact, no float). */
+static const char deduct_lua[] =
+    "local memo = redis.call('GET', KEYS[2])\n"
+    "if memo then\n"
+    "  if memo ~= ARGV[1] then return {3, 0} end\n"
+    "  return {2, tonumber(redis.call('GET', KEYS[1]) or '0') or 0}\n"
+    "end\n"
+    "local n = redis.call('GET', KEYS[1])\n"
+    "if not n then\n"
+    "  if ARGV[4] == '' then return {4, 0} end\n"
+    "  redis.call('SET', KEYS[1], ARGV[4])\n"
+    "  n = ARGV[4]\n"
+    "end\n"
+    "n = tonumber(n)\n"
+    "if not n then return redis.error_reply('STOCKD the count ' .. KEYS[1] .. ' is not a "
+    "number') end\n"
+    "if n <= 0 then return {0, n} end\n"
+    "redis.call('DECR', KEYS[1])\n"
+    "redis.call('SET', KEYS[2], ARGV[1])\n"
+    "local t = redis.call('TIME')\n"
+    "redis.call('XADD', KEYS[3], '*', 'key', ARGV[2], 'product', ARGV[1], 'instance', "
+    "ARGV[3], 'at_us', t[1] .. string.format('%06d', tonumber(t[2])))\n"
+    "return {1, n - 1}\n";
+
+struct stockredis {
+    hostport hp;
+    char user[129], password[513], instance[65];
+    int connect_timeout_ms, io_timeout_ms;
+    redisContext *c;
+    char sha[41];
+    char errstr[256];
+};
+
+static void set_err(stockredis *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void set_err(stockredis *s, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(s->errstr, sizeof(s->errstr), fmt, ap);
+    va_end(ap);
+}
+
+static void drop(stockredis *s) {
+    if (s->c) redisFree(s->c);
+    s->c = NULL;
+}
+
+void stockredis_count_key(int32_t product_id, char *buf, size_t cap) {
+    snprintf(buf, cap, "stockd:stock:{%ld}", (long)product_id);
+}
+
+int stockredis_new(const stockredis_config *cfg, stockredis **out, char *err, size_t errcap) {
+    if (err && errcap) err[0] = '\0';
+    *out = NULL;
+    stockredis *s = calloc(1, sizeof(*s));
+    if (!s) return STOCKREDIS_ERR_NOMEM;
+    const char *addr = cfg->addr ? cfg->addr : "";
+    if (hostport_parse(addr, strlen(addr), 0, &s->hp) != 0) {
+        if (err) snprintf(err, errcap, "bad Redis address \"%s\" (want HOST:PORT)", addr);
+        goto fail;
+    }
+    if ((cfg->user && strlen(cfg->user) >= sizeof(s->user)) ||
+        (cfg->password && strlen(cfg->password) >= sizeof(s->password)) ||
+        (cfg->instance && strlen(cfg->instance) >= sizeof(s->instance))) {
+        if (err) snprintf(err, errcap, "the Redis user, password or instance name is too long");
+        goto fail;
+    }
+    snprintf(s->user, sizeof(s->user), "%s", cfg->user ? cfg->user : "");
+    snprintf(s->password, sizeof(s->password), "%s", cfg->password ? cfg->password : "");
+    snprintf(s->instance, sizeof(s->instance), "%s", cfg->instance ? cfg->instance : "");
+    s->connect_timeout_ms = cfg->connect_timeout_ms > 0 ? cfg->connect_timeout_ms : 2000;
+    s->io_timeout_ms = cfg->io_timeout_ms > 0 ? cfg->io_timeout_ms : 2000;
+    *out = s;
+    return STOCKREDIS_OK;
+fail:
+    stockredis_free(s);
+    return STOCKREDIS_ERR_ARGS;
+}
+
+void stockredis_free(stockredis *s) {
+    if (!s) return;
+    drop(s);
+    explicit_bzero(s->password, sizeof(s->password));
+    free(s);
+}
+
+const char *stockredis_errstr(const stockredis *s) {
+    return s->errstr;
+}
+
+static int code_of(int redisconn_rc) {
+    switch (redisconn_rc) {
+    case REDISCONN_OK:
+        return STOCKREDIS_OK;
+    case REDISCONN_ERR_AUTH:
+        return STOCKREDIS_ERR_AUTH;
+    case REDISCONN_ERR_NOMEM:
+        return STOCKREDIS_ERR_NOMEM;
+    case REDISCONN_ERR_SERVER:
+        return STOCKREDIS_ERR_SERVER;
+    default:
+        return STOCKREDIS_ERR_CONNECTION;
+    }
+}
+
+/* The connection, made if there is none: dialled, the script loaded and the writers'
+ * group created (BUSYGROUP: it exists, which is what we want). */
+static int connect_once(stockredis *s) {
+    /* An idle connection has nothing to read: if it is readable, the server closed it
+     * (a restart, a shutdown, a timeout). Dropped here, before a script is written to
+     * it, a Redis that is gone is "unreachable, nothing done", not "sent, answer lost". */
+    struct pollfd p = {.fd = s->c ? s->c->fd : -1, .events = POLLIN | POLLRDHUP};
+    if (s->c && poll(&p, 1, 0) != 0) drop(s);
+    if (s->c) return STOCKREDIS_OK;
+    redisconn_config rc = {.host = s->hp.host,
+                           .port = s->hp.port,
+                           .user = s->user,
+                           .password = s->password,
+                           .connect_timeout_ms = s->connect_timeout_ms,
+                           .io_timeout_ms = s->io_timeout_ms};
+    int code = redisconn_dial(&rc, "stock", &s->c, s->errstr, sizeof(s->errstr));
+    if (code == REDISCONN_OK)
+        code = redisconn_script_load(s->c, deduct_lua, s->sha, s->errstr, sizeof(s->errstr));
+    if (code != REDISCONN_OK) {
+        drop(s);
+        return code_of(code);
+    }
+    redisReply *r =
+        redisCommand(s->c, "XGROUP CREATE %s %s 0 MKSTREAM", STOCKREDIS_STREAM, STOCKREDIS_GROUP);
+    if (!r) {
+        set_err(s, "XGROUP CREATE: %s", s->c->errstr);
+        drop(s);
+        return STOCKREDIS_ERR_CONNECTION;
+    }
+    int ret = STOCKREDIS_OK;
+    if (r->type == REDIS_REPLY_ERROR && strncmp(r->str, "BUSYGROUP", 9) != 0) {
+        set_err(s, "XGROUP CREATE: %s", r->str);
+        ret = redisconn_auth_error(r->str) ? STOCKREDIS_ERR_AUTH : STOCKREDIS_ERR_SERVER;
+        drop(s);
+    }
+    freeReplyObject(r);
+    return ret;
+}
+
+/* Reads the script's {outcome, count}. */
+static int read_answer(stockredis *s, const redisReply *r, stockredis_result *out) {
+    if (r->type == REDIS_REPLY_ERROR) {
+        set_err(s, "the deduction script: %s", r->str);
+        return redisconn_auth_error(r->str) ? STOCKREDIS_ERR_AUTH : STOCKREDIS_ERR_SERVER;
+    }
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+        r->element[0]->type != REDIS_REPLY_INTEGER || r->element[1]->type != REDIS_REPLY_INTEGER ||
+        r->element[0]->integer < STOCKREDIS_SOLD_OUT ||
+        r->element[0]->integer > STOCKREDIS_NOT_LOADED) {
+        set_err(s, "the deduction script: an answer not of the form {outcome, count}");
+        return STOCKREDIS_ERR_SERVER;
+    }
+    out->outcome = (stockredis_outcome)r->element[0]->integer;
+    out->count = r->element[1]->integer;
+    return STOCKREDIS_OK;
+}
+
+int stockredis_deduct(stockredis *s, int32_t product_id, const char *key, long long load,
+                      stockredis_result *out) {
+    char count_key[64], memo_key[16 + STOCKREDIS_KEY_MAX], product[16], loadv[24] = "";
+    size_t klen = key ? strlen(key) : 0;
+    if (product_id <= 0 || klen == 0 || klen > STOCKREDIS_KEY_MAX) {
+        set_err(s, "bad product id or request key");
+        return STOCKREDIS_ERR_ARGS;
+    }
+    stockredis_count_key(product_id, count_key, sizeof(count_key));
+    snprintf(memo_key, sizeof(memo_key), "stockd:key:%s", key);
+    snprintf(product, sizeof(product), "%ld", (long)product_id);
+    if (load >= 0) snprintf(loadv, sizeof(loadv), "%lld", load);
+    const char *argv[] = {"EVALSHA",         s->sha,  "3", count_key,   memo_key,
+                          STOCKREDIS_STREAM, product, key, s->instance, loadv};
+    enum { ARGC = sizeof(argv) / sizeof(argv[0]) };
+    size_t argl[ARGC];
+    bool sent = false;
+
+    /* At most: one lost reply and its resend, and one NOSCRIPT (a flushed script cache). */
+    for (int attempt = 0; attempt < 3; attempt++) {
+        int rc = connect_once(s);
+        if (rc != STOCKREDIS_OK)
+            return sent && rc == STOCKREDIS_ERR_CONNECTION ? STOCKREDIS_ERR_UNKNOWN : rc;
+        argv[1] = s->sha;
+        for (int i = 0; i < ARGC; i++)
+            argl[i] = strlen(argv[i]);
+        redisReply *r = redisCommandArgv(s->c, ARGC, argv, argl);
+        if (!r) {
+            set_err(s, "EVALSHA: %s", s->c->errstr);
+            drop(s);
+            sent = true;
+            continue;
+        }
+        bool noscript = r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOSCRIPT", 8) == 0;
+        if (noscript) {
+            freeReplyObject(r);
+            drop(s); /* the next connect_once loads it again */
+            continue;
+        }
+        rc = read_answer(s, r, out);
+        freeReplyObject(r);
+        if (rc == STOCKREDIS_OK) s->errstr[0] = '\0';
+        return rc;
+    }
+    return sent ? STOCKREDIS_ERR_UNKNOWN : STOCKREDIS_ERR_SERVER;
+}
+
+/* Runs a command built by the caller on the connection (connecting first); one attempt,
+ * since every caller here only reads or WAITs. NULL with the error set, or the reply. */
+static redisReply *command(stockredis *s, int *rc, const char *fmt, ...) {
+    *rc = connect_once(s);
+    if (*rc != STOCKREDIS_OK) return NULL;
+    va_list ap;
+    va_start(ap, fmt);
+    redisReply *r = redisvCommand(s->c, fmt, ap);
+    va_end(ap);
+    if (!r) {
+        set_err(s, "%s", s->c->errstr);
+        drop(s);
+        *rc = STOCKREDIS_ERR_CONNECTION;
+        return NULL;
+    }
+    if (r->type == REDIS_REPLY_ERROR) {
+        set_err(s, "%s", r->str);
+        *rc = redisconn_auth_error(r->str) ? STOCKREDIS_ERR_AUTH : STOCKREDIS_ERR_SERVER;
+    }
+    return r;
+}
+
+int stockredis_wait(stockredis *s, int replicas, int timeout_ms, int *acked) {
+    int rc;
+    redisReply *r = command(s, &rc, "WAIT %d %d", replicas, timeout_ms);
+    if (!r) return rc;
+    if (rc == STOCKREDIS_OK && r->type == REDIS_REPLY_INTEGER) {
+        *acked = (int)r->integer;
+    } else if (rc == STOCKREDIS_OK) {
+        set_err(s, "WAIT: not an integer");
+        rc = STOCKREDIS_ERR_SERVER;
+    }
+    freeReplyObject(r);
+    return rc;
+}
+
+int stockredis_count(stockredis *s, int32_t product_id, long long *count, bool *present) {
+    char key[64];
+    int rc;
+    stockredis_count_key(product_id, key, sizeof(key));
+    redisReply *r = command(s, &rc, "GET %s", key);
+    if (!r) return rc;
+    *present = false;
+    *count = 0;
+    if (rc == STOCKREDIS_OK && r->type == REDIS_REPLY_STRING) {
+        char *end;
+        errno = 0;
+        *count = strtoll(r->str, &end, 10);
+        *present = true;
+        if (errno || end == r->str || *end) {
+            set_err(s, "%s is not a number", key);
+            rc = STOCKREDIS_ERR_SERVER;
+        }
+    }
+    freeReplyObject(r);
+    return rc;
+}
+
+/* The integer value of field `name` in a flat RESP2 map (name, value, ...): -1 if it is
+ * absent or nil (XINFO's lag is nil when Redis cannot tell it). */
+static long long field_int(const redisReply *m, const char *name) {
+    for (size_t i = 0; i + 1 < m->elements; i += 2) {
+        const redisReply *k = m->element[i], *v = m->element[i + 1];
+        if (k->type == REDIS_REPLY_STRING && strcmp(k->str, name) == 0)
+            return v->type == REDIS_REPLY_INTEGER ? v->integer : -1;
+    }
+    return -1;
+}
+
+int stockredis_backlog(stockredis *s, long long *lag, long long *pending) {
+    int rc;
+    *lag = *pending = 0;
+    redisReply *r = command(s, &rc, "XINFO GROUPS %s", STOCKREDIS_STREAM);
+    if (!r) return rc;
+    if (rc == STOCKREDIS_ERR_SERVER && strstr(r->str, "no such key")) {
+        rc = STOCKREDIS_OK; /* no stream yet: nothing waits */
+    } else if (rc == STOCKREDIS_OK && r->type == REDIS_REPLY_ARRAY) {
+        for (size_t i = 0; i < r->elements; i++) {
+            const redisReply *g = r->element[i];
+            if (g->type != REDIS_REPLY_ARRAY) continue;
+            bool ours = false;
+            for (size_t j = 0; j + 1 < g->elements; j += 2)
+                ours |= g->element[j]->type == REDIS_REPLY_STRING &&
+                        strcmp(g->element[j]->str, "name") == 0 &&
+                        g->element[j + 1]->type == REDIS_REPLY_STRING &&
+                        strcmp(g->element[j + 1]->str, STOCKREDIS_GROUP) == 0;
+            if (!ours) continue;
+            *lag = field_int(g, "lag");
+            *pending = field_int(g, "pending");
+        }
+    }
+    freeReplyObject(r);
+    return rc;
+}

@@ -1,0 +1,100 @@
+/* stockredis.h: mode redis-stock's data access. Redis holds each product's sellable count,
+ * and one Lua script per deduction checks it, decrements it, records the request's key and
+ * appends the order to a stream, atomically on the server; the order writer (writer/)
+ * turns the stream into MariaDB's orders later.
+ *
+ * The keys (docs/strategies.md, "Redis as the stock of record"; the writer reads the same):
+ *   stockd:stock:{<id>}   the sellable count of product <id>, a decimal integer;
+ *   stockd:key:<key>      the product a request key deducted from (the answer memo): a
+ *                         repeated key gets its first answer back, and a key of another
+ *                         product is refused;
+ *   stockd:orders         the stream of orders, one entry per deduction, with exactly the
+ *                         fields key, product, instance and at_us (Redis TIME, in us);
+ *                         its consumer group `writers` is created by whoever comes first.
+ *
+ * Loading: a product whose count is not in Redis yet answers STOCKREDIS_NOT_LOADED and
+ * nothing is done; the caller reads the stock of record (MariaDB) and calls again with
+ * it as `load`. The script sets the count only if it is still absent, in the same atomic
+ * step as the deduction, so racing instances load it once and never over a count in use.
+ *
+ * Threads: a handle is one connection, NOT thread-safe: one per thread. It connects at
+ * its first call (and again after an error), so a Redis that is down at start-up is an
+ * error of the calls, not of stockredis_new. Nothing here prints or exits. */
+#ifndef STOCKD_STOCKREDIS_H
+#define STOCKD_STOCKREDIS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "redisconn.h"
+
+#define STOCKREDIS_OK             0
+#define STOCKREDIS_ERR_CONNECTION -1 /* Redis unreachable (nothing was sent) */
+#define STOCKREDIS_ERR_AUTH       -2 /* credentials refused or missing */
+#define STOCKREDIS_ERR_NOMEM      -3
+#define STOCKREDIS_ERR_SERVER     -4 /* an answer that makes no sense (a count not a number) */
+#define STOCKREDIS_ERR_ARGS       -5
+#define STOCKREDIS_ERR_UNKNOWN    -6 /* the script was sent and its answer lost: it may have run */
+
+#define STOCKREDIS_STREAM  "stockd:orders"
+#define STOCKREDIS_GROUP   "writers"
+#define STOCKREDIS_KEY_MAX 100 /* a request key's longest text */
+
+typedef struct stockredis_config {
+    const char *addr;       /* "HOST:PORT" */
+    const char *user;       /* NULL or "": the default user */
+    const char *password;   /* NULL or "": no AUTH */
+    const char *instance;   /* the stream entries' `instance` field */
+    int connect_timeout_ms; /* 0 = 2000 */
+    int io_timeout_ms;      /* 0 = 2000 */
+} stockredis_config;
+
+typedef enum stockredis_outcome {
+    STOCKREDIS_SOLD_OUT = 0,
+    STOCKREDIS_DEDUCTED = 1,
+    STOCKREDIS_REPLAYED = 2,   /* the key deducted this product before: the first answer */
+    STOCKREDIS_KEY_REUSED = 3, /* the key deducted another product: refused */
+    STOCKREDIS_NOT_LOADED = 4, /* no count in Redis and no `load` given: nothing done */
+} stockredis_outcome;
+
+typedef struct stockredis_result {
+    stockredis_outcome outcome;
+    long long count; /* the count after the script (sold out, deducted, replayed) */
+} stockredis_result;
+
+typedef struct stockredis stockredis;
+
+/* Copies the configuration; connects at the first call. STOCKREDIS_OK and *out, or
+ * ERR_ARGS (a bad address or a text too long, detail in err) or ERR_NOMEM. */
+int stockredis_new(const stockredis_config *cfg, stockredis **out, char *err, size_t errcap);
+void stockredis_free(stockredis *s); /* NULL is a no-op */
+
+/* One deduction of product_id for request `key` (1..STOCKREDIS_KEY_MAX bytes): the script.
+ * load < 0: the count must be in Redis already (else NOT_LOADED); load >= 0: the stock of
+ * record, set as the count first if and only if there is none. On STOCKREDIS_OK *out says
+ * what happened. A connection that breaks after the script was sent is made again and the
+ * script sent once more: the key's memo makes that safe (it answers REPLAYED if the first
+ * one ran). If that fails too: ERR_UNKNOWN. ERR_CONNECTION/ERR_AUTH: nothing was done. */
+int stockredis_deduct(stockredis *s, int32_t product_id, const char *key, long long load,
+                      stockredis_result *out);
+
+/* WAIT replicas timeout_ms on the handle's connection, right after a deduction: how many
+ * replicas have acknowledged every write made through it (*acked), or an error. */
+int stockredis_wait(stockredis *s, int replicas, int timeout_ms, int *acked);
+
+/* Reads the count of product_id (*count, *present false if there is none). */
+int stockredis_count(stockredis *s, int32_t product_id, long long *count, bool *present);
+
+/* The stream's backlog for the writers' group: *lag the entries not yet delivered to a
+ * writer (XINFO GROUPS lag; Redis 7.0) and *pending those delivered and not acknowledged.
+ * Both 0 when the stream or the group does not exist yet. */
+int stockredis_backlog(stockredis *s, long long *lag, long long *pending);
+
+/* Builds the count's key of product_id into buf (cap bytes). Pure. */
+void stockredis_count_key(int32_t product_id, char *buf, size_t cap);
+
+/* The last error's detail ("" after a success). */
+const char *stockredis_errstr(const stockredis *s);
+
+#endif

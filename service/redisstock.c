@@ -1,0 +1,115 @@
+/* redisstock.c: a deduction of mode redis-stock, on a worker thread. Redis holds the
+ * sellable count; one Lua script (db/stockredis.h) checks and decrements it, remembers
+ * the request's key and appends the order to the stream stockd:orders, all or nothing;
+ * the order writer (writer/) writes the orders to MariaDB later. No lock, no combiner,
+ * no transaction here.
+ *
+ * The way of one deduction:
+ *
+ *   script ── count in Redis ──> 200 deducted {"order": key} | 409 sold_out | 422
+ *     │ not loaded yet
+ *     v
+ *   read product.stock from MariaDB ──> script again with it: the script sets the count
+ *   only if it is still absent, so of all instances racing to load a product, the first
+ *   script to run loads it and the others deduct from that count
+ *     │ deducted, --redis-wait-replicas N
+ *     v
+ *   WAIT N --redis-wait-ms ── fewer replicas ──> 503 not_replicated (the order is in the
+ *   stream: it will be written unless this primary is lost before a replica has it)
+ *
+ * Answers: Redis unreachable is 503 with nothing done; a script whose reply was lost and
+ * whose resend also failed is 500 unknown (it may have run; the same key asked again
+ * learns which). Layer: called by worker.c; calls batch.c's job-end and db/. */
+#include <stdio.h>
+#include <string.h>
+
+#include "worker_int.h"
+
+stockredis *stockd_redisstock_open(const stockd_ctx *ctx) {
+    const stockd_config *c = ctx->cfg;
+    if (c->lock != STOCKD_LOCK_REDIS_STOCK) return NULL;
+    stockredis_config rc = {.addr = c->redis,
+                            .user = c->redis_user,
+                            .password = c->redis_password,
+                            .instance = c->instance};
+    stockredis *s = NULL;
+    char err[256];
+    if (stockredis_new(&rc, &s, err, sizeof(err)) != STOCKREDIS_OK)
+        stockd_log("error", "mode redis-stock: %s", err);
+    return s;
+}
+
+/* The answer of a failed script. */
+static void answer_error(worker_state *ws, int rc, stockd_answer *a) {
+    batch__log_failure(ws, "redis-stock", stockredis_errstr(ws->redis));
+    if (rc == STOCKREDIS_ERR_UNKNOWN) {
+        a->result = STOCKD_R_UNKNOWN;
+        a->message = "Redis stopped answering after the deduction was sent: it may have been "
+                     "made; send the same Idempotency-Key again to learn which";
+    } else if (rc == STOCKREDIS_ERR_AUTH) {
+        a->result = STOCKD_R_UNAVAILABLE;
+        a->message = "Redis refused stockd's credentials; nothing was deducted";
+    } else if (rc == STOCKREDIS_ERR_CONNECTION) {
+        a->result = STOCKD_R_UNAVAILABLE;
+        a->message = "Redis is unavailable; nothing was deducted";
+    } else {
+        a->result = STOCKD_R_UNAVAILABLE;
+        a->message = "Redis answered the deduction script with an error; nothing was deducted";
+    }
+}
+
+/* Runs the script, loading the count from MariaDB first when Redis has none. */
+static int deduct(worker_state *ws, stockd_job *job, stockredis_result *res, stockd_answer *a) {
+    int rc = stockredis_deduct(ws->redis, job->product_id, job->request_id, -1, res);
+    if (rc != STOCKREDIS_OK || res->outcome != STOCKREDIS_NOT_LOADED) return rc;
+    int32_t stock = 0;
+    int db_rc = stockdb_get_stock(ws->db, job->product_id, &stock);
+    count_statements(ws);
+    batch__note_db_error(ws, "redis-stock load", db_rc);
+    if (db_rc != STOCKDB_OK) {
+        stockd_answer_from_db(a, LOCK_OK, db_rc, NULL);
+        return 1;
+    }
+    return stockredis_deduct(ws->redis, job->product_id, job->request_id, stock < 0 ? 0 : stock,
+                             res);
+}
+
+void stockd_redisstock_serve(worker_state *ws, stockd_job *job) {
+    const stockd_config *c = ws->w->ctx->cfg;
+    stockd_answer a = {.id = job->product_id};
+    stockredis_result res = {0};
+    char msg[200];
+    int rc = ws->redis ? deduct(ws, job, &res, &a) : STOCKREDIS_ERR_NOMEM;
+
+    if (rc == 1) { /* answered from MariaDB's error */
+    } else if (rc != STOCKREDIS_OK) {
+        answer_error(ws, rc, &a);
+    } else if (res.outcome == STOCKREDIS_KEY_REUSED) {
+        stockd_answer_from_db(&a, LOCK_OK, STOCKDB_ERR_KEY_REUSED, NULL);
+    } else if (res.outcome == STOCKREDIS_SOLD_OUT || res.outcome == STOCKREDIS_NOT_LOADED) {
+        a.result = STOCKD_R_SOLD_OUT;
+        a.has_stock = true;
+        a.stock = (int32_t)res.count;
+    } else {
+        a.result = STOCKD_R_DEDUCTED;
+        a.has_stock = true;
+        a.stock = (int32_t)res.count;
+        a.replayed = res.outcome == STOCKREDIS_REPLAYED;
+        a.order = job->request_id;
+        int acked = 0;
+        if (c->redis_wait_replicas &&
+            (rc = stockredis_wait(ws->redis, (int)c->redis_wait_replicas, (int)c->redis_wait_ms,
+                                  &acked)) != STOCKREDIS_OK)
+            acked = -1;
+        if (c->redis_wait_replicas && acked < (int)c->redis_wait_replicas) {
+            a.result = STOCKD_R_NOT_REPLICATED;
+            snprintf(msg, sizeof(msg),
+                     "deducted on the Redis primary, but %d of %u replicas confirmed it within "
+                     "%u ms: a failover now may lose it (the order is in the stream)",
+                     acked < 0 ? 0 : acked, c->redis_wait_replicas, c->redis_wait_ms);
+            a.message = msg;
+        }
+    }
+    if (a.has_stock) stockd_stockwatch_note(job->product_id, a.stock);
+    batch__finish(ws, job, &a);
+}

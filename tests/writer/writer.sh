@@ -1,0 +1,136 @@
+#!/usr/bin/env bash
+# The order writer (stock-writer) against a Redis and a database of the test's own, the
+# stream fed in the contract's exact format (writerlib.sh):
+#
+#   writer.sh exactly-once
+#     Product 2 has 5 units in MariaDB. Entries: keys d-1..d-7, then d-1 and d-2 again
+#     (a client retry answered from the memo, appended twice by a bug), and one entry
+#     without its fields. A dead consumer `ghost` has read the first 3 and never
+#     acknowledged them. The writer claims the ghost's entries (after --claim-idle-ms),
+#     writes five of d-1..d-7 as orders and the other two as oversold promises
+#     (which two: the claimed ones come last), skips the repeats, and logs the malformed entry. Then every entry is delivered again
+#     (XGROUP SETID 0, as after a crash between COMMIT and XACK): nothing changes.
+#     Product 3 (Redis count 1, MariaDB 4, three entries) reconciles: agree; product 2
+#     (oversold): the reconciliation exits 1. SIGTERM stops the writer with exit 0.
+#   writer.sh kill9
+#     Load fed while writer A runs; a row lock held on product 2 stalls A's batch, and A
+#     is killed with -9 with entries pending. Writer B (another name) claims them; the
+#     feed goes on. Drained: every key exactly once, stock = initial - orders.
+#   writer.sh mysql-restart
+#     MariaDB (the test's own) killed with -9 mid-load and started again; the writer
+#     retries and, drained, every key is written exactly once.
+source "$STOCKD_SRC/tests/lib.sh"
+source "$STOCKD_SRC/tests/writer/writerlib.sh"
+case=${1:?exactly-once, kill9 or mysql-restart}
+
+if [[ $case == mysql-restart ]]; then
+  myport=$((PORT0 + 16))
+  mysql_start "$T" "$myport"
+  MYSQL_RUN=$T
+  MYSQL_URL="mysql://$DB_USER@127.0.0.1:$myport/$DB"
+  mysql_create_db "$T" "$DB" "$DB_USER" "$DB_PASS"
+else
+  t_db
+fi
+w_redis
+
+case $case in
+exactly-once)
+  sql "UPDATE product SET stock = 5 WHERE id = 2; UPDATE product SET stock = 4 WHERE id = 3"
+  rcli XGROUP CREATE stockd:orders writers 0 MKSTREAM >/dev/null
+  w_feed 2 1 7 d
+  rcli XREADGROUP GROUP writers ghost COUNT 3 STREAMS stockd:orders '>' >/dev/null
+  expect_eq "the ghost's pending entries" 3 "$(w_pending ghost)"
+  w_feed 2 1 2 d
+  rcli XADD stockd:orders '*' key d-bad product x >/dev/null
+  w_feed 3 1 3 e
+  rcli SET 'stockd:stock:{3}' 1 >/dev/null
+  rcli SET 'stockd:stock:{2}' 0 >/dev/null
+  w_start a --claim-idle-ms 200 --batch 4
+  wait_until 30 w_drained || fail "not drained: $(cat "$T/reconcile")"
+  expect_eq "the ghost's pending entries" 0 "$(w_pending ghost)"
+  expect_eq "orders of product 2" 5 "$(orders 2)"
+  expect_eq "stock of product 2" 0 "$(stock 2)"
+  # Which two keys: the claimed entries are written after the later ones.
+  expect_eq "oversold promises of product 2" 2 \
+    "$(sql "SELECT COUNT(*) FROM oversold_promise WHERE product_id=2 AND reason='sold_out'")"
+  expect_eq "orders without answered_at" 0 "$(sql "SELECT COUNT(*) FROM orders WHERE answered_at IS NULL")"
+  grep -q 'not in the contract' "$T/writer-a/log" || fail "the malformed entry was not logged"
+  expect_eq "oversold promises logged" 2 "$(grep -c 'OVERSOLD PROMISE' "$T/writer-a/log")"
+  w_exactly_once 2 5
+  # Every entry delivered again: nothing is written twice.
+  rcli XGROUP SETID stockd:orders writers 0 >/dev/null
+  wait_until 30 w_drained || fail "not drained after the redelivery"
+  w_exactly_once 2 5
+  expect_eq "oversold promises after the redelivery" 2 "$(sql "SELECT COUNT(*) FROM oversold_promise")"
+  rc=0
+  w_reconcile 10 || rc=$?
+  expect_eq "reconciliation's exit (product 2 oversold)" 1 "$rc"
+  grep -Eq '^ +3 +1 +0 +0 +1 +3 +0  agree$' "$T/reconcile" || fail "product 3 does not agree"
+  grep -Eq '^ +2 .*OVERSOLD$' "$T/reconcile" || fail "product 2 is not reported oversold"
+  pid=$(cat "$T/writer-a/pid")
+  kill -TERM "$pid"
+  rc=0
+  wait "$pid" || rc=$?
+  expect_eq "the writer's exit after SIGTERM" 0 "$rc"
+  grep -q 'stopped: .* 8 orders, [0-9]* duplicates, 2 oversold promises' "$T/writer-a/log" ||
+    fail "no summary line: $(tail -n 3 "$T/writer-a/log")"
+  ;;
+kill9)
+  initial=3000
+  sql "UPDATE product SET stock = $initial WHERE id = 2"
+  w_start a --batch 50
+  w_feed 2 1 200
+  wait_until 30 w_drained || fail "writer a did not write the first entries"
+  # Hold product 2's row lock, so that writer a's next batch waits inside its transaction.
+  mysql_cli "$MYSQL_RUN" -N -B "$DB" -e \
+    "START TRANSACTION; SELECT stock FROM product WHERE id=2 FOR UPDATE; SELECT SLEEP(120)" \
+    >/dev/null 2>&1 &
+  holder=$!
+  holder_id() { sql "SELECT trx_mysql_thread_id FROM information_schema.innodb_trx WHERE trx_mysql_thread_id <> CONNECTION_ID() AND trx_rows_locked > 0 LIMIT 1"; }
+  holding_lock() { [[ -n $(holder_id) ]]; }
+  wait_until 10 holding_lock || fail "no transaction holds the row"
+  hid=$(holder_id)
+  (for ((c = 0; c < 20; c++)); do w_feed 2 $((201 + c * 50)) $((250 + c * 50)); w_feed 2 $((201 + c * 50)) $((201 + c * 50)); done) &
+  feeder=$!
+  a_pending() { (($(w_pending a) > 0)); }
+  wait_until 30 a_pending || fail "writer a has nothing pending"
+  kill -9 "$(cat "$T/writer-a/pid")"
+  echo "writer a killed with $(w_pending a) entries pending"
+  sql "KILL $hid"
+  wait "$holder" || true
+  w_start b --batch 50 --claim-idle-ms 500
+  wait "$feeder"
+  wait_until 60 w_drained || fail "not drained: $(cat "$T/reconcile")"
+  expect_eq "writer a's pending entries" 0 "$(w_pending a)"
+  grep -q 'stopped' "$T/writer-a/log" && fail "writer a was not killed but stopped"
+  echo "orders: $(orders 2), stock $(stock 2)"
+  w_exactly_once 2 "$initial"
+  expect_eq "oversold promises" 0 "$(sql "SELECT COUNT(*) FROM oversold_promise")"
+  ;;
+mysql-restart)
+  initial=3000
+  sql "UPDATE product SET stock = $initial WHERE id = 2"
+  w_start a --batch 20 --backoff-max-ms 500
+  (for ((c = 0; c < 40; c++)); do w_feed 2 $((1 + c * 25)) $((25 + c * 25)); done) &
+  feeder=$!
+  some_orders() { (($(orders 2) >= 100)); }
+  wait_until 30 some_orders || fail "the writer wrote nothing"
+  kill -9 "$(cat "$T/mysql/pid")"
+  echo "MariaDB killed at $(rcli XLEN stockd:orders) entries"
+  down_logged() { grep -q 'retrying' "$T/writer-a/log"; }
+  wait_until 30 down_logged || fail "the writer did not notice MariaDB was gone"
+  mysql_start "$T" "$myport"
+  wait "$feeder"
+  wait_until 60 w_drained || fail "not drained: $(cat "$T/reconcile")"
+  grep -q 'working again' "$T/writer-a/log" || fail "the writer never said it works again"
+  echo "orders: $(orders 2), stock $(stock 2)"
+  w_exactly_once 2 "$initial"
+  ;;
+*) fail "unknown case $case" ;;
+esac
+# A sanitizer build's writer reports into its log.
+if grep -E 'ERROR: (Address|Leak)Sanitizer|WARNING: ThreadSanitizer|runtime error:' "$T"/writer-*/log; then
+  fail "sanitizer reports in the writer logs"
+fi
+echo PASS

@@ -1,0 +1,226 @@
+/* writer_redis.c: the writer's side of the stream contract on hiredis: a connection with
+ * the group, the reads (own pending entries, new entries, entries claimed from a dead
+ * consumer), the acknowledgement, and the parsing of an entry. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "redisconn.h"
+#include "writer_int.h"
+
+redisReply *writer_redis__cmd(redisContext *r, int argc, const char **argv, char *err,
+                              size_t errlen) {
+    redisReply *rep = redisCommandArgv(r, argc, argv, NULL);
+    if (!rep) snprintf(err, errlen, "redis: %s", r->errstr[0] ? r->errstr : "connection lost");
+    return rep;
+}
+
+int writer_redis__dial(const writer_config *c, unsigned io_ms, redisContext **out, char *err,
+                       size_t errlen) {
+    redisconn_config cfg = {.host = c->redis_host,
+                            .port = c->redis_port,
+                            .user = c->redis_user,
+                            .password = c->redis_password,
+                            .connect_timeout_ms = 2000,
+                            .io_timeout_ms = (int)io_ms};
+    char what[300];
+    snprintf(what, sizeof(what), "redis %s:%d", c->redis_host, c->redis_port);
+    int code = redisconn_dial(&cfg, what, out, err, errlen);
+    if (code != REDISCONN_OK)
+        return code == REDISCONN_ERR_NOMEM ? WRITER_ERR_NOMEM : WRITER_ERR_REDIS;
+    /* The group, made by whoever comes first (the stream contract). */
+    const char *create[] = {"XGROUP", "CREATE", WRITER_STREAM, WRITER_GROUP, "0", "MKSTREAM"};
+    redisReply *rep = writer_redis__cmd(*out, 6, create, err, errlen);
+    int rc = WRITER_OK;
+    if (!rep) {
+        rc = WRITER_ERR_REDIS;
+    } else if (rep->type == REDIS_REPLY_ERROR && strncmp(rep->str, "BUSYGROUP", 9) != 0) {
+        snprintf(err, errlen, "%s: XGROUP CREATE: %s", what, rep->str);
+        rc = WRITER_ERR_REDIS;
+    }
+    if (rep) freeReplyObject(rep);
+    if (rc != WRITER_OK) {
+        redisFree(*out);
+        *out = NULL;
+    }
+    return rc;
+}
+
+/* Copies a field's value (len bytes) into dst (cap bytes): false if empty or too long. */
+static bool field_str(char *dst, size_t cap, const char *s, size_t len) {
+    if (len == 0 || len >= cap) return false;
+    memcpy(dst, s, len);
+    dst[len] = '\0';
+    return true;
+}
+
+/* A decimal integer in lo..hi of exactly len bytes. */
+static bool field_int(int64_t *dst, const char *s, size_t len, int64_t lo, int64_t hi) {
+    char buf[24], *end;
+    if (len == 0 || len >= sizeof(buf) || s[0] == '+' || s[0] == '-') return false;
+    memcpy(buf, s, len);
+    buf[len] = '\0';
+    errno = 0;
+    long long v = strtoll(buf, &end, 10);
+    if (errno || *end || v < lo || v > hi) return false;
+    *dst = v;
+    return true;
+}
+
+void writer_redis__entry(const redisReply *r, writer_entry *e) {
+    memset(e, 0, sizeof(*e));
+    e->kind = WRITER__ENTRY_MALFORMED;
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+        r->element[0]->type != REDIS_REPLY_STRING ||
+        !field_str(e->id, sizeof(e->id), r->element[0]->str, r->element[0]->len))
+        return;
+    const redisReply *f = r->element[1];
+    if (f->type == REDIS_REPLY_NIL) {
+        e->kind = WRITER__ENTRY_VANISHED;
+        return;
+    }
+    if (f->type != REDIS_REPLY_ARRAY || f->elements % 2) return;
+    unsigned seen = 0;
+    for (size_t i = 0; i + 1 < f->elements; i += 2) {
+        const redisReply *k = f->element[i], *v = f->element[i + 1];
+        if (k->type != REDIS_REPLY_STRING || v->type != REDIS_REPLY_STRING) return;
+        int64_t n;
+        if (strcmp(k->str, "key") == 0) {
+            if (!field_str(e->key, sizeof(e->key), v->str, v->len) || strlen(e->key) != v->len)
+                return;
+            seen |= 1;
+        } else if (strcmp(k->str, "product") == 0) {
+            if (!field_int(&n, v->str, v->len, 1, INT32_MAX)) return;
+            e->product = (int32_t)n;
+            seen |= 2;
+        } else if (strcmp(k->str, "instance") == 0) {
+            if (!field_str(e->instance, sizeof(e->instance), v->str, v->len)) return;
+            seen |= 4;
+        } else if (strcmp(k->str, "at_us") == 0) {
+            if (!field_int(&n, v->str, v->len, 0, INT64_MAX / 2)) return;
+            e->at_us = n;
+            seen |= 8;
+        }
+    }
+    if (seen == 15) e->kind = WRITER__ENTRY_OK;
+}
+
+/* Parses the entries of one stream's array reply into e[*n..), at most max in all. */
+static void take_entries(const redisReply *arr, unsigned max, writer_entry *e, unsigned *n) {
+    for (size_t i = 0; arr && arr->type == REDIS_REPLY_ARRAY && i < arr->elements && *n < max; i++)
+        writer_redis__entry(arr->element[i], &e[(*n)++]);
+}
+
+int writer_redis__read(redisContext *r, const char *consumer, const char *from, unsigned max,
+                       unsigned block_ms, writer_entry *e, unsigned *n, char *err, size_t errlen) {
+    char count[16], block[16];
+    snprintf(count, sizeof(count), "%u", max);
+    snprintf(block, sizeof(block), "%u", block_ms);
+    const char *argv[] = {"XREADGROUP", "GROUP", WRITER_GROUP, consumer,      "COUNT", count,
+                          "BLOCK",      block,   "STREAMS",    WRITER_STREAM, from};
+    bool blocking = strcmp(from, ">") == 0;
+    int argc = 11;
+    if (!blocking) { /* no BLOCK: own pending entries are there or not */
+        argv[6] = "STREAMS", argv[7] = WRITER_STREAM, argv[8] = from;
+        argc = 9;
+    }
+    *n = 0;
+    redisReply *rep = writer_redis__cmd(r, argc, argv, err, errlen);
+    if (!rep) return WRITER_ERR_REDIS;
+    int rc = WRITER_OK;
+    if (rep->type == REDIS_REPLY_ERROR) {
+        /* NOGROUP: the stream or the group was deleted (a FLUSHALL, a promoted replica
+         * without them): the caller dials again, which creates them. */
+        snprintf(err, errlen, "redis: XREADGROUP: %s", rep->str);
+        rc = WRITER_ERR_REDIS;
+    } else if (rep->type == REDIS_REPLY_ARRAY && rep->elements >= 1) {
+        const redisReply *s = rep->element[0];
+        if (s->type == REDIS_REPLY_ARRAY && s->elements == 2)
+            take_entries(s->element[1], max, e, n);
+    }
+    freeReplyObject(rep);
+    return rc;
+}
+
+int writer_redis__claim(redisContext *r, const char *consumer, unsigned idle_ms, char *cursor,
+                        size_t cursorlen, unsigned max, writer_entry *e, unsigned *n, char *err,
+                        size_t errlen) {
+    char idle[16], count[16];
+    snprintf(idle, sizeof(idle), "%u", idle_ms);
+    snprintf(count, sizeof(count), "%u", max);
+    const char *argv[] = {"XAUTOCLAIM", WRITER_STREAM, WRITER_GROUP, consumer,
+                          idle,         cursor,        "COUNT",      count};
+    *n = 0;
+    redisReply *rep = writer_redis__cmd(r, 8, argv, err, errlen);
+    if (!rep) return WRITER_ERR_REDIS;
+    int rc = WRITER_OK;
+    if (rep->type != REDIS_REPLY_ARRAY || rep->elements < 2 ||
+        rep->element[0]->type != REDIS_REPLY_STRING) {
+        snprintf(err, errlen, "redis: XAUTOCLAIM: %s",
+                 rep->type == REDIS_REPLY_ERROR ? rep->str : "unexpected reply");
+        rc = WRITER_ERR_REDIS;
+    } else {
+        snprintf(cursor, cursorlen, "%s", rep->element[0]->str);
+        take_entries(rep->element[1], max, e, n);
+        /* Redis 7 lists, third, the pending ids whose entries were deleted from the
+         * stream; it has already taken them off the pending list. They are lost orders:
+         * reported as vanished, so that the caller logs and counts them. */
+        if (rep->elements >= 3 && rep->element[2]->type == REDIS_REPLY_ARRAY) {
+            const redisReply *gone = rep->element[2];
+            for (size_t i = 0; i < gone->elements && *n < max; i++) {
+                writer_entry *v = &e[(*n)++];
+                memset(v, 0, sizeof(*v));
+                v->kind = WRITER__ENTRY_VANISHED;
+                if (gone->element[i]->type == REDIS_REPLY_STRING)
+                    snprintf(v->id, sizeof(v->id), "%s", gone->element[i]->str);
+            }
+        }
+    }
+    freeReplyObject(rep);
+    return rc;
+}
+
+int writer_redis__ack(redisContext *r, const writer_entry *e, unsigned n, char *err,
+                      size_t errlen) {
+    const char **argv = malloc((n + 3) * sizeof(*argv));
+    if (!argv) {
+        snprintf(err, errlen, "out of memory");
+        return WRITER_ERR_NOMEM;
+    }
+    argv[0] = "XACK", argv[1] = WRITER_STREAM, argv[2] = WRITER_GROUP;
+    int argc = 3;
+    for (unsigned i = 0; i < n; i++)
+        if (e[i].id[0]) argv[argc++] = e[i].id;
+    int rc = WRITER_OK;
+    if (argc > 3) {
+        redisReply *rep = writer_redis__cmd(r, argc, argv, err, errlen);
+        if (!rep || rep->type == REDIS_REPLY_ERROR) {
+            if (rep) snprintf(err, errlen, "redis: XACK: %s", rep->str);
+            rc = WRITER_ERR_REDIS;
+        }
+        if (rep) freeReplyObject(rep);
+    }
+    free(argv);
+    return rc;
+}
+
+int writer_redis__wait(redisContext *r, unsigned replicas, unsigned timeout_ms, long long *acked,
+                       char *err, size_t errlen) {
+    char n[16], ms[16];
+    snprintf(n, sizeof(n), "%u", replicas);
+    snprintf(ms, sizeof(ms), "%u", timeout_ms);
+    const char *argv[] = {"WAIT", n, ms};
+    redisReply *rep = writer_redis__cmd(r, 3, argv, err, errlen);
+    if (!rep) return WRITER_ERR_REDIS;
+    int rc = WRITER_OK;
+    if (rep->type == REDIS_REPLY_INTEGER) {
+        *acked = rep->integer;
+    } else {
+        snprintf(err, errlen, "redis: WAIT: %s",
+                 rep->type == REDIS_REPLY_ERROR ? rep->str : "unexpected reply");
+        rc = WRITER_ERR_REDIS;
+    }
+    freeReplyObject(rep);
+    return rc;
+}
