@@ -1,6 +1,6 @@
 # stockd's container image. Two stages: the first builds stockd (and the load driver
-# stockload) with Debian 12's -dev packages and CMake; the second is Debian 12 with
-# only the shared libraries those binaries load, so no compiler or header ships. Both
+# stockload, and stock-writer, the order writer of mode redis-stock) with Debian 12's
+# -dev packages and CMake; the second is Debian 12 with only the shared libraries those binaries load, so no compiler or header ships. Both
 # start from debian:12, the one base image of every Dockerfile here.
 # docker-compose.yml runs three of these behind nginx (docker/nginx).
 #
@@ -19,7 +19,7 @@ WORKDIR /src
 COPY . .
 # Tests are not built here: they need MariaDB, ZooKeeper and nginx and run on the host.
 RUN cmake -S . -B /build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBUILD_TESTING=OFF \
-    && cmake --build /build -j"$(nproc)" --target stockd stockload
+    && cmake --build /build -j"$(nproc)" --target stockd stockload stock-writer
 
 FROM debian:12
 RUN apt-get update \
@@ -28,7 +28,8 @@ RUN apt-get update \
     && rm -rf /var/lib/apt/lists/* \
     && useradd --system --uid 10001 --user-group --no-create-home \
         --home-dir /nonexistent --shell /usr/sbin/nologin stockd
-COPY --from=build /build/service/stockd /build/loadtest/stockload /usr/local/bin/
+COPY --from=build /build/service/stockd /build/loadtest/stockload /build/writer/stock-writer \
+    /usr/local/bin/
 USER stockd
 
 # stockd reads STOCKD_PORT when --port is not given; the healthcheck reads it too.
