@@ -80,6 +80,14 @@ class RedisStock:
                 return info
         return None
 
+    def consumers(self):
+        """The names of the writers' group's consumers ([] without the group)."""
+        try:
+            rows = self.cmd("XINFO", "CONSUMERS", STREAM, GROUP)
+        except OSError:
+            return []
+        return [dict(zip(c[::2], c[1::2])).get("name") for c in rows or []]
+
     def backlog(self):
         """(undelivered, pending) entries of the writers' group: XINFO GROUPS's lag and
         pending; (0, 0) without the stream or the group."""
@@ -98,6 +106,7 @@ class RedisStock:
             raise LabError("the order writers have not drained %s in %d s (%d undelivered, %d "
                            "pending): is stock-writer running?" % (STREAM, seconds, lag, pending))
 
-    def forget(self, product):
-        """Deletes the product's count: the next deduction loads MariaDB's stock."""
-        self.cmd("DEL", count_key(product))
+    def forget(self, *products):
+        """Deletes the products' counts: the next deduction of each loads MariaDB's stock."""
+        for i in range(0, len(products), 1000):
+            self.cmd("DEL", *[count_key(p) for p in products[i:i + 1000]])

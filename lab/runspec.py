@@ -51,6 +51,7 @@ PRESETS = {
     "for-update-1": ("for-update", ("--batch-max", "1")),
     "for-update": ("for-update", ()),
     "atomic": ("atomic", ()),
+    "redis-stock": ("redis-stock", ()),
 }
 
 ROUTES = ("round-robin", "affinity")

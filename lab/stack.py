@@ -23,6 +23,7 @@ from . import proc
 from . import servers as srv
 from . import state as statemod
 from . import writer
+from .redisstock import RedisStock
 
 DB = "shop"
 DB_USER = "stockd"
@@ -277,6 +278,19 @@ class Stack:
                            "--target stock-writer)" % binary)
         writer.start(self.run, binary, "1", env["STOCKD_REDIS"],
                      "mysql://%s@127.0.0.1:%d/%s" % (DB_USER, st["mysql_port"], DB), env=env)
+        # The tools wait for the drain only once a writer has joined the stream's group
+        # (lab/redisstock.py): up returns when it has.
+        if not proc.wait_until(20, self.writer_up):
+            log = self.path("writer-1", "log")
+            raise LabError("the order writer did not join the stream's group within 20 s; see "
+                           "%s:\n%s" % (log, proc.tail(log, 5)))
+
+    def writer_up(self):
+        """Writer 1 runs and is a consumer of the stream's group."""
+        if not proc.pid_alive(self.path("writer-1", "pid")):
+            return False
+        redis = RedisStock.of(self.run)
+        return bool(redis and "1" in redis.consumers())
 
     def start_nginx(self):
         st = self.st
@@ -375,6 +389,8 @@ class Stack:
         self.ensure_etcd()
         if keep and self.stockd_current():
             self.start_nginx()
+            if st["lock"] == "redis-stock" and not self.writer_up():
+                self.start_writer(self.stockd_env())
         else:
             if had_state and not zk_same:
                 srv.stockd_stop_all(self.run)
@@ -508,6 +524,8 @@ class Stack:
         for i in range(1, st["instances"] + 1):
             row("stockd-%d" % i, srv.stockd_pidfile(self.run, i), self.stockd_port(i),
                 lambda i=i: self.stockd_up(i))
+        if st["lock"] == "redis-stock":
+            row("writer", self.path("writer-1", "pid"), "-", self.writer_up)
         row("nginx", self.path("nginx", "nginx.pid"), st["nginx_port"], self.nginx_up)
         if st["prometheus_port"]:
             row("prometheus", self.path("prometheus", "pid"), st["prometheus_port"], self.prometheus_up)

@@ -317,16 +317,18 @@ STACK_REDIS_FLAGS=(--save '' --appendonly no --daemonize no)
 # (stockd), that may run only what lock/redislock.c sends: EVALSHA and SCRIPT LOAD of
 # its two scripts, the commands those scripts call (EXISTS PTTL TIME INCR SET GET DEL
 # PUBLISH), SUBSCRIBE/UNSUBSCRIBE for waiting and PING for /health, on the keys lock:*
-# and the channels lock:#released:* only; mode redis-stock's keys stockd:* too, with what
-# its script, its stock watch and the order writer (writer/: XREADGROUP, XAUTOCLAIM,
-# XACK, and for --reconcile SCAN, XPENDING, XRANGE) send. So a client without the password can do
-# nothing, and one with it cannot FLUSHALL, CONFIG SET or touch other keys. The
-# password reaches the server as its SHA-256 in a 0600 file, not in argv; protected
-# mode stays on (the default user is off, so it never refuses our user).
+# and the channels lock:#released:* only; and for mode redis-stock, on the keys stockd:*,
+# what db/stockredis.c's script and the stock watch send (DECR XADD, XGROUP CREATE,
+# XINFO, WAIT) and what the order writer (writer/) reads and acknowledges the stream with
+# (XREADGROUP XACK XAUTOCLAIM XPENDING XRANGE XLEN, SCAN for --reconcile). So a client
+# without the password can do nothing, and one with it cannot FLUSHALL, CONFIG SET or
+# touch other keys. The password reaches the server as its SHA-256 in a 0600 file, not
+# in argv; protected mode stays on (the default user is off, so it never refuses our
+# user).
 STACK_REDIS_USER=${STACK_REDIS_USER:-stockd}
 STACK_REDIS_ACL=(-@all +evalsha "+script|load" +exists +pttl +time +incr +set +get +del +publish
   +subscribe +unsubscribe +ping +decr +xadd "+xgroup|create" "+xinfo|groups" +wait
-  +xreadgroup +xautoclaim +xack +xpending +xrange +scan)
+  "+xinfo|consumers" +xreadgroup +xack +xautoclaim +xpending +xrange +xlen +scan)
 
 # With a Sentinel (scripts/stack up --redis-sentinel, STACK_REDIS_REPLICATION=1), two more
 # users with the same password: `replica`, which a replica logs in as to replicate

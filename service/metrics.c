@@ -306,35 +306,35 @@ static void s_round_trips(buf *b, const family *f, const scrape *s) {
         put(b, "%s{service=\"%s\"} %.4f\n", f->name, s->service, d ? (double)s->st.ops / d : 0.0);
 }
 
-/* The stock gauge (stockwatch.c): one series per product this instance served, the
- * last value read back from MySQL. The snapshot is copied out under the watch's mutex
- * (memory only), so rendering never waits on a read. */
-static void s_stock(buf *b, const family *f, const scrape *s) {
+/* The stock watch's readings (stockwatch.c), one series per product this instance
+ * served: MySQL's stock, or (counts) mode redis-stock's count in Redis beside it, where
+ * the watch has read one. The snapshot is copied out under the watch's mutex (memory
+ * only), so rendering never waits on a read. */
+static void put_readings(buf *b, const family *f, bool counts) {
     stockd_stock_reading *r = malloc(STOCKWATCH_MAX * sizeof(*r));
     if (!r) {
         b->oom = true;
         return;
     }
     size_t n = stockd_stockwatch_snapshot(r, STOCKWATCH_MAX);
-    for (size_t i = 0; i < n; i++)
-        put(b, "%s{product=\"%d\"} %d\n", f->name, r[i].product_id, r[i].stock);
+    for (size_t i = 0; i < n; i++) {
+        if (!counts)
+            put(b, "%s{product=\"%d\"} %d\n", f->name, r[i].product_id, r[i].stock);
+        else if (r[i].has_count)
+            put(b, "%s{product=\"%d\"} %lld\n", f->name, r[i].product_id, r[i].count);
+    }
     free(r);
 }
 
-/* Mode redis-stock: each product's count in Redis beside its stock above (the drift the
- * order writer closes), read by the stock watch. */
+static void s_stock(buf *b, const family *f, const scrape *s) {
+    (void)s;
+    put_readings(b, f, false);
+}
+
+/* Mode redis-stock: the count the order writer's MySQL stock follows (the drift). */
 static void s_redis_stock(buf *b, const family *f, const scrape *s) {
     (void)s;
-    stockd_stock_reading *r = malloc(STOCKWATCH_MAX * sizeof(*r));
-    if (!r) {
-        b->oom = true;
-        return;
-    }
-    size_t n = stockd_stockwatch_snapshot(r, STOCKWATCH_MAX);
-    for (size_t i = 0; i < n; i++)
-        if (r[i].has_count)
-            put(b, "%s{product=\"%d\"} %lld\n", f->name, r[i].product_id, r[i].count);
-    free(r);
+    put_readings(b, f, true);
 }
 
 /* Mode redis-stock: the order stream's entries the writers have not written yet. */

@@ -197,8 +197,8 @@ class ShellCopies(unittest.TestCase):
                           "user %s reset on #%s ~lock:* ~stockd:* resetchannels &lock:#released:* -@all "
                           "+evalsha +script|load +exists +pttl +time +incr +set +get +del +publish "
                           "+subscribe +unsubscribe +ping +decr +xadd +xgroup|create "
-                          "+xinfo|groups +wait +xreadgroup +xautoclaim +xack +xpending +xrange "
-                          "+scan" % (servers.redis_user(), h),
+                          "+xinfo|groups +wait +xinfo|consumers +xreadgroup +xack +xautoclaim "
+                          "+xpending +xrange +xlen +scan" % (servers.redis_user(), h),
                           "user replica reset on #%s resetchannels -@all +psync +replconf +ping" % h],
                          lines[:3])
         self.assertTrue(lines[3].startswith("user sentinel reset on #%s -@all " % h), lines[3])

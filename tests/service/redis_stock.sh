@@ -14,6 +14,7 @@
 #      (replayed), and the key used for another product is refused (422).
 #   4. Redis down: 503 unavailable, and nothing done in MariaDB either.
 #   5. /metrics: the Redis count, MariaDB's stock and the stream's backlog.
+#   6. --redis-wait-replicas without a replica: 503 not_replicated, the entry written.
 source "$STOCKD_SRC/tests/lib.sh"
 
 t_db
@@ -31,6 +32,9 @@ if [[ -x $writer_bin ]]; then
   STOCKD_REDIS=127.0.0.1:$r_port STOCKD_MYSQL=$MYSQL_URL "$writer_bin" --consumer w1 \
     >"$T/writer/log" 2>&1 &
   echo $! >"$T/writer/pid"
+  # Joined once it is a consumer of the group: only then do the tools wait for it.
+  joined() { rcli XINFO CONSUMERS stockd:orders writers 2>/dev/null | grep -qx w1; }
+  wait_until 30 joined || fail "the order writer never joined the group: $(tail -5 "$T/writer/log")"
   echo "the order writer runs ($writer_bin)"
 else
   echo "no $writer_bin in this build: the orders' half is not checked"
@@ -39,7 +43,7 @@ fi
 # 1 and 2: the oversell tool's load. It resets the product (MariaDB's row and the Redis
 # count, after the writer drained), and after the load waits for the writer again.
 "$STOCKD_SRC/loadtest/oversell" --url "http://127.0.0.1:$PORT0" --run "$STOCKD_TEST_RUN" \
-  --db "$DB" --label "redis-stock x3" --redis "127.0.0.1:$r_port" | tee "$T/out"
+  --db "$DB" --label "redis-stock x3" --redis-stock "127.0.0.1:$r_port" | tee "$T/out"
 res=$(grep '^RESULT ' "$T/out") || fail "no RESULT line"
 get() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<<"$res"; }
 initial=$(get initial)
@@ -58,6 +62,9 @@ instances=$(rcli XRANGE stockd:orders - + | awk 'NR % 9 == 7' | sort -u | wc -l)
 if [[ -x $writer_bin ]]; then
   expect_eq "ledger (answers = orders = stock change)" ok "$(get ledger)"
   expect_eq "MariaDB's stock" 0 "$(stock 1)"
+  expect_eq "the orders' request_ids are the stream's keys" \
+    "$(rcli XRANGE stockd:orders - + | awk 'NR % 9 == 3' | sort | tr '\n' ' ')" \
+    "$(sql "SELECT request_id FROM orders WHERE product_id = 1" | sort | tr '\n' ' ')"
 else
   expect_eq "MariaDB's stock without a writer" "$initial" "$(stock 1)"
   expect_eq "orders without a writer" 0 "$(orders 1)"
@@ -66,18 +73,22 @@ fi
 # 5. The watch: each instance's /metrics has product 1's Redis count beside its stock,
 # and the stream's backlog (the writers' part of it: 0 once drained; without a writer,
 # every entry is undelivered).
+# is NAME VALUE PORT: the sample NAME of the stockd on PORT is VALUE now.
+is() { [[ $(metric "$3" "$1") == "$2" ]]; }
 for ((i = 1; i <= 3; i++)); do
-  wait_until 10 test "$(metric $((PORT0 + i)) 'stockd_redis_stock{product="1"}')" = 0 ||
+  wait_until 10 is 'stockd_redis_stock{product="1"}' 0 $((PORT0 + i)) ||
     fail "stockd-$i's stockd_redis_stock of product 1: '$(metric $((PORT0 + i)) 'stockd_redis_stock{product="1"}')'"
 done
 echo "ok: stockd_redis_stock{product=\"1\"} = 0 on every instance"
 want_stock=$initial want_backlog=$initial
 [[ -x $writer_bin ]] && want_stock=0 want_backlog=0
-wait_until 10 test "$(metric $((PORT0 + 1)) 'stockd_product_stock{product="1"}')" = "$want_stock" ||
+wait_until 10 is 'stockd_product_stock{product="1"}' "$want_stock" $((PORT0 + 1)) ||
   fail "stockd_product_stock of product 1: '$(metric $((PORT0 + 1)) 'stockd_product_stock{product="1"}')'"
-wait_until 10 test "$(metric $((PORT0 + 1)) 'stockd_order_stream_backlog{state="undelivered"}')" = "$want_backlog" ||
+wait_until 10 is 'stockd_order_stream_backlog{state="undelivered"}' "$want_backlog" $((PORT0 + 1)) ||
   fail "undelivered backlog: '$(metric $((PORT0 + 1)) 'stockd_order_stream_backlog{state="undelivered"}')'"
-expect_eq "pending backlog" 0 "$(metric $((PORT0 + 1)) 'stockd_order_stream_backlog{state="pending"}')"
+wait_until 10 is 'stockd_order_stream_backlog{state="pending"}' 0 $((PORT0 + 1)) ||
+  fail "pending backlog: '$(metric $((PORT0 + 1)) 'stockd_order_stream_backlog{state="pending"}')'"
+echo "ok: the gauges show MariaDB's stock $want_stock and a backlog of $want_backlog"
 
 # 3. One key.
 sql "UPDATE product SET stock = 5 WHERE id = 2"
@@ -89,6 +100,15 @@ expect_eq "its order, again" "e2e-k1 true" "$(jq -r '"\(.order) \(.replayed)"' "
 expect_eq "the count, untouched by the replay" 4 "$(rcli GET 'stockd:stock:{2}')"
 expect_eq "the key for another product" "422 key_conflict" "$(reduce "$PORT0" 1 -H 'Idempotency-Key: e2e-k1')"
 expect_eq "stream entries after one more deduction" $((initial + 1)) "$(rcli XLEN stockd:orders)"
+
+# 6. --redis-wait-replicas 1 on a Redis without a replica: the deduction is made (its
+# entry is in the stream), and the answer says that no replica has it.
+t_stockd 4 redis-stock --redis "127.0.0.1:$r_port" --redis-wait-replicas 1 --redis-wait-ms 50
+len=$(rcli XLEN stockd:orders)
+expect_eq "a deduction no replica confirmed" "503 not_replicated" "$(reduce $((PORT0 + 4)) 2)"
+jq -e '.message | test("0 of 1 replicas confirmed it within 50 ms")' "$T/ans" >/dev/null ||
+  fail "the 503 does not say what happened: $(cat "$T/ans")"
+expect_eq "its entry is in the stream" $((len + 1)) "$(rcli XLEN stockd:orders)"
 
 # 4. Redis down: nothing is done anywhere.
 sql "UPDATE product SET stock = 7 WHERE id = 3"

@@ -254,6 +254,7 @@ add_test(NAME no_file_circle_in_lock
   COMMAND_EXPAND_LISTS)
 add_test(NAME no_file_circle_in_db
   COMMAND bash ${PROJECT_SOURCE_DIR}/tests/file_layers.sh $<TARGET_OBJECTS:stockdb>
+          $<TARGET_OBJECTS:redisconn> $<TARGET_OBJECTS:stockredis>
   COMMAND_EXPAND_LISTS)
 set_tests_properties(no_file_circle_in_service no_file_circle_in_lock no_file_circle_in_db
   PROPERTIES LABELS unit)

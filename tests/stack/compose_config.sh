@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # docker-compose.yml, the compose nginx.conf and the Dockerfiles, checked without a
 # container engine: Debian's docker-compose resolves the compose file, and the resolved
-# config must have the ten services (zk1..3 a ZooKeeper ensemble that stockd is given
+# config must have the eleven services (zk1..3 a ZooKeeper ensemble that stockd is given
 # whole, and Prometheus), each built here from a Dockerfile that starts
 # from debian:12 and has a HEALTHCHECK, nginx waiting for healthy stockd instances, no
 # host port except nginx's and Prometheus's (loopback only), and the password only from the environment. nginx -t
@@ -54,8 +54,8 @@ def check(cond, msg):
 
 stockds = ["stockd-1", "stockd-2", "stockd-3"]
 zks = ["zk1", "zk2", "zk3"]
-check(sorted(svc) == sorted(["mariadb", "redis", "nginx", "prometheus"] + zks + stockds),
-      "ten services: mariadb, zk1..3, redis, stockd-1..3, nginx, prometheus (got %s)"
+check(sorted(svc) == sorted(["mariadb", "redis", "nginx", "prometheus", "writer"] + zks + stockds),
+      "eleven services: mariadb, zk1..3, redis, stockd-1..3, nginx, prometheus, writer (got %s)"
       % sorted(svc))
 
 # Every image is built here, from debian:12 only, and carries its health check: the
@@ -110,6 +110,21 @@ for p in nginx.get("ports", []):
     text = str(p)
     check(text.startswith("127.0.0.1:") and text.split(":")[-1].split("/")[0] == "80",
           "nginx publishes its port 80 on loopback only (%s)" % text)
+
+# Mode redis-stock's order writer: the stockd image running stock-writer, its secrets from
+# the environment, waiting for healthy MariaDB and Redis.
+w = svc.get("writer", {})
+wenv = w.get("environment") or {}
+check(w.get("image") == svc.get("stockd-1", {}).get("image")
+      and w.get("entrypoint") in (["stock-writer"], "stock-writer"),
+      "writer runs stock-writer from the stockd image (got %s, %s)" % (w.get("image"), w.get("entrypoint")))
+check(wenv.get("STOCKD_MYSQL_PASSWORD") == "pw-from-env"
+      and wenv.get("STOCKD_REDIS_PASSWORD") == "redis-pw-from-env"
+      and wenv.get("STOCKD_REDIS") == "redis:6379",
+      "writer: Redis and MariaDB of the services, passwords from the environment")
+wd = w.get("depends_on", {})
+check(all(wd.get(x, {}).get("condition") == "service_healthy" for x in ["mariadb", "redis"]),
+      "writer waits for healthy mariadb and redis")
 
 images = {svc[n].get("image") for n in stockds}
 check(len(images) == 1 and None not in images, "stockd-1..3 share one image (%s)" % images)

@@ -129,7 +129,8 @@ bridge=$(podman network inspect -f '{{.NetworkInterface}}' "$net" 2>/dev/null ||
 running=$(podman ps --filter "label=io.podman.compose.project=$project" --format '{{.Names}}' | sort)
 expect_eq "containers running after up -d --build ($(elapsed "$t0"))" \
   "$(printf '%s\n' "$project"_mariadb_1 "$project"_nginx_1 "$project"_stockd-{1,2,3}_1 \
-    "$project"_zk{1,2,3}_1 "$project"_redis_1 "$project"_prometheus_1 | sort)" "$running"
+    "$project"_zk{1,2,3}_1 "$project"_redis_1 "$project"_prometheus_1 "$project"_writer_1 |
+    sort)" "$running"
 
 # The images keep their health checks (built in Docker's format): podman runs them on
 # demand, there is no systemd here to schedule them.

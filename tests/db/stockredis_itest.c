@@ -1,0 +1,220 @@
+/* stockredis_itest: mode redis-stock's script (db/stockredis.h) against a real Redis of
+ * the test's own (stockredis_test.sh starts it).
+ *   - a bad address is refused; a Redis where nothing listens is ERR_CONNECTION;
+ *   - a product with no count is NOT_LOADED and nothing is written;
+ *   - the first load sets the count; a later load on another handle does not reset it;
+ *   - 16 threads, each with its own handle, race to load and deduct one product with
+ *     stock 5 (every one of them passes a load): exactly 5 deducted, the count 0, never
+ *     below it, and one stream entry per deduction, with distinct keys;
+ *   - a repeated key gets its first answer (REPLAYED, nothing decremented or appended);
+ *     the key for another product is KEY_REUSED;
+ *   - a stream entry has exactly key, product, instance and at_us (Redis's clock, in us);
+ *   - the backlog of the group nobody reads is every entry, none pending;
+ *   - WAIT without a replica answers 0;
+ *   - a count that is not a number is ERR_SERVER, never a deduction. */
+#include <hiredis/hiredis.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "check.h"
+#include "stockredis.h"
+
+static const char *addr, *dead;
+
+static stockredis *open_h(const char *a, const char *instance) {
+    stockredis_config c = {.addr = a, .instance = instance, .io_timeout_ms = 5000};
+    stockredis *s = NULL;
+    char err[256];
+    int rc = stockredis_new(&c, &s, err, sizeof(err));
+    if (rc != STOCKREDIS_OK) CHECK_FAIL_("stockredis_new(%s): %d %s", a, rc, err);
+    return s;
+}
+
+static redisContext *raw(void) {
+    const char *colon = strrchr(addr, ':');
+    char host[64];
+    snprintf(host, sizeof(host), "%.*s", (int)(colon - addr), addr);
+    redisContext *c = redisConnect(host, atoi(colon + 1));
+    CHECK(c && !c->err);
+    return c;
+}
+
+static long long int_of(redisContext *c, const char *cmd) {
+    redisReply *r = redisCommand(c, cmd);
+    CHECK(r != NULL);
+    long long v = r->type == REDIS_REPLY_INTEGER  ? r->integer
+                  : r->type == REDIS_REPLY_STRING ? atoll(r->str)
+                                                  : -999;
+    freeReplyObject(r);
+    return v;
+}
+
+static void test_config_and_unreachable(void) {
+    stockredis_config bad = {.addr = "no-port"};
+    stockredis *s = NULL;
+    char err[256];
+    CHECK_INT_EQ(STOCKREDIS_ERR_ARGS, stockredis_new(&bad, &s, err, sizeof(err)));
+    CHECK(s == NULL && strstr(err, "HOST:PORT") != NULL);
+    s = open_h(dead, "t");
+    stockredis_result res;
+    CHECK_INT_EQ(STOCKREDIS_ERR_CONNECTION, stockredis_deduct(s, 1, "k", 5, &res));
+    CHECK(stockredis_errstr(s)[0] != '\0');
+    stockredis_free(s);
+    stockredis_free(NULL);
+    printf("ok: a bad address is refused; nothing listening is ERR_CONNECTION\n");
+}
+
+static void test_load_once(redisContext *c) {
+    stockredis *a = open_h(addr, "a"), *b = open_h(addr, "b");
+    stockredis_result res;
+    CHECK_INT_EQ(STOCKREDIS_OK, stockredis_deduct(a, 7, "l0", -1, &res));
+    CHECK_INT_EQ(STOCKREDIS_NOT_LOADED, res.outcome);
+    CHECK_INT_EQ(0, int_of(c, "EXISTS stockd:stock:{7} stockd:key:l0"));
+    CHECK_INT_EQ(0, int_of(c, "XLEN stockd:orders"));
+    CHECK_INT_EQ(STOCKREDIS_OK, stockredis_deduct(a, 7, "l1", 3, &res));
+    CHECK_INT_EQ(STOCKREDIS_DEDUCTED, res.outcome);
+    CHECK_INT_EQ(2, res.count);
+    /* Another instance that read another stock of record loads nothing over it. */
+    CHECK_INT_EQ(STOCKREDIS_OK, stockredis_deduct(b, 7, "l2", 100, &res));
+    CHECK_INT_EQ(STOCKREDIS_DEDUCTED, res.outcome);
+    CHECK_INT_EQ(1, res.count);
+    long long count = 0;
+    bool present = false;
+    CHECK_INT_EQ(STOCKREDIS_OK, stockredis_count(b, 7, &count, &present));
+    CHECK(present);
+    CHECK_INT_EQ(1, count);
+    CHECK_INT_EQ(STOCKREDIS_OK, stockredis_count(b, 70, &count, &present));
+    CHECK(!present);
+    stockredis_free(a);
+    stockredis_free(b);
+    printf("ok: not loaded writes nothing; the first load sets the count, a later one does not\n");
+}
+
+#define RACERS     16
+#define RACE_STOCK 5
+
+static int race_deducted[RACERS];
+
+static void *racer(void *arg) {
+    int i = (int)(intptr_t)arg;
+    char instance[16], key[32];
+    snprintf(instance, sizeof(instance), "r%d", i);
+    stockredis *s = open_h(addr, instance);
+    for (int n = 0; n < 4; n++) {
+        stockredis_result res;
+        snprintf(key, sizeof(key), "race-%d-%d", i, n);
+        /* As redisstock.c does: try, and on NOT_LOADED pass the stock of record. */
+        int rc = stockredis_deduct(s, 8, key, -1, &res);
+        if (rc == STOCKREDIS_OK && res.outcome == STOCKREDIS_NOT_LOADED)
+            rc = stockredis_deduct(s, 8, key, RACE_STOCK, &res);
+        if (rc != STOCKREDIS_OK) CHECK_FAIL_("racer %d: %d %s", i, rc, stockredis_errstr(s));
+        CHECK(res.count >= 0);
+        if (res.outcome == STOCKREDIS_DEDUCTED) race_deducted[i]++;
+    }
+    stockredis_free(s);
+    return NULL;
+}
+
+static void test_race(redisContext *c) {
+    long long before = int_of(c, "XLEN stockd:orders");
+    pthread_t t[RACERS];
+    for (int i = 0; i < RACERS; i++)
+        CHECK(pthread_create(&t[i], NULL, racer, (void *)(intptr_t)i) == 0);
+    int total = 0;
+    for (int i = 0; i < RACERS; i++) {
+        pthread_join(t[i], NULL);
+        total += race_deducted[i];
+    }
+    CHECK_INT_EQ(RACE_STOCK, total);
+    CHECK_INT_EQ(0, int_of(c, "GET stockd:stock:{8}"));
+    CHECK_INT_EQ(before + RACE_STOCK, int_of(c, "XLEN stockd:orders"));
+    printf("ok: %d handles racing to load and deduct stock %d: exactly %d deducted, count 0\n",
+           RACERS, RACE_STOCK, total);
+}
+
+static void test_replay_and_reuse(redisContext *c) {
+    stockredis *s = open_h(addr, "a");
+    stockredis_result res;
+    long long len = int_of(c, "XLEN stockd:orders");
+    CHECK_INT_EQ(STOCKREDIS_OK, stockredis_deduct(s, 7, "l1", -1, &res));
+    CHECK_INT_EQ(STOCKREDIS_REPLAYED, res.outcome);
+    CHECK_INT_EQ(1, res.count);
+    CHECK_INT_EQ(STOCKREDIS_OK, stockredis_deduct(s, 8, "l1", -1, &res));
+    CHECK_INT_EQ(STOCKREDIS_KEY_REUSED, res.outcome);
+    CHECK_INT_EQ(1, int_of(c, "GET stockd:stock:{7}"));
+    CHECK_INT_EQ(len, int_of(c, "XLEN stockd:orders"));
+    /* Sold out: the count stays 0, the answer carries it. */
+    CHECK_INT_EQ(STOCKREDIS_OK, stockredis_deduct(s, 8, "late", -1, &res));
+    CHECK_INT_EQ(STOCKREDIS_SOLD_OUT, res.outcome);
+    CHECK_INT_EQ(0, res.count);
+    CHECK_INT_EQ(0, int_of(c, "GET stockd:stock:{8}"));
+    stockredis_free(s);
+    printf("ok: a repeated key is replayed, a reused key refused, sold out stays at 0\n");
+}
+
+static void test_entry(redisContext *c) {
+    redisReply *r = redisCommand(c, "XREVRANGE stockd:orders + - COUNT 1");
+    CHECK(r && r->type == REDIS_REPLY_ARRAY && r->elements == 1);
+    redisReply *f = r->element[0]->element[1];
+    CHECK_INT_EQ(8, f->elements);
+    const char *want[] = {"key", "product", "instance", "at_us"};
+    for (int i = 0; i < 4; i++)
+        CHECK_STR_EQ(want[i], f->element[2 * i]->str);
+    CHECK_STR_EQ("8", f->element[3]->str);
+    long long at_us = atoll(f->element[7]->str);
+    long long now_us = (long long)time(NULL) * 1000000;
+    CHECK_INT_LE(now_us - 600000000LL, at_us);
+    CHECK_INT_LE(at_us, now_us + 600000000LL);
+    freeReplyObject(r);
+    printf("ok: an entry has key, product, instance and at_us\n");
+}
+
+static void test_backlog_and_wait(redisContext *c) {
+    stockredis *s = open_h(addr, "a");
+    long long lag = -1, pending = -1;
+    CHECK_INT_EQ(STOCKREDIS_OK, stockredis_backlog(s, &lag, &pending));
+    CHECK_INT_EQ(int_of(c, "XLEN stockd:orders"), lag);
+    CHECK_INT_EQ(0, pending);
+    int acked = -1;
+    CHECK_INT_EQ(STOCKREDIS_OK, stockredis_wait(s, 1, 50, &acked));
+    CHECK_INT_EQ(0, acked);
+    stockredis_free(s);
+    printf("ok: the backlog is every entry, none pending; WAIT without a replica is 0\n");
+}
+
+static void test_not_a_number(redisContext *c) {
+    stockredis *s = open_h(addr, "a");
+    freeReplyObject(redisCommand(c, "SET stockd:stock:{9} abc"));
+    long long len = int_of(c, "XLEN stockd:orders");
+    stockredis_result res;
+    CHECK_INT_EQ(STOCKREDIS_ERR_SERVER, stockredis_deduct(s, 9, "nan", 5, &res));
+    long long count;
+    bool present;
+    CHECK_INT_EQ(STOCKREDIS_ERR_SERVER, stockredis_count(s, 9, &count, &present));
+    CHECK_INT_EQ(len, int_of(c, "XLEN stockd:orders"));
+    CHECK_INT_EQ(0, int_of(c, "EXISTS stockd:key:nan"));
+    stockredis_free(s);
+    printf("ok: a count that is not a number is an error, nothing written\n");
+}
+
+int main(int argc, char **argv) {
+    if (argc != 3) {
+        fprintf(stderr, "usage: stockredis_itest REDIS_ADDR DEAD_ADDR\n");
+        return 2;
+    }
+    addr = argv[1];
+    dead = argv[2];
+    redisContext *c = raw();
+    test_config_and_unreachable();
+    test_load_once(c);
+    test_race(c);
+    test_replay_and_reuse(c);
+    test_entry(c);
+    test_backlog_and_wait(c);
+    test_not_a_number(c);
+    redisFree(c);
+    printf("ok\n");
+    return 0;
+}
