@@ -1,7 +1,8 @@
-# stockd's container image. Two stages: the first builds stockd (the load driver
-# stockload, and mode redis-stock's order writer stock-writer) with Debian 12's -dev packages and CMake; the second is Debian 12 with
-# only the shared libraries those binaries load, so no compiler or header ships. Both
-# start from debian:12, the one base image of every Dockerfile here.
+# stockd's container image. Two stages: the first builds stockd (and the load driver
+# stockload, and stock-writer, the order writer of mode redis-stock) with Debian 12's
+# -dev packages and CMake; the second is Debian 12 with only the shared libraries those
+# binaries load, so no compiler or header ships. Both start from debian:12, the one base
+# image of every Dockerfile here.
 # docker-compose.yml runs three of these behind nginx (docker/nginx).
 #
 #   docker build -t stockd:local .

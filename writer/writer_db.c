@@ -87,6 +87,10 @@ int writer_db__connect(writer_db *db) {
     static const char *const session[] = {
         "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED",
         "SET SESSION innodb_lock_wait_timeout = 5",
+        /* A writer frozen inside a batch (SIGSTOP, a stalled VM) would hold its product
+         * rows' locks, and every other writer would wait on them: the server rolls such
+         * a transaction back after 10 s of silence, as it does stockd's (stockdb.h). */
+        "SET SESSION idle_write_transaction_timeout = 10",
     };
     if (db->conn) return WRITER_OK;
     int rc = stockdb_conn_open(&db->cfg, 0, &db->conn, db->errstr, sizeof(db->errstr));

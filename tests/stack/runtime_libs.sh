@@ -2,7 +2,7 @@
 # The Dockerfile's runtime stage installs only a list of library packages, and no
 # Docker engine runs here to try the image. So check the list against the binaries
 # built on this Debian 12 host (the build stage's distribution): every shared library
-# that stockd or stockload needs directly (ELF NEEDED) must come from a package of that
+# that stockd, stockload or stock-writer needs directly (ELF NEEDED) must come from a package of that
 # list or from one that every Debian image has (libc6 and the like).
 # Indirect libraries are the packages' own dependencies, which apt installs.
 # Usage: runtime_libs.sh BINARY...

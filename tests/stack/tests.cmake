@@ -10,7 +10,7 @@ add_test(NAME stack_compose_config COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/compos
 # Dockerfile's runtime stage installs (or from the base image).
 add_test(NAME stack_docker_runtime_libs
   COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/runtime_libs.sh $<TARGET_FILE:stockd>
-          $<TARGET_FILE:stockload>)
+          $<TARGET_FILE:stockload> $<TARGET_FILE:stock-writer>)
 # scripts/stack's command line: help, usage errors, commands on an empty run directory;
 # and stockd's --config FILE end to end, on one stockd of its own (port base + 3: the
 # fixture's servers use +6, +81 and +82, integration tests +100 on).

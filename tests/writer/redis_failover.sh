@@ -17,7 +17,7 @@
 #   redis_failover.sh wait-writer   that, and the writer's --wait-replicas 1: it does not
 #                                   write what the replica lacks, so nothing is sold
 #                                   again: none lost, none oversold, no drift.
-#   redis_failover.sh min-replicas  min-replicas-to-write 1 (max lag 1 s) on the primary:
+#   redis_failover.sh min-replicas  min-replicas-to-write 1 (max lag 3 s) on the primary:
 #                                   without its replica it refuses the 6 deductions (503),
 #                                   nothing is lost, nothing oversold, no drift.
 source "$STOCKD_SRC/tests/lib.sh"
