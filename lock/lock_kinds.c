@@ -5,8 +5,8 @@
 
 #include "lock.h"
 
-extern const lock_kind lock_kind_none;  /* lock_none.c: nothing beyond the row lock */
-extern const lock_kind lock_kind_local; /* lock_local.c: striped mutexes */
+extern const lock_kind lock_kind_none;   /* lock_none.c: nothing beyond the row lock */
+extern const lock_kind lock_kind_local;  /* lock_local.c: striped mutexes */
 extern const lock_kind zklock_kind_fair; /* zklock_kind.c: the ZooKeeper fair lock */
 extern const lock_kind zklock_kind_herd; /* zklock_kind.c: the herd lock */
 extern const lock_kind redislock_kind;   /* redislock.c */
@@ -15,8 +15,9 @@ extern const lock_kind dblock_kind;      /* dblock.c */
 extern const lock_kind etcdlock_kind;    /* etcdlock.c */
 
 const lock_kind *const lock_kinds[] = {
-    &lock_kind_none, &lock_kind_local, &zklock_kind_fair, &zklock_kind_herd,
-    &redislock_kind, &dblock_kind,     &redlock_kind,     &etcdlock_kind,    NULL,
+    &lock_kind_none,   &lock_kind_local, &zklock_kind_fair,
+    &zklock_kind_herd, &redislock_kind,  &dblock_kind,
+    &redlock_kind,     &etcdlock_kind,   NULL,
 };
 
 const lock_kind *lock_kind_find(const char *name) {

@@ -43,8 +43,8 @@ static struct {
 } m;
 
 static const char *route_names[STOCKD_ROUTE_COUNT] = {
-    [STOCKD_ROUTE_REDUCE] = "/stock/reduce", [STOCKD_ROUTE_STOCK] = "/stock",
-    [STOCKD_ROUTE_HEALTH] = "/health",       [STOCKD_ROUTE_METRICS] = "/metrics",
+    [STOCKD_ROUTE_REDUCE] = "/stock/reduce",   [STOCKD_ROUTE_STOCK] = "/stock",
+    [STOCKD_ROUTE_HEALTH] = "/health",         [STOCKD_ROUTE_METRICS] = "/metrics",
     [STOCKD_ROUTE_LOCK_QUEUE] = "/lock/queue", [STOCKD_ROUTE_OTHER] = "other",
 };
 

@@ -65,7 +65,10 @@ const char *stockd_mode_list(char *buf, size_t cap, bool (*pick)(const stockd_mo
         if (pick && !pick(&stockd_modes[i])) continue;
         n++;
         len += (size_t)snprintf(buf + len, cap - len, "%s%s",
-                                n == 1 ? "" : n == total ? " or " : ", ", stockd_modes[i].name);
+                                n == 1       ? ""
+                                : n == total ? " or "
+                                             : ", ",
+                                stockd_modes[i].name);
     }
     return buf;
 }
@@ -89,20 +92,19 @@ static const char *field_str(const stockd_config *c, size_t off) {
 
 void stockd_lock_config(const stockd_config *cfg, const stockdb_config *db, lock_config *out) {
     const stockd_mode *m = stockd_mode_of(cfg->lock);
-    *out = (lock_config){.addr = field_str(cfg, m->addr_off),
-                         .user = field_str(cfg, m->user_off),
-                         .password = field_str(cfg, m->password_off),
-                         .timeout_ms = (int)cfg->lock_timeout_ms,
-                         .lease_ms = m->lease_off ? (int)*(const unsigned *)((const char *)cfg +
-                                                                              m->lease_off)
-                                                  : 0,
-                         .session_ms = (int)cfg->zk_session_ms,
-                         .holders = cfg->workers,
-                         .renew = cfg->lease_renew,
-                         /* --batch-max 1 keeps the seed's one acquisition per deduction */
-                         .cache = cfg->lock_cache_ms > 0 && cfg->batch_max > 1,
-                         .owner = cfg->instance,
-                         .db = db};
+    *out = (lock_config){
+        .addr = field_str(cfg, m->addr_off),
+        .user = field_str(cfg, m->user_off),
+        .password = field_str(cfg, m->password_off),
+        .timeout_ms = (int)cfg->lock_timeout_ms,
+        .lease_ms = m->lease_off ? (int)*(const unsigned *)((const char *)cfg + m->lease_off) : 0,
+        .session_ms = (int)cfg->zk_session_ms,
+        .holders = cfg->workers,
+        .renew = cfg->lease_renew,
+        /* --batch-max 1 keeps the seed's one acquisition per deduction */
+        .cache = cfg->lock_cache_ms > 0 && cfg->batch_max > 1,
+        .owner = cfg->instance,
+        .db = db};
 }
 
 /* ------------------------------------------------------------------ the rules */

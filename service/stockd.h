@@ -133,10 +133,10 @@ typedef enum stockd_log_format {
 typedef struct stockd_config {
     char bind[64];
     unsigned port;
-    stockd_lock_mode lock;      /* the --lock word: a row of stockd_modes */
+    stockd_lock_mode lock; /* the --lock word: a row of stockd_modes */
     /* The two axes, filled from that row by stockd_config_parse. */
-    const char *lock_kind;      /* the lock kind (lock/lock.h's registry) */
-    stockdb_strategy strategy;  /* the database strategy (db/stockdb.h) */
+    const char *lock_kind;     /* the lock kind (lock/lock.h's registry) */
+    stockdb_strategy strategy; /* the database strategy (db/stockdb.h) */
     char mysql_url[512];
     char zk[512];
     char instance[65];
@@ -214,8 +214,7 @@ typedef int stockd_kvfile_fn(void *arg, const char *key, const char *val, const 
 /* Calls fn for every KEY=VALUE line of path (kvfile.c says what a line may look like).
  * 0, or -1 with the reason in err ("FILE:LINE: ..." for a bad line or fn's refusal).
  * Pure apart from reading the file. */
-int stockd_kvfile_read(const char *path, stockd_kvfile_fn *fn, void *arg, char *err,
-                       size_t errlen);
+int stockd_kvfile_read(const char *path, stockd_kvfile_fn *fn, void *arg, char *err, size_t errlen);
 /* Sets cfg->zk_auth from v ("USER:PASSWORD"), as STOCKD_ZK_AUTH or the file of
  * --zk-auth-file give it. 0, or -1 with the reason (naming `name`, never the secret). */
 int stockd_config_set_zk_auth(stockd_config *cfg, const char *v, const char *name, char *err,
@@ -519,7 +518,7 @@ typedef struct stockd_ctx {
     const stockd_config *cfg;
     stockdb_config db;
     stockd_jobq *queue;
-    lock_set *locks;           /* the product locks of the mode's kind (lock/lock.h) */
+    lock_set *locks; /* the product locks of the mode's kind (lock/lock.h) */
     /* Called by a worker once a job's answer is set; resumes the HTTP connection. */
     void (*complete)(stockd_job *job);
 } stockd_ctx;
@@ -566,7 +565,7 @@ void stockd_metrics_request(stockd_route route, stockd_result result);
 void stockd_metrics_db_error(int stockdb_rc); /* ignores OK and NOT_FOUND */
 void stockd_metrics_deduction(uint64_t ns);
 void stockd_metrics_lock_wait(uint64_t ns);
-void stockd_metrics_batch(unsigned n);       /* deductions served by one acquisition */
+void stockd_metrics_batch(unsigned n); /* deductions served by one acquisition */
 void stockd_metrics_batch_products(unsigned n, unsigned busy); /* products in one batch, and
                                                                 * tried locks found busy */
 void stockd_metrics_cross_busy(void);        /* a leader's own product's lock, tried, was busy */

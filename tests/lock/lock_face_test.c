@@ -20,7 +20,7 @@
 /* ---------------------------------------------------------------- the registry */
 
 static void test_registry(void) {
-    static const char *names[] = {"none",  "local", "zk",      "zk-herd",
+    static const char *names[] = {"none",  "local",   "zk",      "zk-herd",
                                   "redis", "db-lock", "redlock", "etcd"};
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
         const lock_kind *k = lock_kind_find(names[i]);

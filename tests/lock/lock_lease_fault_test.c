@@ -121,7 +121,8 @@ static int64_t server_now_us(void) {
         mysql_free_result(res);
         mysql_close(m);
     }
-    if (now < 0) CHECK_FAIL_("could not read the %s server's time", use_redis ? "Redis" : "MariaDB");
+    if (now < 0)
+        CHECK_FAIL_("could not read the %s server's time", use_redis ? "Redis" : "MariaDB");
     return now;
 }
 
