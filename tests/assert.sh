@@ -79,6 +79,9 @@ metric_series() { lab metric_series "$@"; }
 # polls every 20 ms in one process, for a wait that must notice the state at once.
 wait_metric() { lab wait_metric "$@"; }
 
+# lock_queue_total PORT ID: how many hold or wait in product ID's lock queue, as GET
+# /lock/queue of the stockd at PORT reports it (its `total`).
+lock_queue_total() { curl -fsS -m 10 "http://127.0.0.1:$1/lock/queue?id=$2" | jq -r .total; }
 # gauge TARGET ID: the stockd_product_stock of product ID; nothing if it has no series.
 gauge() { metric "$1" "stockd_product_stock{product=\"$2\"}"; }
 

@@ -99,6 +99,20 @@ sentinel_primary() { lab sentinel_primary "$1"; }
 
 # alive N: fails the test, with its log, if stockd instance N is gone.
 alive() { pid_alive "$T/stockd/$1.pid" || fail "stockd-$1 is gone; its log: $(tail -n 20 "$T/stockd/$1.log")"; }
+# trx_open [STATE]: how many transactions MariaDB has open for this test's database
+# (innodb_trx, by the connection's database), or only those in STATE ('LOCK WAIT': a
+# statement waiting for a row lock). A deduction's transaction is open from its read to
+# its commit, so this is how a test waits for a worker to be inside its think.
+trx_open() {
+  sql "SELECT COUNT(*) FROM information_schema.innodb_trx t
+       JOIN information_schema.processlist p ON p.id = t.trx_mysql_thread_id
+       WHERE p.db = '$DB'${1:+ AND t.trx_state = '$1'}"
+}
+# tcp_conns FILTER PROCESS: how many established TCP connections match ss's FILTER
+# ("dport = :PORT" for a client's, "sport = :PORT" for a server's) and are held by a
+# process called PROCESS (curl, stockd, nginx): a server's count is of the connections
+# it has accepted. The test's ports are its own, so nothing else matches.
+tcp_conns() { ss -Htnp state established "( $1 )" | grep -c "((\"$2\"," || true; }
 # holding N: stockd instance N has acquired a lock at least once.
 holding() {
   local n

@@ -1800,9 +1800,9 @@ static void load_config(const char *url) {
 }
 
 /* Every case of the shared mode, in the order a whole run takes them. Each is also its
- * own ctest entry, stockdb_itest_NAME (NAME without "test_"): tests/db/tests.cmake reads
- * the names from the lines below, so a new case is one line here. A case WITH_DB gets a
- * fresh handle of its own. */
+ * own ctest entry, stockdb_itest_NAME (NAME without "test_"): a new case is one line here
+ * and its row in tests/db/tests.cmake, which stockdb_itest_rows_match_its_list checks
+ * against `stockdb_itest list`. A case WITH_DB gets a fresh handle of its own. */
 typedef struct itest_case {
     const char *name;
     void (*with_db)(stockdb *db);

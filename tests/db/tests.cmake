@@ -11,35 +11,66 @@ target_link_libraries(stockdb_itest PRIVATE stockdb fault_proxy PkgConfig::MYSQL
                       Threads::Threads)
 
 # One ctest entry per case of the shared mode, stockdb_itest_CASE, each in a database of
-# its own, so that one failed check hides no other case. The names come from the case
-# table at the end of stockdb_itest.c (its WITH_DB/ALONE/RELAYED lines), so a new case is
-# registered by adding its line there. The cases share one block of test ports (only the
-# two RELAYED ones listen, on PORT0+1), hence the resource lock.
-set(_itest_src ${CMAKE_CURRENT_LIST_DIR}/stockdb_itest.c)
-set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${_itest_src})
-file(STRINGS ${_itest_src} _itest_lines REGEX "^    (WITH_DB|ALONE|RELAYED)\\(test_[a-z0-9_]+\\),$")
-set(_first "")
-foreach(_line IN LISTS _itest_lines)
-  string(REGEX REPLACE "^.*\\(test_([a-z0-9_]+)\\),$" "\\1" _case "${_line}")
-  set(_name stockdb_itest_${_case})
-  set(_cmd bash ${CMAKE_CURRENT_LIST_DIR}/stockdb_test.sh $<TARGET_FILE:stockdb_itest> shared
-      ${_case})
-  if(NOT _first)
-    stockd_integration_test(${_name} COMMAND ${_cmd} TIMEOUT 120 LABELS db)
-    set(_first ${_name})
-    get_test_property(${_first} ENVIRONMENT _first_env)
+# its own, so that one failed check hides no other case: one row per case of the table at
+# the end of stockdb_itest.c, in its order; stockdb_itest_rows_match_its_list checks the
+# rows against `stockdb_itest list`. The cases share one block of test ports (only the
+# two RELAYED ones listen, on PORT0+1), hence the resource lock: the first row takes the
+# block, the others run in its environment under their own names.
+set(_stockdb_itest_first "")
+set(_stockdb_itest_rows "")
+# stockdb_itest_case(NAME): the case NAME without its "stockdb_itest_" prefix.
+function(stockdb_itest_case name)
+  string(REGEX REPLACE "^stockdb_itest_" "" case ${name})
+  set(cmd bash ${CMAKE_CURRENT_LIST_DIR}/stockdb_test.sh $<TARGET_FILE:stockdb_itest> shared ${case})
+  if(NOT _stockdb_itest_first)
+    stockd_integration_test(${name} COMMAND ${cmd} TIMEOUT 120 LABELS db)
+    set(_stockdb_itest_first ${name} PARENT_SCOPE)
   else()
-    add_test(NAME ${_name} COMMAND ${_cmd})
-    string(REPLACE "STOCKD_TEST_NAME=${_first}" "STOCKD_TEST_NAME=${_name}" _env "${_first_env}")
-    set_tests_properties(${_name} PROPERTIES FIXTURES_REQUIRED servers ENVIRONMENT "${_env}"
+    add_test(NAME ${name} COMMAND ${cmd})
+    get_test_property(${_stockdb_itest_first} ENVIRONMENT env)
+    string(REPLACE "STOCKD_TEST_NAME=${_stockdb_itest_first}" "STOCKD_TEST_NAME=${name}" env "${env}")
+    set_tests_properties(${name} PROPERTIES FIXTURES_REQUIRED servers ENVIRONMENT "${env}"
                          LABELS "integration;db" TIMEOUT 120 SKIP_RETURN_CODE 77)
   endif()
-  set_tests_properties(${_name} PROPERTIES RESOURCE_LOCK stockdb_itest_ports)
-endforeach()
-list(LENGTH _itest_lines _n)
-if(_n LESS 2)
-  message(FATAL_ERROR "tests/db/tests.cmake found ${_n} cases in ${_itest_src}")
-endif()
+  set_tests_properties(${name} PROPERTIES RESOURCE_LOCK stockdb_itest_ports)
+  set(_stockdb_itest_rows "${_stockdb_itest_rows}${case}\n" PARENT_SCOPE)
+endfunction()
+stockdb_itest_case(stockdb_itest_deduct_lowers_stock_and_writes_one_order)
+stockdb_itest_case(stockdb_itest_sold_out_writes_nothing)
+stockdb_itest_case(stockdb_itest_unknown_product_is_not_found)
+stockdb_itest_case(stockdb_itest_fencing_accepts_equal_or_newer_and_refuses_older)
+stockdb_itest_case(stockdb_itest_fence_refuses_a_write_based_on_a_stale_check)
+stockdb_itest_case(stockdb_itest_fence_refuses_a_write_after_a_late_commit_under_the_same_token)
+stockdb_itest_case(stockdb_itest_fence_kinds_are_not_compared_with_each_other)
+stockdb_itest_case(stockdb_itest_guard_refusal_rolls_back)
+stockdb_itest_case(stockdb_itest_request_id_replays_the_first_order)
+stockdb_itest_case(stockdb_itest_batch_serves_the_first_k_in_order)
+stockdb_itest_case(stockdb_itest_batch_keys_keep_their_meaning)
+stockdb_itest_case(stockdb_itest_batch_refused_or_fenced_rolls_back_whole)
+stockdb_itest_case(stockdb_itest_round_trips_are_counted_at_the_minimum)
+stockdb_itest_case(stockdb_itest_batch_on_a_segment)
+stockdb_itest_case(stockdb_itest_an_open_read_never_serves_a_stale_snapshot)
+stockdb_itest_case(stockdb_itest_an_unfindable_duplicate_key_fails_one_item_not_the_batch)
+stockdb_itest_case(stockdb_itest_keys_differing_in_case_are_different_orders)
+stockdb_itest_case(stockdb_itest_an_idle_handle_holds_no_metadata_lock)
+stockdb_itest_case(stockdb_itest_multi_products_commit_all_or_nothing)
+stockdb_itest_case(stockdb_itest_multi_products_cost_2k_plus_2_statements)
+stockdb_itest_case(stockdb_itest_multi_one_stale_row_commits_nothing)
+stockdb_itest_case(stockdb_itest_multi_duplicate_keys)
+stockdb_itest_case(stockdb_itest_multi_thinks_before_any_write)
+stockdb_itest_case(stockdb_itest_batch_order_ids_are_real_with_an_increment_of_2)
+stockdb_itest_case(stockdb_itest_a_silent_write_transaction_is_ended_by_the_server)
+stockdb_itest_case(stockdb_itest_new_checks_arguments)
+stockdb_itest_case(stockdb_itest_lock_wait_timeout_is_deadlock)
+stockdb_itest_case(stockdb_itest_twins_with_one_key_deduct_once)
+stockdb_itest_case(stockdb_itest_race_safe_strategies_end_at_zero)
+stockdb_itest_case(stockdb_itest_lost_commit_is_confirmed_by_request_id)
+stockdb_itest_case(stockdb_itest_a_commit_lost_in_a_partition_frees_the_row)
+file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/stockdb_itest_rows.txt "${_stockdb_itest_rows}")
+add_test(NAME stockdb_itest_rows_match_its_list
+  COMMAND sh -c "\"$0\" list | diff -u \"$1\" -" $<TARGET_FILE:stockdb_itest>
+          ${CMAKE_CURRENT_BINARY_DIR}/stockdb_itest_rows.txt)
+set_tests_properties(stockdb_itest_rows_match_its_list PROPERTIES LABELS "unit;db" TIMEOUT 60)
 stockd_integration_test(stockdb_itest_restart
   COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/stockdb_test.sh $<TARGET_FILE:stockdb_itest> restart
   TIMEOUT 300 LABELS db)

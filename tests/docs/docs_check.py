@@ -21,6 +21,10 @@ usage: docs_check.py CHECK SRC_DIR [ARG]
                                lab/report.py renders from docs/report/scale/scale.json,
                                line for line, with that run's date, commit and
                                command
+  names    SRC_DIR BUILD_DIR [CTEST]  every name of `ctest -N` is written out in a file
+                               of tests/ (as a word, no hyphen), as grep finds it
+  labels   SRC_DIR BUILD_DIR [CTEST]  docs/testing.md's list of labels is
+                               `ctest --print-labels`'s
 
 Each prints one line per problem, naming the file and what is wrong, and exits 1 if
 there is any; 0 otherwise. No servers.
@@ -100,9 +104,7 @@ def code_words(src):
 
 
 def check_tests(src, build, ctest):
-    out = subprocess.run([ctest, "-N"], cwd=build, capture_output=True, text=True,
-                         check=True).stdout
-    tests = set(re.findall(r"^\s*Test\s+#\d+:\s+(\S+)", out, re.M))
+    tests = set(ctest_names(build, ctest))
     if len(tests) < 50:
         return [f"ctest -N in {build} listed only {len(tests)} tests"]
     words = code_words(src)
@@ -133,6 +135,55 @@ def check_tests(src, build, ctest):
                                         "of ctest -N (and no word of the code)")
     if cited < 50:
         problems.append(f"the docs cite only {cited} tests; the guarantees table alone cites more")
+    return problems
+
+
+def ctest_names(build, ctest):
+    out = subprocess.run([ctest, "-N"], cwd=build, capture_output=True, text=True,
+                         check=True).stdout
+    return re.findall(r"^\s*Test\s+#\d+:\s+(\S+)", out, re.M)
+
+
+def check_names(src, build, ctest):
+    """A name a failure prints is found with grep -r in tests/: each is written out, as
+    a word, in some file there (its tests.cmake row)."""
+    names = ctest_names(build, ctest)
+    if len(names) < 50:
+        return [f"ctest -N in {build} listed only {len(names)} tests"]
+    text = []
+    for root, dirs, files in os.walk(os.path.join(src, "tests")):
+        dirs[:] = [d for d in dirs if d != "__pycache__"]
+        for n in files:
+            with open(os.path.join(root, n), encoding="utf-8", errors="replace") as f:
+                text.append(f.read())
+    words = set(re.findall(r"[A-Za-z0-9_]+", "\n".join(text)))
+    problems = []
+    for name in names:
+        if "-" in name:
+            problems.append(f"test {name}: a hyphen in its name")
+        elif name not in words:
+            problems.append(f"test {name}: written nowhere in tests/ (a name made by a loop "
+                            "or from parts?)")
+    return problems
+
+
+def check_labels(src, build, ctest):
+    """docs/testing.md's paragraph "Labels (`ctest --print-labels`): `a`, `b`, ... ."
+    names every label of the build, and no other."""
+    out = subprocess.run([ctest, "--print-labels"], cwd=build, capture_output=True,
+                         text=True, check=True).stdout
+    have = set(re.findall(r"^\s+(\S+)\s*$", out.split("All Labels:", 1)[-1], re.M))
+    doc = read(os.path.join(src, "docs", "testing.md"))
+    m = re.search(r"^Labels \(`ctest --print-labels`\):((?:[^.`]|`[^`]*`)*)\.", doc, re.M)
+    if not m:
+        return ["docs/testing.md: no paragraph \"Labels (`ctest --print-labels`): ... .\""]
+    listed = CODE_SPAN_RE.findall(m.group(1))
+    problems = [f"docs/testing.md lists the label {lab} twice"
+                for lab, k in collections.Counter(listed).items() if k > 1]
+    problems += [f"docs/testing.md lists the label {lab}, which no test has"
+                 for lab in sorted(set(listed) - have)]
+    problems += [f"docs/testing.md does not list the label {lab}"
+                 for lab in sorted(have - set(listed))]
     return problems
 
 
@@ -402,6 +453,9 @@ def main():
         problems = check_headline(src)
     elif check == "scale":
         problems = check_scale(src)
+    elif check in ("names", "labels"):
+        run = check_names if check == "names" else check_labels
+        problems = run(src, sys.argv[3], sys.argv[4] if len(sys.argv) > 4 else "ctest")
     else:
         print(__doc__)
         return 2

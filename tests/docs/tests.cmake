@@ -7,7 +7,17 @@ if(NOT STOCKD_SANITIZE)
     COMMAND python3 ${CMAKE_CURRENT_LIST_DIR}/docs_check.py tests ${PROJECT_SOURCE_DIR}
             ${PROJECT_BINARY_DIR} ${CMAKE_CTEST_COMMAND})
   set_tests_properties(docs_cited_tests_exist PROPERTIES LABELS "unit;docs" TIMEOUT 60)
+  # The labels likewise: only the plain build has every one.
+  add_test(NAME docs_testing_lists_every_ctest_label
+    COMMAND python3 ${CMAKE_CURRENT_LIST_DIR}/docs_check.py labels ${PROJECT_SOURCE_DIR}
+            ${PROJECT_BINARY_DIR} ${CMAKE_CTEST_COMMAND})
+  set_tests_properties(docs_testing_lists_every_ctest_label PROPERTIES LABELS "unit;docs"
+                       TIMEOUT 60)
 endif()
+# Every build's test names are written out in tests/, as grep finds them.
+add_test(NAME docs_ctest_names_are_written_in_tests
+  COMMAND python3 ${CMAKE_CURRENT_LIST_DIR}/docs_check.py names ${PROJECT_SOURCE_DIR}
+          ${PROJECT_BINARY_DIR} ${CMAKE_CTEST_COMMAND})
 add_test(NAME docs_relative_links_resolve
   COMMAND python3 ${CMAKE_CURRENT_LIST_DIR}/docs_check.py links ${PROJECT_SOURCE_DIR})
 add_test(NAME docs_readmes_carry_the_same_commands_options_and_numbers
@@ -26,6 +36,7 @@ add_test(NAME docs_readmes_headline_ratios_are_bench_json
 add_test(NAME docs_benchmarks_scale_curve_is_scale_json
   COMMAND python3 ${CMAKE_CURRENT_LIST_DIR}/docs_check.py scale ${PROJECT_SOURCE_DIR})
 set_tests_properties(docs_relative_links_resolve docs_readmes_table_every_stockd_mode
+  docs_ctest_names_are_written_in_tests
   docs_readmes_headline_ratios_are_bench_json docs_benchmarks_scale_curve_is_scale_json
   docs_readmes_carry_the_same_commands_options_and_numbers
   docs_operating_documents_every_stockd_option docs_operating_documents_every_writer_option

@@ -242,7 +242,7 @@ f_keyed_cut() {
   curl -sS -m $((F_TIMEOUT_MS / 1000)) -o /dev/null -H "Idempotency-Key: $key" \
     "$url/stock/reduce?id=$F_PRODUCT" 2>/dev/null &
   pid=$!
-  sleep "$secs"
+  sleep "$secs" # a pause, not a wait: the client's patience is the fault
   { kill -KILL "$pid" && wait "$pid"; } 2>/dev/null || rc=$?
   ((rc == 137)) || fail "request $key ended before the cut (curl exit $rc)"
   echo "$key 000 - 0 false cut" >>"$F_KEYS"

@@ -42,7 +42,8 @@ last_order=$(sql "SELECT COALESCE(MAX(id), 0) FROM orders")
 # A request of our own to the victim, so that one lost answer has a known key.
 f_keyed lost-at-victim "http://127.0.0.1:$((PORT0 + victim))" >/dev/null &
 keyed=$!
-sleep 0.3
+wait_until 10 eval '(($(tcp_conns "dport = :$((PORT0 + victim))" curl) >= 1))' ||
+  fail "our request never reached stockd-$victim"
 f_kill9 "$vpid"
 echo "killed stockd-$victim at stock $stock_at_kill"
 f_gap_lock_stop

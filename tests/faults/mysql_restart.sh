@@ -42,6 +42,8 @@ f_gap_lock_stop # its client only: the crash took the session
 expect_eq "/health of stockd-1 while MariaDB is down" 503 "$(f_health 1)"
 read -r _ code result _ < <(f_keyed while-mysql-down "http://127.0.0.1:$((PORT0 + 2))")
 expect_eq "a deduction while MariaDB is down" "503 unavailable" "$code $result"
+# A pause, not a wait: MariaDB stays down for a second of the load (the outage is
+# what the test is about).
 sleep 1
 mysql_start "$T" "$myport"
 echo "MariaDB started again at stock $(stock "$F_PRODUCT")"

@@ -23,7 +23,7 @@ first_workers=$(workers)
 
 f_load_start load
 for n in 1 2 3; do
-  sleep 1
+  f_load_under_way $((n * 30)) # each reload with the load going on, 30 units after the last
   before=$(workers)
   t_nginx 3 # nginx runs already: this writes the same config and reloads it
   wait_until 10 new_worker "$before" || fail "reload $n started no new worker"

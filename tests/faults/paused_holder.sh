@@ -29,7 +29,6 @@ t_db
 for i in 1 2; do f_stockd "$i" "$STOCKD_TEST_ZK" --zk-session-ms 1000 --lock-timeout-ms 15000; done
 t_nginx 2
 apid=$(cat "$T/stockd/1.pid")
-trx_count() { mysql_cli "$MYSQL_RUN" -N -B -e "SELECT COUNT(*) FROM information_schema.innodb_trx"; }
 now() { date +%s.%N; }
 
 for ((r = 1; r <= ROUNDS; r++)); do
@@ -37,15 +36,16 @@ for ((r = 1; r <= ROUNDS; r++)); do
   F_KEYS=$T/keys.$r.log
   f_keyed "paused-A-$r" "http://127.0.0.1:$((PORT0 + 1))" >/dev/null &
   a=$!
-  wait_until 10 eval '(($(trx_count) >= 1))' || fail "A did not start its transaction"
+  wait_until 10 eval '(($(trx_open) >= 1))' || fail "A did not start its transaction"
   a_read=$(now)
   sid=$(f_zk_sid "$apid" "$zkport") || fail "cannot find A's ZooKeeper session"
   kill -STOP "$apid"
   f_keyed "successor-B-$r" "http://127.0.0.1:$((PORT0 + 2))" >/dev/null &
   b=$!
   wait_until 30 eval "[[ -z \$(f_zk_ephemerals $zkport $sid) ]]" || fail "A's session did not expire"
-  wait_until 10 eval '(($(trx_count) >= 2))' || fail "B did not start its transaction"
-  # The stop does not stop the clock: A's think is over 0.3 s after this.
+  wait_until 10 eval '(($(trx_open) >= 2))' || fail "B did not start its transaction"
+  # The stop does not stop the clock: A's think is over 0.3 s after this. A pause, not
+  # a wait: how long A stays stopped is the fault.
   sleep "$(awk -v t0="$a_read" -v now="$(now)" -v think="$F_THINK_US" \
     'BEGIN { d = t0 + think / 1e6 + 0.3 - now; print (d > 0 ? d : 0) }')"
   kill -CONT "$apid"

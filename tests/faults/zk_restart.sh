@@ -23,6 +23,8 @@ echo "ZooKeeper stopped at stock $(stock "$F_PRODUCT")"
 expect_eq "/health of stockd-1 while ZooKeeper is down" 503 "$(f_health 1)"
 read -r _ code result _ < <(f_keyed while-zk-down "http://127.0.0.1:$((PORT0 + 2))")
 expect_eq "a deduction while ZooKeeper is down" "503 unavailable" "$code $result"
+# A pause, not a wait: ZooKeeper stays down for a second of the load (the outage is
+# what the test is about).
 sleep 1
 zk_start "$T" "$zkport" zk
 echo "ZooKeeper started again at stock $(stock "$F_PRODUCT")"

@@ -16,12 +16,8 @@ echo '{"ok":true}' >"$www/stock/reduce"
 server=$!
 trap 'kill "$server" 2>/dev/null || true; wait "$server" 2>/dev/null || true; t_cleanup' EXIT
 base=http://127.0.0.1:$PORT0
-for _ in $(seq 100); do
-  curl -fsS -m 1 -o /dev/null "$base/stock/reduce" 2>/dev/null && break
-  kill -0 "$server" 2>/dev/null || fail "the HTTP server did not start: $(cat "$T/http.log")"
-  sleep 0.1
-done
-curl -fsS -m 1 -o /dev/null "$base/stock/reduce" || fail "the HTTP server does not answer"
+wait_until 10 curl -fsS -m 1 -o /dev/null "$base/stock/reduce" ||
+  fail "the HTTP server does not answer: $(cat "$T/http.log")"
 
 lua=$STOCKD_SRC/loadtest/wrk-json.lua
 loadgen() { PYTHONPATH=$STOCKD_SRC /usr/bin/python3 -m lab.loadgen "$@"; }

@@ -112,25 +112,32 @@ set_tests_properties(lock_mutex_lease_control PROPERTIES
 set_property(TEST lock_mutex_lease_control APPEND PROPERTY ENVIRONMENT "TSAN_OPTIONS=report_bugs=0")
 
 # A holder killed with SIGKILL: the lock is taken over after its lease, not before.
-foreach(kind redis db)
-  stockd_integration_test(lock_takeover_after_kill9_${kind}
-    COMMAND ${LEASE_RUN} $<TARGET_FILE:lock_lease_fault_test> takeover ${kind}
-    TIMEOUT 120 LABELS lock)
-endforeach()
+stockd_integration_test(lock_takeover_after_kill9_redis
+  COMMAND ${LEASE_RUN} $<TARGET_FILE:lock_lease_fault_test> takeover redis
+  TIMEOUT 120 LABELS lock)
+stockd_integration_test(lock_takeover_after_kill9_db
+  COMMAND ${LEASE_RUN} $<TARGET_FILE:lock_lease_fault_test> takeover db
+  TIMEOUT 120 LABELS lock)
 
 # A holder SIGSTOPped past its lease while another buys the last unit: with the fence
 # its late write is refused (stock 0, 1 order); without, the unit is sold twice
 # (stock -1, 2 orders).
-foreach(kind redis db)
-  stockd_integration_test(lock_paused_holder_${kind}_fenced_refused
-    COMMAND ${LEASE_RUN} --stock 1 --orders 1
-            $<TARGET_FILE:lock_lease_fault_test> paused ${kind} fenced
-    TIMEOUT 120 LABELS lock)
-  stockd_integration_test(lock_paused_holder_${kind}_unfenced_oversells
-    COMMAND ${LEASE_RUN} --stock 1 --orders 2
-            $<TARGET_FILE:lock_lease_fault_test> paused ${kind} unfenced
-    TIMEOUT 120 LABELS lock)
-endforeach()
+stockd_integration_test(lock_paused_holder_redis_fenced_refused
+  COMMAND ${LEASE_RUN} --stock 1 --orders 1
+          $<TARGET_FILE:lock_lease_fault_test> paused redis fenced
+  TIMEOUT 120 LABELS lock)
+stockd_integration_test(lock_paused_holder_redis_unfenced_oversells
+  COMMAND ${LEASE_RUN} --stock 1 --orders 2
+          $<TARGET_FILE:lock_lease_fault_test> paused redis unfenced
+  TIMEOUT 120 LABELS lock)
+stockd_integration_test(lock_paused_holder_db_fenced_refused
+  COMMAND ${LEASE_RUN} --stock 1 --orders 1
+          $<TARGET_FILE:lock_lease_fault_test> paused db fenced
+  TIMEOUT 120 LABELS lock)
+stockd_integration_test(lock_paused_holder_db_unfenced_oversells
+  COMMAND ${LEASE_RUN} --stock 1 --orders 2
+          $<TARGET_FILE:lock_lease_fault_test> paused db unfenced
+  TIMEOUT 120 LABELS lock)
 
 # ---------------------------------------------------------------- RedLock
 # lock/redlock.c against three Redis servers of the test's own (redlock_test.sh starts

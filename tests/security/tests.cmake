@@ -50,12 +50,9 @@ if(STOCKD_FUZZ_OK)
   set(fuzz_bin ${CMAKE_CURRENT_BINARY_DIR}/fuzz_request)
   set(fuzz_srcs ${CMAKE_CURRENT_LIST_DIR}/fuzz_request.c ${PROJECT_SOURCE_DIR}/service/contract.c
                 ${PROJECT_SOURCE_DIR}/db/stockdb_url.c ${PROJECT_SOURCE_DIR}/hostport/hostport.c)
-  set(fuzz_inc)
-  foreach(d ${PROJECT_SOURCE_DIR}/service ${PROJECT_SOURCE_DIR}/db ${PROJECT_SOURCE_DIR}/lock
-            ${PROJECT_SOURCE_DIR}/hostport
-            ${CJSON_INCLUDE_DIRS} ${MYSQL_INCLUDE_DIRS})
-    list(APPEND fuzz_inc -I${d})
-  endforeach()
+  set(fuzz_inc ${PROJECT_SOURCE_DIR}/service ${PROJECT_SOURCE_DIR}/db ${PROJECT_SOURCE_DIR}/lock
+               ${PROJECT_SOURCE_DIR}/hostport ${CJSON_INCLUDE_DIRS} ${MYSQL_INCLUDE_DIRS})
+  list(TRANSFORM fuzz_inc PREPEND -I)
   add_custom_command(
     OUTPUT ${fuzz_bin}
     COMMAND ${STOCKD_FUZZ_CC} -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter -g -O1

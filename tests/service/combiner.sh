@@ -26,6 +26,8 @@
 # it; every ordering is forced by waiting on /metrics or on the requests themselves, not
 # by a clock.
 source "$STOCKD_SRC/tests/lib.sh"
+# f_gap_lock_start, f_gap_lock_stop: a batch held at its INSERT (fifo).
+source "$STOCKD_SRC/tests/faults/faultlib.sh"
 case=$1
 
 zk_port=$((PORT0 + 16))
@@ -59,13 +61,17 @@ case $case in
 fifo)
   sql "UPDATE product SET stock = 3 WHERE id = 1"
   start --think-us 1500000
+  # f0's batch is held at its INSERT (faultlib's gap lock on the end of the orders
+  # table) until five more have arrived behind it, one after the other, however long
+  # that takes on a busy machine.
+  f_gap_lock_start
   ask f0 1 fifo-0
   wait_until 10 rounds 1 || fail "the first deduction never took the lock"
-  # While f0's batch thinks, five more arrive one after the other.
   for i in 1 2 3 4 5; do
     ask "f$i" 1 "fifo-$i"
     wait_until 10 in_combiner $((i + 1)) || fail "f$i never reached the combiner"
   done
+  f_gap_lock_stop
   expect_eq "f0" "200 deducted" "$(answer f0)"
   for i in 1 2; do expect_eq "f$i (among the first two to arrive)" "200 deducted" "$(answer "f$i")"; done
   for i in 3 4 5; do expect_eq "f$i (arrived after the units ran out)" "409 sold_out" "$(answer "f$i")"; done

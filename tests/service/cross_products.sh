@@ -10,9 +10,10 @@
 #            deduction with 3 s of think time); instance A (2 workers, so one leader)
 #            gets deductions of products 2..9: it commits 2..8 while B still holds 9 (its
 #            try of 9's lock gave up its place at once), and 9's deduction is served
-#            after B lets go, with B's order before it. 9 arrives first of 3..9, so A's
-#            leader takes it over as its own product and finds it busy: it passes it on
-#            rather than wait while 3..8 wait behind it. ~6 s.
+#            after B lets go, with B's order before it. Product 2's batch is held at its
+#            INSERT until 9 and then 3..8 have reached A, so A's leader takes 9 over as
+#            its own product and finds it busy: it passes it on rather than wait while
+#            3..8 wait behind it. ~6 s.
 #   hol      a leader waiting for a busy lock holds no other product up: B holds 9's lock
 #            for 3 s; A (2 workers, --cross-products 4) gets 9, then 3 and 4: 3 and 4 are
 #            answered while B holds 9, and A's 9 after B's. ~6 s.
@@ -26,6 +27,8 @@
 # (A batch with one lock lost before COMMIT commits nothing: stockdb_itest's
 # multi_products_commit_all_or_nothing, with the guard refusing as a lost lock makes it.)
 source "$STOCKD_SRC/tests/lib.sh"
+# f_gap_lock_start, f_stalled_trx, f_gap_lock_stop: a batch held at its INSERT (busy).
+source "$STOCKD_SRC/tests/faults/faultlib.sh"
 case=${1:?case}
 
 t_db
@@ -79,18 +82,20 @@ busy)
   t_stockd 2 zk --think-us 3000000
   # (A cross transaction thinks for each product, before any write: 3..8 take 6 x 100 ms.)
   b_holds_9
+  # Product 2's batch leads, and is held at its INSERT by a lock on the end of the orders
+  # table (faultlib's gap lock) while 9 and then 3..8 arrive behind it.
+  f_gap_lock_start
   curl -sS -m 20 -o "$T/a2.body" "$a/stock/reduce?id=2" &
   pids=($!)
-  sleep 0.05 # product 2's batch leads; the rest wait waiting
+  wait_until 15 eval '[[ -n $(f_stalled_trx) ]]' || fail "A's batch of product 2 never wrote"
   # 9 arrives first of them, so its slot is the oldest waiting one, which the leader takes
   # over after product 2's batch: the worst order. Its try finds B's lock busy, so it
   # passes 9 on to product 3 (whose batch tries the rest) instead of waiting for B while
-  # 3..8 wait behind it, as it once did. (Should 2's batch end before 9 arrives, 9 leads
-  # itself, tries its lock, finds it busy with no one to pass to, and waits uncounted:
-  # 3 then gets a leader of its own. Either way 3..8 do not wait for B.)
+  # 3..8 wait behind it, as it once did.
   curl -sS -m 20 -o "$T/a9.body" "$a/stock/reduce?id=9" &
   p9=$!
-  sleep 0.05
+  wait_until 10 eval '(($(tcp_conns "sport = :$((PORT0 + 1))" stockd) >= 2))' ||
+    fail "A never accepted the request for 9"
   # 3..8 from one client, all at once. Sent by six curls started one by one, on a busy
   # machine (three busy loops on the two cores) they met no batch of several products
   # in 1 run of 10: they had reached A too far apart.
@@ -98,6 +103,9 @@ busy)
   for id in 3 4 5 6 7 8; do many+=(-o "$T/a$id.body" "$a/stock/reduce?id=$id"); done
   curl -sS -m 20 --parallel --parallel-immediate "${many[@]}" &
   pids+=($!)
+  wait_until 10 eval '(($(tcp_conns "sport = :$((PORT0 + 1))" stockd) >= 8))' ||
+    fail "A never accepted the requests for 3..8"
+  f_gap_lock_stop
   for pid in "${pids[@]}"; do wait "$pid"; done # products 2..8
   # B is still thinking under 9's lock: A did not wait for it.
   expect_eq "B's deduction still under way when A's products 2..8 were answered" 1 \
@@ -175,7 +183,11 @@ hol)
   b_holds_9
   curl -sS -m 20 -o "$T/a9.body" "$a/stock/reduce?id=9" &
   p9=$!
-  sleep 0.2 # A's leader of 9 has tried its lock and waits for it
+  # A's leader of 9 has tried its lock, found it busy, and waits for it: a node of A's
+  # behind B's in 9's queue.
+  wait_metric 10 stockd_cross_busy_total 1 "$a" || fail "A's leader never tried 9's lock"
+  wait_until 10 eval '(($(lock_queue_total $((PORT0 + 1)) 9) == 2))' ||
+    fail "A never queued for 9's lock behind B: $(curl -sS "$a/lock/queue?id=9")"
   curl -sS -m 20 -o "$T/a3.body" "$a/stock/reduce?id=3" &
   p3=$!
   curl -sS -m 20 -o "$T/a4.body" "$a/stock/reduce?id=4" &

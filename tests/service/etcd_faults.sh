@@ -44,8 +44,9 @@ killed-holder)
   curl -sS -m 60 -o /dev/null "http://127.0.0.1:$((PORT0 + 1))/stock/reduce?id=2" 2>/dev/null &
   victim_curl=$!
   wait_until 20 holding 1 || fail "instance 1 never took product 2's lock"
-  # Past the acquisition, so that the kill lands inside the think, not before the lock.
-  sleep 0.5
+  # Past the acquisition and the read (its transaction open), so that the kill lands
+  # inside the think, not before the lock.
+  wait_until 20 eval '(($(trx_open) >= 1))' || fail "instance 1 never read product 2"
   kill -KILL "$(cat "$T/stockd/1.pid")"
   t_kill=$(date +%s.%N)
   wait "$victim_curl" 2>/dev/null || true
@@ -112,7 +113,8 @@ paused)
   expect_eq "instance 2, once the paused holder's lease ended" "200 deducted" "$(reduce $((PORT0 + 2)) 2)"
   echo "instance 2 got the lock $(elapsed_ms "$t_hold" "$(date +%s.%N)") ms after the stop"
   # The stop does not stop the clock: instance 1's think is over 0.3 s after this, so
-  # it writes the moment it runs again.
+  # it writes the moment it runs again. A pause, not a wait: how long instance 1 stays
+  # stopped is the fault.
   sleep "$(awk -v t0="$t_hold" -v now="$(date +%s.%N)" \
     'BEGIN { d = t0 + 4.3 - now; print (d > 0 ? d : 0) }')"
   kill -CONT "$(cat "$T/stockd/1.pid")"

@@ -60,19 +60,24 @@ ask() {
   echo "$(cat "$T/$1.code") $(jq -r .result "$T/$1.body" 2>/dev/null)" >"$T/$1"
 }
 ask a1 $((PORT0 + 1)) &
-if [[ $variant == cached ]]; then
-  # a2 must not join a1's batch (--batch-max is not 1 here): send it once a1's lock round
-  # has begun, within its 0.2 s of work.
-  wait_metric 10 stockd_lock_acquisitions_total 1 $((PORT0 + 1)) || fail "a1 never took the lock"
-fi
-sleep 0.05
+# a2 comes once a1's lock round has begun, within its 0.2 s of work: a second batch
+# under the same acquisition (and, cached, not a member of a1's batch, --batch-max being
+# more than 1 there).
+wait_metric 10 stockd_lock_acquisitions_total 1 $((PORT0 + 1)) || fail "a1 never took the lock"
 ask a2 $((PORT0 + 1)) &
 wait_until 10 grep -q "holding COMMIT #2" "$T/relay/log" ||
   fail "A's second COMMIT never reached the relay: $(cat "$T/relay/log"); $(tail -5 "$T/stockd/1.log")"
 apid=$(cat "$T/stockd/1.pid")
 kill -STOP "$apid"
 for i in 1 2 3; do ask "b$i" $((PORT0 + 2)) & done
-sleep 2.5
+# A stays stopped until B holds the lock (A's lease or session ran out) and B's UPDATE
+# waits for the row lock of A's second batch, whose COMMIT the relay still holds; on a
+# machine so slow that the relay let the COMMIT go first, B read after it, which the
+# checks below accept as well.
+wait_metric 20 stockd_lock_acquisitions_total 1 $((PORT0 + 2)) || fail "B never took the lock"
+b_waits() { (($(trx_open "LOCK WAIT") >= 1)) || grep -q "released COMMIT #2" "$T/relay/log"; }
+wait_until 20 b_waits || fail "B's write never waited for A's row lock: $(tail -5 "$T/stockd/2.log")"
+grep -q "released COMMIT #2" "$T/relay/log" && echo "note: A's COMMIT landed before B's write"
 kill -CONT "$apid"
 wait_until 40 eval '[[ -s $T/a1 && -s $T/a2 && -s $T/b1 && -s $T/b2 && -s $T/b3 ]]' ||
   fail "not every request was answered"

@@ -129,7 +129,8 @@ paused)
   kill -STOP "$(cat "$T/stockd/1.pid")"
   expect_eq "instance 2, once the paused holder's lease ran out" "200 deducted" "$(reduce $((PORT0 + 2)) 2)"
   # The stop does not stop the clock: instance 1's think is over 0.3 s after this, so
-  # it writes the moment it runs again.
+  # it writes the moment it runs again. A pause, not a wait: how long instance 1 stays
+  # stopped is the fault.
   sleep "$(awk -v t0="$t_hold" -v now="$(date +%s.%N)" \
     'BEGIN { d = t0 + 3.3 - now; print (d > 0 ? d : 0) }')"
   kill -CONT "$(cat "$T/stockd/1.pid")"

@@ -45,11 +45,8 @@ curl -sS -o "$T/r1" "http://127.0.0.1:$((PORT0 + 1))/stock/reduce?id=1" &
 r1=$!
 curl -sS -o "$T/r2" "http://127.0.0.1:$((PORT0 + 2))/stock/reduce?id=1" &
 r2=$!
-for _ in $(seq 100); do
-  q 1 "?id=1"
-  [[ $(field .total) == 2 ]] && break
-  sleep 0.05
-done
+wait_until 10 eval '(($(lock_queue_total $((PORT0 + 1)) 1) == 2))' || true
+q 1 "?id=1"
 expect_eq "queue of two" 2 "$(field .total)"
 expect_eq "the first holds, the second waits" "true false" "$(field '[.entries[].holds] | join(" ")')"
 expect_eq "the waiter watches the holder" "$(field '.entries[0].node')" "$(field '.entries[1].watches')"
@@ -72,11 +69,8 @@ expect_eq "mode redis" "lease 0 -1" "$(field '[.view, .total, .lease_ms] | join(
 # The lock table while a deduction holds its row: the holder's instance, token, lease.
 curl -sS -o "$T/r5" "http://127.0.0.1:$((PORT0 + 5))/stock/reduce?id=1" &
 r5=$!
-for _ in $(seq 100); do
-  q 5 "?id=1"
-  [[ $(field .total) == 1 ]] && break
-  sleep 0.05
-done
+wait_until 10 eval '(($(lock_queue_total $((PORT0 + 5)) 1) == 1))' || true
+q 5 "?id=1"
 expect_eq "db-lock holder" "lease 1 stockd-5 true" \
   "$(field '[.view, .total, .entries[0].owner, .entries[0].holds] | join(" ")')"
 (($(field .lease_ms) > 0 && $(field '.entries[0].token') > 0)) || fail "db-lock lease and token: $body"

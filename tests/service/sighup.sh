@@ -25,8 +25,10 @@ for i in 1 2 3 4 5 6; do
     >"$T/code.$i" 2>"$T/err.$i" &
   curls+=($!)
 done
-# All six are inside their pause (1.5 s) by now.
-sleep 0.5
+# All six are in flight: stockd has accepted their connections (each then goes into its
+# 1.5 s pause).
+wait_until 10 eval '(($(tcp_conns "sport = :$port" stockd) >= 6))' ||
+  fail "stockd accepted $(tcp_conns "sport = :$port" stockd) of the six connections"
 kill -HUP "$pid"
 for c in "${curls[@]}"; do wait "$c" || true; done
 rc=0

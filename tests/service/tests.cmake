@@ -57,10 +57,10 @@ stockd_integration_test(oversell_redlock_3_instances_exact_zero
 # Kleppmann's case (a clock jump on two of three servers, stood in for by PEXPIRE): two
 # holders at once; the fence refuses the stale one, --fence off sells the last unit
 # twice. And one or two servers down. About 5 s each, on servers of their own.
-foreach(fencing fenced unfenced)
-  stockd_integration_test(redlock_faults_jump_${fencing}
-    COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/redlock_faults.sh jump ${fencing} LABELS fault)
-endforeach()
+stockd_integration_test(redlock_faults_jump_fenced
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/redlock_faults.sh jump fenced LABELS fault)
+stockd_integration_test(redlock_faults_jump_unfenced
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/redlock_faults.sh jump unfenced LABELS fault)
 stockd_integration_test(redlock_faults_servers_down
   COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/redlock_faults.sh servers-down LABELS fault)
 # The Sentinel failover hazard (article 001 §3.5.4): the lock key written after the
@@ -77,10 +77,10 @@ stockd_integration_test(lease_faults_paused_redlock_fenced_refused
 # Plain build only: it tests scripts and nginx, whose C paths the other tests already
 # run under the sanitizers; this keeps the three builds inside CI's time.
 if(NOT STOCKD_SANITIZE)
-  foreach(fencing fenced unfenced)
-    stockd_integration_test(sentinel_failover_${fencing}
-      COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/sentinel_failover.sh ${fencing} LABELS fault)
-  endforeach()
+  stockd_integration_test(sentinel_failover_fenced
+    COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/sentinel_failover.sh fenced LABELS fault)
+  stockd_integration_test(sentinel_failover_unfenced
+    COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/sentinel_failover.sh unfenced LABELS fault)
 endif()
 # etcd (Consul's model, article 001 section 5): a lease with keep-alive, a fair queue by
 # create revision, the revision as the fence. About 20 s.
@@ -88,38 +88,51 @@ stockd_integration_test(oversell_etcd_3_instances_exact_zero
   COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/oversell.sh etcd 3 zero LABELS experiment)
 # Segmented stock (article 001's section 8): the same load on stock split over K
 # segments, each with its own lock; segments.sh drains unevenly split stock.
-foreach(k 4 16)
-  stockd_integration_test(oversell_zk_segments_${k}_3_instances_exact_zero
-    COMMAND env SEGMENTS=${k} bash ${CMAKE_CURRENT_SOURCE_DIR}/service/oversell.sh zk 3 zero LABELS experiment)
-endforeach()
+stockd_integration_test(oversell_zk_segments_4_3_instances_exact_zero
+  COMMAND env SEGMENTS=4 bash ${CMAKE_CURRENT_SOURCE_DIR}/service/oversell.sh zk 3 zero LABELS experiment)
+stockd_integration_test(oversell_zk_segments_16_3_instances_exact_zero
+  COMMAND env SEGMENTS=16 bash ${CMAKE_CURRENT_SOURCE_DIR}/service/oversell.sh zk 3 zero LABELS experiment)
 stockd_integration_test(oversell_redis_segments_4_3_instances_exact_zero
   COMMAND env SEGMENTS=4 bash ${CMAKE_CURRENT_SOURCE_DIR}/service/oversell.sh redis 3 zero LABELS experiment)
-foreach(case drain config hol restock)
-  stockd_integration_test(segments_${case}
-    COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/segments.sh ${case} LABELS segments)
-endforeach()
+stockd_integration_test(segments_drain
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/segments.sh drain LABELS segments)
+stockd_integration_test(segments_config
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/segments.sh config LABELS segments)
+stockd_integration_test(segments_hol
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/segments.sh hol LABELS segments)
+stockd_integration_test(segments_restock
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/segments.sh restock LABELS segments)
 # Redis down at start and later: 503 at request time, never a crash. A holder paused
 # past its lease: refused by the fence, or (--fence off) the last unit sold twice.
 stockd_integration_test(lease_faults_redis_down
   COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/lease_faults.sh redis-down LABELS fault)
-foreach(kind redis db-lock)
-  string(REPLACE "-" "_" name ${kind})
-  stockd_integration_test(lease_faults_paused_${name}_fenced_refused
-    COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/lease_faults.sh paused ${kind} fenced LABELS fault)
-  stockd_integration_test(lease_faults_paused_${name}_unfenced_oversells
-    COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/lease_faults.sh paused ${kind} unfenced LABELS fault)
-  # Issue 20 #3, the watchdog: a slow holder keeps its lease with renewal and loses it
-  # without; a paused process renews nothing, so only the fence saves the stock.
-  stockd_integration_test(lease_renew_slow_holder_${name}_renewed_keeps_lock
-    COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/lease_faults.sh slow ${kind} renew LABELS fault)
-  stockd_integration_test(lease_renew_slow_holder_${name}_unrenewed_loses_lock
-    COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/lease_faults.sh slow ${kind} norenew LABELS fault)
-  stockd_integration_test(lease_renew_paused_${name}_fenced_refused
-    COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/lease_faults.sh paused ${kind} fenced renew LABELS fault)
-  # SIGTERM cancels the waits for a lock held from outside: 503 at once, exit 0.
-  stockd_integration_test(lease_shutdown_${name}_cancels_lock_waits
-    COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/lease_faults.sh shutdown ${kind} LABELS fault)
-endforeach()
+stockd_integration_test(lease_faults_paused_redis_fenced_refused
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/lease_faults.sh paused redis fenced LABELS fault)
+stockd_integration_test(lease_faults_paused_redis_unfenced_oversells
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/lease_faults.sh paused redis unfenced LABELS fault)
+# Issue 20 #3, the watchdog: a slow holder keeps its lease with renewal and loses it
+# without; a paused process renews nothing, so only the fence saves the stock.
+stockd_integration_test(lease_renew_slow_holder_redis_renewed_keeps_lock
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/lease_faults.sh slow redis renew LABELS fault)
+stockd_integration_test(lease_renew_slow_holder_redis_unrenewed_loses_lock
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/lease_faults.sh slow redis norenew LABELS fault)
+stockd_integration_test(lease_renew_paused_redis_fenced_refused
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/lease_faults.sh paused redis fenced renew LABELS fault)
+# SIGTERM cancels the waits for a lock held from outside: 503 at once, exit 0.
+stockd_integration_test(lease_shutdown_redis_cancels_lock_waits
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/lease_faults.sh shutdown redis LABELS fault)
+stockd_integration_test(lease_faults_paused_db_lock_fenced_refused
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/lease_faults.sh paused db-lock fenced LABELS fault)
+stockd_integration_test(lease_faults_paused_db_lock_unfenced_oversells
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/lease_faults.sh paused db-lock unfenced LABELS fault)
+stockd_integration_test(lease_renew_slow_holder_db_lock_renewed_keeps_lock
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/lease_faults.sh slow db-lock renew LABELS fault)
+stockd_integration_test(lease_renew_slow_holder_db_lock_unrenewed_loses_lock
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/lease_faults.sh slow db-lock norenew LABELS fault)
+stockd_integration_test(lease_renew_paused_db_lock_fenced_refused
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/lease_faults.sh paused db-lock fenced renew LABELS fault)
+stockd_integration_test(lease_shutdown_db_lock_cancels_lock_waits
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/lease_faults.sh shutdown db-lock LABELS fault)
 # A db-lock holder killed with -9 inside its transaction: the product waits out the
 # lease, then instance 2 takes the row over; nothing of the holder's was committed.
 stockd_integration_test(lease_faults_db_lock_crashed_holder_blocks_for_the_lease
@@ -131,11 +144,10 @@ stockd_integration_test(lease_faults_db_lock_release_taken_over_logged
 # about the lease's TTL (3 s; the test prints it), etcd down gives 503 with nothing
 # deducted, a paused holder past its lease is refused by the fence, and without the
 # fence sells the last unit twice. 2 to 6 s each.
-foreach(case killed-holder etcd-down)
-  string(REPLACE "-" "_" name ${case})
-  stockd_integration_test(etcd_faults_${name}
-    COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/etcd_faults.sh ${case} LABELS fault)
-endforeach()
+stockd_integration_test(etcd_faults_killed_holder
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/etcd_faults.sh killed-holder LABELS fault)
+stockd_integration_test(etcd_faults_etcd_down
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/etcd_faults.sh etcd-down LABELS fault)
 stockd_integration_test(etcd_faults_paused
   COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/etcd_faults.sh paused fenced LABELS fault)
 stockd_integration_test(etcd_faults_paused_unfenced_oversells
@@ -150,36 +162,53 @@ stockd_integration_test(stock_watch_keeps_a_negative_product
 stockd_integration_test(zk_lost_create_in_a_try_leaves_no_blocking_node
   COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/zk_lost_create.sh LABELS fault)
 # The combiner: one lock round serves every deduction of a product queued behind it.
-foreach(case fifo same-key lock-lost hol deadline deadline-commit shutdown)
-  string(REPLACE "-" "_" name ${case})
-  stockd_integration_test(combiner_${name}
-    COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/combiner.sh ${case} LABELS combiner)
-endforeach()
+stockd_integration_test(combiner_fifo
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/combiner.sh fifo LABELS combiner)
+stockd_integration_test(combiner_same_key
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/combiner.sh same-key LABELS combiner)
+stockd_integration_test(combiner_lock_lost
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/combiner.sh lock-lost LABELS combiner)
+stockd_integration_test(combiner_hol
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/combiner.sh hol LABELS combiner)
+stockd_integration_test(combiner_deadline
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/combiner.sh deadline LABELS combiner)
+stockd_integration_test(combiner_deadline_commit
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/combiner.sh deadline-commit LABELS combiner)
+stockd_integration_test(combiner_shutdown
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/combiner.sh shutdown LABELS combiner)
 # SIGHUP drains like SIGTERM: requests in flight are answered, exit 0 (issue 16 #12).
 stockd_integration_test(sighup_drains_in_flight_requests
   COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/sighup.sh LABELS fault)
 stockd_integration_test(no_leak_in_10k_requests COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/leak_10k.sh)
 # Issue 16's defect 1: a second batch under one lock token whose COMMIT arrives late
 # (a relay holds it) must not let the next holder oversell, for every fenced lock kind.
-foreach(kind zk zk-herd redis db-lock)
-  stockd_integration_test(late_commit_${kind}_exact
-    COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/late_commit.sh ${kind} LABELS faults)
-endforeach()
+stockd_integration_test(late_commit_zk_exact
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/late_commit.sh zk LABELS fault)
+stockd_integration_test(late_commit_zk_herd_exact
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/late_commit.sh zk-herd LABELS fault)
+stockd_integration_test(late_commit_redis_exact
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/late_commit.sh redis LABELS fault)
+stockd_integration_test(late_commit_db_lock_exact
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/late_commit.sh db-lock LABELS fault)
 # The same late COMMIT when the second batch ran under the zk lock's cache (issue 19 #1).
 stockd_integration_test(late_commit_zk_cached_exact
-  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/late_commit.sh zk cached LABELS faults)
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/late_commit.sh zk cached LABELS fault)
 # Lock caching in the service (issue 19 #1 and #7): fair shares and exact 0 on three
 # instances, fewer ZooKeeper operations per deduction on one, a cached lock handed to
 # another instance at once, and a holder killed -9 with its lock cached (each 2-40 s).
-foreach(case fair3 ops1 handover kill9)
-  stockd_integration_test(lock_cache_${case}
-    COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/lock_cache.sh ${case} LABELS faults)
-endforeach()
+stockd_integration_test(lock_cache_fair3
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/lock_cache.sh fair3 LABELS fault)
+stockd_integration_test(lock_cache_ops1
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/lock_cache.sh ops1 LABELS fault)
+stockd_integration_test(lock_cache_handover
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/lock_cache.sh handover LABELS fault)
+stockd_integration_test(lock_cache_kill9
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/lock_cache.sh kill9 LABELS fault)
 # Issue 16's defect 7: lock kinds with tokens on different scales share one fence column.
-foreach(case switch reset)
-  stockd_integration_test(fence_kinds_${case}
-    COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/fence_kinds.sh ${case} LABELS faults)
-endforeach()
+stockd_integration_test(fence_kinds_switch
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/fence_kinds.sh switch LABELS fault)
+stockd_integration_test(fence_kinds_reset
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/fence_kinds.sh reset LABELS fault)
 # Issue 20's two classic mistakes (--pitfall), under the seed's load (one acquisition
 # per deduction, 3 instances). With the seed's plain SQL (--fence off) each oversells;
 # with the fence the stock stays exact (the stale read's row_version fails the
@@ -187,28 +216,51 @@ endforeach()
 # release-before-commit leaves one COMMIT's time between the unlock and the commit: the
 # relay makes every COMMIT take 20 ms (as on a disk that syncs slowly), the same for the
 # correct order's control.
-foreach(pitfall release-before-commit snapshot-before-lock)
-  string(REPLACE "-" "_" p ${pitfall})
-  set(env)
-  if(pitfall STREQUAL "release-before-commit")
-    set(env COMMIT_DELAY_MS=20)
-  endif()
-  foreach(kind zk redis db-lock)
-    string(REPLACE "-" "_" k ${kind})
-    stockd_integration_test(pitfall_${p}_${k}_fence_off_oversells
-      COMMAND env ${env} bash ${CMAKE_CURRENT_SOURCE_DIR}/service/oversell.sh ${kind} 3 negative
-              --batch-max 1 --pitfall ${pitfall} --fence off LABELS pitfall)
-    stockd_integration_test(pitfall_${p}_${k}_fenced_exact
-      COMMAND env ${env} bash ${CMAKE_CURRENT_SOURCE_DIR}/service/oversell.sh ${kind} 3 zero
-              --batch-max 1 --pitfall ${pitfall} LABELS pitfall)
-  endforeach()
-endforeach()
-foreach(kind zk redis db-lock)
-  string(REPLACE "-" "_" k ${kind})
-  stockd_integration_test(pitfall_none_${k}_fence_off_slow_commit_exact
-    COMMAND env COMMIT_DELAY_MS=20 bash ${CMAKE_CURRENT_SOURCE_DIR}/service/oversell.sh ${kind} 3
-            zero --batch-max 1 --fence off LABELS pitfall)
-endforeach()
+stockd_integration_test(pitfall_release_before_commit_zk_fence_off_oversells
+  COMMAND env COMMIT_DELAY_MS=20 bash ${CMAKE_CURRENT_SOURCE_DIR}/service/oversell.sh zk 3 negative
+          --batch-max 1 --pitfall release-before-commit --fence off LABELS pitfall)
+stockd_integration_test(pitfall_release_before_commit_zk_fenced_exact
+  COMMAND env COMMIT_DELAY_MS=20 bash ${CMAKE_CURRENT_SOURCE_DIR}/service/oversell.sh zk 3 zero
+          --batch-max 1 --pitfall release-before-commit LABELS pitfall)
+stockd_integration_test(pitfall_release_before_commit_redis_fence_off_oversells
+  COMMAND env COMMIT_DELAY_MS=20 bash ${CMAKE_CURRENT_SOURCE_DIR}/service/oversell.sh redis 3 negative
+          --batch-max 1 --pitfall release-before-commit --fence off LABELS pitfall)
+stockd_integration_test(pitfall_release_before_commit_redis_fenced_exact
+  COMMAND env COMMIT_DELAY_MS=20 bash ${CMAKE_CURRENT_SOURCE_DIR}/service/oversell.sh redis 3 zero
+          --batch-max 1 --pitfall release-before-commit LABELS pitfall)
+stockd_integration_test(pitfall_release_before_commit_db_lock_fence_off_oversells
+  COMMAND env COMMIT_DELAY_MS=20 bash ${CMAKE_CURRENT_SOURCE_DIR}/service/oversell.sh db-lock 3 negative
+          --batch-max 1 --pitfall release-before-commit --fence off LABELS pitfall)
+stockd_integration_test(pitfall_release_before_commit_db_lock_fenced_exact
+  COMMAND env COMMIT_DELAY_MS=20 bash ${CMAKE_CURRENT_SOURCE_DIR}/service/oversell.sh db-lock 3 zero
+          --batch-max 1 --pitfall release-before-commit LABELS pitfall)
+stockd_integration_test(pitfall_snapshot_before_lock_zk_fence_off_oversells
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/oversell.sh zk 3 negative
+          --batch-max 1 --pitfall snapshot-before-lock --fence off LABELS pitfall)
+stockd_integration_test(pitfall_snapshot_before_lock_zk_fenced_exact
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/oversell.sh zk 3 zero
+          --batch-max 1 --pitfall snapshot-before-lock LABELS pitfall)
+stockd_integration_test(pitfall_snapshot_before_lock_redis_fence_off_oversells
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/oversell.sh redis 3 negative
+          --batch-max 1 --pitfall snapshot-before-lock --fence off LABELS pitfall)
+stockd_integration_test(pitfall_snapshot_before_lock_redis_fenced_exact
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/oversell.sh redis 3 zero
+          --batch-max 1 --pitfall snapshot-before-lock LABELS pitfall)
+stockd_integration_test(pitfall_snapshot_before_lock_db_lock_fence_off_oversells
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/oversell.sh db-lock 3 negative
+          --batch-max 1 --pitfall snapshot-before-lock --fence off LABELS pitfall)
+stockd_integration_test(pitfall_snapshot_before_lock_db_lock_fenced_exact
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/oversell.sh db-lock 3 zero
+          --batch-max 1 --pitfall snapshot-before-lock LABELS pitfall)
+stockd_integration_test(pitfall_none_zk_fence_off_slow_commit_exact
+  COMMAND env COMMIT_DELAY_MS=20 bash ${CMAKE_CURRENT_SOURCE_DIR}/service/oversell.sh zk 3
+          zero --batch-max 1 --fence off LABELS pitfall)
+stockd_integration_test(pitfall_none_redis_fence_off_slow_commit_exact
+  COMMAND env COMMIT_DELAY_MS=20 bash ${CMAKE_CURRENT_SOURCE_DIR}/service/oversell.sh redis 3
+          zero --batch-max 1 --fence off LABELS pitfall)
+stockd_integration_test(pitfall_none_db_lock_fence_off_slow_commit_exact
+  COMMAND env COMMIT_DELAY_MS=20 bash ${CMAKE_CURRENT_SOURCE_DIR}/service/oversell.sh db-lock 3
+          zero --batch-max 1 --fence off LABELS pitfall)
 # Affinity routing (issue 19 #3): nginx routes by product id; a process mutex is exact
 # while the product's instance is up, oversells when a kill mid-run makes nginx move
 # the product away and back (up to 3 tries, see affinity.sh); zk stays exact across the
@@ -230,10 +282,14 @@ stockd_integration_test(rate_limit_429_json_stock_exact
 # instances (~15 s), a busy product not waited for (~6 s), a leader waiting for a busy
 # lock holding no other product up (~6 s), and spread3 with an instance killed -9
 # mid-run (~20 s).
-foreach(case spread3 busy hol kill9)
-  stockd_integration_test(cross_products_${case}
-    COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/cross_products.sh ${case} LABELS faults)
-endforeach()
+stockd_integration_test(cross_products_spread3
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/cross_products.sh spread3 LABELS fault)
+stockd_integration_test(cross_products_busy
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/cross_products.sh busy LABELS fault)
+stockd_integration_test(cross_products_hol
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/cross_products.sh hol LABELS fault)
+stockd_integration_test(cross_products_kill9
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/cross_products.sh kill9 LABELS fault)
 # GET /lock/queue: the zk queue of two instances over HTTP, no-lock and lease views, and
 # every bad input's JSON 4xx (about 10 s).
 stockd_integration_test(lock_queue COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/lock_queue.sh

@@ -44,7 +44,6 @@ paused=$!
 wait_until 10 holding 1 || fail "instance 1 never took the lock"
 kill -STOP "$(cat "$T/stockd/1.pid")"
 expect_eq "a new holder after the paused one's session expired" "200 deducted" "$(reduce $((PORT0 + 2)) 1)"
-sleep 1
 kill -CONT "$(cat "$T/stockd/1.pid")"
 wait "$paused"
 expect_eq "the paused holder's write" "503 lock_lost" "$(cat "$T/paused")"
