@@ -68,16 +68,16 @@
  * (db/stockdb.h). The words users type stay what they were; the enum names the rows
  * the code and tests refer to, in the table's order. */
 typedef enum stockd_lock_mode {
-    STOCKD_LOCK_NONE = 0,   /* no lock, read-check-update: the seed's first experiment */
-    STOCKD_LOCK_LOCAL,      /* one mutex per product inside this process */
-    STOCKD_LOCK_ZK,         /* ZooKeeper fair lock + fencing */
-    STOCKD_LOCK_ZK_HERD,    /* ZooKeeper non-fair lock (herd effect) + fencing */
-    STOCKD_LOCK_FOR_UPDATE, /* no lock, SELECT ... FOR UPDATE: the row lock is the lock */
-    STOCKD_LOCK_ATOMIC,     /* no lock, one conditional UPDATE */
-    STOCKD_LOCK_REDIS,      /* Redis lease lock (lock/redislock.c) + fencing */
-    STOCKD_LOCK_DB_LOCK,    /* a stock_lock row is the lock (lock/dblock.c) + fencing */
-    STOCKD_LOCK_REDLOCK,    /* RedLock over 3..9 Redis servers (lock/redlock.c) + fencing */
-    STOCKD_LOCK_ETCD,       /* etcd fair lock with a lease (lock/etcdlock.c) + fencing */
+    STOCKD_LOCK_NONE = 0,    /* no lock, read-check-update: the seed's first experiment */
+    STOCKD_LOCK_LOCAL,       /* one mutex per product inside this process */
+    STOCKD_LOCK_ZK,          /* ZooKeeper fair lock + fencing */
+    STOCKD_LOCK_ZK_HERD,     /* ZooKeeper non-fair lock (herd effect) + fencing */
+    STOCKD_LOCK_FOR_UPDATE,  /* no lock, SELECT ... FOR UPDATE: the row lock is the lock */
+    STOCKD_LOCK_ATOMIC,      /* no lock, one conditional UPDATE */
+    STOCKD_LOCK_REDIS,       /* Redis lease lock (lock/redislock.c) + fencing */
+    STOCKD_LOCK_DB_LOCK,     /* a stock_lock row is the lock (lock/dblock.c) + fencing */
+    STOCKD_LOCK_REDLOCK,     /* RedLock over 3..9 Redis servers (lock/redlock.c) + fencing */
+    STOCKD_LOCK_ETCD,        /* etcd fair lock with a lease (lock/etcdlock.c) + fencing */
     STOCKD_LOCK_REDIS_STOCK, /* no lock: Redis holds the count (db/stockredis.h), orders later */
 } stockd_lock_mode;
 
