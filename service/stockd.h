@@ -133,10 +133,10 @@ typedef enum stockd_log_format {
 typedef struct stockd_config {
     char bind[64];
     unsigned port;
-    stockd_lock_mode lock;      /* the --lock word: a row of stockd_modes */
+    stockd_lock_mode lock; /* the --lock word: a row of stockd_modes */
     /* The two axes, filled from that row by stockd_config_parse. */
-    const char *lock_kind;      /* the lock kind (lock/lock.h's registry) */
-    stockdb_strategy strategy;  /* the database strategy (db/stockdb.h) */
+    const char *lock_kind;     /* the lock kind (lock/lock.h's registry) */
+    stockdb_strategy strategy; /* the database strategy (db/stockdb.h) */
     char mysql_url[512];
     char zk[512];
     char instance[65];
@@ -214,8 +214,7 @@ typedef int stockd_kvfile_fn(void *arg, const char *key, const char *val, const 
 /* Calls fn for every KEY=VALUE line of path (kvfile.c says what a line may look like).
  * 0, or -1 with the reason in err ("FILE:LINE: ..." for a bad line or fn's refusal).
  * Pure apart from reading the file. */
-int stockd_kvfile_read(const char *path, stockd_kvfile_fn *fn, void *arg, char *err,
-                       size_t errlen);
+int stockd_kvfile_read(const char *path, stockd_kvfile_fn *fn, void *arg, char *err, size_t errlen);
 /* Sets cfg->zk_auth from v ("USER:PASSWORD"), as STOCKD_ZK_AUTH or the file of
  * --zk-auth-file give it. 0, or -1 with the reason (naming `name`, never the secret). */
 int stockd_config_set_zk_auth(stockd_config *cfg, const char *v, const char *name, char *err,
@@ -341,6 +340,7 @@ typedef struct stockd_job {
      * many times it began the walk again because the whole stock read after one showed
      * a unit (a restock during its walk). */
     uint16_t segment, segs_empty, rewalks;
+    bool handed;     /* its slot was handed to the worker that pops it (combiner.c) */
     void *conn;      /* struct MHD_Connection *, resumed by the worker */
     unsigned status; /* answer, filled by the worker */
     char *body;
@@ -376,29 +376,32 @@ static inline uint64_t stockd_now_ns(void) {
 
 /* Combining of deductions (combiner.c), so that one lock acquisition serves every
  * deduction that queued up behind it. A slot is what one lock guards: a product, or one
- * segment of it (job->segment; 0 = the product is not split). A slot is WAITING (jobs,
- * no leader) or LED (a worker in lead() serves it); docs/architecture.md draws its life.
- * Thread-safe; never blocks on I/O. A job in the combiner belongs to its slot's leader
- * (or future leader), which must answer it. */
+ * segment of it (job->segment; 0 = the product is not split). docs/architecture.md
+ * names a slot's states and draws their diagram. Thread-safe; never blocks on I/O. A
+ * job in the combiner belongs to its slot's leader (or future leader), which must
+ * answer it. Each step of a leader is one call with its own small set of outcomes. */
 typedef struct stockd_combiner stockd_combiner;
-
-/* What enter returns. */
-#define STOCKD_COMBINER_LEADER   0  /* the caller now leads the job's slot: serve it */
-#define STOCKD_COMBINER_FOLLOWER 1  /* the job waits; a leader (now or later) answers it */
-#define STOCKD_COMBINER_NOMEM    -1 /* the job was not taken; answer it yourself */
 
 /* Makes a combiner with its two bounds on leaders (0 = no bound):
  *   max_leaders  LED slots of one split product (its segments), so that a hot product
  *                never ties up every worker; a new segment slot past it waits;
  *   cross        leaders in all, for batches across products (--cross-products): a new
  *                slot of an unsplit product past it waits, to be claimed by a leader's
- *                batch or taken over by a leader in stockd_combiner_next.
+ *                batch, taken over by a leader done with its own, or handed to a worker.
  * NULL when out of memory. */
 stockd_combiner *stockd_combiner_new(unsigned max_leaders, unsigned cross);
 void stockd_combiner_free(stockd_combiner *c); /* no slot may be open; NULL is a no-op */
-/* Adds a deduction to its slot, opening the slot if it has none: LEADER when the slot
- * was opened LED (the job waits in it too), FOLLOWER otherwise. */
-int stockd_combiner_enter(stockd_combiner *c, stockd_job *job);
+
+/* Adds a deduction to its slot. A new slot, or a WAITING one nobody leads, is LED by
+ * the caller when the bounds allow it (LEADER; the job waits in it too); otherwise the
+ * job waits (FOLLOWER). A job handed over by stockd_combiner_busy (job->handed) goes
+ * back to the head of its slot, which the caller now leads (LEADER). */
+typedef enum {
+    STOCKD_ENTERED_LEADER,
+    STOCKD_ENTERED_FOLLOWER,
+    STOCKD_ENTERED_NOMEM
+} stockd_entered;
+stockd_entered stockd_combiner_enter(stockd_combiner *c, stockd_job *job);
 /* Leader only: moves up to max waiting jobs of the slot, oldest first, into out; only
  * jobs that arrived before arrived_before_ns (UINT64_MAX = all). Returns how many. */
 unsigned stockd_combiner_take(stockd_combiner *c, int32_t product_id, unsigned segment,
@@ -406,32 +409,30 @@ unsigned stockd_combiner_take(stockd_combiner *c, int32_t product_id, unsigned s
 /* Jobs waiting in the slot (0 if none is open). */
 unsigned stockd_combiner_waiting(stockd_combiner *c, int32_t product_id, unsigned segment);
 
-/* The leader's step: what its worker does next with the slot it leads (*product_id,
- * *segment), at one of three moments (`at`):
- *   STOCKD_COMBINER_AT_LOCK  before it waits for the slot's lock. TRY when the wait could
- *                            hold others up (another product waits with no leader, or
- *                            the leaders are at the cross bound): try the lock first,
- *                            and if it is busy, step again AT_BUSY. STAY otherwise: wait.
- *   STOCKD_COMBINER_AT_BUSY  a try found the lock busy. MOVED when another waiting slot
- *                            not found busy lately exists: this slot waits (not claimed
- *                            for busy_ns) and the worker leads that one instead. STAY
- *                            otherwise: wait for the lock, and meanwhile the leader does
- *                            not count toward the cross bound (its next take of the slot
- *                            counts it again), so a new product gets a leader of its own.
- *   STOCKD_COMBINER_AT_DONE  a batch is over and the lock let go (or the wait for it
- *                            failed). STAY while jobs wait in the slot; else the slot
- *                            closes, and the worker either takes over the oldest waiting
- *                            slot it may lead, busy or not (MOVED), or leads no more (DONE).
- * MOVED sets *product_id and *segment. */
-#define STOCKD_COMBINER_AT_LOCK 0
-#define STOCKD_COMBINER_AT_BUSY 1
-#define STOCKD_COMBINER_AT_DONE 2
-#define STOCKD_COMBINER_STAY    2
-#define STOCKD_COMBINER_TRY     3
-#define STOCKD_COMBINER_MOVED   4
-#define STOCKD_COMBINER_DONE    5
-int stockd_combiner_next(stockd_combiner *c, int32_t *product_id, unsigned *segment, int at,
-                         uint64_t busy_ns);
+/* The leader's steps, one call per moment, on the slot it leads (product_id, segment):
+ *
+ * Before it waits for the slot's lock: TRY when the wait could hold others up (another
+ * product waits with no leader, or the leaders are at the cross bound): try the lock
+ * first, and if it is busy, call stockd_combiner_busy. WAIT otherwise. */
+typedef enum { STOCKD_PLAN_WAIT, STOCKD_PLAN_TRY } stockd_lock_plan;
+stockd_lock_plan stockd_combiner_before_lock(stockd_combiner *c, int32_t product_id,
+                                             unsigned segment);
+/* A try found the lock busy. PASSED when another WAITING slot not found busy lately
+ * exists: this slot waits (not picked for busy_ns) and the worker leads that one instead
+ * (*product_id, *segment). ASIDE otherwise: the worker waits for its lock without
+ * counting toward the cross bound (its next take counts it again), so that a new
+ * product gets a leader of its own; and the oldest WAITING slot nobody leads, if the
+ * bounds allow one more leader, is handed to another worker: its first job comes back
+ * in *handed (job->handed set), for the caller to put at the head of the job queue. */
+typedef enum { STOCKD_BUSY_PASSED, STOCKD_BUSY_ASIDE } stockd_busy_step;
+stockd_busy_step stockd_combiner_busy(stockd_combiner *c, int32_t *product_id, unsigned *segment,
+                                      uint64_t busy_ns, stockd_job **handed);
+/* A batch is over and the lock let go (or the wait for it failed). AGAIN while jobs
+ * wait in the slot; else the slot closes, and the worker either takes over the oldest
+ * WAITING slot it may lead, busy or not (MOVED: *product_id, *segment), or leads no
+ * more (CLOSED). */
+typedef enum { STOCKD_AFTER_AGAIN, STOCKD_AFTER_MOVED, STOCKD_AFTER_CLOSED } stockd_after_step;
+stockd_after_step stockd_combiner_done(stockd_combiner *c, int32_t *product_id, unsigned *segment);
 
 /* Batches across products, leader only: claims up to max WAITING slots of unsplit
  * products not found busy lately, oldest first job first, and writes their product ids
@@ -439,9 +440,9 @@ int stockd_combiner_next(stockd_combiner *c, int32_t *product_id, unsigned *segm
  * 0 without the cross bound. */
 unsigned stockd_combiner_claim(stockd_combiner *c, int32_t *out, unsigned max);
 /* Gives a claimed slot back: closed if no job waits, else WAITING again. busy_ns > 0:
- * its lock was found busy, so no claim (nor a pass AT_BUSY) picks it for that long (a
- * try of a busy ZooKeeper lock costs three operations, and its node makes a holder that
- * cached the lock let it go); a takeover AT_DONE still may, and waits for it. */
+ * its lock was found busy, so no claim (nor a pass) picks it for that long (a try of a
+ * busy ZooKeeper lock costs three operations, and its node makes a holder that cached
+ * the lock let it go); a takeover or a hand-over still may, and waits for it. */
 void stockd_combiner_unclaim(stockd_combiner *c, int32_t product_id, uint64_t busy_ns);
 
 /* ------------------------------------------------------------------ locks */
@@ -519,7 +520,7 @@ typedef struct stockd_ctx {
     const stockd_config *cfg;
     stockdb_config db;
     stockd_jobq *queue;
-    lock_set *locks;           /* the product locks of the mode's kind (lock/lock.h) */
+    lock_set *locks; /* the product locks of the mode's kind (lock/lock.h) */
     /* Called by a worker once a job's answer is set; resumes the HTTP connection. */
     void (*complete)(stockd_job *job);
 } stockd_ctx;
@@ -566,7 +567,7 @@ void stockd_metrics_request(stockd_route route, stockd_result result);
 void stockd_metrics_db_error(int stockdb_rc); /* ignores OK and NOT_FOUND */
 void stockd_metrics_deduction(uint64_t ns);
 void stockd_metrics_lock_wait(uint64_t ns);
-void stockd_metrics_batch(unsigned n);       /* deductions served by one acquisition */
+void stockd_metrics_batch(unsigned n); /* deductions served by one acquisition */
 void stockd_metrics_batch_products(unsigned n, unsigned busy); /* products in one batch, and
                                                                 * tried locks found busy */
 void stockd_metrics_cross_busy(void);        /* a leader's own product's lock, tried, was busy */

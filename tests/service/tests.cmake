@@ -230,6 +230,13 @@ foreach(case spread3 busy hol kill9)
   stockd_integration_test(cross_products_${case}
     COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/cross_products.sh ${case} LABELS faults)
 endforeach()
+# A product past the cross bound is served while two hot products keep every leader's
+# batch full (~15 s); a product whose lock frees while the leader waits for another
+# busy lock is served then, not after that wait (~8 s).
+stockd_integration_test(cross_products_starve
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/cross_products.sh starve LABELS faults)
+stockd_integration_test(cross_products_aside
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/cross_products.sh aside LABELS faults)
 # GET /lock/queue: the zk queue of two instances over HTTP, no-lock and lease views, and
 # every bad input's JSON 4xx (about 10 s).
 stockd_integration_test(lock_queue COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/lock_queue.sh
