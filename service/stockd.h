@@ -1,29 +1,8 @@
 /* stockd.h: the pieces of the stockd executable and how they fit.
  *
- * One request's path:
- *   http.c    the libmicrohttpd polling thread parses and routes the request. Answers
- *             that need no I/O (bad input, unknown route) are sent at once. Anything that
- *             needs MySQL or ZooKeeper becomes a job: the connection is suspended and the
- *             job is pushed on the queue. The polling thread never blocks on I/O.
- *   jobq.c    a bounded FIFO of jobs between the polling thread and the workers.
- *   worker.c  each worker thread owns one MySQL connection. It pops a job; a
- *             deduction in a locked mode (or atomic) of a product that looks sold out
- *             is first checked with one plain read, then handed to the combiner. The worker that
- * leads the product takes the product's lock, runs every waiting deduction as one transaction
- *             (db/stockdb.h), commits strictly before it releases, and answers them.
- *   cross.c   with --cross-products, the leader's batch takes along the deductions of
- *             other products whose locks a try gets now, in one transaction, all or
- *             nothing. batch.c, below it and worker.c, runs one product's batch (worker_int.h,
- *             private to service/, draws these three layers).
- *   combiner.c per product and process at most one worker queues for or holds the
- *             lock; the deductions that arrive meanwhile wait there for its next batch.
- *             With --segments K, per segment: each has its own lock and row, and a
- *             deduction that finds its segment empty moves on to the next one; at most
- *             half the workers lead one product's segments, the rest wait for one.
- *   lock/     (lock/lock.h) the lock kinds behind one small face: local mutex,
- *             ZooKeeper fair or herd lock, Redis lease lock, the database lock table, or
- *             none beyond the database's own row lock. worker.c makes a product's lock
- *             name and calls lock_acquire / lock_check / lock_token / lock_release.
+ * One request's path (http.c, jobq.c, worker.c, deduct.c, combiner.c, batch.c, cross.c,
+ * txn.c, answer.c, and lock/ and db/ below) is told once, in docs/architecture.md ("The
+ * path of a request"); the other files:
  *   contract.c pure functions: routing, the id and key parsers, and the mapping from an
  *             outcome to an HTTP status and a JSON body (cJSON). Unit-tested and fuzzed.
  *   config.c  command line, environment and --config file into a stockd_config (pure),
@@ -104,7 +83,7 @@ extern const stockd_mode stockd_modes[];
 extern const size_t stockd_nmodes;
 
 /* --pitfall: the two mistakes that oversell most often in real code, each made exactly
- * and nothing else changed (worker.c, docs/fence.md, "Two classic mistakes"). */
+ * and nothing else changed (batch.c and txn.c, docs/fence.md, "Two classic mistakes"). */
 typedef enum stockd_pitfall {
     STOCKD_PITFALL_NONE = 0,
     /* The lock is released before COMMIT, as when the unlock runs inside a
@@ -167,9 +146,9 @@ typedef struct stockd_config {
      * lease would do. */
     bool fence;
     /* 1: the product row holds the stock. K > 1: segments 1..K of product_segment do
-     * (sql/schema.sql), each locked as product_N_seg_S (worker.c). */
+     * (sql/schema.sql), each locked as product_N_seg_S (batch.c). */
     unsigned segments;
-    /* Issue 20's two classic mistakes, made on purpose (worker.c); NONE is the correct
+    /* Issue 20's two classic mistakes, made on purpose (batch.c, txn.c); NONE is the correct
      * order: acquire, read, write, commit, release. */
     stockd_pitfall pitfall;
     stockd_log_format log_format; /* --log-format text|json */
@@ -335,7 +314,7 @@ typedef struct stockd_job {
     uint64_t arrived_ns;  /* CLOCK_MONOTONIC when the request arrived (stockd_now_ns),
                            * moved back by the proxy's X-Request-Start (http.c) */
     char request_id[101]; /* the client's Idempotency-Key, or our own unique id */
-    /* Segmented stock (--segments K > 1, worker.c): the segment the deduction is at
+    /* Segmented stock (--segments K > 1, deduct.c): the segment the deduction is at
      * (1..K; 0 before its first), how many segments it has found empty so far, and how
      * many times it began the walk again because the whole stock read after one showed
      * a unit (a restock during its walk). */
@@ -448,7 +427,7 @@ void stockd_combiner_unclaim(stockd_combiner *c, int32_t product_id, uint64_t bu
 /* ------------------------------------------------------------------ locks */
 
 /* The product locks are lock/lock.h's: main.c makes the set of cfg->lock_kind
- * (stockd_lock_config fills its lock_config) and worker.c takes product_N or
+ * (stockd_lock_config fills its lock_config) and batch.c takes product_N or
  * product_N_seg_S. Every code is a LOCK_* of lock/lock_codes.h. */
 
 /* Fills *out from cfg for the kind of cfg's mode: the address, credentials and lease

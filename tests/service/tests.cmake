@@ -268,7 +268,7 @@ set_tests_properties(no_file_circle_in_service no_file_circle_in_lock no_file_ci
 # --queue-deadline-ms counts from nginx's send (X-Request-Start), not from stockd's
 # intake: a request older than the deadline deducts nothing; a fresh or untrusted header
 # is served (a second each). The sanitizer builds run it in mode atomic only: a request
-# expired at intake is answered before the mode matters (worker.c, serve_deduct), and no
+# expired at intake is answered before the mode matters (deduct.c, deduct__serve), and no
 # other test sends one, while zk's served requests are the oversell tests' too.
 stockd_integration_test(request_start_atomic_deadline_from_the_proxy_send
   COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/request_start.sh atomic LABELS service)
