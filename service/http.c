@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
@@ -132,6 +133,13 @@ static enum MHD_Result count_bytes(void *cls, enum MHD_ValueKind kind, const cha
     return MHD_YES;
 }
 
+/* Counts the Idempotency-Key headers (the name is case-insensitive). */
+static enum MHD_Result count_idem_keys(void *cls, enum MHD_ValueKind kind, const char *key,
+                                       size_t key_size, const char *value, size_t value_size) {
+    *(unsigned *)cls += key_size == 15 && strncasecmp(key, "Idempotency-Key", 15) == 0;
+    return MHD_YES;
+}
+
 /* When the request arrived, on stockd_now_ns's clock: now, moved back by the time it
  * spent since nginx sent it (its X-Request-Start header, nginx/nginx.conf.in). A request
  * can wait in the listen backlog before libmicrohttpd accepts it (when more than
@@ -178,6 +186,7 @@ static enum MHD_Result route(stockd_http *h, struct MHD_Connection *c, http_req 
     if (MHD_lookup_connection_value_n(c, MHD_HEADER_KIND, "Idempotency-Key", 15, &in.idem_key,
                                       &in.idem_key_len) != MHD_YES)
         in.idem_key = NULL;
+    MHD_get_connection_values_n(c, MHD_HEADER_KIND, count_idem_keys, &in.idem_keys);
     stockd_route_request(&in, &d);
 
     if (d.error != STOCKD_R_OK) return send_error(h, c, d.route, d.error, d.message, d.allow);

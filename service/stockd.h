@@ -467,6 +467,7 @@ typedef struct stockd_request_in {
     bool params_truncated; /* there were more than STOCKD_MAX_PARAMS */
     const char *idem_key;  /* the Idempotency-Key header, NULL if absent */
     size_t idem_key_len;
+    unsigned idem_keys; /* how many Idempotency-Key headers came (idem_key is the first) */
     size_t body_bytes;
     size_t uri_bytes;    /* path plus decoded query parameters */
     size_t header_bytes; /* header names plus values */
