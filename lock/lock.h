@@ -299,7 +299,7 @@ typedef struct lock_view_entry {
     int64_t seq;    /* zk fair: the sequence number; -1 = none */
     int64_t token;  /* lease kinds: the holder's fencing token; 0 = not known */
     int watches;    /* zk fair: index of the entry this one watches; -1 = none (the holder) */
-    bool ours;      /* made by this process (its ZooKeeper session) */
+    bool ours;      /* this process's: zk, made by its session; a lease, its owner ours */
 } lock_view_entry;
 
 struct lock_view {

@@ -684,11 +684,12 @@ int redislock_ping(redislock *l) {
 }
 
 int redislock_peek(redislock *l, const char *name, char *key, size_t keycap, long long *token,
-                   long long *pttl_ms) {
+                   long long *pttl_ms, char *owner, size_t ownercap) {
     if (!l || !name_valid(name)) return LOCK_ERR_ARGS;
     l->errstr[0] = '\0';
     *token = 0;
     *pttl_ms = -1;
+    if (ownercap) owner[0] = '\0';
     snprintf(key, keycap, "%s%s", l->prefix, name);
     int rc = rl_connect_cmd(l);
     if (rc != LOCK_OK) return rc;
@@ -704,7 +705,11 @@ int redislock_peek(redislock *l, const char *name, char *key, size_t keycap, lon
         goto out;
     }
     l->st.ops += 2;
-    if (get->type == REDIS_REPLY_STRING) *token = strtoll(get->str, NULL, 10);
+    if (get->type == REDIS_REPLY_STRING) {
+        char *end;
+        *token = strtoll(get->str, &end, 10);
+        if (*end == '.' && ownercap) snprintf(owner, ownercap, "%s", end + 1);
+    }
     if (ttl->type == REDIS_REPLY_INTEGER && *token) *pttl_ms = ttl->integer;
 out:
     freeReplyObject(get);
@@ -744,10 +749,12 @@ const char *redislock_strerror(int code) {
  * key, its token and the lease left, or nothing when the lock is free. */
 static int redislock__lease_view(void *handle, const char *name, lock_view *out) {
     long long token = 0, pttl = -1;
-    int rc = redislock_peek(handle, name, out->path, sizeof(out->path), &token, &pttl);
+    char owner[sizeof(out->e[0].owner)];
+    int rc = redislock_peek(handle, name, out->path, sizeof(out->path), &token, &pttl, owner,
+                            sizeof(owner));
     if (rc != LOCK_OK) return rc;
-    /* The key holds the token only: the holder's instance is not known. */
-    lock__lease_view_holder(out, name, token, pttl, NULL);
+    /* The key holds the token, and ".<owner>" after it when the holder has one. */
+    lock__lease_view_holder(out, name, token, pttl, owner[0] ? owner : NULL);
     return LOCK_OK;
 }
 
@@ -764,7 +771,10 @@ static int rk_open(const lock_config *cfg, const atomic_int *cancel, void **hand
                           .connect_timeout_ms = lock__lease_connect_ms(cfg),
                           .cancel = cancel,
                           .user = cfg->user,
-                          .password = cfg->password};
+                          .password = cfg->password,
+                          /* The key names its holder, for a view (lock_view's owner and
+                           * ours), when the owner fits the key's 32 bytes. */
+                          .owner = cfg->owner && strlen(cfg->owner) <= 32 ? cfg->owner : NULL};
     redislock *r = NULL;
     int rc = redislock_new(&c, &r, err, errcap);
     *handle = r;

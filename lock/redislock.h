@@ -181,11 +181,12 @@ int redislock_release_mine(redislock *l, const char *name);
  * were refused) or LOCK_ERR_SERVER. For /health. */
 int redislock_ping(redislock *l);
 /* Reads the lock `name` as the server has it now, for a view (lock.h, lock_view_read):
- * *key the key (keycap bytes), *token its token (0 = the lock is free) and *pttl_ms the
- * lease left (-1 = free). One round trip; reconnects as any call. LOCK_OK or an error
- * with its detail in errstr. The handle's thread. */
+ * *key the key (keycap bytes), *token its token (0 = the lock is free), *pttl_ms the
+ * lease left (-1 = free) and *owner (ownercap bytes) the holder's owner ("" if it has
+ * none). One round trip; reconnects as any call. LOCK_OK or an error with its detail in
+ * errstr. The handle's thread. */
 int redislock_peek(redislock *l, const char *name, char *key, size_t keycap, long long *token,
-                   long long *pttl_ms);
+                   long long *pttl_ms, char *owner, size_t ownercap);
 
 /* Copies the handle's counters. */
 void redislock_get_stats(const redislock *l, redislock_stats *out);
