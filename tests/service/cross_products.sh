@@ -23,6 +23,12 @@
 #            orders each, and the lossy ledger: deducted answers <= orders <= deducted +
 #            the answers left open (nginx's 502s: round-robin keeps sending a third of
 #            the load to the dead instance, which refuses it with nothing deducted). ~20 s.
+#   starve   two hot products (40 closed-loop clients each) keep both leaders' batches
+#            full: a third product's single deduction is answered (deducted) while that
+#            load runs, not 503 at its deadline (issue 34 #1). ~5 s.
+#   aside    a leader waits for one busy lock (C's, 6 s) while another product's (B's,
+#            1.5 s) frees: that product is handed to another worker and answered while
+#            C still holds its lock (issue 34 #2). ~8 s.
 # (A batch with one lock lost before COMMIT commits nothing: stockdb_itest's
 # multi_products_commit_all_or_nothing, with the guard refusing as a lost lock makes it.)
 source "$STOCKD_SRC/tests/lib.sh"
