@@ -239,6 +239,11 @@ int lock_lease_view(void *set, const char *name, lock_view *out) {
     rc = l->ops->view(s->handle, name, out);
     lease_count_ops(s, false);
     lease_give(s);
+    /* A lease has no session to tell whose it is: the holder this process's owner names
+     * (lock_config.owner, stockd's instance) is ours. */
+    for (size_t i = 0; rc == LOCK_OK && i < out->n; i++)
+        out->e[i].ours =
+            l->cfg.owner && l->cfg.owner[0] && strcmp(out->e[i].owner, l->cfg.owner) == 0;
     return rc;
 }
 

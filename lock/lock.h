@@ -305,7 +305,7 @@ typedef struct lock_view_entry {
     int64_t seq;    /* zk fair: the sequence number; -1 = none */
     int64_t token;  /* lease kinds: the holder's fencing token; 0 = not known */
     int watches;    /* zk fair: index of the entry this one watches; -1 = none (the holder) */
-    bool ours;      /* made by this process (its ZooKeeper session) */
+    bool ours;      /* this process's: zk, made by its session; a lease, its owner ours */
     char impl[8];   /* zk fair: who made it, from the node's name: "stockd", "curator",
                      * "kazoo" or "other" (zklock_int.h); "" = not known */
 } lock_view_entry;

@@ -9,10 +9,17 @@
 #include <stdint.h>
 #include <time.h>
 
-/* CLOCK_MONOTONIC in microseconds. */
+/* CLOCK_BOOTTIME in microseconds: the clock of a lease's validity and of the timeouts
+ * measured against it. A lease runs out on the server in real time, suspended or not,
+ * and CLOCK_MONOTONIC stops while the machine is suspended (CLOCK_BOOTTIME does not):
+ * on it, a hold kept across a suspend would still look valid here after the server had
+ * let it go. The fence refuses that holder's COMMIT either way; this clock keeps
+ * lock_check from saying OK meanwhile. (Waits on a condition variable stay on
+ * CLOCK_MONOTONIC, the only steady clock pthread_condattr_setclock takes; a suspend
+ * only makes them end late, which decides nothing.) */
 static inline int64_t lock_now_us(void) {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(CLOCK_BOOTTIME, &ts);
     return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 

@@ -660,8 +660,8 @@ int redislock_ping(redislock *l) {
 /* The Redis lease lock's part of lock_view_read (lock.h). Redis keeps one key per lock,
  * holding the holder's fencing token and expiring with its lease, and no queue: waiters
  * poll and listen for the release on their own. So a view is that key, its token and
- * the lease left, or nothing when the lock is free. The key holds the token only: the
- * holder's instance is not known. */
+ * the lease left, or nothing when the lock is free. The key holds the token, and
+ * ".<owner>" after it when the holder has one. */
 int redislock_view(redislock *l, const char *name, lock_view *out) {
     if (!l || !name_valid(name)) return LOCK_ERR_ARGS;
     l->errstr[0] = '\0';
@@ -681,9 +681,15 @@ int redislock_view(redislock *l, const char *name, lock_view *out) {
         goto out;
     }
     l->st.ops += 2;
-    long long token = get->type == REDIS_REPLY_STRING ? strtoll(get->str, NULL, 10) : 0;
-    long long pttl = ttl->type == REDIS_REPLY_INTEGER && token ? ttl->integer : -1;
-    lock__lease_view_holder(out, name, token, pttl, NULL);
+    long long token = 0, pttl = -1;
+    char owner[sizeof(out->e[0].owner)] = "";
+    if (get->type == REDIS_REPLY_STRING) {
+        char *end;
+        token = strtoll(get->str, &end, 10);
+        if (*end == '.') snprintf(owner, sizeof(owner), "%s", end + 1);
+    }
+    if (ttl->type == REDIS_REPLY_INTEGER && token) pttl = ttl->integer;
+    lock__lease_view_holder(out, name, token, pttl, owner[0] ? owner : NULL);
 out:
     freeReplyObject(get);
     freeReplyObject(ttl);
@@ -720,7 +726,10 @@ static int redislock__lease_open(const lock_config *cfg, const atomic_int *cance
                           .connect_timeout_ms = lock__lease_connect_ms(cfg),
                           .cancel = cancel,
                           .user = cfg->user,
-                          .password = cfg->password};
+                          .password = cfg->password,
+                          /* The key names its holder, for a view (lock_view's owner and
+                           * ours), when the owner fits the key's 32 bytes. */
+                          .owner = cfg->owner && strlen(cfg->owner) <= 32 ? cfg->owner : NULL};
     redislock *r = NULL;
     int rc = redislock_new(&c, &r, err, errcap);
     *handle = r;

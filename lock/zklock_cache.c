@@ -20,10 +20,11 @@
  * session timeout, it still says connected until that thread runs and learns of the
  * expiry, and a cached hold handed out meanwhile would run a batch under a dead token.
  * So a gap in the maintenance thread's rounds longer than zklock__pause_limit_ms_locked
- * counts as such a pause: a hold cached across it is let go, never handed out. mu
- * held. */
+ * counts as such a pause: a hold cached across it is let go, never handed out. The gap
+ * is measured on CLOCK_BOOTTIME, so that a suspend of the machine counts too (the
+ * session runs out on the server meanwhile; CLOCK_MONOTONIC stops). mu held. */
 static int zklock_cache_fresh_locked(const zklock_session *s) {
-    return zklock__now_ms() - s->maint_tick_ms < zklock__pause_limit_ms_locked(s);
+    return zklock__boot_ms() - s->maint_boot_ms < zklock__pause_limit_ms_locked(s);
 }
 
 /* May a cached hold be handed to a thread now? Only while nobody else queued for the

@@ -19,6 +19,12 @@ int64_t zklock__now_ms(void) {
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+int64_t zklock__boot_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_BOOTTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
 int64_t zklock__pause_limit_ms_locked(const zklock_session *s) {
     int64_t timeout = s->session_timeout_ms;
     if (s->conn->timeout_ms > 0 && s->conn->timeout_ms < timeout) timeout = s->conn->timeout_ms;

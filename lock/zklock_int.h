@@ -127,6 +127,7 @@ struct zklock_session {
     pthread_t maint;
     int maint_started;
     int64_t maint_tick_ms; /* when the maintenance thread last went round (monotonic) */
+    int64_t maint_boot_ms; /* the same on zklock__boot_ms, for the pause check */
 };
 
 /* ---- layer 0, zklock_queue.c */
@@ -173,6 +174,10 @@ void zklock__decide(const struct String_vector *kids, const char *mine, const ch
 
 /* Milliseconds of CLOCK_MONOTONIC. */
 int64_t zklock__now_ms(void);
+/* Milliseconds of CLOCK_BOOTTIME, which goes on while the machine is suspended: the
+ * clock of the pause check (zklock_cache.c), as the session expires on the server in
+ * real time. */
+int64_t zklock__boot_ms(void);
 
 /* Waits on cond (with mu held) until deadline_ms of CLOCK_MONOTONIC (-1 = none). */
 void zklock__cond_wait_until(pthread_cond_t *cond, pthread_mutex_t *mu, int64_t deadline_ms);

@@ -50,6 +50,7 @@ static void *zklock_maint_main(void *arg) {
          * wake-up. */
         int64_t next = zklock__cache_sweep_locked(s);
         s->maint_tick_ms = zklock__now_ms();
+        s->maint_boot_ms = zklock__boot_ms();
         int64_t round = zklock__pause_limit_ms_locked(s) / 2;
         int64_t until = s->maint_tick_ms + (round < 500 ? round : 500);
         if (next >= 0 && next < until) until = next;
@@ -146,6 +147,7 @@ int zklock_session_new(const zklock_session_config *cfg, zklock_session **out) {
         goto out;
     }
     s->maint_tick_ms = zklock__now_ms();
+    s->maint_boot_ms = zklock__boot_ms();
     if (pthread_create(&s->maint, NULL, zklock_maint_main, s) != 0) {
         rc = LOCK_ERR_NOMEM;
         goto out;

@@ -1,172 +1,137 @@
-/* batch.c: one product's batch, the step below every path of a deduction in a locked
- * mode: its lock (waited for), its transaction under the held lock with the guard that
- * re-checks the lock and the oldest deadline right before COMMIT, and its answers, with
- * the deadline that drops a job nobody waits for any more.
- *
- * Layer: worker.c (the threads, a slot's leader) and cross.c (batches across products)
- * call it; it calls neither, only the modules below service/ (lock/, db/) and the
- * stock notes (stockwatch.c). Everything here runs on a worker thread with its own
- * worker_state (worker_int.h). */
+/* batch.c: a batch's lock life, all in batch__pass: the slot's lock waited for, or
+ * tried and passed on or waited for set aside, as the combiner's steps say; the batch
+ * taken, its expired jobs dropped, its transaction run under the lock (or the batch
+ * across products, cross.c); and the lock kept for another pass, cached or let go. On a
+ * failed wait, the jobs that waited through it get its failure. docs/architecture.md
+ * tells the request path; worker_int.h draws the files' layers. Everything here runs on
+ * a worker thread with its own worker_state. */
 #include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <time.h>
 
 #include "worker_int.h"
 
-/* Logs a database or lock failure at most once a second per worker, so an outage does
- * not turn into one log line per request. */
-void batch__log_failure(worker_state *ws, const char *what, const char *detail) {
-    time_t now = time(NULL);
-    if (now == ws->last_log) return;
-    ws->last_log = now;
-    stockd_log("warn", "%s: %s", what, detail);
-}
-
-/* Counts and logs a database failure (not the client's mistakes). */
-void batch__note_db_error(worker_state *ws, const char *what, int rc) {
-    if (rc == STOCKDB_OK || rc == STOCKDB_ERR_NOT_FOUND || rc == STOCKDB_ERR_KEY_REUSED) return;
-    stockd_metrics_db_error(rc);
-    batch__log_failure(ws, what, stockdb_errstr(ws->db));
-}
-
-/* Writes the answer into the job and hands it back to the HTTP side. */
-void batch__finish(worker_state *ws, stockd_job *job, const stockd_answer *a) {
-    job->result = a->result;
-    job->status = stockd_answer_status(a->result);
-    job->body = stockd_answer_json(a, ws->w->ctx->cfg->instance);
-    if (job->kind == STOCKD_JOB_DEDUCT) stockd_metrics_deduction(stockd_now_ns() - job->arrived_ns);
-    ws->w->ctx->complete(job);
-}
-
-/* A job that waited past --queue-deadline-ms is answered without deducting: its client
- * (or the proxy in front) has most likely given up on it already. It is checked when a
- * job is taken and again right before its batch's COMMIT (batch__guard_check). */
-bool batch__expired(const stockd_ctx *ctx, const stockd_job *job, uint64_t now) {
-    uint64_t limit = (uint64_t)ctx->cfg->queue_deadline_ms * 1000000u;
-    return limit && now - job->arrived_ns > limit;
-}
-
-void batch__finish_expired(worker_state *ws, stockd_job *job) {
-    stockd_answer a = {.result = STOCKD_R_OVERLOADED,
-                       .id = job->product_id,
-                       .message = "the request was not served within the queue deadline; "
-                                  "nothing was deducted"};
-    batch__finish(ws, job, &a);
-}
-
-/* Waits at most the configured lock timeout for the lock of the product (named
- * product_N) or of its segment S >= 1 (product_N_seg_S), or only tries it. LOCK_OK with
- * *out held, or the error. */
-int batch__lock_acquire(lock_set *locks, int32_t product_id, unsigned segment, bool try_only,
-                        product_lock *out) {
+/* Waits at most the configured lock timeout for the lock of the slot (product_N, or
+ * product_N_seg_S for segment S >= 1), or only tries it. LOCK_OK with l->lock held, or
+ * the error. */
+static int lock_slot(worker_state *ws, leader *l, bool try_only) {
     char name[48];
-    out->product_id = product_id;
-    out->segment = segment;
-    if (segment)
-        snprintf(name, sizeof(name), "product_%d_seg_%u", product_id, segment);
+    if (l->lock.segment)
+        snprintf(name, sizeof(name), "product_%d_seg_%u", l->lock.product_id, l->lock.segment);
     else
-        snprintf(name, sizeof(name), "product_%d", product_id);
-    return try_only ? lock_try_acquire(locks, name, &out->hold)
-                    : lock_acquire(locks, name, &out->hold);
+        snprintf(name, sizeof(name), "product_%d", l->lock.product_id);
+    lock_set *locks = ws->w->ctx->locks;
+    return try_only ? lock_try_acquire(locks, name, &l->lock.hold)
+                    : lock_acquire(locks, name, &l->lock.hold);
 }
 
-/* A text for a lock code, for the log: the kind's own message where it has one. */
-const char *batch__lock_text(const stockd_ctx *ctx, int rc) {
-    /* Only a release sees a lease kind's LOST (the pre-commit check is the guard's, and
-     * is answered, not logged): the batch before it has run, and whether it committed
-     * was decided by the fence, not by this release. */
-    if (rc == LOCK_LOST && (lock_set_kind(ctx->locks)->flags & LOCK_KIND_LEASE))
-        return ctx->cfg->fence
-                   ? "the lock was no longer ours at this release (its lease ran out, and it "
-                     "may have been taken over); the commit before it was fenced, so it could "
-                     "not overwrite a newer holder's write, and nothing is undone"
-                   : "the lock was no longer ours at this release (its lease ran out, and it "
-                     "may have been taken over); with --fence off the commit before it was not "
-                     "fenced and may have oversold";
-    const char *m = lock_failure_message(ctx->locks, rc);
-    return m ? m : lock_strerror(rc);
-}
-
-/* Refuses the COMMIT unless the lock is surely ours and the batch's oldest job is still
- * within --queue-deadline-ms. The batch__expired() check when a job is taken is not enough:
- * the think time and the statements come after it, and a job taken just before its
- * deadline would otherwise commit after its client (or nginx) has given up on it. */
-int batch__guard_check(void *arg) {
-    batch_guard *g = arg;
-    if (g->deadline_ns && stockd_now_ns() > g->deadline_ns) {
-        g->late = true;
-        return 1;
+/* The slot's lock, as the combiner's steps say: waited for, or tried first and, when
+ * busy, passed on (the worker then leads another slot: l changes) or waited for set
+ * aside, handing a slot nobody leads to another worker. A try that fails otherwise (the
+ * service is down, say) falls back to the plain wait. LOCK_OK or the wait's error. */
+static int acquire(worker_state *ws, leader *l) {
+    stockd_combiner *c = ws->w->combiner;
+    int32_t *pid = &l->lock.product_id;
+    unsigned *seg = &l->lock.segment;
+    while (stockd_combiner_before_lock(c, *pid, *seg) == STOCKD_PLAN_TRY) {
+        int rc = lock_slot(ws, l, true);
+        if (rc != LOCK_ERR_TIMEOUT) {
+            if (rc == LOCK_OK) return rc;
+            break;
+        }
+        stockd_metrics_cross_busy();
+        stockd_job *handed = NULL;
+        if (stockd_combiner_busy(c, pid, seg, CROSS_BUSY_NS, &handed) == STOCKD_BUSY_ASIDE) {
+            if (handed) stockd_jobq_requeue(ws->w->ctx->queue, handed);
+            break;
+        }
     }
-    if (g->release) {
-        /* Once: a batch retried after a deadlock comes back here with the lock gone. */
-        if (!g->released) (void)lock_release(&g->release->hold);
-        g->released = true;
-        return 0;
-    }
-    return g->lock && lock_check(&g->lock->hold) != LOCK_OK;
+    return lock_slot(ws, l, false);
 }
 
-/* Runs jobs[0..n-1] of one product as one transaction under the held lock h and fills
- * their answers (not yet sent). Returns true, with no answer filled, when the batch was
- * rolled back because its oldest job had passed its deadline before COMMIT: the caller
- * answers those past it and runs the rest again. With --pitfall release-before-commit
- * the lock is let go right before COMMIT (*released says whether that happened). */
-bool batch__run(worker_state *ws, stockd_job **jobs, unsigned n, product_lock *h,
-                stockd_answer *answers, bool *released) {
+/* Answers the slot's waiting jobs that arrived before `before` with the lock's failure. */
+static void fail_waiting(worker_state *ws, const leader *l, int lock_rc, uint64_t before) {
     stockd_ctx *ctx = ws->w->ctx;
-    uint64_t limit = (uint64_t)ctx->cfg->queue_deadline_ms * 1000000u, oldest = UINT64_MAX;
-    for (unsigned i = 0; i < n; i++) {
-        ws->items[i] = (stockdb_item){.request_id = jobs[i]->request_id};
-        if (jobs[i]->arrived_ns < oldest) oldest = jobs[i]->arrived_ns;
+    unsigned n;
+    while ((n = stockd_combiner_take(ws->w->combiner, l->lock.product_id, l->lock.segment, ws->jobs,
+                                     ctx->cfg->batch_max, before)) > 0) {
+        for (unsigned i = 0; i < n; i++) {
+            stockd_answer a = {.id = l->lock.product_id};
+            stockd_answer_from_db(&a, lock_rc, STOCKDB_OK, NULL);
+            const char *m = lock_failure_message(ctx->locks, lock_rc);
+            if (m) a.message = m;
+            answer__send(ws, ws->jobs[i], &a);
+        }
     }
-    /* --fence off (the paused-holder demonstration only) sends no token and skips the
-     * pre-commit check, as a client that trusts its lease would. */
-    bool fence = ctx->cfg->fence;
-    bool release_early = ctx->cfg->pitfall == STOCKD_PITFALL_RELEASE_BEFORE_COMMIT;
-    batch_guard g = {.lock = fence ? h : NULL,
-                     .release = release_early ? h : NULL,
-                     .deadline_ns = limit ? oldest + limit : 0};
-    stockdb_batch b = {.product_id = h->product_id,
-                       .segment = (int32_t)h->segment,
-                       .fence = fence ? lock_token(&h->hold) : 0,
-                       .fence_kind = lock_set_kind(ctx->locks)->fence_kind,
-                       .guard = fence || limit || release_early ? batch__guard_check : NULL,
-                       .guard_arg = &g,
-                       .think_us = think_us(ws),
-                       .items = ws->items,
-                       .n = n};
-    int rc = STOCKDB_ERR_DEADLOCK;
-    for (int attempt = 0; attempt < 3 && rc == STOCKDB_ERR_DEADLOCK; attempt++)
-        rc = stockdb_deduct_batch(ws->db, ctx->cfg->strategy, &b);
-    *released = g.released;
-    count_statements(ws);
-    if (rc == STOCKDB_ERR_GUARD && g.late) return true;
-    batch__note_db_error(ws, "deduction", rc);
-    stockd_metrics_batch(n);
-    int32_t left = INT32_MAX;
-    for (unsigned i = 0; i < n; i++) {
-        answers[i] = (stockd_answer){.id = h->product_id};
-        int item_rc = rc == STOCKDB_OK ? ws->items[i].rc : rc;
-        stockd_answer_from_db(&answers[i], LOCK_OK, item_rc, &ws->items[i].res);
-        if (answers[i].result == STOCKD_R_DEDUCTED) answers[i].segment = h->segment;
-        if (item_rc == STOCKDB_OK && ws->items[i].res.stock < left) left = ws->items[i].res.stock;
+}
+
+/* Takes the slot's lock for a first pass; false when the wait failed, its waiters then
+ * answered: those that waited through the whole attempt get its failure, the ones that
+ * came during it try again, unless the lock is unusable now. */
+static bool take_lock(worker_state *ws, leader *l) {
+    stockd_ctx *ctx = ws->w->ctx;
+    bool snapshot_first = ctx->cfg->pitfall == STOCKD_PITFALL_SNAPSHOT_BEFORE_LOCK;
+    uint64_t t0 = stockd_now_ns();
+    /* --pitfall snapshot-before-lock: the transaction's first read, and so its
+     * snapshot, comes before the wait for the lock. */
+    if (snapshot_first) (void)stockdb_open_snapshot(ws->db, l->lock.product_id);
+    int rc = acquire(ws, l);
+    stockd_metrics_lock_wait(stockd_now_ns() - t0);
+    if (rc == LOCK_OK) {
+        l->held = true;
+        l->passes = 0;
+        return true;
     }
-    /* One empty segment says nothing about the product: only stock left is news. */
-    if (left != INT32_MAX && (left > 0 || !h->segment)) stockd_stockwatch_note(h->product_id, left);
+    if (snapshot_first) stockdb_end_transaction(ws->db);
+    if (rc != LOCK_ERR_TIMEOUT) answer__log_failure(ws, "lock", answer__lock_text(ctx, rc));
+    fail_waiting(ws, l, rc, rc == LOCK_ERR_TIMEOUT ? t0 : UINT64_MAX);
     return false;
 }
 
-/* Answers the jobs of jobs[0..n-1] that are past their deadline (503, nothing
- * deducted) and packs the rest to the front; returns how many are left. */
-unsigned batch__drop_expired(worker_state *ws, stockd_job **jobs, unsigned n) {
-    uint64_t now = stockd_now_ns();
-    unsigned live = 0;
-    for (unsigned i = 0; i < n; i++) {
-        if (batch__expired(ws->w->ctx, jobs[i], now))
-            batch__finish_expired(ws, jobs[i]);
-        else
-            jobs[live++] = jobs[i];
-    }
+/* One batch under the held lock: with --cross-products, room is kept for the products
+ * that wait with no leader (claimed first, so a hot product's full slot never crowds
+ * them out: issue 34 #1); then the slot's jobs, the expired dropped, and the one
+ * transaction. Returns the jobs to answer (ws->jobs, ws->answers). */
+static unsigned run_batch(worker_state *ws, leader *l) {
+    stockd_ctx *ctx = ws->w->ctx;
+    bool cross = cross__on(ctx, l->lock.segment);
+    int32_t claimed[STOCKDB_MULTI_MAX];
+    unsigned nc = cross ? cross__claim(ws, claimed) : 0;
+    unsigned n = stockd_combiner_take(ws->w->combiner, l->lock.product_id, l->lock.segment,
+                                      ws->jobs, ctx->cfg->batch_max - nc, UINT64_MAX);
+    unsigned live = answer__drop_late(ws, ws->jobs, n);
+    if (cross && (live > 0 || nc > 0))
+        return cross__run(ws, &l->lock, live, claimed, nc, ws->answers);
+    bool released = false;
+    /* Rolled back at the deadline of its oldest job: those past their deadline get 503;
+     * the rest, within theirs, run again at once under the same lock. Each round
+     * answers at least the oldest, so this ends. */
+    while (live > 0 && txn__run(ws, ws->jobs, live, &l->lock, ws->answers, &released))
+        live = answer__drop_late(ws, ws->jobs, live);
+    if (released) l->held = false; /* --pitfall release-before-commit let it go */
     return live;
+}
+
+/* Keeps the lock for the next batch only within the pass limit, while more wait and
+ * the lock is surely still ours; otherwise lets it go before the batch is answered, so
+ * the next holder starts as early as possible. Lock caching (zk): the node is kept for
+ * --lock-cache-ms, so that this product's next batch here starts without a ZooKeeper
+ * round, until another instance queues for it (lock/zklock.h). --batch-max 1 keeps the
+ * seed's one acquisition per deduction. */
+static void keep_or_let_go(worker_state *ws, leader *l) {
+    const stockd_config *cfg = ws->w->ctx->cfg;
+    if (l->passes < cfg->lock_passes &&
+        stockd_combiner_waiting(ws->w->combiner, l->lock.product_id, l->lock.segment) > 0 &&
+        lock_check(&l->lock.hold) == LOCK_OK)
+        return;
+    unsigned cache_ms = cfg->batch_max > 1 ? cfg->lock_cache_ms : 0;
+    int rel = lock_release_cached(&l->lock.hold, (int)cache_ms);
+    if (rel != LOCK_OK) answer__log_failure(ws, "lock release", answer__lock_text(ws->w->ctx, rel));
+    l->held = false;
+}
+
+unsigned batch__pass(worker_state *ws, leader *l) {
+    if (!l->held && !take_lock(ws, l)) return 0;
+    unsigned n = run_batch(ws, l);
+    l->passes++;
+    if (l->held) keep_or_let_go(ws, l);
+    return n;
 }

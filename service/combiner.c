@@ -1,48 +1,11 @@
 /* combiner.c: combining of deductions, so that one lock acquisition serves every
- * deduction of a slot (a product, or one segment of it) that queued up behind it.
- *
- * A worker that pops a deduction hands it to the combiner. The job joins its slot. A
- * slot is in one of two states:
- *
- *   LED      a worker (its leader, in worker.c's lead()) serves it: it queues for the
- *            slot's lock (the only worker of this process in that queue) and, once it
- *            holds the lock, takes up to batch_max waiting jobs as one batch, batch
- *            after batch, until none waits;
- *   WAITING  jobs wait with no leader, because opening the slot LED would have passed a
- *            bound (below); a leader will take it over or claim it.
- *
- * A job that opens a slot makes its worker the leader when no bound says otherwise; any
- * other job waits in its slot and its worker goes back to the queue at once. So a hot
- * product never ties up more than one worker, and other products and /health keep being
- * served. The two bounds:
- *   - max_leaders: LED slots of one split product (--segments K gives K slots, and K
- *     leaders would take K workers, with K >= --workers every worker: the head-of-line
- *     blocking the combiner exists to prevent);
- *   - cross: leaders in all, with batches across products (--cross-products). Each
- *     leader's batch claims up to K-1 WAITING slots of other products whose locks a try
- *     gets now (cross.c), and gives them back after it.
- *
- * The one rule that keeps a job from being left without a leader: a leader whose slot
- * runs empty closes it and, under the same mutex, takes over the oldest WAITING slot it
- * may lead (stockd_combiner_next AT_DONE) before it stops leading. A slot is opened
- * WAITING only while some leader exists that must pass through that step (of the
- * product, for segments; any, across products).
- *
- * A leader does not hold the others up while it waits for a lock held elsewhere. When
- * its wait could (another product waits with no leader, or the leaders are at the cross
- * bound), it tries the lock first (AT_LOCK says TRY). If that is busy (AT_BUSY), it
- * passes its slot on: the slot goes WAITING, not picked again for a while, and the worker
- * leads the oldest WAITING slot instead. With none to pass to, it waits for its lock but
- * is set aside: not counted toward the cross bound until its next take, so a new product
- * gets a leader of its own rather than waiting behind it. Below the bound with no one
- * waiting, a leader just waits: a hot product's contended lock costs no try.
- *
- *   (none) --enter, within the bounds--------------> LED
- *   (none) --enter, past a bound-------------------> WAITING
- *   WAITING --next AT_DONE takeover, claim---------> LED
- *   LED --next AT_BUSY, another waits--------------> WAITING (busy for a while)
- *   LED --unclaim, jobs left-----------------------> WAITING
- *   LED --next AT_DONE or unclaim, no job left-----> (closed)
+ * deduction of a slot (a product, or one segment of it) that queued up behind it: a
+ * worker that pops a deduction hands it here, and at most one worker of this process
+ * (the slot's leader) queues for or holds the slot's lock. A hot product so never ties
+ * up more than one worker, and other products and /health keep being served. The slot's
+ * states (LED, ASIDE, WAITING, WAITING busy), their diagram and the bounds on leaders
+ * are told once, in docs/architecture.md ("The combiner"); stockd.h gives each step's
+ * outcomes.
  *
  * Slots live in a small hash table (chained, by product id) guarded by one mutex; the
  * critical sections are a few pointer moves, never I/O. */
@@ -56,8 +19,8 @@
 typedef struct slot {
     int32_t product_id;
     unsigned segment;
-    bool led;                /* false: WAITING */
-    bool aside;              /* LED, its leader waiting for the lock uncounted */
+    bool led;                /* false: WAITING (busy while busy_until_ns is ahead) */
+    bool aside;              /* LED, its leader waiting for the lock uncounted: ASIDE */
     stockd_job *head, *tail; /* waiting jobs, in arrival order */
     unsigned waiting;
     uint64_t busy_until_ns; /* WAITING: its lock was found busy; not picked before this */
@@ -143,32 +106,55 @@ static slot *oldest_waiting(const stockd_combiner *c, bool pick, const int32_t *
     return best;
 }
 
-int stockd_combiner_enter(stockd_combiner *c, stockd_job *job) {
-    int rc = STOCKD_COMBINER_FOLLOWER;
+/* Slot s (WAITING) is led from now on. */
+static void lead_slot(stockd_combiner *c, slot *s) {
+    s->led = true;
+    s->busy_until_ns = 0;
+    c->leaders++;
+}
+
+/* Appends the job to slot s, or puts it first. */
+static void add_job(slot *s, stockd_job *job, bool first) {
+    if (first) {
+        job->next = s->head;
+        s->head = job;
+        if (!s->tail) s->tail = job;
+    } else {
+        job->next = NULL;
+        if (s->tail)
+            s->tail->next = job;
+        else
+            s->head = job;
+        s->tail = job;
+    }
+    s->waiting++;
+}
+
+stockd_entered stockd_combiner_enter(stockd_combiner *c, stockd_job *job) {
+    stockd_entered rc = STOCKD_ENTERED_FOLLOWER;
+    bool handed = job->handed;
+    job->handed = false;
     pthread_mutex_lock(&c->mu);
     slot **p = find(c, job->product_id, job->segment), *s = *p;
     if (!s) {
         if (!(s = calloc(1, sizeof(*s)))) {
-            rc = STOCKD_COMBINER_NOMEM;
-            goto out;
+            pthread_mutex_unlock(&c->mu);
+            return STOCKD_ENTERED_NOMEM;
         }
         s->product_id = job->product_id;
         s->segment = job->segment;
-        s->led = may_lead(c, s, true);
         *p = s;
-        if (s->led) {
-            c->leaders++;
-            rc = STOCKD_COMBINER_LEADER;
-        }
     }
-    job->next = NULL;
-    if (s->tail)
-        s->tail->next = job;
-    else
-        s->head = job;
-    s->tail = job;
-    s->waiting++;
-out:
+    /* A handed job's slot is LED already, for this worker (stockd_combiner_busy). A
+     * WAITING slot nobody leads is led like a new one when the bounds allow it: its
+     * jobs need not wait for a claim or a takeover. */
+    if (handed && s->led) {
+        rc = STOCKD_ENTERED_LEADER;
+    } else if (!s->led && may_lead(c, s, true)) {
+        lead_slot(c, s);
+        rc = STOCKD_ENTERED_LEADER;
+    }
+    add_job(s, job, handed);
     pthread_mutex_unlock(&c->mu);
     return rc;
 }
@@ -213,57 +199,91 @@ static void let_wait(slot **p, uint64_t until_ns) {
     (*p)->busy_until_ns = until_ns;
 }
 
-int stockd_combiner_next(stockd_combiner *c, int32_t *product_id, unsigned *segment, int at,
-                         uint64_t busy_ns) {
-    /* Without the cross bound a wait holds no other product up: wait, no lock taken
-     * (cross is fixed at new, and no slot is set aside without it). */
-    if (at == STOCKD_COMBINER_AT_LOCK && !c->cross) return STOCKD_COMBINER_STAY;
-    int rc = STOCKD_COMBINER_STAY;
-    uint64_t now = stockd_now_ns();
-    pthread_mutex_lock(&c->mu);
-    slot **p = find(c, *product_id, *segment), *s = *p;
+/* The leader of slot s (if open) counts again: its wait set aside is over. */
+static void count_again(stockd_combiner *c, slot *s) {
     if (s && s->aside) {
         s->aside = false;
         c->leaders++;
     }
-    /* A pass or a try is for batches across products only (the cross bound). */
-    slot *other = c->cross && at != STOCKD_COMBINER_AT_DONE
-                      ? oldest_waiting(c, true, product_id, 1, now)
-                      : NULL;
-    switch (at) {
-    case STOCKD_COMBINER_AT_LOCK:
-        if (c->cross && (other || c->leaders >= c->cross)) rc = STOCKD_COMBINER_TRY;
-        break;
-    case STOCKD_COMBINER_AT_BUSY:
-        if (other) {
-            if (s) let_wait(p, now + busy_ns);
-            other->led = true;
-            *product_id = other->product_id;
-            *segment = other->segment;
-            rc = STOCKD_COMBINER_MOVED;
-        } else if (s) {
+}
+
+stockd_lock_plan stockd_combiner_before_lock(stockd_combiner *c, int32_t product_id,
+                                             unsigned segment) {
+    /* Without the cross bound a wait holds no other product up (cross is fixed at new,
+     * and no slot is set aside without it). */
+    if (!c->cross) return STOCKD_PLAN_WAIT;
+    pthread_mutex_lock(&c->mu);
+    count_again(c, *find(c, product_id, segment));
+    bool others = oldest_waiting(c, true, &product_id, 1, stockd_now_ns()) != NULL;
+    stockd_lock_plan plan = others || c->leaders >= c->cross ? STOCKD_PLAN_TRY : STOCKD_PLAN_WAIT;
+    pthread_mutex_unlock(&c->mu);
+    return plan;
+}
+
+/* The oldest WAITING slot nobody leads, busy or not, if one more leader is allowed: LED
+ * from now on, its first job out of it, marked handed, for the worker that pops it. */
+static stockd_job *hand_over(stockd_combiner *c) {
+    slot *s = oldest_waiting(c, false, NULL, 0, 0);
+    if (!s || !may_lead(c, s, true)) return NULL;
+    lead_slot(c, s);
+    stockd_job *j = s->head;
+    s->head = j->next;
+    if (!s->head) s->tail = NULL;
+    s->waiting--;
+    j->next = NULL;
+    j->handed = true;
+    return j;
+}
+
+stockd_busy_step stockd_combiner_busy(stockd_combiner *c, int32_t *product_id, unsigned *segment,
+                                      uint64_t busy_ns, stockd_job **handed) {
+    stockd_busy_step step = STOCKD_BUSY_ASIDE;
+    uint64_t now = stockd_now_ns();
+    *handed = NULL;
+    pthread_mutex_lock(&c->mu);
+    slot **p = find(c, *product_id, *segment), *s = *p;
+    count_again(c, s);
+    slot *other = c->cross ? oldest_waiting(c, true, product_id, 1, now) : NULL;
+    if (other) {
+        if (s) let_wait(p, now + busy_ns);
+        other->led = true;
+        *product_id = other->product_id;
+        *segment = other->segment;
+        step = STOCKD_BUSY_PASSED;
+    } else {
+        if (s) {
             s->aside = true; /* waits for its lock: a new product may lead meanwhile */
             c->leaders--;
         }
-        break;
-    default: /* AT_DONE */
-        if (s && s->head) break;
+        *handed = c->cross ? hand_over(c) : NULL;
+    }
+    pthread_mutex_unlock(&c->mu);
+    return step;
+}
+
+stockd_after_step stockd_combiner_done(stockd_combiner *c, int32_t *product_id, unsigned *segment) {
+    stockd_after_step step = STOCKD_AFTER_CLOSED;
+    pthread_mutex_lock(&c->mu);
+    slot **p = find(c, *product_id, *segment), *s = *p, *other = NULL;
+    count_again(c, s);
+    if (s && s->head) {
+        step = STOCKD_AFTER_AGAIN;
+    } else {
         if (s) close_slot(p);
-        /* Only a segment's leader, or any leader across products, has waiting slots it
+        /* Only a segment's leader, or any leader across products, has WAITING slots it
          * may take over: an unsplit product's leader without the cross bound skips the
          * scan of every bucket, at the end of each of its batches. */
         if ((c->cross || *segment) && (other = oldest_waiting(c, false, NULL, 0, 0)) != NULL) {
             other->led = true;
             *product_id = other->product_id;
             *segment = other->segment;
-            rc = STOCKD_COMBINER_MOVED;
+            step = STOCKD_AFTER_MOVED;
         } else {
             c->leaders--;
-            rc = STOCKD_COMBINER_DONE;
         }
     }
     pthread_mutex_unlock(&c->mu);
-    return rc;
+    return step;
 }
 
 unsigned stockd_combiner_claim(stockd_combiner *c, int32_t *out, unsigned max) {

@@ -262,6 +262,8 @@ static void route_key(const stockd_request_in *in, stockd_routed *out) {
     unsigned n = find_param(in, "request_id", &q, &qlen);
 
     if (n > 1) return refuse(out, STOCKD_R_BAD_REQUEST, "request_id given more than once", NULL);
+    if (in->idem_keys > 1)
+        return refuse(out, STOCKD_R_BAD_REQUEST, "Idempotency-Key given more than once", NULL);
     if (n && stockd_check_key(q, qlen) != 0)
         return refuse(out, STOCKD_R_BAD_REQUEST, "request_id must be 1..64 of [A-Za-z0-9_-]", NULL);
     if (in->idem_key && stockd_check_key(in->idem_key, in->idem_key_len) != 0)

@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
@@ -39,7 +40,10 @@ struct stockd_http {
 /* The per-request context: the job, plus what the polling thread learns while routing. */
 typedef struct http_req {
     stockd_job job;
+    bool started; /* on_request has seen it: its next call has the whole request */
     bool queued;
+    bool too_many;    /* on_uri cut its query: more than STOCKD_MAX_PARAMS parameters */
+    size_t uri_bytes; /* the URI's length as sent, when on_uri cut it */
     size_t body_bytes;
 } http_req;
 
@@ -129,6 +133,13 @@ static enum MHD_Result count_bytes(void *cls, enum MHD_ValueKind kind, const cha
     return MHD_YES;
 }
 
+/* Counts the Idempotency-Key headers (the name is case-insensitive). */
+static enum MHD_Result count_idem_keys(void *cls, enum MHD_ValueKind kind, const char *key,
+                                       size_t key_size, const char *value, size_t value_size) {
+    *(unsigned *)cls += key_size == 15 && strncasecmp(key, "Idempotency-Key", 15) == 0;
+    return MHD_YES;
+}
+
 /* When the request arrived, on stockd_now_ns's clock: now, moved back by the time it
  * spent since nginx sent it (its X-Request-Start header, nginx/nginx.conf.in). A request
  * can wait in the listen backlog before libmicrohttpd accepts it (when more than
@@ -167,13 +178,15 @@ static enum MHD_Result route(stockd_http *h, struct MHD_Connection *c, http_req 
     MHD_get_connection_values_n(c, MHD_GET_ARGUMENT_KIND, collect_param, &ps);
     in.params = ps.p;
     in.nparams = ps.n;
-    in.params_truncated = ps.truncated;
+    in.params_truncated = ps.truncated || r->too_many;
     in.uri_bytes = strlen(url);
     MHD_get_connection_values_n(c, MHD_GET_ARGUMENT_KIND, count_bytes, &in.uri_bytes);
+    if (r->uri_bytes > in.uri_bytes) in.uri_bytes = r->uri_bytes;
     MHD_get_connection_values_n(c, MHD_HEADER_KIND, count_bytes, &in.header_bytes);
     if (MHD_lookup_connection_value_n(c, MHD_HEADER_KIND, "Idempotency-Key", 15, &in.idem_key,
                                       &in.idem_key_len) != MHD_YES)
         in.idem_key = NULL;
+    MHD_get_connection_values_n(c, MHD_HEADER_KIND, count_idem_keys, &in.idem_keys);
     stockd_route_request(&in, &d);
 
     if (d.error != STOCKD_R_OK) return send_error(h, c, d.route, d.error, d.message, d.allow);
@@ -216,17 +229,52 @@ static enum MHD_Result route(stockd_http *h, struct MHD_Connection *c, http_req 
     return MHD_YES;
 }
 
+/* A request's context, counted open until on_completed frees it. */
+static http_req *new_req(stockd_http *h) {
+    http_req *r = calloc(1, sizeof(*r));
+    if (r) atomic_fetch_add(&h->open_requests, 1);
+    return r;
+}
+
+/* The request's URI as sent, before libmicrohttpd splits its query into arguments: its
+ * manual says the URI callback (MHD_OPTION_URI_LOG_CALLBACK) is "called before parsing
+ * the URI", and what it returns is the request's context (on_request's *ctxp).
+ * libmicrohttpd 0.9.75 stores each argument in the connection's pool
+ * (STOCKD_CONNECTION_MEMORY), and an argument that does not fit leaves the request with
+ * no answer until the connection times out: about 85 empty ones do. A query of more
+ * than STOCKD_MAX_PARAMS parameters is refused anyway, so it is cut here, before it is
+ * split: libmicrohttpd then stores none of it, and route() refuses the request with
+ * stockd's JSON 400, as any query past the limit, whatever its length. The cut writes
+ * into the URI, which libmicrohttpd passes as const: it is the connection's own read
+ * buffer, which libmicrohttpd splits in place right after this call. Both this order
+ * and that buffer are tested (tests/service/many_params.sh would get no answer). */
+static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c) {
+    (void)c;
+    http_req *r = new_req(cls);
+    char *query = r && uri ? strchr(uri, '?') : NULL;
+    if (!query) return r;
+    size_t params = 1;
+    for (const char *p = query + 1; *p; p++)
+        params += *p == '&';
+    if (params > STOCKD_MAX_PARAMS) {
+        r->too_many = true;
+        r->uri_bytes = strlen(uri);
+        query[1] = '\0';
+    }
+    return r;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
                                   const char *method, const char *version, const char *upload_data,
                                   size_t *upload_size, void **ctxp) {
     stockd_http *h = cls;
     http_req *r = *ctxp;
 
-    if (!r) {
-        /* First call: headers only. Make the context; routing waits for the end. */
-        r = calloc(1, sizeof(*r));
-        if (!r) return MHD_NO;
-        atomic_fetch_add(&h->open_requests, 1);
+    if (!r || !r->started) {
+        /* First call: headers only. The context is on_uri's (made here if it had no
+         * memory then); routing waits for the end. */
+        if (!r && !(r = new_req(h))) return MHD_NO;
+        r->started = true;
         *ctxp = r;
         return MHD_YES;
     }
@@ -311,8 +359,8 @@ stockd_http *stockd_http_start(stockd_ctx *ctx, char *err, size_t errlen) {
         MHD_OPTION_SOCK_ADDR, &sin, MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->max_connections,
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->connection_timeout_s,
         MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)STOCKD_CONNECTION_MEMORY,
-        MHD_OPTION_NOTIFY_COMPLETED, on_completed, h, MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u,
-        MHD_OPTION_END);
+        MHD_OPTION_NOTIFY_COMPLETED, on_completed, h, MHD_OPTION_URI_LOG_CALLBACK, on_uri, h,
+        MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u, MHD_OPTION_END);
     if (!h->daemon) {
         snprintf(err, errlen, "cannot listen on %s:%u (in use, or not an address of this host)",
                  cfg->bind, cfg->port);

@@ -41,7 +41,7 @@ stockredis *stockd_redisstock_open(const stockd_ctx *ctx) {
 
 /* The answer of a failed script. */
 static void answer_error(worker_state *ws, int rc, stockd_answer *a) {
-    batch__log_failure(ws, "redis-stock", stockredis_errstr(ws->redis));
+    answer__log_failure(ws, "redis-stock", stockredis_errstr(ws->redis));
     if (rc == STOCKREDIS_ERR_UNKNOWN) {
         a->result = STOCKD_R_UNKNOWN;
         a->message = "Redis stopped answering after the deduction was sent: it may have been "
@@ -65,7 +65,7 @@ static int deduct(worker_state *ws, stockd_job *job, stockredis_result *res, sto
     int32_t stock = 0;
     int db_rc = stockdb_get_stock(ws->db, job->product_id, &stock);
     count_statements(ws);
-    batch__note_db_error(ws, "redis-stock load", db_rc);
+    answer__note_db_error(ws, "redis-stock load", db_rc);
     if (db_rc != STOCKDB_OK) {
         stockd_answer_from_db(a, LOCK_OK, db_rc, NULL);
         return 1;
@@ -111,5 +111,5 @@ void stockd_redisstock_serve(worker_state *ws, stockd_job *job) {
         }
     }
     if (a.has_stock) stockd_stockwatch_note(job->product_id, a.stock);
-    batch__finish(ws, job, &a);
+    answer__send(ws, job, &a);
 }

@@ -1,29 +1,8 @@
 /* stockd.h: the pieces of the stockd executable and how they fit.
  *
- * One request's path:
- *   http.c    the libmicrohttpd polling thread parses and routes the request. Answers
- *             that need no I/O (bad input, unknown route) are sent at once. Anything that
- *             needs MySQL or ZooKeeper becomes a job: the connection is suspended and the
- *             job is pushed on the queue. The polling thread never blocks on I/O.
- *   jobq.c    a bounded FIFO of jobs between the polling thread and the workers.
- *   worker.c  each worker thread owns one MySQL connection. It pops a job; a
- *             deduction in a locked mode (or atomic) of a product that looks sold out
- *             is first checked with one plain read, then handed to the combiner. The worker that
- * leads the product takes the product's lock, runs every waiting deduction as one transaction
- *             (db/stockdb.h), commits strictly before it releases, and answers them.
- *   cross.c   with --cross-products, the leader's batch takes along the deductions of
- *             other products whose locks a try gets now, in one transaction, all or
- *             nothing. batch.c, below it and worker.c, runs one product's batch (worker_int.h,
- *             private to service/, draws these three layers).
- *   combiner.c per product and process at most one worker queues for or holds the
- *             lock; the deductions that arrive meanwhile wait there for its next batch.
- *             With --segments K, per segment: each has its own lock and row, and a
- *             deduction that finds its segment empty moves on to the next one; at most
- *             half the workers lead one product's segments, the rest wait for one.
- *   lock/     (lock/lock.h) the lock kinds behind one small face; lock_kinds.c is their
- *             one list, and `stockd --list-modes` names each mode's kind. batch.c makes
- *             a product's lock name and calls lock_acquire / lock_check / lock_token /
- *             lock_release (cross.c their _many forms).
+ * One request's path (http.c, jobq.c, worker.c, deduct.c, combiner.c, batch.c, cross.c,
+ * txn.c, answer.c, and lock/ and db/ below) is told once, in docs/architecture.md ("The
+ * path of a request"); the other files:
  *   contract.c pure functions: routing, the id and key parsers, and the mapping from an
  *             outcome to an HTTP status and a JSON body (cJSON). Unit-tested and fuzzed.
  *   config.c  command line, environment and --config file into a stockd_config (pure),
@@ -108,7 +87,7 @@ extern const stockd_mode stockd_modes[];
 extern const size_t stockd_nmodes;
 
 /* --pitfall: the two mistakes that oversell most often in real code, each made exactly
- * and nothing else changed (worker.c, docs/fence.md, "Two classic mistakes"). */
+ * and nothing else changed (batch.c and txn.c, docs/fence.md, "Two classic mistakes"). */
 typedef enum stockd_pitfall {
     STOCKD_PITFALL_NONE = 0,
     /* The lock is released before COMMIT, as when the unlock runs inside a
@@ -173,9 +152,9 @@ typedef struct stockd_config {
      * lease would do. */
     bool fence;
     /* 1: the product row holds the stock. K > 1: segments 1..K of product_segment do
-     * (sql/schema.sql), each locked as product_N_seg_S (worker.c). */
+     * (sql/schema.sql), each locked as product_N_seg_S (batch.c). */
     unsigned segments;
-    /* Issue 20's two classic mistakes, made on purpose (worker.c); NONE is the correct
+    /* Issue 20's two classic mistakes, made on purpose (batch.c, txn.c); NONE is the correct
      * order: acquire, read, write, commit, release. */
     stockd_pitfall pitfall;
     stockd_log_format log_format; /* --log-format text|json */
@@ -347,11 +326,12 @@ typedef struct stockd_job {
     uint64_t arrived_ns;  /* CLOCK_MONOTONIC when the request arrived (stockd_now_ns),
                            * moved back by the proxy's X-Request-Start (http.c) */
     char request_id[101]; /* the client's Idempotency-Key, or our own unique id */
-    /* Segmented stock (--segments K > 1, worker.c): the segment the deduction is at
+    /* Segmented stock (--segments K > 1, deduct.c): the segment the deduction is at
      * (1..K; 0 before its first), how many segments it has found empty so far, and how
      * many times it began the walk again because the whole stock read after one showed
      * a unit (a restock during its walk). */
     uint16_t segment, segs_empty, rewalks;
+    bool handed;     /* its slot was handed to the worker that pops it (combiner.c) */
     void *conn;      /* struct MHD_Connection *, resumed by the worker */
     unsigned status; /* answer, filled by the worker */
     char *body;
@@ -387,29 +367,32 @@ static inline uint64_t stockd_now_ns(void) {
 
 /* Combining of deductions (combiner.c), so that one lock acquisition serves every
  * deduction that queued up behind it. A slot is what one lock guards: a product, or one
- * segment of it (job->segment; 0 = the product is not split). A slot is WAITING (jobs,
- * no leader) or LED (a worker in lead() serves it); docs/architecture.md draws its life.
- * Thread-safe; never blocks on I/O. A job in the combiner belongs to its slot's leader
- * (or future leader), which must answer it. */
+ * segment of it (job->segment; 0 = the product is not split). docs/architecture.md
+ * names a slot's states and draws their diagram. Thread-safe; never blocks on I/O. A
+ * job in the combiner belongs to its slot's leader (or future leader), which must
+ * answer it. Each step of a leader is one call with its own small set of outcomes. */
 typedef struct stockd_combiner stockd_combiner;
-
-/* What enter returns. */
-#define STOCKD_COMBINER_LEADER   0  /* the caller now leads the job's slot: serve it */
-#define STOCKD_COMBINER_FOLLOWER 1  /* the job waits; a leader (now or later) answers it */
-#define STOCKD_COMBINER_NOMEM    -1 /* the job was not taken; answer it yourself */
 
 /* Makes a combiner with its two bounds on leaders (0 = no bound):
  *   max_leaders  LED slots of one split product (its segments), so that a hot product
  *                never ties up every worker; a new segment slot past it waits;
  *   cross        leaders in all, for batches across products (--cross-products): a new
  *                slot of an unsplit product past it waits, to be claimed by a leader's
- *                batch or taken over by a leader in stockd_combiner_next.
+ *                batch, taken over by a leader done with its own, or handed to a worker.
  * NULL when out of memory. */
 stockd_combiner *stockd_combiner_new(unsigned max_leaders, unsigned cross);
 void stockd_combiner_free(stockd_combiner *c); /* no slot may be open; NULL is a no-op */
-/* Adds a deduction to its slot, opening the slot if it has none: LEADER when the slot
- * was opened LED (the job waits in it too), FOLLOWER otherwise. */
-int stockd_combiner_enter(stockd_combiner *c, stockd_job *job);
+
+/* Adds a deduction to its slot. A new slot, or a WAITING one nobody leads, is LED by
+ * the caller when the bounds allow it (LEADER; the job waits in it too); otherwise the
+ * job waits (FOLLOWER). A job handed over by stockd_combiner_busy (job->handed) goes
+ * back to the head of its slot, which the caller now leads (LEADER). */
+typedef enum {
+    STOCKD_ENTERED_LEADER,
+    STOCKD_ENTERED_FOLLOWER,
+    STOCKD_ENTERED_NOMEM
+} stockd_entered;
+stockd_entered stockd_combiner_enter(stockd_combiner *c, stockd_job *job);
 /* Leader only: moves up to max waiting jobs of the slot, oldest first, into out; only
  * jobs that arrived before arrived_before_ns (UINT64_MAX = all). Returns how many. */
 unsigned stockd_combiner_take(stockd_combiner *c, int32_t product_id, unsigned segment,
@@ -417,32 +400,30 @@ unsigned stockd_combiner_take(stockd_combiner *c, int32_t product_id, unsigned s
 /* Jobs waiting in the slot (0 if none is open). */
 unsigned stockd_combiner_waiting(stockd_combiner *c, int32_t product_id, unsigned segment);
 
-/* The leader's step: what its worker does next with the slot it leads (*product_id,
- * *segment), at one of three moments (`at`):
- *   STOCKD_COMBINER_AT_LOCK  before it waits for the slot's lock. TRY when the wait could
- *                            hold others up (another product waits with no leader, or
- *                            the leaders are at the cross bound): try the lock first,
- *                            and if it is busy, step again AT_BUSY. STAY otherwise: wait.
- *   STOCKD_COMBINER_AT_BUSY  a try found the lock busy. MOVED when another waiting slot
- *                            not found busy lately exists: this slot waits (not claimed
- *                            for busy_ns) and the worker leads that one instead. STAY
- *                            otherwise: wait for the lock, and meanwhile the leader does
- *                            not count toward the cross bound (its next take of the slot
- *                            counts it again), so a new product gets a leader of its own.
- *   STOCKD_COMBINER_AT_DONE  a batch is over and the lock let go (or the wait for it
- *                            failed). STAY while jobs wait in the slot; else the slot
- *                            closes, and the worker either takes over the oldest waiting
- *                            slot it may lead, busy or not (MOVED), or leads no more (DONE).
- * MOVED sets *product_id and *segment. */
-#define STOCKD_COMBINER_AT_LOCK 0
-#define STOCKD_COMBINER_AT_BUSY 1
-#define STOCKD_COMBINER_AT_DONE 2
-#define STOCKD_COMBINER_STAY    2
-#define STOCKD_COMBINER_TRY     3
-#define STOCKD_COMBINER_MOVED   4
-#define STOCKD_COMBINER_DONE    5
-int stockd_combiner_next(stockd_combiner *c, int32_t *product_id, unsigned *segment, int at,
-                         uint64_t busy_ns);
+/* The leader's steps, one call per moment, on the slot it leads (product_id, segment):
+ *
+ * Before it waits for the slot's lock: TRY when the wait could hold others up (another
+ * product waits with no leader, or the leaders are at the cross bound): try the lock
+ * first, and if it is busy, call stockd_combiner_busy. WAIT otherwise. */
+typedef enum { STOCKD_PLAN_WAIT, STOCKD_PLAN_TRY } stockd_lock_plan;
+stockd_lock_plan stockd_combiner_before_lock(stockd_combiner *c, int32_t product_id,
+                                             unsigned segment);
+/* A try found the lock busy. PASSED when another WAITING slot not found busy lately
+ * exists: this slot waits (not picked for busy_ns) and the worker leads that one instead
+ * (*product_id, *segment). ASIDE otherwise: the worker waits for its lock without
+ * counting toward the cross bound (its next take counts it again), so that a new
+ * product gets a leader of its own; and the oldest WAITING slot nobody leads, if the
+ * bounds allow one more leader, is handed to another worker: its first job comes back
+ * in *handed (job->handed set), for the caller to put at the head of the job queue. */
+typedef enum { STOCKD_BUSY_PASSED, STOCKD_BUSY_ASIDE } stockd_busy_step;
+stockd_busy_step stockd_combiner_busy(stockd_combiner *c, int32_t *product_id, unsigned *segment,
+                                      uint64_t busy_ns, stockd_job **handed);
+/* A batch is over and the lock let go (or the wait for it failed). AGAIN while jobs
+ * wait in the slot; else the slot closes, and the worker either takes over the oldest
+ * WAITING slot it may lead, busy or not (MOVED: *product_id, *segment), or leads no
+ * more (CLOSED). */
+typedef enum { STOCKD_AFTER_AGAIN, STOCKD_AFTER_MOVED, STOCKD_AFTER_CLOSED } stockd_after_step;
+stockd_after_step stockd_combiner_done(stockd_combiner *c, int32_t *product_id, unsigned *segment);
 
 /* Batches across products, leader only: claims up to max WAITING slots of unsplit
  * products not found busy lately, oldest first job first, and writes their product ids
@@ -450,15 +431,15 @@ int stockd_combiner_next(stockd_combiner *c, int32_t *product_id, unsigned *segm
  * 0 without the cross bound. */
 unsigned stockd_combiner_claim(stockd_combiner *c, int32_t *out, unsigned max);
 /* Gives a claimed slot back: closed if no job waits, else WAITING again. busy_ns > 0:
- * its lock was found busy, so no claim (nor a pass AT_BUSY) picks it for that long (a
- * try of a busy ZooKeeper lock costs three operations, and its node makes a holder that
- * cached the lock let it go); a takeover AT_DONE still may, and waits for it. */
+ * its lock was found busy, so no claim (nor a pass) picks it for that long (a try of a
+ * busy ZooKeeper lock costs three operations, and its node makes a holder that cached
+ * the lock let it go); a takeover or a hand-over still may, and waits for it. */
 void stockd_combiner_unclaim(stockd_combiner *c, int32_t product_id, uint64_t busy_ns);
 
 /* ------------------------------------------------------------------ locks */
 
 /* The product locks are lock/lock.h's: main.c makes the set of cfg->lock_kind
- * (stockd_lock_config fills its lock_config) and worker.c takes product_N or
+ * (stockd_lock_config fills its lock_config) and batch.c takes product_N or
  * product_N_seg_S. Every code is a LOCK_* of lock/lock_codes.h. */
 
 /* Fills *out from cfg for the kind of cfg's mode: the address, credentials and lease
@@ -498,6 +479,7 @@ typedef struct stockd_request_in {
     bool params_truncated; /* there were more than STOCKD_MAX_PARAMS */
     const char *idem_key;  /* the Idempotency-Key header, NULL if absent */
     size_t idem_key_len;
+    unsigned idem_keys; /* how many Idempotency-Key headers came (idem_key is the first) */
     size_t body_bytes;
     size_t uri_bytes;    /* path plus decoded query parameters */
     size_t header_bytes; /* header names plus values */

@@ -26,7 +26,7 @@
  * writer moves the stock. The cost: a GET per product read and one XINFO a second.
  *
  * The same note sets the product's sold-out hint (stockd_stockwatch_sold_out), which
- * decides whether a deduction is worth a pre-check read before its lock (worker.c).
+ * decides whether a deduction is worth a pre-check read before its lock (deduct.c).
  *
  * Bounded: at most STOCKWATCH_MAX products. A product whose last reading was negative
  * is never forgotten while it stays negative, whatever else is served: the alert must
@@ -154,7 +154,7 @@ static void list_append(unsigned e) {
 
 /* The sold-out hints, apart from the table: (product id << 1) | sold out, by product id
  * modulo; 0 = no hint, and a collision forgets one. Lock-free: one word per entry. The
- * pre-check read (worker.c) is only worth its round trip when the product is likely
+ * pre-check read (deduct.c) is only worth its round trip when the product is likely
  * sold out, so it is made only when the hint says so; a product believed in stock goes
  * straight to its lock, where the batch's own read decides. A wrong or lost hint costs
  * one read or one lock round, never correctness. */

@@ -1,11 +1,14 @@
-/* worker_int.h: private to service/. The three files of a deduction in a locked mode,
- * in layers, each calling only the ones below it:
+/* worker_int.h: private to service/. The worker's files, in layers, each calling only
+ * the ones below it (tests/file_layers.sh checks), and what they share:
  *
- *   worker.c   the worker threads: pop a job, serve it, lead a slot of the combiner
- *   cross.c    a batch across products (--cross-products), built on batch.c
- *   batch.c    one product's batch: its lock, its transaction, its answers
+ *   worker.c   the threads: pop a job, dispatch it; the reads (stock, /health)
+ *   deduct.c   a deduction's policy, top to bottom, and the leader's loop
+ *   batch.c    a batch's lock life: wait or try, take, run, keep or let go
+ *   cross.c    a batch across products (--cross-products)
+ *   txn.c      one product's transaction under its held lock, with its guard
+ *   answer.c   a job's end (status, JSON, metrics, complete) and the failure log
  *
- * and what they share: a worker's state and a product's lock.
+ * docs/architecture.md tells the request path through them.
  *
  * Threads: a worker_state belongs to its worker thread alone (its MySQL connection, its
  * room for one batch, its log throttle); everything below that takes one is called only
@@ -36,8 +39,9 @@ typedef struct worker_state {
     stockredis *redis; /* mode redis-stock's connection (redisstock.c); NULL in the others */
     time_t last_log;
     uint64_t statements; /* stockdb_statements(db) already added to the metrics */
-    stockd_job **jobs;   /* room for one batch */
+    stockd_job **jobs;   /* room for one batch: its jobs, their rows, their answers */
     stockdb_item *items;
+    stockd_answer *answers;
     unsigned seed; /* rand_r: the first segment of a deduction, the think jitter */
 } worker_state;
 
@@ -66,29 +70,51 @@ static inline unsigned think_us(worker_state *ws) {
     return c->think_us + (unsigned)((uint64_t)rand_r(&ws->seed) * span / ((uint64_t)RAND_MAX + 1));
 }
 
+/* The slot a worker leads (combiner.c), with its lock: held from one pass to the next
+ * while it is kept (--lock-passes). */
+typedef struct leader {
+    product_lock lock; /* the slot: lock.product_id, lock.segment; lock.hold when held */
+    bool held;
+    unsigned passes; /* batches under the held lock */
+} leader;
+
+/* ---------------------------------------------------------------- deduct.c */
+
+/* Serves a deduction by its policy: answered here, or left waiting in the combiner for
+ * its slot's leader (which may be this worker, serving it before this returns). */
+void deduct__serve(worker_state *ws, stockd_job *job);
+
 /* ---------------------------------------------------------------- batch.c */
 
-/* Logs a failure at most once a second per worker. */
-void batch__log_failure(worker_state *ws, const char *what, const char *detail);
-/* Counts and logs a database failure (not the client's mistakes). */
-void batch__note_db_error(worker_state *ws, const char *what, int rc);
-/* A text for a lock code, for the log. */
-const char *batch__lock_text(const stockd_ctx *ctx, int rc);
-/* Writes answer a into the job and hands the job back to the HTTP side (it is not ours
- * after this). */
-void batch__finish(worker_state *ws, stockd_job *job, const stockd_answer *a);
-/* Has the job waited past --queue-deadline-ms at `now`? */
-bool batch__expired(const stockd_ctx *ctx, const stockd_job *job, uint64_t now);
-/* Answers the job 503 for its deadline, nothing deducted. */
-void batch__finish_expired(worker_state *ws, stockd_job *job);
-/* Waits at most the lock timeout for product_N's lock (segment 0) or product_N_seg_S's,
- * or with try_only set only tries it (LOCK_ERR_TIMEOUT when busy). LOCK_OK with *out
- * held, or the error. */
-int batch__lock_acquire(lock_set *locks, int32_t product_id, unsigned segment, bool try_only,
-                        product_lock *out);
+/* One pass of the slot l leads: its lock (kept from the last pass, or waited for or
+ * tried as the combiner's steps say, which may move l to another slot), one batch under
+ * it, and the lock kept for another pass (l->held), cached or let go. Returns the jobs
+ * to answer: ws->jobs[0..n-1] with ws->answers. On a failed wait 0, the slot's waiters
+ * answered with its failure. */
+unsigned batch__pass(worker_state *ws, leader *l);
+
+/* ---------------------------------------------------------------- cross.c */
+
+/* How long a product whose lock a try found busy is not picked again by a claim or a
+ * pass (its jobs wait for a leader's takeover, a hand-over, or a claim after this). */
+#define CROSS_BUSY_NS (20u * 1000000u)
+
+/* Does a leader of this slot batch across products (--cross-products)? */
+bool cross__on(const stockd_ctx *ctx, unsigned segment);
+/* Claims the WAITING slots a batch takes along (up to K-1, and --batch-max - 1 so that
+ * the leader's own jobs still fit); writes their product ids to out, returns how many. */
+unsigned cross__claim(worker_state *ws, int32_t *out);
+/* Runs the leader's live jobs ws->jobs[0..live-1] (its product's lock *primary held)
+ * with those of the claimed products claimed[0..nc-1] whose locks a try gets now; the
+ * others' slots go back. Returns how many jobs ws->jobs[] and answers[] then hold to
+ * answer. */
+unsigned cross__run(worker_state *ws, product_lock *primary, unsigned live, const int32_t *claimed,
+                    unsigned nc, stockd_answer *answers);
+
+/* ---------------------------------------------------------------- txn.c */
 
 /* What the check stockdb calls right before COMMIT (stockdb_batch.guard) looks at. */
-typedef struct batch_guard {
+typedef struct txn_guard {
     const product_lock *lock; /* NULL: the lock is not re-checked (--fence off) */
     /* --pitfall release-before-commit: the mistake instead of the check. The lock is let
      * go here, after the write and before COMMIT, as when an unlock in a finally block
@@ -98,18 +124,16 @@ typedef struct batch_guard {
     uint64_t deadline_ns; /* the batch's oldest job's deadline; 0 = none */
     bool late;            /* out: refused because that deadline had passed */
     bool released;        /* out: `release` was let go */
-} batch_guard;
+} txn_guard;
 
-/* The guard (stockdb's, right before COMMIT) of a batch_guard: 0 to commit. */
-int batch__guard_check(void *arg);
-/* Answers the jobs of jobs[0..n-1] past their deadline (503, nothing deducted) and packs
- * the rest to the front; returns how many are left. */
-unsigned batch__drop_expired(worker_state *ws, stockd_job **jobs, unsigned n);
+/* The guard (stockdb's, right before COMMIT) of a txn_guard: 0 to commit. */
+int txn__guard_check(void *arg);
 /* Runs jobs[0..n-1] of one product as one transaction under the held lock h and fills
  * their answers (not sent). True, with no answer filled, when it was rolled back at its
- * oldest job's deadline: the caller drops the expired and runs the rest again. */
-bool batch__run(worker_state *ws, stockd_job **jobs, unsigned n, product_lock *h,
-                stockd_answer *answers, bool *released);
+ * oldest job's deadline: the caller drops the expired and runs the rest again. With
+ * --pitfall release-before-commit the lock is let go right before COMMIT (*released). */
+bool txn__run(worker_state *ws, stockd_job **jobs, unsigned n, product_lock *h,
+              stockd_answer *answers, bool *released);
 
 /* ---------------------------------------------------------------- redisstock.c */
 
@@ -119,17 +143,27 @@ stockredis *stockd_redisstock_open(const stockd_ctx *ctx);
 /* Serves and answers one deduction of mode redis-stock (the caller checked its deadline). */
 void stockd_redisstock_serve(worker_state *ws, stockd_job *job);
 
-/* ---------------------------------------------------------------- cross.c */
+/* ---------------------------------------------------------------- answer.c */
 
-/* How long a product whose lock a try found busy is not picked again by a claim or a
- * pass (its jobs wait for a leader's takeover, or for a claim after this). */
-#define CROSS_BUSY_NS (20u * 1000000u)
-
-/* Does a leader of this slot batch across products (--cross-products)? */
-bool cross__on(const stockd_ctx *ctx, unsigned segment);
-/* Runs the leader's live jobs ws->jobs[0..live-1] (its product's lock *primary held)
- * with those of other products whose locks are free now; returns how many jobs
- * ws->jobs[] and answers[] then hold to answer. */
-unsigned cross__run(worker_state *ws, product_lock *primary, unsigned live, stockd_answer *answers);
+/* A job's end: writes status, result and body (taken over; NULL answers 500) into the
+ * job, counts a deduction's time, and hands the job back to the HTTP side (it is not
+ * ours after this). Every answer of a worker ends here. */
+void answer__complete(worker_state *ws, stockd_job *job, unsigned status, stockd_result r,
+                      char *body);
+/* answer__complete with answer a as JSON. */
+void answer__send(worker_state *ws, stockd_job *job, const stockd_answer *a);
+/* Has the job waited past --queue-deadline-ms at `now`? */
+bool answer__expired(const stockd_ctx *ctx, const stockd_job *job, uint64_t now);
+/* Answers the job 503 for its deadline, nothing deducted. */
+void answer__late(worker_state *ws, stockd_job *job);
+/* Answers the jobs of jobs[0..n-1] past their deadline (503, nothing deducted) and packs
+ * the rest to the front; returns how many are left. */
+unsigned answer__drop_late(worker_state *ws, stockd_job **jobs, unsigned n);
+/* Logs a failure at most once a second per worker. */
+void answer__log_failure(worker_state *ws, const char *what, const char *detail);
+/* Counts and logs a database failure (not the client's mistakes). */
+void answer__note_db_error(worker_state *ws, const char *what, int rc);
+/* A text for a lock code, for the log. */
+const char *answer__lock_text(const stockd_ctx *ctx, int rc);
 
 #endif

@@ -24,6 +24,12 @@
 #            orders each, and the lossy ledger: deducted answers <= orders <= deducted +
 #            the answers left open (nginx's 502s: round-robin keeps sending a third of
 #            the load to the dead instance, which refuses it with nothing deducted). ~20 s.
+#   starve   two hot products (40 closed-loop clients each) keep both leaders' batches
+#            full: a third product's single deduction is answered (deducted) while that
+#            load runs, not 503 at its deadline (issue 34 #1). ~5 s.
+#   aside    a leader waits for one busy lock (C's, 6 s) while another product's (B's,
+#            1.5 s) frees: that product is handed to another worker and answered while
+#            C still holds its lock (issue 34 #2). ~8 s.
 # (A batch with one lock lost before COMMIT commits nothing: stockdb_itest's
 # multi_products_commit_all_or_nothing, with the guard refusing as a lost lock makes it.)
 source "$STOCKD_SRC/tests/lib.sh"
@@ -33,20 +39,32 @@ case=${1:?case}
 
 t_db
 
+# holds I ID: instance I starts a deduction of product ID in the background (its curl's
+# pid is hold_pid[I], its answer $T/hold<I>.body) and holds ID's lock when this returns
+# (for its think time).
+declare -A hold_pid
+holds() {
+  local url=http://127.0.0.1:$((PORT0 + $1)) held
+  held=$(metric_sum stockd_lock_acquisitions_total "$url")
+  curl -sS -m 30 -o "$T/hold$1.body" "$url/stock/reduce?id=$2" &
+  hold_pid[$1]=$!
+  # It holds the lock once it has acquired one more, for its think time.
+  wait_metric 10 stockd_lock_acquisitions_total $((held + 1)) "$url" ||
+    fail "stockd-$1 never took $2's lock"
+}
+
 # b_holds_9: instance A (1) makes its first deduction (it opens its connections, so its
-# batches after are not slowed by that), then instance B (2, 3 s of think time) starts a
-# deduction of product 9 in the background (its curl is $bpid, its answer $T/b.body)
-# and holds 9's lock when this returns. Sets a and b to the two instances' URLs.
+# batches after are not slowed by that), then instance B (2, 3 s of think time) holds
+# product 9's lock (holds 2 9; its curl is $bpid). Sets a and b to the two instances' URLs.
 b_holds_9() {
   a=http://127.0.0.1:$((PORT0 + 1)) b=http://127.0.0.1:$((PORT0 + 2))
   curl -fsS -m 20 -o /dev/null "$a/stock/reduce?id=1" || fail "A's first deduction"
-  local held
-  held=$(metric_sum stockd_lock_acquisitions_total "$b")
-  curl -sS -m 20 -o "$T/b.body" "$b/stock/reduce?id=9" &
-  bpid=$!
-  # B holds product 9's lock once it has acquired one more lock, for 3 s.
-  wait_metric 10 stockd_lock_acquisitions_total $((held + 1)) "$b" || fail "B never took 9's lock"
+  holds 2 9
+  bpid=${hold_pid[2]}
 }
+
+# running PID: 1 while the process runs, else 0.
+running() { kill -0 "$1" 2>/dev/null && echo 1 || echo 0; }
 
 case $case in
 spread3)
@@ -109,7 +127,7 @@ busy)
   for pid in "${pids[@]}"; do wait "$pid"; done # products 2..8
   # B is still thinking under 9's lock: A did not wait for it.
   expect_eq "B's deduction still under way when A's products 2..8 were answered" 1 \
-    "$(kill -0 "$bpid" 2>/dev/null && echo 1 || echo 0)"
+    "$(running "$bpid")"
   for id in 2 3 4 5 6 7 8; do
     expect_eq "A's product $id" deducted "$(jq -r .result "$T/a$id.body")"
   done
@@ -117,7 +135,7 @@ busy)
     "$(sql "SELECT COUNT(*) FROM orders WHERE product_id = 9")"
   wait "$p9"
   wait "$bpid"
-  expect_eq "B's deduction of 9" deducted "$(jq -r .result "$T/b.body")"
+  expect_eq "B's deduction of 9" deducted "$(jq -r .result "$T/hold2.body")"
   expect_eq "A's deduction of 9" deducted "$(jq -r .result "$T/a9.body")"
   expect_eq "product 9's orders: B's first, then A's" "stockd-2 stockd-1" \
     "$(sql "SELECT GROUP_CONCAT(instance ORDER BY id SEPARATOR ' ') FROM orders WHERE product_id = 9")"
@@ -194,15 +212,15 @@ hol)
   p4=$!
   wait "$p3" "$p4"
   expect_eq "B's deduction still under way when A's products 3 and 4 were answered" 1 \
-    "$(kill -0 "$bpid" 2>/dev/null && echo 1 || echo 0)"
-  expect_eq "A's deduction of 9 still waiting then" 1 "$(kill -0 "$p9" 2>/dev/null && echo 1 || echo 0)"
+    "$(running "$bpid")"
+  expect_eq "A's deduction of 9 still waiting then" 1 "$(running "$p9")"
   expect_eq "A's product 3" deducted "$(jq -r .result "$T/a3.body")"
   expect_eq "A's product 4" deducted "$(jq -r .result "$T/a4.body")"
   expect_eq "orders of product 9 while B holds its lock" 0 \
     "$(sql "SELECT COUNT(*) FROM orders WHERE product_id = 9")"
   wait "$p9"
   wait "$bpid"
-  expect_eq "B's deduction of 9" deducted "$(jq -r .result "$T/b.body")"
+  expect_eq "B's deduction of 9" deducted "$(jq -r .result "$T/hold2.body")"
   expect_eq "A's deduction of 9" deducted "$(jq -r .result "$T/a9.body")"
   expect_eq "product 9's orders: B's first, then A's" "stockd-2 stockd-1" \
     "$(sql "SELECT GROUP_CONCAT(instance ORDER BY id SEPARATOR ' ') FROM orders WHERE product_id = 9")"
@@ -210,6 +228,69 @@ hol)
     "$(sql "SELECT GROUP_CONCAT(stock ORDER BY id SEPARATOR ' ') FROM product WHERE id IN (3, 4, 9)")"
   # At the bound (one leader), A's leader of 9 tried the lock before waiting for it.
   (($(metric $((PORT0 + 1)) stockd_cross_busy_total) >= 1)) || fail "A never found 9's lock busy"
+  ;;
+starve)
+  # Two hot products keep every counted leader's batch full (40 closed-loop clients on
+  # each, --batch-max 4, 2 leaders): a single deduction of a third product, past the
+  # cross bound, waits WAITING. It is answered (deducted, not 503 overloaded at its
+  # queue deadline) while the hot load still runs: a leader's batch keeps room for
+  # products that wait, so their wait does not depend on the hot products' load.
+  sql "INSERT INTO product (id, product_name, stock) SELECT seq, 'starve', 1000000 FROM seq_1_to_3
+       ON DUPLICATE KEY UPDATE stock = 1000000; DELETE FROM orders"
+  t_stockd 1 zk --workers 4 --cross-products 4 --batch-max 4 --think-us 5000 \
+    --queue-deadline-ms 10000
+  a=http://127.0.0.1:$((PORT0 + 1))
+  loads=()
+  for id in 1 2; do
+    "$STOCKLOAD_BIN" --url "$a/stock/reduce?id=$id" --duration 120 --concurrency 40 --json \
+      --no-progress >"$T/load$id.json" &
+    loads+=($!)
+  done
+  # Both hot products are being served, batch after batch.
+  wait_until 60 eval "(( \$(sql 'SELECT COUNT(DISTINCT product_id) FROM orders') == 2 &&
+    \$(sql 'SELECT COUNT(*) FROM orders') >= 400 ))" || fail "the hot load did not start"
+  third=$(reduce $((PORT0 + 1)) 3)
+  hot="$(running "${loads[0]}") $(running "${loads[1]}")"
+  kill -INT "${loads[@]}"
+  wait "${loads[@]}" || true
+  expect_eq "the hot load still running when product 3 was answered" "1 1" "$hot"
+  expect_eq "product 3's deduction under the hot load" "200 deducted" "$third"
+  expect_eq "product 3's orders" 1 "$(orders 3)"
+  ;;
+aside)
+  # A waits for one busy lock while another product's busy lock frees: it must not hold
+  # that product up. C holds 8's lock for 6 s, B 9's for 1.5 s. A (2 workers, one
+  # counted leader) leads 2 (300 ms of think), and meanwhile 9, then 8, wait WAITING.
+  # After 2, A's leader takes over 9, finds it busy, passes it on to 8, finds that busy
+  # too, and waits for 8's lock. 9 is handed to A's other worker, which waits for 9's
+  # lock: A's 9 is answered once B lets go, while C still holds 8 (not after A's wait
+  # for 8, as when nobody led 9 meanwhile).
+  sql "INSERT INTO product (id, product_name, stock) SELECT seq, 'aside', 10 FROM seq_1_to_9
+       ON DUPLICATE KEY UPDATE stock = 10; DELETE FROM orders"
+  t_stockd 1 zk --workers 2 --cross-products 4 --think-us 300000 --lock-cache-ms 0 \
+    --lock-timeout-ms 20000
+  t_stockd 2 zk --think-us 1500000
+  t_stockd 3 zk --think-us 6000000
+  holds 3 8
+  b_holds_9
+  curl -sS -m 30 -o "$T/a2.body" "$a/stock/reduce?id=2" &
+  p2=$!
+  sleep 0.05 # product 2's batch leads; 9 and 8 wait
+  curl -sS -m 30 -o "$T/a9.body" "$a/stock/reduce?id=9" &
+  p9=$!
+  sleep 0.05
+  curl -sS -m 30 -o "$T/a8.body" "$a/stock/reduce?id=8" &
+  p8=$!
+  wait "$p9"
+  c_holds="$(running "${hold_pid[3]}") $(running "$p8")"
+  expect_eq "C's deduction of 8 and A's still under way when A's 9 was answered" "1 1" "$c_holds"
+  expect_eq "A's deduction of 9" deducted "$(jq -r .result "$T/a9.body")"
+  wait "$p2" "$p8" "$bpid" "${hold_pid[3]}"
+  for id in 2 8; do expect_eq "A's product $id" deducted "$(jq -r .result "$T/a$id.body")"; done
+  expect_eq "product 9's orders: B's first, then A's" "stockd-2 stockd-1" \
+    "$(sql "SELECT GROUP_CONCAT(instance ORDER BY id SEPARATOR ' ') FROM orders WHERE product_id = 9")"
+  expect_eq "product 8's orders: C's first, then A's" "stockd-3 stockd-1" \
+    "$(sql "SELECT GROUP_CONCAT(instance ORDER BY id SEPARATOR ' ') FROM orders WHERE product_id = 8")"
   ;;
 *) fail "unknown case $case" ;;
 esac

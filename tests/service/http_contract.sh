@@ -97,6 +97,11 @@ expect_eq "request_id is the same key" "$first" "$(field order_id)"
 expect_eq "one deduction for one key" $((before - 1)) "$(sql 'SELECT stock FROM product WHERE id=4')"
 expect GET "/stock/reduce?id=4" 400 bad_request -H 'Idempotency-Key: bad key!'
 expect GET "/stock/reduce?id=4&request_id=a" 400 bad_request -H 'Idempotency-Key: b'
+# Two keys are refused alike, as parameters or as headers, and deduct nothing.
+expect GET "/stock/reduce?id=4&request_id=a&request_id=b" 400 bad_request
+expect GET "/stock/reduce?id=4" 400 bad_request -H 'Idempotency-Key: order-42' -H 'Idempotency-Key: other'
+expect_eq "why" "Idempotency-Key given more than once" "$(field message)"
+expect_eq "nothing deducted for two keys" $((before - 1)) "$(sql 'SELECT stock FROM product WHERE id=4')"
 
 # /metrics: Prometheus text that the reference parser accepts, counting what we did.
 curl -sS -D "$T/mheaders" "$base/metrics" >"$T/metrics"

@@ -11,8 +11,9 @@ sql "UPDATE product SET stock=10 WHERE id=1"
 t_stockd 1 zk --think-us 3000000
 t_stockd 2 zk --think-us 3000000
 t_stockd 3 none
-t_stockd 4 redis --redis "$STOCKD_TEST_REDIS"
+t_stockd 4 redis --redis "$STOCKD_TEST_REDIS" --think-us 3000000
 t_stockd 5 db-lock --think-us 3000000
+t_stockd 6 etcd --think-us 3000000
 
 # q INSTANCE QUERY [curl args...]: sets $status and $body (checked to be JSON).
 q() {
@@ -66,16 +67,23 @@ expect_eq "mode none" "none none" "$(field '[.view, .mode] | join(" ")')"
 q 4 "?id=1"
 expect_eq "mode redis" "lease 0 -1" "$(field '[.view, .total, .lease_ms] | join(" ")')"
 
-# The lock table while a deduction holds its row: the holder's instance, token, lease.
-curl -sS -o "$T/r5" "http://127.0.0.1:$((PORT0 + 5))/stock/reduce?id=1" &
-r5=$!
-wait_until 10 eval '(($(lock_queue_total $((PORT0 + 5)) 1) == 1))' || true
-q 5 "?id=1"
-expect_eq "db-lock holder" "lease 1 stockd-5 true" \
-  "$(field '[.view, .total, .entries[0].owner, .entries[0].holds] | join(" ")')"
-(($(field .lease_ms) > 0 && $(field '.entries[0].token') > 0)) || fail "db-lock lease and token: $body"
-wait "$r5"
-expect_eq "db-lock deducted" deducted "$(jq -r .result "$T/r5")"
+# A lease kind while a deduction holds it: the holder's instance, marked as this
+# instance's own (a lease has no session: its owner says whose it is), token, lease.
+# etcd's leases form a queue.
+declare -A view=([4]=lease [5]=lease [6]=queue)
+for i in 4 5 6; do
+  curl -sS -o "$T/r$i" "http://127.0.0.1:$((PORT0 + i))/stock/reduce?id=1" &
+  held=$!
+  wait_until 10 eval '(($(lock_queue_total $((PORT0 + i)) 1) == 1))' || true
+  q "$i" "?id=1"
+  mode=$(field .mode)
+  expect_eq "$mode holder" "${view[$i]} 1 stockd-$i true" \
+    "$(field '[.view, .total, .entries[0].owner, .entries[0].ours] | join(" ")')"
+  [[ ${view[$i]} == queue ]] || (($(field .lease_ms) > 0 && $(field '.entries[0].token') > 0)) ||
+    fail "$mode lease and token: $body"
+  wait "$held"
+  expect_eq "$mode deducted" deducted "$(jq -r .result "$T/r$i")"
+done
 
 alive 1
 alive 2

@@ -221,9 +221,30 @@ static stockd_routed route(const char *method, const char *path, const char *ide
     if (idem) {
         in.idem_key = idem;
         in.idem_key_len = strlen(idem);
+        in.idem_keys = 1;
     }
     stockd_route_request(&in, &out);
     return out;
+}
+
+/* Two Idempotency-Key headers are refused as two request_id= parameters are, whatever
+ * their values. */
+static void test_two_idempotency_keys(void) {
+    stockd_param p = {"id", 2, "1", 1};
+    stockd_request_in in = {.method = "GET",
+                            .path = "/stock/reduce",
+                            .params = &p,
+                            .nparams = 1,
+                            .idem_key = "a",
+                            .idem_key_len = 1,
+                            .idem_keys = 2};
+    stockd_routed out;
+    stockd_route_request(&in, &out);
+    CHECK_INT_EQ(STOCKD_R_BAD_REQUEST, out.error);
+    CHECK_STR_EQ("Idempotency-Key given more than once", out.message);
+    in.idem_keys = 1;
+    stockd_route_request(&in, &out);
+    CHECK_INT_EQ(STOCKD_R_OK, out.error);
 }
 
 static void test_routing_table(void) {
@@ -378,6 +399,7 @@ static void test_request_start_age_only_from_a_sane_past_time(void) {
 
 int main(void) {
     test_routing_table();
+    test_two_idempotency_keys();
     test_size_limits_come_first();
     test_id_parser_accepts_only_canonical_positive_int32();
     test_key_check();

@@ -290,10 +290,22 @@ stockd_integration_test(cross_products_hol
   COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/cross_products.sh hol LABELS fault)
 stockd_integration_test(cross_products_kill9
   COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/cross_products.sh kill9 LABELS fault)
+# A product past the cross bound is served while two hot products keep every leader's
+# batch full (~15 s); a product whose lock frees while the leader waits for another
+# busy lock is served then, not after that wait (~8 s).
+stockd_integration_test(cross_products_starve
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/cross_products.sh starve LABELS fault)
+stockd_integration_test(cross_products_aside
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/cross_products.sh aside LABELS fault)
 # GET /lock/queue: the zk queue of two instances over HTTP, no-lock and lease views, and
 # every bad input's JSON 4xx (about 10 s).
 stockd_integration_test(lock_queue COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/lock_queue.sh
   TIMEOUT 120)
+# A query with many parameters (90, 300, 4000; or 300 of 10 bytes) gets the same answer
+# as one just past the limit, at once, on every route, directly and through nginx (its
+# JSON 400 where the route refuses it). About 5 s.
+stockd_integration_test(many_query_parameters_answered_at_once
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/many_params.sh LABELS service)
 
 # Layers without circles: no file of service/, lock/ or db/ calls back up into a file
 # that calls it (tests/file_layers.sh reads the objects' symbols; lock/zklock_int.h
@@ -317,7 +329,7 @@ set_tests_properties(no_file_circle_in_service no_file_circle_in_lock no_file_ci
 # --queue-deadline-ms counts from nginx's send (X-Request-Start), not from stockd's
 # intake: a request older than the deadline deducts nothing; a fresh or untrusted header
 # is served (a second each). The sanitizer builds run it in mode atomic only: a request
-# expired at intake is answered before the mode matters (worker.c, serve_deduct), and no
+# expired at intake is answered before the mode matters (deduct.c, deduct__serve), and no
 # other test sends one, while zk's served requests are the oversell tests' too.
 stockd_integration_test(request_start_atomic_deadline_from_the_proxy_send
   COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/request_start.sh atomic LABELS service)
