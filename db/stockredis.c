@@ -264,6 +264,18 @@ int stockredis_wait(stockredis *s, int replicas, int timeout_ms, int *acked) {
     return rc;
 }
 
+int stockredis_ping(stockredis *s) {
+    int rc;
+    redisReply *r = command(s, &rc, "PING");
+    if (!r) return rc;
+    if (rc == STOCKREDIS_OK && !(r->type == REDIS_REPLY_STATUS && strcmp(r->str, "PONG") == 0)) {
+        set_err(s, "PING: not PONG");
+        rc = STOCKREDIS_ERR_SERVER;
+    }
+    freeReplyObject(r);
+    return rc;
+}
+
 int stockredis_count(stockredis *s, int32_t product_id, long long *count, bool *present) {
     char key[64];
     int rc;

@@ -83,6 +83,9 @@ int stockredis_deduct(stockredis *s, int32_t product_id, const char *key, long l
  * replicas have acknowledged every write made through it (*acked), or an error. */
 int stockredis_wait(stockredis *s, int replicas, int timeout_ms, int *acked);
 
+/* PING, for /health: STOCKREDIS_OK when Redis answers PONG, else an error. */
+int stockredis_ping(stockredis *s);
+
 /* Reads the count of product_id (*count, *present false if there is none). */
 int stockredis_count(stockredis *s, int32_t product_id, long long *count, bool *present);
 

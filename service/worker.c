@@ -39,11 +39,19 @@ static void serve_health(worker_state *ws, stockd_job *job) {
     int lock_rc = lock_ping(ctx->locks, lock_err, sizeof(lock_err));
     bool zk = kind->service && strcmp(kind->service, "zookeeper") == 0;
     /* The lock services /health names beside MySQL and ZooKeeper (the lock table's is
-     * MySQL itself). */
+     * MySQL itself), and mode redis-stock's Redis, which holds the count. */
     const char *service =
         kind->service && (strcmp(kind->service, "redis") == 0 || strcmp(kind->service, "etcd") == 0)
             ? kind->service
             : NULL;
+    if (ctx->cfg->lock == STOCKD_LOCK_REDIS_STOCK) {
+        service = "redis";
+        lock_rc = ws->redis && stockredis_ping(ws->redis) == STOCKREDIS_OK ? LOCK_OK
+                                                                           : LOCK_ERR_CONNECTION;
+        if (lock_rc != LOCK_OK)
+            snprintf(lock_err, sizeof(lock_err), "%s",
+                     ws->redis ? stockredis_errstr(ws->redis) : "no Redis handle");
+    }
     bool ok = db_rc == STOCKDB_OK && lock_rc == LOCK_OK;
 
     char *body = stockd_health_json(ok, db_rc == STOCKDB_OK ? NULL : stockdb_errstr(ws->db),

@@ -12,7 +12,7 @@
 #      orders (oversell's ledger). Without it, MariaDB is untouched: stock 50, no order.
 #   3. A key: its 200 names the order by the key, the same key gets the same order back
 #      (replayed), and the key used for another product is refused (422).
-#   4. Redis down: 503 unavailable, and nothing done in MariaDB either.
+#   4. Redis down: 503 unavailable, and nothing done in MariaDB either; /health 503.
 #   5. /metrics: the Redis count, MariaDB's stock and the stream's backlog.
 #   6. --redis-wait-replicas without a replica: 503 not_replicated, the entry written.
 source "$STOCKD_SRC/tests/lib.sh"
@@ -110,9 +110,12 @@ jq -e '.message | test("0 of 1 replicas confirmed it within 50 ms")' "$T/ans" >/
   fail "the 503 does not say what happened: $(cat "$T/ans")"
 expect_eq "its entry is in the stream" $((len + 1)) "$(rcli XLEN stockd:orders)"
 
-# 4. Redis down: nothing is done anywhere.
+# 4. Redis down: nothing is done anywhere, and /health says why.
+health() { curl -sS -o "$T/health" -w '%{http_code}' "http://127.0.0.1:$((PORT0 + 1))/health"; }
+expect_eq "/health with Redis up" "200 up" "$(health) $(jq -r .redis "$T/health")"
 sql "UPDATE product SET stock = 7 WHERE id = 3"
 redis_stop "$T" redis-stock
+expect_eq "/health with Redis down" "503 down" "$(health) $(jq -r .redis "$T/health")"
 expect_eq "a deduction with Redis down" "503 unavailable" "$(reduce $((PORT0 + 1)) 3)"
 jq -e '.message | test("Redis is unavailable; nothing was deducted")' "$T/ans" >/dev/null ||
   fail "the 503 does not say why: $(cat "$T/ans")"
