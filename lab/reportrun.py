@@ -17,26 +17,16 @@ import json
 import os
 import shlex
 import subprocess
-import sys
 import threading
 import time
 
 from . import LabError, ledger, loadgen, prom
-from . import stack as stackmod
+from .loadstack import Failed, LoadStack, note
 from .shop import Shop
 
 SRC = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BENCH_STOCK = 100000000  # more than any run can sell: every answer a deduction
 SPREAD_LO = 1001  # the spread's products are 1001..1000+N
-
-
-class Failed(Exception):
-    """A run failed: the load tool (report, cpu, memory) exits 1 with the message."""
-
-
-def note(msg, tool="report"):
-    """A progress note of a load tool (report, cpu, memory) on stderr."""
-    print(f"{tool}: {msg}", file=sys.stderr, flush=True)
 
 
 def command_line(prog, args):
@@ -180,23 +170,16 @@ class Bench:
 
     def __init__(self, o, work):
         self.o, self.work = o, work
-        os.environ["STACK_RUN"] = o.run
-        os.environ["STACK_PORT_BASE"] = str(o.port_base)
-        self.stack = stackmod.Stack(o.run)
+        self.ls = LoadStack("report", o.run, o.port_base, os.path.join(work, "stack.log"))
+        self.stack = self.ls.stack
         self.shop = None
         self.stockload = None
         self.runs, self.rows, self.rate_limits = [], [], []
         self.seq = 0
 
-    def _stack(self, what, fn, *args, **kw):
-        try:
-            stackmod.logged(os.path.join(self.work, "stack.log"), fn, *args, **kw)
-        except LabError as e:
-            raise Failed(f"{what} failed: {e}")
-
     def up(self, ensemble=False):
-        self._stack("starting the stack", self.stack.up, self.o.instances, "none", self.o.extra,
-                    zk_ensemble=ensemble)
+        self.ls.step(self.stack.up, self.o.instances, "none", self.o.extra, zk_ensemble=ensemble,
+                     what="starting the stack")
         if self.shop:
             self.shop.close()
         self.shop = Shop(self.stack.run)
@@ -209,34 +192,23 @@ class Bench:
             raise Failed(f"no product {self.o.product} in shop")
 
     def restart(self, lock, args, route="round-robin", rate_limit=None, instances=None):
-        self._stack(f"restarting stockd (--lock {lock})", self.stack.restart_stockd,
-                    instances or self.o.instances, lock, list(args) + self.o.extra, route,
-                    rate_limit)
+        self.ls.step(self.stack.restart_stockd, instances or self.o.instances, lock,
+                     list(args) + self.o.extra, route, rate_limit,
+                     what=f"restarting stockd (--lock {lock})")
 
     def down(self):
         if self.shop:
             self.shop.close()
             self.shop = None
-        self._stack("stopping the stack", self.stack.down)
+        self.ls.down(what="stopping the stack")
 
     def find_stockload(self):
-        build = os.path.abspath(os.environ.get("STACK_BUILD") or os.path.join(SRC, "build"))
-        path = os.environ.get("STOCKLOAD_BIN") or os.path.join(build, "loadtest", "stockload")
-        if not os.access(path, os.X_OK):
-            note(f"building stockload in {build}")
-            with open(os.path.join(self.work, "build.log"), "wb") as log:
-                ok = all(subprocess.run(a, stdout=log, stderr=log, stdin=subprocess.DEVNULL)
-                         .returncode == 0 for a in (["cmake", "-S", SRC, "-B", build],
-                                                    ["cmake", "--build", build, "-j2",
-                                                     "--target", "stockload"]))
-            if not ok:
-                raise Failed(f"building stockload failed; see {self.work}/build.log")
-        self.stockload = path
+        self.stockload = self.ls.stockload(build=True)
 
     # ---------------------------------------------------------------- reading
 
     def scrape(self):
-        return prom.scrape(self.stack.stockd_ports())
+        return self.ls.scrape()
 
     def books(self, lo, hi):
         """(stock summed, orders rows, products below 0) of products lo..hi, read in one
