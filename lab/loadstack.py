@@ -4,11 +4,12 @@ directory and port base), starts it in a mode with fresh stockd instances, finds
 stockload, reads /metrics, and stops the stack at the end unless --keep; a run that
 fails exits 1 with its message (Failed). What each measures stays in the tool."""
 
+import json
 import os
 import subprocess
 import sys
 
-from . import LabError, prom
+from . import LabError, loadgen, prom
 from . import stack as stackmod
 
 SRC = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -21,6 +22,47 @@ class Failed(Exception):
 def note(msg, tool="report"):
     """A progress note of a load tool (report, cpu, memory) on stderr."""
     print(f"{tool}: {msg}", file=sys.stderr, flush=True)
+
+
+def client_argv(client, stockload, nginx, path, out, concurrency, product=None, products=None,
+                seconds=None, requests=None):
+    """The argv of a load client (stockload, ab or wrk) on PATH through NGINX with
+    CONCURRENCY requests in flight: on PRODUCT (one URL) or on PRODUCTS (lo, hi: each
+    request's id drawn uniformly), for SECONDS or, stockload and ab, REQUESTS in all.
+    ab writes its per-request table to OUT.tsv; wrk prints JSON with
+    loadtest/wrk-json.lua."""
+    c = str(concurrency)
+    one = f"{nginx}{path}?id={product}"
+    if client == "stockload":
+        argv = [stockload, "--url", one if products is None else f"{nginx}{path}?id={{id}}"]
+        argv += (["--duration", str(seconds), "--concurrency", c] if requests is None
+                 else ["--threads", c, "--loops", str(requests // concurrency)])
+        return argv + ["--json", "--no-progress"] + (
+            [] if products is None else ["--products", "%d-%d" % products])
+    if client == "ab" and products is None:
+        count = ["-t", str(seconds), "-n", "100000000"] if requests is None else ["-n", str(requests)]
+        return ["ab", "-k", "-l", "-r", "-q", *count, "-c", c, "-s", "30", "-g", out + ".tsv", one]
+    if client == "wrk":
+        wrk = ["wrk", "-t", "2", "-c", c, "-d", f"{seconds}s", "-s",
+               os.path.join(SRC, "loadtest", "wrk-json.lua")]
+        return wrk + ([one] if products is None else [nginx, "--", path] + [str(p) for p in products])
+    raise Failed(f"no client {client} for {'one product' if products is None else 'products'}")
+
+
+def client_result(client, out, health=False):
+    """What the load client wrote to OUT (and OUT.tsv), as a lab/loadgen.py Result;
+    HEALTH: stockload's load was on /health."""
+    try:
+        with open(out, encoding="utf-8", errors="replace") as f:
+            text = f.read()
+        if client == "stockload":
+            return loadgen.stockload(json.loads(text), health=health)
+        if client == "ab":
+            with open(out + ".tsv", encoding="utf-8") as g:
+                return loadgen.ab(text, g.read())
+        return loadgen.wrk(text)
+    except (OSError, ValueError, KeyError) as e:
+        raise Failed(f"{client}: could not read its output ({out}): {e}")
 
 
 class LoadStack:

@@ -20,8 +20,8 @@ import subprocess
 import threading
 import time
 
-from . import LabError, ledger, loadgen, prom
-from .loadstack import Failed, LoadStack, note
+from . import LabError, ledger, prom
+from .loadstack import Failed, LoadStack, client_argv, client_result, note
 from .shop import Shop
 
 SRC = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -328,37 +328,19 @@ class Bench:
         """One load on path (/stock/reduce or /health) through nginx: kind hot (one
         product, count-based) or spread (the products, duration-based); its Result."""
         o = self.o
-        n = o.bench_requests // o.bench_concurrency
-        lo, hi = SPREAD_LO, SPREAD_LO + o.bench_products - 1
-        c = str(o.bench_concurrency)
-        # stockload exits 1 when it saw answers other than deductions (the ceiling's /health).
-        if (client, kind) == ("stockload", "hot"):
-            self._run([self.stockload, "--url", f"{self.nginx}{path}?id={o.product}", "--threads", c,
-                       "--loops", str(n), "--json", "--no-progress"], out, ok=(0, 1))
-        elif (client, kind) == ("stockload", "spread"):
-            self._run([self.stockload, "--url", f"{self.nginx}{path}?id={{id}}", "--products",
-                       f"{lo}-{hi}", "--duration", str(o.bench_seconds), "--concurrency", c,
-                       "--json", "--no-progress"], out, ok=(0, 1))
-        elif (client, kind) == ("ab", "hot"):
-            self._run(["ab", "-k", "-l", "-r", "-q", "-n", str(n * o.bench_concurrency), "-c", c,
-                       "-s", "30", "-g", out + ".tsv", f"{self.nginx}{path}?id={o.product}"], out)
-        elif (client, kind) == ("wrk", "spread"):
-            self._run(["wrk", "-t", "2", "-c", c, "-d", f"{o.bench_seconds}s", "-s",
-                       os.path.join(SRC, "loadtest", "wrk-json.lua"), self.nginx, "--", path,
-                       str(lo), str(hi)], out)
-        else:
+        hot = kind == "hot"
+        if (client, kind) not in (("stockload", "hot"), ("stockload", "spread"), ("ab", "hot"),
+                                  ("wrk", "spread")):
             raise Failed(f"no client {client} for {kind}")
-        try:
-            with open(out, encoding="utf-8", errors="replace") as f:
-                text = f.read()
-            if client == "stockload":
-                return loadgen.stockload(json.loads(text), health=path == "/health")
-            if client == "ab":
-                with open(out + ".tsv", encoding="utf-8") as g:
-                    return loadgen.ab(text, g.read())
-            return loadgen.wrk(text)
-        except (OSError, ValueError, KeyError) as e:
-            raise Failed(f"{client}: could not read its output ({out}): {e}")
+        n = o.bench_requests // o.bench_concurrency
+        # stockload exits 1 when it saw answers other than deductions (the ceiling's /health).
+        self._run(client_argv(client, self.stockload, self.nginx, path, out, o.bench_concurrency,
+                              product=o.product if hot else None,
+                              products=None if hot else (SPREAD_LO, SPREAD_LO + o.bench_products - 1),
+                              seconds=None if hot else o.bench_seconds,
+                              requests=n * o.bench_concurrency if hot else None),
+                  out, ok=(0, 1) if client == "stockload" else (0,))
+        return client_result(client, out, health=path == "/health")
 
     def warm(self):
         """The fresh instances (and the servers behind them) warmed the same way before
