@@ -221,20 +221,6 @@ class Bench:
             (lo, hi, lo, hi, lo, hi))[0]
         return int(stock), int(orders), int(negative)
 
-    def set_products(self, lo, hi, stock):
-        """Products lo..hi exist with stock, fence 0 and no orders (made on the first
-        call; the service user may only update, not insert); mode redis-stock's counts of
-        them are reset too, as Shop.set_stock does (lab/redisstock.py)."""
-        if self.shop.redis:
-            self.shop.redis.wait_drained()
-        self.shop.rows("DELETE FROM orders WHERE product_id BETWEEN %s AND %s", (lo, hi))
-        with self.shop.conn.cursor() as cur:
-            cur.executemany("INSERT INTO product (id, product_name, stock, fence) VALUES "
-                            "(%s, %s, %s, 0) ON DUPLICATE KEY UPDATE stock = VALUES(stock), fence = 0",
-                            [(i, f"report-{i}", stock) for i in range(lo, hi + 1)])
-        if self.shop.redis:
-            self.shop.redis.forget(*range(lo, hi + 1))
-
     def settled(self, mode):
         """Mode redis-stock answers before MariaDB has the order: the ledger is read once
         the order writer has drained the stream. Any other mode: at once."""
@@ -274,7 +260,7 @@ class Bench:
         if table == "spread":
             products, each = o.spread, max(o.stock // o.spread, 1)
             lo, hi = SPREAD_LO, SPREAD_LO + o.spread - 1
-            self.set_products(lo, hi, each)
+            self.shop.set_products(lo, hi, each, name="report")
             initial = each * o.spread
             url = f"{self.nginx}/stock/reduce?id={{id}}"
             load_args += ["--products", f"{lo}-{hi}"]
@@ -354,7 +340,7 @@ class Bench:
 
     def set_bench_stock(self):
         lo, hi = SPREAD_LO, SPREAD_LO + self.o.bench_products - 1
-        self.set_products(lo, hi, BENCH_STOCK)
+        self.shop.set_products(lo, hi, BENCH_STOCK, name="report")
         self.shop.set_stock(self.o.product, BENCH_STOCK, 1)
 
     def ceiling(self, route, kind, spec, ensemble, rep, into):
