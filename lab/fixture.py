@@ -1,6 +1,8 @@
 """The tests' `servers` ctest fixture: `python3 -m lab.fixture up|down` starts or stops
 the private MariaDB, ZooKeeper, Redis and etcd that the integration tests share (and
-mode redlock's three more Redis servers), once per ctest run, with lab/servers.py.
+mode redlock's three more Redis servers), once per ctest run: the backing servers of
+lab/backing.py, as the stack's are. Each test starts its own stockd against them
+(t_stockd in tests/lib.sh).
 `down` also stops whatever a failed or timed-out test left running under the run
 directory. tests/CMakeLists.txt passes the run directory and the ports in
 STOCKD_TEST_* variables (computed from lab/ports.json)."""
@@ -12,6 +14,7 @@ import sys
 from . import LabError
 from . import proc
 from . import servers as srv
+from .backing import Backing
 
 
 def _port(addr):
@@ -29,12 +32,10 @@ def main(argv=None):
     try:
         if argv == ["up"]:
             os.makedirs(run, exist_ok=True)
-            srv.MariaDB(run, int(env["STOCKD_TEST_MYSQL_PORT"])).start()
-            srv.ZooKeeper(run, _port(env["STOCKD_TEST_ZK"])).start()
-            srv.Redis(run, _port(env["STOCKD_TEST_REDIS"])).start()
-            for n, port in enumerate(redlock, 1):
-                srv.Redis(run, port, "redlock%d" % n).start()
-            srv.Etcd(run, _port(env["STOCKD_TEST_ETCD"])).start()
+            Backing(run, {"mysql": int(env["STOCKD_TEST_MYSQL_PORT"]),
+                          "zk": _port(env["STOCKD_TEST_ZK"]), "redis": _port(env["STOCKD_TEST_REDIS"]),
+                          "redlock": redlock, "etcd": _port(env["STOCKD_TEST_ETCD"])}
+                    ).start(redlock=bool(redlock), etcd=True)
             print("servers: mysql on %s, zookeeper on %s, redis on %s, redlock on %s, etcd on %s, under %s"
                   % (env["STOCKD_TEST_MYSQL_PORT"], env["STOCKD_TEST_ZK"], env["STOCKD_TEST_REDIS"],
                      env.get("STOCKD_TEST_REDLOCK", ""), env["STOCKD_TEST_ETCD"], run))
@@ -46,12 +47,7 @@ def main(argv=None):
                 srv.Nginx(os.path.dirname(d)).stop()
             for f in glob.glob(os.path.join(run, "t", "*", "*", "pid")):
                 proc.stop_pidfile(f, 10)
-            srv.Redis(run).stop()
-            for n in range(1, len(redlock) + 1):
-                srv.Redis(run, name="redlock%d" % n).stop()
-            srv.Etcd(run).stop()
-            srv.ZooKeeper(run).stop()
-            srv.MariaDB(run).stop()
+            Backing(run).stop()
             print("servers: stopped")
     except LabError as e:
         print("servers: %s" % e, file=sys.stderr)

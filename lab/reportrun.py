@@ -17,26 +17,16 @@ import json
 import os
 import shlex
 import subprocess
-import sys
 import threading
 import time
 
-from . import LabError, ledger, loadgen, prom
-from . import stack as stackmod
+from . import LabError, ledger, prom
+from .loadstack import Failed, LoadStack, client_argv, client_result, note
 from .shop import Shop
 
 SRC = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BENCH_STOCK = 100000000  # more than any run can sell: every answer a deduction
 SPREAD_LO = 1001  # the spread's products are 1001..1000+N
-
-
-class Failed(Exception):
-    """A run failed: the load tool (report, cpu, memory) exits 1 with the message."""
-
-
-def note(msg, tool="report"):
-    """A progress note of a load tool (report, cpu, memory) on stderr."""
-    print(f"{tool}: {msg}", file=sys.stderr, flush=True)
 
 
 def command_line(prog, args):
@@ -180,23 +170,16 @@ class Bench:
 
     def __init__(self, o, work):
         self.o, self.work = o, work
-        os.environ["STACK_RUN"] = o.run
-        os.environ["STACK_PORT_BASE"] = str(o.port_base)
-        self.stack = stackmod.Stack(o.run)
+        self.ls = LoadStack("report", o.run, o.port_base, os.path.join(work, "stack.log"))
+        self.stack = self.ls.stack
         self.shop = None
         self.stockload = None
         self.runs, self.rows, self.rate_limits = [], [], []
         self.seq = 0
 
-    def _stack(self, what, fn, *args, **kw):
-        try:
-            stackmod.logged(os.path.join(self.work, "stack.log"), fn, *args, **kw)
-        except LabError as e:
-            raise Failed(f"{what} failed: {e}")
-
     def up(self, ensemble=False):
-        self._stack("starting the stack", self.stack.up, self.o.instances, "none", self.o.extra,
-                    zk_ensemble=ensemble)
+        self.ls.step(self.stack.up, self.o.instances, "none", self.o.extra, zk_ensemble=ensemble,
+                     what="starting the stack")
         if self.shop:
             self.shop.close()
         self.shop = Shop(self.stack.run)
@@ -209,34 +192,23 @@ class Bench:
             raise Failed(f"no product {self.o.product} in shop")
 
     def restart(self, lock, args, route="round-robin", rate_limit=None, instances=None):
-        self._stack(f"restarting stockd (--lock {lock})", self.stack.restart_stockd,
-                    instances or self.o.instances, lock, list(args) + self.o.extra, route,
-                    rate_limit)
+        self.ls.step(self.stack.restart_stockd, instances or self.o.instances, lock,
+                     list(args) + self.o.extra, route, rate_limit,
+                     what=f"restarting stockd (--lock {lock})")
 
     def down(self):
         if self.shop:
             self.shop.close()
             self.shop = None
-        self._stack("stopping the stack", self.stack.down)
+        self.ls.down(what="stopping the stack")
 
     def find_stockload(self):
-        build = os.path.abspath(os.environ.get("STACK_BUILD") or os.path.join(SRC, "build"))
-        path = os.environ.get("STOCKLOAD_BIN") or os.path.join(build, "loadtest", "stockload")
-        if not os.access(path, os.X_OK):
-            note(f"building stockload in {build}")
-            with open(os.path.join(self.work, "build.log"), "wb") as log:
-                ok = all(subprocess.run(a, stdout=log, stderr=log, stdin=subprocess.DEVNULL)
-                         .returncode == 0 for a in (["cmake", "-S", SRC, "-B", build],
-                                                    ["cmake", "--build", build, "-j2",
-                                                     "--target", "stockload"]))
-            if not ok:
-                raise Failed(f"building stockload failed; see {self.work}/build.log")
-        self.stockload = path
+        self.stockload = self.ls.stockload(build=True)
 
     # ---------------------------------------------------------------- reading
 
     def scrape(self):
-        return prom.scrape(self.stack.stockd_ports())
+        return self.ls.scrape()
 
     def books(self, lo, hi):
         """(stock summed, orders rows, products below 0) of products lo..hi, read in one
@@ -248,20 +220,6 @@ class Bench:
             " (SELECT COUNT(*) FROM product_stock WHERE id BETWEEN %s AND %s AND stock < 0)",
             (lo, hi, lo, hi, lo, hi))[0]
         return int(stock), int(orders), int(negative)
-
-    def set_products(self, lo, hi, stock):
-        """Products lo..hi exist with stock, fence 0 and no orders (made on the first
-        call; the service user may only update, not insert); mode redis-stock's counts of
-        them are reset too, as Shop.set_stock does (lab/redisstock.py)."""
-        if self.shop.redis:
-            self.shop.redis.wait_drained()
-        self.shop.rows("DELETE FROM orders WHERE product_id BETWEEN %s AND %s", (lo, hi))
-        with self.shop.conn.cursor() as cur:
-            cur.executemany("INSERT INTO product (id, product_name, stock, fence) VALUES "
-                            "(%s, %s, %s, 0) ON DUPLICATE KEY UPDATE stock = VALUES(stock), fence = 0",
-                            [(i, f"report-{i}", stock) for i in range(lo, hi + 1)])
-        if self.shop.redis:
-            self.shop.redis.forget(*range(lo, hi + 1))
 
     def settled(self, mode):
         """Mode redis-stock answers before MariaDB has the order: the ledger is read once
@@ -302,7 +260,7 @@ class Bench:
         if table == "spread":
             products, each = o.spread, max(o.stock // o.spread, 1)
             lo, hi = SPREAD_LO, SPREAD_LO + o.spread - 1
-            self.set_products(lo, hi, each)
+            self.shop.set_products(lo, hi, each, name="report")
             initial = each * o.spread
             url = f"{self.nginx}/stock/reduce?id={{id}}"
             load_args += ["--products", f"{lo}-{hi}"]
@@ -356,37 +314,19 @@ class Bench:
         """One load on path (/stock/reduce or /health) through nginx: kind hot (one
         product, count-based) or spread (the products, duration-based); its Result."""
         o = self.o
-        n = o.bench_requests // o.bench_concurrency
-        lo, hi = SPREAD_LO, SPREAD_LO + o.bench_products - 1
-        c = str(o.bench_concurrency)
-        # stockload exits 1 when it saw answers other than deductions (the ceiling's /health).
-        if (client, kind) == ("stockload", "hot"):
-            self._run([self.stockload, "--url", f"{self.nginx}{path}?id={o.product}", "--threads", c,
-                       "--loops", str(n), "--json", "--no-progress"], out, ok=(0, 1))
-        elif (client, kind) == ("stockload", "spread"):
-            self._run([self.stockload, "--url", f"{self.nginx}{path}?id={{id}}", "--products",
-                       f"{lo}-{hi}", "--duration", str(o.bench_seconds), "--concurrency", c,
-                       "--json", "--no-progress"], out, ok=(0, 1))
-        elif (client, kind) == ("ab", "hot"):
-            self._run(["ab", "-k", "-l", "-r", "-q", "-n", str(n * o.bench_concurrency), "-c", c,
-                       "-s", "30", "-g", out + ".tsv", f"{self.nginx}{path}?id={o.product}"], out)
-        elif (client, kind) == ("wrk", "spread"):
-            self._run(["wrk", "-t", "2", "-c", c, "-d", f"{o.bench_seconds}s", "-s",
-                       os.path.join(SRC, "loadtest", "wrk-json.lua"), self.nginx, "--", path,
-                       str(lo), str(hi)], out)
-        else:
+        hot = kind == "hot"
+        if (client, kind) not in (("stockload", "hot"), ("stockload", "spread"), ("ab", "hot"),
+                                  ("wrk", "spread")):
             raise Failed(f"no client {client} for {kind}")
-        try:
-            with open(out, encoding="utf-8", errors="replace") as f:
-                text = f.read()
-            if client == "stockload":
-                return loadgen.stockload(json.loads(text), health=path == "/health")
-            if client == "ab":
-                with open(out + ".tsv", encoding="utf-8") as g:
-                    return loadgen.ab(text, g.read())
-            return loadgen.wrk(text)
-        except (OSError, ValueError, KeyError) as e:
-            raise Failed(f"{client}: could not read its output ({out}): {e}")
+        n = o.bench_requests // o.bench_concurrency
+        # stockload exits 1 when it saw answers other than deductions (the ceiling's /health).
+        self._run(client_argv(client, self.stockload, self.nginx, path, out, o.bench_concurrency,
+                              product=o.product if hot else None,
+                              products=None if hot else (SPREAD_LO, SPREAD_LO + o.bench_products - 1),
+                              seconds=None if hot else o.bench_seconds,
+                              requests=n * o.bench_concurrency if hot else None),
+                  out, ok=(0, 1) if client == "stockload" else (0,))
+        return client_result(client, out, health=path == "/health")
 
     def warm(self):
         """The fresh instances (and the servers behind them) warmed the same way before
@@ -400,7 +340,7 @@ class Bench:
 
     def set_bench_stock(self):
         lo, hi = SPREAD_LO, SPREAD_LO + self.o.bench_products - 1
-        self.set_products(lo, hi, BENCH_STOCK)
+        self.shop.set_products(lo, hi, BENCH_STOCK, name="report")
         self.shop.set_stock(self.o.product, BENCH_STOCK, 1)
 
     def ceiling(self, route, kind, spec, ensemble, rep, into):

@@ -60,6 +60,35 @@ class Shop:
         if self.redis:
             self.redis.forget(product)
 
+    def set_products(self, lo, hi, stock, segments=1, name="product"):
+        """Products LO..HI exist with STOCK each (split over SEGMENTS as set_stock
+        does), fence 0 and no orders, in one transaction; made on the first call, named
+        NAME-ID (the service user may only update, not insert). Mode redis-stock's
+        counts of them are reset too, as set_stock does."""
+        if self.redis:
+            self.redis.wait_drained()
+        with self.conn.cursor() as cur:
+            self.conn.begin()
+            try:
+                cur.execute("DELETE FROM orders WHERE product_id BETWEEN %s AND %s", (lo, hi))
+                cur.execute("DELETE FROM product_segment WHERE product_id BETWEEN %s AND %s",
+                            (lo, hi))
+                cur.executemany("INSERT INTO product (id, product_name, stock, fence) VALUES "
+                                "(%s, %s, %s, 0) ON DUPLICATE KEY UPDATE stock = VALUES(stock), "
+                                "fence = 0", [(i, f"{name}-{i}", stock if segments == 1 else 0)
+                                              for i in range(lo, hi + 1)])
+                if segments > 1:
+                    cur.executemany("INSERT INTO product_segment (product_id, seg, stock, fence) "
+                                    "VALUES (%s, %s, %s, 0)",
+                                    [(i, j, stock // segments + (1 if j <= stock % segments else 0))
+                                     for i in range(lo, hi + 1) for j in range(1, segments + 1)])
+                self.conn.commit()
+            except BaseException:
+                self.conn.rollback()
+                raise
+        if self.redis:
+            self.redis.forget(*range(lo, hi + 1))
+
     def _set_stock_sql(self, product, stock, segments):
         with self.conn.cursor() as cur:
             self.conn.begin()

@@ -18,6 +18,7 @@ import subprocess
 import sys
 
 from . import LabError
+from .backing import Backing
 from . import ports as portmod
 from . import proc
 from . import servers as srv
@@ -72,30 +73,35 @@ class Stack:
     def port(self, name):
         return self.st[name] if self.st else None
 
+    def backing(self):
+        """Its backing servers (lab/backing.py) on the state's ports."""
+        st = self.st
+        ports = {k: st[k + "_port"] for k in ("mysql", "zk", "redis", "redis_replica", "sentinel",
+                                               "etcd", "prometheus")} if st else {}
+        if st:
+            ports["redlock"] = self.redlock_ports()
+        return Backing(self.run, ports, bool(st and st["zk_ensemble"]),
+                       self._read_secret("redis-password") or None)
+
     def mysql(self):
-        return srv.MariaDB(self.run, self.port("mysql_port"))
+        return self.backing().mysql()
 
     def zk(self, ensemble=None):
         """The ZooKeeper of the state (ENSEMBLE: of that kind instead)."""
-        ensemble = self.st["zk_ensemble"] if ensemble is None else ensemble
-        if ensemble:
-            return srv.ZkEnsemble(self.run, self.port("zk_port") or 0)
-        return srv.ZooKeeper(self.run, self.port("zk_port"))
+        return self.backing().zk(ensemble)
 
-    def redis(self, name="redis", port_name="redis_port", **kw):
+    def redis(self, name="redis"):
         """The Redis NAME (redis, redis-replica, redlockN), with the stack's password."""
-        pw = self._read_secret("redis-password") or None
-        return srv.Redis(self.run, kw.pop("port", None) or self.port(port_name), name, pw, **kw)
+        return self.backing().redis(name)
 
     def redlock(self):
-        return [self.redis("redlock%d" % n, port=p) for n, p in enumerate(self.redlock_ports(), 1)]
+        return self.backing().redlock()
 
     def sentinel(self):
-        return srv.Sentinel(self.run, self.port("sentinel_port"), self.port("redis_port"),
-                            self._read_secret("redis-password") or None)
+        return self.backing().sentinel()
 
     def etcd(self):
-        return srv.Etcd(self.run, self.port("etcd_port"))
+        return self.backing().etcd()
 
     def nginx(self):
         st = self.st
@@ -103,7 +109,7 @@ class Stack:
                          st["rate_limit"], st["prometheus_port"] or 0) if st else srv.Nginx(self.run)
 
     def prometheus(self):
-        return srv.Prometheus(self.run, self.port("prometheus_port"))
+        return self.backing().prometheus()
 
     def stockd(self, i, env=None):
         st = self.st
@@ -228,11 +234,10 @@ class Stack:
 
     # ---------------------------------------------------------------- database
 
-    def ensure_db(self, pw):
-        """`shop` with the schema, the seed and the service user on the first `up`; later
-        the data is kept (an experiment may be looking at it), the schema re-applied
-        (CREATE TABLE IF NOT EXISTS) and the user made sure of."""
-        db = self.mysql()
+    def ensure_db(self, pw, db):
+        """`shop` with the schema, the seed and the service user on the first `up` on
+        the MariaDB DB; later the data is kept (an experiment may be looking at it), the
+        schema re-applied (CREATE TABLE IF NOT EXISTS) and the user made sure of."""
         rows = db.query("SELECT COUNT(*) FROM information_schema.tables "
                                "WHERE table_schema=%s AND table_name IN ('product','orders')", (DB,))
         if rows[0][0] != 2:
@@ -273,10 +278,6 @@ class Stack:
         that ran before; then nginx and Prometheus are pointed at them."""
         st = self.st
         srv.Stockd.stop_all(self.run)
-        if st["lock"] == "redlock":
-            self.redis_password()
-            for r in self.redlock():
-                r.start()
         env = self.stockd_env()
         for i in range(1, st["instances"] + 1):
             try:
@@ -330,9 +331,10 @@ class Stack:
         n = sum(1 for f in os.listdir(d) if f.endswith(".pid") and proc.pid_alive(os.path.join(d, f)))
         return n == self.st["instances"]
 
-    def ensure_etcd(self):
-        if self.st["lock"] == "etcd":
-            self.etcd().start()
+    def lock_servers(self):
+        """The servers the state's lock mode alone needs (RedLock's, etcd)."""
+        self.redis_password()  # made on first use; the backing servers read it
+        self.backing().lock_servers(self.st["lock"])
 
     # ---------------------------------------------------------------- commands
 
@@ -379,29 +381,9 @@ class Stack:
         statemod.save(self.run, st)
 
         pw = self.db_password()
-        self.mysql().start()
-        self.ensure_db(pw)
-        self.zk().start()
-        self.redis_password()  # made on first use; self.redis() reads it
-        if redis_sentinel:
-            # The primary needs the users replica and sentinel: one started without them
-            # is started again (its lock keys are leases; stockd reconnects).
-            try:
-                with open(self.path("redis", "auth.conf")) as f:
-                    has = any(line.startswith("user sentinel ") for line in f)
-            except OSError:
-                has = False
-            if not has:
-                self.redis().stop()
-        else:
-            self.sentinel().stop()
-            self.redis("redis-replica").stop()
-        self.redis(replication=redis_sentinel).start()
-        if redis_sentinel:
-            self.redis("redis-replica", "redis_replica_port", replication=True,
-                       master=st["redis_port"]).start()
-            self.sentinel().start()
-        self.ensure_etcd()
+        self.redis_password()  # made on first use; the backing servers read it
+        self.backing().start(db=lambda db: self.ensure_db(pw, db), sentinel=redis_sentinel,
+                             redlock=st["lock"] == "redlock", etcd=st["lock"] == "etcd")
         if keep and self.stockd_current():
             self.start_nginx()
             if st["lock"] == "redis-stock" and not self.writer_up():
@@ -441,7 +423,7 @@ class Stack:
         if extra is not None:
             st["extra"] = list(extra)
         portmod.check_distinct(st)
-        self.ensure_etcd()
+        self.lock_servers()
         statemod.save(self.run, st)
         self.start_stockd_all()
         note("stockd: %d instance(s), lock %s, behind nginx on %d (%s%s)"
@@ -483,13 +465,7 @@ class Stack:
         srv.Nginx(self.run).stop()
         srv.Stockd.stop_all(self.run)
         writer.stop(self.run, "1")
-        srv.Sentinel(self.run).stop()
-        for name in ["redis-replica", "redis"] + ["redlock%d" % n for n in (1, 2, 3)]:
-            srv.Redis(self.run, name=name).stop()
-        srv.Etcd(self.run).stop()
-        srv.ZooKeeper(self.run).stop()
-        srv.ZkEnsemble(self.run, 0).stop()
-        srv.MariaDB(self.run).stop()
+        Backing(self.run).stop()
         if self.anything_runs():
             raise LabError("something under %s still runs; see: scripts/stack status" % self.run)
         note("stopped (data and password kept under %s)" % self.run)
@@ -522,7 +498,7 @@ class Stack:
         if st["redis_port"]:
             row("redis", self.redis())
         if st["redis_sentinel"]:
-            row("redis-repl", self.redis("redis-replica", "redis_replica_port"))
+            row("redis-repl", self.redis("redis-replica"))
             row("sentinel", self.sentinel())
         if st["lock"] == "redlock":
             for r in self.redlock():
