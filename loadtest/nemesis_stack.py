@@ -16,8 +16,9 @@ import time
 import urllib.error
 import urllib.request
 
-from lab import LabError, proc, runspec
+from lab import LabError, proc, runspec, writer
 from lab import servers as srv
+from lab.redisstock import RedisStock
 from lab.shop import Shop
 
 SRC = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -158,6 +159,11 @@ class Stack:
         self.env = dict(os.environ, STOCKD_MYSQL_PASSWORD=DB_PASS)
         self.stockd_bin = stockd_path(args.stockd_bin)
         self.uses_zk = None  # the mode's lock service is ZooKeeper: known once stockd is built
+        # Mode redis-stock: a primary (P+8) and a replica (P+10, replicating through the
+        # fault proxy on P+9 until the first failover) watched by a Sentinel (P+11), and
+        # the order writer; the redis-failover fault swaps the roles.
+        self.redis_primary = b + 8
+        self.writer_n = 0
         self.proxies = []  # the fault proxies' pid files
         self.db = None  # its servers (lab/servers.py): made with the run directory
         self.db_clock = 0  # MariaDB's clock offset in seconds (mode db-lock)
@@ -170,6 +176,8 @@ class Stack:
         self.db = srv.MariaDB(run, p["mysql"])
         self.zk = srv.ZkEnsemble(run, p["zk"])
         self.redis = srv.Redis(run, p["redis"])
+        self.redis_replica = srv.Redis(run, p["redis"] + 2, "redis2", master=p["redis"] + 1)
+        self.sentinel = srv.Sentinel(run, p["redis"] + 3, p["redis"])
         self.redlock = [srv.Redis(run, q, f"redlock{n}")
                         for n, q in enumerate(self.redlock_ports(), 1)]
         self.etcd = srv.EtcdCluster(run, p["etcd"])
@@ -187,6 +195,8 @@ class Stack:
             lab(self.zk.start)
         if self.mode == "redis":
             lab(self.redis.start)
+        if self.mode == "redis-stock":
+            self.start_redis_stock()
         for r in self.redlock:
             lab(r.start)
         if self.mode == "etcd":
@@ -194,6 +204,40 @@ class Stack:
         for i in range(1, N_INSTANCES + 1):
             lab(self.start_stockd, i)
         lab(self.nginx.start)
+
+    def start_redis_stock(self):
+        """Mode redis-stock's servers: the primary, its replica behind the replication
+        link's fault proxy, the Sentinel once it sees the replica, and the order writer."""
+        lab(self.redis.start)
+        self.start_proxy("redis-repl", self.redis.port + 1, self.redis.port, "raw",
+                         self.control_file("redis-repl"))
+        lab(self.redis_replica.start)
+        if not proc.wait_until(20, self.redis_replica.linked):
+            raise RunFailed("the Redis replica never linked to the primary")
+        lab(self.sentinel.start)
+        if not proc.wait_until(20, lambda: str(self.redis_replica.port) in str(
+                srv.redis_cmd(self.sentinel.port, "SENTINEL", "replicas", "stockd"))):
+            raise RunFailed("the Sentinel never saw the Redis replica")
+        self.start_writer()
+
+    def writer_bin(self):
+        return os.path.join(os.path.dirname(os.path.dirname(self.stockd_bin)), "writer",
+                            "stock-writer")
+
+    def start_writer(self):
+        """A new order writer (w1, w2, ...) on the current primary."""
+        self.writer_n += 1
+        lab(writer.start, self.run, self.writer_bin(), f"w{self.writer_n}",
+            f"127.0.0.1:{self.redis_primary}",
+            f"mysql://{DB_USER}@127.0.0.1:{self.ports['mysql']}/{DB}", ["--claim-idle-ms", "500"],
+            self.env)
+
+    def writer_pidfile(self):
+        return f"writer-w{self.writer_n}/pid"
+
+    def redis_stock(self):
+        """The stock of mode redis-stock on the current primary (lab/redisstock.py)."""
+        return RedisStock.at(f"127.0.0.1:{self.redis_primary}")
 
     def seed_products(self):
         """The products at their first stock, no orders, and the restocks' own ledger, in
@@ -241,6 +285,8 @@ class Stack:
                 "--lock-timeout-ms", "8000", "--queue-deadline-ms", "10000"]
         if self.mode == "redis":
             base += ["--redis", f"127.0.0.1:{redis_port}"]
+        elif self.mode == "redis-stock":
+            base += ["--redis", f"127.0.0.1:{self.redis_primary}"]
         elif self.mode == "redlock":
             base += ["--redis", ",".join(f"127.0.0.1:{q}" for q in self.redlock_ports())]
         elif self.mode == "etcd":
@@ -320,7 +366,10 @@ class Stack:
             proc.stop_pidfile(pidfile, 5)
         if self.db is None:  # the run directory was not made: nothing started
             return
-        for server in [self.redis, *self.redlock, self.etcd, self.zk, self.db]:
+        for n in range(1, self.writer_n + 1):
+            writer.stop(self.run, f"w{n}")
+        for server in [self.sentinel, self.redis, self.redis_replica, *self.redlock, self.etcd,
+                       self.zk, self.db]:
             server.stop()
 
     def drop_data(self):
@@ -393,10 +442,13 @@ class Stack:
 
     def marker(self, pidfile):
         """What the command line of the server in RUN/PIDFILE holds: a stockd its --port,
-        MariaDB and ZooKeeper their files under RUN."""
+        a writer its --consumer, MariaDB and ZooKeeper their files under RUN."""
         m = re.match(r"stockd/(\d+)\.pid$", pidfile)
         if m:
             return b"--port\0" + str(self.ports["nginx"] + int(m.group(1))).encode() + b"\0"
+        m = re.match(r"writer-(w\d+)/pid$", pidfile)
+        if m:
+            return b"--consumer\0" + m.group(1).encode() + b"\0"
         return self.run.encode()
 
     def kill9(self, pidfile, marker=None):
