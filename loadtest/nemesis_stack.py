@@ -57,11 +57,12 @@ def fault_proxy_bin(stockd_bin):
                         "support", "fault-proxy")
 
 
-def ensure_built(stockd_bin, out):
+def ensure_built(stockd_bin, out, writer_too=False):
     """Brings what a run needs up to date in stockd's build directory, as scripts/stack
     does for stockd (the demo builds stockd alone, and a pull leaves it stale): stockd,
     unless --stockd-bin names one, which is used as it is, and the fault proxy, unless
-    $FAULT_PROXY_BIN names one. A build directory that was never configured is
+    $FAULT_PROXY_BIN names one, and with WRITER_TOO (mode redis-stock) the order writer,
+    unless it is there next to a given stockd. A build directory that was never configured is
     configured only when it is the repository's own (SRC/build); otherwise the error says
     in one line what to run. The build's output goes to OUT/build.log."""
     stockd = stockd_path(stockd_bin)
@@ -70,6 +71,9 @@ def ensure_built(stockd_bin, out):
     targets = [] if stockd_bin else ["stockd"]
     if not os.environ.get("FAULT_PROXY_BIN") and (targets or not os.access(proxy, os.X_OK)):
         targets.append("fault-proxy")
+    writer_bin = os.path.join(build, "writer", "stock-writer")
+    if writer_too and (not stockd_bin or not os.access(writer_bin, os.X_OK)):
+        targets.append("stock-writer")
     if not targets:
         return
     how = f"cmake -S {SRC} -B {build} && cmake --build {build} -j2 --target {' '.join(targets)}"
@@ -77,7 +81,8 @@ def ensure_built(stockd_bin, out):
     if not configured and build != os.path.join(SRC, "build"):
         raise RunFailed(f"{build} is not a configured build directory; build what the "
                         f"nemesis needs with: {how}")
-    missing = [t for t, path in (("stockd", stockd), ("fault-proxy", proxy))
+    missing = [t for t, path in (("stockd", stockd), ("fault-proxy", proxy),
+                                 ("stock-writer", writer_bin))
                if t in targets and not os.access(path, os.X_OK)]
     if missing:
         log(f"nemesis: building {' and '.join(missing)} in {build} (log: {out}/build.log)")
