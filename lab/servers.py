@@ -585,6 +585,19 @@ class Redis(Server):
         """One command's reply (raises OSError on an error reply)."""
         return redis_cmd(self.port, *args, user=self.user, password=self.password)
 
+    def linked(self):
+        """A replica whose link to its primary is up (False if it does not answer)."""
+        try:
+            return "master_link_status:up" in self.cmd("INFO", "replication")
+        except (OSError, ValueError):
+            return False
+
+    def is_primary(self):
+        try:
+            return "role:master" in self.cmd("INFO", "replication")
+        except (OSError, ValueError):
+            return False
+
 
 class Sentinel(Server):
     """A redis-sentinel under RUN/NAME (default sentinel) on PORT, watching the primary

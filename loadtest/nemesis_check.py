@@ -22,6 +22,17 @@ buys at most once. So the checker needs no search over interleavings; it checks:
   sold_out_not_linearizable an answer "sold out" although at no instant between its
                             invocation and completion the product's stock can have been <= 0
 
+Mode redis-stock (final has "redis_stock": the run waited for the order writer to drain
+the stream before reading it) answers "deducted" before the order is written, so the
+per-answer and sold-out checks give way to the counts of what a Redis failover loses:
+
+  lost_deduction            an answer "deducted" whose key has neither an order nor an
+                            oversold promise (its stream entry was lost with the primary)
+  oversold_promise          an entry the database refused for want of stock, although the
+                            buyer was told "deducted" (one anomaly each)
+  redis_drift               a product whose Redis count differs from MariaDB's stock once
+                            the writer has drained
+
 Commit order. orders.created_at is CURRENT_TIMESTAMP(6) of the INSERT, which runs after
 the transaction's UPDATE of the product row and before its COMMIT, so while it holds that
 row's lock. Two deductions of a product therefore INSERT in the order they commit, and
@@ -172,9 +183,11 @@ def check(history, final, slack_s=DEFAULT_SLACK_S):
     for p in sorted(products):
         anomalies += check_product_ledger(p, products[p], orders, restocks, by_key,
                                           bool(final.get("replay_by_order_id")))
+    if "redis_stock" in final:
+        anomalies += check_redis_stock(ops, products, orders_by_key, final["redis_stock"])
 
     # Every "deducted" answer has its row, with its key, its product and its id.
-    for op in ops:
+    for op in ops if "redis_stock" not in final else ():
         if op["outcome"] != "deducted":
             continue
         row = orders_by_id.get(op.get("order_id"))
@@ -212,11 +225,40 @@ def check(history, final, slack_s=DEFAULT_SLACK_S):
                 f"key {key} has an order, but every attempt was answered that nothing "
                 f"was deducted", attempts, rows))
 
+    if "redis_stock" in final:
+        return anomalies
     # The earliest instant each key's deduction may take effect: its first invocation.
     first_invoke = {k: min(a["invoke"] for a in v) for k, v in by_key.items()}
     anomalies += check_sold_out(ops, products, orders, restocks, restock_seen, first_invoke,
                                 slack_s)
     return anomalies
+
+
+def check_redis_stock(ops, products, orders_by_key, rs):
+    """lost_deduction, oversold_promise and redis_drift of mode redis-stock (the module's
+    docstring); RS is final["redis_stock"]."""
+    out = []
+    promised = set(rs.get("promised_keys", []))
+    told = {}
+    for op in ops:
+        if op["outcome"] == "deducted":
+            told.setdefault(op["key"], op)
+    for key, op in sorted(told.items()):
+        if key not in orders_by_key and key not in promised:
+            out.append(Anomaly("lost_deduction", op["product"],
+                               f"answered deducted, but neither an order nor an oversold "
+                               f"promise has key {key}", [op]))
+    for p in sorted(products):
+        n = int(rs.get("oversold", {}).get(str(p), 0))
+        for i in range(n):
+            out.append(Anomaly("oversold_promise", p, f"oversold promise {i + 1} of {n}: "
+                               f"the writer had no stock for an order told deducted"))
+        count = rs.get("counts", {}).get(str(p))
+        fin = products[p]["final"]
+        if count is not None and count != fin:
+            out.append(Anomaly("redis_drift", p, f"Redis counts {count}, MariaDB's stock is "
+                               f"{fin} (drift {count - fin}) once the writer drained"))
+    return out
 
 
 def check_product_ledger(p, prod, orders, restocks, by_key, by_id=False):

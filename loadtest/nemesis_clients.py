@@ -9,8 +9,9 @@ import time
 import urllib.error
 import urllib.request
 
+from lab import LabError, writer
 from lab.shop import Shop
-from nemesis_stack import DB
+from nemesis_stack import DB, RunFailed
 
 # The results by which stockd says that nothing was deducted (docs/operating.md, "Routes and answers").
 NOTHING_DEDUCTED = {"sold_out", "lock_timeout", "lock_lost", "unavailable", "overloaded",
@@ -68,9 +69,12 @@ class Clients:
         self.restock_id = 0
 
     def threads(self):
-        """The clients' threads and the restocker's, not started."""
+        """The clients' threads and the restocker's, not started. Mode redis-stock has no
+        restocker: its count is Redis's, which a restock of MariaDB's row does not reach."""
+        restocker = [] if self.stack.mode == "redis-stock" else [
+            threading.Thread(target=self.restocker)]
         return [threading.Thread(target=self.client, args=(n,))
-                for n in range(self.args.clients)] + [threading.Thread(target=self.restocker)]
+                for n in range(self.args.clients)] + restocker
 
     def deduct(self, client, key, product, attempt):
         url = f"http://127.0.0.1:{self.stack.ports['nginx']}/stock/reduce?id={product}"
@@ -164,7 +168,9 @@ class Clients:
 
     def final(self):
         """The final database for the checker: each product's first and last stock, the
-        orders and the committed restocks."""
+        orders and the committed restocks; in mode redis-stock, once the order writer has
+        drained the stream, also Redis's counts and the oversold promises."""
+        extra = self.redis_stock_final() if self.stack.mode == "redis-stock" else {}
         stocks = self.stack.sql(("SELECT id, stock FROM product_stock WHERE id IN %s",
                                  (tuple(self.products),)))
         orders = self.stack.sql("SELECT id, product_id, IFNULL(request_id, ''), "
@@ -177,7 +183,25 @@ class Clients:
                             "created_at": float(r[3]), "instance": r[4]} for r in orders],
                 "restocks": [{"id": int(r[0]), "product": int(r[1]), "amount": int(r[2]),
                               "at": float(r[3]), "after_order": int(r[4])} for r in restocks],
-                "replay_by_order_id": True}
+                "replay_by_order_id": True, **extra}
+
+    def redis_stock_final(self):
+        """Mode redis-stock's side of the final state, read once the writer has drained
+        the stream: {"redis_stock": {"counts": {P: Redis's count}, "oversold": {P: the
+        writer's oversold promises}, "promised_keys": [the promises' request ids]}}."""
+        rs = self.stack.redis_stock()
+        try:
+            rs.wait_drained()
+        except LabError as e:
+            raise RunFailed(str(e)) from None
+        try:
+            with Shop(self.stack.run, DB) as db:
+                oversold = {str(p): writer.oversold_promises(db, p) for p in self.products}
+                keys = [k for (k,) in db.rows("SELECT request_id FROM oversold_promise")]
+        except Exception as e:  # pymysql's errors: the database is unreadable
+            raise RunFailed(f"SQL failed: {e}") from None
+        return {"redis_stock": {"counts": {str(p): rs.count(p) for p in self.products},
+                                "oversold": oversold, "promised_keys": keys}}
 
 
 def multi_product_transactions(orders):

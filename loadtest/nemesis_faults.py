@@ -12,6 +12,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
+from lab import proc, writer
 from lab import servers as srv
 from nemesis_stack import N_INSTANCES, RunFailed, lab
 
@@ -244,6 +245,63 @@ def step_clock(nem, shot):
     return 0
 
 
+def the_redis_primary(nem, shot):
+    """Redis's primary, with every stockd (they are restarted on the promoted replica)."""
+    shot.rec["target"] = f"redis {nem.stack.redis_primary}"
+    return ["redis"] + [f"stockd-{i}" for i in range(1, N_INSTANCES + 1)]
+
+
+def fail_redis_over(nem, shot):
+    """The primary killed (-9) so that the Sentinel promotes the replica; stockd and a new
+    order writer follow the promoted one, as an operator restarts them. The first time
+    (the replica replicates through the fault proxy), made lossy as loadtest/
+    redis-failover is: the replication link cut, deductions that the writer writes, the
+    writer paused, deductions it never writes, and only then the kill."""
+    st = nem.stack
+    old, new = (st.redis, st.redis_replica) if st.redis_primary == st.redis.port else (
+        st.redis_replica, st.redis)
+    paused = None
+    if new.master == st.redis.port + 1:  # through the proxy: the first failover
+        shot.rec["lossy"] = True
+        st.control("redis-repl", "blackhole on", "cut")
+        if not nem.wait_for(lambda: not new.linked(), 10):
+            raise RunFailed("the Redis replica still reports its link up after the cut")
+        rs = st.redis_stock()
+        grown = lambda: rs.cmd("XLEN", "stockd:orders") > shot.more["xlen"]  # noqa: E731
+        shot.more["xlen"] = rs.cmd("XLEN", "stockd:orders")
+        nem.wait_for(grown, 3)
+        nem.wait_for(lambda: rs.backlog() == (0, 0), 3)  # written
+        paused = st.writer_pidfile()
+        st.pause(paused)
+        shot.more["xlen"] = rs.cmd("XLEN", "stockd:orders")
+        nem.wait_for(grown, 3)  # never written
+    st.kill9(f"{old.name}/pid", f"127.0.0.1:{old.port}".encode())
+    want = f"127.0.0.1:{new.port}"
+    if not proc.wait_until(60, lambda: srv.sentinel_primary(st.sentinel.port) == want):
+        raise RunFailed("the Sentinel did not promote the Redis replica")
+    if not proc.wait_until(10, new.is_primary):
+        raise RunFailed("the promoted Redis replica never became a primary")
+    if paused:
+        st.kill9(paused)
+    else:
+        writer.stop(st.run, f"w{st.writer_n}")
+    st.redis_primary = new.port
+    shot.more["old"] = old
+    for i in range(1, N_INSTANCES + 1):
+        st.restart_stockd(i)
+    lab(st.start_writer)
+    return shot.rng.uniform(0.5, 2)
+
+
+def new_redis_replica(nem, shot):
+    """The lost primary's place taken by a new replica of the promoted one."""
+    st, old = nem.stack, shot.more["old"]
+    old.master = st.redis_primary
+    lab(old.start)
+    if not proc.wait_until(20, old.linked):
+        raise RunFailed("no new Redis replica of the promoted primary")
+
+
 def zk_modes(mode, uses_zk):
     return uses_zk
 
@@ -258,6 +316,10 @@ def lock_server_modes(mode, uses_zk):
 
 def redis_modes(mode, uses_zk):
     return mode == "redis"
+
+
+def redis_stock_modes(mode, uses_zk):
+    return mode == "redis-stock"
 
 
 # The order is the schedule's: a seed picks kinds from a mode's faults in this order.
@@ -279,6 +341,8 @@ FAULTS = {
     "lock-server-pause": Fault(lock_server_modes, a_lock_server, pause, resume),
     "partition-redis": Fault(redis_modes, a_link, black_hole, mend),
     "latency-redis": Fault(redis_modes, a_link, slow, unslow),
+    "redis-failover": Fault(redis_stock_modes, the_redis_primary, fail_redis_over,
+                            new_redis_replica),
 }
 ALL_FAULTS = tuple(FAULTS)
 

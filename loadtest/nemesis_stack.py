@@ -16,8 +16,9 @@ import time
 import urllib.error
 import urllib.request
 
-from lab import LabError, proc, runspec
+from lab import LabError, proc, runspec, writer
 from lab import servers as srv
+from lab.redisstock import RedisStock
 from lab.shop import Shop
 
 SRC = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -56,11 +57,12 @@ def fault_proxy_bin(stockd_bin):
                         "support", "fault-proxy")
 
 
-def ensure_built(stockd_bin, out):
+def ensure_built(stockd_bin, out, writer_too=False):
     """Brings what a run needs up to date in stockd's build directory, as scripts/stack
     does for stockd (the demo builds stockd alone, and a pull leaves it stale): stockd,
     unless --stockd-bin names one, which is used as it is, and the fault proxy, unless
-    $FAULT_PROXY_BIN names one. A build directory that was never configured is
+    $FAULT_PROXY_BIN names one, and with WRITER_TOO (mode redis-stock) the order writer,
+    unless it is there next to a given stockd. A build directory that was never configured is
     configured only when it is the repository's own (SRC/build); otherwise the error says
     in one line what to run. The build's output goes to OUT/build.log."""
     stockd = stockd_path(stockd_bin)
@@ -69,6 +71,9 @@ def ensure_built(stockd_bin, out):
     targets = [] if stockd_bin else ["stockd"]
     if not os.environ.get("FAULT_PROXY_BIN") and (targets or not os.access(proxy, os.X_OK)):
         targets.append("fault-proxy")
+    writer_bin = os.path.join(build, "writer", "stock-writer")
+    if writer_too and (not stockd_bin or not os.access(writer_bin, os.X_OK)):
+        targets.append("stock-writer")
     if not targets:
         return
     how = f"cmake -S {SRC} -B {build} && cmake --build {build} -j2 --target {' '.join(targets)}"
@@ -76,7 +81,8 @@ def ensure_built(stockd_bin, out):
     if not configured and build != os.path.join(SRC, "build"):
         raise RunFailed(f"{build} is not a configured build directory; build what the "
                         f"nemesis needs with: {how}")
-    missing = [t for t, path in (("stockd", stockd), ("fault-proxy", proxy))
+    missing = [t for t, path in (("stockd", stockd), ("fault-proxy", proxy),
+                                 ("stock-writer", writer_bin))
                if t in targets and not os.access(path, os.X_OK)]
     if missing:
         log(f"nemesis: building {' and '.join(missing)} in {build} (log: {out}/build.log)")
@@ -158,6 +164,11 @@ class Stack:
         self.env = dict(os.environ, STOCKD_MYSQL_PASSWORD=DB_PASS)
         self.stockd_bin = stockd_path(args.stockd_bin)
         self.uses_zk = None  # the mode's lock service is ZooKeeper: known once stockd is built
+        # Mode redis-stock: a primary (P+8) and a replica (P+10, replicating through the
+        # fault proxy on P+9 until the first failover) watched by a Sentinel (P+11), and
+        # the order writer; the redis-failover fault swaps the roles.
+        self.redis_primary = b + 8
+        self.writer_n = 0
         self.proxies = []  # the fault proxies' pid files
         self.db = None  # its servers (lab/servers.py): made with the run directory
         self.db_clock = 0  # MariaDB's clock offset in seconds (mode db-lock)
@@ -170,6 +181,8 @@ class Stack:
         self.db = srv.MariaDB(run, p["mysql"])
         self.zk = srv.ZkEnsemble(run, p["zk"])
         self.redis = srv.Redis(run, p["redis"])
+        self.redis_replica = srv.Redis(run, p["redis"] + 2, "redis2", master=p["redis"] + 1)
+        self.sentinel = srv.Sentinel(run, p["redis"] + 3, p["redis"])
         self.redlock = [srv.Redis(run, q, f"redlock{n}")
                         for n, q in enumerate(self.redlock_ports(), 1)]
         self.etcd = srv.EtcdCluster(run, p["etcd"])
@@ -187,6 +200,8 @@ class Stack:
             lab(self.zk.start)
         if self.mode == "redis":
             lab(self.redis.start)
+        if self.mode == "redis-stock":
+            self.start_redis_stock()
         for r in self.redlock:
             lab(r.start)
         if self.mode == "etcd":
@@ -194,6 +209,40 @@ class Stack:
         for i in range(1, N_INSTANCES + 1):
             lab(self.start_stockd, i)
         lab(self.nginx.start)
+
+    def start_redis_stock(self):
+        """Mode redis-stock's servers: the primary, its replica behind the replication
+        link's fault proxy, the Sentinel once it sees the replica, and the order writer."""
+        lab(self.redis.start)
+        self.start_proxy("redis-repl", self.redis.port + 1, self.redis.port, "raw",
+                         self.control_file("redis-repl"))
+        lab(self.redis_replica.start)
+        if not proc.wait_until(20, self.redis_replica.linked):
+            raise RunFailed("the Redis replica never linked to the primary")
+        lab(self.sentinel.start)
+        if not proc.wait_until(20, lambda: str(self.redis_replica.port) in str(
+                srv.redis_cmd(self.sentinel.port, "SENTINEL", "replicas", "stockd"))):
+            raise RunFailed("the Sentinel never saw the Redis replica")
+        self.start_writer()
+
+    def writer_bin(self):
+        return os.path.join(os.path.dirname(os.path.dirname(self.stockd_bin)), "writer",
+                            "stock-writer")
+
+    def start_writer(self):
+        """A new order writer (w1, w2, ...) on the current primary."""
+        self.writer_n += 1
+        lab(writer.start, self.run, self.writer_bin(), f"w{self.writer_n}",
+            f"127.0.0.1:{self.redis_primary}",
+            f"mysql://{DB_USER}@127.0.0.1:{self.ports['mysql']}/{DB}", ["--claim-idle-ms", "500"],
+            self.env)
+
+    def writer_pidfile(self):
+        return f"writer-w{self.writer_n}/pid"
+
+    def redis_stock(self):
+        """The stock of mode redis-stock on the current primary (lab/redisstock.py)."""
+        return RedisStock.at(f"127.0.0.1:{self.redis_primary}")
 
     def seed_products(self):
         """The products at their first stock, no orders, and the restocks' own ledger, in
@@ -241,6 +290,8 @@ class Stack:
                 "--lock-timeout-ms", "8000", "--queue-deadline-ms", "10000"]
         if self.mode == "redis":
             base += ["--redis", f"127.0.0.1:{redis_port}"]
+        elif self.mode == "redis-stock":
+            base += ["--redis", f"127.0.0.1:{self.redis_primary}"]
         elif self.mode == "redlock":
             base += ["--redis", ",".join(f"127.0.0.1:{q}" for q in self.redlock_ports())]
         elif self.mode == "etcd":
@@ -320,7 +371,10 @@ class Stack:
             proc.stop_pidfile(pidfile, 5)
         if self.db is None:  # the run directory was not made: nothing started
             return
-        for server in [self.redis, *self.redlock, self.etcd, self.zk, self.db]:
+        for n in range(1, self.writer_n + 1):
+            writer.stop(self.run, f"w{n}")
+        for server in [self.sentinel, self.redis, self.redis_replica, *self.redlock, self.etcd,
+                       self.zk, self.db]:
             server.stop()
 
     def drop_data(self):
@@ -393,10 +447,13 @@ class Stack:
 
     def marker(self, pidfile):
         """What the command line of the server in RUN/PIDFILE holds: a stockd its --port,
-        MariaDB and ZooKeeper their files under RUN."""
+        a writer its --consumer, MariaDB and ZooKeeper their files under RUN."""
         m = re.match(r"stockd/(\d+)\.pid$", pidfile)
         if m:
             return b"--port\0" + str(self.ports["nginx"] + int(m.group(1))).encode() + b"\0"
+        m = re.match(r"writer-(w\d+)/pid$", pidfile)
+        if m:
+            return b"--consumer\0" + m.group(1).encode() + b"\0"
         return self.run.encode()
 
     def kill9(self, pidfile, marker=None):
