@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # The service's MySQL user can do what a deduction needs and nothing more: read and
 # update product and its segments (product_segment; the product_stock view is read
-# only), read and add orders, take and give back a row of the lock table stock_lock
+# only), read and add orders and oversold promises (the order writer of mode
+# redis-stock records the entries MariaDB had no stock for), take and give back a row of
+# the lock table stock_lock
 # (the db-lock mode) and move its expiry (the db-lock watchdog, --lease-renew), no
 # other column of it. Checked twice: by what SHOW GRANTS lists for
 # stockd@127.0.0.1 (and @localhost), and by what the server refuses when stockd tries it
 # over TCP, as the service connects. The shared test server holds a database per test,
 # each granted to the same user, so every grant line must have one of the allowed shapes
-# and this test's database must have exactly its five.
+# and this test's database must have exactly its six.
 source "$STOCKD_SRC/tests/lib.sh"
 
 t_db
@@ -29,12 +31,14 @@ for host in 127.0.0.1 localhost; do
     "GRANT SELECT, UPDATE ON \`"*"\`.\`product_segment\` TO \`$DB_USER\`@\`$host\`") ;;
     "GRANT SELECT ON \`"*"\`.\`product_stock\` TO \`$DB_USER\`@\`$host\`") ;;
     "GRANT SELECT, INSERT ON \`"*"\`.\`orders\` TO \`$DB_USER\`@\`$host\`") ;;
+    "GRANT SELECT, INSERT ON \`"*"\`.\`oversold_promise\` TO \`$DB_USER\`@\`$host\`") ;;
     "GRANT SELECT, INSERT, UPDATE (\`expires_at\`), DELETE ON \`"*"\`.\`stock_lock\` TO \`$DB_USER\`@\`$host\`") ;;
     *) fail "unexpected grant for $DB_USER@$host: $g" ;;
     esac
   done <"$T/grants.norm"
   mine=$(grep -F "ON \`$DB\`." "$T/grants.norm" | sort | sed "s/ TO .*//" | paste -sd '|')
   want=$(printf '%s\n' "GRANT SELECT, INSERT ON \`$DB\`.\`orders\`" \
+    "GRANT SELECT, INSERT ON \`$DB\`.\`oversold_promise\`" \
     "GRANT SELECT, INSERT, UPDATE (\`expires_at\`), DELETE ON \`$DB\`.\`stock_lock\`" \
     "GRANT SELECT, UPDATE ON \`$DB\`.\`product\`" \
     "GRANT SELECT, UPDATE ON \`$DB\`.\`product_segment\`" \
@@ -53,15 +57,19 @@ expect_eq "SELECT product_stock" 1 "$(as_stockd 'SELECT stock FROM product_stock
 as_stockd "START TRANSACTION; INSERT INTO orders (product_id, instance, fence, request_id)
   VALUES (1, 'grants-test', 0, 'grants-test'); ROLLBACK" || fail "stockd may not INSERT orders"
 expect_eq "orders after the rolled-back INSERT" 0 "$(as_stockd 'SELECT COUNT(*) FROM orders')"
+as_stockd "START TRANSACTION; INSERT INTO oversold_promise (request_id, product_id, instance, reason)
+  VALUES ('grants-test', 1, 'grants-test', 'sold_out'); ROLLBACK" ||
+  fail "stockd may not INSERT oversold_promise"
 as_stockd "INSERT INTO stock_lock (name, owner, expires_at) VALUES ('grants-test', 'grants-test',
   UTC_TIMESTAMP(6)); UPDATE stock_lock SET expires_at = UTC_TIMESTAMP(6) + INTERVAL 1 SECOND
   WHERE name = 'grants-test'; DELETE FROM stock_lock WHERE name = 'grants-test'" ||
   fail "stockd may not take, renew and give back a stock_lock row"
-echo "ok: stockd may read and update product, read and add orders, take, renew and give back a lock row"
+echo "ok: stockd may read and update product, read and add orders and oversold promises, take, renew and give back a lock row"
 
 # Everything else is refused.
 refused=(
   "DELETE FROM orders"
+  "DELETE FROM oversold_promise"
   "UPDATE orders SET instance = 'x'"
   "INSERT INTO product (id, product_name, stock, fence) VALUES (99, 'x', 1, 0)"
   "DELETE FROM product"
