@@ -25,6 +25,12 @@ export FAULT_PROXY_BIN=$STOCKD_BUILD/tests/support/fault-proxy
 [[ -n ${STOCKD_TEST_REDIS:-} ]] && export STOCKD_REDIS=$STOCKD_TEST_REDIS
 # Mode etcd likewise finds the fixture's etcd.
 [[ -n ${STOCKD_TEST_ETCD:-} ]] && export STOCKD_ETCD=$STOCKD_TEST_ETCD
+# Mode zk locks under a path of this test's own on the fixture's ZooKeeper: tests run
+# side by side, and two tests' stockd must never queue on one product's lock (nor see
+# each other's nodes in a view or an operation count). A test that passes --zk-lock-path
+# still chooses its own; one that reads stockd's default path in ZooKeeper itself unsets
+# this (it has a chroot or a product of its own).
+export STOCKD_ZK_LOCK_PATH="/t/$STOCKD_TEST_NAME/product_{id}"
 
 # Runs on exit. It calls `exit` only to fail a test that would otherwise pass; when
 # it returns normally bash keeps the script's own exit status, so a test that also

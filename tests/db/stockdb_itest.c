@@ -345,10 +345,12 @@ static int late_commit_guard(void *arg) {
     CHECK_INT_EQ(0, pthread_create(&lc->th, NULL, fenced_writer_main, &lc->b));
     /* Hold A's COMMIT until B's UPDATE waits for A's row lock (so B's check is done). */
     for (int i = 0; i < 500 && lc->waits == 0; i++) {
-        /* B's UPDATE, in progress on another session, is the lock wait. */
+        /* B's UPDATE, in progress on another session of this case's database, is the
+         * lock wait (the server is shared with tests running beside this one). */
         lc->waits = admin_q(0,
                             "SELECT COUNT(*) FROM information_schema.processlist"
-                            " WHERE command = 'Execute' AND id <> CONNECTION_ID()",
+                            " WHERE command = 'Execute' AND id <> CONNECTION_ID()"
+                            " AND db = DATABASE()",
                             "");
         struct timespec ts = {0, 10 * 1000 * 1000};
         nanosleep(&ts, NULL);

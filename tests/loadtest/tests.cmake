@@ -8,10 +8,10 @@ target_compile_definitions(loadtest_reconcile PRIVATE
   RECONCILE_CASES="${CMAKE_CURRENT_SOURCE_DIR}/lab/ledger_cases.json")
 
 # stockload against a real nginx that plays every answer of the contract, and a real
-# MariaDB for the reconciliation.
+# MariaDB for the reconciliation. Some twenty runs of stockload: 120 s ran out beside
+# other tests on the loaded machine, hence the default 300.
 stockd_integration_test(loadtest_stockload_nginx
-  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/loadtest/stockload_nginx.sh $<TARGET_FILE:stockload>
-  TIMEOUT 120)
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/loadtest/stockload_nginx.sh $<TARGET_FILE:stockload>)
 
 # loadtest/report, small: modes none, zk, redis and redis-renew on the report's own stack (inside this
 # test's ports), checking every output and the verdicts it reports.
@@ -30,6 +30,8 @@ if(NOT STOCKD_SANITIZE)
     ENVIRONMENT "STOCKD_SRC=${PROJECT_SOURCE_DIR};STOCKD_TEST_RUN=${STOCKD_TEST_RUN}"
     LABELS "unit;browser" TIMEOUT 120 SKIP_RETURN_CODE 77)
 endif()
+# The benchmark smokes below are SERIAL: each measures the whole machine (throughput,
+# CPU per process, RSS) and runs several stacks' worth of processes on both cores.
 # The headline benchmark in its short mode: both routes, both clients per
 # load, two runs per cell (the median), one of the rows that need servers of their own
 # (RedLock's three Redis), the HTTP ceiling, exact ledgers and the durability settings.
@@ -39,7 +41,7 @@ endif()
 if(NOT STOCKD_SANITIZE)
   stockd_integration_test(loadtest_report_bench_smoke
     COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/loadtest/report_bench_smoke.sh $<TARGET_FILE:stockload>
-    LABELS loadtest)
+    LABELS loadtest SERIAL)
 endif()
 # The scale-out sweep, tiny: batched zk on 1 and 2 instances, both routes, both loads
 # with both clients and the ceiling, one run per point: the rows, their instance
@@ -49,7 +51,7 @@ endif()
 if(NOT STOCKD_SANITIZE)
   stockd_integration_test(loadtest_report_scale_smoke
     COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/loadtest/report_scale_smoke.sh $<TARGET_FILE:stockload>
-    TIMEOUT 240 LABELS loadtest)
+    TIMEOUT 240 LABELS loadtest SERIAL)
 endif()
 # loadtest/cpu in a tiny run (zk, round-robin, 10 products, 2 s): a row per process
 # kind, CPU for stockd and mariadbd, the deductions = the orders rows, the stock exact.
@@ -58,7 +60,7 @@ endif()
 if(NOT STOCKD_SANITIZE)
   stockd_integration_test(loadtest_cpu_smoke
     COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/loadtest/cpu_smoke.sh $<TARGET_FILE:stockload>
-    TIMEOUT 120 LABELS loadtest)
+    TIMEOUT 120 LABELS loadtest SERIAL)
 endif()
 # loadtest/memory in a tiny run (two zk instances, two chunks of 1000 requests): a row
 # per instance, the RSS after each chunk, the run exact and its ledger in the database.
@@ -66,7 +68,7 @@ endif()
 if(NOT STOCKD_SANITIZE)
   stockd_integration_test(loadtest_memory_smoke
     COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/loadtest/memory_smoke.sh $<TARGET_FILE:stockload>
-    TIMEOUT 120 LABELS loadtest)
+    TIMEOUT 120 LABELS loadtest SERIAL)
 endif()
 # loadtest/wrk-json.lua with the real wrk against a static HTTP server, read by
 # lab/loadgen.py: requests, 2xx and non-2xx counted, the spread's ids drawn in range.

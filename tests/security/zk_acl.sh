@@ -13,6 +13,8 @@
 #   - three instances with auth under the oversell load behind nginx: exactly 0 stock
 #     left, and the ledger matches.
 source "$STOCKD_SRC/tests/lib.sh"
+# The chroot is its own, and the probe reads stockd's default lock path there.
+unset STOCKD_ZK_LOCK_PATH
 probe=${1:?the zk_acl_probe binary}
 
 t_db
