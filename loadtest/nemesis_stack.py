@@ -488,6 +488,12 @@ class Stack:
                 f.write("".join(line + "\n" for line in lines))
             os.rename(path + ".tmp", path)
 
+    def proxy_applied(self, name, line):
+        """True once the fault proxy NAME (start_proxy) has applied control LINE: it
+        prints "control: LINE" then."""
+        log = proc.tail(os.path.join(self.run, f"proxy-{name}.log"), 100)
+        return f"control: {line}" in log.splitlines()
+
     def arm_file(self):
         return os.path.join(self.run, "relay.arm")
 
