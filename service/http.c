@@ -43,6 +43,7 @@ typedef struct http_req {
     bool started; /* on_request has seen it: its next call has the whole request */
     bool queued;
     bool too_many;    /* on_uri cut its query: more than STOCKD_MAX_PARAMS parameters */
+    bool nul_path;    /* a NUL byte before the query (unescape_arg found it) */
     size_t uri_bytes; /* the URI's length as sent, when on_uri cut it */
     size_t body_bytes;
 } http_req;
@@ -175,6 +176,9 @@ static enum MHD_Result route(stockd_http *h, struct MHD_Connection *c, http_req 
     stockd_routed d;
     stockd_job *job = &r->job;
 
+    if (r->nul_path)
+        return send_error(h, c, STOCKD_ROUTE_OTHER, STOCKD_R_BAD_REQUEST,
+                          "a NUL byte in the request's path", NULL);
     MHD_get_connection_values_n(c, MHD_GET_ARGUMENT_KIND, collect_param, &ps);
     in.params = ps.p;
     in.nparams = ps.n;
@@ -236,6 +240,54 @@ static http_req *new_req(stockd_http *h) {
     return r;
 }
 
+/* One request line as libmicrohttpd parses it, for unescape_arg: on_uri sets it, and
+ * both run on the polling thread, one request line at a time. */
+typedef struct request_line {
+    http_req *r;
+    const char *uri, *uri_end; /* on_uri's URI, which ends at the first NUL byte */
+    char *cut, cut_byte;       /* where unescape_arg last wrote a NUL, and what was there */
+} request_line;
+static _Thread_local request_line parsing;
+
+/* The version that ends every request line libmicrohttpd 0.9.75 accepts ("HTTP/1.d",
+ * exactly 8 bytes), with its NUL. */
+static bool at_version(const char *p) {
+    return memcmp(p, "HTTP/1.", 7) == 0 && p[7] >= '0' && p[7] <= '9' && p[8] == '\0';
+}
+
+/* libmicrohttpd's unescape callback, called on each query key and value as it splits
+ * them (after on_uri), then on the path. It finds the query with memchr over the whole
+ * URI, while on_uri reads it as a string: one NUL byte before the '?' hides the query
+ * from on_uri, so a query of too many parameters was split anyway and hung as on_uri's
+ * comment says. An argument found past on_uri's end is such a request (refused with 400
+ * by route()), and each of its keys and values ends the query right after itself:
+ * libmicrohttpd 0.9.75 has put a NUL where the '&' or '=' after it was, and goes on at
+ * the byte after that NUL, so a NUL written there leaves it nothing more to split (a
+ * value's first byte, taken by its key's call, is put back before the value's own). No
+ * byte past the request line is read or written: the URI is followed by a NUL,
+ * "HTTP/1.d" and the line's NUL, so 9 bytes after any NUL up to the URI's end are the
+ * line's, and a NUL followed by "HTTP/1.d" and a NUL, which may be the URI's end, is
+ * never written past. Tested by tests/service/many_params.sh, whose rows with a NUL
+ * before the query would hang without this. */
+static size_t unescape_arg(void *cls, struct MHD_Connection *c, char *s) {
+    (void)cls;
+    (void)c;
+    if (parsing.uri && s > parsing.uri_end) {
+        if (parsing.r) parsing.r->nul_path = true;
+        if (s == parsing.cut) *s = parsing.cut_byte;
+        char *end = s + strlen(s);
+        parsing.cut = NULL;
+        if (!at_version(end + 1)) {
+            parsing.cut = end + 1;
+            parsing.cut_byte = end[1];
+            end[1] = '\0';
+        }
+    } else if (s == parsing.uri) {
+        parsing = (request_line){0}; /* the path's call comes last */
+    }
+    return MHD_http_unescape(s);
+}
+
 /* The request's URI as sent, before libmicrohttpd splits its query into arguments: its
  * manual says the URI callback (MHD_OPTION_URI_LOG_CALLBACK) is "called before parsing
  * the URI", and what it returns is the request's context (on_request's *ctxp).
@@ -252,6 +304,7 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c) {
     (void)c;
     http_req *r = new_req(cls);
     char *query = r && uri ? strchr(uri, '?') : NULL;
+    parsing = (request_line){.r = r, .uri = uri, .uri_end = uri ? uri + strlen(uri) : NULL};
     if (!query) return r;
     size_t params = 1;
     for (const char *p = query + 1; *p; p++)
@@ -360,7 +413,8 @@ stockd_http *stockd_http_start(stockd_ctx *ctx, char *err, size_t errlen) {
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->connection_timeout_s,
         MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)STOCKD_CONNECTION_MEMORY,
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, h, MHD_OPTION_URI_LOG_CALLBACK, on_uri, h,
-        MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u, MHD_OPTION_END);
+        MHD_OPTION_UNESCAPE_CALLBACK, unescape_arg, NULL, MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u,
+        MHD_OPTION_END);
     if (!h->daemon) {
         snprintf(err, errlen, "cannot listen on %s:%u (in use, or not an address of this host)",
                  cfg->bind, cfg->port);
