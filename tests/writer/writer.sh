@@ -25,9 +25,19 @@
 #   writer.sh mysql-restart
 #     MariaDB (the test's own) killed with -9 mid-load and started again; the writer
 #     retries and, drained, every key is written exactly once.
+#   writer.sh maxmemory
+#     Redis memory bounded by what is in flight: a Redis with maxmemory 4 MB above its
+#     start (noeviction), stockd in mode redis-stock with --redis-key-window-s 1.
+#     1. No writer: 60,000 deductions with keys do not fit (nothing is trimmed): Redis
+#        refuses the script at the limit, and every refusal is a 503 with nothing
+#        deducted (deducted answers = the Redis count's fall = the stream's entries).
+#     2. The writer started: it drains and trims the stream, the memos expire, and
+#        30,000 more deductions (4 at a time, so that the writer keeps up on a loaded
+#        machine: what is in flight is the writer's lag) are all made under that limit. Drained, Redis and
+#        MariaDB agree, and the stream and the memos are (nearly) empty.
 source "$STOCKD_SRC/tests/lib.sh"
 source "$STOCKD_SRC/tests/writer/writerlib.sh"
-case=${1:?exactly-once, kill9 or mysql-restart}
+case=${1:?exactly-once, kill9, mysql-restart or maxmemory}
 
 if [[ $case == mysql-restart ]]; then
   myport=$((PORT0 + 16))
@@ -161,6 +171,51 @@ mysql-restart)
   grep -q 'working again' "$T/writer-a/log" || fail "the writer never said it works again"
   echo "orders: $(orders 2), stock $(stock 2)"
   w_exactly_once 2 "$initial"
+  ;;
+maxmemory)
+  need_stockd_bin
+  [[ -x $STOCKLOAD_BIN ]] || skip "no stockload at $STOCKLOAD_BIN"
+  initial=1000000
+  sql "UPDATE product SET stock = $initial WHERE id = 2"
+  t_stockd 1 redis-stock --redis "127.0.0.1:$W_REDIS_PORT" --redis-key-window-s 1
+  used=$(rcli INFO memory | sed -n 's/^used_memory:\([0-9]*\).*/\1/p')
+  limit=$((used + 4 * 1024 * 1024))
+  rcli CONFIG SET maxmemory-policy noeviction >/dev/null
+  rcli CONFIG SET maxmemory "$limit" >/dev/null
+  echo "Redis uses $used bytes; maxmemory $limit"
+  # load N C OUT: N deductions with keys (C at a time), the answers' counts to OUT.
+  load() {
+    "$STOCKLOAD_BIN" --url "http://127.0.0.1:$((PORT0 + 1))/stock/reduce?id=2" --method POST \
+      --idempotency --threads "$2" --loops $(($1 / $2)) --json --no-progress >"$3" ||
+      fail "stockload failed: $(head -c 300 "$2")"
+  }
+  count() { /usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["counts"].get(sys.argv[2], 0))' "$@"; }
+  load 60000 10 "$T/a.json"
+  deducted=$(count "$T/a.json" deducted)
+  refused=$(count "$T/a.json" unavailable)
+  echo "without a writer: $deducted deducted, $refused refused (503)"
+  ((refused > 0)) || fail "60,000 deductions fitted under maxmemory without trimming: the test proves nothing"
+  expect_eq "deducted + refused" 60000 $((deducted + refused))
+  expect_eq "the Redis count's fall (no refusal deducted)" "$deducted" $((initial - $(rcli GET 'stockd:stock:{2}')))
+  expect_eq "the stream's entries" "$deducted" "$(rcli XLEN stockd:orders)"
+  w_start a --metrics-port $((PORT0 + 17))
+  wait_until 60 w_drained || fail "not drained: $(cat "$T/reconcile")"
+  memos_gone() { (($(rcli DBSIZE) < 10)); }
+  wait_until 30 memos_gone || fail "the memos did not expire: DBSIZE $(rcli DBSIZE)"
+  echo "drained: used_memory $(rcli INFO memory | sed -n 's/^used_memory:\([0-9]*\).*/\1/p')"
+  (while :; do echo "$(rcli INFO memory | sed -n 's/^used_memory:\([0-9]*\).*/\1/p') $(rcli XLEN stockd:orders) $(rcli DBSIZE)"; sleep 0.2; done) >"$T/samples" 2>/dev/null &
+  sampler=$!
+  load 30000 4 "$T/b.json"
+  kill $sampler
+  echo "phase 2's peak (used_memory, stream entries, keys): $(sort -n "$T/samples" | tail -n 1)"
+  expect_eq "deducted with the writer running, under the same maxmemory" 30000 \
+    "$(count "$T/b.json" deducted)"
+  wait_until 60 w_drained || fail "not drained: $(cat "$T/reconcile")"
+  w_reconcile 10 || fail "Redis and MariaDB disagree"
+  expect_eq "orders" $((deducted + 30000)) "$(orders 2)"
+  expect_eq "stream entries left once drained" 0 "$(rcli XLEN stockd:orders)"
+  wait_until 30 memos_gone || fail "the memos did not expire: DBSIZE $(rcli DBSIZE)"
+  echo "Redis: used_memory $(rcli INFO memory | sed -n 's/^used_memory:\([0-9]*\).*/\1/p') (maxmemory $limit)"
   ;;
 *) fail "unknown case $case" ;;
 esac
