@@ -2,11 +2,13 @@
  * client set-up, URL and "connection gone" rules as stockd's), READ COMMITTED, autocommit
  * off, and one transaction per batch of stream entries.
  *
- * A batch is written by a handful of statements whatever its size (multi-row, built as
- * text with every string escaped), and each entry exactly once however often it is
- * delivered (a redelivery after a crash between COMMIT and XACK, a claim from a slow
- * writer):
- *   1. SELECT ... FOR UPDATE the batch's product rows, in id order: two writers lock
+ * A batch is written by five statements whatever its size, each prepared once with the
+ * batch's rows bound as ONE JSON parameter that JSON_TABLE turns into rows (fixed SQL,
+ * bound values: no SQL is built at run time), and each entry exactly once however often
+ * it is delivered (a redelivery after a crash between COMMIT and XACK, a claim from a
+ * slow writer):
+ *   1. SELECT ... FOR UPDATE the batch's product rows, in id order (the JSON array is
+ *      sorted, and joined to product by its primary key in that order): two writers lock
  *      them in the same order, and a twin writer of the same entries waits here until
  *      the first has committed, so that step 2 sees what it wrote.
  *   2. SELECT the orders and oversold promises of the batch's keys. An entry whose key
@@ -21,6 +23,7 @@
  *      the promises, COMMIT.
  * So orders stays the ledger of units that exist (initial stock - stock = orders), and
  * each oversold_promise row is a unit promised that does not exist. */
+#include <cjson/cJSON.h>
 #include <mysql.h>
 #include <mysqld_error.h>
 #include <stdio.h>
@@ -29,9 +32,40 @@
 
 #include "writer_int.h"
 
-enum { ST_PRODUCT, ST_LAG, ST_COUNT };
+enum { ST_LOCK, ST_PRIORS, ST_STOCK, ST_ORDERS, ST_PROMISES, ST_PRODUCT, ST_LAG, ST_COUNT };
+
+/* JSON_TABLE's columns: a key as the tables hold it, and at_us as a time. */
+#define KEY_COL     "VARCHAR(100) CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin"
+#define AT_US(a)    "FROM_UNIXTIME(" a " DIV 1000000) + INTERVAL (" a " MOD 1000000) MICROSECOND"
+#define AT_OF(t)    "CAST(UNIX_TIMESTAMP(" t ".answered_at) * 1000000 AS SIGNED)"
+#define KEYS_OF(js) "JSON_TABLE(" js ", '$[*]' COLUMNS (k " KEY_COL " PATH '$')) j"
+#define ROWS_COLS                                                                                  \
+    "COLUMNS (p INT PATH '$.p', i VARCHAR(64) CHARACTER SET utf8mb4 PATH '$.i', k " KEY_COL        \
+    " PATH '$.k', a BIGINT PATH '$.a', r VARCHAR(16) PATH '$.r')"
 
 static const char *const stmt_sql[ST_COUNT] = {
+    /* [id, ...] ascending: locked in that order, each by its primary key. */
+    [ST_LOCK] = "SELECT p.id, p.stock FROM JSON_TABLE(?, '$[*]' COLUMNS (id INT PATH '$')) j "
+                "STRAIGHT_JOIN product p FORCE INDEX (PRIMARY) ON p.id = j.id FOR UPDATE",
+    /* [key, ...] of orders, then [key or <key>@<at_us>, ...] of promises. */
+    [ST_PRIORS] = "SELECT o.request_id, o.product_id, " AT_OF("o") " FROM " KEYS_OF(
+        "?") " JOIN orders o ON o.request_id = j.k "
+             "UNION ALL SELECT s.request_id, s.product_id, " AT_OF("s") " FROM " KEYS_OF(
+                 "?") " JOIN oversold_promise s ON s.request_id = j.k",
+    /* [{"id", "n"}, ...]: n units of product id. */
+    [ST_STOCK] = "UPDATE JSON_TABLE(?, '$[*]' COLUMNS (id INT PATH '$.id', n INT PATH '$.n')) j "
+                 "STRAIGHT_JOIN product p FORCE INDEX (PRIMARY) ON p.id = j.id "
+                 "SET p.stock = p.stock - j.n, p.row_version = p.row_version + j.n",
+    /* [{"p", "i", "k", "a"}, ...]: the orders, in stream order. */
+    [ST_ORDERS] =
+        "INSERT INTO orders (product_id, instance, request_id, answered_at) "
+        "SELECT j.p, j.i, j.k, " AT_US("j.a") " FROM JSON_TABLE(?, '$[*]' " ROWS_COLS ") j",
+    /* [{"p", "i", "k", "a", "r"}, ...]: the promises, r their reason. */
+    [ST_PROMISES] =
+        "INSERT IGNORE INTO oversold_promise "
+        "(request_id, product_id, instance, answered_at, reason) "
+        "SELECT j.k, j.p, j.i, " AT_US("j.a") ", j.r "
+                                              "FROM JSON_TABLE(?, '$[*]' " ROWS_COLS ") j",
     [ST_PRODUCT] = "SELECT p.stock, "
                    "(SELECT COUNT(*) FROM orders o WHERE o.product_id = p.id), "
                    "(SELECT COUNT(*) FROM oversold_promise s WHERE s.product_id = p.id) "
@@ -42,7 +76,13 @@ static const char *const stmt_sql[ST_COUNT] = {
                "FROM (SELECT TIMESTAMPDIFF(MICROSECOND, answered_at, created_at) AS lag_us "
                "FROM orders WHERE answered_at IS NOT NULL) t LIMIT 1",
 };
-static const char *const stmt_name[ST_COUNT] = {[ST_PRODUCT] = "product", [ST_LAG] = "lag"};
+static const char *const stmt_name[ST_COUNT] = {[ST_LOCK] = "lock the products",
+                                                [ST_PRIORS] = "read the keys",
+                                                [ST_STOCK] = "update the stock",
+                                                [ST_ORDERS] = "insert the orders",
+                                                [ST_PROMISES] = "insert the promises",
+                                                [ST_PRODUCT] = "product",
+                                                [ST_LAG] = "lag"};
 
 /* A batch that lost a race (a deadlock or lock wait victim, or a twin's order written
  * meanwhile: a duplicate key) is run again at once, this many times in all. */
@@ -124,47 +164,41 @@ static void bind_ll(MYSQL_BIND *b, int64_t *v) {
     b->buffer = v;
 }
 
-/* ---------------------------------------------------------------- one batch as text */
+/* ---------------------------------------------------------------- one batch */
 
-/* A statement's text, grown with open_memstream. */
-typedef struct sqltext {
-    FILE *f;
-    char *s;
-    size_t len;
-} sqltext;
-
-/* Appends s as a quoted, escaped SQL string. */
-static void put_str(writer_db *db, sqltext *t, const char *s) {
-    char esc[2 * (STOCKDB_REQUEST_ID_MAX + 24) + 1];
-    size_t n = strlen(s);
-    if (n > STOCKDB_REQUEST_ID_MAX + 24) n = STOCKDB_REQUEST_ID_MAX + 24;
-    mysql_real_escape_string(db->conn, esc, s, (unsigned long)n);
-    fprintf(t->f, "'%s'", esc);
+static void bind_json(MYSQL_BIND *b, char *json, unsigned long *len) {
+    memset(b, 0, sizeof(*b));
+    *len = (unsigned long)strlen(json);
+    b->buffer_type = MYSQL_TYPE_STRING;
+    b->buffer = json;
+    b->buffer_length = *len;
+    b->length = len;
 }
 
-/* Runs t's text (and frees it): 0, or WRITER_ERR_DB with the error recorded. */
-static int run(writer_db *db, sqltext *t, const char *what) {
+/* Executes statement id with its JSON parameters (taken and freed; NULL: out of memory;
+ * ST_PRIORS has two, the others one). 0, or WRITER_ERR_DB / _NOMEM with the error
+ * recorded. */
+static int exec_json(writer_db *db, int id, cJSON *p0, cJSON *p1) {
+    char *j0 = p0 ? cJSON_PrintUnformatted(p0) : NULL, *j1 = p1 ? cJSON_PrintUnformatted(p1) : NULL;
+    int nparams = id == ST_PRIORS ? 2 : 1;
     int rc = WRITER_OK;
-    if (fclose(t->f) != 0 || !t->s) {
-        snprintf(db->errstr, sizeof(db->errstr), "%s: out of memory", what);
-        free(t->s);
-        return WRITER_ERR_NOMEM;
+    cJSON_Delete(p0);
+    cJSON_Delete(p1);
+    if (!j0 || (nparams == 2 && !j1)) {
+        snprintf(db->errstr, sizeof(db->errstr), "%s: out of memory", stmt_name[id]);
+        rc = WRITER_ERR_NOMEM;
+        goto out;
     }
-    if (mysql_real_query(db->conn, t->s, (unsigned long)t->len)) {
-        db->err = mysql_errno(db->conn);
-        snprintf(db->errstr, sizeof(db->errstr), "%s: %s (%u)", what, mysql_error(db->conn),
-                 db->err);
-        if (stockdb_conn_gone(db->err)) stockdb_conn_close(&db->conn, db->stmt, ST_COUNT);
-        rc = WRITER_ERR_DB;
-    }
-    free(t->s);
+    MYSQL_BIND b[2];
+    unsigned long l0, l1;
+    bind_json(&b[0], j0, &l0);
+    if (nparams == 2) bind_json(&b[1], j1, &l1);
+    if (mysql_stmt_bind_param(db->stmt[id], b) || mysql_stmt_execute(db->stmt[id]))
+        rc = stmt_fail(db, id);
+out:
+    free(j0);
+    free(j1);
     return rc;
-}
-
-static void open_text(sqltext *t) {
-    t->s = NULL;
-    t->len = 0;
-    t->f = open_memstream(&t->s, &t->len);
 }
 
 /* The oversold_promise key of an entry whose key was used before: "<key>@<at_us>" ('@'
@@ -179,7 +213,7 @@ static void reused_id(const writer_entry *e, char *buf, size_t cap) {
 typedef struct prior {
     char id[STOCKDB_REQUEST_ID_MAX + 1];
     int32_t product;
-    long long at_us; /* -1: no answered_at */
+    int64_t at_us; /* -1: no answered_at */
 } prior;
 
 typedef struct product_lock {
@@ -192,82 +226,70 @@ typedef struct product_lock {
 /* Step 1: the batch's product rows, locked in id order (order[] is sorted by product). */
 static int lock_products(writer_db *db, writer_entry **order, unsigned n, product_lock *p,
                          unsigned *np) {
-    sqltext t;
+    cJSON *ids = cJSON_CreateArray();
     *np = 0;
-    open_text(&t);
-    if (!t.f) return WRITER_ERR_NOMEM;
-    fputs("SELECT id, stock FROM product WHERE id IN (", t.f);
-    for (unsigned i = 0; i < n; i++) {
+    for (unsigned i = 0; ids && i < n; i++) {
         if (i > 0 && order[i]->product == order[i - 1]->product) continue;
-        fprintf(t.f, "%s%d", *np ? "," : "", order[i]->product);
-        p[*np] = (product_lock){.id = order[i]->product};
-        (*np)++;
+        p[(*np)++] = (product_lock){.id = order[i]->product};
+        cJSON_AddItemToArray(ids, cJSON_CreateNumber(order[i]->product));
     }
-    fputs(") ORDER BY id FOR UPDATE", t.f);
-    int rc = run(db, &t, "lock the products");
+    int rc = exec_json(db, ST_LOCK, ids, NULL);
     if (rc != WRITER_OK) return rc;
-    MYSQL_RES *res = mysql_store_result(db->conn);
-    if (!res) {
-        snprintf(db->errstr, sizeof(db->errstr), "lock the products: %s", mysql_error(db->conn));
-        return WRITER_ERR_DB;
-    }
-    MYSQL_ROW row;
-    while ((row = mysql_fetch_row(res))) {
-        int32_t id = (int32_t)strtol(row[0], NULL, 10);
+    MYSQL_STMT *st = db->stmt[ST_LOCK];
+    int32_t id;
+    int64_t stock;
+    MYSQL_BIND r[2];
+    bind_int(&r[0], &id);
+    bind_ll(&r[1], &stock);
+    if (mysql_stmt_bind_result(st, r) || mysql_stmt_store_result(st)) return stmt_fail(db, ST_LOCK);
+    while (mysql_stmt_fetch(st) == 0)
         for (unsigned j = 0; j < *np; j++)
-            if (p[j].id == id) p[j].found = true, p[j].stock = strtoll(row[1], NULL, 10);
-    }
-    mysql_free_result(res);
+            if (p[j].id == id) p[j].found = true, p[j].stock = stock;
+    mysql_stmt_free_result(st);
     return WRITER_OK;
 }
 
 /* Step 2: the orders and promises already written under the batch's keys. */
 static int read_priors(writer_db *db, writer_entry **order, unsigned n, prior **out, size_t *nout) {
-    static const char at_sql[] = "CAST(UNIX_TIMESTAMP(answered_at) * 1000000 AS SIGNED)";
     char rid[STOCKDB_REQUEST_ID_MAX + 1];
-    sqltext t;
+    cJSON *keys = cJSON_CreateArray(), *pkeys = cJSON_CreateArray();
     *out = NULL;
     *nout = 0;
-    open_text(&t);
-    if (!t.f) return WRITER_ERR_NOMEM;
-    fprintf(t.f, "SELECT request_id, product_id, %s FROM orders WHERE request_id IN (", at_sql);
-    for (unsigned i = 0; i < n; i++) {
-        if (i) fputc(',', t.f);
-        put_str(db, &t, order[i]->key);
-    }
-    fprintf(t.f,
-            ") UNION ALL SELECT request_id, product_id, %s FROM oversold_promise "
-            "WHERE request_id IN (",
-            at_sql);
-    for (unsigned i = 0; i < n; i++) {
+    for (unsigned i = 0; keys && pkeys && i < n; i++) {
         reused_id(order[i], rid, sizeof(rid));
-        if (i) fputc(',', t.f);
-        put_str(db, &t, rid);
-        fputc(',', t.f);
-        put_str(db, &t, order[i]->key);
+        cJSON_AddItemToArray(keys, cJSON_CreateString(order[i]->key));
+        cJSON_AddItemToArray(pkeys, cJSON_CreateString(order[i]->key));
+        cJSON_AddItemToArray(pkeys, cJSON_CreateString(rid));
     }
-    fputc(')', t.f);
-    int rc = run(db, &t, "read the keys");
+    int rc = exec_json(db, ST_PRIORS, keys, pkeys);
     if (rc != WRITER_OK) return rc;
-    MYSQL_RES *res = mysql_store_result(db->conn);
-    if (!res) {
-        snprintf(db->errstr, sizeof(db->errstr), "read the keys: %s", mysql_error(db->conn));
-        return WRITER_ERR_DB;
-    }
-    size_t rows = (size_t)mysql_num_rows(res);
+    MYSQL_STMT *st = db->stmt[ST_PRIORS];
+    prior x;
+    unsigned long idlen = 0;
+    my_bool at_null = 0;
+    MYSQL_BIND r[3];
+    memset(r, 0, sizeof(r));
+    r[0].buffer_type = MYSQL_TYPE_STRING;
+    r[0].buffer = x.id;
+    r[0].buffer_length = sizeof(x.id);
+    r[0].length = &idlen;
+    bind_int(&r[1], &x.product);
+    bind_ll(&r[2], &x.at_us);
+    r[2].is_null = &at_null;
+    if (mysql_stmt_bind_result(st, r) || mysql_stmt_store_result(st))
+        return stmt_fail(db, ST_PRIORS);
+    size_t rows = (size_t)mysql_stmt_num_rows(st);
     prior *p = rows ? calloc(rows, sizeof(*p)) : NULL;
     if (rows && !p) {
-        mysql_free_result(res);
+        mysql_stmt_free_result(st);
         return WRITER_ERR_NOMEM;
     }
-    MYSQL_ROW row;
-    while ((row = mysql_fetch_row(res))) {
-        prior *x = &p[(*nout)++];
-        snprintf(x->id, sizeof(x->id), "%s", row[0]);
-        x->product = (int32_t)strtol(row[1], NULL, 10);
-        x->at_us = row[2] ? strtoll(row[2], NULL, 10) : -1;
+    while (*nout < rows && mysql_stmt_fetch(st) == 0) {
+        x.id[idlen < sizeof(x.id) ? idlen : sizeof(x.id) - 1] = '\0';
+        if (at_null) x.at_us = -1;
+        p[(*nout)++] = x;
     }
-    mysql_free_result(res);
+    mysql_stmt_free_result(st);
     *out = p;
     return WRITER_OK;
 }
@@ -318,79 +340,57 @@ static void classify(writer_entry **order, unsigned n, const prior *pr, size_t n
     }
 }
 
-/* at_us as SQL: FROM_UNIXTIME's seconds and the microseconds added exactly. */
-static void put_at(sqltext *t, long long at_us) {
-    fprintf(t->f, "FROM_UNIXTIME(%lld) + INTERVAL %lld MICROSECOND", at_us / 1000000,
-            at_us % 1000000);
+/* One order's or promise's row for ST_ORDERS / ST_PROMISES (reason NULL: an order). */
+static void add_row(cJSON *rows, const writer_entry *e, const char *key, const char *reason) {
+    cJSON *o = cJSON_CreateObject();
+    if (!o) return;
+    cJSON_AddNumberToObject(o, "p", e->product);
+    cJSON_AddStringToObject(o, "i", e->instance);
+    cJSON_AddStringToObject(o, "k", key);
+    cJSON_AddNumberToObject(o, "a", (double)e->at_us); /* < 2^53: exact */
+    if (reason) cJSON_AddStringToObject(o, "r", reason);
+    cJSON_AddItemToArray(rows, o);
 }
 
 /* Step 4: the writes. */
 static int write_rows(writer_db *db, writer_entry **order, unsigned n, const product_lock *pl,
                       unsigned npl) {
     char rid[STOCKDB_REQUEST_ID_MAX + 1];
-    sqltext t;
+    cJSON *stock = cJSON_CreateArray(), *orders = cJSON_CreateArray(),
+          *promises = cJSON_CreateArray();
     int rc = WRITER_OK;
-    unsigned nupd = 0, nord = 0, nprom = 0;
-    for (unsigned j = 0; j < npl; j++)
-        nupd += pl[j].taken > 0;
-    if (nupd) {
-        open_text(&t);
-        if (!t.f) return WRITER_ERR_NOMEM;
-        fputs("UPDATE product SET stock = stock - CASE id", t.f);
-        for (unsigned j = 0; j < npl; j++)
-            if (pl[j].taken) fprintf(t.f, " WHEN %d THEN %lld", pl[j].id, pl[j].taken);
-        fputs(" END, row_version = row_version + CASE id", t.f);
-        for (unsigned j = 0; j < npl; j++)
-            if (pl[j].taken) fprintf(t.f, " WHEN %d THEN %lld", pl[j].id, pl[j].taken);
-        fputs(" END WHERE id IN (", t.f);
-        for (unsigned j = 0, k = 0; j < npl; j++)
-            if (pl[j].taken) fprintf(t.f, "%s%d", k++ ? "," : "", pl[j].id);
-        fputc(')', t.f);
-        if ((rc = run(db, &t, "update the stock")) != WRITER_OK) return rc;
+    for (unsigned j = 0; stock && j < npl; j++) {
+        if (!pl[j].taken) continue;
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddNumberToObject(o, "id", pl[j].id);
+        cJSON_AddNumberToObject(o, "n", (double)pl[j].taken);
+        cJSON_AddItemToArray(stock, o);
     }
-    open_text(&t);
-    if (!t.f) return WRITER_ERR_NOMEM;
-    fputs("INSERT INTO orders (product_id, instance, request_id, answered_at) VALUES ", t.f);
-    for (unsigned i = 0; i < n; i++) {
-        if (order[i]->outcome != WRITER__ORDER) continue;
-        fprintf(t.f, "%s(%d,", nord++ ? "," : "", order[i]->product);
-        put_str(db, &t, order[i]->instance);
-        fputc(',', t.f);
-        put_str(db, &t, order[i]->key);
-        fputc(',', t.f);
-        put_at(&t, order[i]->at_us);
-        fputc(')', t.f);
+    for (unsigned i = 0; orders && promises && i < n; i++) {
+        const writer_entry *e = order[i];
+        if (e->outcome == WRITER__ORDER) add_row(orders, e, e->key, NULL);
+        if (e->outcome == WRITER__OVERSOLD)
+            add_row(promises, e, e->key, e->no_product ? "no_product" : "sold_out");
+        if (e->outcome == WRITER__KEY_REUSED) {
+            reused_id(e, rid, sizeof(rid));
+            add_row(promises, e, rid, "key_reused");
+        }
     }
-    if (nord) {
-        if ((rc = run(db, &t, "insert the orders")) != WRITER_OK) return rc;
-    } else {
-        fclose(t.f);
-        free(t.s);
+    if (!stock || !orders || !promises) {
+        rc = WRITER_ERR_NOMEM;
+        goto out;
     }
-    open_text(&t);
-    if (!t.f) return WRITER_ERR_NOMEM;
-    fputs("INSERT IGNORE INTO oversold_promise (request_id, product_id, instance, answered_at, "
-          "reason) VALUES ",
-          t.f);
-    for (unsigned i = 0; i < n; i++) {
-        writer_entry *e = order[i];
-        if (e->outcome != WRITER__OVERSOLD && e->outcome != WRITER__KEY_REUSED) continue;
-        if (e->outcome == WRITER__KEY_REUSED) reused_id(e, rid, sizeof(rid));
-        fputs(nprom++ ? ",(" : "(", t.f);
-        put_str(db, &t, e->outcome == WRITER__KEY_REUSED ? rid : e->key);
-        fprintf(t.f, ",%d,", e->product);
-        put_str(db, &t, e->instance);
-        fputc(',', t.f);
-        put_at(&t, e->at_us);
-        fprintf(t.f, ",'%s')",
-                e->outcome == WRITER__KEY_REUSED ? "key_reused"
-                : e->no_product                  ? "no_product"
-                                                 : "sold_out");
-    }
-    if (nprom) return run(db, &t, "insert the oversold promises");
-    fclose(t.f);
-    free(t.s);
-    return WRITER_OK;
+    /* The arrays are passed on (and freed) one by one; an empty one is not sent. */
+    if (cJSON_GetArraySize(stock) > 0) rc = exec_json(db, ST_STOCK, stock, NULL), stock = NULL;
+    if (rc == WRITER_OK && cJSON_GetArraySize(orders) > 0)
+        rc = exec_json(db, ST_ORDERS, orders, NULL), orders = NULL;
+    if (rc == WRITER_OK && cJSON_GetArraySize(promises) > 0)
+        rc = exec_json(db, ST_PROMISES, promises, NULL), promises = NULL;
+out:
+    cJSON_Delete(stock);
+    cJSON_Delete(orders);
+    cJSON_Delete(promises);
+    return rc;
 }
 
 static int by_product(const void *a, const void *b) {
