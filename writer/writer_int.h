@@ -71,6 +71,14 @@ int writer_redis__wait(redisContext *r, unsigned replicas, unsigned timeout_ms, 
 /* XACK of e[0..n). 0 or WRITER_ERR_REDIS. */
 int writer_redis__ack(redisContext *r, const writer_entry *e, unsigned n, char *err, size_t errlen);
 
+/* A stream id ("MS-SEQ"), parsed (writer_redis__id: 0-0 if it is not one), and
+ * compared (<0, 0, >0). */
+typedef struct writer_id {
+    unsigned long long ms, seq;
+} writer_id;
+writer_id writer_redis__id(const char *s);
+int writer_redis__id_cmp(writer_id a, writer_id b);
+
 /* XTRIM MINID of what every group of the stream has acknowledged: the entries before
  * the oldest that some group still needs (its oldest pending entry, or the one after its
  * last delivered). *trimmed = the entries deleted; *lag and *pending = the writers'

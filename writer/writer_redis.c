@@ -235,32 +235,30 @@ static const redisReply *map_get(const redisReply *m, const char *name) {
     return NULL;
 }
 
-typedef struct xid {
-    unsigned long long ms, seq;
-} xid;
-
-static xid xid_parse(const char *s) {
-    xid id = {0, 0};
+writer_id writer_redis__id(const char *s) {
+    writer_id id = {0, 0};
     char *end;
     id.ms = strtoull(s, &end, 10);
     if (*end == '-') id.seq = strtoull(end + 1, NULL, 10);
     return id;
 }
 
-static bool xid_less(xid a, xid b) {
-    return a.ms < b.ms || (a.ms == b.ms && a.seq < b.seq);
+int writer_redis__id_cmp(writer_id a, writer_id b) {
+    if (a.ms != b.ms) return a.ms < b.ms ? -1 : 1;
+    return a.seq < b.seq ? -1 : a.seq > b.seq;
 }
 
 /* The first id that group g (an XINFO GROUPS row) may still need: its oldest pending
  * entry, or else the one after its last delivered. */
-static int group_floor(redisContext *r, const redisReply *g, xid *floor, char *err, size_t errlen) {
+static int group_floor(redisContext *r, const redisReply *g, writer_id *floor, char *err,
+                       size_t errlen) {
     const redisReply *name = map_get(g, "name"), *pending = map_get(g, "pending"),
                      *last = map_get(g, "last-delivered-id");
     if (!name || name->type != REDIS_REPLY_STRING || !last || last->type != REDIS_REPLY_STRING) {
         snprintf(err, errlen, "redis: XINFO GROUPS: unexpected reply");
         return WRITER_ERR_REDIS;
     }
-    *floor = xid_parse(last->str);
+    *floor = writer_redis__id(last->str);
     if (!pending || pending->type != REDIS_REPLY_INTEGER || pending->integer == 0) {
         if (++floor->seq == 0) floor->ms++;
         return WRITER_OK;
@@ -271,8 +269,8 @@ static int group_floor(redisContext *r, const redisReply *g, xid *floor, char *e
     int rc = WRITER_OK;
     if (rep->type == REDIS_REPLY_ARRAY && rep->elements >= 2 &&
         rep->element[1]->type == REDIS_REPLY_STRING) {
-        xid oldest = xid_parse(rep->element[1]->str);
-        if (xid_less(oldest, *floor)) *floor = oldest;
+        writer_id oldest = writer_redis__id(rep->element[1]->str);
+        if (writer_redis__id_cmp(oldest, *floor) < 0) *floor = oldest;
     } else if (rep->type == REDIS_REPLY_ERROR) {
         snprintf(err, errlen, "redis: XPENDING: %s", rep->str);
         rc = WRITER_ERR_REDIS;
@@ -289,14 +287,14 @@ int writer_redis__trim(redisContext *r, long long *trimmed, long long *lag, long
     if (!rep) return WRITER_ERR_REDIS;
     int rc = WRITER_OK;
     bool any = false;
-    xid floor = {0, 0};
+    writer_id floor = {0, 0};
     if (rep->type == REDIS_REPLY_ERROR) {
         snprintf(err, errlen, "redis: XINFO GROUPS: %s", rep->str);
         rc = WRITER_ERR_REDIS;
     }
     for (size_t i = 0; rc == WRITER_OK && rep->type == REDIS_REPLY_ARRAY && i < rep->elements;
          i++) {
-        xid f;
+        writer_id f;
         const redisReply *g = rep->element[i], *name = map_get(g, "name"), *l = map_get(g, "lag"),
                          *p = map_get(g, "pending");
         if (name && name->type == REDIS_REPLY_STRING && strcmp(name->str, WRITER_GROUP) == 0) {
@@ -304,7 +302,7 @@ int writer_redis__trim(redisContext *r, long long *trimmed, long long *lag, long
             *pending = p && p->type == REDIS_REPLY_INTEGER ? p->integer : 0;
         }
         rc = group_floor(r, g, &f, err, errlen);
-        if (rc == WRITER_OK && (!any || xid_less(f, floor))) floor = f;
+        if (rc == WRITER_OK && (!any || writer_redis__id_cmp(f, floor) < 0)) floor = f;
         any = true;
     }
     freeReplyObject(rep);
