@@ -2,19 +2,28 @@
  * client set-up, URL and "connection gone" rules as stockd's), READ COMMITTED, autocommit
  * off, and one transaction per batch of stream entries.
  *
- * An entry is written by two prepared statements, and exactly once however often it is
- * delivered (a redelivery after a crash between COMMIT and XACK, a claim from a slow
- * writer):
- *   1. UPDATE product SET stock = stock - 1 WHERE id = ? AND stock > 0, unless the key
- *      has an order or an oversold promise already: the guard and the duplicate check.
- *   2. One row updated: INSERT the order. A twin being written by another writer at
- *      the same moment makes this a duplicate key error, and the whole batch is rolled
- *      back and run again (it then finds the twin's order in step 1).
- *      No row updated: INSERT IGNORE the oversold promise, unless the key has an order.
- *      A row inserted: the product had no stock left in MariaDB (or no row); none: the
- *      entry was written before.
+ * A batch is written by five statements whatever its size, each prepared once with the
+ * batch's rows bound as ONE JSON parameter that JSON_TABLE turns into rows (fixed SQL,
+ * bound values: no SQL is built at run time), and each entry exactly once however often
+ * it is delivered (a redelivery after a crash between COMMIT and XACK, a claim from a
+ * slow writer):
+ *   1. SELECT ... FOR UPDATE the batch's product rows, in id order (the JSON array is
+ *      sorted, and joined to product by its primary key in that order): two writers lock
+ *      them in the same order, and a twin writer of the same entries waits here until
+ *      the first has committed, so that step 2 sees what it wrote.
+ *   2. SELECT the orders and oversold promises of the batch's keys. An entry whose key
+ *      has a row with the same product and the same answered_at (its at_us) is a
+ *      redelivery: a duplicate, skipped. A key with a row of another product or time
+ *      was deducted again in Redis after its memo was gone (the window passed, or the
+ *      memo was lost): KEY REUSED, recorded as an oversold promise under
+ *      "<key>@<at_us>" with reason key_reused, never dropped.
+ *   3. The others, per product in stream order: while MariaDB's stock lasts, an order;
+ *      then an oversold promise (sold_out, or no_product without a row).
+ *   4. One UPDATE of the products' stock, one INSERT of the orders, one INSERT IGNORE of
+ *      the promises, COMMIT.
  * So orders stays the ledger of units that exist (initial stock - stock = orders), and
  * each oversold_promise row is a unit promised that does not exist. */
+#include <cjson/cJSON.h>
 #include <mysql.h>
 #include <mysqld_error.h>
 #include <stdio.h>
@@ -23,22 +32,40 @@
 
 #include "writer_int.h"
 
-enum { ST_DEDUCT, ST_ORDER, ST_PROMISE, ST_PRODUCT, ST_LAG, ST_COUNT };
+enum { ST_LOCK, ST_PRIORS, ST_STOCK, ST_ORDERS, ST_PROMISES, ST_PRODUCT, ST_LAG, ST_COUNT };
 
-#define ANSWERED_AT "FROM_UNIXTIME(? DIV 1000000) + INTERVAL (? MOD 1000000) MICROSECOND"
+/* JSON_TABLE's columns: a key as the tables hold it, and at_us as a time. */
+#define KEY_COL     "VARCHAR(100) CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin"
+#define AT_US(a)    "FROM_UNIXTIME(" a " DIV 1000000) + INTERVAL (" a " MOD 1000000) MICROSECOND"
+#define AT_OF(t)    "CAST(UNIX_TIMESTAMP(" t ".answered_at) * 1000000 AS SIGNED)"
+#define KEYS_OF(js) "JSON_TABLE(" js ", '$[*]' COLUMNS (k " KEY_COL " PATH '$')) j"
+#define ROWS_COLS                                                                                  \
+    "COLUMNS (p INT PATH '$.p', i VARCHAR(64) CHARACTER SET utf8mb4 PATH '$.i', k " KEY_COL        \
+    " PATH '$.k', a BIGINT PATH '$.a', r VARCHAR(16) PATH '$.r')"
 
 static const char *const stmt_sql[ST_COUNT] = {
-    [ST_DEDUCT] = "UPDATE product SET stock = stock - 1, row_version = row_version + 1 "
-                  "WHERE id = ? AND stock > 0 "
-                  "AND NOT EXISTS (SELECT 1 FROM orders WHERE request_id = ?) "
-                  "AND NOT EXISTS (SELECT 1 FROM oversold_promise WHERE request_id = ?)",
-    [ST_ORDER] = "INSERT INTO orders (product_id, instance, request_id, answered_at) "
-                 "VALUES (?, ?, ?, " ANSWERED_AT ")",
-    [ST_PROMISE] = "INSERT IGNORE INTO oversold_promise "
-                   "(request_id, product_id, instance, answered_at, reason) "
-                   "SELECT ?, ?, ?, " ANSWERED_AT ", "
-                   "IF(EXISTS(SELECT 1 FROM product WHERE id = ?), 'sold_out', 'no_product') "
-                   "FROM DUAL WHERE NOT EXISTS (SELECT 1 FROM orders WHERE request_id = ?)",
+    /* [id, ...] ascending: locked in that order, each by its primary key. */
+    [ST_LOCK] = "SELECT p.id, p.stock FROM JSON_TABLE(?, '$[*]' COLUMNS (id INT PATH '$')) j "
+                "STRAIGHT_JOIN product p FORCE INDEX (PRIMARY) ON p.id = j.id FOR UPDATE",
+    /* [key, ...] of orders, then [key or <key>@<at_us>, ...] of promises. */
+    [ST_PRIORS] = "SELECT o.request_id, o.product_id, " AT_OF("o") " FROM " KEYS_OF(
+        "?") " JOIN orders o ON o.request_id = j.k "
+             "UNION ALL SELECT s.request_id, s.product_id, " AT_OF("s") " FROM " KEYS_OF(
+                 "?") " JOIN oversold_promise s ON s.request_id = j.k",
+    /* [{"id", "n"}, ...]: n units of product id. */
+    [ST_STOCK] = "UPDATE JSON_TABLE(?, '$[*]' COLUMNS (id INT PATH '$.id', n INT PATH '$.n')) j "
+                 "STRAIGHT_JOIN product p FORCE INDEX (PRIMARY) ON p.id = j.id "
+                 "SET p.stock = p.stock - j.n, p.row_version = p.row_version + j.n",
+    /* [{"p", "i", "k", "a"}, ...]: the orders, in stream order. */
+    [ST_ORDERS] =
+        "INSERT INTO orders (product_id, instance, request_id, answered_at) "
+        "SELECT j.p, j.i, j.k, " AT_US("j.a") " FROM JSON_TABLE(?, '$[*]' " ROWS_COLS ") j",
+    /* [{"p", "i", "k", "a", "r"}, ...]: the promises, r their reason. */
+    [ST_PROMISES] =
+        "INSERT IGNORE INTO oversold_promise "
+        "(request_id, product_id, instance, answered_at, reason) "
+        "SELECT j.k, j.p, j.i, " AT_US("j.a") ", j.r "
+                                              "FROM JSON_TABLE(?, '$[*]' " ROWS_COLS ") j",
     [ST_PRODUCT] = "SELECT p.stock, "
                    "(SELECT COUNT(*) FROM orders o WHERE o.product_id = p.id), "
                    "(SELECT COUNT(*) FROM oversold_promise s WHERE s.product_id = p.id) "
@@ -49,9 +76,11 @@ static const char *const stmt_sql[ST_COUNT] = {
                "FROM (SELECT TIMESTAMPDIFF(MICROSECOND, answered_at, created_at) AS lag_us "
                "FROM orders WHERE answered_at IS NOT NULL) t LIMIT 1",
 };
-static const char *const stmt_name[ST_COUNT] = {[ST_DEDUCT] = "deduct",
-                                                [ST_ORDER] = "order",
-                                                [ST_PROMISE] = "promise",
+static const char *const stmt_name[ST_COUNT] = {[ST_LOCK] = "lock the products",
+                                                [ST_PRIORS] = "read the keys",
+                                                [ST_STOCK] = "update the stock",
+                                                [ST_ORDERS] = "insert the orders",
+                                                [ST_PROMISES] = "insert the promises",
                                                 [ST_PRODUCT] = "product",
                                                 [ST_LAG] = "lag"};
 
@@ -123,14 +152,6 @@ static int stmt_fail(writer_db *db, int id) {
     return WRITER_ERR_DB;
 }
 
-/* Executes statement id with params; *rows = the rows it changed. */
-static int exec(writer_db *db, int id, MYSQL_BIND *params, uint64_t *rows) {
-    MYSQL_STMT *st = db->stmt[id];
-    if (mysql_stmt_bind_param(st, params) || mysql_stmt_execute(st)) return stmt_fail(db, id);
-    *rows = (uint64_t)mysql_stmt_affected_rows(st);
-    return WRITER_OK;
-}
-
 static void bind_int(MYSQL_BIND *b, int32_t *v) {
     memset(b, 0, sizeof(*b));
     b->buffer_type = MYSQL_TYPE_LONG;
@@ -143,47 +164,233 @@ static void bind_ll(MYSQL_BIND *b, int64_t *v) {
     b->buffer = v;
 }
 
-static void bind_str(MYSQL_BIND *b, char *s, unsigned long *len) {
+/* ---------------------------------------------------------------- one batch */
+
+static void bind_json(MYSQL_BIND *b, char *json, unsigned long *len) {
     memset(b, 0, sizeof(*b));
-    *len = (unsigned long)strlen(s);
+    *len = (unsigned long)strlen(json);
     b->buffer_type = MYSQL_TYPE_STRING;
-    b->buffer = s;
+    b->buffer = json;
     b->buffer_length = *len;
     b->length = len;
 }
 
-/* Writes one entry inside the open transaction and sets its outcome. */
-static int write_entry(writer_db *db, writer_entry *e) {
-    MYSQL_BIND p[6];
-    unsigned long klen, k2len, ilen;
-    uint64_t rows = 0;
-    int rc;
-
-    bind_int(&p[0], &e->product);
-    bind_str(&p[1], e->key, &klen);
-    bind_str(&p[2], e->key, &k2len);
-    if ((rc = exec(db, ST_DEDUCT, p, &rows)) != WRITER_OK) return rc;
-    if (rows == 1) {
-        bind_int(&p[0], &e->product);
-        bind_str(&p[1], e->instance, &ilen);
-        bind_str(&p[2], e->key, &klen);
-        bind_ll(&p[3], &e->at_us);
-        bind_ll(&p[4], &e->at_us);
-        e->outcome = WRITER__ORDER;
-        return exec(db, ST_ORDER, p, &rows);
+/* Executes statement id with its JSON parameters (taken and freed; NULL: out of memory;
+ * ST_PRIORS has two, the others one). 0, or WRITER_ERR_DB / _NOMEM with the error
+ * recorded. */
+static int exec_json(writer_db *db, int id, cJSON *p0, cJSON *p1) {
+    char *j0 = p0 ? cJSON_PrintUnformatted(p0) : NULL, *j1 = p1 ? cJSON_PrintUnformatted(p1) : NULL;
+    int nparams = id == ST_PRIORS ? 2 : 1;
+    int rc = WRITER_OK;
+    cJSON_Delete(p0);
+    cJSON_Delete(p1);
+    if (!j0 || (nparams == 2 && !j1)) {
+        snprintf(db->errstr, sizeof(db->errstr), "%s: out of memory", stmt_name[id]);
+        rc = WRITER_ERR_NOMEM;
+        goto out;
     }
-    bind_str(&p[0], e->key, &klen);
-    bind_int(&p[1], &e->product);
-    bind_str(&p[2], e->instance, &ilen);
-    bind_ll(&p[3], &e->at_us);
-    bind_ll(&p[4], &e->at_us);
-    bind_int(&p[5], &e->product);
-    MYSQL_BIND q[7];
-    memcpy(q, p, sizeof(p));
-    bind_str(&q[6], e->key, &k2len);
-    if ((rc = exec(db, ST_PROMISE, q, &rows)) != WRITER_OK) return rc;
-    e->outcome = rows == 1 ? WRITER__OVERSOLD : WRITER__DUPLICATE;
+    MYSQL_BIND b[2];
+    unsigned long l0, l1;
+    bind_json(&b[0], j0, &l0);
+    if (nparams == 2) bind_json(&b[1], j1, &l1);
+    if (mysql_stmt_bind_param(db->stmt[id], b) || mysql_stmt_execute(db->stmt[id]))
+        rc = stmt_fail(db, id);
+out:
+    free(j0);
+    free(j1);
+    return rc;
+}
+
+/* The oversold_promise key of an entry whose key was used before: "<key>@<at_us>" ('@'
+ * never appears in a key), so that a redelivery of it is found and not written twice. */
+static void reused_id(const writer_entry *e, char *buf, size_t cap) {
+    char at[24];
+    int n = snprintf(at, sizeof(at), "@%lld", (long long)e->at_us);
+    snprintf(buf, cap, "%.*s%s", (int)(STOCKDB_REQUEST_ID_MAX - (size_t)n), e->key, at);
+}
+
+/* A row of orders or oversold_promise found for a batch's key. */
+typedef struct prior {
+    char id[STOCKDB_REQUEST_ID_MAX + 1];
+    int32_t product;
+    int64_t at_us; /* -1: no answered_at */
+} prior;
+
+typedef struct product_lock {
+    int32_t id;
+    bool found;
+    long long stock; /* what is left to sell in this batch */
+    long long taken;
+} product_lock;
+
+/* Step 1: the batch's product rows, locked in id order (order[] is sorted by product). */
+static int lock_products(writer_db *db, writer_entry **order, unsigned n, product_lock *p,
+                         unsigned *np) {
+    cJSON *ids = cJSON_CreateArray();
+    *np = 0;
+    for (unsigned i = 0; ids && i < n; i++) {
+        if (i > 0 && order[i]->product == order[i - 1]->product) continue;
+        p[(*np)++] = (product_lock){.id = order[i]->product};
+        cJSON_AddItemToArray(ids, cJSON_CreateNumber(order[i]->product));
+    }
+    int rc = exec_json(db, ST_LOCK, ids, NULL);
+    if (rc != WRITER_OK) return rc;
+    MYSQL_STMT *st = db->stmt[ST_LOCK];
+    int32_t id;
+    int64_t stock;
+    MYSQL_BIND r[2];
+    bind_int(&r[0], &id);
+    bind_ll(&r[1], &stock);
+    if (mysql_stmt_bind_result(st, r) || mysql_stmt_store_result(st)) return stmt_fail(db, ST_LOCK);
+    while (mysql_stmt_fetch(st) == 0)
+        for (unsigned j = 0; j < *np; j++)
+            if (p[j].id == id) p[j].found = true, p[j].stock = stock;
+    mysql_stmt_free_result(st);
     return WRITER_OK;
+}
+
+/* Step 2: the orders and promises already written under the batch's keys. */
+static int read_priors(writer_db *db, writer_entry **order, unsigned n, prior **out, size_t *nout) {
+    char rid[STOCKDB_REQUEST_ID_MAX + 1];
+    cJSON *keys = cJSON_CreateArray(), *pkeys = cJSON_CreateArray();
+    *out = NULL;
+    *nout = 0;
+    for (unsigned i = 0; keys && pkeys && i < n; i++) {
+        reused_id(order[i], rid, sizeof(rid));
+        cJSON_AddItemToArray(keys, cJSON_CreateString(order[i]->key));
+        cJSON_AddItemToArray(pkeys, cJSON_CreateString(order[i]->key));
+        cJSON_AddItemToArray(pkeys, cJSON_CreateString(rid));
+    }
+    int rc = exec_json(db, ST_PRIORS, keys, pkeys);
+    if (rc != WRITER_OK) return rc;
+    MYSQL_STMT *st = db->stmt[ST_PRIORS];
+    prior x;
+    unsigned long idlen = 0;
+    my_bool at_null = 0;
+    MYSQL_BIND r[3];
+    memset(r, 0, sizeof(r));
+    r[0].buffer_type = MYSQL_TYPE_STRING;
+    r[0].buffer = x.id;
+    r[0].buffer_length = sizeof(x.id);
+    r[0].length = &idlen;
+    bind_int(&r[1], &x.product);
+    bind_ll(&r[2], &x.at_us);
+    r[2].is_null = &at_null;
+    if (mysql_stmt_bind_result(st, r) || mysql_stmt_store_result(st))
+        return stmt_fail(db, ST_PRIORS);
+    size_t rows = (size_t)mysql_stmt_num_rows(st);
+    prior *p = rows ? calloc(rows, sizeof(*p)) : NULL;
+    if (rows && !p) {
+        mysql_stmt_free_result(st);
+        return WRITER_ERR_NOMEM;
+    }
+    while (*nout < rows && mysql_stmt_fetch(st) == 0) {
+        x.id[idlen < sizeof(x.id) ? idlen : sizeof(x.id) - 1] = '\0';
+        if (at_null) x.at_us = -1;
+        p[(*nout)++] = x;
+    }
+    mysql_stmt_free_result(st);
+    *out = p;
+    return WRITER_OK;
+}
+
+static const prior *find_prior(const prior *p, size_t n, const char *id) {
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(p[i].id, id) == 0) return &p[i];
+    return NULL;
+}
+
+/* Step 3: each entry's outcome. */
+static void classify(writer_entry **order, unsigned n, const prior *pr, size_t npr,
+                     product_lock *pl, unsigned npl) {
+    char rid[STOCKDB_REQUEST_ID_MAX + 1];
+    unsigned j = 0;
+    for (unsigned i = 0; i < n; i++) {
+        writer_entry *e = order[i];
+        while (pl[j].id != e->product)
+            j++;
+        reused_id(e, rid, sizeof(rid));
+        const prior *same = find_prior(pr, npr, e->key);
+        e->prior_product = 0;
+        if (find_prior(pr, npr, rid)) {
+            e->outcome = WRITER__DUPLICATE;
+            continue;
+        }
+        /* A key earlier in this batch counts as written already. */
+        const writer_entry *twin = NULL;
+        for (unsigned k = 0; !same && k < i && !twin; k++)
+            if (strcmp(order[k]->key, e->key) == 0 && order[k]->outcome != WRITER__KEY_REUSED)
+                twin = order[k];
+        if (same || twin) {
+            int32_t prod = same ? same->product : twin->product;
+            long long at = same ? same->at_us : twin->at_us;
+            e->outcome =
+                prod == e->product && at == e->at_us ? WRITER__DUPLICATE : WRITER__KEY_REUSED;
+            e->prior_product = prod;
+            continue;
+        }
+        if (pl[j].found && pl[j].stock > 0) {
+            pl[j].stock--;
+            pl[j].taken++;
+            e->outcome = WRITER__ORDER;
+        } else {
+            e->outcome = WRITER__OVERSOLD;
+            e->no_product = !pl[j].found;
+        }
+    }
+}
+
+/* One order's or promise's row for ST_ORDERS / ST_PROMISES (reason NULL: an order). */
+static void add_row(cJSON *rows, const writer_entry *e, const char *key, const char *reason) {
+    cJSON *o = cJSON_CreateObject();
+    if (!o) return;
+    cJSON_AddNumberToObject(o, "p", e->product);
+    cJSON_AddStringToObject(o, "i", e->instance);
+    cJSON_AddStringToObject(o, "k", key);
+    cJSON_AddNumberToObject(o, "a", (double)e->at_us); /* < 2^53: exact */
+    if (reason) cJSON_AddStringToObject(o, "r", reason);
+    cJSON_AddItemToArray(rows, o);
+}
+
+/* Step 4: the writes. */
+static int write_rows(writer_db *db, writer_entry **order, unsigned n, const product_lock *pl,
+                      unsigned npl) {
+    char rid[STOCKDB_REQUEST_ID_MAX + 1];
+    cJSON *stock = cJSON_CreateArray(), *orders = cJSON_CreateArray(),
+          *promises = cJSON_CreateArray();
+    int rc = WRITER_OK;
+    for (unsigned j = 0; stock && j < npl; j++) {
+        if (!pl[j].taken) continue;
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddNumberToObject(o, "id", pl[j].id);
+        cJSON_AddNumberToObject(o, "n", (double)pl[j].taken);
+        cJSON_AddItemToArray(stock, o);
+    }
+    for (unsigned i = 0; orders && promises && i < n; i++) {
+        const writer_entry *e = order[i];
+        if (e->outcome == WRITER__ORDER) add_row(orders, e, e->key, NULL);
+        if (e->outcome == WRITER__OVERSOLD)
+            add_row(promises, e, e->key, e->no_product ? "no_product" : "sold_out");
+        if (e->outcome == WRITER__KEY_REUSED) {
+            reused_id(e, rid, sizeof(rid));
+            add_row(promises, e, rid, "key_reused");
+        }
+    }
+    if (!stock || !orders || !promises) {
+        rc = WRITER_ERR_NOMEM;
+        goto out;
+    }
+    /* The arrays are passed on (and freed) one by one; an empty one is not sent. */
+    if (cJSON_GetArraySize(stock) > 0) rc = exec_json(db, ST_STOCK, stock, NULL), stock = NULL;
+    if (rc == WRITER_OK && cJSON_GetArraySize(orders) > 0)
+        rc = exec_json(db, ST_ORDERS, orders, NULL), orders = NULL;
+    if (rc == WRITER_OK && cJSON_GetArraySize(promises) > 0)
+        rc = exec_json(db, ST_PROMISES, promises, NULL), promises = NULL;
+out:
+    cJSON_Delete(stock);
+    cJSON_Delete(orders);
+    cJSON_Delete(promises);
+    return rc;
 }
 
 static int by_product(const void *a, const void *b) {
@@ -192,11 +399,18 @@ static int by_product(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
-/* One attempt: every OK entry, then COMMIT. */
-static int write_once(writer_db *db, writer_entry **order, unsigned n) {
-    int rc = WRITER_OK;
-    for (unsigned i = 0; i < n && rc == WRITER_OK; i++)
-        rc = write_entry(db, order[i]);
+/* One attempt: the four steps, then COMMIT. */
+static int write_once(writer_db *db, writer_entry **order, unsigned n, product_lock *pl) {
+    prior *pr = NULL;
+    size_t npr = 0;
+    unsigned npl = 0;
+    int rc = lock_products(db, order, n, pl, &npl);
+    if (rc == WRITER_OK) rc = read_priors(db, order, n, &pr, &npr);
+    if (rc == WRITER_OK) {
+        classify(order, n, pr, npr, pl, npl);
+        rc = write_rows(db, order, n, pl, npl);
+    }
+    free(pr);
     if (rc == WRITER_OK && mysql_commit(db->conn)) {
         /* The COMMIT's reply is lost or refused: whether it committed is unknown, and it
          * need not be known: the entries stay pending and their rewrite is a no-op if it
@@ -213,11 +427,13 @@ static int write_once(writer_db *db, writer_entry **order, unsigned n) {
 
 int writer_db__write(writer_db *db, writer_entry *e, unsigned n) {
     writer_entry **order = malloc((n ? n : 1) * sizeof(*order));
+    product_lock *pl = malloc((n ? n : 1) * sizeof(*pl));
     unsigned k = 0;
     int rc = WRITER_OK;
-    if (!order) {
+    if (!order || !pl) {
         snprintf(db->errstr, sizeof(db->errstr), "out of memory");
-        return WRITER_ERR_NOMEM;
+        rc = WRITER_ERR_NOMEM;
+        goto out;
     }
     for (unsigned i = 0; i < n; i++)
         if (e[i].kind == WRITER__ENTRY_OK) order[k++] = &e[i];
@@ -225,12 +441,14 @@ int writer_db__write(writer_db *db, writer_entry *e, unsigned n) {
     for (int t = 0; k > 0 && t < DEADLOCK_TRIES; t++) {
         if ((rc = writer_db__connect(db)) != WRITER_OK) break;
         db->err = 0;
-        rc = write_once(db, order, k);
+        rc = write_once(db, order, k, pl);
         if (rc == WRITER_OK || (db->err != ER_LOCK_DEADLOCK && db->err != ER_LOCK_WAIT_TIMEOUT &&
                                 db->err != ER_DUP_ENTRY))
             break;
     }
+out:
     free(order);
+    free(pl);
     return rc;
 }
 

@@ -17,25 +17,8 @@
 
 #include "writer_int.h"
 
-typedef struct stream_id {
-    unsigned long long ms, seq;
-} stream_id;
-
-static stream_id parse_id(const char *s) {
-    stream_id id = {0, 0};
-    char *end;
-    id.ms = strtoull(s, &end, 10);
-    if (*end == '-') id.seq = strtoull(end + 1, NULL, 10);
-    return id;
-}
-
-static int cmp_id(stream_id a, stream_id b) {
-    if (a.ms != b.ms) return a.ms < b.ms ? -1 : 1;
-    return a.seq < b.seq ? -1 : a.seq > b.seq;
-}
-
 static int cmp_id_p(const void *a, const void *b) {
-    return cmp_id(*(const stream_id *)a, *(const stream_id *)b);
+    return writer_redis__id_cmp(*(const writer_id *)a, *(const writer_id *)b);
 }
 
 typedef struct product_row {
@@ -49,9 +32,9 @@ typedef struct recon {
     char err[600];
     product_row *rows;
     size_t nrows, caprows;
-    stream_id last_delivered;
+    writer_id last_delivered;
     long long backlog, pending, length;
-    stream_id *pend; /* the pending ids, sorted */
+    writer_id *pend; /* the pending ids, sorted */
     size_t npend;
 } recon;
 
@@ -81,7 +64,7 @@ static int group_state(recon *x) {
     for (size_t g = 0; rep->type == REDIS_REPLY_ARRAY && g < rep->elements; g++) {
         const redisReply *kv = rep->element[g];
         bool ours = false;
-        stream_id last = {0, 0};
+        writer_id last = {0, 0};
         long long pending = 0;
         for (size_t i = 0; kv->type == REDIS_REPLY_ARRAY && i + 1 < kv->elements; i += 2) {
             const redisReply *k = kv->element[i], *v = kv->element[i + 1];
@@ -89,7 +72,7 @@ static int group_state(recon *x) {
             if (strcmp(k->str, "name") == 0 && v->type == REDIS_REPLY_STRING)
                 ours = strcmp(v->str, WRITER_GROUP) == 0;
             if (strcmp(k->str, "last-delivered-id") == 0 && v->type == REDIS_REPLY_STRING)
-                last = parse_id(v->str);
+                last = writer_redis__id(v->str);
             if (strcmp(k->str, "pending") == 0 && v->type == REDIS_REPLY_INTEGER)
                 pending = v->integer;
         }
@@ -125,7 +108,7 @@ static int stream_state(recon *x) {
                 const redisReply *p = rep->element[i];
                 if (p->type == REDIS_REPLY_ARRAY && p->elements >= 1 &&
                     p->element[0]->type == REDIS_REPLY_STRING)
-                    x->pend[x->npend++] = parse_id(p->element[0]->str);
+                    x->pend[x->npend++] = writer_redis__id(p->element[0]->str);
             }
             qsort(x->pend, x->npend, sizeof(*x->pend), cmp_id_p);
             snprintf(start, sizeof(start), "%llu-%llu", x->pend[0].ms, x->pend[0].seq);
@@ -142,8 +125,8 @@ static int stream_state(recon *x) {
         for (size_t i = 0; i < got; i++) {
             writer_entry e;
             writer_redis__entry(rep->element[i], &e);
-            stream_id id = parse_id(e.id);
-            bool later = cmp_id(id, x->last_delivered) > 0;
+            writer_id id = writer_redis__id(e.id);
+            bool later = writer_redis__id_cmp(id, x->last_delivered) > 0;
             bool pend = !later && bsearch(&id, x->pend, x->npend, sizeof(id), cmp_id_p);
             if (!later && !pend) continue;
             x->backlog += later;

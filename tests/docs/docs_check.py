@@ -58,7 +58,7 @@ LINK_RE = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
 # Where the words of the code come from: everything but the docs and tests/ (which
 # declares the tests: a name built there must be found by ctest, not by grep), except
 # tests/support and the helpers every test uses, which are code that the docs describe.
-CODE_DIRS = ("service", "lock", "db", "loadtest", "lab", "scripts", "sql", "monitoring",
+CODE_DIRS = ("service", "lock", "db", "writer", "web", "loadtest", "lab", "scripts", "sql", "monitoring",
              "nginx", "packaging", "cmake", "docker", "tests/support", ".ci")
 CODE_FILES = ("CMakeLists.txt", "Dockerfile", "docker-compose.yml", "tests/lib.sh",
               "tests/assert.sh", "tests/check.h")

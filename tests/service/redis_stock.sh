@@ -21,6 +21,9 @@ t_db
 r_port=$((PORT0 + 15))
 redis_start "$T" "$r_port" redis-stock || fail "Redis did not start"
 rcli() { redis-cli -p "$r_port" "$@"; }
+# A second consumer group that never reads: the writer trims the stream only of what
+# every group has acknowledged, so the entries stay for the checks below to read.
+rcli XGROUP CREATE stockd:orders audit 0 MKSTREAM >/dev/null
 for ((i = 1; i <= 3; i++)); do
   t_stockd "$i" redis-stock --redis "127.0.0.1:$r_port"
 done
