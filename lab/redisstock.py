@@ -88,6 +88,17 @@ class RedisStock:
             return []
         return [dict(zip(c[::2], c[1::2])).get("name") for c in rows or []]
 
+    def added(self):
+        """Entries ever added to the stream (XINFO STREAM's entries-added; 0 without it).
+        Unlike XLEN it only grows: the writer trims what every group has written."""
+        try:
+            info = self.cmd("XINFO", "STREAM", STREAM)
+        except OSError as e:
+            if "no such key" in str(e):
+                return 0
+            raise
+        return int(dict(zip(info[::2], info[1::2])).get("entries-added") or 0)
+
     def backlog(self):
         """(undelivered, pending) entries of the writers' group: XINFO GROUPS's lag and
         pending; (0, 0) without the stream or the group."""
