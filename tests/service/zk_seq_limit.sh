@@ -12,7 +12,8 @@
 #      lock timeout), its message and stockd's log tell the operator to recreate the
 #      parent, /metrics counts it, nothing is deducted and no node of stockd's is left.
 #      A kazoo node queued at 2147483647 is shown at_limit and not holding.
-#   3. The holder gone, stockd alone at the limit is refused all the same.
+#   3. The holder gone, stockd alone at the limit is refused all the same; so are the
+#      library's acquisition and its tries of many locks (zk_seq_limit_probe).
 #   4. The operator's step: the parent, empty, deleted; stockd makes it anew and deducts.
 source "$STOCKD_SRC/tests/lib.sh"
 zkport=$((PORT0 + 16))
@@ -79,6 +80,9 @@ wait_until 30 test -e "$T/a/released" -a -e "$T/b/released" || fail "the probes 
 expect_eq "a deduction alone at the limit" "503 unavailable" "$(reduce_answer 3)"
 expect_eq "refusals counted" 3 "$(metric "$url" stockd_zk_seq_limit_total)"
 expect_eq "nothing deducted at the limit" "10 0" "$(stock "$id") $(orders "$id")"
+# The library's acquisition, its tries of many locks and its view, on the same parent.
+"$STOCKD_BUILD/tests/zk_seq_limit_probe" "$STOCKD_TEST_ZK" /stock/locks product_1 ||
+  fail "the lock library at the sequence limit (zk_seq_limit_probe)"
 
 # 4. What the message says to do: the parent deleted once empty, made anew from 0.
 zk_py "z.delete('$parent')"
