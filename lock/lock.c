@@ -61,6 +61,10 @@ const char *lock_failure_message(const lock_set *s, int rc) {
     if (!s || rc == LOCK_OK || rc == LOCK_ERR_TIMEOUT || rc == LOCK_ERR_CANCELLED ||
         rc == LOCK_LOST)
         return NULL;
+    /* No outage either: the service works, and this one lock needs an operator. */
+    if (rc == LOCK_ERR_SEQ_LIMIT)
+        return "the product's ZooKeeper lock parent has used up its sequence numbers; an "
+               "operator must recreate it (docs/zookeeper-lock.md); nothing was deducted";
     return s->kind->down_message;
 }
 
@@ -171,6 +175,11 @@ const char *lock_strerror(int code) {
         return "connection lost; the lock may have passed on";
     case LOCK_LOST:
         return "lock lost";
+    case LOCK_ERR_SEQ_LIMIT:
+        return "the lock's ZooKeeper parent has used up its sequence numbers (2^31-1), which no "
+               "longer order its queue, so the lock is refused; an operator must delete the "
+               "parent once no contender is left in it, and it is made anew "
+               "(docs/zookeeper-lock.md)";
     default:
         return "unknown lock code";
     }

@@ -93,6 +93,7 @@ typedef struct lock_stats {
     uint64_t ops;         /* operations sent to the lock service (health pings excluded) */
     uint64_t renewals;    /* leases the watchdog extended */
     uint64_t expirations; /* session kinds: sessions that expired and were replaced */
+    uint64_t seq_limit;   /* zk fair: acquisitions refused at ZooKeeper's sequence limit */
     uint64_t watch_events;
     /* zk's lock cache (lock_release_cached): rounds served from the cache, holds kept,
      * and cached holds let go because another contender queued, at their time limit, or
@@ -307,7 +308,9 @@ typedef struct lock_view_entry {
     int watches;    /* zk fair: index of the entry this one watches; -1 = none (the holder) */
     bool ours;      /* this process's: zk, made by its session; a lease, its owner ours */
     char impl[8];   /* zk fair: who made it, from the node's name: "stockd", "curator",
-                     * "kazoo" or "other" (zklock_int.h); "" = not known */
+                     * "kazoo", "zoolock" or "other" (zklock_int.h); "" = not known */
+    bool at_limit;  /* zk fair: its sequence is at ZooKeeper's limit (2^31-1, or signed):
+                     * it never holds, and it is listed after every other */
 } lock_view_entry;
 
 struct lock_view {

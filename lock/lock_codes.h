@@ -20,5 +20,9 @@
 #define LOCK_ERR_NOT_OWNER -7 /* the hold belongs to another thread; untouched */
 #define LOCK_SUSPECT       -8 /* check: connection lost; the lock may have passed on */
 #define LOCK_LOST          -9 /* check: the session or lease is over; release: not ours */
+#define LOCK_ERR_SEQ_LIMIT                                                                         \
+    -10 /* zk fair: the lock's parent has used up ZooKeeper's sequence numbers (2^31-1),           \
+         * which no longer order its queue: not acquired, nothing of ours is left; an operator     \
+         * must recreate the parent */
 
 #endif

@@ -324,6 +324,13 @@ static int zklock_fair_round(zklock_attempt *a, zklock_conn *c, uint64_t *seq) {
     zklock_fair_tidy(a, c, &kids, &d);
     if (!d.found) {
         rc = ZKLOCK_RESTART; /* deleted under us, or its session expired */
+    } else if (d.at_limit) {
+        /* Never wait either: every node after ours gets the same sequence, so waiting
+         * could not end better. Our node is deleted by zklock_attempt_abandon. */
+        pthread_mutex_lock(&a->s->mu);
+        a->s->stats.seq_limit++;
+        pthread_mutex_unlock(&a->s->mu);
+        rc = LOCK_ERR_SEQ_LIMIT;
     } else if (d.holds) {
         /* Contenders that queued between our create and this listing are behind us
          * already: the children watch of the cached listing will not fire for them. */

@@ -133,6 +133,8 @@ typedef struct zklock_stats {
     uint64_t orphans_deleted;   /* late duplicates of such creates that we deleted */
     uint64_t strays_seen;       /* children of a fair lock's parent that are no contender,
                                  * once per listing (zklock_int.h says what they are) */
+    uint64_t seq_limit;         /* fair acquisitions and tries refused: our node's sequence
+                                 * was at ZooKeeper's limit (LOCK_ERR_SEQ_LIMIT) */
     /* The cache (zklock_release_cached). */
     uint64_t cache_parks;            /* holds kept after their last release */
     uint64_t cache_hits;             /* acquisitions served by a cached hold, no operation */
@@ -175,9 +177,11 @@ void zklock_session_cancel(zklock_session *s);
  * goes on with the new session (a new node, so a new place in the queue).
  * Returns LOCK_OK, LOCK_ERR_ARGS, LOCK_ERR_NOMEM, LOCK_ERR_TIMEOUT,
  * LOCK_ERR_CONNECTION (not connected at the deadline), LOCK_ERR_CANCELLED,
- * LOCK_ERR_SERVER, or LOCK_LOST: a reentrant acquisition of a hold that is already
- * LOST is refused (the count is not raised), so that the outer critical section
- * learns it is no longer protected; release that hold. */
+ * LOCK_ERR_SERVER, LOCK_ERR_SEQ_LIMIT (fair: our node's sequence was at ZooKeeper's
+ * limit, 2^31-1 or signed, where names no longer order the queue: refused at once, never
+ * waited on; the parent must be recreated), or LOCK_LOST: a reentrant acquisition of a
+ * hold that is already LOST is refused (the count is not raised), so that the outer
+ * critical section learns it is no longer protected; release that hold. */
 int zklock_acquire(zklock_session *s, const char *name, zklock_kind kind, int timeout_ms,
                    zklock_hold **out);
 
@@ -256,6 +260,8 @@ int zklock_release_cached(zklock_hold *h, int max_ms);
  *     listing of the parent, which therefore sees our node (with config.cache that
  *     listing sets the cache's children watch, as a single acquisition's does). One
  *     round trip for all: a name whose node is the lowest is held;
+ *   - a name whose node is at ZooKeeper's sequence limit is LOCK_ERR_SEQ_LIMIT, deleted
+ *     as a busy one's;
  *   - a name whose node has a predecessor is LOCK_ERR_TIMEOUT (busy), and its node
  *     is deleted before the call returns: those deletes also go out together (a
  *     second round trip, only when something was busy). Nothing waits for a

@@ -133,23 +133,31 @@ struct zklock_session {
 /* ---- layer 0, zklock_queue.c */
 
 /* The queue of a fair lock: which children of its parent contend, and in what order.
- * Every implementation of the recipe shares it (docs/zookeeper-lock.md, "Sharing the lock
- * with Curator and kazoo"): a child contends when its name ends in a lock marker, "-lock-"
- * (stockd, Curator, go-zookeeper) or "__lock__" (kazoo), then the sequence ZooKeeper
- * appended. Contenders are ordered by that sequence's text, as Curator and kazoo order
- * them: numeric order while the parent's counter is below 2^31, and the same order as
- * theirs past it. Any other child is a stray: it neither holds nor waits, so nobody
- * waits for it; it is counted (zklock_stats.strays_seen) and the view shows it. */
+ * stockd shares it with the implementations whose names it knows (docs/zookeeper-lock.md,
+ * "Sharing the lock with Curator and kazoo"): a child contends when its name ends in a
+ * lock marker, "-lock-" (stockd's "<guid>-lock-", Curator's "_c_<uuid>-lock-", and any
+ * other "-lock-" name, as go-zookeeper's) or "__lock__" (kazoo's "<uuid>__lock__"), or is
+ * ZooKeeper's own C recipe's "x-<session>-" (zoo_lock.c), then the 10-digit sequence
+ * ZooKeeper appended; all of them order by that sequence. Contenders are ordered by it,
+ * numerically, until the parent's counter reaches ZooKeeper's limit (2^31-1): a
+ * contender at the limit (2147483647, or signed) is ordered after every other and never
+ * holds (zklock__decide's at_limit: LOCK_ERR_SEQ_LIMIT). Any other child is a stray: it
+ * neither holds nor waits, so nobody waits for it; it is counted
+ * (zklock_stats.strays_seen) and the view shows it. */
 
 /* The sequence text at the end of a contender's name, or NULL for a stray. */
 const char *zklock__contender_seq(const char *name);
-/* A contender's sequence as a number (negative past 2^31), or INT64_MIN for a stray. */
+/* Is a sequence text (zklock__contender_seq's, or NULL) at ZooKeeper's limit? 1 or 0. */
+int zklock__seq_at_limit(const char *seq);
+/* A contender's sequence as a number (negative if signed), or INT64_MIN for a stray. */
 int64_t zklock__child_seq(const char *name);
-/* Orders two contenders (<0, 0, >0): by sequence text, then by name. */
+/* Orders two contenders (<0, 0, >0): by sequence, those at the limit after all others,
+ * then by name. */
 int zklock__contender_cmp(const char *a, const char *b);
 /* Who made a child, from its name alone: "stockd", "curator" (its protected name,
- * "_c_<uuid>-lock-<seq>"), "kazoo" ("__lock__"), "other" (another contender, as
- * go-zookeeper's or ZooKeeper's own C recipe), or "stray" (no contender). For the view. */
+ * "_c_<uuid>-lock-<seq>"), "kazoo" ("__lock__"), "zoolock" (ZooKeeper's C recipe,
+ * "x-<session>-<seq>"), "other" (another "-lock-" contender, as go-zookeeper's), or
+ * "stray" (no contender). For the view. */
 const char *zklock__contender_impl(const char *name);
 /* Is `name` a node that stockd made with `guid` ("<guid>-lock-<seq>")? 1 or 0. Only such
  * nodes are ever adopted or swept by GUID, never another implementation's. */
@@ -163,6 +171,7 @@ typedef struct zklock_decision {
     int below, above; /* other contenders below and above mine */
     int twins;        /* other nodes of ours (guid): late copies of a lost create */
     int strays;       /* children that are not contenders */
+    int at_limit;     /* mine is at the sequence limit: it never holds (LOCK_ERR_SEQ_LIMIT) */
 } zklock_decision;
 
 /* The recipe's decision, a pure function of the listing (pointers into kids). With

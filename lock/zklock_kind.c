@@ -159,6 +159,7 @@ static void zk_stats(void *set, lock_stats *out) {
     out->suspect = st.suspect_events;
     out->lost = st.lost_events;
     out->expirations = st.expirations;
+    out->seq_limit = st.seq_limit;
     out->watch_events = st.watch_events;
     out->cache_hits = st.cache_hits;
     out->cache_parks = st.cache_parks;

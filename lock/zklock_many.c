@@ -44,6 +44,7 @@ typedef struct zklock_try {
     int parent_rc;           /* ditto, of the parent's create (wave 1b only) */
     int64_t token;           /* czxid of our node */
     int found, below, above; /* the listing: our node, lock nodes below and above it */
+    int at_limit;            /* ... and our node's sequence is at ZooKeeper's limit */
 } zklock_try;
 
 static void zklock_wave_init(zklock_wave *v) {
@@ -122,6 +123,7 @@ static void zklock_listed(int rc, const struct String_vector *kids, const void *
             t->found = d.found;
             t->below = d.below;
             t->above = d.above;
+            t->at_limit = d.at_limit;
         }
     }
     zklock_wave_done_locked(t->wave, &t->list_rc, rc);
@@ -240,7 +242,8 @@ static int zklock_try_outcome(const zklock_try *t, int *del, int *sweep) {
     if (t->list_rc != ZOK)
         return zklock__zk_retryable(t->list_rc) ? LOCK_ERR_CONNECTION : LOCK_ERR_SERVER;
     if (!t->found) return LOCK_ERR_TIMEOUT; /* deleted under us already: not held */
-    if (t->below) return LOCK_ERR_TIMEOUT;  /* busy: never wait, give the place up */
+    if (t->at_limit) return LOCK_ERR_SEQ_LIMIT;
+    if (t->below) return LOCK_ERR_TIMEOUT; /* busy: never wait, give the place up */
     *del = 0;
     return LOCK_OK;
 }
@@ -372,17 +375,19 @@ int zklock_try_many(zklock_session *s, const char *const *names, int n, zklock_k
             zklock_wave_wait(&wave);
             zklock_count_wave(s, 0, 0, nd, 0);
         }
-        uint64_t timeouts = 0;
+        uint64_t timeouts = 0, seq_limit = 0;
         pthread_mutex_lock(&s->mu);
         for (int j = 0; j < nt; j++) {
             zklock_try *t = &ts[j];
             timeouts += rcs[t->idx] == LOCK_ERR_TIMEOUT;
+            seq_limit += rcs[t->idx] == LOCK_ERR_SEQ_LIMIT;
             if (rcs[t->idx] == LOCK_OK) {
                 holds[t->idx] = zklock_try_hold_locked(s, t, c->epoch);
                 held++;
             }
         }
         s->stats.timeouts += timeouts;
+        s->stats.seq_limit += seq_limit;
         pthread_mutex_unlock(&s->mu);
         for (int j = 0; j < nt; j++) {
             zklock_try *t = &ts[j];

@@ -9,8 +9,11 @@
 
 #include "zklock_int.h"
 
-/* ZooKeeper appends the parent's counter as printf("%010d"): ten digits, or past 2^31
- * (the counter is a signed int) a minus sign and nine or ten digits. */
+/* ZooKeeper appends the parent's child version (cversion, a signed 32-bit int) as
+ * printf("%010d"): ten digits. At 2^31-1 the version stops (ZooKeeper 3.8's DataTree keeps
+ * the greater of the old value and its overflowed increment), so every later child is
+ * named 2147483647; a create prepared while the one that reached the limit was still in
+ * flight gets the overflowed, signed value: a minus sign and nine or ten digits. */
 static int zklock_seq_text(const char *p, size_t n) {
     if (n == 11 || (n == 10 && *p == '-')) {
         if (*p != '-') return 0;
@@ -23,11 +26,28 @@ static int zklock_seq_text(const char *p, size_t n) {
     return 1;
 }
 
+static int zklock_hex(const char *p, size_t n, int dashes) {
+    for (size_t i = 0; i < n; i++) {
+        int dash = dashes && (i == 8 || i == 13 || i == 18 || i == 23);
+        if (dash ? p[i] != '-' : !((p[i] >= '0' && p[i] <= '9') || (p[i] >= 'a' && p[i] <= 'f')))
+            return 0;
+    }
+    return 1;
+}
+
+/* ZooKeeper's own C recipe (zoo_lock.c in its source tree) names its node
+ * "x-<session id as %016lx>-<seq>": the whole name, no marker. */
+static int zklock_zoo_lock_name(const char *name, size_t head) {
+    return head == 2 + 16 + 1 && memcmp(name, "x-", 2) == 0 && zklock_hex(name + 2, 16, 0) &&
+           name[18] == '-';
+}
+
 const char *zklock__contender_seq(const char *name) {
     static const char *const markers[] = {"-lock-", "__lock__"};
     size_t n = strlen(name);
     for (size_t len = 10; len <= 11; len++) {
         if (n < len || !zklock_seq_text(name + n - len, len)) continue;
+        if (zklock_zoo_lock_name(name, n - len)) return name + n - len;
         for (size_t m = 0; m < sizeof(markers) / sizeof(markers[0]); m++) {
             size_t ml = strlen(markers[m]);
             if (n >= len + ml && memcmp(name + n - len - ml, markers[m], ml) == 0)
@@ -37,13 +57,21 @@ const char *zklock__contender_seq(const char *name) {
     return NULL;
 }
 
+/* At the limit, a sequence no longer says who came first: names repeat, and a signed one
+ * is newer than every unsigned one, not older as its text sorts. */
+int zklock__seq_at_limit(const char *seq) {
+    return seq && (seq[0] == '-' || strcmp(seq, "2147483647") == 0);
+}
+
 int64_t zklock__child_seq(const char *name) {
     const char *seq = zklock__contender_seq(name);
     return seq ? strtoll(seq, NULL, 10) : INT64_MIN;
 }
 
 int zklock__contender_cmp(const char *a, const char *b) {
-    int rc = strcmp(zklock__contender_seq(a), zklock__contender_seq(b));
+    const char *sa = zklock__contender_seq(a), *sb = zklock__contender_seq(b);
+    int la = zklock__seq_at_limit(sa), lb = zklock__seq_at_limit(sb);
+    int rc = la != lb ? la - lb : la ? 0 : strcmp(sa, sb);
     return rc ? rc : strcmp(a, b);
 }
 
@@ -71,16 +99,8 @@ void zklock__decide(const struct String_vector *kids, const char *mine, const ch
             d->above++;
         }
     }
-    d->holds = d->found && !d->pred;
-}
-
-static int zklock_hex(const char *p, size_t n, int dashes) {
-    for (size_t i = 0; i < n; i++) {
-        int dash = dashes && (i == 8 || i == 13 || i == 18 || i == 23);
-        if (dash ? p[i] != '-' : !((p[i] >= '0' && p[i] <= '9') || (p[i] >= 'a' && p[i] <= 'f')))
-            return 0;
-    }
-    return 1;
+    d->at_limit = zklock__seq_at_limit(zklock__contender_seq(mine));
+    d->holds = d->found && !d->pred && !d->at_limit;
 }
 
 const char *zklock__contender_impl(const char *name) {
@@ -94,5 +114,6 @@ const char *zklock__contender_impl(const char *name) {
     if (head == 3 + 36 + 6 && memcmp(name, "_c_", 3) == 0 && zklock_hex(name + 3, 36, 1))
         return "curator";
     if (head >= 8 && memcmp(seq - 8, "__lock__", 8) == 0) return "kazoo";
+    if (zklock_zoo_lock_name(name, head)) return "zoolock";
     return "other";
 }

@@ -232,6 +232,8 @@ const char *zklock_strerror(int code) {
         return "unexpected ZooKeeper error";
     case LOCK_LOST:
         return "lock lost (session expired or node deleted)";
+    case LOCK_ERR_SEQ_LIMIT:
+        return "the lock's parent has used up ZooKeeper's sequence numbers; recreate it";
     default:
         return lock_strerror(code);
     }

@@ -48,6 +48,7 @@ static int zk_view_fair(zklock_conn *c, const char *parent, lock_view *out) {
         snprintf(e->node, sizeof(e->node), "%s", order[i]);
         snprintf(e->impl, sizeof(e->impl), "%s", zklock__contender_impl(order[i]));
         e->seq = zklock__child_seq(order[i]);
+        e->at_limit = zklock__seq_at_limit(zklock__contender_seq(order[i]));
         e->watches = (int)i - 1;
         snprintf(path, sizeof(path), "%s/%s", parent, order[i]);
         rc = zoo_get(c->zh, path, 0, data, &len, &st);

@@ -81,7 +81,12 @@ static bool take_lock(worker_state *ws, leader *l) {
         return true;
     }
     if (snapshot_first) stockdb_end_transaction(ws->db);
-    if (rc != LOCK_ERR_TIMEOUT) answer__log_failure(ws, "lock", answer__lock_text(ctx, rc));
+    if (rc != LOCK_ERR_TIMEOUT) {
+        /* The product too: a lock at ZooKeeper's sequence limit needs its parent recreated. */
+        char what[40];
+        snprintf(what, sizeof(what), "lock of product %d", (int)l->lock.product_id);
+        answer__log_failure(ws, what, answer__lock_text(ctx, rc));
+    }
     fail_waiting(ws, l, rc, rc == LOCK_ERR_TIMEOUT ? t0 : UINT64_MAX);
     return false;
 }

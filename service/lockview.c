@@ -4,9 +4,11 @@
  * Answer (200): {"result":"ok","id":N,"mode":..,"kind":..,"view":"queue"|"lease"|
  * "holder"|"none"|"unavailable","lock":"product_N","path":..,"total":T,"shown":n,
  * "truncated":bool,"lease_ms":ms,"entries":[{"node","owner","seq","token","holds",
- * "watches","ours","impl"}],"strays":k,"age_ms":..,"instance":..}. "impl" (zk) names who
- * made the node, from its name: stockd, curator, kazoo or other; "strays" counts the
- * children that are no contender (docs/zookeeper-lock.md). "none": the mode takes no lock;
+ * "watches","ours","impl","at_limit"}],"strays":k,"age_ms":..,"instance":..}. "impl" (zk)
+ * names who made the node, from its name: stockd, curator, kazoo, zoolock or other;
+ * "at_limit" (only when true) marks a node whose sequence is at ZooKeeper's limit, which
+ * never holds; "strays" counts the children that are no contender
+ * (docs/zookeeper-lock.md). "none": the mode takes no lock;
  * "unavailable": its kind has no view. A lock service that cannot be read is 503.
  *
  * Safe to leave on: the view is read by one worker at a time, each product's view is
@@ -82,7 +84,8 @@ static cJSON *lockview_entry(const lock_view *v, size_t i) {
         cJSON_AddNullToObject(o, "owner");
     if (e->seq >= 0) cJSON_AddNumberToObject(o, "seq", (double)e->seq);
     if (e->token) cJSON_AddNumberToObject(o, "token", (double)e->token);
-    cJSON_AddBoolToObject(o, "holds", i == 0);
+    cJSON_AddBoolToObject(o, "holds", i == 0 && !e->at_limit);
+    if (e->at_limit) cJSON_AddBoolToObject(o, "at_limit", true);
     if (e->watches >= 0 && (size_t)e->watches < v->n)
         cJSON_AddStringToObject(o, "watches", v->e[e->watches].node);
     else

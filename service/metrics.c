@@ -406,6 +406,10 @@ static const family families[] = {
      ST(expirations)},
     {"stockd_zk_watch_events_total", "counter", "Node watches fired for lock waiters.", SESSION,
      ST(watch_events)},
+    {"stockd_zk_seq_limit_total", "counter",
+     "Lock acquisitions refused: the lock's parent has used up ZooKeeper's sequence numbers "
+     "(recreate it).",
+     SESSION, ST(seq_limit)},
     {"stockd_zk_round_trips_total", "counter",
      "ZooKeeper round trips: one per synchronous operation, one per wave of operations sent "
      "together (many locks tried or released at once).",

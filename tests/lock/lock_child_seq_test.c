@@ -1,8 +1,9 @@
 /* lock_child_seq_test: the fair lock's queue as one listing shows it (zklock_queue.c).
- * Every implementation's node contends (stockd's, Curator's, kazoo's, go-zookeeper's),
- * ordered by the sequence's text as Curator and kazoo order it, also past 2^31; any
- * other child is a stray that neither holds nor is waited for; our own late twins are
- * neither; and only stockd's own nodes carry our GUID. */
+ * Every known implementation's node contends (stockd's, Curator's, kazoo's,
+ * go-zookeeper's, ZooKeeper's own C recipe's), ordered by the sequence; a node at
+ * ZooKeeper's sequence limit (2147483647, or signed) is ordered after all others and
+ * never holds; any other child is a stray that neither holds nor is waited for; our own
+ * late twins are neither; and only stockd's own nodes carry our GUID. */
 #include <stdio.h>
 
 #include "check.h"
@@ -32,6 +33,12 @@ int main(void) {
     CHECK_INT_EQ(1, zklock__contender_seq(GUID "-lock-00000000042") == NULL);
     CHECK_INT_EQ(1, zklock__contender_seq("leader-0000000001") == NULL);
     CHECK_INT_EQ(1, zklock__contender_seq("keeper") == NULL);
+    /* ZooKeeper's C recipe: "x-", the session id in 16 hex digits, "-", the sequence. */
+    CHECK_INT_EQ(12, zklock__child_seq("x-0100000a1b2c3d4e-0000000012"));
+    CHECK_INT_EQ(1, zklock__contender_seq("x-0100000a1b2c3d4-0000000012") == NULL);
+    CHECK_INT_EQ(1, zklock__contender_seq("x-0100000A1B2C3D4E-0000000012") == NULL);
+    CHECK_INT_EQ(1, zklock__contender_seq("y-0100000a1b2c3d4e-0000000012") == NULL);
+    CHECK_INT_EQ(1, zklock__contender_seq("ax-0100000a1b2c3d4e-0000000012") == NULL);
     CHECK_INT_EQ(1, zklock__contender_seq("") == NULL);
 
     /* Who made it. */
@@ -39,6 +46,7 @@ int main(void) {
     CHECK_STR_EQ("curator",
                  zklock__contender_impl("_c_6f1d0b6e-3b8a-4c1e-9d55-2f7a0c1b9e42-lock-0000000001"));
     CHECK_STR_EQ("kazoo", zklock__contender_impl(OTHER "__lock__0000000001"));
+    CHECK_STR_EQ("zoolock", zklock__contender_impl("x-0100000a1b2c3d4e-0000000001"));
     CHECK_STR_EQ("other", zklock__contender_impl("_c_" GUID "-lock-0000000001"));
     CHECK_STR_EQ("stray", zklock__contender_impl("keeper"));
 
@@ -83,23 +91,41 @@ int main(void) {
     CHECK_INT_EQ(0, d.found);
     CHECK_INT_EQ(0, d.holds);
 
-    /* Past 2^31 the counter prints a sign. Order is the text's, as Curator (sorting the
-     * text after "lock-") and kazoo (sorting the regular expression's group) have it:
-     * every signed name sorts before every unsigned one, so all three implementations
-     * agree on who is first, also across the wrap. */
-    char *wrap[] = {OTHER "-lock-2147483647", GUID "-lock--2147483648",
-                    "_c_6f1d0b6e-3b8a-4c1e-9d55-2f7a0c1b9e42-lock--2147483647",
-                    OTHER "__lock__-2147483646"};
-    d = decide(GUID "-lock--2147483648", GUID, wrap, 4);
+    /* A node of ZooKeeper's C recipe below ours holds the lock: we watch it. */
+    char *crecipe[] = {GUID "-lock-0000000007", "x-0100000a1b2c3d4e-0000000006"};
+    d = decide(GUID "-lock-0000000007", GUID, crecipe, 2);
     CHECK_INT_EQ(0, d.holds);
-    CHECK_STR_EQ("_c_6f1d0b6e-3b8a-4c1e-9d55-2f7a0c1b9e42-lock--2147483647", d.pred);
-    CHECK_INT_EQ(2, d.below);
-    d = decide(OTHER "-lock-2147483647", NULL, wrap, 4);
-    CHECK_INT_EQ(0, d.holds);
-    CHECK_STR_EQ(GUID "-lock--2147483648", d.pred);
-    CHECK_INT_EQ(3, d.below);
-    d = decide(OTHER "__lock__-2147483646", NULL, wrap, 4);
+    CHECK_STR_EQ("x-0100000a1b2c3d4e-0000000006", d.pred);
+
+    /* At ZooKeeper's limit the server names every child 2147483647 (and a create in flight
+     * with the one that reached it gets a signed name): such a sequence says nothing of
+     * who came first. A node there never holds, whatever its name sorts as, and is
+     * ordered after every other, so the holder below the limit keeps the lock. */
+    CHECK_INT_EQ(1, zklock__seq_at_limit(zklock__contender_seq(GUID "-lock-2147483647")));
+    CHECK_INT_EQ(1, zklock__seq_at_limit(zklock__contender_seq(GUID "-lock--2147483648")));
+    CHECK_INT_EQ(1, zklock__seq_at_limit(zklock__contender_seq(GUID "-lock--000000001")));
+    CHECK_INT_EQ(0, zklock__seq_at_limit(zklock__contender_seq(GUID "-lock-2147483646")));
+    CHECK_INT_EQ(0, zklock__seq_at_limit(NULL));
+    char *limit[] = {OTHER "-lock-2147483646", "0000000000000000000000000000000a-lock-2147483647",
+                     GUID "-lock-2147483647", OTHER "__lock__-2147483648"};
+    d = decide(OTHER "-lock-2147483646", NULL, limit, 4);
     CHECK_INT_EQ(1, d.holds);
+    CHECK_INT_EQ(0, d.at_limit);
+    CHECK_INT_EQ(3, d.above);
+    /* A newcomer whose GUID sorts first, alone at the limit with the holder gone, or
+     * signed: none holds. */
+    d = decide("0000000000000000000000000000000a-lock-2147483647", NULL, limit, 4);
+    CHECK_INT_EQ(0, d.holds);
+    CHECK_INT_EQ(1, d.at_limit);
+    CHECK_STR_EQ(OTHER "-lock-2147483646", d.pred);
+    d = decide("0000000000000000000000000000000a-lock-2147483647", NULL, limit + 1, 3);
+    CHECK_INT_EQ(0, d.holds);
+    CHECK_INT_EQ(1, d.at_limit);
+    d = decide(OTHER "__lock__-2147483648", NULL, limit, 4);
+    CHECK_INT_EQ(0, d.holds);
+    CHECK_INT_EQ(1, d.at_limit);
+    CHECK_INT_EQ(1, zklock__contender_cmp(GUID "-lock--2147483648", OTHER "-lock-0000000001") > 0);
+    CHECK_INT_EQ(1, zklock__contender_cmp(GUID "-lock-2147483647", OTHER "-lock-2147483646") > 0);
     printf("ok\n");
     return 0;
 }

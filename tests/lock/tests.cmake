@@ -52,6 +52,10 @@ lock_c_test(lock_cache_test)
 lock_c_test(lock_many_test)
 
 stockd_unit_test(lock_child_seq_test SOURCES lock/lock_child_seq_test.c LIBS zklock)
+# The library at ZooKeeper's sequence limit, run by zk_lock_refused_at_the_sequence_limit
+# (tests/service/zk_seq_limit.sh) on the ZooKeeper it starts: not a test of its own.
+add_executable(zk_seq_limit_probe lock/zk_seq_limit_probe.c)
+target_link_libraries(zk_seq_limit_probe PRIVATE lock_test_util)
 
 # lock/lock.h without a server: the registry, codes, none and local, and the lease pool
 # and watchdog on an in-memory lease kind (under a second).

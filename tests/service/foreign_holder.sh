@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # foreign_holder.sh LIBRARY PATH: stockd (mode zk) and another implementation of the lock
-# recipe, Curator's InterProcessMutex or kazoo's Lock, on one product's lock, PATH being
+# recipe, Curator's InterProcessMutex, kazoo's Lock or ZooKeeper's own C recipe (zoolock:
+# zoo_lock.c's node names and order, kazoo_hold.py --recipe zoo_lock), on one product's
+# lock, PATH being
 # "default" (/stock/locks/product_N) or "articles" (/product_N, the articles' own path), or
 # (kazoo) "acl": stockd with credentials of its own makes creator-only nodes, and the
 # fleet's digest identity, given as --zk-peer-acl, still queues, reads and watches them.
@@ -13,7 +15,7 @@
 source "$STOCKD_SRC/tests/lib.sh"
 lib=$1
 # The fixture's ZooKeeper is shared: each library has a product of its own.
-id=$([[ $lib == curator ]] && echo 1 || echo 2)
+id=$(case $lib in curator) echo 1 ;; kazoo) echo 2 ;; *) echo 3 ;; esac)
 acl_args=() probe_auth=()
 case $2 in
   default) lock_path=/stock/locks/product_$id ;;
@@ -52,7 +54,8 @@ hold() {
       "$1" >"$1/log" 2>&1 &
   else
     /usr/bin/python3 "$STOCKD_SRC/tests/service/kazoo_hold.py" "$STOCKD_TEST_ZK" "$lock_path" "$1" \
-      "${probe_auth[@]}" >"$1/log" 2>&1 &
+      --recipe "$([[ $lib == zoolock ]] && echo zoo_lock || echo kazoo)" "${probe_auth[@]}" \
+      >"$1/log" 2>&1 &
   fi
   echo $! >"$1/pid"
   wait_until 120 test -e "$1/ready" || fail "the $lib probe did not connect: $(tail -5 "$1/log")"

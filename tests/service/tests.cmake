@@ -367,6 +367,14 @@ stockd_integration_test(zk_waits_for_kazoo_holder_default_path
   COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/foreign_holder.sh kazoo default LABELS service SERIAL)
 stockd_integration_test(zk_waits_for_kazoo_holder_articles_path
   COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/foreign_holder.sh kazoo articles LABELS service SERIAL)
+# A lock parent at ZooKeeper's sequence limit (2^31-1; its own ZooKeeper on a snapshot
+# that puts the parent there): refused with 503, counted and logged, never two holders.
+stockd_integration_test(zk_lock_refused_at_the_sequence_limit
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/zk_seq_limit.sh LABELS service lock)
+# ZooKeeper's own C recipe (zoo_lock.c): its "x-<session>-<seq>" nodes are contenders too.
+# SERIAL as the other foreign holders above.
+stockd_integration_test(zk_waits_for_zoo_lock_recipe_holder_default_path
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/foreign_holder.sh zoolock default LABELS service SERIAL)
 # The same with stockd's creator-only ACL and the kazoo fleet's identity as --zk-peer-acl.
 stockd_integration_test(zk_waits_for_kazoo_holder_with_peer_acl
   COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/foreign_holder.sh kazoo acl LABELS service SERIAL)
