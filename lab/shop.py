@@ -108,6 +108,24 @@ class Shop:
     def orders(self, product):
         return int(self.value("SELECT COUNT(*) FROM orders WHERE product_id=%s", (product,)))
 
+    def set_terms(self, product, per_user_limit=None, reserve_seconds=None):
+        """The product's sale terms (issue 42, docs/orders.md): a limit per customer and
+        a reservation's seconds, None for none (sold at once, as the seed's rows)."""
+        self.rows("UPDATE product SET per_user_limit=%s, reserve_seconds=%s WHERE id=%s",
+                  (per_user_limit, reserve_seconds, int(product)))
+
+    def order_states(self, product):
+        """The product's order rows by state: {state: count}."""
+        return {s: int(n) for s, n in self.rows(
+            "SELECT state, COUNT(*) FROM orders WHERE product_id=%s GROUP BY state",
+            (int(product),))}
+
+    def order_rows(self, product):
+        """The product's orders as (id, user, state, expires_at as a Unix time or None)."""
+        return [(int(i), u, s, None if e is None else float(e)) for i, u, s, e in self.rows(
+            "SELECT id, user, state, UNIX_TIMESTAMP(expires_at) FROM orders "
+            "WHERE product_id=%s ORDER BY id", (int(product),))]
+
     def segment_stocks(self, product):
         return [int(r[0]) for r in self.rows(
             "SELECT stock FROM product_segment WHERE product_id=%s ORDER BY seg", (product,))]
