@@ -74,6 +74,23 @@ def http_status(url, timeout=5):
         return None
 
 
+def stockd_has_option(binary, option):
+    """Whether the stockd at BINARY names OPTION in its --help (asked once per binary
+    and build time): the stack passes a newer option only to a stockd that has it."""
+    try:
+        key = (binary, os.path.getmtime(binary))
+    except OSError:
+        return False
+    if key not in _HELP:
+        r = subprocess.run([binary, "--help"], capture_output=True, text=True,
+                           stdin=subprocess.DEVNULL)
+        _HELP[key] = r.stdout + r.stderr
+    return option in _HELP[key]
+
+
+_HELP = {}
+
+
 def http_text(url, timeout=5):
     try:
         with urllib.request.urlopen(url, timeout=timeout) as r:
