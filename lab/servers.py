@@ -214,17 +214,19 @@ def sql_quote(s):
 def service_user_sql(db, user, password, host):
     """USER@HOST with PASSWORD, allowed only what a deduction needs: read and update
     product (and its segments), read the stock view, read and add orders (and oversold
-    promises: the order writer of mode redis-stock), and take and give back a lock row in
-    stock_lock (db-lock: INSERT, and DELETE with a WHERE on the row, which needs
-    SELECT)."""
+    promises: the order writer of mode redis-stock) and move an order's state (pay, cancel,
+    expiry: state and released_at only), read and add restocks, and take and give back a
+    lock row in stock_lock (db-lock: INSERT, and DELETE with a WHERE on the row, which
+    needs SELECT)."""
     who = "'%s'@'%s'" % (user, host)
     pw = sql_quote(password)
     return ("CREATE USER IF NOT EXISTS %s IDENTIFIED BY '%s';\n"
             "ALTER USER %s IDENTIFIED BY '%s';\n" % (who, pw, who, pw)
             + "".join("GRANT %s ON `%s`.%s TO %s;\n" % (what, db, table, who) for what, table in (
                 ("SELECT, UPDATE", "product"), ("SELECT, UPDATE", "product_segment"),
-                ("SELECT", "product_stock"), ("SELECT, INSERT", "orders"),
-                ("SELECT, INSERT", "oversold_promise"),
+                ("SELECT", "product_stock"),
+                ("SELECT, INSERT, UPDATE (state, released_at)", "orders"),
+                ("SELECT, INSERT", "oversold_promise"), ("SELECT, INSERT", "restock"),
                 ("SELECT, INSERT, DELETE, UPDATE (expires_at)", "stock_lock"))))
 
 
