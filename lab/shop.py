@@ -121,10 +121,17 @@ class Shop:
             (int(product),))}
 
     def order_rows(self, product):
-        """The product's orders as (id, user, state, expires_at as a Unix time or None)."""
+        """The product's orders as (id, user, state, expires_at as a Unix time or None).
+        expires_at is a UTC DATETIME: counted from the epoch as such, whatever the
+        session's time zone."""
         return [(int(i), u, s, None if e is None else float(e)) for i, u, s, e in self.rows(
-            "SELECT id, user, state, UNIX_TIMESTAMP(expires_at) FROM orders "
-            "WHERE product_id=%s ORDER BY id", (int(product),))]
+            "SELECT id, user, state, TIMESTAMPDIFF(MICROSECOND, '1970-01-01', expires_at) / 1e6 "
+            "FROM orders WHERE product_id=%s ORDER BY id", (int(product),))]
+
+    def restocked(self, product):
+        """The units restocked through the API (the restock ledger), since the last reset."""
+        return int(self.value("SELECT IFNULL(SUM(units), 0) FROM restock WHERE product_id=%s",
+                              (int(product),)))
 
     def segment_stocks(self, product):
         return [int(r[0]) for r in self.rows(
