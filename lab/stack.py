@@ -574,6 +574,9 @@ class Stack:
         st = self.need_state()
         token = self._read_secret("admin-token")
         if not token:
+            if not srv.stockd_has_option(st["bin"], "--admin-token-file"):
+                raise LabError("the stack's stockd (%s) has no --admin-token-file: no restock "
+                               "through the API" % st["bin"])
             raise LabError("no admin token %s (run: scripts/stack up)" % self.path("admin-token"))
         a = orders.Api("http://127.0.0.1:%d" % st["nginx_port"], token).restock(product, units)
         if a.status == 0:

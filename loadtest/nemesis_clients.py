@@ -10,8 +10,6 @@ import json
 import random
 import threading
 import time
-import urllib.error
-import urllib.request
 
 from lab import LabError, orders, writer
 from lab.shop import Shop
@@ -87,45 +85,28 @@ class Clients:
         return [threading.Thread(target=self.client, args=(n,))
                 for n in range(self.args.clients)] + restocker
 
+    def api(self):
+        return orders.Api(f"http://127.0.0.1:{self.stack.ports['nginx']}", timeout=self.args.timeout)
+
     def deduct(self, client, key, product, attempt, user=None):
-        url = f"http://127.0.0.1:{self.stack.ports['nginx']}/stock/reduce?id={product}"
-        if user:
-            url += f"&user={user}"
-        req = urllib.request.Request(url, headers={"Idempotency-Key": key})
+        ans = self.api().reduce(product, user, key)
         rec = {"type": "op", "key": key, "product": product, "attempt": attempt,
-               "client": client, "invoke": time.time()}
+               "client": client, "invoke": ans.invoke, "complete": ans.complete,
+               "status": ans.status, "result": ans.result, "instance": ans.doc.get("instance"),
+               "outcome": outcome(ans.status, ans.doc, ans.error)}
         if user:
             rec["user"] = user
-        status, body, err = 0, None, None
-        try:
-            with urllib.request.urlopen(req, timeout=self.args.timeout) as r:
-                status, body = r.status, r.read()
-        except urllib.error.HTTPError as e:
-            status, body = e.code, e.read()
-        except (OSError, urllib.error.URLError) as e:
-            err = str(getattr(e, "reason", e))
-        rec["complete"] = time.time()
-        rec["status"] = status
-        try:
-            doc = json.loads(body) if body else {}
-        except ValueError:
-            doc = {}
-        doc = doc if isinstance(doc, dict) else {}
-        rec["result"] = doc.get("result")
-        rec["instance"] = doc.get("instance")
-        rec["outcome"] = outcome(status, doc, err)
         if rec["outcome"] == "deducted":
-            rec["order_id"] = doc.get("order_id")
-            rec["replayed"] = bool(doc.get("replayed"))
-        if err:
-            rec["error"] = err
+            rec["order_id"] = ans.order_id
+            rec["replayed"] = bool(ans.doc.get("replayed"))
+        if ans.error:
+            rec["error"] = ans.error
         self.history.record(rec)
         return rec
 
     def order_call(self, kind, product, order_id, user):
         """A payment or a cancel (KIND pay|cancel) of ORDER_ID as USER, recorded."""
-        api = orders.Api(f"http://127.0.0.1:{self.stack.ports['nginx']}",
-                         timeout=self.args.timeout)
+        api = self.api()
         ans = (api.pay if kind == "pay" else api.cancel)(order_id, user)
         self.history.record({"type": kind, "order_id": order_id, "user": user,
                              "product": product, **ans.record()})
