@@ -42,6 +42,15 @@ class LimitTest(unittest.TestCase):
         self.assertEqual({"u2": 2}, orders.over_limit(rows, 1))
         self.assertEqual({}, orders.over_limit(rows, None))
 
+    def test_the_states_are_the_schemas(self):
+        # sql/schema.sql's orders.state ENUM, in its order: the lab names no other state.
+        import os
+        import re
+        with open(os.path.join(os.path.dirname(__file__), "..", "..", "sql", "schema.sql")) as f:
+            m = re.search(r"state ENUM\(([^)]*)\)", f.read())
+        self.assertIsNotNone(m, "no orders.state ENUM in sql/schema.sql")
+        self.assertEqual(orders.STATES, tuple(re.findall(r"'([a-z]+)'", m.group(1))))
+
     def test_the_states_are_partitioned(self):
         self.assertEqual(set(orders.STATES), set(orders.HOLDING) | set(orders.RELEASED))
         self.assertFalse(set(orders.HOLDING) & set(orders.RELEASED))
