@@ -3,6 +3,7 @@
  *
  *   worker.c   the threads: pop a job, dispatch it; the reads (stock, /health)
  *   deduct.c   a deduction's policy, top to bottom, and the leader's loop
+ *   orders.c   after the deduction: pay, cancel, restock, and the expiry thread
  *   batch.c    a batch's lock life: wait or try, take, run, keep or let go
  *   cross.c    a batch across products (--cross-products)
  *   txn.c      one product's transaction under its held lock, with its guard
@@ -83,6 +84,18 @@ typedef struct leader {
 /* Serves a deduction by its policy: answered here, or left waiting in the combiner for
  * its slot's leader (which may be this worker, serving it before this returns). */
 void deduct__serve(worker_state *ws, stockd_job *job);
+
+/* ---------------------------------------------------------------- orders.c */
+
+/* Serves and answers a pay or cancel (STOCKD_JOB_ORDER) or a restock (STOCKD_JOB_RESTOCK)
+ * under the product's lock. */
+void orders__serve(worker_state *ws, stockd_job *job);
+/* Starts the expiry thread (not in mode redis-stock, nor with --expiry-ms 0), which gives
+ * back reservations left unpaid past their expiry every --expiry-ms. 0, or -1 when the
+ * thread cannot start. Main thread; ctx must outlive orders__expiry_stop(). */
+int orders__expiry_start(stockd_ctx *ctx);
+/* Stops and joins it (no-op if not started). Before the lock set is freed. */
+void orders__expiry_stop(void);
 
 /* ---------------------------------------------------------------- batch.c */
 
