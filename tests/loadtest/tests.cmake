@@ -97,11 +97,11 @@ endif()
 # (batched: one batch may hold several of its requests) exactly 1. Reservations of 1 s,
 # paid in time and late, cancelled at the expiry and twice, with a restock through the
 # API: with zk the books add up and nothing is paid twice, late or beyond the stock.
-stockd_integration_test(orders_limit_none_3_instances_customer_gets_more_than_1
+stockd_integration_test(orders_row_limit_none_3_instances_sells_more_than_1
   COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/loadtest/orders.sh limit none over-limit --batch-max 1
   LABELS experiment)
-stockd_integration_test(orders_limit_zk_3_instances_customer_gets_exactly_1
+stockd_integration_test(orders_row_limit_zk_3_instances_sells_exactly_1
   COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/loadtest/orders.sh limit zk one LABELS experiment)
-stockd_integration_test(orders_reserve_zk_3_instances_paid_released_restocked_add_up
+stockd_integration_test(orders_row_reserve_zk_3_instances_books_add_up
   COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/loadtest/orders.sh reserve zk exact
   TIMEOUT 180 LABELS experiment)
