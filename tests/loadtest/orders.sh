@@ -4,7 +4,7 @@
 # own, and the verdict the row must reach.
 #   orders.sh ROW MODE EXPECT [STOCKD ARGS...]
 # ROW is limit (one customer, a limit of 1, 30 requests at once) or reserve
-# (reservations of 1 s paid, paid late, cancelled at the expiry and twice, a restock
+# (reservations of 3 s paid, paid late, cancelled at the expiry and twice, a restock
 # through the API, a second wave). EXPECT is
 #   over-limit   the customer holds more than 1 unit (no lock: every request read "none
 #                bought yet"), and the books still add up;
