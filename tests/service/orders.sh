@@ -6,7 +6,7 @@
 #     unit is sold and the other 29 are 409 limit_reached; without one (none) the count
 #     of the customer's orders races like the stock, and more than one unit is sold.
 #   orders.sh reserve MODE
-#     10 customers reserve the 10 units of a product that reserves for 5 s: 3 pay in
+#     10 customers reserve the 10 units of a product that reserves for 20 s: 3 pay in
 #     time, one cancels, the rest expire while 3 of them cancel at the same moment and 3
 #     pay late; paid never exceeds the stock, no unit comes back twice, late payments are
 #     409 expired with nothing changed, and stock + units held = initial + restocks,
@@ -38,7 +38,7 @@ echo "s3cret-token" >"$T/token"
 case $what in
 limit)
   think=50000
-  [[ $expect == races ]] && think=300000
+  [[ $expect == races ]] && think=1000000
   sql "UPDATE product SET stock = 20, per_user_limit = 1 WHERE id = 2"
   for i in 1 2 3; do t_stockd "$i" "$mode" --think-us "$think"; done
   pids=()
@@ -69,11 +69,17 @@ limit)
   fi
   ;;
 reserve)
-  sql "UPDATE product SET stock = 10, reserve_seconds = 5 WHERE id = 2"
+  sql "UPDATE product SET stock = 10, reserve_seconds = 20 WHERE id = 2"
   for i in 1 2 3; do t_stockd "$i" "$mode" --admin-token-file "$T/token"; done
   declare -A order
+  pids=()
   for c in $(seq 1 10); do
-    a=$(curl -sS -m 30 -w ' %{http_code}' "http://127.0.0.1:$((PORT0 + 1 + c % 3))/stock/reduce?id=2&user=c$c")
+    curl -sS -m 30 -w ' %{http_code}' "http://127.0.0.1:$((PORT0 + 1 + c % 3))/stock/reduce?id=2&user=c$c" >"$T/res.$c" &
+    pids+=($!)
+  done
+  for p in "${pids[@]}"; do wait "$p" || true; done
+  for c in $(seq 1 10); do
+    a=$(cat "$T/res.$c")
     [[ $a == *' 200' ]] || fail "c$c's reservation: $a"
     expect_eq "c$c's answer" reserved "$(jq -r .result <<<"${a% *}")"
     [[ $(jq -r .expires_at <<<"${a% *}") == 20*Z ]] || fail "no expires_at in $a"
