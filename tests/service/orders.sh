@@ -104,7 +104,10 @@ reserve)
   # The reservations left expire in a second; wait on the database's clock for it, then
   # race the expiry thread: three cancels (c5..c7) and three late payments (c8..c10).
   sql "UPDATE orders SET expires_at = UTC_TIMESTAMP(6) + INTERVAL 1 SECOND WHERE product_id=2 AND state='reserved'"
-  until [[ $(sql "SELECT UTC_TIMESTAMP(6) > MAX(expires_at) FROM orders WHERE product_id=2") == 1 ]]; do sleep 0.1; done
+  for _ in $(seq 100); do
+    [[ $(sql "SELECT COUNT(*) FROM orders WHERE product_id=2 AND state='reserved' AND expires_at > UTC_TIMESTAMP(6)") == 0 ]] && break
+    sleep 0.1
+  done
   pids=()
   for c in 5 6 7 8 9 10; do
     ev=cancel
