@@ -148,6 +148,9 @@ static const char *const stmt_sql[STOCKDB__ST_COUNT] = {
         " row_version = row_version + 1 WHERE id = ? AND (fence <= ? OR fence_kind <> ?)",
     [STOCKDB__ST_RESTOCK_INSERT] = "INSERT INTO restock (product_id, units, instance)"
                                    " VALUES (?, ?, ?)",
+    [STOCKDB__ST_STOCK_RESTOCKED] =
+        "SELECT p.stock + " SEGMENTS_SUM ", CAST((SELECT COALESCE(SUM(r.units), 0) FROM restock r"
+        " WHERE r.product_id = p.id) AS SIGNED) FROM product p WHERE p.id = ?",
 };
 
 /* Short names for error messages. */
@@ -177,6 +180,7 @@ const char *const stockdb__stmt_name[STOCKDB__ST_COUNT] = {
     [STOCKDB__ST_STOCK_ADD] = "UPDATE product by +k",
     [STOCKDB__ST_STOCK_ADD_FENCED] = "UPDATE product by +k (fenced)",
     [STOCKDB__ST_RESTOCK_INSERT] = "INSERT INTO restock",
+    [STOCKDB__ST_STOCK_RESTOCKED] = "SELECT stock and restocked units",
 };
 
 static const char sql_timeouts[] =

@@ -376,6 +376,33 @@ int stockdb_expired_products(stockdb *db, int32_t *out, unsigned max, unsigned *
 
 /* ---------------------------------------------------------------- restock */
 
+int stockdb_get_stock_restocked(stockdb *db, int32_t product_id, int32_t *stock,
+                                int64_t *restocked) {
+    if (!db) return STOCKDB_ERR_CONFIG;
+    stockdb__clear_err(db);
+    for (int attempt = 0;; attempt++) {
+        int rc = stockdb__connect(db);
+        if (rc != STOCKDB_OK) return rc;
+        int32_t pid = product_id;
+        bool found = false;
+        MYSQL_BIND p[1], r[2];
+        stockdb__bind_int(&p[0], &pid, NULL);
+        stockdb__bind_int(&r[0], stock, NULL);
+        stockdb__bind_bigint(&r[1], restocked, NULL);
+        rc = stockdb__run(db, STOCKDB__ST_STOCK_RESTOCKED, p, r, &found, NULL);
+        if (rc != STOCKDB_OK) {
+            rc = stockdb__fail(db, rc, false);
+            if (rc == STOCKDB__RETRY_IDLE && attempt == 0) continue;
+            stockdb__end_trx(db);
+            return rc == STOCKDB__RETRY_IDLE ? STOCKDB_ERR_CONNECT : rc;
+        }
+        stockdb__end_trx(db);
+        if (found) return STOCKDB_OK;
+        stockdb__set_err(db, "no product with id %d", product_id);
+        return STOCKDB_ERR_NOT_FOUND;
+    }
+}
+
 int stockdb_restock(stockdb *db, const stockdb_life *l, int32_t units, int32_t *stock) {
     if (!db) return STOCKDB_ERR_CONFIG;
     stockdb__clear_err(db);

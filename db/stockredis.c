@@ -13,35 +13,77 @@
 
 #include "hostport.h"
 
-/* KEYS[1] the count, KEYS[2] the key's memo, KEYS[3] the stream; ARGV[1] the product id,
- * ARGV[2] the request key, ARGV[3] the instance, ARGV[4] the stock of record to load, or
- * "" (load nothing). Answers {outcome, count}, the outcomes of stockredis_outcome. The
- * count is checked before it is decremented, so it never goes below 0; the memo and the
- * stream entry are written in the same step as the decrement, so no order is lost
- * between them and none is appended twice. at_us is TIME's seconds and microseconds
- * written side by side (exact, no float). */
+/* The deduction script. Its layout (docs/strategies.md, "Redis as the stock of record"):
+ *
+ *   KEYS[1]  stockd:stock:{<id>}  the count
+ *   KEYS[2]  stockd:key:<key>     the request key's memo
+ *   KEYS[3]  stockd:orders        the stream
+ *   ARGV[1]  the product id       ARGV[2]  the request key
+ *   ARGV[3]  the instance         ARGV[4]  the stock of record to load, or "" (load nothing)
+ *   ARGV[5]  the memo's life in seconds (> 0): the key's idempotency window
+ *   KEYS[4]  stockd:restocked:{<id>}  the units restocks added here (stockredis_restock)
+ *   ARGV[6]  the restocks' units in MariaDB when ARGV[4] was read (with ARGV[4] only)
+ *
+ * It answers {outcome, count}, the outcomes of stockredis_outcome, in three steps: the
+ * memo (a key seen within its window answers as it did, or is refused for another
+ * product), the count (loaded if absent; sold out at 0), then the writes (the
+ * decrement, the memo with its expiry and the stream entry, in one atomic step, so no
+ * order is lost between them and none is appended twice). A later step that needs
+ * more checks (a customer's count, a reservation) goes between the count and the
+ * writes: every refusal comes before the first write, so a refusal writes nothing.
+ *
+ * The shebang line (no flags) makes Redis refuse the whole script, before it runs,
+ * when it is over maxmemory (OOM), loading or a read-only replica, instead of failing
+ * at its first write: so such a refusal means "nothing was done". at_us is TIME's
+ * seconds and microseconds written side by side (exact, no float). */
 static const char deduct_lua[] =
+    "#!lua\n"
+    "-- 1. the memo\n"
     "local memo = redis.call('GET', KEYS[2])\n"
     "if memo then\n"
     "  if memo ~= ARGV[1] then return {3, 0} end\n"
     "  return {2, tonumber(redis.call('GET', KEYS[1]) or '0') or 0}\n"
     "end\n"
+    "-- 2. the count\n"
     "local n = redis.call('GET', KEYS[1])\n"
     "if not n then\n"
     "  if ARGV[4] == '' then return {4, 0} end\n"
-    "  redis.call('SET', KEYS[1], ARGV[4])\n"
-    "  n = ARGV[4]\n"
+    "  -- a restock between the read of the load and now is counted once (stockredis.h)\n"
+    "  n = tonumber(ARGV[4]) + tonumber(redis.call('GET', KEYS[4]) or '0') - tonumber(ARGV[6])\n"
     "end\n"
     "n = tonumber(n)\n"
     "if not n then return redis.error_reply('STOCKD the count ' .. KEYS[1] .. ' is not a "
     "number') end\n"
-    "if n <= 0 then return {0, n} end\n"
-    "redis.call('DECR', KEYS[1])\n"
-    "redis.call('SET', KEYS[2], ARGV[1])\n"
+    "if n <= 0 then\n"
+    "  if ARGV[4] ~= '' then redis.call('SET', KEYS[1], n, 'NX') end\n"
+    "  return {0, n}\n"
+    "end\n"
+    "-- 3. the writes\n"
+    "redis.call('SET', KEYS[1], n - 1)\n"
+    "redis.call('SET', KEYS[2], ARGV[1], 'EX', ARGV[5])\n"
     "local t = redis.call('TIME')\n"
     "redis.call('XADD', KEYS[3], '*', 'key', ARGV[2], 'product', ARGV[1], 'instance', "
     "ARGV[3], 'at_us', t[1] .. string.format('%06d', tonumber(t[2])))\n"
     "return {1, n - 1}\n";
+
+/* The restock script (stockredis_restock): KEYS[1] the count, KEYS[2] the units restocks
+ * added here, ARGV[1] the units. Answers {1, count} when the count is loaded, else {0, 0}:
+ * the next load reads MariaDB, which has the units already. */
+static const char restock_lua[] = "#!lua\n"
+                                  "redis.call('INCRBY', KEYS[2], ARGV[1])\n"
+                                  "if redis.call('EXISTS', KEYS[1]) == 1 then\n"
+                                  "  return {1, redis.call('INCRBY', KEYS[1], ARGV[1])}\n"
+                                  "end\n"
+                                  "return {0, 0}\n";
+
+/* Error answers with which Redis refuses a script before running it: nothing was done. */
+static bool refusal(const char *server_err) {
+    static const char *const refusals[] = {"OOM",   "LOADING",    "READONLY", "MASTERDOWN",
+                                           "BUSY ", "NOREPLICAS", "MISCONF"};
+    for (size_t i = 0; i < sizeof(refusals) / sizeof(refusals[0]); i++)
+        if (strncmp(server_err, refusals[i], strlen(refusals[i])) == 0) return true;
+    return false;
+}
 
 struct stockredis {
     hostport hp;
@@ -156,54 +198,70 @@ static int connect_once(stockredis *s) {
     int ret = STOCKREDIS_OK;
     if (r->type == REDIS_REPLY_ERROR && strncmp(r->str, "BUSYGROUP", 9) != 0) {
         set_err(s, "XGROUP CREATE: %s", r->str);
-        ret = redisconn_auth_error(r->str) ? STOCKREDIS_ERR_AUTH : STOCKREDIS_ERR_SERVER;
+        ret = redisconn_auth_error(r->str) ? STOCKREDIS_ERR_AUTH
+              : refusal(r->str)            ? STOCKREDIS_ERR_REFUSED
+                                           : STOCKREDIS_ERR_SERVER;
         drop(s);
     }
     freeReplyObject(r);
     return ret;
 }
 
-/* Reads the script's {outcome, count}. */
+/* Reads the script's {outcome, count}. An error answer is a refusal (nothing done),
+ * the script's own STOCKD error (raised before any write: nothing done), or anything
+ * else, which may have come after a write: unknown. */
 static int read_answer(stockredis *s, const redisReply *r, stockredis_result *out) {
     if (r->type == REDIS_REPLY_ERROR) {
         set_err(s, "the deduction script: %s", r->str);
-        return redisconn_auth_error(r->str) ? STOCKREDIS_ERR_AUTH : STOCKREDIS_ERR_SERVER;
+        if (refusal(r->str)) return STOCKREDIS_ERR_REFUSED;
+        return strncmp(r->str, "STOCKD ", 7) == 0 ? STOCKREDIS_ERR_SERVER : STOCKREDIS_ERR_UNKNOWN;
     }
     if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
         r->element[0]->type != REDIS_REPLY_INTEGER || r->element[1]->type != REDIS_REPLY_INTEGER ||
         r->element[0]->integer < STOCKREDIS_SOLD_OUT ||
         r->element[0]->integer > STOCKREDIS_NOT_LOADED) {
         set_err(s, "the deduction script: an answer not of the form {outcome, count}");
-        return STOCKREDIS_ERR_SERVER;
+        return STOCKREDIS_ERR_UNKNOWN;
     }
     out->outcome = (stockredis_outcome)r->element[0]->integer;
     out->count = r->element[1]->integer;
     return STOCKREDIS_OK;
 }
 
+/* The key of the units restocks added to product_id's count. */
+static void restocked_key(int32_t product_id, char *buf, size_t cap) {
+    snprintf(buf, cap, "stockd:restocked:{%ld}", (long)product_id);
+}
+
 int stockredis_deduct(stockredis *s, int32_t product_id, const char *key, long long load,
-                      stockredis_result *out) {
-    char count_key[64], memo_key[16 + STOCKREDIS_KEY_MAX], product[16], loadv[24] = "";
+                      long long load_restocked, unsigned memo_ttl_s, stockredis_result *out) {
+    char count_key[64], memo_key[16 + STOCKREDIS_KEY_MAX], product[16], loadv[24] = "", ttl[16];
+    char restocked[64], restockedv[24] = "";
     size_t klen = key ? strlen(key) : 0;
-    if (product_id <= 0 || klen == 0 || klen > STOCKREDIS_KEY_MAX) {
-        set_err(s, "bad product id or request key");
+    if (product_id <= 0 || klen == 0 || klen > STOCKREDIS_KEY_MAX || memo_ttl_s == 0) {
+        set_err(s, "bad product id, request key or memo life");
         return STOCKREDIS_ERR_ARGS;
     }
     stockredis_count_key(product_id, count_key, sizeof(count_key));
     snprintf(memo_key, sizeof(memo_key), "stockd:key:%s", key);
     snprintf(product, sizeof(product), "%ld", (long)product_id);
+    snprintf(ttl, sizeof(ttl), "%u", memo_ttl_s);
+    restocked_key(product_id, restocked, sizeof(restocked));
     if (load >= 0) snprintf(loadv, sizeof(loadv), "%lld", load);
-    const char *argv[] = {"EVALSHA",         s->sha,  "3", count_key,   memo_key,
-                          STOCKREDIS_STREAM, product, key, s->instance, loadv};
+    if (load >= 0) snprintf(restockedv, sizeof(restockedv), "%lld", load_restocked);
+    const char *argv[] = {"EVALSHA", s->sha,  "4", count_key,   memo_key, STOCKREDIS_STREAM,
+                          restocked, product, key, s->instance, loadv,    ttl,
+                          restockedv};
     enum { ARGC = sizeof(argv) / sizeof(argv[0]) };
     size_t argl[ARGC];
     bool sent = false;
 
-    /* At most: one lost reply and its resend, and one NOSCRIPT (a flushed script cache). */
+    /* At most: one lost reply and its resend, and one NOSCRIPT (a flushed script cache).
+     * Once a script has been sent and its reply lost, it may have run: every later
+     * failure, whatever it is, is then ERR_UNKNOWN, never "nothing was done". */
     for (int attempt = 0; attempt < 3; attempt++) {
         int rc = connect_once(s);
-        if (rc != STOCKREDIS_OK)
-            return sent && rc == STOCKREDIS_ERR_CONNECTION ? STOCKREDIS_ERR_UNKNOWN : rc;
+        if (rc != STOCKREDIS_OK) return sent ? STOCKREDIS_ERR_UNKNOWN : rc;
         argv[1] = s->sha;
         for (int i = 0; i < ARGC; i++)
             argl[i] = strlen(argv[i]);
@@ -223,7 +281,7 @@ int stockredis_deduct(stockredis *s, int32_t product_id, const char *key, long l
         rc = read_answer(s, r, out);
         freeReplyObject(r);
         if (rc == STOCKREDIS_OK) s->errstr[0] = '\0';
-        return rc;
+        return rc != STOCKREDIS_OK && sent ? STOCKREDIS_ERR_UNKNOWN : rc;
     }
     return sent ? STOCKREDIS_ERR_UNKNOWN : STOCKREDIS_ERR_SERVER;
 }
@@ -248,6 +306,44 @@ static redisReply *command(stockredis *s, int *rc, const char *fmt, ...) {
         *rc = redisconn_auth_error(r->str) ? STOCKREDIS_ERR_AUTH : STOCKREDIS_ERR_SERVER;
     }
     return r;
+}
+
+int stockredis_restock(stockredis *s, int32_t product_id, int32_t units, long long *count,
+                       bool *present) {
+    char count_key[64], restocked[64];
+    *present = false;
+    *count = 0;
+    if (product_id <= 0 || units <= 0) {
+        set_err(s, "bad product id or units");
+        return STOCKREDIS_ERR_ARGS;
+    }
+    stockredis_count_key(product_id, count_key, sizeof(count_key));
+    restocked_key(product_id, restocked, sizeof(restocked));
+    int rc = connect_once(s);
+    if (rc != STOCKREDIS_OK) return rc;
+    /* EVAL, not EVALSHA: an operator's call, rare; sent once (not idempotent: a lost
+     * reply is ERR_UNKNOWN, never resent). */
+    redisReply *r =
+        redisCommand(s->c, "EVAL %s 2 %s %s %d", restock_lua, count_key, restocked, (int)units);
+    if (!r) {
+        set_err(s, "EVAL restock: %s", s->c->errstr);
+        drop(s);
+        return STOCKREDIS_ERR_UNKNOWN;
+    }
+    if (r->type == REDIS_REPLY_ERROR) {
+        set_err(s, "the restock script: %s", r->str);
+        rc = refusal(r->str) ? STOCKREDIS_ERR_REFUSED : STOCKREDIS_ERR_UNKNOWN;
+    } else if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+               r->element[0]->type != REDIS_REPLY_INTEGER ||
+               r->element[1]->type != REDIS_REPLY_INTEGER) {
+        set_err(s, "the restock script: an answer not of the form {present, count}");
+        rc = STOCKREDIS_ERR_UNKNOWN;
+    } else {
+        *present = r->element[0]->integer == 1;
+        *count = r->element[1]->integer;
+    }
+    freeReplyObject(r);
+    return rc;
 }
 
 int stockredis_wait(stockredis *s, int replicas, int timeout_ms, int *acked) {

@@ -285,16 +285,18 @@ def zk_argv(d):
 # run only what lock/redislock.c sends: EVALSHA and SCRIPT LOAD of its two scripts, the
 # commands those scripts call, SUBSCRIBE/UNSUBSCRIBE for waiting and PING for /health,
 # on the keys lock:* and the channels lock:#released:* only; and for mode redis-stock, on
-# the keys stockd:*, what db/stockredis.c's script and the stock watch send (DECR XADD,
+# the keys stockd:*, what db/stockredis.c's script and the stock watch send (SET XADD,
 # XGROUP CREATE, XINFO, WAIT) and what the order writer (writer/) reads and acknowledges
 # the stream with (XREADGROUP XACK XAUTOCLAIM XPENDING XRANGE XLEN, SCAN for
-# --reconcile). With a Sentinel two more
+# --reconcile), trims it with (XTRIM) and removes gone consumers with (XGROUP
+# DELCONSUMER). With a Sentinel two more
 # users with the same password: `replica` (a replica's masteruser) and `sentinel`, with
 # the commands Redis's documentation lists for Sentinel. Neither may touch a key.
 REDIS_ACL = ["-@all", "+evalsha", "+script|load", "+exists", "+pttl", "+time", "+incr", "+set",
              "+get", "+del", "+publish", "+subscribe", "+unsubscribe", "+ping", "+decr", "+xadd",
              "+xgroup|create", "+xinfo|groups", "+wait", "+xinfo|consumers", "+xreadgroup",
-             "+xack", "+xautoclaim", "+xpending", "+xrange", "+xlen", "+scan"]
+             "+xack", "+xautoclaim", "+xpending", "+xrange", "+xlen", "+scan", "+xtrim",
+             "+xgroup|delconsumer"]
 REDIS_REPLICA_ACL = ["+psync", "+replconf", "+ping"]
 REDIS_SENTINEL_ACL = ["allchannels", "+multi", "+exec", "+slaveof", "+replicaof", "+ping",
                       "+subscribe", "+config|rewrite", "+role", "+publish", "+info",
@@ -731,23 +733,27 @@ class Prometheus(Server):
 
     title, default_name, log_name, start_s = "Prometheus", "prometheus", "prometheus.log", 30
 
-    def targets(self, ports):
-        """Points it at the stockd on PORTS (its file_sd file, renamed into place:
-        Prometheus watches it and never reads half a file)."""
+    def targets(self, ports, writer_ports=()):
+        """Points it at the stockd on PORTS and the order writers' /metrics on
+        WRITER_PORTS (job writer): their file_sd files, renamed into place (Prometheus
+        watches them and never reads half a file)."""
         os.makedirs(self.dir, exist_ok=True)
-        tmp = os.path.join(self.dir, "targets.json.tmp")
-        with open(tmp, "w") as f:
-            json.dump([{"targets": ["127.0.0.1:%d" % p for p in ports], "labels": {}}], f)
-            f.write("\n")
-        os.replace(tmp, os.path.join(self.dir, "targets.json"))
+        for name, ps in (("targets.json", ports), ("writer-targets.json", writer_ports)):
+            tmp = os.path.join(self.dir, name + ".tmp")
+            with open(tmp, "w") as f:
+                json.dump([{"targets": ["127.0.0.1:%d" % p for p in ps], "labels": {}}], f)
+                f.write("\n")
+            os.replace(tmp, os.path.join(self.dir, name))
 
     def start(self):
         """Writes the configuration; a running Prometheus reloads it."""
         os.makedirs(os.path.join(self.dir, "data"), exist_ok=True)
         targets = os.path.join(self.dir, "targets.json")
-        if not os.path.exists(targets):
-            with open(targets, "w") as f:
-                f.write("[]\n")
+        writers = os.path.join(self.dir, "writer-targets.json")
+        for path in (targets, writers):
+            if not os.path.exists(path):
+                with open(path, "w") as f:
+                    f.write("[]\n")
         interval = os.environ.get("STACK_PROMETHEUS_INTERVAL") or "5s"
         cfg = os.path.join(self.dir, "prometheus.yml")
         with open(cfg + ".tmp", "w") as f:
@@ -756,7 +762,8 @@ class Prometheus(Server):
                     "  evaluation_interval: %s\nrule_files:\n"
                     "  - %s/monitoring/stockd-rules.yml\nscrape_configs:\n"
                     "  - job_name: stockd\n    file_sd_configs:\n      - files: ['%s']\n"
-                    % (interval, interval, interval, SRC, targets))
+                    "  - job_name: writer\n    file_sd_configs:\n      - files: ['%s']\n"
+                    % (interval, interval, interval, SRC, targets, writers))
         os.replace(cfg + ".tmp", cfg)
         if self.pid is not None:
             os.kill(self.pid, signal.SIGHUP)

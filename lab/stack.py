@@ -313,13 +313,18 @@ class Stack:
             raise LabError("mode redis-stock needs the order writer %s (cmake --build ... "
                            "--target stock-writer)" % binary)
         writer.start(self.run, binary, "1", env["STOCKD_REDIS"],
-                     "mysql://%s@127.0.0.1:%d/%s" % (DB_USER, st["mysql_port"], DB), env=env)
+                     "mysql://%s@127.0.0.1:%d/%s" % (DB_USER, st["mysql_port"], DB), env=env,
+                     metrics_port=self.writer_metrics_port())
         # The tools wait for the drain only once a writer has joined the stream's group
         # (lab/redisstock.py): up returns when it has.
         if not proc.wait_until(20, self.writer_up):
             log = self.path("writer-1", "log")
             raise LabError("the order writer did not join the stream's group within 20 s; see "
                            "%s:\n%s" % (log, proc.tail(log, 5)))
+
+    def writer_metrics_port(self):
+        """The port of writer 1's /metrics (scraped by the stack's Prometheus)."""
+        return self.st["base"] + portmod.OFFSETS["writer_metrics"]
 
     def writer_up(self):
         """Writer 1 runs and is a consumer of the stream's group."""
@@ -330,7 +335,8 @@ class Stack:
 
     def start_nginx(self):
         self.nginx().start()
-        self.prometheus().targets(self.stockd_ports())
+        writers = [self.writer_metrics_port()] if self.st["lock"] == "redis-stock" else []
+        self.prometheus().targets(self.stockd_ports(), writers)
 
     def stockd_current(self):
         """True if instances 1..N all answer, started after the binary was built, and

@@ -21,11 +21,14 @@ def oversold_promises(shop, product):
                           (product,)))
 
 
-def start(run, binary, name, redis, mysql_url, extra=(), env=None):
-    """Starts stock-writer BINARY as consumer NAME under RUN/writer-NAME (pid, log)."""
+def start(run, binary, name, redis, mysql_url, extra=(), env=None, metrics_port=0):
+    """Starts stock-writer BINARY as consumer NAME under RUN/writer-NAME (pid, log),
+    serving its /metrics on METRICS_PORT (0: none)."""
     d = os.path.join(run, "writer-%s" % name)
     os.makedirs(d, exist_ok=True)
     argv = [binary, "--redis", redis, "--mysql", mysql_url, "--consumer", name] + list(extra)
+    if metrics_port:
+        argv += ["--metrics-port", str(metrics_port)]
     return proc.spawn(argv, os.path.join(d, "log"), env=env, pidfile=os.path.join(d, "pid"))
 
 

@@ -212,6 +212,12 @@ static const opt options[] = {
      "lose the deduction (the order is in the stream already; docs/strategies.md)"},
     {"redis-wait-ms", "N", "STOCKD_REDIS_WAIT_MS", set_uint, F(redis_wait_ms), 1, 60000, "100",
      OPERATOR, "the longest that WAIT waits for the replicas of --redis-wait-replicas"},
+    {"redis-key-window-s", "N", "STOCKD_REDIS_KEY_WINDOW_S", set_uint, F(redis_key_window_s), 1,
+     31536000, "86400", OPERATOR,
+     "mode redis-stock: how long Redis remembers a client's Idempotency-Key (its answer memo): a "
+     "resend within the window gets the first answer; after it the key is new again and "
+     "deducts again (the order writer then records it as key_reused). stockd's own keys, for "
+     "requests without one, live 60 s, enough for stockd's resend"},
     {"db-lock-lease-ms", "N", "STOCKD_DB_LOCK_LEASE_MS", set_uint, F(db_lock_lease_ms), 100,
      3600000, "10000", OPERATOR,
      "lease of one stock_lock row, after which another instance may take a crashed holder's lock"},

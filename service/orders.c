@@ -153,19 +153,15 @@ static void serve_restock(worker_state *ws, stockd_job *job) {
         answer__send(ws, job, &a);
         return;
     }
-    if (ctx->cfg->lock == STOCKD_LOCK_REDIS_STOCK) {
-        /* The count is Redis's there: a restock must reach both stores as one, which is
-         * not built yet (docs/orders.md, "Restock"). */
-        a.result = STOCKD_R_UNAVAILABLE;
-        a.message = "restock through the API is not served in mode redis-stock yet; "
-                    "nothing was restocked";
-        answer__send(ws, job, &a);
-        return;
-    }
-    rc = under_lock(ctx, ws->db, job->product_id, &r, &lock_rc);
+    const char *message = NULL;
+    if (ctx->cfg->lock == STOCKD_LOCK_REDIS_STOCK) /* MariaDB, then Redis: redisstock.c */
+        rc = stockd_redisstock_restock(ws, job->product_id, job->units, &r.stock, &message);
+    else
+        rc = under_lock(ctx, ws->db, job->product_id, &r, &lock_rc);
     count_statements(ws);
     if (lock_rc == LOCK_OK) answer__note_db_error(ws, "restock", rc);
     stockd_answer_from_db(&a, lock_rc, rc, NULL);
+    if (message) a.message = message;
     if (lock_rc != LOCK_OK) {
         const char *m = lock_failure_message(ctx->locks, lock_rc);
         if (m) a.message = m;

@@ -17,13 +17,23 @@
  *   WAIT N --redis-wait-ms ── fewer replicas ──> 503 not_replicated (the order is in the
  *   stream: it will be written unless this primary is lost before a replica has it)
  *
- * Answers: Redis unreachable is 503 with nothing done; a script whose reply was lost and
- * whose resend also failed is 500 unknown (it may have run; the same key asked again
- * learns which). Layer: called by worker.c; calls batch.c's job-end and db/. */
+ * Answers: Redis unreachable, or refusing the script before running it (at maxmemory,
+ * loading, a read-only replica), is 503 with nothing done. Once the script has been sent
+ * and its reply lost, every failure after it is 500 unknown (it may have run; the same key
+ * asked again learns which), never "nothing was deducted".
+ *
+ * Memory: a client's key is remembered (its memo) for --redis-key-window-s; stockd's own
+ * keys ("i/...", for requests without one, which no client can send again) only for
+ * OWN_KEY_TTL_S, what the resend after a lost reply needs. Layer: called by worker.c;
+ * calls batch.c's job-end and db/. */
 #include <stdio.h>
 #include <string.h>
 
 #include "worker_int.h"
+
+/* The life of the memo of stockd's own keys: the resend of a lost reply comes within two
+ * Redis timeouts (2 s each); a minute leaves room for a slow Redis. */
+#define OWN_KEY_TTL_S 60
 
 stockredis *stockd_redisstock_open(const stockd_ctx *ctx) {
     const stockd_config *c = ctx->cfg;
@@ -42,28 +52,33 @@ stockredis *stockd_redisstock_open(const stockd_ctx *ctx) {
 /* The answer of a failed script. */
 static void answer_error(worker_state *ws, int rc, stockd_answer *a) {
     answer__log_failure(ws, "redis-stock", stockredis_errstr(ws->redis));
+    a->result = STOCKD_R_UNAVAILABLE;
     if (rc == STOCKREDIS_ERR_UNKNOWN) {
         a->result = STOCKD_R_UNKNOWN;
-        a->message = "Redis stopped answering after the deduction was sent: it may have been "
-                     "made; send the same Idempotency-Key again to learn which";
+        a->message = "Redis failed after the deduction was sent: it may have been made; send "
+                     "the same Idempotency-Key again to learn which";
     } else if (rc == STOCKREDIS_ERR_AUTH) {
-        a->result = STOCKD_R_UNAVAILABLE;
         a->message = "Redis refused stockd's credentials; nothing was deducted";
     } else if (rc == STOCKREDIS_ERR_CONNECTION) {
-        a->result = STOCKD_R_UNAVAILABLE;
         a->message = "Redis is unavailable; nothing was deducted";
+    } else if (rc == STOCKREDIS_ERR_REFUSED) {
+        a->message = "Redis refused the deduction before running it (full at maxmemory, "
+                     "loading, or a replica); nothing was deducted";
     } else {
-        a->result = STOCKD_R_UNAVAILABLE;
         a->message = "Redis answered the deduction script with an error; nothing was deducted";
     }
 }
 
 /* Runs the script, loading the count from MariaDB first when Redis has none. */
 static int deduct(worker_state *ws, stockd_job *job, stockredis_result *res, stockd_answer *a) {
-    int rc = stockredis_deduct(ws->redis, job->product_id, job->request_id, -1, res);
+    /* '/' never appears in a client's key: with one, the key is stockd's own. */
+    unsigned ttl =
+        strchr(job->request_id, '/') ? OWN_KEY_TTL_S : ws->w->ctx->cfg->redis_key_window_s;
+    int rc = stockredis_deduct(ws->redis, job->product_id, job->request_id, -1, 0, ttl, res);
     if (rc != STOCKREDIS_OK || res->outcome != STOCKREDIS_NOT_LOADED) return rc;
     int32_t stock = 0;
-    int db_rc = stockdb_get_stock(ws->db, job->product_id, &stock);
+    int64_t restocked = 0;
+    int db_rc = stockdb_get_stock_restocked(ws->db, job->product_id, &stock, &restocked);
     count_statements(ws);
     answer__note_db_error(ws, "redis-stock load", db_rc);
     if (db_rc != STOCKDB_OK) {
@@ -71,7 +86,29 @@ static int deduct(worker_state *ws, stockd_job *job, stockredis_result *res, sto
         return 1;
     }
     return stockredis_deduct(ws->redis, job->product_id, job->request_id, stock < 0 ? 0 : stock,
-                             res);
+                             restocked, ttl, res);
+}
+
+int stockd_redisstock_restock(worker_state *ws, int32_t product_id, int32_t units, int32_t *stock,
+                              const char **message) {
+    stockdb_life l = {.product_id = product_id, .strategy = STOCKDB_ATOMIC};
+    long long count = 0;
+    bool present = false;
+    /* MariaDB first (docs/orders.md): the writer never meets a sold unit MariaDB lacks. */
+    int rc = stockdb_restock(ws->db, &l, units, stock);
+    count_statements(ws);
+    if (rc != STOCKDB_OK) return rc;
+    int redis_rc = ws->redis ? stockredis_restock(ws->redis, product_id, units, &count, &present)
+                             : STOCKREDIS_ERR_NOMEM;
+    if (redis_rc != STOCKREDIS_OK) {
+        answer__log_failure(ws, "redis-stock restock",
+                            ws->redis ? stockredis_errstr(ws->redis) : "no Redis handle");
+        *message = "restocked in MariaDB, but Redis did not confirm it: the units may not be "
+                   "sellable until the product's next reset (never sold twice)";
+        return STOCKDB_ERR_CONNECT;
+    }
+    if (present) *stock = (int32_t)count;
+    return STOCKDB_OK;
 }
 
 void stockd_redisstock_serve(worker_state *ws, stockd_job *job) {

@@ -142,6 +142,7 @@ typedef struct stockd_config {
     unsigned redis_lease_ms;      /* the lease of a Redis (or RedLock) lock acquisition */
     unsigned redis_wait_replicas; /* redis-stock: WAIT for this many replicas; 0 = none */
     unsigned redis_wait_ms;       /* ... at most this long */
+    unsigned redis_key_window_s;  /* redis-stock: how long a client's key is remembered */
     unsigned db_lock_lease_ms;    /* the lease of a stock_lock row */
     char etcd[512];               /* HOST:PORT[,HOST:PORT...] of the etcd of mode etcd */
     unsigned etcd_ttl_s;          /* the TTL of an etcd lock's lease, seconds */

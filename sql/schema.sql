@@ -152,7 +152,12 @@ CREATE TABLE IF NOT EXISTS oversold_promise (
   instance    VARCHAR(64)     NOT NULL,
   answered_at TIMESTAMP(6)    NULL,
   recorded_at TIMESTAMP(6)    NOT NULL DEFAULT CURRENT_TIMESTAMP(6),
-  reason      ENUM('sold_out', 'no_product') NOT NULL,
+  reason      ENUM('sold_out', 'no_product', 'key_reused') NOT NULL,
   UNIQUE KEY uq_oversold_request (request_id),
   KEY ix_oversold_product (product_id)
 ) ENGINE=InnoDB;
+-- key_reused: Redis deducted under a key that already has an order of another deduction
+-- (its memo had expired, --redis-key-window-s, or was lost); request_id is then
+-- "<key>@<at_us>", so that each such deduction has its row.
+ALTER TABLE oversold_promise
+  MODIFY reason ENUM('sold_out', 'no_product', 'key_reused') NOT NULL;

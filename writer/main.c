@@ -69,6 +69,15 @@ static const opt options[] = {
      "within --wait-ms: the batch stays pending and is retried (0: do not wait)"},
     {"wait-ms", "N", "STOCKD_WRITER_WAIT_MS", K_UINT, F(w.wait_ms), 1, 60000, "100",
      "the longest that WAIT waits for the replicas of --wait-replicas"},
+    {"forget-idle-ms", "N", "STOCKD_WRITER_FORGET_IDLE_MS", K_UINT, F(w.forget_idle_ms), 1000,
+     86400000, "600000",
+     "remove from the group (XGROUP DELCONSUMER) a consumer that holds no pending entry and has "
+     "been idle this long: a writer that is gone (restarted under another name). A live writer "
+     "is idle at most --block-ms between reads; one removed by mistake is re-created by its "
+     "next read"},
+    {"metrics-port", "N", "STOCKD_WRITER_METRICS_PORT", K_UINT, F(w.metrics_port), 0, 65535, "0",
+     "serve GET /metrics (Prometheus text: backlog, lag, batch size, orders, duplicates, "
+     "oversold promises, reused keys, claims, trims) on this port, all addresses (0: none)"},
     {"reconcile", NULL, NULL, K_FLAG, F(reconcile), 0, 0, NULL,
      "do not write: print per product the Redis count, backlog, pending entries, MariaDB's "
      "stock, orders and oversold promises, and the writer's lag; exit 0 if they agree"},

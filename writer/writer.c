@@ -6,12 +6,32 @@
  * failure leaves the batch pending with this consumer, drops the connection that failed,
  * and waits (doubling from 100 ms up to backoff_max_ms) before the next round; the
  * next round reads the same entries again from the pending list. With --wait-replicas a
- * batch is written only once that many replicas have it (writer.h). */
+ * batch is written only once that many replicas have it (writer.h).
+ *
+ * After a batch is acknowledged (at most every TRIM_EVERY_MS), and in an idle round after
+ * one, the stream is trimmed of what every group has acknowledged; every FORGET_EVERY_MS
+ * the consumers that are gone are removed. Every round ends by publishing the statistics
+ * to /metrics. */
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "writer_int.h"
+
+#define TRIM_EVERY_MS   100
+#define FORGET_EVERY_MS 10000
+
+static long long now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static double wall_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
 
 /* Sleeps ms in slices, returning early once *stop is set. */
 static void nap(unsigned ms, volatile sig_atomic_t *stop) {
@@ -24,9 +44,12 @@ static void nap(unsigned ms, volatile sig_atomic_t *stop) {
 }
 
 /* Logs the entries that are acknowledged without an order: a loss or a contract breach
- * is never dropped silently. */
+ * is never dropped silently. Counts the batch and its lag (commit time - at_us). */
 static void account(const writer_config *c, FILE *log, writer_stats *st, const writer_entry *e,
                     unsigned n) {
+    double now = wall_s(), oldest = now;
+    st->entries += n;
+    st->last_batch = n;
     for (unsigned i = 0; i < n; i++) {
         switch (e[i].kind) {
         case WRITER__ENTRY_MALFORMED:
@@ -46,6 +69,19 @@ static void account(const writer_config *c, FILE *log, writer_stats *st, const w
         case WRITER__ENTRY_OK:
             break;
         }
+        double at = (double)e[i].at_us / 1e6;
+        st->lag_sum_s += now - at;
+        if (at < oldest) oldest = at;
+        if (e[i].outcome == WRITER__KEY_REUSED) {
+            st->key_reused++;
+            fprintf(log,
+                    "stock-writer %s: KEY REUSED: entry %s, key %s of product %d (from %s) was "
+                    "deducted again in Redis, but the key has an order of another deduction "
+                    "(product %d): its memo was gone (the window passed, or it was lost); "
+                    "recorded in oversold_promise as %s@%lld, reason key_reused\n",
+                    c->consumer, e[i].id, e[i].key, e[i].product, e[i].instance, e[i].prior_product,
+                    e[i].key, (long long)e[i].at_us);
+        }
         if (e[i].outcome == WRITER__ORDER) st->orders++;
         if (e[i].outcome == WRITER__DUPLICATE) st->duplicates++;
         if (e[i].outcome == WRITER__OVERSOLD) {
@@ -56,6 +92,7 @@ static void account(const writer_config *c, FILE *log, writer_stats *st, const w
                     c->consumer, e[i].key, e[i].product, e[i].instance);
         }
     }
+    st->last_lag_s = now - oldest;
     fflush(log);
 }
 
@@ -77,13 +114,20 @@ int writer_run(const writer_config *c, volatile sig_atomic_t *stop, FILE *log, w
     redisContext *r = NULL;
     writer_db *db = writer_db__new(&c->mysql);
     writer_entry *e = calloc(c->batch, sizeof(*e));
+    writer_http *http = NULL;
     char err[600], cursor[48] = "0-0", last_err[600] = "";
     unsigned backoff = 0, n = 0;
+    bool untrimmed = true; /* acknowledged since the last trim (or never trimmed) */
+    long long last_trim = 0, last_forget = 0;
     int rc = WRITER_OK;
 
     memset(st, 0, sizeof(*st));
     if (!db || !e) {
         rc = WRITER_ERR_NOMEM;
+        goto out;
+    }
+    if ((rc = writer_http__start(c, &http, err, sizeof(err))) != WRITER_OK) {
+        fprintf(log, "stock-writer %s: %s\n", c->consumer, err);
         goto out;
     }
     fprintf(log,
@@ -134,8 +178,26 @@ int writer_run(const writer_config *c, volatile sig_atomic_t *stop, FILE *log, w
                 /* Committed: an acknowledgement lost now only means a redelivery, which
                  * writes nothing twice. */
                 rc = writer_redis__ack(r, e, n, err, sizeof(err));
+                untrimmed = true;
             }
         }
+        /* What every group has acknowledged is freed; the group's backlog read with it. */
+        if (rc == WRITER_OK && untrimmed && (n == 0 || now_ms() - last_trim >= TRIM_EVERY_MS)) {
+            long long trimmed = 0;
+            rc = writer_redis__trim(r, &trimmed, &st->undelivered, &st->pending, err, sizeof(err));
+            st->trimmed += (uint64_t)trimmed;
+            last_trim = now_ms();
+            untrimmed = rc != WRITER_OK;
+        }
+        if (rc == WRITER_OK && now_ms() - last_forget >= FORGET_EVERY_MS) {
+            long long removed = 0;
+            rc = writer_redis__forget(r, c->consumer, c->forget_idle_ms, log, &removed, err,
+                                      sizeof(err));
+            st->forgotten += (uint64_t)removed;
+            last_forget = now_ms();
+            fflush(log);
+        }
+        writer_http__publish(http, st);
         if (rc == WRITER_ERR_NOMEM) goto out;
         if (rc == WRITER_OK) {
             if (last_err[0]) fprintf(log, "stock-writer %s: working again\n", c->consumer);
@@ -159,13 +221,16 @@ int writer_run(const writer_config *c, volatile sig_atomic_t *stop, FILE *log, w
     }
     fprintf(log,
             "stock-writer %s: stopped: %llu batches, %llu orders, %llu duplicates, "
-            "%llu oversold promises, %llu claimed, %llu malformed, %llu vanished\n",
+            "%llu oversold promises, %llu claimed, %llu malformed, %llu vanished, "
+            "%llu key reused, %llu trimmed\n",
             c->consumer, (unsigned long long)st->batches, (unsigned long long)st->orders,
             (unsigned long long)st->duplicates, (unsigned long long)st->oversold,
             (unsigned long long)st->claimed, (unsigned long long)st->malformed,
-            (unsigned long long)st->vanished);
+            (unsigned long long)st->vanished, (unsigned long long)st->key_reused,
+            (unsigned long long)st->trimmed);
     fflush(log);
 out:
+    writer_http__stop(http);
     if (r) redisFree(r);
     writer_db__free(db);
     free(e);

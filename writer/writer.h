@@ -15,6 +15,11 @@
  * been idle for claim_idle_ms, and a writer restarted under the same consumer name
  * reads its own pending entries first.
  *
+ * Bounded by what is in flight: after acknowledging, a writer trims the stream of what
+ * every group has acknowledged (XTRIM MINID), and removes from the group the consumers
+ * that hold nothing and have been idle for forget_idle_ms (writers that are gone). With
+ * metrics_port, it serves GET /metrics (Prometheus text) on a thread of its own.
+ *
  * Single-threaded: one Redis connection and one MariaDB connection, owned by the
  * calling thread (stockdb.h's thread rules: stockdb_global_init() first). Every
  * function returns 0 / a WRITER_* code, or as documented; nothing here exits. */
@@ -62,6 +67,8 @@ typedef struct writer_config {
      * entry is written that a failover to such a replica could lose. */
     unsigned wait_replicas;
     unsigned wait_ms;
+    unsigned forget_idle_ms; /* remove consumers idle this long that hold nothing */
+    unsigned metrics_port;   /* 0: no /metrics */
 } writer_config;
 
 /* What a run did, for its last log line and the tests. */
@@ -74,6 +81,15 @@ typedef struct writer_stats {
     uint64_t vanished;   /* pending entries deleted from the stream before they were written */
     uint64_t claimed;    /* entries claimed from other consumers */
     uint64_t retries;    /* failed rounds (Redis or MariaDB away, deadlock) */
+    uint64_t key_reused; /* entries whose key had an order of another deduction: recorded */
+    uint64_t trimmed;    /* entries trimmed from the stream once acknowledged by all */
+    uint64_t forgotten;  /* consumers removed from the group */
+    uint64_t entries;    /* entries in the batches committed (the batch size's sum) */
+    double lag_sum_s;    /* sum over written entries of commit time - at_us */
+    /* Gauges, as of the last round: */
+    long long undelivered, pending; /* the group's entries not yet read, read and not acked */
+    unsigned last_batch;            /* entries in the last batch committed */
+    double last_lag_s;              /* commit time - the oldest at_us of that batch */
 } writer_stats;
 
 /* Reads and writes until *stop becomes non-zero (a signal handler sets it), retrying

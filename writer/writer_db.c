@@ -2,17 +2,23 @@
  * client set-up, URL and "connection gone" rules as stockd's), READ COMMITTED, autocommit
  * off, and one transaction per batch of stream entries.
  *
- * An entry is written by two prepared statements, and exactly once however often it is
+ * A batch is written by a handful of statements whatever its size (multi-row, built as
+ * text with every string escaped), and each entry exactly once however often it is
  * delivered (a redelivery after a crash between COMMIT and XACK, a claim from a slow
  * writer):
- *   1. UPDATE product SET stock = stock - 1 WHERE id = ? AND stock > 0, unless the key
- *      has an order or an oversold promise already: the guard and the duplicate check.
- *   2. One row updated: INSERT the order. A twin being written by another writer at
- *      the same moment makes this a duplicate key error, and the whole batch is rolled
- *      back and run again (it then finds the twin's order in step 1).
- *      No row updated: INSERT IGNORE the oversold promise, unless the key has an order.
- *      A row inserted: the product had no stock left in MariaDB (or no row); none: the
- *      entry was written before.
+ *   1. SELECT ... FOR UPDATE the batch's product rows, in id order: two writers lock
+ *      them in the same order, and a twin writer of the same entries waits here until
+ *      the first has committed, so that step 2 sees what it wrote.
+ *   2. SELECT the orders and oversold promises of the batch's keys. An entry whose key
+ *      has a row with the same product and the same answered_at (its at_us) is a
+ *      redelivery: a duplicate, skipped. A key with a row of another product or time
+ *      was deducted again in Redis after its memo was gone (the window passed, or the
+ *      memo was lost): KEY REUSED, recorded as an oversold promise under
+ *      "<key>@<at_us>" with reason key_reused, never dropped.
+ *   3. The others, per product in stream order: while MariaDB's stock lasts, an order;
+ *      then an oversold promise (sold_out, or no_product without a row).
+ *   4. One UPDATE of the products' stock, one INSERT of the orders, one INSERT IGNORE of
+ *      the promises, COMMIT.
  * So orders stays the ledger of units that exist (initial stock - stock = orders), and
  * each oversold_promise row is a unit promised that does not exist. */
 #include <mysql.h>
@@ -23,22 +29,9 @@
 
 #include "writer_int.h"
 
-enum { ST_DEDUCT, ST_ORDER, ST_PROMISE, ST_PRODUCT, ST_LAG, ST_COUNT };
-
-#define ANSWERED_AT "FROM_UNIXTIME(? DIV 1000000) + INTERVAL (? MOD 1000000) MICROSECOND"
+enum { ST_PRODUCT, ST_LAG, ST_COUNT };
 
 static const char *const stmt_sql[ST_COUNT] = {
-    [ST_DEDUCT] = "UPDATE product SET stock = stock - 1, row_version = row_version + 1 "
-                  "WHERE id = ? AND stock > 0 "
-                  "AND NOT EXISTS (SELECT 1 FROM orders WHERE request_id = ?) "
-                  "AND NOT EXISTS (SELECT 1 FROM oversold_promise WHERE request_id = ?)",
-    [ST_ORDER] = "INSERT INTO orders (product_id, instance, request_id, answered_at) "
-                 "VALUES (?, ?, ?, " ANSWERED_AT ")",
-    [ST_PROMISE] = "INSERT IGNORE INTO oversold_promise "
-                   "(request_id, product_id, instance, answered_at, reason) "
-                   "SELECT ?, ?, ?, " ANSWERED_AT ", "
-                   "IF(EXISTS(SELECT 1 FROM product WHERE id = ?), 'sold_out', 'no_product') "
-                   "FROM DUAL WHERE NOT EXISTS (SELECT 1 FROM orders WHERE request_id = ?)",
     [ST_PRODUCT] = "SELECT p.stock, "
                    "(SELECT COUNT(*) FROM orders o WHERE o.product_id = p.id), "
                    "(SELECT COUNT(*) FROM oversold_promise s WHERE s.product_id = p.id) "
@@ -49,11 +42,7 @@ static const char *const stmt_sql[ST_COUNT] = {
                "FROM (SELECT TIMESTAMPDIFF(MICROSECOND, answered_at, created_at) AS lag_us "
                "FROM orders WHERE answered_at IS NOT NULL) t LIMIT 1",
 };
-static const char *const stmt_name[ST_COUNT] = {[ST_DEDUCT] = "deduct",
-                                                [ST_ORDER] = "order",
-                                                [ST_PROMISE] = "promise",
-                                                [ST_PRODUCT] = "product",
-                                                [ST_LAG] = "lag"};
+static const char *const stmt_name[ST_COUNT] = {[ST_PRODUCT] = "product", [ST_LAG] = "lag"};
 
 /* A batch that lost a race (a deadlock or lock wait victim, or a twin's order written
  * meanwhile: a duplicate key) is run again at once, this many times in all. */
@@ -123,14 +112,6 @@ static int stmt_fail(writer_db *db, int id) {
     return WRITER_ERR_DB;
 }
 
-/* Executes statement id with params; *rows = the rows it changed. */
-static int exec(writer_db *db, int id, MYSQL_BIND *params, uint64_t *rows) {
-    MYSQL_STMT *st = db->stmt[id];
-    if (mysql_stmt_bind_param(st, params) || mysql_stmt_execute(st)) return stmt_fail(db, id);
-    *rows = (uint64_t)mysql_stmt_affected_rows(st);
-    return WRITER_OK;
-}
-
 static void bind_int(MYSQL_BIND *b, int32_t *v) {
     memset(b, 0, sizeof(*b));
     b->buffer_type = MYSQL_TYPE_LONG;
@@ -143,46 +124,272 @@ static void bind_ll(MYSQL_BIND *b, int64_t *v) {
     b->buffer = v;
 }
 
-static void bind_str(MYSQL_BIND *b, char *s, unsigned long *len) {
-    memset(b, 0, sizeof(*b));
-    *len = (unsigned long)strlen(s);
-    b->buffer_type = MYSQL_TYPE_STRING;
-    b->buffer = s;
-    b->buffer_length = *len;
-    b->length = len;
+/* ---------------------------------------------------------------- one batch as text */
+
+/* A statement's text, grown with open_memstream. */
+typedef struct sqltext {
+    FILE *f;
+    char *s;
+    size_t len;
+} sqltext;
+
+/* Appends s as a quoted, escaped SQL string. */
+static void put_str(writer_db *db, sqltext *t, const char *s) {
+    char esc[2 * (STOCKDB_REQUEST_ID_MAX + 24) + 1];
+    size_t n = strlen(s);
+    if (n > STOCKDB_REQUEST_ID_MAX + 24) n = STOCKDB_REQUEST_ID_MAX + 24;
+    mysql_real_escape_string(db->conn, esc, s, (unsigned long)n);
+    fprintf(t->f, "'%s'", esc);
 }
 
-/* Writes one entry inside the open transaction and sets its outcome. */
-static int write_entry(writer_db *db, writer_entry *e) {
-    MYSQL_BIND p[6];
-    unsigned long klen, k2len, ilen;
-    uint64_t rows = 0;
-    int rc;
-
-    bind_int(&p[0], &e->product);
-    bind_str(&p[1], e->key, &klen);
-    bind_str(&p[2], e->key, &k2len);
-    if ((rc = exec(db, ST_DEDUCT, p, &rows)) != WRITER_OK) return rc;
-    if (rows == 1) {
-        bind_int(&p[0], &e->product);
-        bind_str(&p[1], e->instance, &ilen);
-        bind_str(&p[2], e->key, &klen);
-        bind_ll(&p[3], &e->at_us);
-        bind_ll(&p[4], &e->at_us);
-        e->outcome = WRITER__ORDER;
-        return exec(db, ST_ORDER, p, &rows);
+/* Runs t's text (and frees it): 0, or WRITER_ERR_DB with the error recorded. */
+static int run(writer_db *db, sqltext *t, const char *what) {
+    int rc = WRITER_OK;
+    if (fclose(t->f) != 0 || !t->s) {
+        snprintf(db->errstr, sizeof(db->errstr), "%s: out of memory", what);
+        free(t->s);
+        return WRITER_ERR_NOMEM;
     }
-    bind_str(&p[0], e->key, &klen);
-    bind_int(&p[1], &e->product);
-    bind_str(&p[2], e->instance, &ilen);
-    bind_ll(&p[3], &e->at_us);
-    bind_ll(&p[4], &e->at_us);
-    bind_int(&p[5], &e->product);
-    MYSQL_BIND q[7];
-    memcpy(q, p, sizeof(p));
-    bind_str(&q[6], e->key, &k2len);
-    if ((rc = exec(db, ST_PROMISE, q, &rows)) != WRITER_OK) return rc;
-    e->outcome = rows == 1 ? WRITER__OVERSOLD : WRITER__DUPLICATE;
+    if (mysql_real_query(db->conn, t->s, (unsigned long)t->len)) {
+        db->err = mysql_errno(db->conn);
+        snprintf(db->errstr, sizeof(db->errstr), "%s: %s (%u)", what, mysql_error(db->conn),
+                 db->err);
+        if (stockdb_conn_gone(db->err)) stockdb_conn_close(&db->conn, db->stmt, ST_COUNT);
+        rc = WRITER_ERR_DB;
+    }
+    free(t->s);
+    return rc;
+}
+
+static void open_text(sqltext *t) {
+    t->s = NULL;
+    t->len = 0;
+    t->f = open_memstream(&t->s, &t->len);
+}
+
+/* The oversold_promise key of an entry whose key was used before: "<key>@<at_us>" ('@'
+ * never appears in a key), so that a redelivery of it is found and not written twice. */
+static void reused_id(const writer_entry *e, char *buf, size_t cap) {
+    char at[24];
+    int n = snprintf(at, sizeof(at), "@%lld", (long long)e->at_us);
+    snprintf(buf, cap, "%.*s%s", (int)(STOCKDB_REQUEST_ID_MAX - (size_t)n), e->key, at);
+}
+
+/* A row of orders or oversold_promise found for a batch's key. */
+typedef struct prior {
+    char id[STOCKDB_REQUEST_ID_MAX + 1];
+    int32_t product;
+    long long at_us; /* -1: no answered_at */
+} prior;
+
+typedef struct product_lock {
+    int32_t id;
+    bool found;
+    long long stock; /* what is left to sell in this batch */
+    long long taken;
+} product_lock;
+
+/* Step 1: the batch's product rows, locked in id order (order[] is sorted by product). */
+static int lock_products(writer_db *db, writer_entry **order, unsigned n, product_lock *p,
+                         unsigned *np) {
+    sqltext t;
+    *np = 0;
+    open_text(&t);
+    if (!t.f) return WRITER_ERR_NOMEM;
+    fputs("SELECT id, stock FROM product WHERE id IN (", t.f);
+    for (unsigned i = 0; i < n; i++) {
+        if (i > 0 && order[i]->product == order[i - 1]->product) continue;
+        fprintf(t.f, "%s%d", *np ? "," : "", order[i]->product);
+        p[*np] = (product_lock){.id = order[i]->product};
+        (*np)++;
+    }
+    fputs(") ORDER BY id FOR UPDATE", t.f);
+    int rc = run(db, &t, "lock the products");
+    if (rc != WRITER_OK) return rc;
+    MYSQL_RES *res = mysql_store_result(db->conn);
+    if (!res) {
+        snprintf(db->errstr, sizeof(db->errstr), "lock the products: %s", mysql_error(db->conn));
+        return WRITER_ERR_DB;
+    }
+    MYSQL_ROW row;
+    while ((row = mysql_fetch_row(res))) {
+        int32_t id = (int32_t)strtol(row[0], NULL, 10);
+        for (unsigned j = 0; j < *np; j++)
+            if (p[j].id == id) p[j].found = true, p[j].stock = strtoll(row[1], NULL, 10);
+    }
+    mysql_free_result(res);
+    return WRITER_OK;
+}
+
+/* Step 2: the orders and promises already written under the batch's keys. */
+static int read_priors(writer_db *db, writer_entry **order, unsigned n, prior **out, size_t *nout) {
+    static const char at_sql[] = "CAST(UNIX_TIMESTAMP(answered_at) * 1000000 AS SIGNED)";
+    char rid[STOCKDB_REQUEST_ID_MAX + 1];
+    sqltext t;
+    *out = NULL;
+    *nout = 0;
+    open_text(&t);
+    if (!t.f) return WRITER_ERR_NOMEM;
+    fprintf(t.f, "SELECT request_id, product_id, %s FROM orders WHERE request_id IN (", at_sql);
+    for (unsigned i = 0; i < n; i++) {
+        if (i) fputc(',', t.f);
+        put_str(db, &t, order[i]->key);
+    }
+    fprintf(t.f,
+            ") UNION ALL SELECT request_id, product_id, %s FROM oversold_promise "
+            "WHERE request_id IN (",
+            at_sql);
+    for (unsigned i = 0; i < n; i++) {
+        reused_id(order[i], rid, sizeof(rid));
+        if (i) fputc(',', t.f);
+        put_str(db, &t, rid);
+        fputc(',', t.f);
+        put_str(db, &t, order[i]->key);
+    }
+    fputc(')', t.f);
+    int rc = run(db, &t, "read the keys");
+    if (rc != WRITER_OK) return rc;
+    MYSQL_RES *res = mysql_store_result(db->conn);
+    if (!res) {
+        snprintf(db->errstr, sizeof(db->errstr), "read the keys: %s", mysql_error(db->conn));
+        return WRITER_ERR_DB;
+    }
+    size_t rows = (size_t)mysql_num_rows(res);
+    prior *p = rows ? calloc(rows, sizeof(*p)) : NULL;
+    if (rows && !p) {
+        mysql_free_result(res);
+        return WRITER_ERR_NOMEM;
+    }
+    MYSQL_ROW row;
+    while ((row = mysql_fetch_row(res))) {
+        prior *x = &p[(*nout)++];
+        snprintf(x->id, sizeof(x->id), "%s", row[0]);
+        x->product = (int32_t)strtol(row[1], NULL, 10);
+        x->at_us = row[2] ? strtoll(row[2], NULL, 10) : -1;
+    }
+    mysql_free_result(res);
+    *out = p;
+    return WRITER_OK;
+}
+
+static const prior *find_prior(const prior *p, size_t n, const char *id) {
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(p[i].id, id) == 0) return &p[i];
+    return NULL;
+}
+
+/* Step 3: each entry's outcome. */
+static void classify(writer_entry **order, unsigned n, const prior *pr, size_t npr,
+                     product_lock *pl, unsigned npl) {
+    char rid[STOCKDB_REQUEST_ID_MAX + 1];
+    unsigned j = 0;
+    for (unsigned i = 0; i < n; i++) {
+        writer_entry *e = order[i];
+        while (pl[j].id != e->product)
+            j++;
+        reused_id(e, rid, sizeof(rid));
+        const prior *same = find_prior(pr, npr, e->key);
+        e->prior_product = 0;
+        if (find_prior(pr, npr, rid)) {
+            e->outcome = WRITER__DUPLICATE;
+            continue;
+        }
+        /* A key earlier in this batch counts as written already. */
+        const writer_entry *twin = NULL;
+        for (unsigned k = 0; !same && k < i && !twin; k++)
+            if (strcmp(order[k]->key, e->key) == 0 && order[k]->outcome != WRITER__KEY_REUSED)
+                twin = order[k];
+        if (same || twin) {
+            int32_t prod = same ? same->product : twin->product;
+            long long at = same ? same->at_us : twin->at_us;
+            e->outcome =
+                prod == e->product && at == e->at_us ? WRITER__DUPLICATE : WRITER__KEY_REUSED;
+            e->prior_product = prod;
+            continue;
+        }
+        if (pl[j].found && pl[j].stock > 0) {
+            pl[j].stock--;
+            pl[j].taken++;
+            e->outcome = WRITER__ORDER;
+        } else {
+            e->outcome = WRITER__OVERSOLD;
+            e->no_product = !pl[j].found;
+        }
+    }
+}
+
+/* at_us as SQL: FROM_UNIXTIME's seconds and the microseconds added exactly. */
+static void put_at(sqltext *t, long long at_us) {
+    fprintf(t->f, "FROM_UNIXTIME(%lld) + INTERVAL %lld MICROSECOND", at_us / 1000000,
+            at_us % 1000000);
+}
+
+/* Step 4: the writes. */
+static int write_rows(writer_db *db, writer_entry **order, unsigned n, const product_lock *pl,
+                      unsigned npl) {
+    char rid[STOCKDB_REQUEST_ID_MAX + 1];
+    sqltext t;
+    int rc = WRITER_OK;
+    unsigned nupd = 0, nord = 0, nprom = 0;
+    for (unsigned j = 0; j < npl; j++)
+        nupd += pl[j].taken > 0;
+    if (nupd) {
+        open_text(&t);
+        if (!t.f) return WRITER_ERR_NOMEM;
+        fputs("UPDATE product SET stock = stock - CASE id", t.f);
+        for (unsigned j = 0; j < npl; j++)
+            if (pl[j].taken) fprintf(t.f, " WHEN %d THEN %lld", pl[j].id, pl[j].taken);
+        fputs(" END, row_version = row_version + CASE id", t.f);
+        for (unsigned j = 0; j < npl; j++)
+            if (pl[j].taken) fprintf(t.f, " WHEN %d THEN %lld", pl[j].id, pl[j].taken);
+        fputs(" END WHERE id IN (", t.f);
+        for (unsigned j = 0, k = 0; j < npl; j++)
+            if (pl[j].taken) fprintf(t.f, "%s%d", k++ ? "," : "", pl[j].id);
+        fputc(')', t.f);
+        if ((rc = run(db, &t, "update the stock")) != WRITER_OK) return rc;
+    }
+    open_text(&t);
+    if (!t.f) return WRITER_ERR_NOMEM;
+    fputs("INSERT INTO orders (product_id, instance, request_id, answered_at) VALUES ", t.f);
+    for (unsigned i = 0; i < n; i++) {
+        if (order[i]->outcome != WRITER__ORDER) continue;
+        fprintf(t.f, "%s(%d,", nord++ ? "," : "", order[i]->product);
+        put_str(db, &t, order[i]->instance);
+        fputc(',', t.f);
+        put_str(db, &t, order[i]->key);
+        fputc(',', t.f);
+        put_at(&t, order[i]->at_us);
+        fputc(')', t.f);
+    }
+    if (nord) {
+        if ((rc = run(db, &t, "insert the orders")) != WRITER_OK) return rc;
+    } else {
+        fclose(t.f);
+        free(t.s);
+    }
+    open_text(&t);
+    if (!t.f) return WRITER_ERR_NOMEM;
+    fputs("INSERT IGNORE INTO oversold_promise (request_id, product_id, instance, answered_at, "
+          "reason) VALUES ",
+          t.f);
+    for (unsigned i = 0; i < n; i++) {
+        writer_entry *e = order[i];
+        if (e->outcome != WRITER__OVERSOLD && e->outcome != WRITER__KEY_REUSED) continue;
+        if (e->outcome == WRITER__KEY_REUSED) reused_id(e, rid, sizeof(rid));
+        fputs(nprom++ ? ",(" : "(", t.f);
+        put_str(db, &t, e->outcome == WRITER__KEY_REUSED ? rid : e->key);
+        fprintf(t.f, ",%d,", e->product);
+        put_str(db, &t, e->instance);
+        fputc(',', t.f);
+        put_at(&t, e->at_us);
+        fprintf(t.f, ",'%s')",
+                e->outcome == WRITER__KEY_REUSED ? "key_reused"
+                : e->no_product                  ? "no_product"
+                                                 : "sold_out");
+    }
+    if (nprom) return run(db, &t, "insert the oversold promises");
+    fclose(t.f);
+    free(t.s);
     return WRITER_OK;
 }
 
@@ -192,11 +399,18 @@ static int by_product(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
-/* One attempt: every OK entry, then COMMIT. */
-static int write_once(writer_db *db, writer_entry **order, unsigned n) {
-    int rc = WRITER_OK;
-    for (unsigned i = 0; i < n && rc == WRITER_OK; i++)
-        rc = write_entry(db, order[i]);
+/* One attempt: the four steps, then COMMIT. */
+static int write_once(writer_db *db, writer_entry **order, unsigned n, product_lock *pl) {
+    prior *pr = NULL;
+    size_t npr = 0;
+    unsigned npl = 0;
+    int rc = lock_products(db, order, n, pl, &npl);
+    if (rc == WRITER_OK) rc = read_priors(db, order, n, &pr, &npr);
+    if (rc == WRITER_OK) {
+        classify(order, n, pr, npr, pl, npl);
+        rc = write_rows(db, order, n, pl, npl);
+    }
+    free(pr);
     if (rc == WRITER_OK && mysql_commit(db->conn)) {
         /* The COMMIT's reply is lost or refused: whether it committed is unknown, and it
          * need not be known: the entries stay pending and their rewrite is a no-op if it
@@ -213,11 +427,13 @@ static int write_once(writer_db *db, writer_entry **order, unsigned n) {
 
 int writer_db__write(writer_db *db, writer_entry *e, unsigned n) {
     writer_entry **order = malloc((n ? n : 1) * sizeof(*order));
+    product_lock *pl = malloc((n ? n : 1) * sizeof(*pl));
     unsigned k = 0;
     int rc = WRITER_OK;
-    if (!order) {
+    if (!order || !pl) {
         snprintf(db->errstr, sizeof(db->errstr), "out of memory");
-        return WRITER_ERR_NOMEM;
+        rc = WRITER_ERR_NOMEM;
+        goto out;
     }
     for (unsigned i = 0; i < n; i++)
         if (e[i].kind == WRITER__ENTRY_OK) order[k++] = &e[i];
@@ -225,12 +441,14 @@ int writer_db__write(writer_db *db, writer_entry *e, unsigned n) {
     for (int t = 0; k > 0 && t < DEADLOCK_TRIES; t++) {
         if ((rc = writer_db__connect(db)) != WRITER_OK) break;
         db->err = 0;
-        rc = write_once(db, order, k);
+        rc = write_once(db, order, k, pl);
         if (rc == WRITER_OK || (db->err != ER_LOCK_DEADLOCK && db->err != ER_LOCK_WAIT_TIMEOUT &&
                                 db->err != ER_DUP_ENTRY))
             break;
     }
+out:
     free(order);
+    free(pl);
     return rc;
 }
 

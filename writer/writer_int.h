@@ -6,8 +6,10 @@
 #define WRITER_INT_H
 
 #include <hiredis/hiredis.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "writer.h"
 
@@ -25,7 +27,14 @@ typedef struct writer_entry {
         WRITER__ENTRY_VANISHED,  /* pending but deleted from the stream: logged, acknowledged */
     } kind;
     /* writer_db__write's verdict for an OK entry: */
-    enum { WRITER__ORDER, WRITER__DUPLICATE, WRITER__OVERSOLD } outcome;
+    enum {
+        WRITER__ORDER,
+        WRITER__DUPLICATE,  /* written before (a redelivery) */
+        WRITER__OVERSOLD,   /* no stock left in MariaDB (no_product: no row) */
+        WRITER__KEY_REUSED, /* its key has an order of another deduction (prior_product) */
+    } outcome;
+    bool no_product;
+    int32_t prior_product;
 } writer_entry;
 
 /* ---------------------------------------------------------------- Redis (writer_redis.c) */
@@ -62,8 +71,34 @@ int writer_redis__wait(redisContext *r, unsigned replicas, unsigned timeout_ms, 
 /* XACK of e[0..n). 0 or WRITER_ERR_REDIS. */
 int writer_redis__ack(redisContext *r, const writer_entry *e, unsigned n, char *err, size_t errlen);
 
+/* XTRIM MINID of what every group of the stream has acknowledged: the entries before
+ * the oldest that some group still needs (its oldest pending entry, or the one after its
+ * last delivered). *trimmed = the entries deleted; *lag and *pending = the writers'
+ * group's undelivered and pending entries (XINFO GROUPS, read for the trim anyway).
+ * Nothing is trimmed without a group. 0 or WRITER_ERR_REDIS. */
+int writer_redis__trim(redisContext *r, long long *trimmed, long long *lag, long long *pending,
+                       char *err, size_t errlen);
+
+/* XGROUP DELCONSUMER of every consumer of the writers' group but self that holds no
+ * pending entry and has been idle for idle_ms (a writer that is gone), one log line
+ * each; *removed = how many. 0 or WRITER_ERR_REDIS. */
+int writer_redis__forget(redisContext *r, const char *self, unsigned idle_ms, FILE *log,
+                         long long *removed, char *err, size_t errlen);
+
 /* Parses one entry reply ([id, [field, value, ...]] or [id, nil]) into *e. */
 void writer_redis__entry(const redisReply *r, writer_entry *e);
+
+/* ---------------------------------------------------------------- /metrics (writer_http.c) */
+
+typedef struct writer_http writer_http;
+
+/* Serves GET /metrics on c->metrics_port (all addresses) from a thread of its own; *out
+ * NULL when the port is 0. 0, WRITER_ERR_CONFIG (the port cannot be bound; err says so)
+ * or WRITER_ERR_NOMEM. */
+int writer_http__start(const writer_config *c, writer_http **out, char *err, size_t errlen);
+/* Copies st for the next scrapes. NULL h: nothing. */
+void writer_http__publish(writer_http *h, const writer_stats *st);
+void writer_http__stop(writer_http *h); /* NULL is a no-op */
 
 /* ---------------------------------------------------------------- MariaDB (writer_db.c) */
 
@@ -75,11 +110,11 @@ void writer_db__free(writer_db *db); /* NULL is a no-op */
 int writer_db__connect(writer_db *db);
 const char *writer_db__errstr(const writer_db *db);
 
-/* Writes e[0..n)'s OK entries in ONE transaction, in product order (so two writers lock
- * product rows in the same order and cannot deadlock each other on them), and sets
- * each one's outcome. 0 when committed; WRITER_ERR_DB when rolled back or the COMMIT's
- * outcome is unknown (the entries must then not be acknowledged: their redelivery is
- * written once). A deadlock victim is retried here. */
+/* Writes e[0..n)'s OK entries in ONE transaction of a few multi-row statements, locking
+ * the product rows in id order (so two writers cannot deadlock each other on them), and
+ * sets each one's outcome (writer_db.c says how). 0 when committed; WRITER_ERR_DB when rolled back
+ * or the COMMIT's outcome is unknown (the entries must then not be acknowledged: their redelivery
+ * is written once). A deadlock victim is retried here. */
 int writer_db__write(writer_db *db, writer_entry *e, unsigned n);
 
 /* For the reconciliation: product id's stock (*found false when there is no such row),

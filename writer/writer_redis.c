@@ -224,3 +224,146 @@ int writer_redis__wait(redisContext *r, unsigned replicas, unsigned timeout_ms, 
     freeReplyObject(rep);
     return rc;
 }
+
+/* ---------------------------------------------------------------- trimming */
+
+/* The integer or string field `name` of a flat RESP2 map. */
+static const redisReply *map_get(const redisReply *m, const char *name) {
+    for (size_t i = 0; m->type == REDIS_REPLY_ARRAY && i + 1 < m->elements; i += 2)
+        if (m->element[i]->type == REDIS_REPLY_STRING && strcmp(m->element[i]->str, name) == 0)
+            return m->element[i + 1];
+    return NULL;
+}
+
+typedef struct xid {
+    unsigned long long ms, seq;
+} xid;
+
+static xid xid_parse(const char *s) {
+    xid id = {0, 0};
+    char *end;
+    id.ms = strtoull(s, &end, 10);
+    if (*end == '-') id.seq = strtoull(end + 1, NULL, 10);
+    return id;
+}
+
+static bool xid_less(xid a, xid b) {
+    return a.ms < b.ms || (a.ms == b.ms && a.seq < b.seq);
+}
+
+/* The first id that group g (an XINFO GROUPS row) may still need: its oldest pending
+ * entry, or else the one after its last delivered. */
+static int group_floor(redisContext *r, const redisReply *g, xid *floor, char *err, size_t errlen) {
+    const redisReply *name = map_get(g, "name"), *pending = map_get(g, "pending"),
+                     *last = map_get(g, "last-delivered-id");
+    if (!name || name->type != REDIS_REPLY_STRING || !last || last->type != REDIS_REPLY_STRING) {
+        snprintf(err, errlen, "redis: XINFO GROUPS: unexpected reply");
+        return WRITER_ERR_REDIS;
+    }
+    *floor = xid_parse(last->str);
+    if (!pending || pending->type != REDIS_REPLY_INTEGER || pending->integer == 0) {
+        if (++floor->seq == 0) floor->ms++;
+        return WRITER_OK;
+    }
+    const char *argv[] = {"XPENDING", WRITER_STREAM, name->str};
+    redisReply *rep = writer_redis__cmd(r, 3, argv, err, errlen);
+    if (!rep) return WRITER_ERR_REDIS;
+    int rc = WRITER_OK;
+    if (rep->type == REDIS_REPLY_ARRAY && rep->elements >= 2 &&
+        rep->element[1]->type == REDIS_REPLY_STRING) {
+        xid oldest = xid_parse(rep->element[1]->str);
+        if (xid_less(oldest, *floor)) *floor = oldest;
+    } else if (rep->type == REDIS_REPLY_ERROR) {
+        snprintf(err, errlen, "redis: XPENDING: %s", rep->str);
+        rc = WRITER_ERR_REDIS;
+    } /* else: acknowledged meanwhile; the floor after the last delivered holds */
+    freeReplyObject(rep);
+    return rc;
+}
+
+int writer_redis__trim(redisContext *r, long long *trimmed, long long *lag, long long *pending,
+                       char *err, size_t errlen) {
+    const char *info[] = {"XINFO", "GROUPS", WRITER_STREAM};
+    *trimmed = *lag = *pending = 0;
+    redisReply *rep = writer_redis__cmd(r, 3, info, err, errlen);
+    if (!rep) return WRITER_ERR_REDIS;
+    int rc = WRITER_OK;
+    bool any = false;
+    xid floor = {0, 0};
+    if (rep->type == REDIS_REPLY_ERROR) {
+        snprintf(err, errlen, "redis: XINFO GROUPS: %s", rep->str);
+        rc = WRITER_ERR_REDIS;
+    }
+    for (size_t i = 0; rc == WRITER_OK && rep->type == REDIS_REPLY_ARRAY && i < rep->elements;
+         i++) {
+        xid f;
+        const redisReply *g = rep->element[i], *name = map_get(g, "name"), *l = map_get(g, "lag"),
+                         *p = map_get(g, "pending");
+        if (name && name->type == REDIS_REPLY_STRING && strcmp(name->str, WRITER_GROUP) == 0) {
+            *lag = l && l->type == REDIS_REPLY_INTEGER ? l->integer : 0;
+            *pending = p && p->type == REDIS_REPLY_INTEGER ? p->integer : 0;
+        }
+        rc = group_floor(r, g, &f, err, errlen);
+        if (rc == WRITER_OK && (!any || xid_less(f, floor))) floor = f;
+        any = true;
+    }
+    freeReplyObject(rep);
+    if (rc != WRITER_OK || !any) return rc; /* no group: nobody has acknowledged anything */
+    char minid[48];
+    snprintf(minid, sizeof(minid), "%llu-%llu", floor.ms, floor.seq);
+    const char *trim[] = {"XTRIM", WRITER_STREAM, "MINID", minid};
+    rep = writer_redis__cmd(r, 4, trim, err, errlen);
+    if (!rep) return WRITER_ERR_REDIS;
+    if (rep->type == REDIS_REPLY_INTEGER) {
+        *trimmed = rep->integer;
+    } else {
+        snprintf(err, errlen, "redis: XTRIM: %s",
+                 rep->type == REDIS_REPLY_ERROR ? rep->str : "unexpected reply");
+        rc = WRITER_ERR_REDIS;
+    }
+    freeReplyObject(rep);
+    return rc;
+}
+
+int writer_redis__forget(redisContext *r, const char *self, unsigned idle_ms, FILE *log,
+                         long long *removed, char *err, size_t errlen) {
+    const char *argv[] = {"XINFO", "CONSUMERS", WRITER_STREAM, WRITER_GROUP};
+    *removed = 0;
+    redisReply *rep = writer_redis__cmd(r, 4, argv, err, errlen);
+    if (!rep) return WRITER_ERR_REDIS;
+    int rc = WRITER_OK;
+    if (rep->type == REDIS_REPLY_ERROR) {
+        snprintf(err, errlen, "redis: XINFO CONSUMERS: %s", rep->str);
+        rc = WRITER_ERR_REDIS;
+    }
+    for (size_t i = 0; rc == WRITER_OK && rep->type == REDIS_REPLY_ARRAY && i < rep->elements;
+         i++) {
+        const redisReply *name = map_get(rep->element[i], "name"),
+                         *pending = map_get(rep->element[i], "pending"),
+                         *idle = map_get(rep->element[i], "idle");
+        if (!name || name->type != REDIS_REPLY_STRING || !pending ||
+            pending->type != REDIS_REPLY_INTEGER || !idle || idle->type != REDIS_REPLY_INTEGER)
+            continue;
+        if (strcmp(name->str, self) == 0 || pending->integer != 0 ||
+            idle->integer < (long long)idle_ms)
+            continue;
+        /* DELCONSUMER answers the pending entries it dropped: checked to be 0 above, and
+         * a consumer that read meanwhile would be re-created by its next read. */
+        const char *del[] = {"XGROUP", "DELCONSUMER", WRITER_STREAM, WRITER_GROUP, name->str};
+        redisReply *d = writer_redis__cmd(r, 5, del, err, errlen);
+        if (!d) {
+            rc = WRITER_ERR_REDIS;
+            break;
+        }
+        if (d->type == REDIS_REPLY_INTEGER) {
+            (*removed)++;
+            fprintf(log,
+                    "stock-writer %s: removed consumer %s from the group (idle %lld ms, "
+                    "nothing pending)\n",
+                    self, name->str, idle->integer);
+        }
+        freeReplyObject(d);
+    }
+    freeReplyObject(rep);
+    return rc;
+}

@@ -78,7 +78,7 @@ stockd_integration_test(stockdb_itest_restart
 # Mode redis-stock's script (db/stockredis.h) against a Redis of the test's own.
 add_executable(stockredis_itest ${CMAKE_CURRENT_LIST_DIR}/stockredis_itest.c)
 target_include_directories(stockredis_itest PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
-target_link_libraries(stockredis_itest PRIVATE stockredis Threads::Threads)
+target_link_libraries(stockredis_itest PRIVATE stockredis fault_proxy Threads::Threads)
 stockd_integration_test(stockredis_script_loads_once_and_never_goes_negative
   COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/stockredis_test.sh $<TARGET_FILE:stockredis_itest>
   LABELS db)

@@ -186,7 +186,8 @@ class ServerFiles(unittest.TestCase):
                           "+evalsha +script|load +exists +pttl +time +incr +set +get +del +publish "
                           "+subscribe +unsubscribe +ping +decr +xadd +xgroup|create "
                           "+xinfo|groups +wait +xinfo|consumers +xreadgroup +xack +xautoclaim "
-                          "+xpending +xrange +xlen +scan" % (servers.redis_user(), h),
+                          "+xpending +xrange +xlen +scan +xtrim +xgroup|delconsumer"
+                          % (servers.redis_user(), h),
                           "user replica reset on #%s resetchannels -@all +psync +replconf +ping" % h],
                          lines[:3])
         self.assertTrue(lines[3].startswith("user sentinel reset on #%s -@all " % h), lines[3])

@@ -32,7 +32,7 @@ for host in 127.0.0.1 localhost; do
     "GRANT SELECT, UPDATE ON \`"*"\`.\`product\` TO \`$DB_USER\`@\`$host\`") ;;
     "GRANT SELECT, UPDATE ON \`"*"\`.\`product_segment\` TO \`$DB_USER\`@\`$host\`") ;;
     "GRANT SELECT ON \`"*"\`.\`product_stock\` TO \`$DB_USER\`@\`$host\`") ;;
-    "GRANT SELECT, INSERT, UPDATE (\`state\`, \`released_at\`) ON \`"*"\`.\`orders\` TO \`$DB_USER\`@\`$host\`") ;;
+    "GRANT SELECT, INSERT, UPDATE (\`released_at\`, \`state\`) ON \`"*"\`.\`orders\` TO \`$DB_USER\`@\`$host\`") ;;
     "GRANT SELECT, INSERT ON \`"*"\`.\`restock\` TO \`$DB_USER\`@\`$host\`") ;;
     "GRANT SELECT, INSERT ON \`"*"\`.\`oversold_promise\` TO \`$DB_USER\`@\`$host\`") ;;
     "GRANT SELECT, INSERT, UPDATE (\`expires_at\`), DELETE ON \`"*"\`.\`stock_lock\` TO \`$DB_USER\`@\`$host\`") ;;
@@ -40,7 +40,7 @@ for host in 127.0.0.1 localhost; do
     esac
   done <"$T/grants.norm"
   mine=$(grep -F "ON \`$DB\`." "$T/grants.norm" | sort | sed "s/ TO .*//" | paste -sd '|')
-  want=$(printf '%s\n' "GRANT SELECT, INSERT, UPDATE (\`state\`, \`released_at\`) ON \`$DB\`.\`orders\`" \
+  want=$(printf '%s\n' "GRANT SELECT, INSERT, UPDATE (\`released_at\`, \`state\`) ON \`$DB\`.\`orders\`" \
     "GRANT SELECT, INSERT ON \`$DB\`.\`restock\`" \
     "GRANT SELECT, INSERT ON \`$DB\`.\`oversold_promise\`" \
     "GRANT SELECT, INSERT, UPDATE (\`expires_at\`), DELETE ON \`$DB\`.\`stock_lock\`" \

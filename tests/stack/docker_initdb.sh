@@ -36,7 +36,7 @@ entrypoint first.log
 expect_eq "seeded products" 4 "$(mysql_cli "$T" -N -B shop -e 'SELECT COUNT(*) FROM product')"
 grants=$(mysql_cli "$T" -N -B -e "SHOW GRANTS FOR 'stockd'@'%'" | sed 's/ IDENTIFIED BY.*//' | sort)
 want=$(sort <<'GRANTS'
-GRANT SELECT, INSERT, UPDATE (`state`, `released_at`) ON `shop`.`orders` TO `stockd`@`%`
+GRANT SELECT, INSERT, UPDATE (`released_at`, `state`) ON `shop`.`orders` TO `stockd`@`%`
 GRANT SELECT, INSERT ON `shop`.`oversold_promise` TO `stockd`@`%`
 GRANT SELECT, INSERT ON `shop`.`restock` TO `stockd`@`%`
 GRANT SELECT, INSERT, UPDATE (`expires_at`), DELETE ON `shop`.`stock_lock` TO `stockd`@`%`

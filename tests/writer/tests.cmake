@@ -6,6 +6,8 @@ stockd_integration_test(writer_kill9_mid_load_second_writer_claims
   COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/writer/writer.sh kill9 LABELS fault)
 stockd_integration_test(writer_mysql_restart_mid_load
   COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/writer/writer.sh mysql-restart LABELS fault)
+stockd_integration_test(redis_stock_maxmemory_deductions_go_on_once_drained
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/writer/writer.sh maxmemory TIMEOUT 300)
 # Mode redis-stock across a Sentinel failover (writer/redis_failover.sh): without a
 # mitigation, with stockd's WAIT, with the writer's WAIT too, with
 # min-replicas-to-write. Plain build only, as

@@ -8,10 +8,16 @@
 #     without its fields. A dead consumer `ghost` has read the first 3 and never
 #     acknowledged them. The writer claims the ghost's entries (after --claim-idle-ms),
 #     writes five of d-1..d-7 as orders and the other two as oversold promises
-#     (which two: the claimed ones come last), skips the repeats, and logs the malformed entry. Then every entry is delivered again
-#     (XGROUP SETID 0, as after a crash between COMMIT and XACK): nothing changes.
-#     Product 3 (Redis count 1, MariaDB 4, three entries) reconciles: agree; product 2
-#     (oversold): the reconciliation exits 1. SIGTERM stops the writer with exit 0.
+#     (which two: the claimed ones come last), skips the repeats, and logs the malformed
+#     entry. Drained, the stream is trimmed to nothing (all acknowledged), and the ghost,
+#     idle and holding nothing, is removed from the group. Then every entry is delivered
+#     again (copies of the same entries, as after a crash between COMMIT and XACK):
+#     nothing changes. Product 3 (Redis count 1, MariaDB 4, three entries) reconciles:
+#     agree; product 2 (oversold): the reconciliation exits 1. Then two keys deducted
+#     again (e-1 for product 3 at another time, d-3 for product 3: their memos gone):
+#     each recorded as an oversold promise `<key>@<at_us>` with reason key_reused and a
+#     log line, never dropped as a duplicate. /metrics says the same counts. SIGTERM
+#     stops the writer with exit 0.
 #   writer.sh kill9
 #     Load fed while writer A runs; a row lock held on product 2 stalls A's batch, and A
 #     is killed with -9 with entries pending. Writer B (another name) claims them; the
@@ -19,9 +25,19 @@
 #   writer.sh mysql-restart
 #     MariaDB (the test's own) killed with -9 mid-load and started again; the writer
 #     retries and, drained, every key is written exactly once.
+#   writer.sh maxmemory
+#     Redis memory bounded by what is in flight: a Redis with maxmemory 4 MB above its
+#     start (noeviction), stockd in mode redis-stock with --redis-key-window-s 1.
+#     1. No writer: 60,000 deductions with keys do not fit (nothing is trimmed): Redis
+#        refuses the script at the limit, and every refusal is a 503 with nothing
+#        deducted (deducted answers = the Redis count's fall = the stream's entries).
+#     2. The writer started: it drains and trims the stream, the memos expire, and
+#        30,000 more deductions (4 at a time, so that the writer keeps up on a loaded
+#        machine: what is in flight is the writer's lag) are all made under that limit. Drained, Redis and
+#        MariaDB agree, and the stream and the memos are (nearly) empty.
 source "$STOCKD_SRC/tests/lib.sh"
 source "$STOCKD_SRC/tests/writer/writerlib.sh"
-case=${1:?exactly-once, kill9 or mysql-restart}
+case=${1:?exactly-once, kill9, mysql-restart or maxmemory}
 
 if [[ $case == mysql-restart ]]; then
   myport=$((PORT0 + 16))
@@ -37,6 +53,7 @@ w_redis
 case $case in
 exactly-once)
   sql "UPDATE product SET stock = 5 WHERE id = 2; UPDATE product SET stock = 4 WHERE id = 3"
+  export W_AT=$(date +%s%6N)
   rcli XGROUP CREATE stockd:orders writers 0 MKSTREAM >/dev/null
   w_feed 2 1 7 d
   rcli XREADGROUP GROUP writers ghost COUNT 3 STREAMS stockd:orders '>' >/dev/null
@@ -46,7 +63,8 @@ exactly-once)
   w_feed 3 1 3 e
   rcli SET 'stockd:stock:{3}' 1 >/dev/null
   rcli SET 'stockd:stock:{2}' 0 >/dev/null
-  w_start a --claim-idle-ms 200 --batch 4
+  metrics_port=$((PORT0 + 17))
+  w_start a --claim-idle-ms 200 --batch 4 --forget-idle-ms 1000 --metrics-port "$metrics_port"
   wait_until 30 w_drained || fail "not drained: $(cat "$T/reconcile")"
   expect_eq "the ghost's pending entries" 0 "$(w_pending ghost)"
   expect_eq "orders of product 2" 5 "$(orders 2)"
@@ -58,8 +76,15 @@ exactly-once)
   grep -q 'not in the contract' "$T/writer-a/log" || fail "the malformed entry was not logged"
   expect_eq "oversold promises logged" 2 "$(grep -c 'OVERSOLD PROMISE' "$T/writer-a/log")"
   w_exactly_once 2 5
+  trimmed() { [[ $(rcli XLEN stockd:orders) == 0 ]]; }
+  wait_until 10 trimmed || fail "the stream was not trimmed once all was acknowledged: XLEN $(rcli XLEN stockd:orders)"
+  ghost_gone() { ! rcli XINFO CONSUMERS stockd:orders writers | grep -qx ghost; }
+  wait_until 30 ghost_gone || fail "the ghost consumer (idle, nothing pending) was not removed"
+  grep -q 'removed consumer ghost' "$T/writer-a/log" || fail "the ghost's removal was not logged"
+  rcli XINFO CONSUMERS stockd:orders writers | grep -qx a || fail "writer a removed itself"
   # Every entry delivered again: nothing is written twice.
-  rcli XGROUP SETID stockd:orders writers 0 >/dev/null
+  w_feed 2 1 7 d
+  w_feed 3 1 3 e
   wait_until 30 w_drained || fail "not drained after the redelivery"
   w_exactly_once 2 5
   expect_eq "oversold promises after the redelivery" 2 "$(sql "SELECT COUNT(*) FROM oversold_promise")"
@@ -68,6 +93,21 @@ exactly-once)
   expect_eq "reconciliation's exit (product 2 oversold)" 1 "$rc"
   grep -Eq '^ +3 +1 +0 +0 +1 +3 +0  agree$' "$T/reconcile" || fail "product 3 does not agree"
   grep -Eq '^ +2 .*OVERSOLD$' "$T/reconcile" || fail "product 2 is not reported oversold"
+  # Two keys deducted again after their memos were gone: recorded, never dropped.
+  W_AT=$((W_AT + 1000)) w_feed 3 1 1 e
+  W_AT=$((W_AT + 2000)) w_feed 3 3 3 d
+  wait_until 30 w_drained || fail "not drained after the reused keys"
+  expect_eq "key_reused promises" "e-1@$((W_AT + 1000)) d-3@$((W_AT + 2000))" \
+    "$(sql "SELECT GROUP_CONCAT(request_id ORDER BY id SEPARATOR ' ') FROM oversold_promise WHERE reason='key_reused' AND product_id=3")"
+  expect_eq "reused keys logged" 2 "$(grep -c 'KEY REUSED' "$T/writer-a/log")"
+  expect_eq "orders of product 3 (the reused keys add none)" 3 "$(orders 3)"
+  metrics=$(curl -sf "http://127.0.0.1:$metrics_port/metrics") || fail "no /metrics from the writer"
+  for m in 'stock_writer_orders_total 8' 'stock_writer_oversold_promises_total 2' \
+    'stock_writer_key_reused_total 2' 'stock_writer_claimed_total 3' \
+    'stock_writer_consumers_removed_total 1' 'stock_writer_pending_entries 0' \
+    'stock_writer_undelivered_entries 0'; do
+    grep -qx "$m" <<<"$metrics" || fail "/metrics lacks '$m': $(grep "^${m% *} " <<<"$metrics")"
+  done
   pid=$(cat "$T/writer-a/pid")
   kill -TERM "$pid"
   rc=0
@@ -91,7 +131,12 @@ kill9)
   holding_lock() { [[ -n $(holder_id) ]]; }
   wait_until 10 holding_lock || fail "no transaction holds the row"
   hid=$(holder_id)
-  (for ((c = 0; c < 20; c++)); do w_feed 2 $((201 + c * 50)) $((250 + c * 50)); w_feed 2 $((201 + c * 50)) $((201 + c * 50)); done) &
+  # Each chunk's first key fed twice with the same at_us: a redelivered copy.
+  (for ((c = 0; c < 20; c++)); do
+    at=$(date +%s%6N)
+    W_AT=$at w_feed 2 $((201 + c * 50)) $((250 + c * 50))
+    W_AT=$at w_feed 2 $((201 + c * 50)) $((201 + c * 50))
+  done) &
   feeder=$!
   a_pending() { (($(w_pending a) > 0)); }
   wait_until 30 a_pending || fail "writer a has nothing pending"
@@ -126,6 +171,51 @@ mysql-restart)
   grep -q 'working again' "$T/writer-a/log" || fail "the writer never said it works again"
   echo "orders: $(orders 2), stock $(stock 2)"
   w_exactly_once 2 "$initial"
+  ;;
+maxmemory)
+  need_stockd_bin
+  [[ -x $STOCKLOAD_BIN ]] || skip "no stockload at $STOCKLOAD_BIN"
+  initial=1000000
+  sql "UPDATE product SET stock = $initial WHERE id = 2"
+  t_stockd 1 redis-stock --redis "127.0.0.1:$W_REDIS_PORT" --redis-key-window-s 1
+  used=$(rcli INFO memory | sed -n 's/^used_memory:\([0-9]*\).*/\1/p')
+  limit=$((used + 4 * 1024 * 1024))
+  rcli CONFIG SET maxmemory-policy noeviction >/dev/null
+  rcli CONFIG SET maxmemory "$limit" >/dev/null
+  echo "Redis uses $used bytes; maxmemory $limit"
+  # load N C OUT: N deductions with keys (C at a time), the answers' counts to OUT.
+  load() {
+    "$STOCKLOAD_BIN" --url "http://127.0.0.1:$((PORT0 + 1))/stock/reduce?id=2" --method POST \
+      --idempotency --threads "$2" --loops $(($1 / $2)) --json --no-progress >"$3" ||
+      fail "stockload failed: $(head -c 300 "$2")"
+  }
+  count() { /usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["counts"].get(sys.argv[2], 0))' "$@"; }
+  load 60000 10 "$T/a.json"
+  deducted=$(count "$T/a.json" deducted)
+  refused=$(count "$T/a.json" unavailable)
+  echo "without a writer: $deducted deducted, $refused refused (503)"
+  ((refused > 0)) || fail "60,000 deductions fitted under maxmemory without trimming: the test proves nothing"
+  expect_eq "deducted + refused" 60000 $((deducted + refused))
+  expect_eq "the Redis count's fall (no refusal deducted)" "$deducted" $((initial - $(rcli GET 'stockd:stock:{2}')))
+  expect_eq "the stream's entries" "$deducted" "$(rcli XLEN stockd:orders)"
+  w_start a --metrics-port $((PORT0 + 17))
+  wait_until 60 w_drained || fail "not drained: $(cat "$T/reconcile")"
+  memos_gone() { (($(rcli DBSIZE) < 10)); }
+  wait_until 30 memos_gone || fail "the memos did not expire: DBSIZE $(rcli DBSIZE)"
+  echo "drained: used_memory $(rcli INFO memory | sed -n 's/^used_memory:\([0-9]*\).*/\1/p')"
+  (while :; do echo "$(rcli INFO memory | sed -n 's/^used_memory:\([0-9]*\).*/\1/p') $(rcli XLEN stockd:orders) $(rcli DBSIZE)"; sleep 0.2; done) >"$T/samples" 2>/dev/null &
+  sampler=$!
+  load 30000 4 "$T/b.json"
+  kill $sampler
+  echo "phase 2's peak (used_memory, stream entries, keys): $(sort -n "$T/samples" | tail -n 1)"
+  expect_eq "deducted with the writer running, under the same maxmemory" 30000 \
+    "$(count "$T/b.json" deducted)"
+  wait_until 60 w_drained || fail "not drained: $(cat "$T/reconcile")"
+  w_reconcile 10 || fail "Redis and MariaDB disagree"
+  expect_eq "orders" $((deducted + 30000)) "$(orders 2)"
+  expect_eq "stream entries left once drained" 0 "$(rcli XLEN stockd:orders)"
+  wait_until 30 memos_gone || fail "the memos did not expire: DBSIZE $(rcli DBSIZE)"
+  echo "Redis: used_memory $(rcli INFO memory | sed -n 's/^used_memory:\([0-9]*\).*/\1/p') (maxmemory $limit)"
   ;;
 *) fail "unknown case $case" ;;
 esac

@@ -14,10 +14,12 @@ rcli() { redis-cli -p "$W_REDIS_PORT" "$@"; }
 
 # w_feed PRODUCT FIRST LAST [PREFIX]: appends the entries of keys PREFIX-FIRST ..
 # PREFIX-LAST (PREFIX defaults to k) for PRODUCT, in one redis-cli pipe; the keys
-# written go to $T/keys.PRODUCT.
+# written go to $T/keys.PRODUCT. Their at_us is now, or $W_AT: entries fed again with
+# the same W_AT are copies of the first (a redelivery); with another, the same keys
+# deducted again (a key reused).
 w_feed() {
   local product=$1 first=$2 last=$3 prefix=${4:-k} i now
-  now=$(date +%s%6N)
+  now=${W_AT:-$(date +%s%6N)}
   for ((i = first; i <= last; i++)); do
     printf 'XADD stockd:orders * key %s-%d product %d instance test at_us %d\n' \
       "$prefix" "$i" "$product" "$now"

@@ -9,7 +9,11 @@
  *     stockd's counters (the query is fixed in nginx/nginx.conf.in; rates are taken
  *     between a series' last two samples, so they follow whatever scrape interval the
  *     stack's Prometheus has);
- *   - GET /live-api/alerts: the state of StockdStockBelowZero.
+ *   - GET /live-api/alerts: the state of StockdStockBelowZero;
+ *   - GET /live-api/writer: the last 20 s of the order writers' own /metrics (job writer,
+ *     mode redis-stock): the writer panel shows each one's lag (commit time minus the
+ *     deduction's time, of its last batch's oldest entry), the stream entries it has
+ *     not yet read and those read but not written, its orders per second and batch size.
  * In mode redis-stock the drift panel plots, for each watched product, the count in Redis
  * (stockd_redis_stock) beside MariaDB's stock (the /stock read), and the order stream's
  * backlog (stockd_order_stream_backlog, undelivered + pending): the drift opens under load
@@ -22,7 +26,8 @@
  * [data-reserved][data-paid][data-released] when the /stock answer carries the
  * product's orders: reservations, docs/orders.md),
  * #queue-seen[data-best-waiters][data-best-owners], #alert[data-state],
- * #drift-now span[data-redis][data-mysql][data-backlog] (mode redis-stock). */
+ * #drift-now span[data-redis][data-mysql][data-backlog] (mode redis-stock),
+ * #writer-now span[data-lag][data-pending][data-undelivered] (one per writer). */
 "use strict";
 
 const params = new URLSearchParams(location.search);
@@ -129,6 +134,7 @@ const charts = {
   ops: new TimeChart($("chart-ops"), "ops/deduction", { y: { range: (u, lo, hi) => [0, Math.max(hi, 1)] } }),
   batch: new TimeChart($("chart-batch"), "deductions", { y: { range: (u, lo, hi) => [0, Math.max(hi, 1)] } }),
   drift: new TimeChart($("chart-drift"), "units / entries", { height: 240 }),
+  writer: new TimeChart($("chart-writer"), "seconds / entries"),
 };
 window.addEventListener("resize", () => Object.values(charts).forEach((c) => c.resize()));
 
@@ -412,6 +418,45 @@ async function tickAlert() {
       (firing.length ? firing : mine).map((a) => `product ${a.labels.product} at ${Number(a.value)}`).join(", ");
 }
 
+/* The order writers (job writer): per writer, the gauges' last values and the rates of
+ * its counters between their last two samples. */
+async function tickWriter(t) {
+  let r;
+  try {
+    r = await getJSON("/live-api/writer");
+    noteError("writer", null);
+  } catch (e) {
+    noteError("writer", e);
+    return;
+  }
+  const stat = lastTwo(r.data.result, (m) => m.__name__.replace(/^stock_writer_/, ""));
+  if (!Object.keys(stat).length) return;
+  $("writer-panel").hidden = false;
+  const values = {};
+  const spans = [];
+  for (const [target, k] of Object.entries(stat).sort()) {
+    const lag = k.last_lag_seconds?.last ?? null;
+    const pending = k.pending_entries?.last ?? null;
+    const undelivered = k.undelivered_entries?.last ?? null;
+    const rate = k.orders_total && k.orders_total.dt > 0 ? k.orders_total.diff / k.orders_total.dt : null;
+    const batch = k.batches_total?.diff > 0 ? k.batch_entries_total.diff / k.batches_total.diff : null;
+    if (lag !== null) values[`lag s ${target}`] = lag;
+    if (pending !== null && undelivered !== null) values[`backlog ${target}`] = pending + undelivered;
+    const span = document.createElement("span");
+    span.className = "stock";
+    span.dataset.lag = lag ?? "";
+    span.dataset.pending = pending ?? "";
+    span.dataset.undelivered = undelivered ?? "";
+    span.textContent = `${target}: lag ${lag === null ? "?" : lag.toFixed(2)} s, ` +
+      `undelivered ${undelivered ?? "?"}, pending ${pending ?? "?"}` +
+      (rate !== null ? `, ${rate.toFixed(0)} orders/s` : "") +
+      (batch !== null ? `, batches of ${batch.toFixed(0)}` : "");
+    spans.push(span);
+  }
+  charts.writer.push(t, values);
+  $("writer-now").replaceChildren(...spans);
+}
+
 /* ------------------------------------------------------------ the loop */
 
 let busy = false;
@@ -421,7 +466,7 @@ async function tick() {
   busy = true;
   const t = Math.round(Date.now() / 1000);
   try {
-    await Promise.all([tickStock(t), tickQueue(), tickPrometheus(t), tickAlert()]);
+    await Promise.all([tickStock(t), tickQueue(), tickPrometheus(t), tickAlert(), tickWriter(t)]);
     $("clock").textContent = `updated ${new Date().toLocaleTimeString()}`;
     document.body.dataset.ticks = String(Number(document.body.dataset.ticks || 0) + 1);
   } finally {
