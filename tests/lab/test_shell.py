@@ -119,4 +119,4 @@ class SetStockSql(unittest.TestCase):
             shell.set_stock_sql("3", "500")
         lines = buf.getvalue().splitlines()
         self.assertEqual(("START TRANSACTION;", "COMMIT;"), (lines[0], lines[-1]))
-        self.assertEqual(5, len(lines))
+        self.assertEqual(6, len(lines))
