@@ -71,6 +71,7 @@ class Shop:
             self.conn.begin()
             try:
                 cur.execute("DELETE FROM orders WHERE product_id BETWEEN %s AND %s", (lo, hi))
+                cur.execute("DELETE FROM restock WHERE product_id BETWEEN %s AND %s", (lo, hi))
                 cur.execute("DELETE FROM product_segment WHERE product_id BETWEEN %s AND %s",
                             (lo, hi))
                 cur.executemany("INSERT INTO product (id, product_name, stock, fence) VALUES "
@@ -154,6 +155,7 @@ def set_stock_sql(product, stock, segments=1):
     if segments < 1:
         raise ValueError(f"bad segment count {segments}")
     out = ["DELETE FROM orders WHERE product_id=%d" % product,
+           "DELETE FROM restock WHERE product_id=%d" % product,
            "DELETE FROM product_segment WHERE product_id=%d" % product,
            "UPDATE product SET stock=%d, fence=0 WHERE id=%d" % (stock if segments == 1 else 0, product)]
     if segments > 1:
