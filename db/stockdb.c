@@ -31,14 +31,23 @@
     "CAST(COALESCE((SELECT SUM(s.stock) FROM product_segment s WHERE s.product_id = p.id), 0)"     \
     " AS SIGNED)"
 
+#define TERMS                                                                                      \
+    "per_user_limit, DATE_FORMAT(UTC_TIMESTAMP(6) + INTERVAL reserve_seconds SECOND,"              \
+    " '%Y-%m-%d %H:%i:%s.%f')"
+/* The answer's text of an order's expires_at. */
+#define EXPIRES_TEXT "DATE_FORMAT(expires_at, '%Y-%m-%d %H:%i:%s.%f')"
+
 static const char *const stmt_sql[STOCKDB__ST_COUNT] = {
     [STOCKDB__ST_LOOKUP] = "SELECT o.id, o.product_id, p.stock + " SEGMENTS_SUM " FROM orders o"
                            " LEFT JOIN product p ON p.id = o.product_id WHERE o.request_id = ?",
     [STOCKDB__ST_CONFIRM] =
         "SELECT id, product_id FROM orders WHERE request_id = ? LOCK IN SHARE MODE",
-    [STOCKDB__ST_READ] = "SELECT stock, fence, fence_kind, row_version FROM product WHERE id = ?",
-    [STOCKDB__ST_READ_FOR_UPDATE] = "SELECT stock, fence, fence_kind, row_version FROM product"
-                                    " WHERE id = ? FOR UPDATE",
+    /* The row, and the product's terms: its limit, and when a reservation made now would
+     * expire (NULL when it sells at once), on the database's UTC clock. */
+    [STOCKDB__ST_READ] = "SELECT stock, fence, fence_kind, row_version, " TERMS " FROM product"
+                         " WHERE id = ?",
+    [STOCKDB__ST_READ_FOR_UPDATE] = "SELECT stock, fence, fence_kind, row_version, " TERMS
+                                    " FROM product WHERE id = ? FOR UPDATE",
     /* LAST_INSERT_ID(expr) hands the stock left back in the statement's own reply (its
      * insert id), so the deduction needs no read after it. Its check is in its own WHERE,
      * so it needs no compare-and-set; it bumps row_version like every write. */
@@ -48,8 +57,8 @@ static const char *const stmt_sql[STOCKDB__ST_COUNT] = {
         "UPDATE product SET stock = LAST_INSERT_ID(stock - 1), fence = ?,"
         " fence_kind = ?, row_version = row_version + 1"
         " WHERE id = ? AND stock > 0 AND (fence <= ? OR fence_kind <> ?)",
-    [STOCKDB__ST_INSERT] =
-        "INSERT INTO orders (product_id, instance, fence, request_id) VALUES (?, ?, ?, ?)",
+    [STOCKDB__ST_INSERT] = "INSERT INTO orders (product_id, instance, fence, request_id, user,"
+                           " state, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
     /* With no key, o.request_id = NULL matches nothing, so the order columns are NULL. */
     [STOCKDB__ST_PEEK] = "SELECT p.stock + " SEGMENTS_SUM ", o.id, o.product_id FROM product p"
                          " LEFT JOIN orders o ON o.request_id = ? WHERE p.id = ?",
@@ -68,24 +77,28 @@ static const char *const stmt_sql[STOCKDB__ST_COUNT] = {
      * (MariaDB 10.5+) hands back each row's real id, in that order, whatever the
      * server's auto_increment_increment or innodb_autoinc_lock_mode; its key comes back
      * too, so the order is checked, not assumed. */
-    [STOCKDB__ST_INSERT_BATCH] = "INSERT INTO orders (product_id, instance, fence, request_id)"
-                                 " SELECT ?, ?, ?, k.rid FROM JSON_TABLE(?, '$[*]' COLUMNS ("
-                                 "n FOR ORDINALITY, rid VARCHAR(100) PATH '$')) AS k ORDER BY k.n"
-                                 " RETURNING id, product_id, request_id",
+    [STOCKDB__ST_INSERT_BATCH] =
+        "INSERT INTO orders (product_id, instance, fence, request_id, user, state, expires_at)"
+        " SELECT ?, ?, ?, k.rid, k.usr, ?, ? FROM JSON_TABLE(?, '$[*]' COLUMNS ("
+        "n FOR ORDINALITY, rid VARCHAR(100) PATH '$[0]', usr VARCHAR(64) PATH '$[1]')) AS k"
+        " ORDER BY k.n RETURNING id, product_id, request_id",
     /* The orders of a transaction over several products (stockdb_deduct_multi), one
      * statement for all: ST_INSERT_BATCH with the product and fence per key. (Its rows are
      * read and written one by one, with the statements above: one statement for all rows,
      * an UPDATE joined with a JSON_TABLE, cost MariaDB about 1.8x the CPU.)
      * ([product, fence or null, key or null] per element). */
-    [STOCKDB__ST_INSERT_MULTI] = "INSERT INTO orders (product_id, instance, fence, request_id)"
-                                 " SELECT k.pid, ?, k.f, k.rid FROM JSON_TABLE(?, '$[*]' COLUMNS ("
-                                 "n FOR ORDINALITY, pid INT PATH '$[0]', f BIGINT PATH '$[1]',"
-                                 " rid VARCHAR(100) PATH '$[2]')) AS k ORDER BY k.n"
-                                 " RETURNING id, product_id, request_id",
-    [STOCKDB__ST_SEG_READ] = "SELECT stock, fence, fence_kind, row_version FROM product_segment"
-                             " WHERE product_id = ? AND seg = ?",
+    [STOCKDB__ST_INSERT_MULTI] =
+        "INSERT INTO orders (product_id, instance, fence, request_id, user)"
+        " SELECT k.pid, ?, k.f, k.rid, k.usr FROM JSON_TABLE(?, '$[*]' COLUMNS ("
+        "n FOR ORDINALITY, pid INT PATH '$[0]', f BIGINT PATH '$[1]',"
+        " rid VARCHAR(100) PATH '$[2]', usr VARCHAR(64) PATH '$[3]')) AS k ORDER BY k.n"
+        " RETURNING id, product_id, request_id",
+    /* A segment carries no terms: a split product has no limit and sells at once
+     * (docs/orders.md). */
+    [STOCKDB__ST_SEG_READ] = "SELECT stock, fence, fence_kind, row_version, NULL, NULL"
+                             " FROM product_segment WHERE product_id = ? AND seg = ?",
     [STOCKDB__ST_SEG_READ_FOR_UPDATE] =
-        "SELECT stock, fence, fence_kind, row_version FROM product_segment"
+        "SELECT stock, fence, fence_kind, row_version, NULL, NULL FROM product_segment"
         " WHERE product_id = ? AND seg = ? FOR UPDATE",
     [STOCKDB__ST_SEG_UPDATE_BATCH] =
         "UPDATE product_segment SET stock = stock - ?,"
@@ -94,6 +107,50 @@ static const char *const stmt_sql[STOCKDB__ST_COUNT] = {
         "UPDATE product_segment SET stock = stock - ?, fence = ?, fence_kind = ?,"
         " row_version = row_version + 1 WHERE product_id = ? AND seg = ? AND row_version = ?"
         " AND (fence <= ? OR fence_kind <> ?)",
+    /* ATOMIC's order, after its UPDATE took the product's row lock: written only if the
+     * customer (NULL: anonymous) is below the product's limit, counted now under that
+     * lock (each statement of READ COMMITTED reads what is committed when it starts);
+     * reserved until now + reserve_seconds when the product reserves. No row = the limit
+     * (or a product deleted since the UPDATE, which cannot happen under its lock). */
+    [STOCKDB__ST_INSERT_ATOMIC] =
+        "INSERT INTO orders (product_id, instance, fence, request_id, user, state, expires_at)"
+        " SELECT p.id, ?, ?, ?, ?, IF(p.reserve_seconds IS NULL, 'sold', 'reserved'),"
+        " UTC_TIMESTAMP(6) + INTERVAL p.reserve_seconds SECOND FROM product p WHERE p.id = ?"
+        " AND (? IS NULL OR p.per_user_limit IS NULL OR p.per_user_limit >"
+        " (SELECT COUNT(*) FROM orders o WHERE o.product_id = p.id AND o.user = ?"
+        " AND o.state IN " STOCKDB__HOLDING_SQL "))"
+        " RETURNING id, " EXPIRES_TEXT,
+    /* A JSON array of distinct customers, and the units each holds of the product. */
+    [STOCKDB__ST_USER_COUNT] =
+        "SELECT k.usr, (SELECT COUNT(*) FROM orders o WHERE o.product_id = ? AND o.user = k.usr"
+        " AND o.state IN " STOCKDB__HOLDING_SQL ") FROM JSON_TABLE(?, '$[*]' COLUMNS ("
+        "usr VARCHAR(64) PATH '$')) AS k",
+    [STOCKDB__ST_ORDER_READ] = "SELECT product_id, user, state + 0, expires_at <= UTC_TIMESTAMP(6),"
+                               " " EXPIRES_TEXT " FROM orders WHERE id = ?",
+    /* One change of stockdb_changes (stockdb_life.c): to, gives back (released_at), the
+     * order, its product and its customer, from, and when (0 any, 1 before expiry, 2 after). */
+    [STOCKDB__ST_ORDER_CHANGE] =
+        "UPDATE orders SET state = ?, released_at = IF(? > 0, UTC_TIMESTAMP(6), released_at)"
+        " WHERE id = ? AND product_id = ? AND user = ? AND state = ? AND (? = 0"
+        " OR (? = 1 AND expires_at > UTC_TIMESTAMP(6))"
+        " OR (? = 2 AND expires_at <= UTC_TIMESTAMP(6)))",
+    [STOCKDB__ST_RELEASE_EXPIRED] =
+        "UPDATE orders SET state = ?, released_at = UTC_TIMESTAMP(6) WHERE state = ?"
+        " AND expires_at <= UTC_TIMESTAMP(6) AND product_id = ? ORDER BY expires_at LIMIT ?",
+    [STOCKDB__ST_EXPIRED_SCAN] = "SELECT product_id FROM orders WHERE state = 'reserved'"
+                                 " AND expires_at <= UTC_TIMESTAMP(6) ORDER BY expires_at LIMIT ?",
+    /* LAST_INSERT_ID(expr) hands the stock after back, as the atomic UPDATE does. A raise
+     * needs no compare-and-set (nothing it wrote rests on a read), only the fence. */
+    [STOCKDB__ST_STOCK_ADD] = "UPDATE product SET stock = LAST_INSERT_ID(stock + ?),"
+                              " row_version = row_version + 1 WHERE id = ?",
+    [STOCKDB__ST_STOCK_ADD_FENCED] =
+        "UPDATE product SET stock = LAST_INSERT_ID(stock + ?), fence = ?, fence_kind = ?,"
+        " row_version = row_version + 1 WHERE id = ? AND (fence <= ? OR fence_kind <> ?)",
+    [STOCKDB__ST_RESTOCK_INSERT] = "INSERT INTO restock (product_id, units, instance)"
+                                   " VALUES (?, ?, ?)",
+    [STOCKDB__ST_STOCK_RESTOCKED] =
+        "SELECT p.stock + " SEGMENTS_SUM ", CAST((SELECT COALESCE(SUM(r.units), 0) FROM restock r"
+        " WHERE r.product_id = p.id) AS SIGNED) FROM product p WHERE p.id = ?",
 };
 
 /* Short names for error messages. */
@@ -114,6 +171,16 @@ const char *const stockdb__stmt_name[STOCKDB__ST_COUNT] = {
     [STOCKDB__ST_SEG_READ_FOR_UPDATE] = "SELECT segment stock, fence FOR UPDATE",
     [STOCKDB__ST_SEG_UPDATE_BATCH] = "UPDATE product_segment by k",
     [STOCKDB__ST_SEG_UPDATE_BATCH_FENCED] = "UPDATE product_segment by k (fenced)",
+    [STOCKDB__ST_INSERT_ATOMIC] = "INSERT INTO orders (atomic, with the limit)",
+    [STOCKDB__ST_USER_COUNT] = "SELECT the units of each customer",
+    [STOCKDB__ST_ORDER_READ] = "SELECT an order",
+    [STOCKDB__ST_ORDER_CHANGE] = "UPDATE an order's state",
+    [STOCKDB__ST_RELEASE_EXPIRED] = "UPDATE expired reservations",
+    [STOCKDB__ST_EXPIRED_SCAN] = "SELECT products with expired reservations",
+    [STOCKDB__ST_STOCK_ADD] = "UPDATE product by +k",
+    [STOCKDB__ST_STOCK_ADD_FENCED] = "UPDATE product by +k (fenced)",
+    [STOCKDB__ST_RESTOCK_INSERT] = "INSERT INTO restock",
+    [STOCKDB__ST_STOCK_RESTOCKED] = "SELECT stock and restocked units",
 };
 
 static const char sql_timeouts[] =
@@ -341,6 +408,27 @@ int stockdb__run(stockdb *db, int id, MYSQL_BIND *params, MYSQL_BIND *results, b
     return STOCKDB_OK;
 }
 
+int stockdb__run_each(stockdb *db, int id, MYSQL_BIND *params, MYSQL_BIND *results,
+                      int (*each)(void *arg), void *arg) {
+    MYSQL_STMT *st = db->stmt[id];
+    if (!st) {
+        stockdb__set_err(db, "%s: not connected (the connection was dropped)",
+                         stockdb__stmt_name[id]);
+        return stockdb__code(db, CR_SERVER_LOST);
+    }
+    db->statements++;
+    db->in_trx = true;
+    if (mysql_stmt_bind_param(st, params) || mysql_stmt_execute(st) ||
+        mysql_stmt_bind_result(st, results) || mysql_stmt_store_result(st))
+        return run_failed(db, st, id);
+    int rc, out = STOCKDB_OK;
+    while (out == STOCKDB_OK && ((rc = mysql_stmt_fetch(st)) == 0 || rc == MYSQL_DATA_TRUNCATED))
+        out = each(arg);
+    if (out == STOCKDB_OK && rc == 1) return run_failed(db, st, id);
+    mysql_stmt_free_result(st);
+    return out;
+}
+
 void stockdb__rollback(stockdb *db) {
     if (!db->conn) return;
     db->statements++;
@@ -407,13 +495,14 @@ int stockdb__read_total(stockdb *db, int32_t product_id, const char *request_id,
 int stockdb__read_product(stockdb *db, int32_t product_id, bool *found, int32_t *stock,
                           int64_t *fence, int32_t *kind, uint64_t *version) {
     int32_t pid = product_id;
-    MYSQL_BIND p[1], r[4];
+    MYSQL_BIND p[1], r[6];
+    stockdb__terms unused;
     *found = false;
     *stock = *kind = 0;
     *fence = 0;
     *version = 0;
     stockdb__bind_int(&p[0], &pid, NULL);
-    stockdb__bind_row(r, stock, fence, kind, version);
+    stockdb__bind_row(r, stock, fence, kind, version, &unused);
     return stockdb__run(db, STOCKDB__ST_READ, p, r, found, NULL);
 }
 
@@ -423,6 +512,14 @@ bool stockdb__request_id_ok(stockdb *db, const char *what, const char *key) {
     if (n > 0 && n <= STOCKDB_REQUEST_ID_MAX) return true;
     stockdb__set_err(db, "%s: request id must be 1..%d bytes, not %zu", what,
                      STOCKDB_REQUEST_ID_MAX, n);
+    return false;
+}
+
+bool stockdb__user_ok(stockdb *db, const char *what, const char *user) {
+    if (!user) return true;
+    size_t n = strlen(user);
+    if (n > 0 && n <= STOCKDB_USER_MAX) return true;
+    stockdb__set_err(db, "%s: a customer must be 1..%d bytes, not %zu", what, STOCKDB_USER_MAX, n);
     return false;
 }
 

@@ -63,6 +63,7 @@
     -9                             /* the server chose this transaction as a deadlock or lock      \
                                       wait timeout victim; rolled back, safe to retry */
 #define STOCKDB_ERR_KEY_REUSED -10 /* the request id has an order of another product */
+#define STOCKDB_ERR_STATE      -11 /* the order is not in a state this change may leave */
 
 /* The most items in one stockdb_deduct_batch. */
 #define STOCKDB_BATCH_MAX 1024
@@ -71,6 +72,10 @@
  * (orders.instance is VARCHAR(64)), in bytes. */
 #define STOCKDB_REQUEST_ID_MAX 100
 #define STOCKDB_INSTANCE_MAX   64
+/* The longest customer (orders.user is VARCHAR(64)), in bytes. */
+#define STOCKDB_USER_MAX 64
+/* The text of a DATETIME(6), "YYYY-MM-DD HH:MM:SS.ffffff" (UTC), and its NUL. */
+#define STOCKDB_TIME_TEXT 27
 
 /* How the deduction protects itself (or not). */
 typedef enum stockdb_strategy {
@@ -86,6 +91,9 @@ typedef enum stockdb_strategy {
 typedef enum stockdb_outcome {
     STOCKDB_DEDUCTED = 0,
     STOCKDB_SOLD_OUT = 1,
+    /* The customer holds product.per_user_limit units already (its sold, reserved and
+     * paid orders, and earlier deductions of the same batch): nothing was deducted. */
+    STOCKDB_LIMIT_REACHED = 2,
 } stockdb_outcome;
 
 typedef struct stockdb_config {
@@ -115,6 +123,10 @@ typedef struct stockdb_result {
     int32_t stock;
     uint64_t order_id; /* orders.id when deducted, else 0 */
     bool replayed;     /* the request id had already deducted: this is its first order */
+    /* Deducted from a product with reserve_seconds (not replayed): the order is reserved
+     * until expires_at (UTC, the database's clock), then given back unless paid. */
+    bool reserved;
+    char expires_at[STOCKDB_TIME_TEXT];
 } stockdb_result;
 
 /* What a deduction needs besides the product. Every field may be zero / NULL. */
@@ -143,6 +155,13 @@ typedef struct stockdb_request {
      * STOCKDB_ERR_KEY_REUSED (a client's mistake, not a database error). It also lets a
      * COMMIT whose reply was lost be confirmed after reconnect. NULL stores no key. */
     const char *request_id;
+    /* The customer (1..STOCKDB_USER_MAX bytes, else STOCKDB_ERR_CONFIG; NULL = none),
+     * stored in orders.user. When the product has a per_user_limit, the customer's sold,
+     * reserved and paid orders are counted in the same transaction, after the row is
+     * locked (ATOMIC: after its UPDATE took the row lock), and a customer at the limit
+     * gets STOCKDB_LIMIT_REACHED. Exact whenever the stock is (under a lock, FOR_UPDATE,
+     * ATOMIC); READ_CHECK_UPDATE without a lock races on the count as on the stock. */
+    const char *user;
     /* Called after the UPDATE and INSERT and right before COMMIT; a non-zero return
      * refuses the commit (STOCKDB_ERR_GUARD, rolled back). Used to re-check that the
      * distributed lock is still held. NULL = always commit. */
@@ -198,6 +217,7 @@ int stockdb_deduct(stockdb *db, stockdb_strategy strategy, const stockdb_request
 /* One deduction inside a batch. request_id is the caller's (borrowed; NULL = none). */
 typedef struct stockdb_item {
     const char *request_id;
+    const char *user; /* as stockdb_request.user (borrowed) */
     /* out: STOCKDB_OK, STOCKDB_ERR_KEY_REUSED, or STOCKDB_ERR_QUERY for a key the
      * database refuses as a duplicate although no order with it can be found (a
      * request_id column not yet migrated to sql/schema.sql's collation); that item
@@ -265,12 +285,119 @@ int stockdb_deduct_batch(stockdb *db, stockdb_strategy strategy, stockdb_batch *
 int stockdb_deduct_multi(stockdb *db, stockdb_strategy strategy, stockdb_batch *bs, size_t nb,
                          int (*guard)(void *arg), void *guard_arg);
 
+/* ---------------------------------------------------------------- after the deduction
+ *
+ * An order's states and the changes between them are ONE table, stockdb_changes
+ * (stockdb_life.c), which the statements below read: the state a change needs, the one
+ * it leaves, when it may happen, and what it gives back to the stock. docs/orders.md
+ * draws it. Every change is a conditional UPDATE on the order's state (a pay and an
+ * expiry, or a cancel and an expiry, racing: one of them changes the row, the other
+ * none), and a change that gives the unit back raises the stock in the same transaction,
+ * fenced like a deduction's write. */
+typedef enum stockdb_state {
+    STOCKDB_STATE_SOLD = 0, /* the order of ENUM('sold', ...) in sql/schema.sql */
+    STOCKDB_STATE_RESERVED,
+    STOCKDB_STATE_PAID,
+    STOCKDB_STATE_CANCELLED,
+    STOCKDB_STATE_EXPIRED,
+    STOCKDB_STATE_COUNT
+} stockdb_state;
+
+typedef enum stockdb_event {
+    STOCKDB_EV_PAY = 0, /* the customer pays a reservation */
+    STOCKDB_EV_CANCEL,  /* the customer gives it back */
+    STOCKDB_EV_EXPIRE,  /* the service gives back a reservation left unpaid past expires_at */
+    STOCKDB_EV_COUNT
+} stockdb_event;
+
+/* When a change may happen, against the order's expires_at and the database's clock. */
+typedef enum stockdb_when {
+    STOCKDB_WHEN_ANY = 0,
+    STOCKDB_WHEN_BEFORE_EXPIRY,
+    STOCKDB_WHEN_AFTER_EXPIRY,
+} stockdb_when;
+
+typedef struct stockdb_change {
+    stockdb_event event;
+    stockdb_state from, to;
+    stockdb_when when;
+    int32_t stock_delta; /* units given back to the stock */
+} stockdb_change;
+
+/* The table, one row per event (stockdb_changes[e].event == e). */
+extern const stockdb_change stockdb_changes[STOCKDB_EV_COUNT];
+/* "sold", "reserved", ... (the ENUM's words); "?" out of range. */
+const char *stockdb_state_name(stockdb_state s);
+/* True for the states that hold a unit (counted by the limit): sold, reserved, paid. */
+bool stockdb_state_holds(stockdb_state s);
+
+/* One order as read (stockdb_order_read). */
+typedef struct stockdb_order {
+    uint64_t id;
+    int32_t product_id;
+    stockdb_state state;
+    bool has_user;
+    char user[STOCKDB_USER_MAX + 1];
+    bool past_expiry; /* expires_at is set and not after the database's clock now */
+    char expires_at[STOCKDB_TIME_TEXT]; /* "" when NULL */
+} stockdb_order;
+
+/* Reads order id (no lock; 2 statements with the ROLLBACK). STOCKDB_OK, or
+ * STOCKDB_ERR_NOT_FOUND when there is none. */
+int stockdb_order_read(stockdb *db, uint64_t id, stockdb_order *out);
+
+/* What a change of one order, or the expiry of a product's reservations, needs. */
+typedef struct stockdb_life {
+    int32_t product_id;
+    stockdb_strategy strategy; /* FOR_UPDATE: the product row is locked first */
+    int64_t fence;             /* as stockdb_request.fence, for the stock's write */
+    uint8_t fence_kind;
+    int (*guard)(void *arg); /* as stockdb_request.guard */
+    void *guard_arg;
+} stockdb_life;
+
+/* Changes order `id` of product l->product_id by the customer `user` with event (PAY or
+ * CANCEL), as stockdb_changes says, in one transaction: the conditional UPDATE of the
+ * order, the stock raised when the change gives the unit back (fenced), the guard,
+ * COMMIT. Returns STOCKDB_OK (changed; *after is the order now), or, with nothing
+ * changed and *after the order as read: STOCKDB_ERR_NOT_FOUND (no such order, or not
+ * of that product), STOCKDB_ERR_STATE (not in the state the change needs, or PAY past
+ * expires_at: after->past_expiry tells), STOCKDB_ERR_KEY_REUSED (the order is another
+ * customer's), or an error of the transaction (_FENCED, _GUARD, _CONNECT, _DEADLOCK,
+ * _QUERY, _UNKNOWN when a COMMIT reply was lost and the order's state could not be read
+ * back). */
+int stockdb_order_change(stockdb *db, const stockdb_life *l, uint64_t id, stockdb_event event,
+                         const char *user, stockdb_order *after);
+
+/* Gives back at most max (1..1000) reservations of product l->product_id left unpaid
+ * past their expires_at, oldest first, as stockdb_changes' EXPIRE says, in one
+ * transaction (fenced and guarded as above). *released is how many. A reservation paid
+ * or cancelled meanwhile is not touched: the UPDATE is conditional on its state. */
+int stockdb_release_expired(stockdb *db, const stockdb_life *l, unsigned max, unsigned *released);
+
+/* Products that have reservations past their expiry: at most max (1..1000) of the
+ * oldest such reservations are read (a bounded range of the index on (state,
+ * expires_at)), and their distinct products written to out. */
+int stockdb_expired_products(stockdb *db, int32_t *out, unsigned max, unsigned *n);
+
+/* Raises product l->product_id's stock by units (1..1000000) and records it in the
+ * restock table, in one transaction (fenced and guarded as above). *stock is the stock
+ * after. STOCKDB_ERR_NOT_FOUND when there is no such product. */
+int stockdb_restock(stockdb *db, const stockdb_life *l, int32_t units, int32_t *stock);
+
+/* Reads product l's whole stock and the units its restocks added (the restock table), in
+ * one statement, so one snapshot: mode redis-stock's load (stockredis.h). 2 statements;
+ * STOCKDB_ERR_NOT_FOUND when there is no such product. */
+int stockdb_get_stock_restocked(stockdb *db, int32_t product_id, int32_t *stock,
+                                int64_t *restocked);
+
 /* The sold-out pre-check: one read, and the ROLLBACK that ends its transaction (2
  * statements). Reads the product's whole stock (product.stock plus its segments' stock,
  * sql/schema.sql) and, when request_id
  * is not NULL, that key's order (*order_id, *order_product; 0 when it has none).
- * STOCKDB_ERR_NOT_FOUND when there is no such product. Stock only falls under
- * deductions, so stock <= 0 read here is a linearizable "sold out". */
+ * STOCKDB_ERR_NOT_FOUND when there is no such product. A stock <= 0 read here is a
+ * linearizable "sold out" at the moment of this read, whatever raises the stock later
+ * (a cancel, an expiry, a restock): docs/orders.md, "The sold-out pre-check". */
 int stockdb_peek(stockdb *db, int32_t product_id, const char *request_id, int32_t *stock,
                  uint64_t *order_id, int32_t *order_product);
 

@@ -1,8 +1,9 @@
 /* stockdb_batch.c: several deductions of one product as one transaction (stockdb.h's
  * stockdb_deduct_batch); READ_CHECK_UPDATE and FOR_UPDATE requests are a batch of one.
  *
- * One attempt (batch_once) is a row of named steps: the per-row step stockdb__row_take
- * (the check, then k units taken with the fenced compare-and-set), the ledger
+ * One attempt (batch_once) is a row of named steps: the per-row check, the customers
+ * counted against the product's limit (batch_limit), the per-row write (k units taken
+ * with the fenced compare-and-set), the ledger
  * (batch_insert_orders: one INSERT ... RETURNING of the k orders), the guard and COMMIT
  * (batch_commit), and the answers (stockdb__batch_answer). The per-row step knows nothing
  * of items or orders, so the transaction over several products (stockdb_multi.c) can run
@@ -28,14 +29,16 @@
 static int row_read(stockdb *db, stockdb_strategy strategy, stockdb__row *row, bool *found) {
     bool split = row->segment > 0;
     int32_t pid = row->product_id, seg = row->segment;
-    MYSQL_BIND p[2], r[4];
+    MYSQL_BIND p[2], r[6];
     stockdb__bind_int(&p[0], &pid, NULL);
     stockdb__bind_int(&p[1], &seg, NULL);
-    stockdb__bind_row(r, &row->stock, &row->seen_fence, &row->seen_kind, &row->version);
+    stockdb__bind_row(r, &row->stock, &row->seen_fence, &row->seen_kind, &row->version,
+                      &row->terms);
     int id = strategy == STOCKDB_FOR_UPDATE
                  ? (split ? STOCKDB__ST_SEG_READ_FOR_UPDATE : STOCKDB__ST_READ_FOR_UPDATE)
                  : (split ? STOCKDB__ST_SEG_READ : STOCKDB__ST_READ);
     int rc = stockdb__run(db, id, p, r, found, NULL);
+    stockdb__terms_done(&row->terms);
     if (rc != STOCKDB_OK || *found || !split) return rc;
     int32_t total, unused_pid;
     uint64_t unused_id;
@@ -44,6 +47,7 @@ static int row_read(stockdb *db, stockdb_strategy strategy, stockdb__row *row, b
     row->seen_fence = 0;
     row->seen_kind = 0;
     row->version = 0;
+    row->terms = (stockdb__terms){.no_limit = 1, .no_reserve = 1};
     return rc;
 }
 
@@ -117,15 +121,6 @@ int stockdb__row_write(stockdb *db, stockdb__row *row) {
     return STOCKDB_ERR_NOT_FOUND;
 }
 
-int stockdb__row_take(stockdb *db, stockdb_strategy strategy, stockdb__row *row, size_t want,
-                      unsigned think_us, bool wrote) {
-    int rc = stockdb__row_check(db, strategy, row, want, wrote);
-    if (rc != STOCKDB_OK || row->taken == 0) return rc;
-    /* The experiment's stand-in for the business logic between check and write. */
-    stockdb__think(think_us);
-    return stockdb__row_write(db, row);
-}
-
 /* ---------------------------------------------------------------- the batch's state */
 
 /* Answers every open item as sold out, with the stock left. */
@@ -160,6 +155,120 @@ static int answer_known_keys(stockdb *db, stockdb__batch_state *st, size_t *answ
         (*answered)++;
     }
     return STOCKDB_OK;
+}
+
+/* ---------------------------------------------------------------- the limit */
+
+/* The units each customer of a batch holds, as ST_USER_COUNT reads them. */
+typedef struct limit_scan {
+    stockdb__batch_state *st;
+    size_t *first; /* per item: the first open item with its customer */
+    int64_t *held; /* per first item: the units its customer holds */
+    char user[STOCKDB_USER_MAX + 1];
+    unsigned long user_len;
+    my_bool user_null;
+    int64_t count;
+} limit_scan;
+
+static int limit_row(void *arg) {
+    limit_scan *ls = arg;
+    stockdb_batch *b = ls->st->b;
+    size_t len = ls->user_null ? 0 : ls->user_len;
+    if (len > STOCKDB_USER_MAX) len = STOCKDB_USER_MAX;
+    ls->user[len] = '\0';
+    for (size_t i = 0; i < b->n; i++)
+        if (ls->first[i] == i && b->items[i].user && strcmp(b->items[i].user, ls->user) == 0)
+            ls->held[i] = ls->count;
+    return STOCKDB_OK;
+}
+
+/* A customer at the product's limit: its key's order if the key bought before (a retry
+ * is answered, not refused), else limit_reached with the stock as read. */
+static int limit_refuse(stockdb *db, stockdb__batch_state *st, size_t i, int32_t stock) {
+    stockdb_item *it = &st->b->items[i];
+    bool found = false;
+    uint64_t order_id = 0;
+    int32_t pid = 0, now = 0;
+    st->done[i] = true;
+    if (it->request_id) {
+        int rc = stockdb__lookup_order(db, STOCKDB__ST_LOOKUP, it->request_id, &found, &order_id,
+                                       &pid, &now);
+        if (rc != STOCKDB_OK) return rc;
+    }
+    if (found) {
+        it->rc =
+            stockdb__replay(db, st->b->product_id, it->request_id, order_id, pid, now, &it->res);
+        return STOCKDB_OK;
+    }
+    it->rc = STOCKDB_OK;
+    it->res = (stockdb_result){.outcome = STOCKDB_LIMIT_REACHED, .stock = stock};
+    return STOCKDB_OK;
+}
+
+/* The per-customer limit of a batch whose row (checked, so locked where the mode locks)
+ * has one: one statement reads the units each of the batch's customers holds, then the
+ * open items, in arrival order, each count against their customer's, the batch's own
+ * earlier deductions included; one past the limit is answered limit_reached (or from
+ * its key's order). *want becomes the open items left. Returns STOCKDB_OK or a code of
+ * stockdb__run(). */
+static int batch_limit(stockdb *db, stockdb__batch_state *st, const stockdb__row *row,
+                       size_t *want) {
+    stockdb_batch *b = st->b;
+    limit_scan ls = {.st = st,
+                     .first = malloc(b->n * sizeof(*ls.first)),
+                     .held = calloc(b->n, sizeof(*ls.held))};
+    stockdb__json_buf j = {0};
+    int rc = STOCKDB_OK;
+    size_t users = 0;
+    if (!ls.first || !ls.held) goto oom;
+    stockdb__json_raw(&j, "[");
+    for (size_t i = 0; i < b->n; i++) {
+        ls.first[i] = i;
+        if (!stockdb__batch_open(st, i) || !b->items[i].user) continue;
+        for (size_t x = 0; x < i; x++)
+            if (ls.first[x] == x && stockdb__batch_open(st, x) && b->items[x].user &&
+                strcmp(b->items[x].user, b->items[i].user) == 0) {
+                ls.first[i] = x;
+                break;
+            }
+        if (ls.first[i] != i) continue;
+        stockdb__json_raw(&j, users++ ? "," : "");
+        stockdb__json_key(&j, b->items[i].user);
+    }
+    stockdb__json_raw(&j, "]");
+    if (j.oom) goto oom;
+    if (users > 0) {
+        int32_t pid = b->product_id;
+        unsigned long json_len;
+        MYSQL_BIND p[2], r[2];
+        stockdb__bind_int(&p[0], &pid, NULL);
+        stockdb__bind_text(&p[1], j.s, &json_len);
+        stockdb__bind_out_text(&r[0], ls.user, sizeof(ls.user), &ls.user_len, &ls.user_null);
+        stockdb__bind_bigint(&r[1], &ls.count, NULL);
+        rc = stockdb__run_each(db, STOCKDB__ST_USER_COUNT, p, r, limit_row, &ls);
+    }
+    *want = 0;
+    for (size_t i = 0; rc == STOCKDB_OK && i < b->n; i++) {
+        if (!stockdb__batch_open(st, i)) continue;
+        if (b->items[i].user) {
+            size_t f = ls.first[i];
+            if (ls.held[f] >= row->terms.per_user_limit) {
+                rc = limit_refuse(db, st, i, row->stock);
+                continue;
+            }
+            ls.held[f]++;
+        }
+        (*want)++;
+    }
+    goto out;
+oom:
+    stockdb__set_err(db, "out of memory for the customers of a batch");
+    rc = stockdb__code(db, CR_OUT_OF_MEMORY);
+out:
+    free(j.s);
+    free(ls.first);
+    free(ls.held);
+    return rc;
 }
 
 /* ---------------------------------------------------------------- the ledger */
@@ -229,14 +338,17 @@ int stockdb__insert_returning(stockdb *db, int sid, stockdb__batch_state *sts, s
     return STOCKDB_OK;
 }
 
-/* The JSON array of the keys of items st->sel[0..k-1], in that order (NULL when out of
- * memory; the caller frees it). */
+/* The JSON array of [key, customer] of items st->sel[0..k-1], in that order (NULL when
+ * out of memory; the caller frees it). */
 static char *keys_json(const stockdb__batch_state *st, size_t k) {
     stockdb__json_buf j = {0};
     stockdb__json_raw(&j, "[");
     for (size_t x = 0; x < k; x++) {
-        if (x) stockdb__json_raw(&j, ",");
+        stockdb__json_raw(&j, x ? ",[" : "[");
         stockdb__json_key(&j, st->b->items[st->sel[x]].request_id);
+        stockdb__json_raw(&j, ",");
+        stockdb__json_key(&j, st->b->items[st->sel[x]].user);
+        stockdb__json_raw(&j, "]");
     }
     stockdb__json_raw(&j, "]");
     return j.s;
@@ -252,16 +364,22 @@ static int insert_orders(stockdb *db, stockdb__batch_state *st, size_t k, size_t
     int32_t pid = b->product_id;
     int64_t fence = b->fence;
     my_bool fence_null = b->fence <= 0;
-    unsigned long instance_len, key_len;
+    unsigned long instance_len, key_len, user_len, state_len, expires_len;
     uint64_t rows = 0;
-    MYSQL_BIND p[4];
+    MYSQL_BIND p[7];
+    bool reserve = st->terms && st->terms->expires_at[0];
 
     stockdb__bind_int(&p[0], &pid, NULL);
     stockdb__bind_text(&p[1], db->instance, &instance_len);
     stockdb__bind_bigint(&p[2], &fence, &fence_null);
     if (st->one_by_one) {
+        stockdb__bind_text(
+            &p[5], stockdb_state_name(reserve ? STOCKDB_STATE_RESERVED : STOCKDB_STATE_SOLD),
+            &state_len);
+        stockdb__bind_text(&p[6], reserve ? st->terms->expires_at : NULL, &expires_len);
         for (size_t j = 0; j < k; j++) {
             stockdb__bind_text(&p[3], b->items[st->sel[j]].request_id, &key_len);
+            stockdb__bind_text(&p[4], b->items[st->sel[j]].user, &user_len);
             *dup_at = j;
             int rc = stockdb__run(db, STOCKDB__ST_INSERT, p, NULL, NULL, &rows);
             if (rc != STOCKDB_OK) return rc;
@@ -274,7 +392,11 @@ static int insert_orders(stockdb *db, stockdb__batch_state *st, size_t k, size_t
         stockdb__set_err(db, "out of memory for the keys of a batch");
         return stockdb__code(db, CR_OUT_OF_MEMORY);
     }
-    stockdb__bind_text(&p[3], json, &key_len);
+    stockdb__bind_text(&p[3],
+                       stockdb_state_name(reserve ? STOCKDB_STATE_RESERVED : STOCKDB_STATE_SOLD),
+                       &state_len);
+    stockdb__bind_text(&p[4], reserve ? st->terms->expires_at : NULL, &expires_len);
+    stockdb__bind_text(&p[5], json, &key_len);
     int rc = stockdb__insert_returning(db, STOCKDB__ST_INSERT_BATCH, st, 1, &k, p);
     free(json);
     return rc;
@@ -368,11 +490,15 @@ static int batch_commit(stockdb *db, stockdb__batch_state *st, size_t k) {
 /* The answers of a committed attempt that read stock and took k units: items sel[0..k-1]
  * each their order and the stock it left, every other open item sold out. */
 void stockdb__batch_answer(stockdb__batch_state *st, int32_t stock, size_t k) {
+    bool reserve = st->terms && st->terms->expires_at[0];
     for (size_t j = 0; j < k; j++) {
         stockdb_item *it = &st->b->items[st->sel[j]];
         it->rc = STOCKDB_OK;
-        it->res = (stockdb_result){
-            .outcome = STOCKDB_DEDUCTED, .stock = stock - (int32_t)j - 1, .order_id = st->ids[j]};
+        it->res = (stockdb_result){.outcome = STOCKDB_DEDUCTED,
+                                   .stock = stock - (int32_t)j - 1,
+                                   .order_id = st->ids[j],
+                                   .reserved = reserve};
+        if (reserve) memcpy(it->res.expires_at, st->terms->expires_at, STOCKDB_TIME_TEXT);
         st->done[st->sel[j]] = true;
     }
     batch_sold_out(st, stock - (int32_t)k);
@@ -403,10 +529,23 @@ static int batch_once(stockdb *db, stockdb_strategy strategy, stockdb__batch_sta
     for (size_t i = 0; i < b->n; i++)
         if (stockdb__batch_open(st, i)) want++;
 
-    int rc = stockdb__row_take(db, strategy, &row, want, b->think_us, false);
+    int rc = stockdb__row_check(db, strategy, &row, want, false);
     if ((rc == STOCKDB_ERR_NOT_FOUND || rc == STOCKDB_ERR_FENCED) && row.taken == 0)
         end_read(db, strategy); /* refused by the check */
     if (rc != STOCKDB_OK) return rc;
+    st->terms = &row.terms;
+    if (!row.terms.no_limit) {
+        /* Counted after the check, so under the same lock (or row lock) as the stock. */
+        rc = batch_limit(db, st, &row, &want);
+        if (rc != STOCKDB_OK) return stockdb__fail(db, rc, false);
+        row.taken = row.stock <= 0 ? 0 : (size_t)row.stock < want ? row.stock : (int32_t)want;
+    }
+    if (row.taken > 0) {
+        /* The experiment's stand-in for the business logic between check and write. */
+        stockdb__think(b->think_us);
+        rc = stockdb__row_write(db, &row);
+        if (rc != STOCKDB_OK) return rc;
+    }
     size_t k = (size_t)row.taken;
     if (k == 0) {
         /* Nothing to sell. A key that bought before still gets its order. */
@@ -476,7 +615,8 @@ bool stockdb__batch_args_ok(stockdb *db, stockdb_strategy strategy, const stockd
         return false;
     }
     for (size_t i = 0; i < b->n; i++)
-        if (!stockdb__request_id_ok(db, "stockdb_deduct_batch", b->items[i].request_id))
+        if (!stockdb__request_id_ok(db, "stockdb_deduct_batch", b->items[i].request_id) ||
+            !stockdb__user_ok(db, "stockdb_deduct_batch", b->items[i].user))
             return false;
     return true;
 }

@@ -29,21 +29,23 @@ static void bind_update_atomic(MYSQL_BIND *p, bool fenced, int64_t *fence, int32
 }
 
 /* Answers req from the order of its key, after the transaction was ended: the order's
- * replay if there is one; else sold out (stock as read) when sold_out, or an error (the
- * database refused the key as a duplicate, yet no order has it). */
-static int atomic_by_key(stockdb *db, const stockdb_request *req, bool sold_out, int32_t stock,
+ * replay if there is one; else `none` (STOCKDB_SOLD_OUT or STOCKDB_LIMIT_REACHED, with
+ * the stock as read), or with none < 0 an error (the database refused the key as a
+ * duplicate, yet no order has it). */
+static int atomic_by_key(stockdb *db, const stockdb_request *req, int none, int32_t stock,
                          stockdb_result *out) {
     bool found = false;
     uint64_t order_id = 0;
     int32_t found_pid = 0, found_stock = 0;
-    int rc = stockdb__lookup_order(db, STOCKDB__ST_LOOKUP, req->request_id, &found, &order_id,
-                                   &found_pid, &found_stock);
+    int rc = req->request_id ? stockdb__lookup_order(db, STOCKDB__ST_LOOKUP, req->request_id,
+                                                     &found, &order_id, &found_pid, &found_stock)
+                             : STOCKDB_OK;
     if (rc != STOCKDB_OK) return stockdb__fail(db, rc, false);
     if (found)
         return stockdb__replay(db, req->product_id, req->request_id, order_id, found_pid,
                                found_stock, out);
-    if (sold_out) {
-        out->outcome = STOCKDB_SOLD_OUT;
+    if (none >= 0) {
+        out->outcome = (stockdb_outcome)none;
         out->stock = stock;
         return STOCKDB_OK;
     }
@@ -75,12 +77,46 @@ static int atomic_refused(stockdb *db, const stockdb_request *req, int id, stock
                          stockdb__stmt_name[id], pid, stock);
         return STOCKDB_ERR_QUERY;
     }
-    if (!req->request_id) {
-        out->outcome = STOCKDB_SOLD_OUT;
-        out->stock = stock;
-        return STOCKDB_OK;
-    }
-    return atomic_by_key(db, req, true, stock, out);
+    return atomic_by_key(db, req, STOCKDB_SOLD_OUT, stock, out);
+}
+
+/* ATOMIC's order (ST_INSERT_ATOMIC), after the UPDATE took the row lock: written unless
+ * the customer holds the product's limit (then *inserted is false), reserved when the
+ * product reserves (out->reserved, out->expires_at). As stockdb__insert_returning, no
+ * mysql_stmt_free_result() on a failure (a duplicate key may end a RETURNING result with
+ * an error). Returns STOCKDB_OK or a code of stockdb__code(). */
+static int atomic_insert(stockdb *db, const stockdb_request *req, bool fenced, int64_t *fence,
+                         uint64_t *order_id, stockdb_result *out, bool *inserted) {
+    MYSQL_STMT *st = db->stmt[STOCKDB__ST_INSERT_ATOMIC];
+    const char *name = stockdb__stmt_name[STOCKDB__ST_INSERT_ATOMIC];
+    int32_t pid = req->product_id;
+    my_bool fence_null = !fenced, expires_null = 1;
+    unsigned long instance_len, rid_len, user_len[3], expires_len = 0;
+    MYSQL_BIND p[7], r[2];
+    stockdb__bind_text(&p[0], db->instance, &instance_len);
+    stockdb__bind_bigint(&p[1], fence, &fence_null);
+    stockdb__bind_text(&p[2], req->request_id, &rid_len);
+    stockdb__bind_text(&p[3], req->user, &user_len[0]);
+    stockdb__bind_int(&p[4], &pid, NULL);
+    stockdb__bind_text(&p[5], req->user, &user_len[1]);
+    stockdb__bind_text(&p[6], req->user, &user_len[2]);
+    stockdb__bind_ubigint(&r[0], order_id);
+    stockdb__bind_out_text(&r[1], out->expires_at, sizeof(out->expires_at), &expires_len,
+                           &expires_null);
+    db->statements++;
+    db->in_trx = true;
+    if (mysql_stmt_bind_param(st, p) || mysql_stmt_execute(st) || mysql_stmt_bind_result(st, r) ||
+        mysql_stmt_store_result(st))
+        return stockdb__stmt_error(db, st, name);
+    int rc = mysql_stmt_fetch(st);
+    if (rc == 1) return stockdb__stmt_error(db, st, name);
+    *inserted = rc == 0 || rc == MYSQL_DATA_TRUNCATED;
+    mysql_stmt_free_result(st);
+    size_t n = expires_null ? 0 : expires_len;
+    if (n >= sizeof(out->expires_at)) n = sizeof(out->expires_at) - 1;
+    out->expires_at[n] = '\0';
+    out->reserved = *inserted && n > 0;
+    return STOCKDB_OK;
 }
 
 /* One attempt at the atomic deduction on a connected handle. Returns a STOCKDB_* code,
@@ -104,22 +140,21 @@ static int atomic_once(stockdb *db, const stockdb_request *req, stockdb_result *
     int32_t stock = (int32_t)mysql_stmt_insert_id(db->stmt[id]);
     out->stock = stock;
 
-    MYSQL_BIND ins[4];
-    unsigned long instance_len, rid_len;
-    my_bool fence_null = !fenced;
-    stockdb__bind_int(&ins[0], &pid, NULL);
-    stockdb__bind_text(&ins[1], db->instance, &instance_len);
-    stockdb__bind_bigint(&ins[2], &fence, &fence_null);
-    stockdb__bind_text(&ins[3], req->request_id, &rid_len);
-    rc = stockdb__run(db, STOCKDB__ST_INSERT, ins, NULL, NULL, &rows);
+    bool inserted = false;
+    rc = atomic_insert(db, req, fenced, &fence, &order_id, out, &inserted);
     if (rc != STOCKDB_OK) {
         if (!stockdb__duplicate_key(db, rc) || !req->request_id) return stockdb__fail(db, rc, true);
         /* The key has an order already (a retry, or a twin that committed first): ours
          * is undone and the first order is the answer. */
         stockdb__rollback(db);
-        return atomic_by_key(db, req, false, stock, out);
+        return atomic_by_key(db, req, -1, stock, out);
     }
-    order_id = mysql_stmt_insert_id(db->stmt[STOCKDB__ST_INSERT]);
+    if (!inserted) {
+        /* The customer holds the limit: the UPDATE is undone (a key that bought before
+         * is answered with its order). */
+        stockdb__rollback(db);
+        return atomic_by_key(db, req, STOCKDB_LIMIT_REACHED, stock + 1, out);
+    }
     if (req->guard && req->guard(req->guard_arg) != 0) {
         stockdb__rollback(db);
         stockdb__set_err(db, "the guard refused the commit; rolled back");
@@ -153,7 +188,7 @@ int stockdb_deduct(stockdb *db, stockdb_strategy strategy, const stockdb_request
     }
     if (strategy != STOCKDB_ATOMIC) {
         /* The read-check-update strategies are a batch of one. */
-        stockdb_item item = {.request_id = req->request_id};
+        stockdb_item item = {.request_id = req->request_id, .user = req->user};
         stockdb_batch b = {.product_id = req->product_id,
                            .fence = req->fence,
                            .fence_kind = req->fence_kind,
@@ -167,7 +202,9 @@ int stockdb_deduct(stockdb *db, stockdb_strategy strategy, const stockdb_request
         *out = rc == STOCKDB_OK ? item.res : (stockdb_result){0};
         return rc;
     }
-    if (!stockdb__request_id_ok(db, "stockdb_deduct", req->request_id)) return STOCKDB_ERR_CONFIG;
+    if (!stockdb__request_id_ok(db, "stockdb_deduct", req->request_id) ||
+        !stockdb__user_ok(db, "stockdb_deduct", req->user))
+        return STOCKDB_ERR_CONFIG;
     if (req->fence < 0) {
         stockdb__set_err(db, "stockdb_deduct: negative fence %lld", (long long)req->fence);
         return STOCKDB_ERR_CONFIG;

@@ -44,8 +44,22 @@ enum {
     STOCKDB__ST_SEG_READ_FOR_UPDATE,
     STOCKDB__ST_SEG_UPDATE_BATCH,
     STOCKDB__ST_SEG_UPDATE_BATCH_FENCED, /* ... on one segment of a split product */
+    STOCKDB__ST_INSERT_ATOMIC,           /* ATOMIC's order: the limit and the reservation inside */
+    STOCKDB__ST_USER_COUNT,              /* the units each customer of a batch holds */
+    STOCKDB__ST_ORDER_READ,              /* one order, for a change (stockdb_life.c) */
+    STOCKDB__ST_ORDER_CHANGE,            /* a change of stockdb_changes, conditional on state */
+    STOCKDB__ST_RELEASE_EXPIRED,         /* the expiry of a product's oldest reservations */
+    STOCKDB__ST_EXPIRED_SCAN,            /* the products that have some */
+    STOCKDB__ST_STOCK_ADD,               /* units given back or restocked */
+    STOCKDB__ST_STOCK_ADD_FENCED,
+    STOCKDB__ST_RESTOCK_INSERT,
+    STOCKDB__ST_STOCK_RESTOCKED, /* the whole stock and the restocks' units, one snapshot */
     STOCKDB__ST_COUNT
 };
+
+/* The states that hold a unit, as SQL (stockdb_state_holds says the same of
+ * stockdb_changes' states; test_contract checks the two agree). */
+#define STOCKDB__HOLDING_SQL "('sold', 'reserved', 'paid')"
 
 /* Short names of the statements, for error texts. */
 extern const char *const stockdb__stmt_name[STOCKDB__ST_COUNT];
@@ -153,6 +167,8 @@ int stockdb__read_product(stockdb *db, int32_t product_id, bool *found, int32_t 
 
 /* Checks a request id: NULL or 1..STOCKDB_REQUEST_ID_MAX bytes; sets errstr when not. */
 bool stockdb__request_id_ok(stockdb *db, const char *what, const char *key);
+/* Checks a customer: NULL or 1..STOCKDB_USER_MAX bytes; sets errstr when not. */
+bool stockdb__user_ok(stockdb *db, const char *what, const char *user);
 
 /* True when a row last fenced with (row_fence, row_kind) was written by a newer holder
  * than our token of our kind. Tokens of different kinds are not comparable: a row last
@@ -225,15 +241,53 @@ static inline void stockdb__bind_text(MYSQL_BIND *b, const char *s, unsigned lon
     b->length = len;
 }
 
+/* A text result of at most cap - 1 bytes, NUL-terminated by the caller (len). */
+static inline void stockdb__bind_out_text(MYSQL_BIND *b, char *buf, size_t cap, unsigned long *len,
+                                          my_bool *is_null) {
+    memset(b, 0, sizeof(*b));
+    b->buffer_type = MYSQL_TYPE_STRING;
+    b->buffer = buf;
+    b->buffer_length = cap;
+    b->length = len;
+    b->is_null = is_null;
+}
+
+/* What a product row says about its sales (sql/schema.sql): its per_user_limit and, when
+ * it reserves, when a reservation made now expires (the database's UTC clock plus
+ * reserve_seconds, as text). A segment row has neither. */
+typedef struct stockdb__terms {
+    int32_t per_user_limit;
+    my_bool no_limit; /* per_user_limit IS NULL */
+    char expires_at[STOCKDB_TIME_TEXT];
+    unsigned long expires_len;
+    my_bool no_reserve; /* reserve_seconds IS NULL: sell at once */
+} stockdb__terms;
+
+/* After a fetch: expires_at NUL-terminated ("" when the product does not reserve). */
+static inline void stockdb__terms_done(stockdb__terms *t) {
+    size_t n = t->no_reserve ? 0 : t->expires_len;
+    if (n >= sizeof(t->expires_at)) n = sizeof(t->expires_at) - 1;
+    t->expires_at[n] = '\0';
+}
+
 /* Binds the results of the reads of a row (ST_READ, ST_SEG_READ and their FOR UPDATE
- * forms): stock, fence, fence_kind, row_version. */
+ * forms): stock, fence, fence_kind, row_version, and the product's terms (6 columns). */
 static inline void stockdb__bind_row(MYSQL_BIND *r, int32_t *stock, int64_t *fence, int32_t *kind,
-                                     uint64_t *version) {
+                                     uint64_t *version, stockdb__terms *t) {
     stockdb__bind_int(&r[0], stock, NULL);
     stockdb__bind_bigint(&r[1], fence, NULL);
     stockdb__bind_int(&r[2], kind, NULL);
     stockdb__bind_ubigint(&r[3], version);
+    stockdb__bind_int(&r[4], &t->per_user_limit, &t->no_limit);
+    stockdb__bind_out_text(&r[5], t->expires_at, sizeof(t->expires_at), &t->expires_len,
+                           &t->no_reserve);
 }
+
+/* Runs statement id with params and calls each(arg) once per row fetched into results;
+ * a non-zero return of each stops the fetch with that code. Counts one statement.
+ * Returns STOCKDB_OK, each's code, or a code of stockdb__code(). */
+int stockdb__run_each(stockdb *db, int id, MYSQL_BIND *params, MYSQL_BIND *results,
+                      int (*each)(void *arg), void *arg);
 
 /* ---------------------------------------------------------------- one row of a batch */
 
@@ -250,34 +304,26 @@ typedef struct stockdb__row {
     int32_t stock;      /* as read (0 for a segment that has no row) */
     int64_t seen_fence; /* the row's fence and kind as read */
     int32_t seen_kind;
-    uint64_t version; /* the row_version the compare-and-set expects */
-    int32_t taken;    /* units the write took: min(want, max(stock, 0)); 0 = no write */
+    uint64_t version;     /* the row_version the compare-and-set expects */
+    int32_t taken;        /* units the write took: min(want, max(stock, 0)); 0 = no write */
+    stockdb__terms terms; /* the product's limit and reservation, as read */
 } stockdb__row;
 
-/* The per-row step of a batch, inside the caller's transaction (stockdb_batch.c). Reads
- * the row (locking it when strategy is STOCKDB_FOR_UPDATE), refuses if a newer holder has
- * written it, and when there is stock takes min(want, stock) units: sleeps think_us, then
- * writes stock - taken, unconditionally without a fence (the seed's write) and as the
- * fenced compare-and-set on the version it read with one. wrote: the transaction has
- * written before this row (for stockdb__fail). Returns:
- *  - STOCKDB_OK: row->taken units are written (0: nothing was, and the transaction is the
- *    caller's to end, as after a refused check);
- *  - STOCKDB_ERR_NOT_FOUND (no such product) or STOCKDB_ERR_FENCED from the check, which
- *    wrote nothing: the caller ends the transaction (a plain read holds no row lock, so a
- *    batch of one may still look keys up in it);
- *  - STOCKDB__RETRY_STALE (the compare-and-set found the row changed) or
- *    STOCKDB_ERR_NOT_FOUND (the row was deleted after the check) from the write, which
- *    leaves row->taken > 0: the whole transaction is rolled back;
- *  - a code of stockdb__fail() when a statement failed.
- * Text in errstr for every refusal. */
-int stockdb__row_take(stockdb *db, stockdb_strategy strategy, stockdb__row *row, size_t want,
-                      unsigned think_us, bool wrote);
-
-/* stockdb__row_take's two halves, for a transaction over several rows that checks every
- * row before it writes any (stockdb_multi.c): the check (row_take's returns before its
- * write; row->taken set, nothing written) and the write (row_take's returns from its
- * write). stockdb__think sleeps think_us, the stand-in for the business logic between
- * check and write. */
+/* The per-row step of a batch, in two halves, inside the caller's transaction
+ * (stockdb_batch.c; stockdb_multi.c checks every row before it writes any). The check
+ * reads the row (locking it when strategy is STOCKDB_FOR_UPDATE) with the product's terms
+ * (its limit and reservation), refuses if a newer holder has written it, and sets
+ * row->taken = min(want, max(stock, 0)); wrote: the transaction has written before this
+ * row (for stockdb__fail). It returns STOCKDB_OK (nothing written yet),
+ * STOCKDB_ERR_NOT_FOUND (no such product) or STOCKDB_ERR_FENCED, which wrote nothing (the
+ * caller ends the transaction), or a code of stockdb__fail(). The write takes row->taken
+ * units: unconditionally without a fence (the seed's write) and as the fenced
+ * compare-and-set on the version the check read with one; it returns STOCKDB_OK,
+ * STOCKDB__RETRY_STALE (the row changed since the check) or STOCKDB_ERR_NOT_FOUND
+ * (deleted since), both after rolling the whole transaction back, or a code of
+ * stockdb__fail(). Text in errstr for every refusal. Between the two the batch counts
+ * its customers against the limit (stockdb_batch.c), and stockdb__think sleeps think_us,
+ * the stand-in for the business logic between check and write. */
 int stockdb__row_check(stockdb *db, stockdb_strategy strategy, stockdb__row *row, size_t want,
                        bool wrote);
 void stockdb__think(unsigned think_us);
@@ -299,6 +345,9 @@ typedef struct stockdb__batch_state {
     /* Insert the orders one row at a time: set once a duplicate key could not be found
      * (see batch_insert_orders). */
     bool one_by_one;
+    /* The attempt's terms (from its row's check): its orders are reserved until
+     * terms->expires_at when it is not "" (else sold). NULL = sold. */
+    const stockdb__terms *terms;
 } stockdb__batch_state;
 
 /* True for an item that still needs an answer of its own (a leader not yet done). */

@@ -45,8 +45,11 @@ static int multi_take_each(stockdb *db, stockdb_strategy strategy, stockdb__batc
         for (size_t x = 0; x < sts[i].b->n; x++)
             if (stockdb__batch_open(&sts[i], x)) want++;
         rc = stockdb__row_check(db, strategy, &rows[i], want, false);
-        /* No stock left (the key look-ups are the per-product path's) or any refusal. */
-        if (rc != STOCKDB_OK || rows[i].taken == 0) {
+        /* No stock left (the key look-ups are the per-product path's), any refusal, or
+         * a product with a limit or reservations (the per-product path counts the
+         * customers and reserves). */
+        if (rc != STOCKDB_OK || rows[i].taken == 0 || !rows[i].terms.no_limit ||
+            !rows[i].terms.no_reserve) {
             stockdb__end_trx(db);
             return rc == STOCKDB__RETRY_IDLE ? STOCKDB__RETRY_IDLE : STOCKDB_SPLIT;
         }
@@ -79,6 +82,8 @@ static int multi_insert_orders(stockdb *db, stockdb__batch_state *sts, size_t nb
             else
                 stockdb__json_raw(&j, "null,");
             stockdb__json_key(&j, b->items[sts[i].sel[x]].request_id);
+            stockdb__json_raw(&j, ",");
+            stockdb__json_key(&j, b->items[sts[i].sel[x]].user);
             stockdb__json_raw(&j, "]");
         }
     }

@@ -21,6 +21,8 @@
  *   ARGV[1]  the product id       ARGV[2]  the request key
  *   ARGV[3]  the instance         ARGV[4]  the stock of record to load, or "" (load nothing)
  *   ARGV[5]  the memo's life in seconds (> 0): the key's idempotency window
+ *   KEYS[4]  stockd:restocked:{<id>}  the units restocks added here (stockredis_restock)
+ *   ARGV[6]  the restocks' units in MariaDB when ARGV[4] was read (with ARGV[4] only)
  *
  * It answers {outcome, count}, the outcomes of stockredis_outcome, in three steps: the
  * memo (a key seen within its window answers as it did, or is refused for another
@@ -46,7 +48,8 @@ static const char deduct_lua[] =
     "local n = redis.call('GET', KEYS[1])\n"
     "if not n then\n"
     "  if ARGV[4] == '' then return {4, 0} end\n"
-    "  n = ARGV[4]\n"
+    "  -- a restock between the read of the load and now is counted once (stockredis.h)\n"
+    "  n = tonumber(ARGV[4]) + tonumber(redis.call('GET', KEYS[4]) or '0') - tonumber(ARGV[6])\n"
     "end\n"
     "n = tonumber(n)\n"
     "if not n then return redis.error_reply('STOCKD the count ' .. KEYS[1] .. ' is not a "
@@ -62,6 +65,16 @@ static const char deduct_lua[] =
     "redis.call('XADD', KEYS[3], '*', 'key', ARGV[2], 'product', ARGV[1], 'instance', "
     "ARGV[3], 'at_us', t[1] .. string.format('%06d', tonumber(t[2])))\n"
     "return {1, n - 1}\n";
+
+/* The restock script (stockredis_restock): KEYS[1] the count, KEYS[2] the units restocks
+ * added here, ARGV[1] the units. Answers {1, count} when the count is loaded, else {0, 0}:
+ * the next load reads MariaDB, which has the units already. */
+static const char restock_lua[] = "#!lua\n"
+                                  "redis.call('INCRBY', KEYS[2], ARGV[1])\n"
+                                  "if redis.call('EXISTS', KEYS[1]) == 1 then\n"
+                                  "  return {1, redis.call('INCRBY', KEYS[1], ARGV[1])}\n"
+                                  "end\n"
+                                  "return {0, 0}\n";
 
 /* Error answers with which Redis refuses a script before running it: nothing was done. */
 static bool refusal(const char *server_err) {
@@ -215,9 +228,15 @@ static int read_answer(stockredis *s, const redisReply *r, stockredis_result *ou
     return STOCKREDIS_OK;
 }
 
+/* The key of the units restocks added to product_id's count. */
+static void restocked_key(int32_t product_id, char *buf, size_t cap) {
+    snprintf(buf, cap, "stockd:restocked:{%ld}", (long)product_id);
+}
+
 int stockredis_deduct(stockredis *s, int32_t product_id, const char *key, long long load,
-                      unsigned memo_ttl_s, stockredis_result *out) {
+                      long long load_restocked, unsigned memo_ttl_s, stockredis_result *out) {
     char count_key[64], memo_key[16 + STOCKREDIS_KEY_MAX], product[16], loadv[24] = "", ttl[16];
+    char restocked[64], restockedv[24] = "";
     size_t klen = key ? strlen(key) : 0;
     if (product_id <= 0 || klen == 0 || klen > STOCKREDIS_KEY_MAX || memo_ttl_s == 0) {
         set_err(s, "bad product id, request key or memo life");
@@ -227,9 +246,12 @@ int stockredis_deduct(stockredis *s, int32_t product_id, const char *key, long l
     snprintf(memo_key, sizeof(memo_key), "stockd:key:%s", key);
     snprintf(product, sizeof(product), "%ld", (long)product_id);
     snprintf(ttl, sizeof(ttl), "%u", memo_ttl_s);
+    restocked_key(product_id, restocked, sizeof(restocked));
     if (load >= 0) snprintf(loadv, sizeof(loadv), "%lld", load);
-    const char *argv[] = {"EVALSHA", s->sha, "3",         count_key, memo_key, STOCKREDIS_STREAM,
-                          product,   key,    s->instance, loadv,     ttl};
+    if (load >= 0) snprintf(restockedv, sizeof(restockedv), "%lld", load_restocked);
+    const char *argv[] = {"EVALSHA", s->sha,  "4", count_key,   memo_key, STOCKREDIS_STREAM,
+                          restocked, product, key, s->instance, loadv,    ttl,
+                          restockedv};
     enum { ARGC = sizeof(argv) / sizeof(argv[0]) };
     size_t argl[ARGC];
     bool sent = false;
@@ -284,6 +306,44 @@ static redisReply *command(stockredis *s, int *rc, const char *fmt, ...) {
         *rc = redisconn_auth_error(r->str) ? STOCKREDIS_ERR_AUTH : STOCKREDIS_ERR_SERVER;
     }
     return r;
+}
+
+int stockredis_restock(stockredis *s, int32_t product_id, int32_t units, long long *count,
+                       bool *present) {
+    char count_key[64], restocked[64];
+    *present = false;
+    *count = 0;
+    if (product_id <= 0 || units <= 0) {
+        set_err(s, "bad product id or units");
+        return STOCKREDIS_ERR_ARGS;
+    }
+    stockredis_count_key(product_id, count_key, sizeof(count_key));
+    restocked_key(product_id, restocked, sizeof(restocked));
+    int rc = connect_once(s);
+    if (rc != STOCKREDIS_OK) return rc;
+    /* EVAL, not EVALSHA: an operator's call, rare; sent once (not idempotent: a lost
+     * reply is ERR_UNKNOWN, never resent). */
+    redisReply *r =
+        redisCommand(s->c, "EVAL %s 2 %s %s %d", restock_lua, count_key, restocked, (int)units);
+    if (!r) {
+        set_err(s, "EVAL restock: %s", s->c->errstr);
+        drop(s);
+        return STOCKREDIS_ERR_UNKNOWN;
+    }
+    if (r->type == REDIS_REPLY_ERROR) {
+        set_err(s, "the restock script: %s", r->str);
+        rc = refusal(r->str) ? STOCKREDIS_ERR_REFUSED : STOCKREDIS_ERR_UNKNOWN;
+    } else if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+               r->element[0]->type != REDIS_REPLY_INTEGER ||
+               r->element[1]->type != REDIS_REPLY_INTEGER) {
+        set_err(s, "the restock script: an answer not of the form {present, count}");
+        rc = STOCKREDIS_ERR_UNKNOWN;
+    } else {
+        *present = r->element[0]->integer == 1;
+        *count = r->element[1]->integer;
+    }
+    freeReplyObject(r);
+    return rc;
 }
 
 int stockredis_wait(stockredis *s, int replicas, int timeout_ms, int *acked) {

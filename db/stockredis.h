@@ -5,6 +5,9 @@
  *
  * The keys (docs/strategies.md, "Redis as the stock of record"; the writer reads the same):
  *   stockd:stock:{<id>}   the sellable count of product <id>, a decimal integer;
+ *   stockd:restocked:{<id>}  the units restocks through the API added (stockredis_restock);
+ *                         a reset of the product deletes it with the count and MariaDB's
+ *                         restock rows (docs/orders.md);
  *   stockd:key:<key>      the product a request key deducted from (the answer memo): a
  *                         repeated key gets its first answer back, and a key of another
  *                         product is refused; it expires after the caller's memo life
@@ -76,7 +79,9 @@ void stockredis_free(stockredis *s); /* NULL is a no-op */
 
 /* One deduction of product_id for request `key` (1..STOCKREDIS_KEY_MAX bytes): the script.
  * load < 0: the count must be in Redis already (else NOT_LOADED); load >= 0: the stock of
- * record, set as the count first if and only if there is none. memo_ttl_s (> 0): how long
+ * record, set as the count first if and only if there is none, corrected by the restocks
+ * made since it was read (load_restocked: stockredis_restock; stockdb_get_stock_restocked
+ * reads both in one statement). memo_ttl_s (> 0): how long
  * the key's memo lives, i.e. how long a resend of the key is answered as the first one.
  * On STOCKREDIS_OK *out says what happened. A connection that breaks after the script was
  * sent is made again and the script sent once more: the key's memo makes that safe (it
@@ -85,7 +90,19 @@ void stockredis_free(stockredis *s); /* NULL is a no-op */
  * nothing was done. ERR_UNKNOWN: it may have been done (the reply of a script sent was
  * lost, and whatever followed failed too; or an error that may come after a write). */
 int stockredis_deduct(stockredis *s, int32_t product_id, const char *key, long long load,
-                      unsigned memo_ttl_s, stockredis_result *out);
+                      long long load_restocked, unsigned memo_ttl_s, stockredis_result *out);
+
+/* Restock (docs/orders.md, "Restock in mode redis-stock"): call it AFTER the restock
+ * committed in MariaDB (stockdb_restock). It adds units to stockd:restocked:{id}, and to
+ * the count when the count is loaded (*present, *count the count after). A load racing
+ * the restock counts its units once: the load passes the restocks' units MariaDB had when
+ * its stock was read (load_restocked of stockredis_deduct), and the script loads
+ * stock + (restocked here - load_restocked), so a load that read MariaDB before the
+ * restock gets the units from Redis, and one that read it after but set the count before
+ * this call gets them from this call (and nets them out of its load). Errors as
+ * stockredis_deduct's; ERR_UNKNOWN when the reply was lost (not resent). */
+int stockredis_restock(stockredis *s, int32_t product_id, int32_t units, long long *count,
+                       bool *present);
 
 /* WAIT replicas timeout_ms on the handle's connection, right after a deduction: how many
  * replicas have acknowledged every write made through it (*acked), or an error. */

@@ -5,6 +5,7 @@ Usage errors exit 2 with a message that names the option and points at the comma
 """
 
 import argparse
+import json
 import os
 import re
 import sys
@@ -36,6 +37,8 @@ commands:
                      kill -9 instance I (a crash), and with --restart start it again
   env                shell `export` lines for scripts: eval "$(scripts/stack env)"
   mysql [ARGS...]    the mariadb client as root on the stack's database `shop`
+  restock N K        add K units to product N through the API (POST /stock/restock
+                     with the stack's admin token, $STACK_RUN/admin-token)
 
 `scripts/stack COMMAND --help` describes each command.
 
@@ -105,12 +108,17 @@ DESCS = {
            "  STACK_RUN, NGINX_URL, MYSQL_URL, STOCKD_MYSQL_PASSWORD, STOCKD_REDIS_USER,\n"
            "  STOCKD_REDIS_PASSWORD, ZK, REDIS, REDLOCK, SENTINEL, ETCD, MYSQL_PORT,\n"
            "  MYSQL_SOCKET, STACK_INSTANCES, STACK_LOCK, STACK_ROUTE, STACK_RATE_LIMIT,\n"
-           "  STOCKD_PORTS, STOCKD_URLS, STOCKD_BIN, PROMETHEUS_URL",
+           "  STOCKD_PORTS, STOCKD_URLS, STOCKD_BIN, PROMETHEUS_URL, ADMIN_TOKEN_FILE",
     "mysql": "usage: scripts/stack mysql [MARIADB CLIENT ARGS...]\n\n"
              "Runs the mariadb client as root over the stack's private socket, on database\n"
              "`shop`. Examples:\n"
              "  scripts/stack mysql -e 'SELECT id, stock FROM product'\n"
              "  scripts/stack mysql < sql/seed.sql",
+    "restock": "Adds K units to product N through stockd's API, as an operator should (no\n"
+               "UPDATE behind the service's back; docs/orders.md): POST /stock/restock?id=N&units=K\n"
+               "through nginx, with the admin token the stack made ($STACK_RUN/admin-token, 0600,\n"
+               "given to every stockd as --admin-token-file). Prints stockd's answer; exits 0 on\n"
+               "`restocked`, 1 otherwise.",
 }
 
 
@@ -188,7 +196,18 @@ def parser_for(cmd):
     if cmd == "kill-stockd":
         p.add_argument("instance", nargs="?", metavar="I", help="the instance, 1..N")
         p.add_argument("--restart", action="store_true", help="start it again")
+    if cmd == "restock":
+        p.add_argument("product", type=_count(cmd, "N"), metavar="N", help="the product id")
+        p.add_argument("units", type=_count(cmd, "K"), metavar="K", help="units to add, 1..9999999")
     return p
+
+
+def _count(cmd, name):
+    def f(text):
+        if not re.fullmatch(r"[1-9][0-9]{0,6}", text):
+            raise UsageError("%s must be a number in 1..9999999, got '%s'" % (name, text), cmd)
+        return int(text)
+    return f
 
 
 def parse(cmd, args):
@@ -228,7 +247,7 @@ def main(argv=None):
             argv2 = Stack().mysql_argv(args)
             sys.stdout.flush()
             os.execvp(argv2[0], argv2)
-        if cmd not in ("up", "down", "status", "restart-stockd", "kill-stockd", "env"):
+        if cmd not in ("up", "down", "status", "restart-stockd", "kill-stockd", "env", "restock"):
             sys.stderr.write("stack: unknown command '%s'\n" % cmd + MAIN_HELP)
             return 2
         ns, extra = parse(cmd, args)
@@ -246,6 +265,10 @@ def main(argv=None):
             return 0 if stack.status(sys.stdout) else 1
         elif cmd == "env":
             sys.stdout.write(export_lines(stack.env()))
+        elif cmd == "restock":
+            status, doc = stack.restock(ns.product, ns.units)
+            print(json.dumps(doc, sort_keys=True) if doc else "HTTP %d" % status)
+            return 0 if status == 200 and doc.get("result") == "restocked" else 1
         return 0
     except UsageError as e:
         print("stack: %s (see: stack %s --help)" % (e, e.cmd), file=sys.stderr)

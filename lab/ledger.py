@@ -82,6 +82,7 @@ class Ledger:
     problems: tuple = field(default=())
     reconciliation: Reconciliation = None
     restocked: int = 0
+    released: int = 0
 
     @property
     def ok(self):
@@ -89,12 +90,14 @@ class Ledger:
 
     @property
     def balanced(self):
-        """The stock equation alone: one orders row per unit gone, restocks counted."""
-        return self.orders == stock_change(self.initial, self.final, self.restocked)
+        """The stock equation alone: one orders row per unit gone, restocks and the
+        units released (cancelled or expired orders, lab/orders.py) counted."""
+        return self.orders - self.released == stock_change(self.initial, self.final,
+                                                           self.restocked)
 
     @property
     def oversold(self):
-        return max(self.orders - self.initial, 0)
+        return max(self.orders - self.released - self.initial, 0)
 
     @property
     def exact(self):
@@ -103,13 +106,15 @@ class Ledger:
 
 
 def judge(initial, final, orders, deducted, *, negative=None, products=1, restocked=0,
-          lost=0, lossy=False, answer_ids=None, row_ids=None):
+          lost=0, lossy=False, answer_ids=None, row_ids=None, released=0):
     """Judges one run on one product (or, with products > 1, summed over several).
 
     initial, final: the stock (summed over the products) before and after;
     orders: the orders rows of the run's products; deducted: the "deducted" answers the
     clients saw; negative: how many products ended below 0 (final < 0 when None, which
-    is right for one product); restocked: units added during the run.
+    is right for one product); restocked: units added during the run; released: the
+    orders rows among ORDERS whose unit came back (cancelled or expired reservations):
+    the stock change counts the others, stock = initial + restocks - held rows.
     lossy: a fault may have destroyed answers after their commit, so the clients may
     have seen fewer deductions than were made, by at most lost (the answers that leave
     it open: transport errors, 502/504/500); otherwise deducted must equal orders.
@@ -123,10 +128,12 @@ def judge(initial, final, orders, deducted, *, negative=None, products=1, restoc
         negative = 1 if final < 0 else 0
     problems = []
     change = stock_change(initial, final, restocked)
-    if orders != change:
-        problems.append(f"partial deductions: {orders} orders rows, but the stock went from "
-                        f"{initial} to {final}"
-                        + (f" with {restocked} restocked" if restocked else ""))
+    held = orders - released
+    if held != change:
+        problems.append(f"partial deductions: {held} orders rows hold a unit, but the stock "
+                        f"went from {initial} to {final}"
+                        + (f" with {restocked} restocked" if restocked else "")
+                        + (f" ({released} released)" if released else ""))
     if lossy:
         if not deducted <= orders <= deducted + lost:
             problems.append(f"expected deducted ({deducted}) <= orders ({orders}) <= "
@@ -150,12 +157,12 @@ def judge(initial, final, orders, deducted, *, negative=None, products=1, restoc
                             f"(e.g. {list(rec.unanswered_examples)})")
     if negative > 0:
         verdict = OVERSOLD
-    elif final == 0 and orders == change:
+    elif final == 0 and held == change:
         verdict = EXACT
-    elif products > 1 and orders == change:
+    elif products > 1 and held == change:
         verdict = NO_OVERSELL
     else:
         verdict = UNDERSOLD
     return Ledger(initial=initial, final=final, orders=orders, deducted=deducted,
                   verdict=verdict, problems=tuple(problems), reconciliation=rec,
-                  restocked=restocked)
+                  restocked=restocked, released=released)

@@ -25,12 +25,13 @@ def note(msg, tool="report"):
 
 
 def client_argv(client, stockload, nginx, path, out, concurrency, product=None, products=None,
-                seconds=None, requests=None):
+                seconds=None, requests=None, users=None):
     """The argv of a load client (stockload, ab or wrk) on PATH through NGINX with
     CONCURRENCY requests in flight: on PRODUCT (one URL) or on PRODUCTS (lo, hi: each
     request's id drawn uniformly), for SECONDS or, stockload and ab, REQUESTS in all.
     ab writes its per-request table to OUT.tsv; wrk prints JSON with
-    loadtest/wrk-json.lua."""
+    loadtest/wrk-json.lua. USERS (stockload only): each request names a customer of
+    u1..uUSERS in an X-User header (docs/orders.md)."""
     c = str(concurrency)
     one = f"{nginx}{path}?id={product}"
     if client == "stockload":
@@ -38,7 +39,10 @@ def client_argv(client, stockload, nginx, path, out, concurrency, product=None, 
         argv += (["--duration", str(seconds), "--concurrency", c] if requests is None
                  else ["--threads", c, "--loops", str(requests // concurrency)])
         return argv + ["--json", "--no-progress"] + (
-            [] if products is None else ["--products", "%d-%d" % products])
+            [] if products is None else ["--products", "%d-%d" % products]) + (
+            [] if users is None else ["--users", str(users)])
+    if users is not None:
+        raise Failed(f"no client {client} with customers (stockload --users)")
     if client == "ab" and products is None:
         count = ["-t", str(seconds), "-n", "100000000"] if requests is None else ["-n", str(requests)]
         return ["ab", "-k", "-l", "-r", "-q", *count, "-c", c, "-s", "30", "-g", out + ".tsv", one]

@@ -25,6 +25,11 @@ def count_key(product):
     return "stockd:stock:{%d}" % int(product)
 
 
+def restocked_key(product):
+    """The units restocks through the API added to the count (db/stockredis.h)."""
+    return "stockd:restocked:{%d}" % int(product)
+
+
 class RedisStock:
     """The Redis of the stack under RUN (its Sentinel's primary with --redis-sentinel),
     as the stack's Redis user."""
@@ -118,6 +123,9 @@ class RedisStock:
                            "pending): is stock-writer running?" % (STREAM, seconds, lag, pending))
 
     def forget(self, *products):
-        """Deletes the products' counts: the next deduction of each loads MariaDB's stock."""
-        for i in range(0, len(products), 1000):
-            self.cmd("DEL", *[count_key(p) for p in products[i:i + 1000]])
+        """Deletes the products' counts (and what restocks added to them, as the reset of
+        MariaDB deletes the restock rows): the next deduction of each loads MariaDB's
+        stock."""
+        for i in range(0, len(products), 500):
+            part = products[i:i + 500]
+            self.cmd("DEL", *[count_key(p) for p in part], *[restocked_key(p) for p in part])

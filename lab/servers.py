@@ -74,6 +74,23 @@ def http_status(url, timeout=5):
         return None
 
 
+def stockd_has_option(binary, option):
+    """Whether the stockd at BINARY names OPTION in its --help (asked once per binary
+    and build time): the stack passes a newer option only to a stockd that has it."""
+    try:
+        key = (binary, os.path.getmtime(binary))
+    except OSError:
+        return False
+    if key not in _HELP:
+        r = subprocess.run([binary, "--help"], capture_output=True, text=True,
+                           stdin=subprocess.DEVNULL)
+        _HELP[key] = r.stdout + r.stderr
+    return option in _HELP[key]
+
+
+_HELP = {}
+
+
 def http_text(url, timeout=5):
     try:
         with urllib.request.urlopen(url, timeout=timeout) as r:
@@ -197,17 +214,19 @@ def sql_quote(s):
 def service_user_sql(db, user, password, host):
     """USER@HOST with PASSWORD, allowed only what a deduction needs: read and update
     product (and its segments), read the stock view, read and add orders (and oversold
-    promises: the order writer of mode redis-stock), and take and give back a lock row in
-    stock_lock (db-lock: INSERT, and DELETE with a WHERE on the row, which needs
-    SELECT)."""
+    promises: the order writer of mode redis-stock) and move an order's state (pay, cancel,
+    expiry: state and released_at only), read and add restocks, and take and give back a
+    lock row in stock_lock (db-lock: INSERT, and DELETE with a WHERE on the row, which
+    needs SELECT)."""
     who = "'%s'@'%s'" % (user, host)
     pw = sql_quote(password)
     return ("CREATE USER IF NOT EXISTS %s IDENTIFIED BY '%s';\n"
             "ALTER USER %s IDENTIFIED BY '%s';\n" % (who, pw, who, pw)
             + "".join("GRANT %s ON `%s`.%s TO %s;\n" % (what, db, table, who) for what, table in (
                 ("SELECT, UPDATE", "product"), ("SELECT, UPDATE", "product_segment"),
-                ("SELECT", "product_stock"), ("SELECT, INSERT", "orders"),
-                ("SELECT, INSERT", "oversold_promise"),
+                ("SELECT", "product_stock"),
+                ("SELECT, INSERT, UPDATE (state, released_at)", "orders"),
+                ("SELECT, INSERT", "oversold_promise"), ("SELECT, INSERT", "restock"),
                 ("SELECT, INSERT, DELETE, UPDATE (expires_at)", "stock_lock"))))
 
 

@@ -71,6 +71,7 @@ class Shop:
             self.conn.begin()
             try:
                 cur.execute("DELETE FROM orders WHERE product_id BETWEEN %s AND %s", (lo, hi))
+                cur.execute("DELETE FROM restock WHERE product_id BETWEEN %s AND %s", (lo, hi))
                 cur.execute("DELETE FROM product_segment WHERE product_id BETWEEN %s AND %s",
                             (lo, hi))
                 cur.executemany("INSERT INTO product (id, product_name, stock, fence) VALUES "
@@ -108,6 +109,31 @@ class Shop:
     def orders(self, product):
         return int(self.value("SELECT COUNT(*) FROM orders WHERE product_id=%s", (product,)))
 
+    def set_terms(self, product, per_user_limit=None, reserve_seconds=None):
+        """The product's sale terms (issue 42, docs/orders.md): a limit per customer and
+        a reservation's seconds, None for none (sold at once, as the seed's rows)."""
+        self.rows("UPDATE product SET per_user_limit=%s, reserve_seconds=%s WHERE id=%s",
+                  (per_user_limit, reserve_seconds, int(product)))
+
+    def order_states(self, product):
+        """The product's order rows by state: {state: count}."""
+        return {s: int(n) for s, n in self.rows(
+            "SELECT state, COUNT(*) FROM orders WHERE product_id=%s GROUP BY state",
+            (int(product),))}
+
+    def order_rows(self, product):
+        """The product's orders as (id, user, state, expires_at as a Unix time or None).
+        expires_at is a UTC DATETIME: counted from the epoch as such, whatever the
+        session's time zone."""
+        return [(int(i), u, s, None if e is None else float(e)) for i, u, s, e in self.rows(
+            "SELECT id, user, state, TIMESTAMPDIFF(MICROSECOND, '1970-01-01', expires_at) / 1e6 "
+            "FROM orders WHERE product_id=%s ORDER BY id", (int(product),))]
+
+    def restocked(self, product):
+        """The units restocked through the API (the restock ledger), since the last reset."""
+        return int(self.value("SELECT IFNULL(SUM(units), 0) FROM restock WHERE product_id=%s",
+                              (int(product),)))
+
     def segment_stocks(self, product):
         return [int(r[0]) for r in self.rows(
             "SELECT stock FROM product_segment WHERE product_id=%s ORDER BY seg", (product,))]
@@ -129,6 +155,7 @@ def set_stock_sql(product, stock, segments=1):
     if segments < 1:
         raise ValueError(f"bad segment count {segments}")
     out = ["DELETE FROM orders WHERE product_id=%d" % product,
+           "DELETE FROM restock WHERE product_id=%d" % product,
            "DELETE FROM product_segment WHERE product_id=%d" % product,
            "UPDATE product SET stock=%d, fence=0 WHERE id=%d" % (stock if segments == 1 else 0, product)]
     if segments > 1:

@@ -23,6 +23,7 @@ from . import ports as portmod
 from . import proc
 from . import servers as srv
 from . import state as statemod
+from . import orders
 from . import writer
 from .redisstock import RedisStock
 
@@ -115,7 +116,18 @@ class Stack:
         st = self.st
         return srv.Stockd(self.run, i, self.stockd_port(i), st["bin"], st["lock"],
                           "mysql://%s@127.0.0.1:%d/%s" % (DB_USER, st["mysql_port"], DB),
-                          self.zk_hosts(), st["extra"], env)
+                          self.zk_hosts(), self.admin_args() + st["extra"], env)
+
+    def admin_args(self):
+        """--admin-token-file RUN/admin-token, which stockd's restock asks for (made on
+        first use, 0600, like the passwords); nothing for a stockd older than the option."""
+        if not srv.stockd_has_option(self.st["bin"], "--admin-token-file"):
+            return []
+        self.admin_token()
+        return ["--admin-token-file", self.path("admin-token")]
+
+    def admin_token(self):
+        return self._secret("admin-token")
 
     def _secret(self, name):
         """The password in RUN/NAME, made on first use (0600; it reaches the servers
@@ -559,7 +571,23 @@ class Stack:
             ("STOCKD_URLS", " ".join("http://127.0.0.1:%d" % p for p in ports)),
             ("STOCKD_BIN", st["bin"]),
             ("PROMETHEUS_URL", "http://127.0.0.1:%d" % st["prometheus_port"] if st["prometheus_port"] else ""),
+            ("ADMIN_TOKEN_FILE", self.path("admin-token")),
         ]
+
+    def restock(self, product, units):
+        """POST /stock/restock through nginx with the admin token (docs/orders.md): the
+        answer as (HTTP status, its JSON document)."""
+        st = self.need_state()
+        token = self._read_secret("admin-token")
+        if not token:
+            if not srv.stockd_has_option(st["bin"], "--admin-token-file"):
+                raise LabError("the stack's stockd (%s) has no --admin-token-file: no restock "
+                               "through the API" % st["bin"])
+            raise LabError("no admin token %s (run: scripts/stack up)" % self.path("admin-token"))
+        a = orders.Api("http://127.0.0.1:%d" % st["nginx_port"], token).restock(product, units)
+        if a.status == 0:
+            raise LabError("nginx on %d did not answer: %s" % (st["nginx_port"], a.error))
+        return a.status, a.doc
 
     def mysql_argv(self, args):
         self.need_state()

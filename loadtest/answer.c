@@ -30,7 +30,9 @@ bool answer_kind_ambiguous(answer_kind kind) {
 
 static answer_kind classify_200(const cJSON *root, answer_info *info) {
     const cJSON *result = cJSON_GetObjectItemCaseSensitive(root, "result");
-    if (!cJSON_IsString(result) || strcmp(result->valuestring, "deducted") != 0)
+    /* A reservation (docs/orders.md) takes a unit as a deduction does, with its order. */
+    if (!cJSON_IsString(result) || (strcmp(result->valuestring, "deducted") != 0 &&
+                                    strcmp(result->valuestring, "reserved") != 0))
         return ANSWER_UNEXPECTED;
     const cJSON *id = cJSON_GetObjectItemCaseSensitive(root, "order_id");
     const cJSON *key = cJSON_GetObjectItemCaseSensitive(root, "order");

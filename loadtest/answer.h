@@ -16,8 +16,9 @@
 #include <stdint.h>
 
 typedef enum answer_kind {
-    ANSWER_DEDUCTED = 0, /* 200, result "deducted", with a positive integer order_id, or
-                          * (mode redis-stock) a non-empty string "order" instead */
+    ANSWER_DEDUCTED = 0, /* 200, result "deducted" (or "reserved": a unit taken, the
+                          * order reserved, docs/orders.md), with a positive integer
+                          * order_id, or (mode redis-stock) a non-empty string "order" */
     ANSWER_SOLD_OUT,     /* 409 */
     ANSWER_LOCK_TIMEOUT, /* 503, result "lock_timeout" */
     ANSWER_LOCK_LOST,    /* 503, result "lock_lost" */

@@ -12,7 +12,7 @@ const char loadopts_usage[] =
     "usage: stockload --url URL (--threads T [--loops L] | --duration S --concurrency C)\n"
     "                 [--method GET|POST] [--idempotency [--keys-out FILE]]\n"
     "                 [--timeout-ms N] [--json] [--no-progress] [--mysql URL --product ID]\n"
-    "                 [--products A-B]\n"
+    "                 [--products A-B] [--users N]\n"
     "       stockload --help | --version\n"
     "\n"
     "Sends load to one URL over keep-alive connections and counts what stockd answered.\n"
@@ -31,6 +31,9 @@ const char loadopts_usage[] =
     "                     from A..B in place of the literal {id} in the URL, e.g.\n"
     "                     --url 'http://127.0.0.1:8080/stock/reduce?id={id}' --products 1-100\n"
     "                     (not with --mysql: reconciliation is per product)\n"
+    "  --users N          every request names a customer drawn uniformly from u1..uN in\n"
+    "                     an X-User header (1..1000000): the limit per customer and the\n"
+    "                     reservations of docs/orders.md under load\n"
     "  --method M         GET (default) or POST (with an empty body)\n"
     "  --idempotency      send a unique Idempotency-Key header with every request\n"
     "  --keys-out FILE    (with --idempotency) write one line per finished request to FILE,\n"
@@ -65,7 +68,8 @@ const char loadopts_usage[] =
     "  Transport errors and 5xx answers other than stockd's refusals leave open whether\n"
     "  a request deducted; the verdict reports how many there were.\n"
     "\n"
-    "Outcomes: deducted (200), sold_out (409), lock_timeout, lock_lost, unavailable,\n"
+    "Outcomes: deducted (200 deducted, or reserved), sold_out (409), lock_timeout, lock_lost, "
+    "unavailable,\n"
     "overloaded (503 by \"result\"), other_503, other_5xx (500 unknown, 502, 504),\n"
     "http_4xx, unexpected (any other status, or a 200 that is not a deduction with an\n"
     "order id), transport_error (no HTTP answer). Latency percentiles (log buckets,\n"
@@ -91,6 +95,7 @@ enum opt_id {
     OPT_PRODUCT,
     OPT_KEYS_OUT,
     OPT_PRODUCTS,
+    OPT_USERS,
     OPT_COUNT
 };
 
@@ -112,6 +117,7 @@ static const struct {
     [OPT_PRODUCT] = {"product", true},
     [OPT_KEYS_OUT] = {"keys-out", true},
     [OPT_PRODUCTS] = {"products", true},
+    [OPT_USERS] = {"users", true},
 };
 
 __attribute__((format(printf, 3, 4))) static int usage_error(char *err, size_t errlen,
@@ -274,6 +280,13 @@ int loadopts_parse(loadopts *o, int argc, char **argv, char *err, size_t errlen)
                                    INT32_MAX, val);
             o->products_lo = (int32_t)a;
             o->products_hi = (int32_t)b;
+            break;
+        }
+        case OPT_USERS: {
+            uint64_t users;
+            if (!parse_uint(val, 1, 1000000, &users))
+                return usage_error(err, errlen, "--users must be 1..1000000, got '%s'", val);
+            o->users = (uint32_t)users;
             break;
         }
         case OPT_COUNT:

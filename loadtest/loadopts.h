@@ -42,6 +42,9 @@ typedef struct loadopts {
      * place of the literal "{id}" in the URL (which must then hold it exactly once).
      * Both 0 without the option. */
     int32_t products_lo, products_hi;
+    /* --users N: each request names a customer drawn uniformly from u1..uN in an X-User
+     * header (docs/orders.md: the limit counts per customer). 0 without the option. */
+    uint32_t users;
 } loadopts;
 
 #define LOADOPTS_RUN     0  /* options are valid: run */

@@ -22,6 +22,23 @@ buys at most once. So the checker needs no search over interleavings; it checks:
   sold_out_not_linearizable an answer "sold out" although at no instant between its
                             invocation and completion the product's stock can have been <= 0
 
+The order's life (issue 42, docs/orders.md; final has "orders_life": the run sent
+customers, reservations, payments and cancels). An order row holds a unit while it is
+sold, reserved or paid, and gave it back once cancelled or expired (lab/orders.py), so
+the ledger counts the holding rows (stock = initial + restocks - sold - reserved - paid)
+and the replay counts a released row as given back at once (which can only understate a
+fall below 0). On top:
+
+  paid_over_stock           a product's paid and sold rows outnumber initial + restocks
+  over_limit                a customer holds more units of a product than its per_user_limit
+  answered_paid_not_paid    a payment answered "paid" whose order is not paid
+  late_payment_accepted     a payment sent after its order's expires_at (plus the slack)
+                            answered "paid" (not checked when the run moved MariaDB's clock)
+  released_twice            an order answered "cancelled" twice, or answered "cancelled" and
+                            not cancelled, or answered "expired" and paid
+  not_released              an order still reserved when the final database was read,
+                            although its expires_at had passed by more than the grace
+
 Mode redis-stock (final has "redis_stock": the run waited for the order writer to drain
 the stream before reading it) answers "deducted" before the order is written, so the
 per-answer and sold-out checks give way to the counts of what a Redis failover loses:
@@ -87,11 +104,16 @@ Input formats (JSON):
      "result":R,"instance":I}
     {"type":"restock","id":N,"product":P,"amount":A,"invoke":T,"complete":T,
      "outcome":"ok"|"failed"|"unknown"}
+    {"type":"pay"|"cancel","order_id":ID,"user":U,"product":P,"invoke":T,"complete":T,
+     "status":S,"result":R}
     other types (meta, fault) are kept for the reader and ignored here.
   final: {"products": {"P": {"initial": N, "final": N}},
           "orders": [{"id":ID,"product":P,"request_id":K,"created_at":T,"instance":I}],
           "restocks": [{"id":N,"product":P,"amount":A,"at":T,"after_order":ID}]}
   and "replay_by_order_id": true to replay by order id and after_order (left out: by time).
+  With "orders_life": true, each order also has "user", "state" and "expires_at" (Unix
+  time, or null), each product "limit" (or null), and final has "read_at" (when it was
+  read) and "clock_faults" (MariaDB's clock was moved).
   The final restocks are the committed ones (read from the database); without them the
   history's restocks with outcome "ok" are taken, at their completion time.
 Exit status: 0 no anomaly, 1 anomalies, 2 unreadable input."""
@@ -103,9 +125,15 @@ from collections import defaultdict
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from lab import ledger  # noqa: E402  the ledger equation and the verdict, once
+from lab import orders as orders_life  # noqa: E402  an order's states, once
 
 OUTCOMES = ("deducted", "sold_out", "failed", "unknown")
 DEFAULT_SLACK_S = 0.005
+# How late a payment may be sent after expires_at and still be answered "paid" (MariaDB
+# rounds, and the client reads its clock before the request leaves), and how long past
+# expires_at a reservation may stay reserved when the final database is read.
+LATE_PAYMENT_SLACK_S = 0.05
+RELEASE_GRACE_S = 5.0
 
 
 class Anomaly:
@@ -183,6 +211,8 @@ def check(history, final, slack_s=DEFAULT_SLACK_S):
     for p in sorted(products):
         anomalies += check_product_ledger(p, products[p], orders, restocks, by_key,
                                           bool(final.get("replay_by_order_id")))
+    if final.get("orders_life"):
+        anomalies += check_orders_life(history, products, orders, restocks, final)
     if "redis_stock" in final:
         anomalies += check_redis_stock(ops, products, orders_by_key, final["redis_stock"])
 
@@ -234,6 +264,67 @@ def check(history, final, slack_s=DEFAULT_SLACK_S):
     return anomalies
 
 
+def check_orders_life(history, products, orders, restocks, final):
+    """The order's life (the module's docstring): the states of the rows against the
+    supply, the limit and the payment and cancel answers."""
+    out = []
+    by_id = {o["id"]: o for o in orders}
+    for p in sorted(products):
+        mine = [o for o in orders if o["product"] == p]
+        supply = products[p]["initial"] + sum(r["amount"] for r in restocks if r["product"] == p)
+        paid = [o for o in mine if o.get("state") in ("paid", "sold")]
+        if len(paid) > supply:
+            out.append(Anomaly("paid_over_stock", p, f"{len(paid)} orders paid or sold of "
+                               f"{supply} units (initial + restocks)", [], paid[supply:]))
+        limit = products[p].get("limit")
+        for user, n in orders_life.over_limit([(o.get("user"), o.get("state")) for o in mine],
+                                              limit).items():
+            out.append(Anomaly("over_limit", p, f"customer {user} holds {n} units, the limit "
+                               f"is {limit}", [], [o for o in mine if o.get("user") == user
+                                                   and o.get("state") in orders_life.HOLDING]))
+    cancelled = defaultdict(list)
+    for r in history:
+        if r.get("type") not in ("pay", "cancel"):
+            continue
+        row = by_id.get(r.get("order_id"))
+        state = row.get("state") if row else None
+        res = r.get("result")
+        if r["type"] == "pay" and res == "paid":
+            if state != "paid":
+                out.append(Anomaly("answered_paid_not_paid", r.get("product"),
+                                   f"order {r.get('order_id')} was answered paid and is "
+                                   f"{state}", [r], [row] if row else []))
+            exp = row.get("expires_at") if row else None
+            if exp is not None and not final.get("clock_faults") and \
+                    r["invoke"] > exp + LATE_PAYMENT_SLACK_S:
+                out.append(Anomaly("late_payment_accepted", r.get("product"),
+                                   f"order {r.get('order_id')}: a payment sent "
+                                   f"{r['invoke'] - exp:.3f} s after its expiry was answered "
+                                   f"paid", [r], [row]))
+        if res == "expired" and state == "paid":
+            out.append(Anomaly("released_twice", r.get("product"),
+                               f"order {r.get('order_id')} was answered expired and is paid",
+                               [r], [row]))
+        if r["type"] == "cancel" and res == "cancelled":
+            cancelled[r.get("order_id")].append(r)
+    for oid, rs in sorted(cancelled.items(), key=lambda kv: str(kv[0])):
+        row = by_id.get(oid)
+        if len(rs) > 1 or not row or row.get("state") != "cancelled":
+            out.append(Anomaly("released_twice", rs[0].get("product"),
+                               f"order {oid} was answered cancelled {len(rs)} time(s) and is "
+                               f"{row.get('state') if row else 'missing'}", rs,
+                               [row] if row else []))
+    read_at = final.get("read_at")
+    for o in orders:
+        exp = o.get("expires_at")
+        if o.get("state") == "reserved" and read_at is not None and exp is not None and \
+                exp + RELEASE_GRACE_S < read_at:
+            out.append(Anomaly("not_released", o["product"],
+                               f"order {o['id']} still reserved {read_at - exp:.1f} s after "
+                               f"its expiry", [], [o]))
+    return out
+
+
 def check_redis_stock(ops, products, orders_by_key, rs):
     """lost_deduction, oversold_promise and redis_drift of mode redis-stock (the module's
     docstring); RS is final["redis_stock"]."""
@@ -269,6 +360,8 @@ def check_product_ledger(p, prod, orders, restocks, by_key, by_id=False):
     out = []
     initial, fin = prod["initial"], prod["final"]
     mine = [o for o in orders if o["product"] == p]
+    # Cancelled and expired rows gave their unit back (lab/orders.py).
+    released = [o for o in mine if o.get("state") in orders_life.RELEASED]
     rs = [r for r in restocks if r["product"] == p]
     added = sum(r["amount"] for r in rs)
     keys = [v for v in by_key.values() if v[0]["product"] == p]
@@ -276,25 +369,27 @@ def check_product_ledger(p, prod, orders, restocks, by_key, by_id=False):
     lost = sum(1 for v in keys if all(a["outcome"] != "deducted" for a in v)
                and any(a["outcome"] == "unknown" for a in v))
     verdict = ledger.judge(initial, fin, len(mine), deducted, restocked=added, lost=lost,
-                           lossy=True)
+                           lossy=True, released=len(released))
 
     def ops_of(rows):
         return [op for o in rows for op in by_key.get(o.get("request_id"), [])]
 
+    held = [o for o in mine if o.get("state") not in orders_life.RELEASED]
     if verdict.verdict == ledger.OVERSOLD:
-        last = mine[-(-fin) - 1:] if len(mine) > -fin else mine
+        last = held[-(-fin) - 1:] if len(held) > -fin else held
         out.append(Anomaly("negative_stock", p, f"final stock {fin} (initial {initial}, "
-                           f"restocked {added}, {len(mine)} orders); the last orders:",
-                           ops_of(last), last))
+                           f"restocked {added}, {len(held)} orders holding a unit); the last "
+                           f"orders:", ops_of(last), last))
     # The replay, in commit order. With every restock's after_order known (the nemesis
     # records it), by order id: see the module's docstring. Otherwise by time; a restock
     # at the same instant as an order goes first, so that the replay can only understate
     # a fall below 0.
+    # A released row counts as given back at once: the replay may only understate a fall.
     if by_id and all(r.get("after_order") is not None for r in rs):
-        events = [(o["id"], 0, 0, -1, o) for o in mine]
+        events = [(o["id"], 0, 0, -1, o) for o in held]
         events += [(r["after_order"], 1, r.get("id") or 0, r["amount"], None) for r in rs]
     else:
-        events = [(o["created_at"], 1, o["id"], -1, o) for o in mine]
+        events = [(o["created_at"], 1, o["id"], -1, o) for o in held]
         events += [(r["at"], 0, r.get("id") or 0, r["amount"], None) for r in rs]
     events.sort(key=lambda e: e[:3])
     stock, low, low_order = initial, initial, None
@@ -308,8 +403,9 @@ def check_product_ledger(p, prod, orders, restocks, by_key, by_id=False):
                            ops_of([low_order]), [low_order]))
     if not verdict.balanced:
         out.append(Anomaly("ledger_mismatch", p,
-                           f"{len(mine)} orders but initial {initial} - final {fin} + "
-                           f"restocks {added} = {ledger.stock_change(initial, fin, added)}"))
+                           f"{len(held)} orders hold a unit ({len(released)} released) but "
+                           f"initial {initial} - final {fin} + restocks {added} = "
+                           f"{ledger.stock_change(initial, fin, added)}"))
     return out
 
 

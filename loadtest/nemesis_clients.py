@@ -1,22 +1,28 @@
 """The nemesis's clients (loadtest/nemesis) and the history they write: deductions with a
 new Idempotency-Key each, retried with the same key while the outcome is open, a
 restocker that adds units through the database, and at the end the retry of every key
-still open and the final database, for loadtest/nemesis_check.py."""
+still open and the final database, for loadtest/nemesis_check.py. With --orders (issue
+42, docs/orders.md) each deduction names a customer of a small pool shared by every
+client, the products have a limit per customer or reserve their units, and a client
+pays a reservation in time or late, cancels it, cancels and pays it at once, or leaves
+it to expire; the run then waits for stockd to release what expired."""
 import json
 import random
 import threading
 import time
-import urllib.error
-import urllib.request
 
-from lab import LabError, writer
+from lab import LabError, orders, writer
 from lab.shop import Shop
 from nemesis_stack import DB, RunFailed
 
 # The results by which stockd says that nothing was deducted (docs/operating.md, "Routes and answers").
 NOTHING_DEDUCTED = {"sold_out", "lock_timeout", "lock_lost", "unavailable", "overloaded",
                     "not_found", "bad_request", "key_conflict", "internal_error",
-                    "method_not_allowed"}
+                    "method_not_allowed", "limit_reached"}
+# --orders: the products' terms (limit per customer, reserve seconds), by product index
+# (1-based, cycling), and the pool of customers every client draws from.
+ORDER_TERMS = ((2, 1), (None, 1), (1, None))
+CUSTOMERS = 6
 
 
 class History:
@@ -42,7 +48,7 @@ def outcome(status, doc, err):
     """What a deduction's answer says of it: deducted, sold_out, failed (nothing was
     deducted) or unknown (a timeout, a cut connection, nginx's 502/504, stockd's 500)."""
     result = doc.get("result")
-    if status == 200 and result == "deducted":
+    if status == 200 and result in orders.DEDUCTION_TAKES:  # deducted, or reserved
         return "deducted"
     if status == 409 and result == "sold_out":
         return "sold_out"
@@ -57,8 +63,11 @@ class Clients:
     """The workload of one run against STACK (nemesis_stack.Stack), recorded in HISTORY;
     ARGS are the nemesis's (seed, clients, retries, timeout)."""
 
-    def __init__(self, args, stack, history, products, restock_max):
+    def __init__(self, args, stack, history, products, restock_max, terms=None):
+        """TERMS: {product: (per_user_limit, reserve_seconds)} with --orders, else None."""
         self.args = args
+        self.terms = terms
+        self.reserve_s = {p: t[1] for p, t in (terms or {}).items()}
         self.stack = stack
         self.history = history
         self.products = products
@@ -76,36 +85,51 @@ class Clients:
         return [threading.Thread(target=self.client, args=(n,))
                 for n in range(self.args.clients)] + restocker
 
-    def deduct(self, client, key, product, attempt):
-        url = f"http://127.0.0.1:{self.stack.ports['nginx']}/stock/reduce?id={product}"
-        req = urllib.request.Request(url, headers={"Idempotency-Key": key})
+    def api(self):
+        return orders.Api(f"http://127.0.0.1:{self.stack.ports['nginx']}", timeout=self.args.timeout)
+
+    def deduct(self, client, key, product, attempt, user=None):
+        ans = self.api().reduce(product, user, key)
         rec = {"type": "op", "key": key, "product": product, "attempt": attempt,
-               "client": client, "invoke": time.time()}
-        status, body, err = 0, None, None
-        try:
-            with urllib.request.urlopen(req, timeout=self.args.timeout) as r:
-                status, body = r.status, r.read()
-        except urllib.error.HTTPError as e:
-            status, body = e.code, e.read()
-        except (OSError, urllib.error.URLError) as e:
-            err = str(getattr(e, "reason", e))
-        rec["complete"] = time.time()
-        rec["status"] = status
-        try:
-            doc = json.loads(body) if body else {}
-        except ValueError:
-            doc = {}
-        doc = doc if isinstance(doc, dict) else {}
-        rec["result"] = doc.get("result")
-        rec["instance"] = doc.get("instance")
-        rec["outcome"] = outcome(status, doc, err)
+               "client": client, "invoke": ans.invoke, "complete": ans.complete,
+               "status": ans.status, "result": ans.result, "instance": ans.doc.get("instance"),
+               "outcome": outcome(ans.status, ans.doc, ans.error)}
+        if user:
+            rec["user"] = user
         if rec["outcome"] == "deducted":
-            rec["order_id"] = doc.get("order_id")
-            rec["replayed"] = bool(doc.get("replayed"))
-        if err:
-            rec["error"] = err
+            rec["order_id"] = ans.order_id
+            rec["replayed"] = bool(ans.doc.get("replayed"))
+        if ans.error:
+            rec["error"] = ans.error
         self.history.record(rec)
-        return rec["outcome"]
+        return rec
+
+    def order_call(self, kind, product, order_id, user):
+        """A payment or a cancel (KIND pay|cancel) of ORDER_ID as USER, recorded."""
+        api = self.api()
+        ans = (api.pay if kind == "pay" else api.cancel)(order_id, user)
+        self.history.record({"type": kind, "order_id": order_id, "user": user,
+                             "product": product, **ans.record()})
+        return ans
+
+    def after_reservation(self, rng, product, rec):
+        """What a customer does with the reservation REC: pays it in time or late, cancels
+        it, cancels and pays it at once (racing each other and the expiry), or leaves it."""
+        e = self.reserve_s.get(product) or 1
+        oid, user = rec.get("order_id"), rec.get("user")
+        fate = rng.random()
+        time.sleep(rng.uniform(0, 1.5 * e))
+        if fate < 0.4:
+            self.order_call("pay", product, oid, user)
+        elif fate < 0.65:
+            self.order_call("cancel", product, oid, user)
+        elif fate < 0.75:
+            both = [threading.Thread(target=self.order_call, args=(k, product, oid, user))
+                    for k in ("cancel", "pay")]
+            for t in both:
+                t.start()
+            for t in both:
+                t.join()
 
     def client(self, n):
         rng = random.Random(f"{self.args.seed}-client-{n}")
@@ -114,13 +138,17 @@ class Clients:
             seq += 1
             key = f"s{self.args.seed}-c{n}-{seq}"
             product = rng.choice(list(self.products))
+            user = f"customer-{rng.randint(1, CUSTOMERS)}" if self.terms else None
             attempt = 1
             while True:
-                if self.deduct(n, key, product, attempt) != "unknown":
+                rec = self.deduct(n, key, product, attempt, user)
+                if rec["outcome"] != "unknown":
+                    if rec.get("result") == "reserved" and not rec.get("replayed"):
+                        self.after_reservation(rng, product, rec)
                     break
                 if attempt >= self.args.retries or self.stop.is_set():
                     with self.open_lock:
-                        self.open_keys[key] = (product, attempt)
+                        self.open_keys[key] = (product, attempt, user)
                     break
                 attempt += 1
                 time.sleep(rng.uniform(0.1, 0.5))
@@ -160,11 +188,21 @@ class Clients:
         """Retries every key whose outcome is still open, now that the faults are healed."""
         with self.open_lock:
             keys = dict(self.open_keys)
-        for key, (product, attempt) in sorted(keys.items()):
+        for key, (product, attempt, user) in sorted(keys.items()):
             for extra in range(1, 4):
-                if self.deduct(-1, key, product, attempt + extra) != "unknown":
+                if self.deduct(-1, key, product, attempt + extra, user)["outcome"] != "unknown":
                     break
                 time.sleep(0.5)
+
+    def await_releases(self, seconds):
+        """--orders: waits until no order is reserved any more (the workload has ended, so
+        stockd releases each one at its expiry), for at most SECONDS; the checker judges
+        what is left (not_released)."""
+        end = time.time() + seconds
+        while time.time() < end:
+            if not int(self.stack.sql("SELECT COUNT(*) FROM orders WHERE state = 'reserved'")[0][0]):
+                return
+            time.sleep(0.2)
 
     def final(self):
         """The final database for the checker: each product's first and last stock, the
@@ -173,14 +211,25 @@ class Clients:
         extra = self.redis_stock_final() if self.stack.mode == "redis-stock" else {}
         stocks = self.stack.sql(("SELECT id, stock FROM product_stock WHERE id IN %s",
                                  (tuple(self.products),)))
-        orders = self.stack.sql("SELECT id, product_id, IFNULL(request_id, ''), "
-                                "UNIX_TIMESTAMP(created_at), instance FROM orders ORDER BY id")
+        life = ", user, state, TIMESTAMPDIFF(MICROSECOND, '1970-01-01', expires_at) / 1e6" \
+            if self.terms else ""
+        rows = self.stack.sql("SELECT id, product_id, IFNULL(request_id, ''), "
+                              f"UNIX_TIMESTAMP(created_at), instance{life} FROM orders ORDER BY id")
+        read_at = time.time()
         restocks = self.stack.sql("SELECT id, product_id, amount, UNIX_TIMESTAMP(at), "
                                   "after_order FROM nemesis_restock ORDER BY id")
-        return {"products": {str(p): {"initial": self.products[p], "final": int(s)}
-                             for p, s in ((int(r[0]), r[1]) for r in stocks)},
-                "orders": [{"id": int(r[0]), "product": int(r[1]), "request_id": r[2] or None,
-                            "created_at": float(r[3]), "instance": r[4]} for r in orders],
+        out = {"products": {str(p): {"initial": self.products[p], "final": int(s)}
+                            for p, s in ((int(r[0]), r[1]) for r in stocks)},
+               "orders": [{"id": int(r[0]), "product": int(r[1]), "request_id": r[2] or None,
+                           "created_at": float(r[3]), "instance": r[4]} for r in rows]}
+        if self.terms:  # the order's life (nemesis_check.py's orders_life)
+            for o, r in zip(out["orders"], rows):
+                o.update(user=r[5], state=r[6], expires_at=None if r[7] is None else float(r[7]))
+            for p, (limit, _) in self.terms.items():
+                out["products"][str(p)]["limit"] = limit
+            out.update(orders_life=True, read_at=read_at,
+                       clock_faults=bool({"clock", "clock-back"} & set(self.stack.fault_kinds)))
+        return {**out,
                 "restocks": [{"id": int(r[0]), "product": int(r[1]), "amount": int(r[2]),
                               "at": float(r[3]), "after_order": int(r[4])} for r in restocks],
                 "replay_by_order_id": True, **extra}

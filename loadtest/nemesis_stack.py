@@ -164,6 +164,7 @@ class Stack:
         self.env = dict(os.environ, STOCKD_MYSQL_PASSWORD=DB_PASS)
         self.stockd_bin = stockd_path(args.stockd_bin)
         self.uses_zk = None  # the mode's lock service is ZooKeeper: known once stockd is built
+        self.fault_kinds = []  # the run's fault kinds: set by the run before it starts
         # Mode redis-stock: a primary (P+8) and a replica (P+10, replicating through the
         # fault proxy on P+9 until the first failover) watched by a Sentinel (P+11), and
         # the order writer; the redis-failover fault swaps the roles.

@@ -100,7 +100,7 @@ struct run {
     FILE *keys;               /* --keys-out, open during the run */
     char keys_path[PATH_MAX]; /* its absolute path, for the JSON output */
     uint64_t keys_written;    /* lines written to it */
-    uint64_t rng;             /* --products: xorshift64 state, never 0 */
+    uint64_t rng;             /* --products, --users: xorshift64 state, never 0 */
 };
 
 /* ------------------------------------------------------------------ --products */
@@ -112,16 +112,21 @@ static void url_for_product(const char *tmpl, int32_t id, char *buf, size_t cap)
     snprintf(buf, cap, "%.*s%d%s", (int)(at - tmpl), tmpl, (int)id, at + 4);
 }
 
-/* A product drawn uniformly from the --products range (xorshift64; the modulo bias is
- * below 1e-9 for any range of int32 ids). */
-static int32_t pick_product(run *r) {
+/* The next number of the run's xorshift64 (--products, --users). */
+static uint64_t next_random(run *r) {
     uint64_t x = r->rng;
     x ^= x << 13;
     x ^= x >> 7;
     x ^= x << 17;
     r->rng = x;
+    return x;
+}
+
+/* A product drawn uniformly from the --products range (the modulo bias is below 1e-9
+ * for any range of int32 ids). */
+static int32_t pick_product(run *r) {
     uint64_t span = (uint64_t)(r->o->products_hi - r->o->products_lo) + 1;
-    return r->o->products_lo + (int32_t)(x % span);
+    return r->o->products_lo + (int32_t)(next_random(r) % span);
 }
 
 /* ------------------------------------------------------------------ requests */
@@ -196,15 +201,25 @@ static void slot_release(slot *s) {
 }
 
 static int slot_start(run *r, slot *s) {
-    if (r->o->idempotency) {
+    if (r->o->idempotency || r->o->users) {
         /* The key is unique across runs (wall clock and pid in the prefix) and within
          * one (the sequence number), and fits the contract's 64 [A-Za-z0-9_-]. It stays
          * in the slot until the answer is in, for the keys file. */
         char hdr[128];
-        snprintf(s->key, sizeof(s->key), "%s-%" PRIu64, r->key_prefix, ++r->key_seq);
-        snprintf(hdr, sizeof(hdr), "Idempotency-Key: %s", s->key);
-        struct curl_slist *h = curl_slist_append(NULL, hdr);
-        if (!h) return -1;
+        struct curl_slist *h = NULL, *more;
+        if (r->o->idempotency) {
+            snprintf(s->key, sizeof(s->key), "%s-%" PRIu64, r->key_prefix, ++r->key_seq);
+            snprintf(hdr, sizeof(hdr), "Idempotency-Key: %s", s->key);
+            if (!(h = curl_slist_append(NULL, hdr))) return -1;
+        }
+        if (r->o->users) {
+            snprintf(hdr, sizeof(hdr), "X-User: u%" PRIu64, 1 + next_random(r) % r->o->users);
+            if (!(more = curl_slist_append(h, hdr))) {
+                curl_slist_free_all(h);
+                return -1;
+            }
+            h = more;
+        }
         curl_easy_setopt(s->easy, CURLOPT_HTTPHEADER, h);
         curl_slist_free_all(s->headers);
         s->headers = h;
@@ -523,6 +538,7 @@ static int print_json(const run *r, const verdict *v) {
         cJSON_AddNumberToObject(pr, "from", o->products_lo);
         cJSON_AddNumberToObject(pr, "to", o->products_hi);
     }
+    if (o->users) cJSON_AddNumberToObject(root, "users", o->users);
     cJSON_AddStringToObject(root, "method", o->post ? "POST" : "GET");
     cJSON_AddBoolToObject(root, "idempotency", o->idempotency);
     if (o->mode == LOADOPTS_LOOPS) {

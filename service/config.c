@@ -252,6 +252,13 @@ static const opt options[] = {
      "with --zk-auth-file: another identity that shares the locks (a fleet's Curator or kazoo "
      "clients), world:anyone or digest:USER:BASE64-SHA1; it may read and watch stockd's lock "
      "nodes and queue under the lock's parents (docs/zookeeper-lock.md)"},
+    {"admin-token-file", "F", "STOCKD_ADMIN_TOKEN_FILE", set_str, F(admin_token_file), 0, 0, NULL,
+     OPERATOR,
+     "the Bearer token of POST /stock/restock, the first line of file F (none: restock is "
+     "refused, 403)"},
+    {"expiry-ms", "N", "STOCKD_EXPIRY_MS", set_uint, F(expiry_ms), 0, 60000, "200", OPERATOR,
+     "how often the expiry thread gives back reservations left unpaid past their expiry "
+     "(docs/orders.md); 0 = never (for tests of a payment arriving late)"},
     {"instance", "NAME", "STOCKD_INSTANCE", set_str, F(instance), 0, 0, NULL, OPERATOR,
      "name in answers, logs and orders (stockd-PORT when not given)"},
     {"workers", "N", "STOCKD_WORKERS", set_uint, F(workers), 1, 512, "16", OPERATOR,

@@ -5,8 +5,10 @@
  * what libmicrohttpd parsed. */
 #include <cjson/cJSON.h>
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "stockd.h"
 
@@ -31,7 +33,18 @@ static const struct {
     [STOCKD_R_INTERNAL] = {"internal_error", 500},
     [STOCKD_R_KEY_CONFLICT] = {"key_conflict", 422},
     [STOCKD_R_NOT_REPLICATED] = {"not_replicated", 503},
+    [STOCKD_R_RESERVED] = {"reserved", 200},
+    [STOCKD_R_LIMIT_REACHED] = {"limit_reached", 409},
+    [STOCKD_R_EXPIRED] = {"expired", 409},
+    [STOCKD_R_NOT_RESERVED] = {"not_reserved", 409},
+    [STOCKD_R_NOT_YOUR_ORDER] = {"not_your_order", 403},
+    [STOCKD_R_PAID] = {"paid", 200},
+    [STOCKD_R_CANCELLED] = {"cancelled", 200},
+    [STOCKD_R_RESTOCKED] = {"restocked", 200},
+    [STOCKD_R_UNAUTHORIZED] = {"unauthorized", 401},
+    [STOCKD_R_FORBIDDEN] = {"forbidden", 403},
 };
+_Static_assert(sizeof(results) / sizeof(results[0]) == STOCKD_R_COUNT, "a result without a row");
 
 unsigned stockd_answer_status(stockd_result r) {
     if ((size_t)r >= sizeof(results) / sizeof(results[0])) return 500;
@@ -55,6 +68,14 @@ char *stockd_answer_json(const stockd_answer *a, const char *instance) {
      * beyond what an AUTO_INCREMENT reaches here. */
     if (a->order_id && !cJSON_AddNumberToObject(o, "order_id", (double)a->order_id)) goto out;
     if (a->order && !cJSON_AddStringToObject(o, "order", a->order)) goto out;
+    if (a->state && !cJSON_AddStringToObject(o, "state", a->state)) goto out;
+    if (a->expires_at) {
+        /* "YYYY-MM-DD HH:MM:SS.ffffff" (UTC, the database's) as ISO 8601. */
+        char iso[40];
+        snprintf(iso, sizeof(iso), "%sZ", a->expires_at);
+        if (iso[10] == ' ') iso[10] = 'T';
+        if (!cJSON_AddStringToObject(o, "expires_at", iso)) goto out;
+    }
     if (a->segment && !cJSON_AddNumberToObject(o, "segment", a->segment)) goto out;
     if (a->replayed && !cJSON_AddTrueToObject(o, "replayed")) goto out;
     if (a->message && !cJSON_AddStringToObject(o, "message", a->message)) goto out;
@@ -105,6 +126,33 @@ int stockd_check_key(const char *s, size_t len) {
             return -1;
     }
     return 0;
+}
+
+int stockd_check_user(const char *s, size_t len) {
+    if (!s || len == 0 || len > STOCKDB_USER_MAX) return -1;
+    for (size_t i = 0; i < len; i++) {
+        char c = s[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '_' || c == '-' || c == '.' || c == '@'))
+            return -1;
+    }
+    return 0;
+}
+
+stockd_result stockd_check_admin(const char *header, size_t len, const char *token) {
+    static const char scheme[] = "Bearer ";
+    const size_t slen = sizeof(scheme) - 1;
+    if (!header || len <= slen || strncasecmp(header, scheme, slen) != 0)
+        return STOCKD_R_UNAUTHORIZED;
+    if (!token || !*token) return STOCKD_R_FORBIDDEN;
+    /* Constant time in the token's bytes: the difference of every byte is or-ed in, and
+     * a length that differs counts as a difference without an early return. */
+    const char *got = header + slen;
+    size_t glen = len - slen, tlen = strlen(token);
+    unsigned char diff = glen != tlen;
+    for (size_t i = 0; i < tlen; i++)
+        diff |= (unsigned char)(token[i] ^ (i < glen ? got[i] : 0));
+    return diff ? STOCKD_R_FORBIDDEN : STOCKD_R_OK;
 }
 
 /* The bound on an age is twice nginx's proxy_read_timeout (30 s): a request that old
@@ -164,9 +212,13 @@ void stockd_answer_from_db(stockd_answer *a, int lock_rc, int rc, const stockdb_
         a->has_stock = true;
         a->stock = res->stock;
         if (res->outcome == STOCKDB_DEDUCTED) {
-            a->result = STOCKD_R_DEDUCTED;
+            a->result = res->reserved ? STOCKD_R_RESERVED : STOCKD_R_DEDUCTED;
             a->order_id = res->order_id;
             a->replayed = res->replayed;
+            if (res->reserved) a->expires_at = res->expires_at;
+        } else if (res->outcome == STOCKDB_LIMIT_REACHED) {
+            a->result = STOCKD_R_LIMIT_REACHED;
+            a->message = "this customer holds the product's limit already; nothing was deducted";
         } else {
             a->result = STOCKD_R_SOLD_OUT;
         }
@@ -280,6 +332,81 @@ static void route_key(const stockd_request_in *in, stockd_routed *out) {
     }
 }
 
+/* The customer, from user= or the X-User header (once each; both must agree), as the
+ * key is (route_key): a forwarded request carries it the same way. required: a missing
+ * one is refused. */
+static void route_user(const stockd_request_in *in, stockd_routed *out, bool required) {
+    const char *q = NULL;
+    size_t qlen = 0;
+    unsigned n = find_param(in, "user", &q, &qlen);
+
+    if (n > 1) return refuse(out, STOCKD_R_BAD_REQUEST, "user given more than once", NULL);
+    if (in->users > 1)
+        return refuse(out, STOCKD_R_BAD_REQUEST, "X-User given more than once", NULL);
+    if (n && stockd_check_user(q, qlen) != 0)
+        return refuse(out, STOCKD_R_BAD_REQUEST, "user must be 1..64 of [A-Za-z0-9_.@-]", NULL);
+    if (in->user && stockd_check_user(in->user, in->user_len) != 0)
+        return refuse(out, STOCKD_R_BAD_REQUEST, "X-User must be 1..64 of [A-Za-z0-9_.@-]", NULL);
+    if (in->user && n && (in->user_len != qlen || memcmp(in->user, q, qlen) != 0))
+        return refuse(out, STOCKD_R_BAD_REQUEST, "X-User and user differ", NULL);
+    if (in->user) {
+        out->user = in->user;
+        out->user_len = in->user_len;
+    } else if (n) {
+        out->user = q;
+        out->user_len = qlen;
+    } else if (required) {
+        return refuse(out, STOCKD_R_BAD_REQUEST, "missing user: use ?user=U or X-User: U", NULL);
+    }
+}
+
+/* POST /orders/{order}/pay or /cancel: the order id and the event, or a refusal. */
+static void route_order(const char *path, stockd_routed *out) {
+    const char *id = path + strlen("/orders/"), *slash = strchr(id, '/');
+    uint64_t v = 0;
+
+    out->route = STOCKD_ROUTE_ORDER;
+    out->kind = STOCKD_JOB_ORDER;
+    if (!slash || (strcmp(slash, "/pay") != 0 && strcmp(slash, "/cancel") != 0))
+        return refuse(out, STOCKD_R_NO_ROUTE,
+                      "no such route; try POST /orders/{order}/pay or /orders/{order}/cancel",
+                      NULL);
+    out->event = slash[1] == 'p' ? STOCKDB_EV_PAY : STOCKDB_EV_CANCEL;
+    /* An order id as the deduction answered it: decimal, no sign, no leading zero; 18
+     * digits keep it below 2^63 (orders.id is BIGINT UNSIGNED AUTO_INCREMENT). */
+    size_t len = (size_t)(slash - id);
+    if (len == 0 || len > 18)
+        return refuse(out, STOCKD_R_BAD_REQUEST, "order id must be 1..18 digits", NULL);
+    for (size_t i = 0; i < len; i++) {
+        if (id[i] < '0' || id[i] > '9' || (i == 0 && id[i] == '0'))
+            return refuse(out, STOCKD_R_BAD_REQUEST,
+                          "order id must be a positive decimal integer without leading zeros",
+                          NULL);
+        v = v * 10 + (uint64_t)(id[i] - '0');
+    }
+    out->order_id = v;
+}
+
+/* units=K of a restock: 1..1000000. */
+static void route_units(const stockd_request_in *in, stockd_routed *out) {
+    const char *u = NULL;
+    size_t len = 0;
+    long long v = 0;
+    unsigned n = find_param(in, "units", &u, &len);
+    if (n != 1 || !u || len == 0 || len > 7)
+        return refuse(out, STOCKD_R_BAD_REQUEST, "units must be given once, 1..1000000", NULL);
+    for (size_t i = 0; i < len; i++) {
+        if (u[i] < '0' || u[i] > '9')
+            return refuse(out, STOCKD_R_BAD_REQUEST, "units must be a positive integer, 1..1000000",
+                          NULL);
+        v = v * 10 + (u[i] - '0');
+    }
+    if (v < 1 || v > 1000000 || u[0] == '0')
+        return refuse(out, STOCKD_R_BAD_REQUEST, "units must be a positive integer, 1..1000000",
+                      NULL);
+    out->units = (int32_t)v;
+}
+
 void stockd_route_request(const stockd_request_in *in, stockd_routed *out) {
     const char *m = in->method ? in->method : "", *path = in->path ? in->path : "";
     bool get = strcmp(m, "GET") == 0, head = strcmp(m, "HEAD") == 0, post = strcmp(m, "POST") == 0;
@@ -318,6 +445,20 @@ void stockd_route_request(const stockd_request_in *in, stockd_routed *out) {
         out->kind = stock ? STOCKD_JOB_STOCK : STOCKD_JOB_HEALTH;
         if (!get && !head)
             return refuse(out, STOCKD_R_METHOD_NOT_ALLOWED, "use GET or HEAD", "GET, HEAD");
+    } else if (strncmp(path, "/orders/", 8) == 0) {
+        route_order(path, out);
+        if (out->error != STOCKD_R_OK) return;
+        if (!post) return refuse(out, STOCKD_R_METHOD_NOT_ALLOWED, "use POST", "POST");
+        if (in->body_bytes > 0)
+            return refuse(out, STOCKD_R_BAD_REQUEST,
+                          "a request body is not accepted; pass parameters in the query", NULL);
+        if (in->params_truncated)
+            return refuse(out, STOCKD_R_BAD_REQUEST, "too many query parameters", NULL);
+        return route_user(in, out, true);
+    } else if (strcmp(path, "/stock/restock") == 0) {
+        out->route = STOCKD_ROUTE_RESTOCK;
+        out->kind = STOCKD_JOB_RESTOCK;
+        if (!post) return refuse(out, STOCKD_R_METHOD_NOT_ALLOWED, "use POST", "POST");
     } else if (strcmp(path, "/lock/queue") == 0) {
         out->route = STOCKD_ROUTE_LOCK_QUEUE;
         out->kind = STOCKD_JOB_LOCK_VIEW;
@@ -344,5 +485,8 @@ void stockd_route_request(const stockd_request_in *in, stockd_routed *out) {
     if (n > 1) return refuse(out, STOCKD_R_BAD_REQUEST, "id given more than once", NULL);
     if (stockd_parse_id(id, id_len, &out->product_id, &why) != 0)
         return refuse(out, STOCKD_R_BAD_REQUEST, why, NULL);
-    if (out->kind == STOCKD_JOB_DEDUCT) route_key(in, out);
+    if (out->kind == STOCKD_JOB_RESTOCK) return route_units(in, out);
+    if (out->kind != STOCKD_JOB_DEDUCT) return;
+    route_key(in, out);
+    if (out->error == STOCKD_R_OK) route_user(in, out, false);
 }

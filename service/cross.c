@@ -101,7 +101,8 @@ static int run_multi(worker_state *ws, const cross_group *g, unsigned ng, unsign
     for (unsigned i = 0; i < ng; i++) {
         if (!g[i].n) continue;
         for (unsigned j = g[i].first; j < g[i].first + g[i].n; j++) {
-            ws->items[j] = (stockdb_item){.request_id = ws->jobs[j]->request_id};
+            ws->items[j] = (stockdb_item){.request_id = ws->jobs[j]->request_id,
+                                          .user = ws->jobs[j]->user[0] ? ws->jobs[j]->user : NULL};
             if (ws->jobs[j]->arrived_ns < oldest) oldest = ws->jobs[j]->arrived_ns;
         }
         bs[nb++] = (stockdb_batch){.product_id = g[i].lock.product_id,

@@ -20,6 +20,7 @@ static void deduct_alone(worker_state *ws, stockd_job *job) {
     txn_guard g = {.deadline_ns = limit ? job->arrived_ns + limit : 0};
     stockdb_request req = {.product_id = job->product_id,
                            .request_id = job->request_id,
+                           .user = job->user[0] ? job->user : NULL,
                            .guard = limit ? txn__guard_check : NULL,
                            .guard_arg = &g,
                            .think_us = think_us(ws)};

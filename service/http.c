@@ -141,6 +141,13 @@ static enum MHD_Result count_idem_keys(void *cls, enum MHD_ValueKind kind, const
     return MHD_YES;
 }
 
+/* Counts the X-User headers (the name is case-insensitive). */
+static enum MHD_Result count_users(void *cls, enum MHD_ValueKind kind, const char *key,
+                                   size_t key_size, const char *value, size_t value_size) {
+    *(unsigned *)cls += key_size == 6 && strncasecmp(key, "X-User", 6) == 0;
+    return MHD_YES;
+}
+
 /* When the request arrived, on stockd_now_ns's clock: now, moved back by the time it
  * spent since nginx sent it (its X-Request-Start header, nginx/nginx.conf.in). A request
  * can wait in the listen backlog before libmicrohttpd accepts it (when more than
@@ -191,8 +198,26 @@ static enum MHD_Result route(stockd_http *h, struct MHD_Connection *c, http_req 
                                       &in.idem_key_len) != MHD_YES)
         in.idem_key = NULL;
     MHD_get_connection_values_n(c, MHD_HEADER_KIND, count_idem_keys, &in.idem_keys);
+    if (MHD_lookup_connection_value_n(c, MHD_HEADER_KIND, "X-User", 6, &in.user, &in.user_len) !=
+        MHD_YES)
+        in.user = NULL;
+    MHD_get_connection_values_n(c, MHD_HEADER_KIND, count_users, &in.users);
     stockd_route_request(&in, &d);
 
+    if (d.error == STOCKD_R_OK && d.route == STOCKD_ROUTE_RESTOCK) {
+        /* Restock is the operator's: its token (--admin-token-file), checked here, before
+         * any work is queued. */
+        const char *auth = NULL;
+        size_t auth_len = 0;
+        if (MHD_lookup_connection_value_n(c, MHD_HEADER_KIND, "Authorization", 13, &auth,
+                                          &auth_len) != MHD_YES)
+            auth = NULL;
+        d.error = stockd_check_admin(auth, auth_len, h->ctx->cfg->admin_token);
+        d.message = d.error == STOCKD_R_UNAUTHORIZED ? "restock needs Authorization: Bearer <token>"
+                    : h->ctx->cfg->admin_token[0]
+                        ? "wrong token; nothing was restocked"
+                        : "restock is off: stockd runs without --admin-token-file";
+    }
     if (d.error != STOCKD_R_OK) return send_error(h, c, d.route, d.error, d.message, d.allow);
     if (d.route == STOCKD_ROUTE_METRICS) {
         /* Rendering reads counters only: no I/O, so it is done right here. */
@@ -203,6 +228,13 @@ static enum MHD_Result route(stockd_http *h, struct MHD_Connection *c, http_req 
     job->route = d.route;
     job->kind = d.kind;
     job->product_id = d.product_id;
+    job->order_id = d.order_id;
+    job->event = d.event;
+    job->units = d.units;
+    if (d.user) {
+        memcpy(job->user, d.user, d.user_len);
+        job->user[d.user_len] = '\0';
+    }
     if (d.key) {
         memcpy(job->request_id, d.key, d.key_len);
         job->request_id[d.key_len] = '\0';

@@ -132,6 +132,12 @@ int main(int argc, char **argv) {
         fprintf(stderr, "stockd: %s\n", err);
         return 2;
     }
+    if (cfg.admin_token_file[0] &&
+        read_secret_file(cfg.admin_token_file, "--admin-token-file", cfg.admin_token,
+                         sizeof(cfg.admin_token), err, sizeof(err)) != 0) {
+        fprintf(stderr, "stockd: %s\n", err);
+        return 2;
+    }
     if (cfg.zk_auth_file[0]) {
         char line[sizeof(cfg.zk_auth) + 1];
         if (read_secret_file(cfg.zk_auth_file, "--zk-auth-file", line, sizeof(line), err,

@@ -26,7 +26,7 @@ typedef struct histogram {
     atomic_ullong sum_ns;
 } histogram;
 
-#define NRESULTS (STOCKD_R_NOT_REPLICATED + 1)
+#define NRESULTS STOCKD_R_COUNT
 
 /* Upper bounds of the batch-size buckets (deductions per lock acquisition). */
 static const unsigned batch_le[] = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024};
@@ -45,7 +45,8 @@ static struct {
 static const char *route_names[STOCKD_ROUTE_COUNT] = {
     [STOCKD_ROUTE_REDUCE] = "/stock/reduce",   [STOCKD_ROUTE_STOCK] = "/stock",
     [STOCKD_ROUTE_HEALTH] = "/health",         [STOCKD_ROUTE_METRICS] = "/metrics",
-    [STOCKD_ROUTE_LOCK_QUEUE] = "/lock/queue", [STOCKD_ROUTE_OTHER] = "other",
+    [STOCKD_ROUTE_LOCK_QUEUE] = "/lock/queue", [STOCKD_ROUTE_ORDER] = "/orders",
+    [STOCKD_ROUTE_RESTOCK] = "/stock/restock", [STOCKD_ROUTE_OTHER] = "other",
 };
 
 static const char *dberr_names[STOCKD_DBERR_COUNT] = {

@@ -107,7 +107,7 @@ void stockd_lock_config(const stockd_config *cfg, const stockdb_config *db, lock
         .timeout_ms = (int)cfg->lock_timeout_ms,
         .lease_ms = m->lease_off ? (int)*(const unsigned *)((const char *)cfg + m->lease_off) : 0,
         .session_ms = (int)cfg->zk_session_ms,
-        .holders = cfg->workers,
+        .holders = cfg->workers + 1, /* and the expiry thread (orders.c) */
         .renew = cfg->lease_renew,
         /* --batch-max 1 keeps the seed's one acquisition per deduction */
         .cache = cfg->lock_cache_ms > 0 && cfg->batch_max > 1,

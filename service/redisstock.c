@@ -74,10 +74,11 @@ static int deduct(worker_state *ws, stockd_job *job, stockredis_result *res, sto
     /* '/' never appears in a client's key: with one, the key is stockd's own. */
     unsigned ttl =
         strchr(job->request_id, '/') ? OWN_KEY_TTL_S : ws->w->ctx->cfg->redis_key_window_s;
-    int rc = stockredis_deduct(ws->redis, job->product_id, job->request_id, -1, ttl, res);
+    int rc = stockredis_deduct(ws->redis, job->product_id, job->request_id, -1, 0, ttl, res);
     if (rc != STOCKREDIS_OK || res->outcome != STOCKREDIS_NOT_LOADED) return rc;
     int32_t stock = 0;
-    int db_rc = stockdb_get_stock(ws->db, job->product_id, &stock);
+    int64_t restocked = 0;
+    int db_rc = stockdb_get_stock_restocked(ws->db, job->product_id, &stock, &restocked);
     count_statements(ws);
     answer__note_db_error(ws, "redis-stock load", db_rc);
     if (db_rc != STOCKDB_OK) {
@@ -85,7 +86,29 @@ static int deduct(worker_state *ws, stockd_job *job, stockredis_result *res, sto
         return 1;
     }
     return stockredis_deduct(ws->redis, job->product_id, job->request_id, stock < 0 ? 0 : stock,
-                             ttl, res);
+                             restocked, ttl, res);
+}
+
+int stockd_redisstock_restock(worker_state *ws, int32_t product_id, int32_t units, int32_t *stock,
+                              const char **message) {
+    stockdb_life l = {.product_id = product_id, .strategy = STOCKDB_ATOMIC};
+    long long count = 0;
+    bool present = false;
+    /* MariaDB first (docs/orders.md): the writer never meets a sold unit MariaDB lacks. */
+    int rc = stockdb_restock(ws->db, &l, units, stock);
+    count_statements(ws);
+    if (rc != STOCKDB_OK) return rc;
+    int redis_rc = ws->redis ? stockredis_restock(ws->redis, product_id, units, &count, &present)
+                             : STOCKREDIS_ERR_NOMEM;
+    if (redis_rc != STOCKREDIS_OK) {
+        answer__log_failure(ws, "redis-stock restock",
+                            ws->redis ? stockredis_errstr(ws->redis) : "no Redis handle");
+        *message = "restocked in MariaDB, but Redis did not confirm it: the units may not be "
+                   "sellable until the product's next reset (never sold twice)";
+        return STOCKDB_ERR_CONNECT;
+    }
+    if (present) *stock = (int32_t)count;
+    return STOCKDB_OK;
 }
 
 void stockd_redisstock_serve(worker_state *ws, stockd_job *job) {

@@ -169,7 +169,10 @@ typedef struct stockd_config {
     /* --zk-lock-path: where a product's ZooKeeper lock lives, "{id}" standing for its id
      * (checked by config.c; lock_config.path) */
     char zk_lock_path[200];
-    char zk_peer_acl[300]; /* --zk-peer-acl SCHEME:ID: lock_config.peer; "" = none */
+    char zk_peer_acl[300];      /* --zk-peer-acl SCHEME:ID: lock_config.peer; "" = none */
+    char admin_token_file[512]; /* --admin-token-file: read by main.c into admin_token */
+    char admin_token[257];      /* POST /stock/restock's Bearer token; "" = restock refused */
+    unsigned expiry_ms;         /* --expiry-ms: how often the expiry thread looks (orders.c) */
     /* true: a lease kind's lease must be at least STOCKD_LEASE_MIN_MS(think) (config.c
      * refuses less); false only for the demonstrations of a holder outliving its lease. */
     bool lease_check;
@@ -247,6 +250,18 @@ typedef enum stockd_result {
     STOCKD_R_INTERNAL,
     STOCKD_R_KEY_CONFLICT,   /* the Idempotency-Key belongs to an order of another product */
     STOCKD_R_NOT_REPLICATED, /* redis-stock: deducted on the primary, too few replicas have it */
+    /* After the deduction (docs/orders.md): */
+    STOCKD_R_RESERVED,       /* deducted as a reservation, with its expires_at */
+    STOCKD_R_LIMIT_REACHED,  /* the customer holds the product's per_user_limit */
+    STOCKD_R_EXPIRED,        /* a payment after the reservation's expiry: nothing changed */
+    STOCKD_R_NOT_RESERVED,   /* the order is not reserved (paid, sold, given back) */
+    STOCKD_R_NOT_YOUR_ORDER, /* the order is another customer's */
+    STOCKD_R_PAID,
+    STOCKD_R_CANCELLED,
+    STOCKD_R_RESTOCKED,
+    STOCKD_R_UNAUTHORIZED, /* restock without a token */
+    STOCKD_R_FORBIDDEN,    /* restock with a wrong token, or without --admin-token-file */
+    STOCKD_R_COUNT
 } stockd_result;
 
 typedef struct stockd_answer {
@@ -257,8 +272,11 @@ typedef struct stockd_answer {
     uint64_t order_id; /* 0 = none */
     unsigned segment;  /* the segment deducted from, whose stock `stock` is; 0 = none */
     bool replayed;
-    const char *message; /* NULL = none; not owned */
-    const char *order;   /* redis-stock: the order's key in the ledger; NULL = none; not owned */
+    const char *message;    /* NULL = none; not owned */
+    const char *order;      /* redis-stock: the order's key in the ledger; NULL = none; not owned */
+    const char *expires_at; /* a reservation's expiry, "YYYY-MM-DD HH:MM:SS.ffffff" UTC (rendered
+                             * as ISO 8601 with Z); NULL = none; not owned */
+    const char *state;      /* an order's state after pay or cancel; NULL = none; not owned */
 } stockd_answer;
 
 /* The HTTP status of a result. */
@@ -283,6 +301,14 @@ char *stockd_health_json(bool ok, const char *mysql_err, const char *zk_state, c
 int stockd_parse_id(const char *s, size_t len, int32_t *out, const char **why);
 /* Checks an idempotency key: 1..64 bytes of [A-Za-z0-9_-]. Returns 0 or -1. */
 int stockd_check_key(const char *s, size_t len);
+/* Checks a customer (user=U or X-User: U): 1..STOCKDB_USER_MAX bytes of [A-Za-z0-9_.@-].
+ * Returns 0 or -1. */
+int stockd_check_user(const char *s, size_t len);
+/* Checks an Authorization header against the admin token: STOCKD_R_OK for exactly
+ * "Bearer <token>" (compared in constant time), STOCKD_R_UNAUTHORIZED when the header
+ * is absent or not a Bearer one, STOCKD_R_FORBIDDEN for another token or when token is
+ * NULL or "" (no --admin-token-file: restock is refused). Pure. */
+stockd_result stockd_check_admin(const char *header, size_t len, const char *token);
 
 /* How long ago a proxy in front sent the request, from its X-Request-Start header:
  * "t=<seconds since the epoch>[.<1 to 9 digits of fraction>]" (nginx's "t=${msec}"),
@@ -305,6 +331,8 @@ typedef enum stockd_route {
     STOCKD_ROUTE_HEALTH,
     STOCKD_ROUTE_METRICS,
     STOCKD_ROUTE_LOCK_QUEUE,
+    STOCKD_ROUTE_ORDER,   /* POST /orders/{order}/pay or /cancel */
+    STOCKD_ROUTE_RESTOCK, /* POST /stock/restock */
     STOCKD_ROUTE_OTHER,
     STOCKD_ROUTE_COUNT,
 } stockd_route;
@@ -314,6 +342,8 @@ typedef enum stockd_job_kind {
     STOCKD_JOB_STOCK,
     STOCKD_JOB_HEALTH,
     STOCKD_JOB_LOCK_VIEW,
+    STOCKD_JOB_ORDER,   /* pay or cancel job->order_id (orders.c) */
+    STOCKD_JOB_RESTOCK, /* job->units more of job->product_id (orders.c) */
 } stockd_job_kind;
 
 /* A request handed from the polling thread to a worker. The polling thread owns it
@@ -324,9 +354,13 @@ typedef struct stockd_job {
     stockd_route route;
     stockd_result result; /* for metrics; set with status */
     int32_t product_id;
-    uint64_t arrived_ns;  /* CLOCK_MONOTONIC when the request arrived (stockd_now_ns),
-                           * moved back by the proxy's X-Request-Start (http.c) */
-    char request_id[101]; /* the client's Idempotency-Key, or our own unique id */
+    uint64_t arrived_ns;             /* CLOCK_MONOTONIC when the request arrived (stockd_now_ns),
+                                      * moved back by the proxy's X-Request-Start (http.c) */
+    char request_id[101];            /* the client's Idempotency-Key, or our own unique id */
+    char user[STOCKDB_USER_MAX + 1]; /* the customer (user= or X-User); "" = none */
+    uint64_t order_id;               /* STOCKD_JOB_ORDER: the order */
+    stockdb_event event;             /* STOCKD_JOB_ORDER: pay or cancel */
+    int32_t units;                   /* STOCKD_JOB_RESTOCK: how many */
     /* Segmented stock (--segments K > 1, deduct.c): the segment the deduction is at
      * (1..K; 0 before its first), how many segments it has found empty so far, and how
      * many times it began the walk again because the whole stock read after one showed
@@ -481,6 +515,9 @@ typedef struct stockd_request_in {
     const char *idem_key;  /* the Idempotency-Key header, NULL if absent */
     size_t idem_key_len;
     unsigned idem_keys; /* how many Idempotency-Key headers came (idem_key is the first) */
+    const char *user;   /* the X-User header, NULL if absent */
+    size_t user_len;
+    unsigned users; /* how many X-User headers came */
     size_t body_bytes;
     size_t uri_bytes;    /* path plus decoded query parameters */
     size_t header_bytes; /* header names plus values */
@@ -499,6 +536,11 @@ typedef struct stockd_routed {
     int32_t product_id;
     const char *key;
     size_t key_len;
+    const char *user; /* the customer (query or X-User), pointing into the input; NULL if none */
+    size_t user_len;
+    uint64_t order_id;   /* route ORDER */
+    stockdb_event event; /* route ORDER: pay or cancel */
+    int32_t units;       /* route RESTOCK */
 } stockd_routed;
 
 /* Routes a request. Pure; any thread. */

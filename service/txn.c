@@ -44,7 +44,8 @@ bool txn__run(worker_state *ws, stockd_job **jobs, unsigned n, product_lock *h,
     stockd_ctx *ctx = ws->w->ctx;
     uint64_t limit = (uint64_t)ctx->cfg->queue_deadline_ms * 1000000u, oldest = UINT64_MAX;
     for (unsigned i = 0; i < n; i++) {
-        ws->items[i] = (stockdb_item){.request_id = jobs[i]->request_id};
+        ws->items[i] = (stockdb_item){.request_id = jobs[i]->request_id,
+                                      .user = jobs[i]->user[0] ? jobs[i]->user : NULL};
         if (jobs[i]->arrived_ns < oldest) oldest = jobs[i]->arrived_ns;
     }
     /* --fence off (the paused-holder demonstration only) sends no token and skips the

@@ -1,8 +1,10 @@
 /* worker.c: the worker threads, which do the blocking work of a request: each owns one
  * stockdb handle (one MySQL connection, never shared), pops jobs one at a time and
  * dispatches them: a deduction to its policy (deduct.c), a read of the stock or of
- * /health here, a /lock/queue view to lockview.c. docs/architecture.md tells the
- * request path; worker_int.h draws the worker's files in their layers. */
+ * /health here, a /lock/queue view to lockview.c, a pay, cancel or restock to orders.c
+ * (which also runs the expiry thread, started and stopped here with the workers).
+ * docs/architecture.md tells the request path; worker_int.h draws the worker's files in their
+ * layers. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -122,6 +124,10 @@ static void *worker_main(void *arg) {
         case STOCKD_JOB_LOCK_VIEW:
             stockd_lockview_serve(ctx, job);
             break;
+        case STOCKD_JOB_ORDER:
+        case STOCKD_JOB_RESTOCK:
+            orders__serve(&ws, job);
+            break;
         }
     }
     free(ws.jobs);
@@ -151,6 +157,7 @@ stockd_workers *stockd_workers_start(stockd_ctx *ctx) {
     for (; w->n < ctx->cfg->workers; w->n++) {
         if (pthread_create(&w->threads[w->n], NULL, worker_main, w) != 0) goto fail;
     }
+    if (orders__expiry_start(ctx) != 0) goto fail;
     return w;
 fail:
     /* Threads already running exit once the queue is closed. */
@@ -161,6 +168,7 @@ fail:
 
 void stockd_workers_join(stockd_workers *w) {
     if (!w) return;
+    orders__expiry_stop();
     for (unsigned i = 0; i < w->n; i++)
         pthread_join(w->threads[i], NULL);
     free(w->threads);

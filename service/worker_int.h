@@ -3,6 +3,7 @@
  *
  *   worker.c   the threads: pop a job, dispatch it; the reads (stock, /health)
  *   deduct.c   a deduction's policy, top to bottom, and the leader's loop
+ *   orders.c   after the deduction: pay, cancel, restock, and the expiry thread
  *   batch.c    a batch's lock life: wait or try, take, run, keep or let go
  *   cross.c    a batch across products (--cross-products)
  *   txn.c      one product's transaction under its held lock, with its guard
@@ -84,6 +85,18 @@ typedef struct leader {
  * its slot's leader (which may be this worker, serving it before this returns). */
 void deduct__serve(worker_state *ws, stockd_job *job);
 
+/* ---------------------------------------------------------------- orders.c */
+
+/* Serves and answers a pay or cancel (STOCKD_JOB_ORDER) or a restock (STOCKD_JOB_RESTOCK)
+ * under the product's lock. */
+void orders__serve(worker_state *ws, stockd_job *job);
+/* Starts the expiry thread (not in mode redis-stock, nor with --expiry-ms 0), which gives
+ * back reservations left unpaid past their expiry every --expiry-ms. 0, or -1 when the
+ * thread cannot start. Main thread; ctx must outlive orders__expiry_stop(). */
+int orders__expiry_start(stockd_ctx *ctx);
+/* Stops and joins it (no-op if not started). Before the lock set is freed. */
+void orders__expiry_stop(void);
+
 /* ---------------------------------------------------------------- batch.c */
 
 /* One pass of the slot l leads: its lock (kept from the last pass, or waited for or
@@ -140,6 +153,12 @@ bool txn__run(worker_state *ws, stockd_job **jobs, unsigned n, product_lock *h,
 /* The worker's Redis handle of mode redis-stock (it connects at its first deduction);
  * NULL in the other modes, or when it cannot be made (logged; deductions answer 503). */
 stockredis *stockd_redisstock_open(const stockd_ctx *ctx);
+/* A restock of mode redis-stock: MariaDB first (stockdb_restock), then Redis
+ * (stockredis_restock); *stock is the count after (MariaDB's while Redis has none loaded).
+ * A STOCKDB_* code; when Redis failed after MariaDB committed, STOCKDB_ERR_CONNECT with
+ * *message saying so. */
+int stockd_redisstock_restock(worker_state *ws, int32_t product_id, int32_t units, int32_t *stock,
+                              const char **message);
 /* Serves and answers one deduction of mode redis-stock (the caller checked its deadline). */
 void stockd_redisstock_serve(worker_state *ws, stockd_job *job);
 

@@ -29,6 +29,13 @@ CREATE TABLE IF NOT EXISTS product (
 -- Databases made before these columns existed get them when this file is loaded again.
 ALTER TABLE product ADD COLUMN IF NOT EXISTS fence_kind TINYINT UNSIGNED NOT NULL DEFAULT 0,
                     ADD COLUMN IF NOT EXISTS row_version BIGINT UNSIGNED NOT NULL DEFAULT 0;
+-- After the deduction (docs/orders.md):
+--   per_user_limit   the most units one customer (orders.user) may hold of this product:
+--                    its sold, reserved and paid orders count. NULL = no limit;
+--   reserve_seconds  a deduction reserves the unit for this long instead of selling it;
+--                    unpaid past that, stockd gives it back. NULL = sell at once.
+ALTER TABLE product ADD COLUMN IF NOT EXISTS per_user_limit INT NULL,
+                    ADD COLUMN IF NOT EXISTS reserve_seconds INT NULL;
 
 -- The ledger: one row per successful deduction, written in the same transaction as the
 -- stock change, so `initial stock - final stock = COUNT(*)` holds after any run.
@@ -53,6 +60,36 @@ CREATE TABLE IF NOT EXISTS orders (
 -- made before; on a column that has it already, it changes nothing.
 ALTER TABLE orders
   MODIFY request_id VARCHAR(100) CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin NULL;
+
+-- An order's life after the deduction (docs/orders.md draws it; db/stockdb_life.c holds
+-- the table of its changes):
+--   user         the customer (1..64 of [A-Za-z0-9_.@-]), NULL for an anonymous order;
+--   state        sold (final at the deduction, as every order before), or reserved, then
+--                paid, cancelled or expired. A cancelled or expired order gave its unit
+--                back to the stock, so at any time
+--                stock = initial + restocks - orders in (sold, reserved, paid);
+--   expires_at   when an unpaid reservation is given back (UTC), NULL otherwise;
+--   released_at  when a cancel or the expiry gave the unit back (UTC).
+-- ix_orders_expiry serves the expiry's bounded scan, ix_orders_user the limit's count.
+ALTER TABLE orders
+  ADD COLUMN IF NOT EXISTS user VARCHAR(64) CHARACTER SET ascii COLLATE ascii_bin NULL,
+  ADD COLUMN IF NOT EXISTS state ENUM('sold', 'reserved', 'paid', 'cancelled', 'expired')
+    NOT NULL DEFAULT 'sold',
+  ADD COLUMN IF NOT EXISTS expires_at DATETIME(6) NULL,
+  ADD COLUMN IF NOT EXISTS released_at DATETIME(6) NULL,
+  ADD KEY IF NOT EXISTS ix_orders_expiry (state, expires_at),
+  ADD KEY IF NOT EXISTS ix_orders_user (product_id, user);
+
+-- Restocks made through the API (POST /stock/restock), one row each, written in the
+-- transaction that raises the stock: the ledger's other side.
+CREATE TABLE IF NOT EXISTS restock (
+  id          BIGINT UNSIGNED NOT NULL AUTO_INCREMENT PRIMARY KEY,
+  product_id  INT             NOT NULL,
+  units       INT             NOT NULL,
+  instance    VARCHAR(64)     NOT NULL,
+  created_at  TIMESTAMP(6)    NOT NULL DEFAULT CURRENT_TIMESTAMP(6),
+  KEY ix_restock_product (product_id)
+) ENGINE=InnoDB;
 
 -- Article 001's lock table, for the db-lock mode (lock/dblock.c). A row is a held lock:
 -- INSERT takes it (a duplicate key means "held"), DELETE by owner and token releases it,

@@ -100,11 +100,12 @@ class SetStockSql(unittest.TestCase):
     def test_segments_split_evenly_first_ones_get_the_rest(self):
         from lab.shop import set_stock_sql
         self.assertEqual(["DELETE FROM orders WHERE product_id=2",
+                          "DELETE FROM restock WHERE product_id=2",
                           "DELETE FROM product_segment WHERE product_id=2",
                           "UPDATE product SET stock=0, fence=0 WHERE id=2",
                           "INSERT INTO product_segment (product_id, seg, stock, fence) VALUES "
                           "(2, 1, 4, 0), (2, 2, 3, 0), (2, 3, 3, 0)"], set_stock_sql(2, 10, 3))
-        self.assertEqual("UPDATE product SET stock=500, fence=0 WHERE id=3", set_stock_sql(3, 500)[2])
+        self.assertEqual("UPDATE product SET stock=500, fence=0 WHERE id=3", set_stock_sql(3, 500)[3])
 
     def test_only_numbers_reach_the_text(self):
         from lab.shop import set_stock_sql
@@ -118,4 +119,4 @@ class SetStockSql(unittest.TestCase):
             shell.set_stock_sql("3", "500")
         lines = buf.getvalue().splitlines()
         self.assertEqual(("START TRANSACTION;", "COMMIT;"), (lines[0], lines[-1]))
-        self.assertEqual(5, len(lines))
+        self.assertEqual(6, len(lines))

@@ -69,7 +69,8 @@ class PortLayout(unittest.TestCase):
         span = max(span, ports.OFFSETS["stockd"] + 64) + 1
         tests = ports.OFFSETS["integration_tests"] + 300 * ports.OFFSETS["integration_test_ports"]
         bases = sorted(ports.BASES.items(), key=lambda kv: kv[1])
-        self.assertEqual({"stack", "report", "cpu", "memory", "nemesis", "tests", "tests_tsan"},
+        self.assertEqual({"stack", "report", "cpu", "orders", "memory", "nemesis", "tests",
+                          "tests_tsan"},
                          set(ports.BASES))
         for (name, base), (after, nxt) in zip(bases, bases[1:] + [("ephemeral", 32768)]):
             room = tests if name.startswith("tests") else span

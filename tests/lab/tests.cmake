@@ -17,5 +17,6 @@ stockd_lab_test(lab_report test_report)
 stockd_lab_test(lab_reportrun test_reportrun)
 stockd_lab_test(lab_stack test_stack)
 stockd_lab_test(lab_shell test_shell)
+stockd_lab_test(lab_orders test_orders)
 # lab_runspec checks the presets against this build's stockd --list-modes.
 set_tests_properties(lab_runspec PROPERTIES ENVIRONMENT STOCKD_BIN=$<TARGET_FILE:stockd>)

@@ -39,6 +39,11 @@ static const example examples[] = {
     {200, "{\"result\":\"deducted\",\"order_id\":\"977\"}", ANSWER_UNEXPECTED, 0, false},
     {200, "{\"result\":\"deducted\",\"order_id\":1e300}", ANSWER_UNEXPECTED, 0, false},
     {200, "{\"result\":\"ok\",\"id\":1,\"stock\":41}", ANSWER_UNEXPECTED, 0, false},
+    /* A reservation takes a unit with its order (docs/orders.md). */
+    {200,
+     "{\"result\":\"reserved\",\"order_id\":978,\"expires_at\":\"2026-12-07 17:00:01.000000\"}",
+     ANSWER_DEDUCTED, 978, false},
+    {200, "{\"result\":\"reserved\"}", ANSWER_UNEXPECTED, 0, false},
     {200, "{\"result\":\"deducted\",\"order_id\":97", ANSWER_UNEXPECTED, 0, false},
     {200, "hello", ANSWER_UNEXPECTED, 0, false},
     {200, "", ANSWER_UNEXPECTED, 0, false},

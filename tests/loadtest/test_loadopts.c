@@ -197,8 +197,22 @@ static void test_products_spread_the_load(void) {
     puts("ok: --products takes A-B and needs {id} once in the URL");
 }
 
+static void test_users_name_a_customer_per_request(void) {
+    loadopts o;
+    char err[256];
+    CHECK_INT_EQ(LOADOPTS_RUN, PARSE(&o, err, "--url", URL, "--threads", "4", "--users", "1000"));
+    CHECK_INT_EQ(1000, o.users);
+    CHECK_INT_EQ(LOADOPTS_RUN, PARSE(&o, err, "--url", URL, "--threads", "4"));
+    CHECK_INT_EQ(0, o.users);
+    REFUSED("--users must be 1..1000000", "--url", URL, "--threads", "1", "--users", "0");
+    REFUSED("--users must be 1..1000000", "--url", URL, "--threads", "1", "--users", "1000001");
+    REFUSED("--users must be 1..1000000", "--url", URL, "--threads", "1", "--users", "-3");
+    puts("ok: --users takes 1..1000000");
+}
+
 int main(void) {
     test_products_spread_the_load();
+    test_users_name_a_customer_per_request();
     test_threads_and_loops_with_defaults();
     test_duration_and_concurrency();
     test_every_option();

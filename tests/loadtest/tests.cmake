@@ -92,3 +92,18 @@ if(NOT STOCKD_SANITIZE)
     COMMAND env OVERSELL_TOOL=jmeter bash ${CMAKE_CURRENT_SOURCE_DIR}/service/oversell.sh none 3 counted --batch-max 1
     TIMEOUT 180 LABELS loadtest)
 endif()
+
+# The experiment's rows of issue 42 (loadtest/orders, docs/orders.md): one customer
+# with a limit of 1 sends 30 requests at once through 3 instances; without a lock
+# (one acquisition per deduction, as the seed's rows) it gets more than 1 unit, with zk
+# (batched: one batch may hold several of its requests) exactly 1. Reservations of 3 s,
+# paid in time and late, cancelled at the expiry and twice, with a restock through the
+# API: with zk the books add up and nothing is paid twice, late or beyond the stock.
+stockd_integration_test(orders_row_limit_none_3_instances_sells_more_than_1
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/loadtest/orders.sh limit none over-limit --batch-max 1
+  LABELS experiment)
+stockd_integration_test(orders_row_limit_zk_3_instances_sells_exactly_1
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/loadtest/orders.sh limit zk one LABELS experiment)
+stockd_integration_test(orders_row_reserve_zk_3_instances_books_add_up
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/loadtest/orders.sh reserve zk exact
+  TIMEOUT 180 LABELS experiment)

@@ -11,6 +11,9 @@ shift
 # stock at its last unit), which a seeded schedule does not always arrange: it gets up to
 # three seeds (the given one and the next two), and fails if none shows the anomaly. An
 # exact run gets one.
+if [[ " $* " == *" --orders "* && $("$STOCKD_BIN" --help 2>&1) != *--admin-token-file* ]]; then
+  skip "this stockd has no order API yet (issue 42's service side)"
+fi
 tries=1
 [[ $expect == exact ]] || tries=3
 args=("$@")

@@ -57,6 +57,46 @@ def clean():
     return history, final
 
 
+def life():
+    """The order's life (final's "orders_life"): product 1, 3 units, a limit of 1 and
+    reservations that expire 2 s after they are made. a reserves and pays in time, b
+    reserves and pays late (answered expired; stockd released it), c reserves, cancels
+    and cancels again (not_reserved), and pays after it (not_reserved); a restock of 1
+    unit. Held: a's order alone, so the stock is 3 + 1 - 1 = 3."""
+    h = [{"type": "meta", "mode": "zk", "seed": 1},
+         op("a", "deducted", 0.0, 0.1, order_id=10),
+         op("b", "deducted", 0.0, 0.2, order_id=11),
+         op("c", "deducted", 0.0, 0.3, order_id=12),
+         pay("pay", 10, "u1", 0.5, 0.6, "paid"),
+         pay("pay", 11, "u2", 3.0, 3.1, "expired"),
+         pay("cancel", 12, "u3", 0.6, 0.7, "cancelled"),
+         pay("cancel", 12, "u3", 0.8, 0.9, "not_reserved"),
+         pay("pay", 12, "u3", 1.0, 1.1, "not_reserved"),
+         {"type": "restock", "id": 1, "product": 1, "amount": 1, "invoke": T0 + 4.9,
+          "complete": T0 + 5.1, "outcome": "ok"}]
+    for r in h[1:4]:
+        r["result"] = "reserved"
+    f = {"products": {"1": {"initial": 3, "final": 3, "limit": 1}},
+         "orders": [life_order(10, "a", 0.05, "u1", "paid", 2.05),
+                    life_order(11, "b", 0.15, "u2", "expired", 2.15),
+                    life_order(12, "c", 0.25, "u3", "cancelled", 2.25)],
+         "restocks": [{"id": 1, "product": 1, "amount": 1, "at": T0 + 5.0}],
+         "orders_life": True, "read_at": T0 + 10.0, "clock_faults": False}
+    return h, f
+
+
+def pay(kind, oid, user, inv, comp, result, product=1):
+    return {"type": kind, "order_id": oid, "user": user, "product": product,
+            "invoke": T0 + inv, "complete": T0 + comp, "result": result,
+            "status": {"paid": 200, "cancelled": 200}.get(result, 409)}
+
+
+def life_order(oid, key, at, user, state, expires):
+    o = order(oid, key, at)
+    o.update(user=user, state=state, expires_at=T0 + expires)
+    return o
+
+
 def add_restock(h, f, amount=1):
     """A second restock at t=6.4, after every answer of clean(), so that orders added
     after it keep the ledger balanced and every sold-out answer right."""
@@ -233,6 +273,74 @@ class CheckerTest(unittest.TestCase):
         f["products"]["1"] = {"initial": 2, "final": 0}
         f["redis_stock"] = {"counts": {"1": 0}, "oversold": {"1": 0}, "promised_keys": []}
         self.assertEqual([], [x.lines() for x in nemesis_check.check(h, f)])
+
+    def test_an_order_life_history_has_no_anomaly(self):
+        h, f = life()
+        self.assertEqual([], [a.lines() for a in nemesis_check.check(h, f)])
+
+    def test_released_rows_must_be_counted_in_the_ledger(self):
+        # The same rows with the released ones read as holding: the books do not add up.
+        h, f = life()
+        for o in f["orders"]:
+            o["state"] = "sold" if o["state"] != "paid" else "paid"
+        self.assertIn("ledger_mismatch", names(nemesis_check.check(h, f)))
+
+    def test_a_customer_over_the_limit(self):
+        h, f = life()
+        h.append(op("d", "deducted", 6.0, 6.1, order_id=13))
+        f["orders"].append(life_order(13, "d", 6.05, "u1", "paid", 8.05))
+        f["products"]["1"]["final"] = 2
+        a = nemesis_check.check(h, f)
+        self.assertEqual(["over_limit"], names(a))
+        self.assertIn("customer u1 holds 2 units", a[0].text)
+
+    def test_paid_beyond_the_stock(self):
+        h, f = life()
+        f["products"]["1"]["limit"] = None
+        for n, oid in enumerate(range(13, 17)):
+            h.append(op(f"x{n}", "deducted", 6.0, 6.1, order_id=oid))
+            f["orders"].append(life_order(oid, f"x{n}", 6.05, f"v{n}", "paid", 8.05))
+        f["products"]["1"]["final"] = -1
+        self.assertIn("paid_over_stock", names(nemesis_check.check(h, f)))
+
+    def test_a_payment_answered_paid_for_a_cancelled_order(self):
+        h, f = life()
+        h[8] = pay("pay", 12, "u3", 1.0, 1.1, "paid")
+        self.assertEqual(["answered_paid_not_paid"], names(nemesis_check.check(h, f)))
+
+    def test_a_late_payment_accepted(self):
+        h, f = life()
+        h[4] = pay("pay", 10, "u1", 2.5, 2.6, "paid")
+        a = nemesis_check.check(h, f)
+        self.assertEqual(["late_payment_accepted"], names(a))
+        self.assertIn("0.450 s after its expiry", a[0].text)
+        # Not judged when the run moved MariaDB's clock.
+        f["clock_faults"] = True
+        self.assertEqual([], names(nemesis_check.check(h, f)))
+
+    def test_an_order_cancelled_twice_gave_its_unit_back_twice(self):
+        h, f = life()
+        h[7] = pay("cancel", 12, "u3", 0.8, 0.9, "cancelled")
+        f["products"]["1"]["final"] = 4  # the second release's unit
+        self.assertEqual(["ledger_mismatch", "released_twice"], names(nemesis_check.check(h, f)))
+
+    def test_an_expired_answer_for_an_order_that_is_paid(self):
+        h, f = life()
+        f["orders"][1]["state"] = "paid"
+        f["products"]["1"]["final"] = 2
+        self.assertEqual(["released_twice"],
+                         names(nemesis_check.check(h, f)))
+
+    def test_a_reservation_left_past_its_expiry(self):
+        h, f = life()
+        f["orders"][1]["state"] = "reserved"
+        f["products"]["1"]["final"] = 2
+        a = nemesis_check.check(h, f)
+        self.assertEqual(["not_released"], names(a))
+        self.assertIn("order 11 still reserved 7.8 s after its expiry", a[0].text)
+        # Within the grace (read 1 s after the expiry): not yet an anomaly.
+        f["read_at"] = T0 + 3.15
+        self.assertEqual([], names(nemesis_check.check(h, f)))
 
     def test_command_line_prints_each_anomaly_and_the_summary(self):
         h, f = clean()

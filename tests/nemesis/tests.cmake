@@ -93,6 +93,11 @@ nemesis_run(nemesis_zk_per_request_exact exact 45 --mode zk --extra "--batch-max
 nemesis_run(nemesis_redis_exact exact 45 --mode redis --seed 1)
 nemesis_run(nemesis_db_lock_exact exact 45 --mode db-lock --seed 1)
 nemesis_run(nemesis_atomic_exact exact 45 --mode atomic --seed 1)
+# The order's life (issue 42, --orders): customers, limits, reservations of 1 s paid in
+# time and late, cancelled, cancelled and paid at once, or left to expire, under every
+# zk fault; the checker's order checks (paid <= stock, each customer within the limit,
+# every release once, no late payment accepted, nothing left reserved) find nothing.
+nemesis_run(nemesis_zk_orders_exact exact 20 --mode zk --seed 1 --orders)
 # The last lock kinds under every fault they can have, lock-server kills and pauses (and
 # RedLock's clock jumps) among them: about 27 s each.
 nemesis_run(nemesis_redlock_exact exact 20 --mode redlock --seed 1)

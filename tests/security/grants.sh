@@ -2,14 +2,16 @@
 # The service's MySQL user can do what a deduction needs and nothing more: read and
 # update product and its segments (product_segment; the product_stock view is read
 # only), read and add orders and oversold promises (the order writer of mode
-# redis-stock records the entries MariaDB had no stock for), take and give back a row of
+# redis-stock records the entries MariaDB had no stock for), move an order's state and
+# released_at (pay, cancel, expiry) and no other column of it, add restocks, take and
+# give back a row of
 # the lock table stock_lock
 # (the db-lock mode) and move its expiry (the db-lock watchdog, --lease-renew), no
 # other column of it. Checked twice: by what SHOW GRANTS lists for
 # stockd@127.0.0.1 (and @localhost), and by what the server refuses when stockd tries it
 # over TCP, as the service connects. The shared test server holds a database per test,
 # each granted to the same user, so every grant line must have one of the allowed shapes
-# and this test's database must have exactly its six.
+# and this test's database must have exactly its seven.
 source "$STOCKD_SRC/tests/lib.sh"
 
 t_db
@@ -23,21 +25,25 @@ as_stockd() {
 for host in 127.0.0.1 localhost; do
   mysql_cli "$STOCKD_TEST_RUN" -N -B -e "SHOW GRANTS FOR '$DB_USER'@'$host'" >"$T/grants" ||
     fail "SHOW GRANTS for $DB_USER@$host"
-  sed -e "s/ IDENTIFIED BY PASSWORD '[^']*'//" "$T/grants" >"$T/grants.norm"
+  # The server lists a grant's columns in no fixed order: put them in name order.
+  sed -e "s/ IDENTIFIED BY PASSWORD '[^']*'//" \
+    -e 's/UPDATE (`state`, `released_at`)/UPDATE (`released_at`, `state`)/' "$T/grants" >"$T/grants.norm"
   while IFS= read -r g; do
     case $g in
     "GRANT USAGE ON *.* TO \`$DB_USER\`@\`$host\`") ;;
     "GRANT SELECT, UPDATE ON \`"*"\`.\`product\` TO \`$DB_USER\`@\`$host\`") ;;
     "GRANT SELECT, UPDATE ON \`"*"\`.\`product_segment\` TO \`$DB_USER\`@\`$host\`") ;;
     "GRANT SELECT ON \`"*"\`.\`product_stock\` TO \`$DB_USER\`@\`$host\`") ;;
-    "GRANT SELECT, INSERT ON \`"*"\`.\`orders\` TO \`$DB_USER\`@\`$host\`") ;;
+    "GRANT SELECT, INSERT, UPDATE (\`released_at\`, \`state\`) ON \`"*"\`.\`orders\` TO \`$DB_USER\`@\`$host\`") ;;
+    "GRANT SELECT, INSERT ON \`"*"\`.\`restock\` TO \`$DB_USER\`@\`$host\`") ;;
     "GRANT SELECT, INSERT ON \`"*"\`.\`oversold_promise\` TO \`$DB_USER\`@\`$host\`") ;;
     "GRANT SELECT, INSERT, UPDATE (\`expires_at\`), DELETE ON \`"*"\`.\`stock_lock\` TO \`$DB_USER\`@\`$host\`") ;;
     *) fail "unexpected grant for $DB_USER@$host: $g" ;;
     esac
   done <"$T/grants.norm"
   mine=$(grep -F "ON \`$DB\`." "$T/grants.norm" | sort | sed "s/ TO .*//" | paste -sd '|')
-  want=$(printf '%s\n' "GRANT SELECT, INSERT ON \`$DB\`.\`orders\`" \
+  want=$(printf '%s\n' "GRANT SELECT, INSERT, UPDATE (\`released_at\`, \`state\`) ON \`$DB\`.\`orders\`" \
+    "GRANT SELECT, INSERT ON \`$DB\`.\`restock\`" \
     "GRANT SELECT, INSERT ON \`$DB\`.\`oversold_promise\`" \
     "GRANT SELECT, INSERT, UPDATE (\`expires_at\`), DELETE ON \`$DB\`.\`stock_lock\`" \
     "GRANT SELECT, UPDATE ON \`$DB\`.\`product\`" \
@@ -71,6 +77,9 @@ refused=(
   "DELETE FROM orders"
   "DELETE FROM oversold_promise"
   "UPDATE orders SET instance = 'x'"
+  "UPDATE orders SET user = 'x'"
+  "DELETE FROM restock"
+  "UPDATE restock SET units = 1"
   "INSERT INTO product (id, product_name, stock, fence) VALUES (99, 'x', 1, 0)"
   "DELETE FROM product"
   "INSERT INTO product_segment (product_id, seg, stock) VALUES (1, 1, 100)"

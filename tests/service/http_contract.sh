@@ -63,6 +63,31 @@ for bad in "" "?id=" "?id=abc" "?id=1abc" "?id=-1" "?id=0" "?id=1.5" "?id=0x10" 
 done
 expect_eq "no order from bad requests" "$n" "$(sql 'SELECT COUNT(*) FROM orders')"
 
+# A customer (docs/orders.md): 1..64 of [A-Za-z0-9_.@-], from user= or X-User, agreeing.
+long=$(printf 'u%.0s' $(seq 65))
+for bad in "user=" "user=a%20b" "user=a/b" "user=$long" "user=a&user=a"; do
+  expect GET "/stock/reduce?id=2&$bad" 400 bad_request
+done
+expect GET "/stock/reduce?id=2&user=alice" 400 bad_request -H "X-User: bob"
+expect GET "/stock/reduce?id=2" 400 bad_request -H "X-User: $long"
+expect_eq "no order from a bad customer" "$n" "$(sql 'SELECT COUNT(*) FROM orders')"
+expect GET "/stock/reduce?id=2&user=alice" 200 deducted -H "X-User: alice"
+alices=$(field order_id)
+expect_eq "the order's customer" "alice sold" "$(sql "SELECT user, state FROM orders WHERE id=$alices" | tr '\t' ' ')"
+n=$(sql 'SELECT COUNT(*) FROM orders')
+# Pay and cancel: POST, a customer, an order that exists and is theirs.
+expect POST "/orders/$alices/pay" 400 bad_request
+expect POST "/orders/$alices/pay?user=bob" 403 not_your_order
+expect POST "/orders/$alices/pay?user=alice" 409 not_reserved
+expect POST "/orders/999999999/cancel?user=alice" 404 not_found
+expect GET "/orders/1/pay?user=alice" 405 method_not_allowed
+expect POST "/orders/x/pay?user=alice" 400 bad_request
+expect POST "/orders/1/ship?user=alice" 404 not_found
+# Restock without --admin-token-file: refused, nothing changed.
+expect POST "/stock/restock?id=2&units=5" 401 unauthorized
+expect POST "/stock/restock?id=2&units=5" 403 forbidden -H "Authorization: Bearer x"
+expect_eq "no restock" 0 "$(sql 'SELECT COUNT(*) FROM restock')"
+
 # Routes and methods.
 expect GET /nope 404 not_found
 expect GET /stock/reduce/1 404 not_found

@@ -317,6 +317,173 @@ static void test_routing_table(void) {
     CHECK(r.key == NULL);
 }
 
+/* After the deduction (docs/orders.md): the customer from user= or X-User, checked and
+ * agreed; pay and cancel routes need one; restock's units. */
+static void test_customer_and_order_routes(void) {
+    static const struct {
+        const char *method, *path, *p1, *p2;
+        stockd_route route;
+        stockd_result error;
+    } cases[] = {
+        {"GET", "/stock/reduce", "id=1", "user=alice", STOCKD_ROUTE_REDUCE, STOCKD_R_OK},
+        {"GET", "/stock/reduce", "id=1", "user=a.b@c-d_e", STOCKD_ROUTE_REDUCE, STOCKD_R_OK},
+        {"GET", "/stock/reduce", "id=1", "user=", STOCKD_ROUTE_REDUCE, STOCKD_R_BAD_REQUEST},
+        {"GET", "/stock/reduce", "id=1", "user=a b", STOCKD_ROUTE_REDUCE, STOCKD_R_BAD_REQUEST},
+        {"GET", "/stock/reduce", "id=1", "user=a/b", STOCKD_ROUTE_REDUCE, STOCKD_R_BAD_REQUEST},
+        {"GET", "/stock/reduce", "id=1",
+         "user=0123456789012345678901234567890123456789012345678901234567890123456789",
+         STOCKD_ROUTE_REDUCE, STOCKD_R_BAD_REQUEST},
+        {"POST", "/orders/17/pay", "user=alice", NULL, STOCKD_ROUTE_ORDER, STOCKD_R_OK},
+        {"POST", "/orders/17/cancel", "user=alice", NULL, STOCKD_ROUTE_ORDER, STOCKD_R_OK},
+        {"POST", "/orders/17/pay", NULL, NULL, STOCKD_ROUTE_ORDER, STOCKD_R_BAD_REQUEST},
+        {"GET", "/orders/17/pay", "user=alice", NULL, STOCKD_ROUTE_ORDER,
+         STOCKD_R_METHOD_NOT_ALLOWED},
+        {"POST", "/orders/017/pay", "user=alice", NULL, STOCKD_ROUTE_ORDER, STOCKD_R_BAD_REQUEST},
+        {"POST", "/orders/-1/pay", "user=alice", NULL, STOCKD_ROUTE_ORDER, STOCKD_R_BAD_REQUEST},
+        {"POST", "/orders//pay", "user=alice", NULL, STOCKD_ROUTE_ORDER, STOCKD_R_BAD_REQUEST},
+        {"POST", "/orders/1234567890123456789/pay", "user=alice", NULL, STOCKD_ROUTE_ORDER,
+         STOCKD_R_BAD_REQUEST},
+        {"POST", "/orders/17/refund", "user=alice", NULL, STOCKD_ROUTE_ORDER, STOCKD_R_NO_ROUTE},
+        {"POST", "/orders/17", "user=alice", NULL, STOCKD_ROUTE_ORDER, STOCKD_R_NO_ROUTE},
+        {"POST", "/stock/restock", "id=1", "units=5", STOCKD_ROUTE_RESTOCK, STOCKD_R_OK},
+        {"POST", "/stock/restock", "id=1", "units=0", STOCKD_ROUTE_RESTOCK, STOCKD_R_BAD_REQUEST},
+        {"POST", "/stock/restock", "id=1", "units=-5", STOCKD_ROUTE_RESTOCK, STOCKD_R_BAD_REQUEST},
+        {"POST", "/stock/restock", "id=1", "units=1000001", STOCKD_ROUTE_RESTOCK,
+         STOCKD_R_BAD_REQUEST},
+        {"POST", "/stock/restock", "id=1", NULL, STOCKD_ROUTE_RESTOCK, STOCKD_R_BAD_REQUEST},
+        {"POST", "/stock/restock", "units=5", NULL, STOCKD_ROUTE_RESTOCK, STOCKD_R_BAD_REQUEST},
+        {"GET", "/stock/restock", "id=1", "units=5", STOCKD_ROUTE_RESTOCK,
+         STOCKD_R_METHOD_NOT_ALLOWED},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        stockd_routed r = route(cases[i].method, cases[i].path, NULL, 0, cases[i].p1, cases[i].p2,
+                                (const char *)NULL);
+        if (r.route != cases[i].route || r.error != cases[i].error)
+            CHECK_FAIL_("case %zu (%s %s %s %s): expected route %d error %d, got route %d "
+                        "error %d (%s)",
+                        i, cases[i].method, cases[i].path, cases[i].p1 ? cases[i].p1 : "",
+                        cases[i].p2 ? cases[i].p2 : "", cases[i].route, cases[i].error, r.route,
+                        r.error, r.message ? r.message : "");
+        if (r.error != STOCKD_R_OK) CHECK(r.message && *r.message);
+    }
+    stockd_routed r =
+        route("POST", "/orders/123456789012/cancel", NULL, 0, "user=bob", (const char *)NULL);
+    CHECK_INT_EQ(STOCKD_JOB_ORDER, r.kind);
+    CHECK(r.order_id == 123456789012ull);
+    CHECK_INT_EQ(STOCKDB_EV_CANCEL, r.event);
+    CHECK_INT_EQ(3, r.user_len);
+    CHECK(memcmp(r.user, "bob", 3) == 0);
+    r = route("POST", "/stock/restock", NULL, 0, "id=9", "units=250", (const char *)NULL);
+    CHECK_INT_EQ(STOCKD_JOB_RESTOCK, r.kind);
+    CHECK_INT_EQ(9, r.product_id);
+    CHECK_INT_EQ(250, r.units);
+
+    /* The X-User header: alone, agreeing with user=, differing, twice. */
+    stockd_param p[2] = {{"id", 2, "1", 1}, {"user", 4, "alice", 5}};
+    stockd_request_in in = {.method = "GET",
+                            .path = "/stock/reduce",
+                            .params = p,
+                            .nparams = 1,
+                            .user = "alice",
+                            .user_len = 5,
+                            .users = 1};
+    stockd_route_request(&in, &r);
+    CHECK_INT_EQ(STOCKD_R_OK, r.error);
+    CHECK(r.user == in.user && r.user_len == 5);
+    in.nparams = 2;
+    stockd_route_request(&in, &r);
+    CHECK_INT_EQ(STOCKD_R_OK, r.error);
+    in.user = "bob";
+    in.user_len = 3;
+    stockd_route_request(&in, &r);
+    CHECK_INT_EQ(STOCKD_R_BAD_REQUEST, r.error);
+    CHECK_STR_EQ("X-User and user differ", r.message);
+    in.nparams = 1;
+    in.users = 2;
+    stockd_route_request(&in, &r);
+    CHECK_INT_EQ(STOCKD_R_BAD_REQUEST, r.error);
+    /* Without a customer a deduction routes as it always did. */
+    in.user = NULL;
+    in.users = 0;
+    stockd_route_request(&in, &r);
+    CHECK_INT_EQ(STOCKD_R_OK, r.error);
+    CHECK(r.user == NULL);
+}
+
+/* The restock token: Bearer only, compared whole, refused when none is configured. */
+static void test_admin_token(void) {
+    const char *h = "Bearer s3cret";
+    CHECK_INT_EQ(STOCKD_R_OK, stockd_check_admin(h, strlen(h), "s3cret"));
+    CHECK_INT_EQ(STOCKD_R_FORBIDDEN, stockd_check_admin(h, strlen(h), "s3cre"));
+    CHECK_INT_EQ(STOCKD_R_FORBIDDEN, stockd_check_admin(h, strlen(h), "s3cret!"));
+    CHECK_INT_EQ(STOCKD_R_FORBIDDEN, stockd_check_admin(h, strlen(h), ""));
+    CHECK_INT_EQ(STOCKD_R_FORBIDDEN, stockd_check_admin(h, strlen(h), NULL));
+    CHECK_INT_EQ(STOCKD_R_UNAUTHORIZED, stockd_check_admin(NULL, 0, "s3cret"));
+    CHECK_INT_EQ(STOCKD_R_UNAUTHORIZED, stockd_check_admin("Basic s3cret", 12, "s3cret"));
+    CHECK_INT_EQ(STOCKD_R_UNAUTHORIZED, stockd_check_admin("Bearer ", 7, "s3cret"));
+    CHECK_INT_EQ(401, stockd_answer_status(STOCKD_R_UNAUTHORIZED));
+    CHECK_INT_EQ(403, stockd_answer_status(STOCKD_R_FORBIDDEN));
+}
+
+/* The new answers: their statuses, and a reservation's expiry as ISO 8601 UTC. */
+static void test_order_answers(void) {
+    static const struct {
+        stockd_result r;
+        unsigned status;
+        const char *name;
+    } cases[] = {
+        {STOCKD_R_RESERVED, 200, "reserved"},
+        {STOCKD_R_LIMIT_REACHED, 409, "limit_reached"},
+        {STOCKD_R_EXPIRED, 409, "expired"},
+        {STOCKD_R_NOT_RESERVED, 409, "not_reserved"},
+        {STOCKD_R_NOT_YOUR_ORDER, 403, "not_your_order"},
+        {STOCKD_R_PAID, 200, "paid"},
+        {STOCKD_R_CANCELLED, 200, "cancelled"},
+        {STOCKD_R_RESTOCKED, 200, "restocked"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        CHECK_INT_EQ(cases[i].status, stockd_answer_status(cases[i].r));
+        CHECK_STR_EQ(cases[i].name, stockd_result_name(cases[i].r));
+    }
+    stockdb_result res = {.outcome = STOCKDB_DEDUCTED,
+                          .stock = 4,
+                          .order_id = 77,
+                          .reserved = true,
+                          .expires_at = "2026-12-07 18:00:00.250000"};
+    stockd_answer a = {.id = 2};
+    stockd_answer_from_db(&a, LOCK_OK, STOCKDB_OK, &res);
+    cJSON *o = render(&a);
+    CHECK_STR_EQ("reserved", str_field(o, "result"));
+    CHECK_STR_EQ("2026-12-07T18:00:00.250000Z", str_field(o, "expires_at"));
+    cJSON_Delete(o);
+    res = (stockdb_result){.outcome = STOCKDB_LIMIT_REACHED, .stock = 4};
+    a = (stockd_answer){.id = 2};
+    stockd_answer_from_db(&a, LOCK_OK, STOCKDB_OK, &res);
+    CHECK_INT_EQ(STOCKD_R_LIMIT_REACHED, a.result);
+    CHECK(a.message && *a.message);
+}
+
+/* The order's life is one table: each event's row, and the states that hold a unit are
+ * exactly those the limit's SQL counts (sold, reserved, paid). */
+static void test_order_state_table(void) {
+    for (int e = 0; e < STOCKDB_EV_COUNT; e++)
+        CHECK_INT_EQ(e, stockdb_changes[e].event);
+    CHECK_INT_EQ(STOCKDB_STATE_PAID, stockdb_changes[STOCKDB_EV_PAY].to);
+    CHECK_INT_EQ(0, stockdb_changes[STOCKDB_EV_PAY].stock_delta);
+    CHECK_INT_EQ(1, stockdb_changes[STOCKDB_EV_CANCEL].stock_delta);
+    CHECK_INT_EQ(1, stockdb_changes[STOCKDB_EV_EXPIRE].stock_delta);
+    CHECK_INT_EQ(STOCKDB_WHEN_AFTER_EXPIRY, stockdb_changes[STOCKDB_EV_EXPIRE].when);
+    CHECK(stockdb_state_holds(STOCKDB_STATE_SOLD));
+    CHECK(stockdb_state_holds(STOCKDB_STATE_RESERVED));
+    CHECK(stockdb_state_holds(STOCKDB_STATE_PAID));
+    CHECK(!stockdb_state_holds(STOCKDB_STATE_CANCELLED));
+    CHECK(!stockdb_state_holds(STOCKDB_STATE_EXPIRED));
+    /* A change that gives a unit back leaves a state that holds none. */
+    for (int e = 0; e < STOCKDB_EV_COUNT; e++)
+        CHECK(stockdb_state_holds(stockdb_changes[e].to) == (stockdb_changes[e].stock_delta == 0));
+    CHECK_STR_EQ("expired", stockdb_state_name(STOCKDB_STATE_EXPIRED));
+}
+
 static void test_size_limits_come_first(void) {
     stockd_param id = {"id", 2, "1", 1};
     stockd_request_in in = {.method = "GET", .path = "/stock/reduce", .params = &id, .nparams = 1};
@@ -401,6 +568,10 @@ int main(void) {
     test_routing_table();
     test_two_idempotency_keys();
     test_size_limits_come_first();
+    test_customer_and_order_routes();
+    test_admin_token();
+    test_order_answers();
+    test_order_state_table();
     test_id_parser_accepts_only_canonical_positive_int32();
     test_key_check();
     test_deducted_answer_has_stock_order_and_instance();

@@ -382,3 +382,23 @@ stockd_integration_test(zk_waits_for_kazoo_holder_with_peer_acl
 # exactly 0, every implementation's orders in the ledger.
 stockd_integration_test(mixed_fleet_with_articles_java_service_ends_at_zero
   COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/mixed_fleet.sh LABELS service)
+# After the deduction (docs/orders.md): one customer's limit, reservations with payment,
+# cancel and expiry, and restock through the API.
+stockd_integration_test(orders_limit_none_3_instances_races
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/orders.sh limit none races LABELS experiment)
+stockd_integration_test(orders_limit_zk_3_instances_sells_exactly_1
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/orders.sh limit zk exact LABELS experiment)
+stockd_integration_test(orders_limit_for_update_3_instances_sells_exactly_1
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/orders.sh limit for-update exact LABELS experiment)
+stockd_integration_test(orders_limit_atomic_3_instances_sells_exactly_1
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/orders.sh limit atomic exact LABELS experiment)
+stockd_integration_test(orders_limit_db_lock_3_instances_sells_exactly_1
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/orders.sh limit db-lock exact LABELS experiment)
+stockd_integration_test(orders_reserve_zk_pay_cancel_expire_add_up
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/orders.sh reserve zk LABELS service)
+stockd_integration_test(orders_reserve_for_update_pay_cancel_expire_add_up
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/orders.sh reserve for-update LABELS service)
+stockd_integration_test(orders_reserve_atomic_pay_cancel_expire_add_up
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/orders.sh reserve atomic LABELS service)
+stockd_integration_test(orders_restock_needs_the_admin_token
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/orders.sh auth zk LABELS security)

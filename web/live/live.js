@@ -1,6 +1,7 @@
 /* live.js: the live page. Every second it reads, through the stack's nginx only:
  *   - GET /stock?id=N for each watched product: the stock as MySQL has it (any instance
- *     answers; each reads the row);
+ *     answers; each reads the row), and beside it the product's reserved and paid orders
+ *     and the units released (cancelled or expired), when the answer has them;
  *   - GET /lock/queue?id=N: the answering instance's view of the product's lock (the zk
  *     queue in order with who made each node, in which implementation, and whom it
  *     watches, a lease's holder);
@@ -21,7 +22,9 @@
  * default the first), &window=S (seconds the charts keep, default 300).
  *
  * What the page has seen is also kept on the DOM as data-* attributes (the browser test
- * reads them): #instances[data-seen], #stock-now span[data-last][data-min],
+ * reads them): #instances[data-seen], #stock-now span[data-last][data-min] (and
+ * [data-reserved][data-paid][data-released] when the /stock answer carries the
+ * product's orders: reservations, docs/orders.md),
  * #queue-seen[data-best-waiters][data-best-owners], #alert[data-state],
  * #drift-now span[data-redis][data-mysql][data-backlog] (mode redis-stock),
  * #writer-now span[data-lag][data-pending][data-undelivered] (one per writer). */
@@ -147,6 +150,10 @@ async function tickStock(t) {
       values[`product ${id}`] = a.stock;
       const s = stockSeen[id] || (stockSeen[id] = { last: a.stock, min: a.stock });
       s.last = a.stock;
+      /* The order's life (docs/orders.md), in the same answer as the stock when stockd
+       * reads it: the product's reserved and paid orders and the units released. */
+      s.orders = a.reserved === undefined ? null :
+        { reserved: a.reserved, paid: a.paid, released: a.released };
       s.min = Math.min(s.min, a.stock);
       noteError(`stock ${id}`, null);
     } catch (e) {
@@ -163,6 +170,13 @@ async function tickStock(t) {
     span.dataset.last = s.last;
     span.dataset.min = s.min;
     span.textContent = `product ${id}: ${s.last}`;
+    if (s.orders) {
+      Object.assign(span.dataset, s.orders);
+      const o = document.createElement("small");
+      o.className = "orders";
+      o.textContent = ` (reserved ${s.orders.reserved}, paid ${s.orders.paid}, released ${s.orders.released})`;
+      span.append(o);
+    }
     return span;
   }));
 }

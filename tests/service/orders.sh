@@ -1,0 +1,161 @@
+#!/usr/bin/env bash
+# After the deduction (docs/orders.md), on real servers: three stockd of one lock mode.
+#   orders.sh limit MODE EXPECT    EXPECT = exact | races
+#     one customer with a per_user_limit of 1 sends 30 requests at once, spread over the
+#     three instances: with a lock (or a row lock, or the atomic statement) exactly one
+#     unit is sold and the other 29 are 409 limit_reached; without one (none) the count
+#     of the customer's orders races like the stock, and more than one unit is sold.
+#   orders.sh reserve MODE
+#     10 customers reserve the 10 units of a product that reserves: 3 pay in time, one
+#     cancels, the rest expire (brought forward to now + 1 s) while 3 of them cancel at the same moment and 3
+#     pay late; paid never exceeds the stock, no unit comes back twice, late payments are
+#     409 expired with nothing changed, and stock + units held = initial + restocks,
+#     before and after an authenticated restock.
+#   orders.sh auth
+#     restock refused without --admin-token-file (403), anonymous (401), with a wrong
+#     token (403), bad units (400); accepted with the token (200), into the ledger.
+source "$STOCKD_SRC/tests/lib.sh"
+what=$1 mode=${2:-zk} expect=${3:-}
+
+# held P: units product P's orders hold (sold, reserved, paid).
+held() { sql "SELECT COUNT(*) FROM orders WHERE product_id=$1 AND state IN ('sold','reserved','paid')"; }
+restocked() { sql "SELECT COALESCE(SUM(units), 0) FROM restock WHERE product_id=$1"; }
+# post PATH [CURL ARGS...]: POSTs to instance 1; prints "CODE RESULT".
+# The body stays in $T/post.json (the last post in the foreground; background posts keep
+# their own).
+post() {
+  local path=$1 port=${PORT:-$((PORT0 + 1))} f=$T/post.$BASHPID
+  shift
+  curl -sS -m 30 -X POST -o "$f.json" -w '%{http_code}' "$@" "http://127.0.0.1:$port$path" >"$f.code"
+  echo "$(cat "$f.code") $(jq -r .result "$f.json")"
+  cp "$f.json" "$T/post.json"
+}
+ledger_adds_up() { # P INITIAL
+  local s h r
+  s=$(stock "$1") h=$(held "$1") r=$(restocked "$1")
+  expect_eq "stock + units held = initial + restocks (stock $s, held $h, restocked $r)" $(($2 + r)) $((s + h))
+}
+
+t_db
+echo "s3cret-token" >"$T/token"
+case $what in
+limit)
+  think=50000
+  [[ $expect == races ]] && think=1000000
+  sql "UPDATE product SET stock = 20, per_user_limit = 1 WHERE id = 2"
+  for i in 1 2 3; do t_stockd "$i" "$mode" --think-us "$think"; done
+  pids=()
+  for b in $(seq 0 29); do
+    curl -sS -m 60 -o "$T/ans.$b" -w '%{http_code}' -H 'X-User: alice' \
+      "http://127.0.0.1:$((PORT0 + 1 + b % 3))/stock/reduce?id=2" >"$T/code.$b" &
+    pids+=($!)
+  done
+  for p in "${pids[@]}"; do wait "$p" || true; done
+  deducted=0 limited=0
+  for b in $(seq 0 29); do
+    a="$(cat "$T/code.$b") $(jq -r .result "$T/ans.$b" 2>/dev/null || echo '(no JSON)')"
+    case $a in
+    "200 deducted") deducted=$((deducted + 1)) ;;
+    "409 limit_reached") limited=$((limited + 1)) ;;
+    *) fail "request $b got '$a'" ;;
+    esac
+  done
+  alice=$(sql "SELECT COUNT(*) FROM orders WHERE product_id=2 AND user='alice'")
+  echo "$mode x3: alice with a limit of 1 got $deducted units ($limited limit_reached); $alice orders"
+  expect_eq "orders = deducted answers" "$deducted" "$alice"
+  expect_eq "stock change = deducted answers" "$deducted" $((20 - $(stock 2)))
+  if [[ $expect == exact ]]; then
+    expect_eq "units sold to alice" 1 "$deducted"
+    expect_eq "limit_reached answers" 29 "$limited"
+  else
+    ((deducted > 1)) || fail "without a lock the limit should race: alice got $deducted unit(s)"
+  fi
+  ;;
+reserve)
+  # An hour, so that nothing expires while the first checks run on a loaded machine; the
+  # race below brings the expiry forward in the rows themselves.
+  sql "UPDATE product SET stock = 10, reserve_seconds = 3600 WHERE id = 2"
+  for i in 1 2 3; do t_stockd "$i" "$mode" --admin-token-file "$T/token"; done
+  declare -A order
+  pids=()
+  for c in $(seq 1 10); do
+    curl -sS -m 30 -w ' %{http_code}' "http://127.0.0.1:$((PORT0 + 1 + c % 3))/stock/reduce?id=2&user=c$c" >"$T/res.$c" &
+    pids+=($!)
+  done
+  for p in "${pids[@]}"; do wait "$p" || true; done
+  for c in $(seq 1 10); do
+    a=$(cat "$T/res.$c")
+    [[ $a == *' 200' ]] || fail "c$c's reservation: $a"
+    expect_eq "c$c's answer" reserved "$(jq -r .result <<<"${a% *}")"
+    [[ $(jq -r .expires_at <<<"${a% *}") == 20*Z ]] || fail "no expires_at in $a"
+    order[$c]=$(jq -r .order_id <<<"${a% *}")
+  done
+  expect_eq "stock after 10 reservations" 0 "$(stock 2)"
+  expect_eq "an 11th customer" "409 sold_out" "$(curl -sS -o /dev/null -w '%{http_code} ' "http://127.0.0.1:$((PORT0 + 1))/stock/reduce?id=2&user=c11")sold_out"
+  for c in 1 2 3; do expect_eq "c$c pays in time" "200 paid" "$(post "/orders/${order[$c]}/pay?user=c$c")"; done
+  expect_eq "a second payment" "409 not_reserved" "$(post "/orders/${order[1]}/pay?user=c1")"
+  expect_eq "c5 pays c4's order" "403 not_your_order" "$(post "/orders/${order[4]}/pay?user=c5")"
+  expect_eq "a payment without a customer" "400 bad_request" "$(post "/orders/${order[4]}/pay")"
+  expect_eq "an unknown order" "404 not_found" "$(post "/orders/999999999/pay?user=c4")"
+  expect_eq "c4 cancels" "200 cancelled" "$(post "/orders/${order[4]}/cancel?user=c4")"
+  expect_eq "c4 cancels again" "409 not_reserved" "$(post "/orders/${order[4]}/cancel?user=c4")"
+  expect_eq "stock after one cancel" 1 "$(stock 2)"
+  ledger_adds_up 2 10
+  # The reservations left expire in a second; wait on the database's clock for it, then
+  # race the expiry thread: three cancels (c5..c7) and three late payments (c8..c10).
+  sql "UPDATE orders SET expires_at = UTC_TIMESTAMP(6) + INTERVAL 1 SECOND WHERE product_id=2 AND state='reserved'"
+  for _ in $(seq 100); do
+    [[ $(sql "SELECT COUNT(*) FROM orders WHERE product_id=2 AND state='reserved' AND expires_at > UTC_TIMESTAMP(6)") == 0 ]] && break
+    sleep 0.1
+  done
+  pids=()
+  for c in 5 6 7 8 9 10; do
+    ev=cancel
+    ((c >= 8)) && ev=pay
+    PORT=$((PORT0 + 1 + c % 3)) post "/orders/${order[$c]}/$ev?user=c$c" >"$T/race.$c" &
+    pids+=($!)
+  done
+  for p in "${pids[@]}"; do wait "$p" || true; done
+  for c in 5 6 7; do
+    a=$(cat "$T/race.$c")
+    [[ $a == "200 cancelled" || $a == "409 not_reserved" ]] || fail "c$c's cancel racing the expiry: $a"
+    echo "c$c's cancel racing the expiry: $a"
+  done
+  for c in 8 9 10; do expect_eq "c$c pays late" "409 expired" "$(cat "$T/race.$c")"; done
+  for _ in $(seq 300); do
+    [[ $(sql "SELECT COUNT(*) FROM orders WHERE product_id=2 AND state='reserved'") == 0 ]] && break
+    sleep 0.1
+  done
+  expect_eq "reservations left" 0 "$(sql "SELECT COUNT(*) FROM orders WHERE product_id=2 AND state='reserved'")"
+  expect_eq "paid" 3 "$(sql "SELECT COUNT(*) FROM orders WHERE product_id=2 AND state='paid'")"
+  expect_eq "given back (cancelled + expired, each once)" 7 \
+    "$(sql "SELECT COUNT(*) FROM orders WHERE product_id=2 AND state IN ('cancelled','expired') AND released_at IS NOT NULL")"
+  expect_eq "stock after the expiry" 7 "$(stock 2)"
+  ledger_adds_up 2 10
+  expect_eq "restock 5" "200 restocked" "$(post "/stock/restock?id=2&units=5" -H "Authorization: Bearer s3cret-token")"
+  expect_eq "stock after the restock" 12 "$(stock 2)"
+  ledger_adds_up 2 10
+  ;;
+auth)
+  t_stockd 1 "$mode"
+  t_stockd 2 "$mode" --admin-token-file "$T/token"
+  PORT=$((PORT0 + 1))
+  expect_eq "restock without --admin-token-file" "403 forbidden" "$(PORT=$((PORT0 + 1)) post "/stock/restock?id=2&units=5" -H "Authorization: Bearer s3cret-token")"
+  PORT=$((PORT0 + 2))
+  export PORT
+  expect_eq "anonymous restock" "401 unauthorized" "$(post "/stock/restock?id=2&units=5")"
+  expect_eq "a wrong token" "403 forbidden" "$(post "/stock/restock?id=2&units=5" -H "Authorization: Bearer s3cret-tokeN")"
+  expect_eq "restock by GET" "405 method_not_allowed" "$(curl -sS -o /dev/null -w '%{http_code} ' "http://127.0.0.1:$PORT/stock/restock?id=2&units=5")method_not_allowed"
+  for u in 0 -3 x 10000001; do
+    expect_eq "units=$u" "400 bad_request" "$(post "/stock/restock?id=2&units=$u" -H "Authorization: Bearer s3cret-token")"
+  done
+  expect_eq "stock before a good restock" 100 "$(stock 2)"
+  expect_eq "restock 5" "200 restocked" "$(post "/stock/restock?id=2&units=5" -H "Authorization: Bearer s3cret-token")"
+  expect_eq "the answer's stock" 105 "$(jq -r .stock "$T/post.json")"
+  expect_eq "an unknown product" "404 not_found" "$(post "/stock/restock?id=99&units=5" -H "Authorization: Bearer s3cret-token")"
+  expect_eq "stock after" 105 "$(stock 2)"
+  expect_eq "restock ledger" 5 "$(restocked 2)"
+  ;;
+*) fail "unknown scenario $what" ;;
+esac
+echo PASS
