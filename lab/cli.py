@@ -68,6 +68,10 @@ what is not running yet:
   - MariaDB with database `shop` (schema + seed on the first `up` only; later runs keep
     the data) and a service user `stockd` with only the grants a deduction needs; its
     password is generated once into $STACK_RUN/mysql-password
+  - with --galera 3, instead of that MariaDB a three-node MariaDB Galera cluster (node 1
+    bootstraps it, the others join by state transfer) and HAProxy on the MariaDB port
+    sending every connection to the first synced node, the others as backups
+    (docs/galera.md)
   - a standalone ZooKeeper, or with --zk-ensemble a three-server ensemble; every stockd
     is given all three servers
   - a Redis whose default user is off: user stockd, with a password generated once into
@@ -104,11 +108,13 @@ DESCS = {
     "env": "Prints `export` lines describing the stack, for eval \"$(scripts/stack env)\":\n"
            "  STACK_RUN, NGINX_URL, MYSQL_URL, STOCKD_MYSQL_PASSWORD, STOCKD_REDIS_USER,\n"
            "  STOCKD_REDIS_PASSWORD, ZK, REDIS, REDLOCK, SENTINEL, ETCD, MYSQL_PORT,\n"
+           "  STACK_MYSQL_PORT, STACK_GALERA_PORTS (the Galera nodes' SQL ports),\n"
            "  MYSQL_SOCKET, STACK_INSTANCES, STACK_LOCK, STACK_ROUTE, STACK_RATE_LIMIT,\n"
            "  STOCKD_PORTS, STOCKD_URLS, STOCKD_BIN, PROMETHEUS_URL",
-    "mysql": "usage: scripts/stack mysql [MARIADB CLIENT ARGS...]\n\n"
+    "mysql": "usage: scripts/stack mysql [--node K] [MARIADB CLIENT ARGS...]\n\n"
              "Runs the mariadb client as root over the stack's private socket, on database\n"
-             "`shop`. Examples:\n"
+             "`shop` (with --galera: on the node HAProxy sends writes to; --node K: on Galera\n"
+             "node K, 1..3). Examples:\n"
              "  scripts/stack mysql -e 'SELECT id, stock FROM product'\n"
              "  scripts/stack mysql < sql/seed.sql",
 }
@@ -167,6 +173,14 @@ def _rate_limit(cmd):
     return f
 
 
+def _galera(cmd):
+    def f(text):
+        if text != "3":
+            raise UsageError("--galera: only a three-node cluster is supported, got '%s'" % text, cmd)
+        return 3
+    return f
+
+
 def parser_for(cmd):
     """The parser of one command (up, restart-stockd, kill-stockd, down, status, env)."""
     desc = UP_DESC if cmd == "up" else DESCS.get(cmd, "")
@@ -185,6 +199,8 @@ def parser_for(cmd):
     if cmd == "up":
         p.add_argument("--zk-ensemble", action="store_true", help="ZooKeeper as a three-server ensemble")
         p.add_argument("--redis-sentinel", action="store_true", help="a Redis replica and a Sentinel too")
+        p.add_argument("--galera", type=_galera(cmd), metavar="3", default=0,
+                       help="the stock table on a three-node MariaDB Galera cluster behind HAProxy")
     if cmd == "kill-stockd":
         p.add_argument("instance", nargs="?", metavar="I", help="the instance, 1..N")
         p.add_argument("--restart", action="store_true", help="start it again")
@@ -225,7 +241,12 @@ def main(argv=None):
             if args[:1] in (["-h"], ["--help"]):
                 print(DESCS["mysql"])
                 return 0
-            argv2 = Stack().mysql_argv(args)
+            node = None
+            if args[:1] == ["--node"]:
+                if len(args) < 2 or args[1] not in ("1", "2", "3"):
+                    raise UsageError("--node wants a Galera node, 1..3", "mysql")
+                node, args = int(args[1]), args[2:]
+            argv2 = Stack().mysql_argv(args, node)
             sys.stdout.flush()
             os.execvp(argv2[0], argv2)
         if cmd not in ("up", "down", "status", "restart-stockd", "kill-stockd", "env"):
@@ -235,7 +256,7 @@ def main(argv=None):
         stack = Stack()
         if cmd == "up":
             stack.up(ns.instances, ns.lock, extra or [], ns.zk_ensemble, ns.redis_sentinel,
-                     ns.route, ns.rate_limit or "")
+                     ns.route, ns.rate_limit or "", galera=ns.galera)
         elif cmd == "restart-stockd":
             stack.restart_stockd(ns.instances, ns.lock, extra, ns.route, ns.rate_limit)
         elif cmd == "kill-stockd":
