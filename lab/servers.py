@@ -664,6 +664,13 @@ class GaleraCluster:
         self.writer().create_db(db, user, password, hosts)
 
 
+def database(run):
+    """The database of the lab under RUN as root sees it over a socket: the Galera
+    cluster when a node of one runs there (its writer answers), else the MariaDB."""
+    cluster = GaleraCluster(run, None)
+    return cluster if cluster.running() else MariaDB(run)
+
+
 # ---------------------------------------------------------------- HAProxy
 
 # The health check HAProxy runs for each node (external-check): a node is fit for
