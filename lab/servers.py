@@ -714,10 +714,10 @@ class HAProxy(Server):
             f.write("# Written by lab/servers.py (HAProxy); rewritten on every start.\n"
                     "global\n  external-check\n  insecure-fork-wanted\n  maxconn 4000\n"
                     "defaults\n  mode tcp\n  timeout connect 2s\n  timeout client 1h\n"
-                    "  timeout server 1h\n  timeout check 3s\n"
+                    "  timeout server 1h\n  timeout check 2s\n"
                     "listen writer\n  bind 127.0.0.1:%d\n  option external-check\n"
                     "  external-check path /usr/bin:/bin\n  external-check command %s\n"
-                    "  default-server inter 1s fastinter 500ms downinter 1s rise 2 fall 2 "
+                    "  default-server inter 2s fastinter 2s downinter 2s rise 1 fall 2 "
                     "on-marked-down shutdown-sessions on-marked-up shutdown-backup-sessions\n%s"
                     % (self.port, check, servers))
 

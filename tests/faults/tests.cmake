@@ -35,3 +35,9 @@ stockd_integration_test(fault_paused_holder_resumes_during_successors_check
 # instance deducts again, exact after the drain, tokens only grow. About 20 s.
 stockd_integration_test(fault_etcd_leader_killed_service_continues
   COMMAND bash ${faults}/etcd_leader_kill.sh TIMEOUT 120 LABELS fault)
+# The stock table on a three-node Galera cluster behind HAProxy (docs/galera.md): the
+# writer node killed with -9 mid-load; HAProxy fails over, no answered deduction lost,
+# exact after the drain, the node rejoins by IST. It starts its own cluster (about 3 min
+# on a busy machine); label galera, so that a run can leave the three nodes out.
+stockd_integration_test(fault_galera_writer_killed_no_acknowledged_deduction_lost
+  COMMAND bash ${faults}/galera_writer_kill.sh TIMEOUT 600 LABELS fault galera)
