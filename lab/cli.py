@@ -71,7 +71,8 @@ what is not running yet:
   - with --galera 3, instead of that MariaDB a three-node MariaDB Galera cluster (node 1
     bootstraps it, the others join by state transfer) and HAProxy on the MariaDB port
     sending every connection to the first synced node, the others as backups
-    (docs/galera.md)
+    (docs/galera.md); with --multi-writer instance I connects to node ((I-1) mod 3)+1
+    directly instead, for the multi-writer experiment
   - a standalone ZooKeeper, or with --zk-ensemble a three-server ensemble; every stockd
     is given all three servers
   - a Redis whose default user is off: user stockd, with a password generated once into
@@ -201,6 +202,9 @@ def parser_for(cmd):
         p.add_argument("--redis-sentinel", action="store_true", help="a Redis replica and a Sentinel too")
         p.add_argument("--galera", type=_galera(cmd), metavar="3", default=0,
                        help="the stock table on a three-node MariaDB Galera cluster behind HAProxy")
+        p.add_argument("--multi-writer", action="store_true",
+                       help="with --galera: each instance on a node of its own, no proxy (the "
+                            "experiment of docs/galera.md, not a setup to run)")
     if cmd == "kill-stockd":
         p.add_argument("instance", nargs="?", metavar="I", help="the instance, 1..N")
         p.add_argument("--restart", action="store_true", help="start it again")
@@ -218,6 +222,8 @@ def parse(cmd, args):
     if rest:
         word = "unknown argument" if cmd in ("up", "restart-stockd") else "unexpected argument"
         raise UsageError("%s '%s'" % (word, rest[0]), cmd)
+    if cmd == "up" and ns.multi_writer and not ns.galera:
+        raise UsageError("--multi-writer needs --galera 3", cmd)
     if cmd == "kill-stockd":
         if ns.instance is None:
             raise UsageError("which instance? (1..N)", cmd)
@@ -256,7 +262,8 @@ def main(argv=None):
         stack = Stack()
         if cmd == "up":
             stack.up(ns.instances, ns.lock, extra or [], ns.zk_ensemble, ns.redis_sentinel,
-                     ns.route, ns.rate_limit or "", galera=ns.galera)
+                     ns.route, ns.rate_limit or "", galera=ns.galera,
+                     multi_writer=ns.multi_writer)
         elif cmd == "restart-stockd":
             stack.restart_stockd(ns.instances, ns.lock, extra, ns.route, ns.rate_limit)
         elif cmd == "kill-stockd":

@@ -115,10 +115,18 @@ class Stack:
     def prometheus(self):
         return self.backing().prometheus()
 
+    def stockd_mysql_port(self, i):
+        """Where instance I connects: MariaDB, or HAProxy's writer port; with
+        --multi-writer Galera node ((I-1) mod 3)+1 itself (the experiment's anti-pattern)."""
+        st = self.st
+        if st["galera"] and st["multi_writer"]:
+            return portmod.galera_ports(st["galera_port"])[(i - 1) % 3][0]
+        return st["mysql_port"]
+
     def stockd(self, i, env=None):
         st = self.st
         return srv.Stockd(self.run, i, self.stockd_port(i), st["bin"], st["lock"],
-                          "mysql://%s@127.0.0.1:%d/%s" % (DB_USER, st["mysql_port"], DB),
+                          "mysql://%s@127.0.0.1:%d/%s" % (DB_USER, self.stockd_mysql_port(i), DB),
                           self.zk_hosts(), st["extra"], env)
 
     def _secret(self, name):
@@ -346,7 +354,7 @@ class Stack:
     # ---------------------------------------------------------------- commands
 
     def up(self, instances=None, lock=None, extra=(), zk_ensemble=False, redis_sentinel=False,
-           route=None, rate_limit="", deps=True, galera=0):
+           route=None, rate_limit="", deps=True, galera=0, multi_writer=False):
         """Starts what is not running (see `scripts/stack up --help`)."""
         base = portmod.check_base(os.environ.get("STACK_PORT_BASE") or str(portmod.BASES["stack"]))
         want = portmod.layout(base, zk_ensemble)
@@ -382,10 +390,11 @@ class Stack:
                   instances=instances or 3, lock=lock or "none", bin=binary, extra=list(extra),
                   zk_ensemble=zk_ensemble, redis_sentinel=redis_sentinel,
                   route=route or "round-robin", rate_limit=rate_limit or "",
-                  galera=galera or 0, galera_port=want["galera"])
+                  galera=galera or 0, galera_port=want["galera"],
+                  multi_writer=bool(galera and multi_writer))
         keep = (had_state and zk_same and old["instances"] == st["instances"]
                 and old["lock"] == st["lock"] and old["bin"] == binary and old["extra"] == st["extra"]
-                and old["galera"] == st["galera"])
+                and old["galera"] == st["galera"] and old["multi_writer"] == st["multi_writer"])
         portmod.check_distinct(st)
         # The other kind of ZooKeeper goes first: its ports may be the new one's.
         self.zk(not zk_ensemble).stop()
@@ -540,6 +549,9 @@ class Stack:
             modes = [m.mode() or "not serving" for m in self.zk().members]
             out.write("zookeeper ensemble:%s\n" % "".join(
                 " zk%d %s" % (n, m) for n, m in enumerate(modes, 1)))
+        if st["galera"]:
+            out.write("galera: %s\n" % ("multi-writer, instance I on node ((I-1) mod 3)+1"
+                                        if st["multi_writer"] else "one writer behind HAProxy"))
         out.write("lock mode: %s; nginx: %s%s; run dir: %s\n"
                   % (st["lock"], st["route"], ", rate limit " + st["rate_limit"] if st["rate_limit"] else "",
                      self.run))
