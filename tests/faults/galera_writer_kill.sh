@@ -12,19 +12,8 @@
 #   - node 1 started again joins by IST (not a full SST) and agrees with the others.
 # Bound: every request gets an answer within 20 s. It runs its own cluster under $T.
 source "$STOCKD_SRC/tests/lib.sh"
-[[ -e /usr/lib/galera/libgalera_smm.so ]] && command -v haproxy >/dev/null ||
-  skip "no galera-4 or haproxy (scripts/deps galera)"
-first=$((PORT0 + 5)) # the nodes: SQL +5..+7, group +8..+10, IST +11..+13, SST +14..+16
-proxy=$((PORT0 + 17))
-galera_start "$T" "$first" "$proxy"
-trap 'galera_stop "$T"; t_cleanup' EXIT
-MYSQL_RUN=$T
-MYSQL_URL="mysql://$DB_USER@127.0.0.1:$proxy/$DB"
-mysql_create_db "$T" "$DB" "$DB_USER" "$DB_PASS"
-source "$STOCKD_SRC/tests/faults/faultlib.sh"
-
-# node_sql N QUERY: QUERY on node N itself, its read waiting for the cluster.
-node_sql() { mysql_cli_node "$T" "$1" -N -B "$DB" -e "$2"; }
+source "$STOCKD_SRC/tests/faults/galeralib.sh"
+first=$G_FIRST proxy=$G_PROXY q=$G_LEDGER
 writer_port() { mariadb --defaults-file="$T/haproxy/check.cnf" -h 127.0.0.1 -P "$proxy" -N -B -e 'SELECT @@port'; }
 
 expect_eq "HAProxy's writer before the kill" "$first" "$(writer_port)"
@@ -51,7 +40,6 @@ f_check --lossy
 echo "lost answers: $(f_invariant lost), retried with their key: $(f_invariant retried)" \
   "($(f_invariant retried_replayed) had committed)"
 f_expect_sold_out
-q="SELECT CONCAT((SELECT stock FROM product WHERE id=$F_PRODUCT), '/', COUNT(*)) FROM orders WHERE product_id=$F_PRODUCT"
 expect_eq "stock/orders on node 3 as on node 2" "$(node_sql 2 "$q")" "$(node_sql 3 "$q")"
 expect_eq "orders after the drain" "$F_STOCK" "$(node_sql 2 "$q" | cut -d/ -f2)"
 

@@ -41,3 +41,10 @@ stockd_integration_test(fault_etcd_leader_killed_service_continues
 # on a busy machine); label galera, so that a run can leave the three nodes out.
 stockd_integration_test(fault_galera_writer_killed_no_acknowledged_deduction_lost
   COMMAND bash ${faults}/galera_writer_kill.sh TIMEOUT 600 LABELS fault galera)
+# The same cluster: the writer left alone (the two others paused) turns non-primary and
+# takes no write, and the load ends exact once they resume; a restock on node 3 sold at
+# once through node 1, never a stale sold-out.
+stockd_integration_test(fault_galera_isolated_writer_takes_no_write
+  COMMAND bash ${faults}/galera_partition.sh isolated TIMEOUT 600 LABELS fault galera)
+stockd_integration_test(fault_galera_restock_on_another_node_no_stale_sold_out
+  COMMAND bash ${faults}/galera_partition.sh restock TIMEOUT 600 LABELS fault galera)
