@@ -25,7 +25,7 @@ them (rules: monitoring/stockd-rules.yml), all under one run directory.
 commands:
   up [--instances N] [--lock MODE] [--zk-ensemble] [--redis-sentinel]
      [--route round-robin|affinity] [--affinity] [--rate-limit RATE[:BURST]]
-     [-- STOCKD ARGS...]
+     [--galera 3 [--multi-writer]] [-- STOCKD ARGS...]
                      install missing packages, build, start everything (idempotent)
   down               stop everything (idempotent)
   status             what runs where; exit 0 only if everything answers
@@ -35,7 +35,9 @@ commands:
   kill-stockd I [--restart]
                      kill -9 instance I (a crash), and with --restart start it again
   env                shell `export` lines for scripts: eval "$(scripts/stack env)"
-  mysql [ARGS...]    the mariadb client as root on the stack's database `shop`
+  mysql [--node K] [ARGS...]
+                     the mariadb client as root on the stack's database `shop` (on
+                     the writer, or on Galera node K)
 
 `scripts/stack COMMAND --help` describes each command.
 
@@ -47,7 +49,9 @@ environment:
                      stockd instance i at +%(stockd)d+i, RedLock's servers +%(redlock)d..+%(redlock2)d, the
                      replica +%(redis_replica)d and the Sentinel +%(sentinel)d, etcd +%(etcd)d (peer +%(etcd_peer)d;
                      mode etcd only); with --zk-ensemble the ZooKeeper servers at
-                     +%(zk_ensemble)d..+%(zk_ensemble2)d (quorum +%(q1)d..+%(q2)d, election +%(e1)d..+%(e2)d)
+                     +%(zk_ensemble)d..+%(zk_ensemble2)d (quorum +%(q1)d..+%(q2)d, election +%(e1)d..+%(e2)d);
+                     with --galera 3 the nodes' SQL ports +%(galera)d..+%(galera2)d (group, IST
+                     and SST the next nine) and HAProxy on MariaDB's port
   STACK_ZK_PORT      ZooKeeper's port; with --zk-ensemble the first of its nine
   STACK_MYSQL_PORT, STACK_REDIS_PORT, STACK_NGINX_PORT, STACK_PROMETHEUS_PORT,
   STACK_REDIS_REPLICA_PORT, STACK_SENTINEL_PORT, STACK_ETCD_PORT
@@ -60,7 +64,7 @@ environment:
 """ % dict(ports.OFFSETS, base=ports.BASES["stack"], redlock2=ports.OFFSETS["redlock"] + 2,
            etcd_peer=ports.OFFSETS["etcd"] - 1, zk_ensemble2=ports.OFFSETS["zk_ensemble"] + 2,
            q1=ports.OFFSETS["zk_ensemble"] + 3, q2=ports.OFFSETS["zk_ensemble"] + 5,
-           e1=ports.OFFSETS["zk_ensemble"] + 6, e2=ports.OFFSETS["zk_ensemble"] + 8)
+           e1=ports.OFFSETS["zk_ensemble"] + 6, galera2=ports.OFFSETS["galera"] + 2, e2=ports.OFFSETS["zk_ensemble"] + 8)
 
 UP_DESC = """Installs missing Debian packages (scripts/deps demo, plus etcd or sentinel when
 asked for), builds stockd if it is missing or older than a source file, then starts
