@@ -11,7 +11,7 @@ import urllib.request
 
 from lab import LabError, writer
 from lab.shop import Shop
-from nemesis_stack import DB, RunFailed
+from nemesis_stack import DB, RunFailed, lab
 
 # The results by which stockd says that nothing was deducted (docs/operating.md, "Routes and answers").
 NOTHING_DEDUCTED = {"sold_out", "lock_timeout", "lock_lost", "unavailable", "overloaded",
@@ -191,10 +191,7 @@ class Clients:
         (after every node is synced again): {"galera_nodes": {N: {"stocks": {P: stock},
         "orders": [order ids]}}}, for the check that the nodes agree with each other and
         with the ledger."""
-        try:
-            lab(self.stack.db.start)  # every node up and synced
-        except RunFailed:
-            raise
+        lab(self.stack.db.start)  # every node up and synced
         out = {}
         for m in self.stack.db.members:
             try:
