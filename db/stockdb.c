@@ -202,15 +202,17 @@ static int set_timeouts(stockdb *db, unsigned rw_timeout_s) {
  * off (the first statement of a deduction opens its transaction, so no START
  * TRANSACTION round trip). Returns a STOCKDB_* code. */
 static int set_session(stockdb *db) {
+    /* The server's name first: once the session waits for the cluster, even this read
+     * would wait (and time out with 1205 on a node cut off from it). */
     db->server[0] = '\0';
-    if (mysql_real_query(db->conn, sql_sync_wait, sizeof(sql_sync_wait) - 1) != 0 &&
-        mysql_errno(db->conn) != ER_UNKNOWN_SYSTEM_VARIABLE)
-        goto fail;
     if (mysql_real_query(db->conn, sql_server, sizeof(sql_server) - 1) != 0) goto fail;
     MYSQL_RES *res = mysql_store_result(db->conn);
     MYSQL_ROW row = res ? mysql_fetch_row(res) : NULL;
     if (row && row[0]) snprintf(db->server, sizeof(db->server), "%s", row[0]);
     mysql_free_result(res);
+    if (mysql_real_query(db->conn, sql_sync_wait, sizeof(sql_sync_wait) - 1) != 0 &&
+        mysql_errno(db->conn) != ER_UNKNOWN_SYSTEM_VARIABLE)
+        goto fail;
     if (mysql_real_query(db->conn, sql_isolation, sizeof(sql_isolation) - 1) == 0 &&
         mysql_autocommit(db->conn, 0) == 0)
         return STOCKDB_OK;
@@ -314,6 +316,9 @@ bool stockdb_conn_gone(unsigned err) {
      * every statement with 1047 and commits nothing: a new session, through the proxy,
      * reaches a node that serves. */
     case ER_UNKNOWN_COM_ERROR:
+    /* A COMMIT a Galera node could not replicate ("Not connected to Primary Component"):
+     * the session is as good as gone, and the outcome is decided by the request id. */
+    case ER_ERROR_DURING_COMMIT:
         return true;
     default:
         return false;
