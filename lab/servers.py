@@ -491,7 +491,7 @@ class GaleraNode(MariaDB):
     Its reads as root (query, sql) wait for the cluster (wsrep_sync_wait=1): what the
     lab reads on a node is what the cluster has committed."""
 
-    start_s = 120  # a joiner copies the data (SST) before it answers
+    start_s = 300  # a joiner copies the data (SST) before it answers; minutes on a busy machine
     # Not root: the joiner's rsync daemon (wsrep_sst_rsync), started by root, would drop
     # to `nobody` and could not write the node's files.
     osuser = "mysql"
