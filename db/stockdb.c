@@ -189,6 +189,17 @@ static const char sql_timeouts[] =
  * transaction never act on a stale snapshot (a batch that answers known keys and runs
  * again reads the stock afresh). */
 static const char sql_isolation[] = "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED";
+/* On a Galera node, every read and UPDATE first waits until the node has applied all
+ * that the cluster committed before it (wsrep_sync_wait 1 + 2): a node applies other
+ * nodes' writes a little later than they commit, and a read that decides something (the
+ * sold-out pre-check, GET /stock, a batch's read, the UPDATE's own check in mode atomic)
+ * must not see a stock from before a restock or a sale made through another node.
+ * Reads on the writer only would not be enough: after a failover the new writer may
+ * still be applying the old one's last commits. A server without wsrep refuses the
+ * variable (ignored) or ignores it (wsrep off). */
+static const char sql_sync_wait[] = "SET SESSION wsrep_sync_wait = 3";
+/* Which server a session is on: its ids are numbered per server (confirm_key's KILL). */
+static const char sql_server[] = "SELECT CONCAT(@@hostname, ':', @@port)";
 
 /* ---------------------------------------------------------------- the handle */
 
@@ -258,9 +269,21 @@ static int set_timeouts(stockdb *db, unsigned rw_timeout_s) {
  * off (the first statement of a deduction opens its transaction, so no START
  * TRANSACTION round trip). Returns a STOCKDB_* code. */
 static int set_session(stockdb *db) {
+    /* The server's name first: once the session waits for the cluster, even this read
+     * would wait (and time out with 1205 on a node cut off from it). */
+    db->server[0] = '\0';
+    if (mysql_real_query(db->conn, sql_server, sizeof(sql_server) - 1) != 0) goto fail;
+    MYSQL_RES *res = mysql_store_result(db->conn);
+    MYSQL_ROW row = res ? mysql_fetch_row(res) : NULL;
+    if (row && row[0]) snprintf(db->server, sizeof(db->server), "%s", row[0]);
+    mysql_free_result(res);
+    if (mysql_real_query(db->conn, sql_sync_wait, sizeof(sql_sync_wait) - 1) != 0 &&
+        mysql_errno(db->conn) != ER_UNKNOWN_SYSTEM_VARIABLE)
+        goto fail;
     if (mysql_real_query(db->conn, sql_isolation, sizeof(sql_isolation) - 1) == 0 &&
         mysql_autocommit(db->conn, 0) == 0)
         return STOCKDB_OK;
+fail:;
     unsigned err = mysql_errno(db->conn);
     stockdb__set_err(db, "session set-up: %s (%u)", mysql_error(db->conn), err);
     return stockdb__code(db, err);
@@ -356,6 +379,13 @@ bool stockdb_conn_gone(unsigned err) {
     case CR_ERR_NET_WRITE:
     case ER_SERVER_SHUTDOWN:
     case ER_CONNECTION_KILLED:
+    /* A Galera node outside the primary component (cut off, or still joining) refuses
+     * every statement with 1047 and commits nothing: a new session, through the proxy,
+     * reaches a node that serves. */
+    case ER_UNKNOWN_COM_ERROR:
+    /* A COMMIT a Galera node could not replicate ("Not connected to Primary Component"):
+     * the session is as good as gone, and the outcome is decided by the request id. */
+    case ER_ERROR_DURING_COMMIT:
         return true;
     default:
         return false;

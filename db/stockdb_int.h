@@ -72,6 +72,7 @@ struct stockdb {
     MYSQL *conn;                         /* NULL while disconnected */
     MYSQL_STMT *stmt[STOCKDB__ST_COUNT]; /* all prepared while conn != NULL, else all NULL */
     unsigned long session_id;            /* the server's id of conn's session (mysql_thread_id) */
+    char server[96];                     /* host:port of the server conn reached ("" unknown) */
     bool in_trx;                         /* a statement ran since the last COMMIT or ROLLBACK */
     uint64_t statements;                 /* round trips sent for deductions and reads, stockdb.h */
     unsigned err;                        /* MySQL error number of the last failure; 0 none */

@@ -46,13 +46,12 @@ int stockdb__replay(stockdb *db, int32_t want_product, const char *request_id, u
 static const char sql_kill[] = "KILL CONNECTION ?";
 
 /* Ends server session `id` (an earlier connection of this handle, so the service user
- * may kill it without any privilege) on the new connection. Its open transaction, if
+ * may kill it without any privilege) on the new connection, which must be on the same
+ * server (confirm_key checks). Its open transaction, if
  * any, is rolled back, and a COMMIT of it still on its way through the network can no
  * longer land. Best effort: a session that has ended already gives ER_NO_SUCH_THREAD,
  * and any other failure leaves the locking read of stockdb__confirm_key to wait for the session
- * as before. Counted as one statement. It assumes the new connection reaches the same
- * server as the old one did (one MariaDB, as here): behind a proxy that fails over to
- * another server, the id could name an unrelated session there. */
+ * as before. Counted as one statement. */
 static void kill_session(stockdb *db, unsigned long id) {
     MYSQL_STMT *st = mysql_stmt_init(db->conn);
     if (!st) return;
@@ -80,6 +79,8 @@ int stockdb__confirm_key(stockdb *db, const char *key, bool *found, uint64_t *or
     char why[sizeof(db->errstr)], detail[sizeof(db->errstr)];
     int32_t unused;
     unsigned long old_session = db->session_id;
+    char old_server[sizeof(db->server)];
+    snprintf(old_server, sizeof(old_server), "%s", db->server);
     snprintf(why, sizeof(why), "%s", db->errstr);
     stockdb__disconnect(db);
     *found = false;
@@ -87,9 +88,15 @@ int stockdb__confirm_key(stockdb *db, const char *key, bool *found, uint64_t *or
      * so that its row locks are freed now rather than when the server times it out. A
      * server numbers its sessions upwards from 1 at start: a new id not above the old one
      * means the server restarted (the old session is gone with it), and the old id may
-     * now be someone else's session, or our own. */
+     * now be someone else's session, or our own. Behind a proxy that failed over (HAProxy
+     * before a Galera cluster) the new session is on another server, where the old id
+     * may name an unrelated session: only the same server's is killed. The lookup then
+     * waits for the cluster (wsrep_sync_wait), so a COMMIT that the old node had
+     * replicated before it died is seen here. */
     bool connected = stockdb__connect(db) == STOCKDB_OK;
-    if (connected && db->session_id > old_session) kill_session(db, old_session);
+    if (connected && db->session_id > old_session && old_server[0] &&
+        strcmp(old_server, db->server) == 0)
+        kill_session(db, old_session);
     if (!key) {
         stockdb__set_err(db, "%s; COMMIT reply lost and no request id to confirm it", why);
         return STOCKDB_ERR_UNKNOWN;

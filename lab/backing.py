@@ -1,5 +1,5 @@
 """The backing servers of a stack, built from a port layout: MariaDB (with the shop
-database when asked), ZooKeeper (standalone or a three-server ensemble), Redis (with
+database when asked) or a three-node Galera cluster behind HAProxy, ZooKeeper (standalone or a three-server ensemble), Redis (with
 a replica and a Sentinel when asked), RedLock's three Redis servers, etcd and
 Prometheus, all under one run directory (lab/servers.py). The operator's stack
 (lab/stack.py) and the tests' `servers` fixture (lab/fixture.py) both start and stop
@@ -15,16 +15,36 @@ class Backing:
     redis, redis_replica, sentinel, etcd and prometheus (a port each) and redlock (a
     list of ports); with no ports, servers that can only be stopped. ZK_ENSEMBLE:
     ZooKeeper is the ensemble whose first port is zk. REDIS_PASSWORD: every Redis's
-    (None: no ACL)."""
+    (None: no ACL). GALERA_CHECK_PASSWORD (with a galera port, the first node's): the
+    database is a three-node Galera cluster and HAProxy on the mysql port sends to one
+    node of it; the password is its health check's."""
 
-    def __init__(self, run, ports=None, zk_ensemble=False, redis_password=None):
+    def __init__(self, run, ports=None, zk_ensemble=False, redis_password=None,
+                 galera_check_password=None):
         self.run = run
         self.ports = dict(ports or {})
         self.zk_ensemble = zk_ensemble
         self.redis_password = redis_password or None
+        self.galera_check_password = galera_check_password
+
+    @property
+    def galera(self):
+        return bool(self.ports.get("galera"))
 
     def mysql(self):
+        """The database as one server: MariaDB, or the Galera cluster (its writer node
+        answers the lab's queries; stockd goes through haproxy())."""
+        if self.galera:
+            return self.galera_cluster()
         return srv.MariaDB(self.run, self.ports.get("mysql"))
+
+    def galera_cluster(self):
+        return srv.GaleraCluster(self.run, self.ports.get("galera"), self.galera_check_password)
+
+    def haproxy(self):
+        nodes = srv.galera_ports(self.ports["galera"]) if self.galera else []
+        return srv.HAProxy(self.run, self.ports.get("mysql"), [n[0] for n in nodes],
+                           self.galera_check_password)
 
     def zk(self, ensemble=None):
         """The ZooKeeper of the layout (ENSEMBLE: of that kind instead)."""
@@ -63,6 +83,8 @@ class Backing:
         db_server = self.mysql().start()
         if db is not None:
             db(db_server)
+        if self.galera:
+            self.haproxy().start()
         self.zk().start()
         if sentinel:
             # The primary needs the users replica and sentinel: one started without them
@@ -102,4 +124,6 @@ class Backing:
         self.etcd().stop()
         self.zk(False).stop()
         self.zk(True).stop()
-        self.mysql().stop()
+        self.haproxy().stop()
+        srv.GaleraCluster(self.run, None).stop()
+        srv.MariaDB(self.run, self.ports.get("mysql")).stop()

@@ -26,7 +26,7 @@ them (rules: monitoring/stockd-rules.yml), all under one run directory.
 commands:
   up [--instances N] [--lock MODE] [--zk-ensemble] [--redis-sentinel]
      [--route round-robin|affinity] [--affinity] [--rate-limit RATE[:BURST]]
-     [-- STOCKD ARGS...]
+     [--galera 3 [--multi-writer]] [-- STOCKD ARGS...]
                      install missing packages, build, start everything (idempotent)
   down               stop everything (idempotent)
   status             what runs where; exit 0 only if everything answers
@@ -36,7 +36,9 @@ commands:
   kill-stockd I [--restart]
                      kill -9 instance I (a crash), and with --restart start it again
   env                shell `export` lines for scripts: eval "$(scripts/stack env)"
-  mysql [ARGS...]    the mariadb client as root on the stack's database `shop`
+  mysql [--node K] [ARGS...]
+                     the mariadb client as root on the stack's database `shop` (on
+                     the writer, or on Galera node K)
   restock N K        add K units to product N through the API (POST /stock/restock
                      with the stack's admin token, $STACK_RUN/admin-token)
 
@@ -50,7 +52,9 @@ environment:
                      stockd instance i at +%(stockd)d+i, RedLock's servers +%(redlock)d..+%(redlock2)d, the
                      replica +%(redis_replica)d and the Sentinel +%(sentinel)d, etcd +%(etcd)d (peer +%(etcd_peer)d;
                      mode etcd only); with --zk-ensemble the ZooKeeper servers at
-                     +%(zk_ensemble)d..+%(zk_ensemble2)d (quorum +%(q1)d..+%(q2)d, election +%(e1)d..+%(e2)d)
+                     +%(zk_ensemble)d..+%(zk_ensemble2)d (quorum +%(q1)d..+%(q2)d, election +%(e1)d..+%(e2)d);
+                     with --galera 3 the nodes' SQL ports +%(galera)d..+%(galera2)d (group, IST
+                     and SST the next nine) and HAProxy on MariaDB's port
   STACK_ZK_PORT      ZooKeeper's port; with --zk-ensemble the first of its nine
   STACK_MYSQL_PORT, STACK_REDIS_PORT, STACK_NGINX_PORT, STACK_PROMETHEUS_PORT,
   STACK_REDIS_REPLICA_PORT, STACK_SENTINEL_PORT, STACK_ETCD_PORT
@@ -63,7 +67,7 @@ environment:
 """ % dict(ports.OFFSETS, base=ports.BASES["stack"], redlock2=ports.OFFSETS["redlock"] + 2,
            etcd_peer=ports.OFFSETS["etcd"] - 1, zk_ensemble2=ports.OFFSETS["zk_ensemble"] + 2,
            q1=ports.OFFSETS["zk_ensemble"] + 3, q2=ports.OFFSETS["zk_ensemble"] + 5,
-           e1=ports.OFFSETS["zk_ensemble"] + 6, e2=ports.OFFSETS["zk_ensemble"] + 8)
+           e1=ports.OFFSETS["zk_ensemble"] + 6, galera2=ports.OFFSETS["galera"] + 2, e2=ports.OFFSETS["zk_ensemble"] + 8)
 
 UP_DESC = """Installs missing Debian packages (scripts/deps demo, plus etcd or sentinel when
 asked for), builds stockd if it is missing or older than a source file, then starts
@@ -71,6 +75,11 @@ what is not running yet:
   - MariaDB with database `shop` (schema + seed on the first `up` only; later runs keep
     the data) and a service user `stockd` with only the grants a deduction needs; its
     password is generated once into $STACK_RUN/mysql-password
+  - with --galera 3, instead of that MariaDB a three-node MariaDB Galera cluster (node 1
+    bootstraps it, the others join by state transfer) and HAProxy on the MariaDB port
+    sending every connection to the first synced node, the others as backups
+    (docs/galera.md); with --multi-writer instance I connects to node ((I-1) mod 3)+1
+    directly instead, for the multi-writer experiment
   - a standalone ZooKeeper, or with --zk-ensemble a three-server ensemble; every stockd
     is given all three servers
   - a Redis whose default user is off: user stockd, with a password generated once into
@@ -107,11 +116,13 @@ DESCS = {
     "env": "Prints `export` lines describing the stack, for eval \"$(scripts/stack env)\":\n"
            "  STACK_RUN, NGINX_URL, MYSQL_URL, STOCKD_MYSQL_PASSWORD, STOCKD_REDIS_USER,\n"
            "  STOCKD_REDIS_PASSWORD, ZK, REDIS, REDLOCK, SENTINEL, ETCD, MYSQL_PORT,\n"
+           "  STACK_MYSQL_PORT, STACK_GALERA_PORTS (the Galera nodes' SQL ports),\n"
            "  MYSQL_SOCKET, STACK_INSTANCES, STACK_LOCK, STACK_ROUTE, STACK_RATE_LIMIT,\n"
            "  STOCKD_PORTS, STOCKD_URLS, STOCKD_BIN, PROMETHEUS_URL, ADMIN_TOKEN_FILE",
-    "mysql": "usage: scripts/stack mysql [MARIADB CLIENT ARGS...]\n\n"
+    "mysql": "usage: scripts/stack mysql [--node K] [MARIADB CLIENT ARGS...]\n\n"
              "Runs the mariadb client as root over the stack's private socket, on database\n"
-             "`shop`. Examples:\n"
+             "`shop` (with --galera: on the node HAProxy sends writes to; --node K: on Galera\n"
+             "node K, 1..3). Examples:\n"
              "  scripts/stack mysql -e 'SELECT id, stock FROM product'\n"
              "  scripts/stack mysql < sql/seed.sql",
     "restock": "Adds K units to product N through stockd's API, as an operator should (no\n"
@@ -175,6 +186,14 @@ def _rate_limit(cmd):
     return f
 
 
+def _galera(cmd):
+    def f(text):
+        if text != "3":
+            raise UsageError("--galera: only a three-node cluster is supported, got '%s'" % text, cmd)
+        return 3
+    return f
+
+
 def parser_for(cmd):
     """The parser of one command (up, restart-stockd, kill-stockd, down, status, env)."""
     desc = UP_DESC if cmd == "up" else DESCS.get(cmd, "")
@@ -193,6 +212,11 @@ def parser_for(cmd):
     if cmd == "up":
         p.add_argument("--zk-ensemble", action="store_true", help="ZooKeeper as a three-server ensemble")
         p.add_argument("--redis-sentinel", action="store_true", help="a Redis replica and a Sentinel too")
+        p.add_argument("--galera", type=_galera(cmd), metavar="3", default=0,
+                       help="the stock table on a three-node MariaDB Galera cluster behind HAProxy")
+        p.add_argument("--multi-writer", action="store_true",
+                       help="with --galera: each instance on a node of its own, no proxy (the "
+                            "experiment of docs/galera.md, not a setup to run)")
     if cmd == "kill-stockd":
         p.add_argument("instance", nargs="?", metavar="I", help="the instance, 1..N")
         p.add_argument("--restart", action="store_true", help="start it again")
@@ -221,6 +245,8 @@ def parse(cmd, args):
     if rest:
         word = "unknown argument" if cmd in ("up", "restart-stockd") else "unexpected argument"
         raise UsageError("%s '%s'" % (word, rest[0]), cmd)
+    if cmd == "up" and ns.multi_writer and not ns.galera:
+        raise UsageError("--multi-writer needs --galera 3", cmd)
     if cmd == "kill-stockd":
         if ns.instance is None:
             raise UsageError("which instance? (1..N)", cmd)
@@ -244,7 +270,12 @@ def main(argv=None):
             if args[:1] in (["-h"], ["--help"]):
                 print(DESCS["mysql"])
                 return 0
-            argv2 = Stack().mysql_argv(args)
+            node = None
+            if args[:1] == ["--node"]:
+                if len(args) < 2 or args[1] not in ("1", "2", "3"):
+                    raise UsageError("--node wants a Galera node, 1..3", "mysql")
+                node, args = int(args[1]), args[2:]
+            argv2 = Stack().mysql_argv(args, node)
             sys.stdout.flush()
             os.execvp(argv2[0], argv2)
         if cmd not in ("up", "down", "status", "restart-stockd", "kill-stockd", "env", "restock"):
@@ -254,7 +285,8 @@ def main(argv=None):
         stack = Stack()
         if cmd == "up":
             stack.up(ns.instances, ns.lock, extra or [], ns.zk_ensemble, ns.redis_sentinel,
-                     ns.route, ns.rate_limit or "")
+                     ns.route, ns.rate_limit or "", galera=ns.galera,
+                     multi_writer=ns.multi_writer)
         elif cmd == "restart-stockd":
             stack.restart_stockd(ns.instances, ns.lock, extra, ns.route, ns.rate_limit)
         elif cmd == "kill-stockd":

@@ -73,8 +73,11 @@ class LoadStack:
     """The stack of one run directory and port base, whatever STACK_RUN another stack
     exported (the tool's children see the same); its steps' output goes to LOG."""
 
-    def __init__(self, tool, run, port_base, log):
+    def __init__(self, tool, run, port_base, log, galera=0, multi_writer=False):
+        """GALERA, MULTI_WRITER: every `up` puts the stock table on a Galera cluster
+        (scripts/stack up --galera 3 [--multi-writer])."""
         self.tool, self.log = tool, log
+        self.db_kw = {"galera": galera, "multi_writer": multi_writer}
         os.environ.update(STACK_RUN=run, STACK_PORT_BASE=str(port_base))
         self.stack = stackmod.Stack(run)
 
@@ -92,7 +95,8 @@ class LoadStack:
         """The stack up with INSTANCES fresh stockd in MODE with ARGS (an `up` over a
         running stack keeps its instances; a restart makes them new, and new ones have
         only this run's high-water marks and counters)."""
-        self.step(self.stack.up, instances, mode, args, zk_ensemble=zk_ensemble, route=route)
+        self.step(self.stack.up, instances, mode, args, zk_ensemble=zk_ensemble, route=route,
+                  **self.db_kw)
         self.step(self.stack.restart_stockd, instances, mode, args, route)
 
     def stockload(self, build=False):

@@ -4,7 +4,9 @@ Every port of a stack is an offset from one base, and each tool that starts a st
 its own has its default base there (BASES). Instance i (1-based) of stockd
 listens on base + stockd + i. etcd's peer port is the one below its client port. A
 ZooKeeper ensemble takes nine ports from its first: clients +0..+2, quorum +3..+5,
-leader election +6..+8. A single port may be overridden (the integration tests squeeze
+leader election +6..+8. A Galera cluster (--galera 3) takes twelve from its first: the
+nodes' SQL ports +0..+2, group communication +3..+5, IST +6..+8, SST +9..+11; HAProxy's
+writer port is then the mysql port. A single port may be overridden (the integration tests squeeze
 a stack into their 20 ports that way).
 """
 
@@ -66,6 +68,11 @@ def stockd_port(base, i):
     return base + OFFSETS["stockd"] + i
 
 
+def galera_ports(first):
+    """(sql, group, ist, sst) ports of Galera nodes 1..3, from FIRST."""
+    return [(first + n, first + n + 3, first + n + 6, first + n + 9) for n in range(3)]
+
+
 def zk_ensemble_ports(first):
     """(client, quorum, election) ports of ensemble members 1..3, from FIRST."""
     return [(first + n, first + n + 3, first + n + 6) for n in range(3)]
@@ -85,10 +92,13 @@ def tests(base):
 def all_ports(st):
     """Every port the stack described by state ST listens on, with a name each, for
     the overlap check: a list of (name, port)."""
-    out = [("MariaDB", st["mysql_port"]), ("Redis", st["redis_port"]),
+    out = [("HAProxy" if st.get("galera") else "MariaDB", st["mysql_port"]), ("Redis", st["redis_port"]),
            ("nginx", st["nginx_port"]), ("Prometheus", st["prometheus_port"])]
     if st["lock"] == "etcd":
         out += [("etcd", st["etcd_port"]), ("etcd peer", st["etcd_port"] - 1)]
+    if st.get("galera"):
+        for n, ports in enumerate(galera_ports(st["galera_port"]), 1):
+            out += [("galera%d" % n, p) for p in ports]
     if st["zk_ensemble"]:
         for n, ports in enumerate(zk_ensemble_ports(st["zk_port"]), 1):
             out += [("zk%d" % n, p) for p in ports]

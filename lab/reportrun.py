@@ -170,7 +170,8 @@ class Bench:
 
     def __init__(self, o, work):
         self.o, self.work = o, work
-        self.ls = LoadStack("report", o.run, o.port_base, os.path.join(work, "stack.log"))
+        self.ls = LoadStack("report", o.run, o.port_base, os.path.join(work, "stack.log"),
+                            3 if o.galera else 0, o.multi_writer)
         self.stack = self.ls.stack
         self.shop = None
         self.stockload = None
@@ -179,6 +180,7 @@ class Bench:
 
     def up(self, ensemble=False):
         self.ls.step(self.stack.up, self.o.instances, "none", self.o.extra, zk_ensemble=ensemble,
+                     **self.ls.db_kw,
                      what="starting the stack")
         if self.shop:
             self.shop.close()

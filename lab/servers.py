@@ -33,7 +33,7 @@ import urllib.request
 
 from . import LabError
 from . import proc
-from .ports import zk_ensemble_ports
+from .ports import galera_ports, zk_ensemble_ports
 
 SRC = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -392,23 +392,28 @@ class MariaDB(Server):
     the nemesis's clock faults preload libfaketime)."""
 
     title, default_name, log_name, start_s, stop_s = "MariaDB", "mysql", "error.log", 60, 60
+    osuser = "root"  # the system user the server runs as
 
-    def __init__(self, run, port=None, env=None):
-        super().__init__(run, port)
+    def __init__(self, run, port=None, env=None, name=None):
+        super().__init__(run, port, name)
         self.env = env
         self.socket = os.path.join(self.dir, "sock")
+
+    def flags(self):
+        """The server's options beyond its files and port (a Galera node adds wsrep's)."""
+        return list(MYSQL_FLAGS)
 
     def launch(self):
         # The server's temporary tables go where the bootstrap's did (mysql_install says
         # why). Its own pid file is not ours: it rewrites that file as it starts, and a
         # reader that met the file empty took a starting server for one that had exited.
-        mysql_install(self.dir)
-        proc.spawn(["mariadbd", "--no-defaults", "--user=root",
+        mysql_install(self.dir, self.osuser)
+        proc.spawn(["mariadbd", "--no-defaults", "--user=" + self.osuser,
                     "--datadir=" + os.path.join(self.dir, "data"),
                     "--tmpdir=" + os.path.join(self.dir, "tmp"), "--socket=" + self.socket,
                     "--port=%d" % self.port, "--bind-address=127.0.0.1",
                     "--pid-file=" + os.path.join(self.dir, "mariadbd.pid")]
-                   + MYSQL_FLAGS + ["--log-error=" + self.log],
+                   + self.flags() + ["--log-error=" + self.log],
                    None, env=self.env, pidfile=self.pidfile)
 
     def ready(self):
@@ -471,6 +476,287 @@ class MariaDB(Server):
         for f in ("schema.sql", "seed.sql"):
             self.source(db, os.path.join(SRC, "sql", f))
         self.grant_service_user(db, user, password, hosts)
+
+
+# ---------------------------------------------------------------- MariaDB Galera Cluster
+
+GALERA_PROVIDER = "/usr/lib/galera/libgalera_smm.so"
+
+# Every node's settings beyond MYSQL_FLAGS (docs/galera.md says why each):
+# - durable commits on every node: innodb_flush_log_at_trx_commit=1 and sync_binlog=1
+#   (no binary log is written here, so the second only matters to whoever turns one on).
+#   Jepsen's report on MariaDB Galera Cluster 12.1.2 lost committed transactions when
+#   nodes crashed in quick succession under the non-flushing settings that are usually
+#   recommended for Galera (the cluster, not the disk, is to keep a commit).
+# - what wsrep requires: row-based replication, interleaved auto-increment locks;
+# - state transfer by rsync (SST) for a node with no data, IST from a peer's gcache for one
+#   that was away briefly; gcache.recover keeps the gcache across a crash, so a killed node
+#   comes back by IST rather than a full copy;
+# - evs timeouts short enough that a paused or cut-off node is suspected in ~2 s and
+#   evicted in ~4 s (the defaults are 5 s and 15 s): a lab's sale lasts seconds.
+GALERA_FLAGS = ["--binlog-format=ROW", "--default-storage-engine=InnoDB",
+                "--innodb-autoinc-lock-mode=2", "--innodb-flush-log-at-trx-commit=1",
+                "--sync-binlog=1", "--wsrep-on=ON", "--wsrep-provider=" + GALERA_PROVIDER,
+                "--wsrep-cluster-name=stockd", "--wsrep-sst-method=rsync",
+                "--wsrep-slave-threads=2"]
+GALERA_PROVIDER_OPTIONS = ("gcache.size=64M;gcache.recover=yes;evs.keepalive_period=PT0.5S;"
+                           "evs.inactive_check_period=PT0.5S;evs.suspect_timeout=PT2S;"
+                           "evs.inactive_timeout=PT4S;evs.install_timeout=PT4S")
+SYNCED = 4  # wsrep_local_state of a node that is a full member, in step with the group
+
+
+class GaleraNode(MariaDB):
+    """Node N (1..3) of the three-node Galera cluster whose ports galera_ports(FIRST)
+    gives (SQL, group, IST, SST of each), under RUN/galeraN. A MariaDB whose launch adds
+    wsrep's settings; ready once it answers a query and is synced (wsrep_local_state 4).
+    Its reads as root (query, sql) wait for the cluster (wsrep_sync_wait=1): what the
+    lab reads on a node is what the cluster has committed."""
+
+    start_s = 300  # a joiner copies the data (SST) before it answers; minutes on a busy machine
+    # Not root: the joiner's rsync daemon (wsrep_sst_rsync), started by root, would drop
+    # to `nobody` and could not write the node's files.
+    osuser = "mysql"
+
+    def __init__(self, run, first, n, env=None):
+        self.ports = galera_ports(first) if first else [(None,) * 4] * 3
+        super().__init__(run, self.ports[n - 1][0], env, "galera%d" % n)
+        self.n = n
+        self.title = "Galera node %d" % n
+        self.bootstrap = False
+
+    def flags(self):
+        sql, group, ist, sst = self.ports[self.n - 1]
+        peers = ",".join("127.0.0.1:%d" % g for _, g, _, _ in self.ports)
+        argv = super().flags() + GALERA_FLAGS + [
+            "--wsrep-node-name=node%d" % self.n, "--wsrep-node-address=127.0.0.1:%d" % group,
+            "--wsrep-node-incoming-address=127.0.0.1:%d" % sql,
+            "--wsrep-sst-receive-address=127.0.0.1:%d" % sst,
+            "--wsrep-cluster-address=gcomm://" + peers,
+            "--wsrep-provider-options=gmcast.listen_addr=tcp://127.0.0.1:%d;ist.recv_addr=127.0.0.1:%d;%s"
+            % (group, ist, GALERA_PROVIDER_OPTIONS)]
+        return argv + (["--wsrep-new-cluster"] if self.bootstrap else [])
+
+    def launch(self):
+        os.makedirs(os.path.join(self.dir, "tmp"), exist_ok=True)
+        subprocess.run(["chown", "-R", "%s:" % self.osuser, self.dir], check=True)
+        super().launch()
+
+    def status(self, *names):
+        """The node's wsrep status variables NAMES as a dict (empty when it does not
+        answer); read without waiting for the cluster, so a node cut off answers too."""
+        try:
+            con = MariaDB.connect(self)
+            try:
+                with con.cursor() as cur:
+                    cur.execute("SHOW GLOBAL STATUS WHERE Variable_name IN (%s)"
+                                % ",".join(["%s"] * len(names)), names)
+                    return dict(cur.fetchall())
+            finally:
+                con.close()
+        except Exception:
+            return {}
+
+    def synced(self):
+        st = self.status("wsrep_local_state", "wsrep_cluster_status")
+        return st.get("wsrep_local_state") == str(SYNCED) and st.get("wsrep_cluster_status") == "Primary"
+
+    def ready(self):
+        return super().ready() and self.synced()
+
+    def connect(self, db=None):
+        import pymysql
+        return pymysql.connect(unix_socket=self.socket, user="root", password="", database=db,
+                               autocommit=True, connect_timeout=5,
+                               init_command="SET SESSION wsrep_sync_wait=1")
+
+    def sql(self, text, db=None):
+        return super().sql("SET SESSION wsrep_sync_wait=1;\n" + text, db)
+
+    def safe_to_bootstrap(self):
+        """grastate.dat says this node left last, cleanly (it may start a new cluster)."""
+        try:
+            with open(os.path.join(self.dir, "data", "grastate.dat")) as f:
+                return re.search(r"^safe_to_bootstrap:\s*1", f.read(), re.M) is not None
+        except OSError:
+            return False
+
+    def mark_safe_to_bootstrap(self):
+        f = os.path.join(self.dir, "data", "grastate.dat")
+        if os.path.exists(f):
+            with open(f) as fh:
+                text = fh.read()
+            with open(f, "w") as fh:
+                fh.write(re.sub(r"^safe_to_bootstrap:.*$", "safe_to_bootstrap: 1", text, flags=re.M))
+
+
+class GaleraCluster:
+    """The three Galera nodes from port FIRST (galera_ports), under RUN/galera1..3, seen
+    from the outside as one MariaDB: query, sql, source, create_db and the socket go to
+    the writer (the first synced node, HAProxy's choice too), and each reads with
+    wsrep_sync_wait. start bootstraps: with no node running, the one that may
+    (safe_to_bootstrap, else node 1) starts a new cluster and the others join it by SST
+    or IST, one at a time. CHECK_PASSWORD: the password of the user `clustercheck`
+    (USAGE only) that HAProxy's health check logs in as."""
+
+    title = "Galera"
+
+    def __init__(self, run, first, check_password=None, env=None):
+        self.run = run
+        self.first = first
+        self.port = first
+        self.check_password = check_password
+        self.members = [GaleraNode(run, first, n, env) for n in (1, 2, 3)]
+
+    def node(self, n):
+        return self.members[n - 1]
+
+    def ports(self):
+        return [m.port for m in self.members]
+
+    def running(self):
+        return any(m.running() for m in self.members)
+
+    def start(self, members=(1, 2, 3)):
+        if not any(m.running() for m in self.members):
+            first = next((m for m in self.members if m.safe_to_bootstrap()), None)
+            if first is None:
+                # Every node crashed (or none has data yet): node 1 starts the cluster
+                # with whatever it has, which may miss a commit another node had.
+                first = self.members[0]
+                first.mark_safe_to_bootstrap()
+            first.bootstrap = True
+            try:
+                first.start()
+            finally:
+                first.bootstrap = False
+            if self.check_password:
+                first.sql("CREATE USER IF NOT EXISTS 'clustercheck'@'127.0.0.1' IDENTIFIED BY '%s';\n"
+                          "ALTER USER 'clustercheck'@'127.0.0.1' IDENTIFIED BY '%s';\n"
+                          % (sql_quote(self.check_password), sql_quote(self.check_password)))
+        for n in members:
+            self.members[n - 1].start()
+        return self
+
+    def stop(self):
+        """Stops the nodes in reverse, so that node 1 leaves last and may bootstrap."""
+        for m in reversed(self.members):
+            m.stop()
+
+    def writer(self):
+        """The first synced node (the one HAProxy sends writes to); raises LabError if none."""
+        for m in self.members:
+            if m.running() and m.synced():
+                return m
+        raise LabError("no Galera node under %s is synced" % self.run)
+
+    def up(self):
+        return any(m.up() for m in self.members)
+
+    ready = up
+
+    @property
+    def socket(self):
+        return self.writer().socket
+
+    @property
+    def pidfile(self):
+        return self.writer().pidfile
+
+    def connect(self, db=None):
+        return self.writer().connect(db)
+
+    def query(self, sql, args=None, db=None):
+        return self.writer().query(sql, args, db)
+
+    def sql(self, text, db=None):
+        return self.writer().sql(text, db)
+
+    def source(self, db, path):
+        # The mariadb client runs the file on the writer; DDL replicates as TOI.
+        return self.writer().source(db, path)
+
+    def answers(self):
+        return self.up()
+
+    def grant_service_user(self, db, user, password, hosts=("127.0.0.1", "localhost")):
+        self.writer().grant_service_user(db, user, password, hosts)
+
+    def create_db(self, db, user, password, hosts=("127.0.0.1", "localhost")):
+        self.writer().create_db(db, user, password, hosts)
+
+
+def database(run):
+    """The database of the lab under RUN as root sees it over a socket: the Galera
+    cluster when a node of one runs there (its writer answers), else the MariaDB."""
+    cluster = GaleraCluster(run, None)
+    return cluster if cluster.running() else MariaDB(run)
+
+
+# ---------------------------------------------------------------- HAProxy
+
+# The health check HAProxy runs for each node (external-check): a node is fit for
+# writes only when it is a synced member of the primary component. A TCP check, or
+# HAProxy's own mysql-check (a login handshake), passes while a node is still joining
+# (its data half copied), donating, or cut off in a non-primary component, where every
+# statement fails with 1047; that node would be sent the writes.
+GALERA_CHECK = os.path.join(SRC, "lab", "galera_check.sh")
+
+
+class HAProxy(Server):
+    """HAProxy under RUN/haproxy on 127.0.0.1:PORT in front of the nodes on NODE_PORTS
+    (TCP): every connection to the first node that passes the check (lab/galera_check.sh,
+    logging in as `clustercheck` with CHECK_PASSWORD), the others `backup`, taken in
+    order when it fails. A node marked down has its sessions cut (its open transactions
+    then fail at once rather than at a timeout), and when the first node is back the
+    sessions on a backup are cut too, so that two nodes never take writes through the
+    proxy at the same time for long."""
+
+    title, default_name, log_name, start_s = "HAProxy", "haproxy", "haproxy.log", 30
+
+    def __init__(self, run, port=None, node_ports=(), check_password=None):
+        super().__init__(run, port)
+        self.node_ports = list(node_ports)
+        self.check_password = check_password
+
+    def write_config(self):
+        cnf = os.path.join(self.dir, "check.cnf")
+        fd = os.open(cnf, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write("[client]\nuser=clustercheck\npassword=%s\nconnect-timeout=2\n"
+                    % self.check_password)
+        # external-check command takes no arguments: a wrapper names the credentials.
+        check = os.path.join(self.dir, "check")
+        with open(check, "w") as f:
+            f.write("#!/bin/sh\nexec %s %s \"$@\"\n" % (GALERA_CHECK, cnf))
+        os.chmod(check, 0o700)
+        servers = "".join("  server node%d 127.0.0.1:%d check%s\n" % (n, p, "" if n == 1 else " backup")
+                          for n, p in enumerate(self.node_ports, 1))
+        with open(os.path.join(self.dir, "haproxy.cfg"), "w") as f:
+            f.write("# Written by lab/servers.py (HAProxy); rewritten on every start.\n"
+                    "global\n  external-check\n  insecure-fork-wanted\n  maxconn 4000\n"
+                    "defaults\n  mode tcp\n  timeout connect 2s\n  timeout client 1h\n"
+                    "  timeout server 1h\n  timeout check 2s\n"
+                    "listen writer\n  bind 127.0.0.1:%d\n  option external-check\n"
+                    "  external-check path /usr/bin:/bin\n  external-check command %s\n"
+                    "  default-server inter 2s fastinter 2s downinter 2s rise 1 fall 2 "
+                    "on-marked-down shutdown-sessions on-marked-up shutdown-backup-sessions\n%s"
+                    % (self.port, check, servers))
+
+    def launch(self):
+        self.write_config()
+        proc.spawn(["haproxy", "-db", "-f", os.path.join(self.dir, "haproxy.cfg")], self.log,
+                   pidfile=self.pidfile)
+
+    def ready(self):
+        """A login through it as the check user answers."""
+        import pymysql
+        try:
+            con = pymysql.connect(host="127.0.0.1", port=self.port, user="clustercheck",
+                                  password=self.check_password or "", connect_timeout=3)
+            con.close()
+            return True
+        except Exception:
+            return False
 
 
 # ---------------------------------------------------------------- ZooKeeper

@@ -141,6 +141,37 @@ def sentinel_primary(port):
     print(primary)
 
 
+def _galera(run, first=None, proxy_port=None):
+    """The Galera cluster under RUN from port FIRST and its HAProxy on PROXY_PORT, with
+    the health check's password in RUN/galera-check-password (made on first use)."""
+    from .backing import Backing
+    f = os.path.join(run, "galera-check-password")
+    if not os.path.exists(f):
+        import secrets
+        os.makedirs(run, exist_ok=True)
+        fd = os.open(f, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as fh:
+            fh.write(secrets.token_hex(16))
+    with open(f) as fh:
+        pw = fh.read().strip()
+    ports = {"galera": int(first), "mysql": int(proxy_port)} if first else {}
+    return Backing(run, ports, galera_check_password=pw)
+
+
+def galera_start(run, first, proxy_port, *nodes):
+    """Starts the Galera nodes NODES (all three when none) that do not run, bootstrapping
+    when none does, and HAProxy in front of them."""
+    b = _galera(run, first, proxy_port)
+    b.galera_cluster().start([int(n) for n in nodes] or (1, 2, 3))
+    b.haproxy().start()
+
+
+def galera_stop(run):
+    b = _galera(run)
+    b.haproxy().stop()
+    b.galera_cluster().stop()
+
+
 # The functions of stack-lib.sh that call the library, each under its own name.
 CALLS = {
     "mysql_start": lambda run, port: srv.MariaDB(run, int(port)).start(),
@@ -174,10 +205,12 @@ CALLS = {
     "zk_ensemble_mode": zk_ensemble_mode,
     "zk_leader": lambda first: _print_member(srv.ZkEnsemble("", int(first)).leader()),
     "mysql_set_stock": mysql_set_stock,
+    "galera_start": galera_start,
+    "galera_stop": galera_stop,
     # The password in STACK_LAB_PASSWORD, never argv (stack-lib.sh's wrappers put it there).
-    "mysql_create_db": lambda run, db, user: srv.MariaDB(run).create_db(
+    "mysql_create_db": lambda run, db, user: srv.database(run).create_db(
         db, user, os.environ["STACK_LAB_PASSWORD"]),
-    "mysql_grant_service_user": lambda run, db, user: srv.MariaDB(run).grant_service_user(
+    "mysql_grant_service_user": lambda run, db, user: srv.database(run).grant_service_user(
         db, user, os.environ["STACK_LAB_PASSWORD"]),
 }
 

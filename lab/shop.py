@@ -1,5 +1,6 @@
 """The shop database of a running stack, as the load tools see it: root over the
-MariaDB's socket (RUN/mysql/sock), parameterised SQL through python3-pymysql.
+MariaDB's socket (RUN/mysql/sock; on a Galera stack the writer node's, every read
+waiting for the cluster), parameterised SQL through python3-pymysql.
 
 The stock of a product is read through the product_stock view (sql/schema.sql): the
 product row plus its segments, if it is split.
@@ -10,6 +11,7 @@ import os
 import pymysql
 
 from . import LabError
+from . import servers as srv
 from .redisstock import RedisStock
 
 
@@ -22,8 +24,12 @@ class Shop:
         self.redis = redis or RedisStock.of(run)
         sock = os.path.join(run, "mysql", "sock")
         try:
-            self.conn = pymysql.connect(unix_socket=sock, user="root", database=db,
-                                        autocommit=True, connect_timeout=10)
+            server = srv.database(run)
+            sock = server.socket
+            self.conn = server.connect(db)
+        except LabError as e:
+            raise LabError("no MariaDB answers under %s (is the stack up? scripts/stack up): %s"
+                           % (run, e)) from None
         except pymysql.err.MySQLError as e:
             raise LabError("no MariaDB answers on %s (is the stack up? scripts/stack up): %s"
                            % (sock, e.args[-1] if e.args else e)) from None

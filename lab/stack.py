@@ -1,4 +1,5 @@
-"""The operator's local stack: a private MariaDB, ZooKeeper (standalone or a
+"""The operator's local stack: a private MariaDB (or with --galera 3 a three-node Galera
+cluster behind HAProxy), ZooKeeper (standalone or a
 three-server ensemble), a Redis (with --redis-sentinel also a replica and a Sentinel),
 RedLock's three more Redis servers in mode redlock, an etcd in mode etcd, N stockd
 instances, nginx over them and Prometheus scraping them, all on loopback under one run
@@ -81,8 +82,11 @@ class Stack:
                                                "etcd", "prometheus")} if st else {}
         if st:
             ports["redlock"] = self.redlock_ports()
+            if st["galera"]:
+                ports["galera"] = st["galera_port"]
         return Backing(self.run, ports, bool(st and st["zk_ensemble"]),
-                       self._read_secret("redis-password") or None)
+                       self._read_secret("redis-password") or None,
+                       self._secret("galera-check-password") if st and st["galera"] else None)
 
     def mysql(self):
         return self.backing().mysql()
@@ -112,10 +116,18 @@ class Stack:
     def prometheus(self):
         return self.backing().prometheus()
 
+    def stockd_mysql_port(self, i):
+        """Where instance I connects: MariaDB, or HAProxy's writer port; with
+        --multi-writer Galera node ((I-1) mod 3)+1 itself (the experiment's anti-pattern)."""
+        st = self.st
+        if st["galera"] and st["multi_writer"]:
+            return portmod.galera_ports(st["galera_port"])[(i - 1) % 3][0]
+        return st["mysql_port"]
+
     def stockd(self, i, env=None):
         st = self.st
         return srv.Stockd(self.run, i, self.stockd_port(i), st["bin"], st["lock"],
-                          "mysql://%s@127.0.0.1:%d/%s" % (DB_USER, st["mysql_port"], DB),
+                          "mysql://%s@127.0.0.1:%d/%s" % (DB_USER, self.stockd_mysql_port(i), DB),
                           self.zk_hosts(), self.admin_args() + st["extra"], env)
 
     def admin_args(self):
@@ -164,6 +176,8 @@ class Stack:
     # ---------------------------------------------------------------- health
 
     def mysql_up(self):
+        if self.st and self.st["galera"]:
+            return self.mysql().up() and self.backing().haproxy().up()
         return srv.MariaDB(self.run).up()  # on whatever port
 
     def zk_up(self):
@@ -180,7 +194,8 @@ class Stack:
     def pidfiles(self):
         names = ["mysql/pid", "zk/pid", "zk1/pid", "zk2/pid", "zk3/pid", "redis/pid", "etcd/pid",
                  "nginx/nginx.pid", "redlock1/pid", "redlock2/pid", "redlock3/pid",
-                 "redis-replica/pid", "sentinel/pid", "prometheus/pid", "writer-1/pid"]
+                 "redis-replica/pid", "sentinel/pid", "prometheus/pid", "writer-1/pid",
+                 "galera1/pid", "galera2/pid", "galera3/pid", "haproxy/pid"]
         out = [self.path(n) for n in names]
         d = self.path("stockd")
         if os.path.isdir(d):
@@ -357,10 +372,11 @@ class Stack:
     # ---------------------------------------------------------------- commands
 
     def up(self, instances=None, lock=None, extra=(), zk_ensemble=False, redis_sentinel=False,
-           route=None, rate_limit="", deps=True):
+           route=None, rate_limit="", deps=True, galera=0, multi_writer=False):
         """Starts what is not running (see `scripts/stack up --help`)."""
         base = portmod.check_base(os.environ.get("STACK_PORT_BASE") or str(portmod.BASES["stack"]))
         want = portmod.layout(base, zk_ensemble)
+        want["galera"] = base + portmod.OFFSETS["galera"] if galera else None
         old = self.st
         had_state = old is not None
         zk_same = not had_state or bool(old["zk_ensemble"]) == zk_ensemble
@@ -368,6 +384,8 @@ class Stack:
             now = [old["mysql_port"], old["redis_port"], old["nginx_port"],
                    old["prometheus_port"] or want["prometheus"], old["base"]]
             req = [want["mysql"], want["redis"], want["nginx"], want["prometheus"], base]
+            now.append(bool(old["galera"]))
+            req.append(bool(galera))
             if zk_same:
                 now.append(old["zk_port"])
                 req.append(want["zk"])
@@ -377,7 +395,7 @@ class Stack:
         os.makedirs(self.run, exist_ok=True)
         if deps:
             profiles = ["demo"] + (["etcd"] if lock == "etcd" else []) + (
-                ["sentinel"] if redis_sentinel else [])
+                ["sentinel"] if redis_sentinel else []) + (["galera"] if galera else [])
             if subprocess.run([os.path.join(SRC, "scripts", "deps")] + profiles,
                               stdin=subprocess.DEVNULL).returncode != 0:
                 raise LabError("installing packages failed (scripts/deps %s)" % " ".join(profiles))
@@ -389,12 +407,21 @@ class Stack:
                   sentinel_port=want["sentinel"], etcd_port=want["etcd"],
                   instances=instances or 3, lock=lock or "none", bin=binary, extra=list(extra),
                   zk_ensemble=zk_ensemble, redis_sentinel=redis_sentinel,
-                  route=route or "round-robin", rate_limit=rate_limit or "")
+                  route=route or "round-robin", rate_limit=rate_limit or "",
+                  galera=galera or 0, galera_port=want["galera"],
+                  multi_writer=bool(galera and multi_writer))
         keep = (had_state and zk_same and old["instances"] == st["instances"]
-                and old["lock"] == st["lock"] and old["bin"] == binary and old["extra"] == st["extra"])
+                and old["lock"] == st["lock"] and old["bin"] == binary and old["extra"] == st["extra"]
+                and old["galera"] == st["galera"] and old["multi_writer"] == st["multi_writer"])
         portmod.check_distinct(st)
         # The other kind of ZooKeeper goes first: its ports may be the new one's.
         self.zk(not zk_ensemble).stop()
+        # A standalone MariaDB and HAProxy share the mysql port: the other kind goes first.
+        if galera:
+            srv.MariaDB(self.run).stop()
+        else:
+            Backing(self.run).haproxy().stop()
+            srv.GaleraCluster(self.run, None).stop()
         self.st = st
         statemod.save(self.run, st)
 
@@ -507,7 +534,12 @@ class Stack:
             out.write("%-11s %-8s %-6s %s\n" % (name, pid if pid is not None else "-", port, state))
 
         out.write("%-11s %-8s %-6s %s\n" % ("component", "pid", "port", "state"))
-        row("mysql", self.mysql(), self.mysql_up)
+        if st["galera"]:
+            for m in self.backing().galera_cluster().members:
+                row(m.name, m)
+            row("haproxy", self.backing().haproxy())
+        else:
+            row("mysql", self.mysql(), self.mysql_up)
         if st["zk_ensemble"]:
             for m in self.zk().members:
                 row(m.name, m)
@@ -535,6 +567,9 @@ class Stack:
             modes = [m.mode() or "not serving" for m in self.zk().members]
             out.write("zookeeper ensemble:%s\n" % "".join(
                 " zk%d %s" % (n, m) for n, m in enumerate(modes, 1)))
+        if st["galera"]:
+            out.write("galera: %s\n" % ("multi-writer, instance I on node ((I-1) mod 3)+1"
+                                        if st["multi_writer"] else "one writer behind HAProxy"))
         out.write("lock mode: %s; nginx: %s%s; run dir: %s\n"
                   % (st["lock"], st["route"], ", rate limit " + st["rate_limit"] if st["rate_limit"] else "",
                      self.run))
@@ -562,6 +597,8 @@ class Stack:
             ("SENTINEL", "127.0.0.1:%d" % st["sentinel_port"] if st["redis_sentinel"] else ""),
             ("ETCD", "127.0.0.1:%d" % (st["etcd_port"] or 2379)),
             ("MYSQL_PORT", str(st["mysql_port"])),
+            ("STACK_MYSQL_PORT", str(st["mysql_port"])),
+            ("STACK_GALERA_PORTS", " ".join(str(p) for p in self.galera_ports())),
             ("MYSQL_SOCKET", self.mysql().socket),
             ("STACK_INSTANCES", str(st["instances"])),
             ("STACK_LOCK", st["lock"]),
@@ -589,8 +626,22 @@ class Stack:
             raise LabError("nginx on %d did not answer: %s" % (st["nginx_port"], a.error))
         return a.status, a.doc
 
-    def mysql_argv(self, args):
-        self.need_state()
+    def galera_ports(self):
+        """The Galera nodes' SQL ports (none without --galera)."""
+        st = self.need_state()
+        return [n[0] for n in portmod.galera_ports(st["galera_port"])] if st["galera"] else []
+
+    def mysql_argv(self, args, node=None):
+        """The mariadb client as root on the writer (with --galera: the node HAProxy
+        sends writes to), or on Galera node NODE (1..3)."""
+        st = self.need_state()
+        if node is not None:
+            if not st["galera"]:
+                raise LabError("--node needs a Galera stack (scripts/stack up --galera 3)")
+            m = self.backing().galera_cluster().node(node)
+            if not m.running():
+                raise LabError("Galera node %d of %s does not run" % (node, self.run))
+            return ["mariadb", "--no-defaults", "-uroot", "-S", m.socket, "-D", DB] + list(args)
         if not self.mysql_up():
             raise LabError("MariaDB of %s does not answer; run: scripts/stack up" % self.run)
         return ["mariadb", "--no-defaults", "-uroot", "-S", self.mysql().socket, "-D", DB] + list(args)

@@ -11,7 +11,7 @@ DEFAULTS = {
     "nginx_port": None, "prometheus_port": None, "redlock_port": None,
     "redis_replica_port": None, "sentinel_port": None, "etcd_port": None,
     "instances": 3, "lock": "none", "bin": "", "zk_ensemble": False,
-    "redis_sentinel": False, "route": "round-robin", "rate_limit": "", "extra": [],
+    "redis_sentinel": False, "galera": 0, "galera_port": None, "multi_writer": False, "route": "round-robin", "rate_limit": "", "extra": [],
 }
 
 

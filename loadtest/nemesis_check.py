@@ -215,6 +215,7 @@ def check(history, final, slack_s=DEFAULT_SLACK_S):
         anomalies += check_orders_life(history, products, orders, restocks, final)
     if "redis_stock" in final:
         anomalies += check_redis_stock(ops, products, orders_by_key, final["redis_stock"])
+    anomalies += check_galera_nodes(products, orders, final.get("galera_nodes", {}))
 
     # Every "deducted" answer has its row, with its key, its product and its id.
     for op in ops if "redis_stock" not in final else ():
@@ -349,6 +350,25 @@ def check_redis_stock(ops, products, orders_by_key, rs):
         if count is not None and count != fin:
             out.append(Anomaly("redis_drift", p, f"Redis counts {count}, MariaDB's stock is "
                                f"{fin} (drift {count - fin}) once the writer drained"))
+    return out
+
+
+def check_galera_nodes(products, orders, nodes):
+    """--galera: every node, read with wsrep_sync_wait=1, holds the same stocks and the
+    same order ids as the final state the ledger was checked on."""
+    want_ids = sorted(o["id"] for o in orders)
+    out = []
+    for n, held in sorted(nodes.items()):
+        for p in sorted(products):
+            got = held["stocks"].get(str(p))
+            if got != products[p]["final"]:
+                out.append(Anomaly("galera_node_disagrees", p,
+                                   f"node {n} has stock {got}, the ledger's final state "
+                                   f"{products[p]['final']}"))
+        if sorted(held["orders"]) != want_ids:
+            out.append(Anomaly("galera_node_disagrees", 0,
+                               f"node {n} has {len(held['orders'])} orders, the ledger "
+                               f"{len(want_ids)} (ids differ)"))
     return out
 
 

@@ -13,7 +13,7 @@ import time
 
 from lab import LabError, orders, writer
 from lab.shop import Shop
-from nemesis_stack import DB, RunFailed
+from nemesis_stack import DB, RunFailed, lab
 
 # The results by which stockd says that nothing was deducted (docs/operating.md, "Routes and answers").
 NOTHING_DEDUCTED = {"sold_out", "lock_timeout", "lock_lost", "unavailable", "overloaded",
@@ -218,6 +218,7 @@ class Clients:
         read_at = time.time()
         restocks = self.stack.sql("SELECT id, product_id, amount, UNIX_TIMESTAMP(at), "
                                   "after_order FROM nemesis_restock ORDER BY id")
+        nodes = self.galera_nodes() if self.stack.haproxy else {}
         out = {"products": {str(p): {"initial": self.products[p], "final": int(s)}
                             for p, s in ((int(r[0]), r[1]) for r in stocks)},
                "orders": [{"id": int(r[0]), "product": int(r[1]), "request_id": r[2] or None,
@@ -232,7 +233,25 @@ class Clients:
         return {**out,
                 "restocks": [{"id": int(r[0]), "product": int(r[1]), "amount": int(r[2]),
                               "at": float(r[3]), "after_order": int(r[4])} for r in restocks],
-                "replay_by_order_id": True, **extra}
+                "replay_by_order_id": True, **nodes, **extra}
+
+    def galera_nodes(self):
+        """--galera: what each node holds, read on the node itself with wsrep_sync_wait=1
+        (after every node is synced again): {"galera_nodes": {N: {"stocks": {P: stock},
+        "orders": [order ids]}}}, for the check that the nodes agree with each other and
+        with the ledger."""
+        lab(self.stack.db.start)  # every node up and synced
+        out = {}
+        for m in self.stack.db.members:
+            try:
+                stocks = m.query("SELECT id, stock FROM product_stock WHERE id IN %s",
+                                 (tuple(self.products),), DB)
+                ids = m.query("SELECT id FROM orders ORDER BY id", None, DB)
+            except Exception as e:  # pymysql's errors: a node that does not answer
+                raise RunFailed(f"galera{m.n} unreadable: {e}") from None
+            out[str(m.n)] = {"stocks": {str(int(p)): int(s) for p, s in stocks},
+                             "orders": [int(r[0]) for r in ids]}
+        return {"galera_nodes": out}
 
     def redis_stock_final(self):
         """Mode redis-stock's side of the final state, read once the writer has drained

@@ -133,6 +133,30 @@ def start_mariadb(nem, shot):
     nem.stack.start_mysql()
 
 
+def a_galera_node(nem, shot):
+    """A Galera node at random, killed (-9) or paused (SIGSTOP, cut off from the group
+    until it is evicted); the node HAProxy writes to is as likely as the others."""
+    n = shot.rng.randint(1, 3)
+    shot.victim = n
+    shot.rec["target"], shot.rec["signal"] = f"galera{n}", shot.rng.choice(["KILL", "STOP"])
+    return ["mysql"]  # one database fault at a time: a quorum of two is kept
+
+
+def fail_galera_node(nem, shot):
+    pidfile = f"galera{shot.victim}/pid"
+    if shot.rec["signal"] == "KILL":
+        nem.stack.kill9(pidfile)
+    else:
+        nem.stack.pause(pidfile)
+    return shot.rng.uniform(2, 8)
+
+
+def heal_galera_node(nem, shot):
+    if shot.rec["signal"] == "STOP":
+        nem.stack.resume(f"galera{shot.victim}/pid")
+    lab(nem.stack.db.start)  # a killed node joins again (IST); waits until every node is synced
+
+
 def a_commit_of_stockd_1(nem, shot):
     """One of stockd-1's next COMMITs, held for 1.5x-3x the lease. A ZooKeeper holder
     keeps its session through a held COMMIT unless it is paused; a lease runs out by
@@ -347,6 +371,7 @@ FAULTS = {
     "kill9": Fault(every_mode, a_stockd, kill_stockd, restart_stockd),
     "pause": Fault(every_mode, a_stockd, pause, resume),
     "mysql": Fault(every_mode, mariadb, stop_mariadb, start_mariadb),
+    "galera-node": Fault(every_mode, a_galera_node, fail_galera_node, heal_galera_node),
     "commit-delay": Fault(every_mode, a_commit_of_stockd_1, hold_commit, release_commit),
     "partition-db": Fault(every_mode, a_link, black_hole, mend),
     "latency-db": Fault(every_mode, a_link, slow, unslow),
@@ -372,11 +397,12 @@ def faults_for(mode, uses_zk):
     return [k for k, f in FAULTS.items() if f.can(mode, uses_zk)]
 
 
-def fault_kinds(mode, uses_zk, asked, commit_ms):
+def fault_kinds(mode, uses_zk, asked, commit_ms, galera=False):
     """The faults of a run: the mode's (faults_for), or those of ASKED (--faults: a
     comma-separated list, or none) that it can have. Raises RunFailed for a fault that
-    does not exist, or one that --commit-ms makes impossible."""
-    kinds = faults_for(mode, uses_zk)
+    does not exist, or one that --commit-ms makes impossible. GALERA: the database is a
+    cluster, whose node fault (galera-node) stands for the one MariaDB's (mysql)."""
+    kinds = [k for k in faults_for(mode, uses_zk) if k != ("mysql" if galera else "galera-node")]
     if asked == "none":
         kinds = []
     elif asked:

@@ -172,6 +172,7 @@ class Stack:
         self.writer_n = 0
         self.proxies = []  # the fault proxies' pid files
         self.db = None  # its servers (lab/servers.py): made with the run directory
+        self.haproxy = None  # --galera: HAProxy before the cluster (self.db)
         self.db_clock = 0  # MariaDB's clock offset in seconds (mode db-lock)
 
     # ------------------------------------------------------------ start and stop
@@ -179,7 +180,15 @@ class Stack:
     def servers(self):
         """The servers under RUN (lab/servers.py), once the run directory is made."""
         run, p = self.run, self.ports
-        self.db = srv.MariaDB(run, p["mysql"])
+        if self.args.galera:
+            # --galera: three nodes from P+20 (lab/ports.py's galera_ports) and HAProxy on
+            # the MariaDB port, the relay before it as before.
+            pw = "nemesis-check"
+            self.db = srv.GaleraCluster(run, self.args.port_base + 20, pw)
+            self.haproxy = srv.HAProxy(run, p["mysql"], self.db.ports(), pw)
+        else:
+            self.db = srv.MariaDB(run, p["mysql"])
+            self.haproxy = None
         self.zk = srv.ZkEnsemble(run, p["zk"])
         self.redis = srv.Redis(run, p["redis"])
         self.redis_replica = srv.Redis(run, p["redis"] + 2, "redis2", master=p["redis"] + 1)
@@ -329,6 +338,12 @@ class Stack:
             env = dict(self.env, LD_PRELOAD=FAKETIME_LIB,
                        FAKETIME_TIMESTAMP_FILE=self.faketime_file(), FAKETIME_NO_CACHE="1",
                        FAKETIME_DONT_FAKE_MONOTONIC="1")
+        if self.haproxy:
+            if env:
+                raise RunFailed("--galera has no clock faults (mode db-lock)")
+            lab(self.db.start)
+            lab(self.haproxy.start)
+            return
         self.db.env = env
         lab(self.db.start)
 
@@ -375,12 +390,15 @@ class Stack:
         for n in range(1, self.writer_n + 1):
             writer.stop(self.run, f"w{n}")
         for server in [self.sentinel, self.redis, self.redis_replica, *self.redlock, self.etcd,
-                       self.zk, self.db]:
+                       self.zk, self.haproxy, self.db]:
+            if server is None:
+                continue
             server.stop()
 
     def drop_data(self):
         """Removes the servers' data (about 110 MB a run), keeping their logs."""
-        for d in ["mysql/data"] + [f"{s}{n}/data" for s in ("zk", "etcd") for n in (1, 2, 3)]:
+        for d in ["mysql/data"] + [f"{s}{n}/data" for s in ("zk", "etcd", "galera")
+                                   for n in (1, 2, 3)]:
             shutil.rmtree(os.path.join(self.run, d), ignore_errors=True)
 
     # ------------------------------------------------------------ what runs where

@@ -26,7 +26,7 @@ for _f in mysql_start mysql_stop zk_start zk_stop zk_ensemble_start zk_ensemble_
   zk_ensemble_stop redis_start redis_stop sentinel_start sentinel_stop etcd_start etcd_stop \
   prometheus_start prometheus_stop prometheus_targets stockd_stop_all nginx_start nginx_stop \
   etcd_cluster_start etcd_cluster_stop etcd_cluster_hosts etcd_cluster_leader zk_ensemble_hosts \
-  zk_ensemble_mode zk_leader mysql_set_stock; do
+  zk_ensemble_mode zk_leader mysql_set_stock galera_start galera_stop; do
   eval "$_f() { stack_lab $_f \"\$@\"; }"
 done
 unset _f
@@ -88,11 +88,23 @@ port_free() {
 
 # ---------------------------------------------------------------- MariaDB
 
-# mysql_cli RUN [ARGS...]: the mariadb client as root over the private socket.
+# mysql_cli RUN [ARGS...]: the mariadb client as root over the private socket; under a
+# Galera cluster's RUN (galera_start), on the first node that runs, its reads waiting
+# for the cluster (mysql_cli_node RUN N: on node N).
 mysql_cli() {
-  local run=$1
+  local run=$1 n
   shift
+  if [[ -d $run/galera1 ]]; then
+    for n in 1 2 3; do
+      if pid_alive "$run/galera$n/pid"; then mysql_cli_node "$run" "$n" "$@"; return; fi
+    done
+  fi
   mariadb --no-defaults -uroot -S "$run/mysql/sock" "$@"
+}
+mysql_cli_node() {
+  local run=$1 n=$2
+  shift 2
+  mariadb --no-defaults -uroot -S "$run/galera$n/sock" --init-command="SET SESSION wsrep_sync_wait=1" "$@"
 }
 
 # ---------------------------------------------------------------- ZooKeeper

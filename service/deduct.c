@@ -11,9 +11,9 @@
 #define SEGMENT_REWALKS 3
 #define TOTAL_UNREAD    INT32_MIN
 
-/* One deduction without a lock or the combiner, by the mode's strategy; a deadlock
- * victim was rolled back whole, so it is retried (twice). Its deadline is checked
- * before COMMIT too. */
+/* One deduction without a lock or the combiner, by the mode's strategy; an aborted
+ * transaction was rolled back whole, so it is retried (txn_again). Its deadline is
+ * checked before COMMIT too. */
 static void deduct_alone(worker_state *ws, stockd_job *job) {
     stockd_ctx *ctx = ws->w->ctx;
     uint64_t limit = (uint64_t)ctx->cfg->queue_deadline_ms * 1000000u;
@@ -26,10 +26,11 @@ static void deduct_alone(worker_state *ws, stockd_job *job) {
                            .think_us = think_us(ws)};
     stockdb_result res = {0};
     stockd_answer a = {.id = job->product_id};
-    int rc = STOCKDB_ERR_DEADLOCK;
+    int rc, attempt = 0;
 
-    for (int attempt = 0; attempt < 3 && rc == STOCKDB_ERR_DEADLOCK; attempt++)
+    do
         rc = stockdb_deduct(ws->db, ctx->cfg->strategy, &req, &res);
+    while (txn_again(rc, attempt++));
     count_statements(ws);
     if (rc == STOCKDB_ERR_GUARD && g.late) {
         answer__late(ws, job);

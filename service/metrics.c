@@ -40,6 +40,7 @@ static struct {
     atomic_ullong xbatch_count, xbatch_sum, xbatch_busy; /* products per transaction */
     atomic_ullong statements;
     atomic_ullong precheck_reads, precheck_sold_out, combined, segment_moves;
+    atomic_ullong txn_retries;
 } m;
 
 static const char *route_names[STOCKD_ROUTE_COUNT] = {
@@ -137,6 +138,10 @@ void stockd_metrics_segment_move(void) {
     atomic_fetch_add_explicit(&m.segment_moves, 1, memory_order_relaxed);
 }
 
+void stockd_metrics_txn_retry(void) {
+    atomic_fetch_add_explicit(&m.txn_retries, 1, memory_order_relaxed);
+}
+
 void stockd_metrics_precheck(bool sold_out) {
     atomic_fetch_add_explicit(&m.precheck_reads, 1, memory_order_relaxed);
     if (sold_out) atomic_fetch_add_explicit(&m.precheck_sold_out, 1, memory_order_relaxed);
@@ -186,6 +191,7 @@ typedef struct scrape {
     lock_stats st;
     uint64_t zk_rounds; /* acquisitions plus cache hits */
     uint64_t deducted, statements, combined, segment_moves, precheck_reads, precheck_sold_out;
+    uint64_t txn_retries;
     uint64_t xbatch_sum, xbatch_count, xbatch_busy, watch_reads, watch_errors;
 } scrape;
 
@@ -390,6 +396,10 @@ static const family families[] = {
      V(precheck_reads)},
     {"stockd_precheck_sold_out_total", "counter",
      "Requests answered sold out by the pre-check, without the lock.", ALL, V(precheck_sold_out)},
+    {"stockd_txn_retries_total", "counter",
+     "Deduction transactions the database aborted (a deadlock or lock wait victim, or on Galera "
+     "a certification conflict at COMMIT) and stockd ran again, whole.",
+     ALL, V(txn_retries)},
     /* A session kind's (ZooKeeper's) lock: the session's events, its operations. */
     {"stockd_lock_acquisitions_total", "counter",
      "ZooKeeper lock rounds begun: acquisitions, cache hits included.", SESSION, V(zk_rounds)},
@@ -471,6 +481,7 @@ char *stockd_metrics_render(const stockd_config *cfg, lock_set *locks) {
     s.segment_moves = load(&m.segment_moves);
     s.precheck_reads = load(&m.precheck_reads);
     s.precheck_sold_out = load(&m.precheck_sold_out);
+    s.txn_retries = load(&m.txn_retries);
     s.xbatch_sum = load(&m.xbatch_sum);
     s.xbatch_count = load(&m.xbatch_count);
     s.xbatch_busy = load(&m.xbatch_busy);

@@ -608,6 +608,7 @@ void stockd_metrics_batch_products(unsigned n, unsigned busy); /* products in on
 void stockd_metrics_cross_busy(void);        /* a leader's own product's lock, tried, was busy */
 void stockd_metrics_statements(uint64_t n);  /* MySQL statements sent */
 void stockd_metrics_precheck(bool sold_out); /* a pre-check read, and its answer */
+void stockd_metrics_txn_retry(void);         /* an aborted transaction run again */
 void stockd_metrics_combined(void);          /* a deduction handed to the combiner */
 void stockd_metrics_segment_move(void);      /* a deduction moved on from an empty segment */
 /* The Prometheus text exposition; the caller frees it. NULL when out of memory. The

@@ -64,9 +64,10 @@ bool txn__run(worker_state *ws, stockd_job **jobs, unsigned n, product_lock *h,
                        .think_us = think_us(ws),
                        .items = ws->items,
                        .n = n};
-    int rc = STOCKDB_ERR_DEADLOCK;
-    for (int attempt = 0; attempt < 3 && rc == STOCKDB_ERR_DEADLOCK; attempt++)
+    int rc, attempt = 0;
+    do
         rc = stockdb_deduct_batch(ws->db, ctx->cfg->strategy, &b);
+    while (txn_again(rc, attempt++));
     *released = g.released;
     count_statements(ws);
     if (rc == STOCKDB_ERR_GUARD && g.late) return true;

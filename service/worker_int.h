@@ -60,6 +60,21 @@ static inline void count_statements(worker_state *ws) {
     ws->statements = now;
 }
 
+/* How many times one transaction runs when the database aborts it (STOCKDB_ERR_DEADLOCK:
+ * a deadlock or lock wait victim, and on Galera a certification conflict at COMMIT, error
+ * 1213 too, lost to a write certified first on another node). An abort rolled back all
+ * the attempt wrote, so it runs again whole, reading afresh; past the last try the
+ * answer is a 503 (contract.c), never a half-done deduction. */
+#define TXN_TRIES 3
+
+/* True if a transaction whose attempt number attempt (0: the first) ended with rc is
+ * to run again; counts the retry (stockd_txn_retries_total). */
+static inline bool txn_again(int rc, int attempt) {
+    if (rc != STOCKDB_ERR_DEADLOCK || attempt + 1 >= TXN_TRIES) return false;
+    stockd_metrics_txn_retry();
+    return true;
+}
+
 /* The pause between check and update for one transaction: --think-us plus a uniformly
  * random 0..--think-jitter-us. A constant pause lets instances fall into step: one whose
  * UPDATE waited for another's row lock commits right after it, every time, which is a

@@ -35,3 +35,16 @@ stockd_integration_test(fault_paused_holder_resumes_during_successors_check
 # instance deducts again, exact after the drain, tokens only grow. About 20 s.
 stockd_integration_test(fault_etcd_leader_killed_service_continues
   COMMAND bash ${faults}/etcd_leader_kill.sh TIMEOUT 120 LABELS fault)
+# The stock table on a three-node Galera cluster behind HAProxy (docs/galera.md): the
+# writer node killed with -9 mid-load; HAProxy fails over, no answered deduction lost,
+# exact after the drain, the node rejoins by IST. It starts its own cluster (3 to 8 min
+# on a busy machine); label galera, so that a run can leave the three nodes out.
+stockd_integration_test(fault_galera_writer_killed_no_acknowledged_deduction_lost
+  COMMAND bash ${faults}/galera_writer_kill.sh TIMEOUT 900 LABELS fault galera)
+# The same cluster: the writer left alone (the two others paused) turns non-primary and
+# takes no write, and the load ends exact once they resume; a restock on node 3 sold at
+# once through node 1, never a stale sold-out.
+stockd_integration_test(fault_galera_isolated_writer_takes_no_write
+  COMMAND bash ${faults}/galera_partition.sh isolated TIMEOUT 900 LABELS fault galera)
+stockd_integration_test(fault_galera_restock_on_another_node_no_stale_sold_out
+  COMMAND bash ${faults}/galera_partition.sh restock TIMEOUT 900 LABELS fault galera)
