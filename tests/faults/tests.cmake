@@ -35,3 +35,18 @@ stockd_integration_test(fault_paused_holder_resumes_during_successors_check
 # instance deducts again, exact after the drain, tokens only grow. About 20 s.
 stockd_integration_test(fault_etcd_leader_killed_service_continues
   COMMAND bash ${faults}/etcd_leader_kill.sh TIMEOUT 120 LABELS fault)
+# Owner routing (stockd --route owner, docs/routing.md): tests/faults/routing.py, one
+# scenario each, on a ZooKeeper of the test's own (the view is its ephemeral nodes) and
+# stockd in mode zk behind nginx round-robin; each ends with a drain and the ledger's
+# check. Skipped (77) by a stockd without --route.
+set(routing ${STOCKD_PYTHON} ${faults}/routing.py)
+stockd_integration_test(fault_route_owner_killed_mid_load_exact_no_503_after_the_view_change
+  COMMAND ${routing} kill_owner TIMEOUT 180 LABELS fault)
+stockd_integration_test(fault_route_owner_paused_past_its_session_late_batch_fenced_exact
+  COMMAND ${routing} paused_owner TIMEOUT 180 LABELS fault)
+stockd_integration_test(fault_route_instance_added_then_removed_exact_cached_lock_handed_over
+  COMMAND ${routing} add_remove TIMEOUT 180 LABELS fault)
+stockd_integration_test(fault_route_peer_cut_by_http_circuit_opens_served_locally_heals
+  COMMAND ${routing} peer_http_cut TIMEOUT 180 LABELS fault)
+stockd_integration_test(fault_route_peer_path_refused_through_nginx_nothing_deducted
+  COMMAND ${routing} peer_path_refused TIMEOUT 120 LABELS fault)
