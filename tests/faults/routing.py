@@ -13,8 +13,9 @@ answer a distinct row of the ledger, every lost answer retried with its key.
                     it, a survivor owns the product, and once the view has changed (and
                     nginx no longer sends to the dead one) a load sees no 503 at all
   paused_owner      the owner stopped (SIGSTOP) past its ZooKeeper session, then
-                    resumed: the product moved meanwhile, the late batch is refused by
-                    the fence, the stock stays exact
+                    resumed, under a load sent to the other two: the product moved
+                    meanwhile, the late batch is refused by the fence, the stock stays
+                    exact
   add_remove        an instance added mid-load, then one stopped: exact; the old owner's
                     cached lock is handed over (a 60 s --lock-cache-ms with a 20 s lock
                     timeout: a stall would answer lock_timeout, there is none), and the
@@ -133,7 +134,11 @@ class Cluster:
     def start(self, i, announce=None):
         """stockd-I on P+I, announcing ANNOUNCE (a port; default its own)."""
         self.announced[i] = announce or self.port(i)
+        # A 10 s queue deadline, as the nemesis runs: a forward to an owner that does not
+        # answer gives up within it and the deduction is served locally, inside the
+        # clients' 20 s (the default 25 s would let a forward outlast them).
         args = ["--zk-session-ms", "2000", "--think-us", str(self.think_us),
+                "--queue-deadline-ms", "10000",
                 "--route", "owner", "--announce", "127.0.0.1:%d" % self.announced[i],
                 "--peer-secret-file", self.secret] + self.extra
         srv.Stockd(self.t, i, self.port(i), self.bin, "zk", self.mysql_url,
@@ -304,7 +309,11 @@ def paused_owner(c):
     victim = c.owner_index(1)
     expect(victim is not None, "stockd-%s owns product %d" % (victim, c.product))
     rest = [i for i in (1, 2, 3) if i != victim]
-    load = c.load("load", "--duration", "12", "--concurrency", "50")
+    # The load goes to the two others, which forward to the owner: a paused process
+    # holds whatever is sent to it directly (through nginx a third of the clients would
+    # wait out the pause there), and what is tested is the forwarding to it.
+    loads = [(i, c.load("load%d" % i, "--duration", "12", "--concurrency", "25",
+                        url="http://127.0.0.1:%d" % c.port(i))) for i in rest]
     c.under_way()
     wait_for(10, "the owner holds the product's lock", lambda: c.metric(
         victim, "stockd_lock_acquisitions_total") > 0)
@@ -318,7 +327,8 @@ def paused_owner(c):
     finally:
         os.kill(c.pid(victim), signal.SIGCONT)
     ok("resumed stockd-%d" % victim)
-    c.load_wait("load", load)
+    for i, p in loads:
+        c.load_wait("load%d" % i, p)
     m = c.metrics(victim)
     refused = (m.total("stockd_mysql_errors_total", kind="fenced") or 0) + (
         m.total("stockd_mysql_errors_total", kind="guard") or 0)
@@ -369,6 +379,9 @@ def add_remove(c):
 
 
 def peer_http_cut(c):
+    # A shorter deadline (the last --queue-deadline-ms wins): against the blackhole each
+    # forward fails only when it is spent, and the circuit opens at the third failure.
+    c.extra = ["--queue-deadline-ms", "4000"]
     relay, control = c.p0 + 12, os.path.join(c.t, "proxy.control")
     srv.MariaDB(c.fixture).create_db(c.db, DB_USER, DB_PASS)
     with Shop(c.fixture, c.db) as shop:
@@ -397,14 +410,18 @@ def peer_http_cut(c):
 
     def breaker(i):
         return c.metrics(i).total("stockd_route_breaker_open", peer=peer) or 0
-    load = c.load("load", "--duration", "12", "--concurrency", "30")
+    # Long enough to outlast the failures, the open circuit and the healing (it is
+    # waited for at the end, whatever the time left).
+    load = c.load("load", "--duration", "40", "--concurrency", "30")
     c.under_way(20)
     fall0 = [c.metric(i, "stockd_route_local_fallbacks_total") for i in (1, 2)]
     with open(control + ".tmp", "w") as f:
         f.write("blackhole on\ncut\n")
     os.replace(control + ".tmp", control)
     ok("the relay in front of stockd-3 cuts and blackholes")
-    wait_for(30, "stockd-1 and stockd-2 open their circuit to stockd-3",
+    # Three failed forwards open a circuit; against a blackhole each fails only when its
+    # deadline is spent (under 4 s), so this takes up to three of them.
+    wait_for(60, "stockd-1 and stockd-2 open their circuit to stockd-3",
              lambda: breaker(1) == 1 and breaker(2) == 1)
     expect(c.view_is([1, 2, 3], [1, 2, 3]), "stockd-3 is still in ZooKeeper's view")
     wait_for(20, "they serve its product locally", lambda: all(
