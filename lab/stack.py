@@ -558,8 +558,9 @@ class Stack:
             modes = [m.mode() or "not serving" for m in self.zk().members]
             out.write("zookeeper ensemble:%s\n" % "".join(
                 " zk%d %s" % (n, m) for n, m in enumerate(modes, 1)))
+        route = "round-robin, stockd routes by owner" if st["route"] == "owner" else st["route"]
         out.write("lock mode: %s; nginx: %s%s; run dir: %s\n"
-                  % (st["lock"], st["route"], ", rate limit " + st["rate_limit"] if st["rate_limit"] else "",
+                  % (st["lock"], route, ", rate limit " + st["rate_limit"] if st["rate_limit"] else "",
                      self.run))
         out.flush()
         return ok
