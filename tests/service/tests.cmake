@@ -355,3 +355,13 @@ stockd_integration_test(zk_waits_for_kazoo_holder_with_peer_acl
 # exactly 0, every implementation's orders in the ledger.
 stockd_integration_test(mixed_fleet_with_articles_java_service_ends_at_zero
   COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/mixed_fleet.sh LABELS service)
+# Owner routing (docs/routing.md): forwards in frames, the peer API's refusals, views
+# forced apart (a ping-pong, two owners), and an owner's answer lost after its COMMIT.
+stockd_integration_test(route_owner_zk_exact_in_frames
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/route_owner.sh zk LABELS service)
+stockd_integration_test(route_owner_peer_api_refuses_without_secret_and_bad_frames
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/route_owner.sh refused LABELS service)
+stockd_integration_test(route_owner_pingpong_forwards_at_most_once
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/route_owner.sh pingpong LABELS service)
+stockd_integration_test(route_owner_dropped_answer_one_order
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/route_owner.sh dropped LABELS fault)
