@@ -17,7 +17,8 @@
 #   dropped   the owner's answer is lost after its COMMIT: A forwards product 3 to B
 #             through a relay (the fault proxy), B's COMMIT is held at its MySQL relay,
 #             the A-B connection is cut meanwhile; A serves the deduction again under the
-#             same request id and the ledger has exactly one order for it.
+#             same request id and the ledger has exactly one order for it: the id A
+#             made (dropped), or the client's Idempotency-Key (dropped-key).
 source "$STOCKD_SRC/tests/lib.sh"
 case_=${1:?case}
 
@@ -131,7 +132,7 @@ pingpong)
   expect_eq "product 4: instances that sold it" 2 \
     "$(sql "SELECT COUNT(DISTINCT instance) FROM orders WHERE product_id = 4")"
   ;;
-dropped)
+dropped | dropped-key)
   mysql_relay=$((PORT0 + 10)) peer_relay=$((PORT0 + 11))
   mkdir -p "$T/mrelay" "$T/prelay"
   "$FAULT_PROXY_BIN" --listen "$mysql_relay" --proto mysql \
@@ -147,7 +148,10 @@ dropped)
   stockd_start "$T" 2 $((PORT0 + 2)) for-update "mysql://$DB_USER@127.0.0.1:$mysql_relay/$DB" \
     "$STOCKD_TEST_ZK" "${route_args[@]}" --peers "$peers" --route-pin "3=$(addr 2)"
   before=$(stock 3)
-  curl -sS -m 40 -o "$T/ans" -w '%{http_code}' -H 'Idempotency-Key: route-dropped-1' \
+  # Without a key, A makes the id (i/<boot>/<seq>) and it travels in the frame.
+  key=() where="product_id = 3"
+  [[ $case_ == dropped-key ]] && key=(-H 'Idempotency-Key: route-dropped-1') where="request_id = 'route-dropped-1'"
+  curl -sS -m 40 -o "$T/ans" -w '%{http_code}' "${key[@]}" \
     "http://$(addr 1)/stock/reduce?id=3" >"$T/code" &
   ask=$!
   wait_until 20 grep -q "holding COMMIT" "$T/mrelay/log" || fail "B's COMMIT was not held"
@@ -156,10 +160,10 @@ dropped)
   wait "$ask"
   expect_eq "A's answer" "200 deducted" "$(cat "$T/code") $(jq -r .result "$T/ans")"
   expect_eq "A's answer is B's order, replayed" true "$(jq -r .replayed "$T/ans")"
-  expect_eq "orders under the key" 1 \
-    "$(sql "SELECT COUNT(*) FROM orders WHERE request_id = 'route-dropped-1'")"
-  expect_eq "the order's instance" stockd-2 \
-    "$(sql "SELECT instance FROM orders WHERE request_id = 'route-dropped-1'")"
+  expect_eq "orders ($where)" 1 "$(sql "SELECT COUNT(*) FROM orders WHERE $where")"
+  expect_eq "the order's instance" stockd-2 "$(sql "SELECT instance FROM orders WHERE $where")"
+  [[ $case_ == dropped-key ]] || [[ $(sql "SELECT request_id FROM orders WHERE $where") == i/* ]] ||
+    fail "the order's id is not the id A made: $(sql "SELECT request_id FROM orders WHERE $where")"
   expect_eq "stock" $((before - 1)) "$(stock 3)"
   expect_eq "A's local fallbacks" 1 "$(metric_sum stockd_route_local_fallbacks_total "http://$(addr 1)")"
   ;;
