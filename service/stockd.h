@@ -15,6 +15,13 @@
  *   stockwatch.c off the request path: one thread re-reads from MySQL, once a second,
  *             the stock of the products just served, for /metrics' stockd_product_stock.
  *   main.c    wiring, signals and orderly shutdown.
+ * Owner routing (--route owner, docs/routing.md):
+ *   owner.c   rendezvous hashing: a product's owner among the view's members (pure).
+ *   route.c   the view, the circuit breakers, the test pins and the counters (memory).
+ *   frame.c   the frame between instances: build and parse, answers too (pure).
+ *   peers.c   the membership in ZooKeeper (modes zk, zk-herd): a node and a watch.
+ *   forward.c a leader's frame to the owner, over libcurl (a worker file).
+ *   peer_api.c the /peer/ endpoints: a frame's entries queued as hop jobs.
  *
  * Where the memory goes (loadtest/memory measures it; docs/benchmarks.md, "Memory"):
  *   - about 12 MB at rest, two thirds of it the pages of the shared libraries

@@ -3,6 +3,7 @@
  *
  *   worker.c   the threads: pop a job, dispatch it; the reads (stock, /health)
  *   deduct.c   a deduction's policy, top to bottom, and the leader's loop
+ *   forward.c  a pass sent to the product's owner as a frame (--route owner)
  *   batch.c    a batch's lock life: wait or try, take, run, keep or let go
  *   cross.c    a batch across products (--cross-products)
  *   txn.c      one product's transaction under its held lock, with its guard
