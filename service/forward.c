@@ -137,10 +137,12 @@ static uint64_t left_ms(const stockd_config *cfg, const stockd_job *job, uint64_
     return used < qd ? qd - used : 0;
 }
 
-/* Sends jobs[0..n-1] to owner as one frame and relays the answers. true: every job
- * answered; false: the forward failed, nothing answered. */
+/* Sends jobs[0..n-1] to owner as one frame and relays the answers. true: answered,
+ * but for the *back jobs the owner answered `overloaded` (its queue full or closed: it is
+ * stopping; nothing deducted there), moved to jobs[0..*back-1] for a serve here; false:
+ * the forward failed, nothing answered. */
 static bool send_frame(worker_state *ws, const char *owner, stockd_job **jobs, unsigned n,
-                       uint64_t min_left) {
+                       uint64_t min_left, unsigned *back) {
     const stockd_config *cfg = ws->w->ctx->cfg;
     forwarder *f = forwarder_of(ws);
     CURL *e = f ? conn_to(f, owner) : NULL;
@@ -178,7 +180,12 @@ static bool send_frame(worker_state *ws, const char *owner, stockd_job **jobs, u
         answer__log_failure(ws, "forward", f->r.n ? f->r.p : "the owner refused the frame");
     if (cc == CURLE_OK && status == 200 && f->r.n &&
         (parsed = stockd_frame_answers_parse(f->r.p, f->r.n, ans, n)) != NULL) {
+        *back = 0;
         for (unsigned i = 0; i < n; i++) {
+            if (ans[i].result == STOCKD_R_OVERLOADED) {
+                jobs[(*back)++] = jobs[i];
+                continue;
+            }
             char *copy = strdup(ans[i].body);
             answer__complete(ws, jobs[i], copy ? ans[i].status : 500, ans[i].result, copy);
         }
@@ -230,12 +237,14 @@ bool forward__pass(worker_state *ws, leader *l) {
         stockd_route_count(STOCKD_RC_LOCAL_FALLBACKS, nf);
         nf = 0;
     }
-    if (nf && !send_frame(ws, owner, ws->jobs, nf, min_left)) {
-        /* Refused, unanswered or answered badly: served here, under the same ids. */
-        for (unsigned i = 0; i < nf; i++)
+    unsigned back = nf;
+    if (nf && !send_frame(ws, owner, ws->jobs, nf, min_left, &back)) nf = 0;
+    if (back) {
+        /* Refused, unanswered or answered badly (back = nf), or answered `overloaded`
+         * (nothing deducted there): served here, under the same ids. */
+        for (unsigned i = 0; i < back; i++)
             local[nl++] = ws->jobs[i];
-        stockd_route_count(STOCKD_RC_LOCAL_FALLBACKS, nf);
-        nf = 0;
+        stockd_route_count(STOCKD_RC_LOCAL_FALLBACKS, back);
     }
     if (nl) stockd_combiner_putback(c, pid, seg, local, nl);
     /* Those kept here are served by this pass (batch.c), before any newcomer is sent. */
