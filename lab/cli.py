@@ -25,7 +25,7 @@ them (rules: monitoring/stockd-rules.yml), all under one run directory.
 
 commands:
   up [--instances N] [--lock MODE] [--zk-ensemble] [--redis-sentinel]
-     [--route round-robin|affinity] [--affinity] [--rate-limit RATE[:BURST]]
+     [--route round-robin|affinity|owner] [--affinity] [--rate-limit RATE[:BURST]]
      [--galera 3 [--multi-writer]] [-- STOCKD ARGS...]
                      install missing packages, build, start everything (idempotent)
   down               stop everything (idempotent)
@@ -92,6 +92,9 @@ what is not running yet:
   - N stockd instances (default 3) with lock MODE (default none; stockd --help lists
     the modes), each given the passwords through its environment
   - nginx round-robin over the instances, or with --route affinity by product id; with
+    --route owner round-robin too, and every stockd started with --route owner (its
+    --announce address, the peers' shared secret $STACK_RUN/peer.secret, and --peers in
+    the modes that have no ZooKeeper lock), each product's owner printed at the end; with
     --rate-limit RATE[:BURST] a per-product limit_req in front of the deductions
   - Prometheus scraping every instance's /metrics, with monitoring/stockd-rules.yml
 Running instances are kept if N, MODE, the extra args, the binary and the kind of
@@ -173,7 +176,7 @@ def _lock(cmd):
 def _route(cmd):
     def f(text):
         if text not in nginx.ROUTES:
-            raise UsageError("--route must be round-robin or affinity, got '%s'" % text, cmd)
+            raise UsageError("--route must be round-robin, affinity or owner, got '%s'" % text, cmd)
         return text
     return f
 
@@ -203,7 +206,9 @@ def parser_for(cmd):
         p.add_argument("--instances", type=_instances(cmd), metavar="N",
                        help="stockd instances, 1..64 (up: default 3)")
         p.add_argument("--lock", type=_lock(cmd), metavar="MODE", help="stockd's lock mode (up: default none)")
-        p.add_argument("--route", type=_route(cmd), metavar="R", help="round-robin (default) or affinity")
+        p.add_argument("--route", type=_route(cmd), metavar="R",
+                       help="round-robin (default), affinity, or owner (nginx round-robin; each "
+                       "stockd forwards a deduction to its product's owner: docs/routing.md)")
         p.add_argument("--affinity", dest="route", action="store_const", const="affinity",
                        help="the same as --route affinity")
         p.add_argument("--rate-limit", type=_rate_limit(cmd), metavar="RATE[:BURST]",

@@ -16,9 +16,12 @@ the folder of the live page's files (the repository's web/), and @PROM_PORT@ the
 the stack's Prometheus on 127.0.0.1 (9, the discard port, where there is none: the
 page's reads of it then fail plainly).
 
-route is round-robin (the seed's experiment) or affinity (every deduction of one
+route is round-robin (the seed's experiment), affinity (every deduction of one
 product goes to one instance while it is up; a server that refused a connection is
-left out for 2 s so that its products move on). rate_limit is empty (none) or
+left out for 2 s so that its products move on) or owner (nginx round-robin, and the
+stockd instances route each deduction to its product's owner among themselves:
+`stockd --route owner`, docs/routing.md). Whatever the route, nginx never passes
+/peer/ on: the instances' own endpoints are for peers only. rate_limit is empty (none) or
 RATE[:BURST]: RATE per second, or N r/s, N r/m as nginx writes it; BURST requests above
 it are let through at once (default RATE), the rest get 429 with a JSON body.
 """
@@ -30,7 +33,7 @@ import sys
 
 _SRC = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TEMPLATE = os.path.join(_SRC, "nginx", "nginx.conf.in")
-ROUTES = ("round-robin", "affinity")
+ROUTES = ("round-robin", "affinity", "owner")
 _RATE = re.compile(r"([1-9][0-9]{0,6})(r/s|r/m)?(?::([0-9]{1,7}))?")
 
 
@@ -46,7 +49,7 @@ def directives(route, rate_limit):
     """The balancer, limit-zone and limit lines for ROUTE and RATE_LIMIT (a dict of
     marker name to a list of lines)."""
     if route not in ROUTES:
-        raise RenderError("not a route: '%s' (round-robin|affinity)" % route)
+        raise RenderError("not a route: '%s' (round-robin|affinity|owner)" % route)
     out = {"BALANCE": ["hash $arg_id consistent;"] if route == "affinity" else [],
            "LIMIT_ZONE": [], "LIMIT_REQ": []}
     if rate_limit:
@@ -121,7 +124,8 @@ def main(argv=None):
                    help="an upstream stockd (repeat)")
     p.add_argument("--prefix", help="native: the private directory of pid, logs and temp files")
     p.add_argument("--port", type=int, help="native: the port on 127.0.0.1")
-    p.add_argument("--route", default="round-robin", help="round-robin (default) or affinity")
+    p.add_argument("--route", default="round-robin",
+                   help="round-robin (default), affinity, or owner (nginx round-robin; stockd routes)")
     p.add_argument("--rate-limit", default="", help="RATE[:BURST]; empty or off: none")
     p.add_argument("--template", default=TEMPLATE)
     p.add_argument("--out", help="write here (renamed into place) instead of stdout")

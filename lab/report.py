@@ -739,6 +739,41 @@ def scale_curve_lines(doc):
     return out
 
 
+def scale_target_lines(doc):
+    """Owner routing's targets (issue 40, docs/routing.md) as Markdown lines, when the
+    sweep ran route owner: hot, owner / affinity of the same mode at each instance count
+    (target at least 0.8 at 3, 6 and 9) and owner at its largest count / at 3 (at least
+    1.0); spread, each mode under owner / atomic under plain round-robin at each count
+    (for zk: at least 1.0). Each ratio is of the third-party client's req/s in the same
+    run; [] without an owner row."""
+    pts = scale_points(doc)
+    specs = _ordered(spec for (kind, route, spec) in pts if route == "owner")
+    if not specs:
+        return []
+    ns = sorted({n for p in pts.values() for n in p})
+
+    def ratio(a, b, n):
+        x, y = pts.get(a, {}).get(n), pts.get(b, {}).get(n)
+        return f"{x['rps'] / y['rps']:.2f}" if x and y and y["rps"] else "–"
+    out = ["| ratio (req/s, same run) | " + " | ".join(f"{n} inst." for n in ns) + " |",
+           "|---|" + "--:|" * len(ns)]
+    for spec in specs:
+        out.append(f"| hot (ab): {spec} owner / {spec} affinity | "
+                   + " | ".join(ratio(("hot", "owner", spec), ("hot", "affinity", spec), n) for n in ns)
+                   + " |")
+    for spec in specs:
+        out.append(f"| spread (wrk): {spec} owner / atomic round-robin | "
+                   + " | ".join(ratio(("spread", "owner", spec), ("spread", "round-robin", "atomic"), n)
+                                for n in ns) + " |")
+    for spec in specs:
+        hot = pts.get(("hot", "owner", spec), {})
+        if 3 in hot and max(hot) > 3 and hot[3]["rps"]:
+            out.append(f"| hot (ab): {spec} owner, {max(hot)} inst. / 3 inst. | "
+                       + " | ".join(f"{hot[max(hot)]['rps'] / hot[3]['rps']:.2f}" if n == max(hot) else "–"
+                                    for n in ns) + " |")
+    return out
+
+
 def source_text(src):
     """", on commit abc1234" (with its uncommitted changes, if any); "" if not known."""
     if not src:
@@ -764,6 +799,12 @@ def scale_markdown(doc):
            "(for-update: one transaction) served, from stockd_batch_size of every instance's "
            "/metrics over the load.", ""]
     out += scale_curve_lines(doc) + [""]
+    targets = scale_target_lines(doc)
+    if targets:
+        out += ["### Owner routing against its targets", "",
+                "Targets (docs/routing.md): hot, owner at least 0.8x affinity at 3, 6 and 9 "
+                "instances, and 9 at least as fast as 3; spread, zk under owner at least 1.0x "
+                "atomic under plain round-robin.", ""] + targets + [""]
     out += ["### Every point", "",
             "| load | route | mode | instances | req/s | stockload req/s | ceiling | fraction "
             "| mean batch | batch per instance | exact |",

@@ -4,7 +4,7 @@
     HEAD   := PRESET | [LABEL "="] MODE { "," STOCKD-ARG }
     FIELD  := N                  the instances (the first bare number), then the
                                  segments the stock is split over (the second)
-            | "route=" ROUTE     nginx: round-robin or affinity
+            | "route=" ROUTE     round-robin, affinity (nginx) or owner (stockd)
             | "pitfall=" NAME    stockd --pitfall NAME
             | "fence=" on|off    stockd --fence
             | "commit-ms=" D     a fault proxy delays each COMMIT by D ms (the demo)
@@ -28,6 +28,8 @@ import re
 import subprocess
 import sys
 from dataclasses import dataclass
+
+from .nginx import ROUTES
 
 # The presets: name -> (mode, stockd arguments).
 PRESETS = {
@@ -54,7 +56,6 @@ PRESETS = {
     "redis-stock": ("redis-stock", ()),
 }
 
-ROUTES = ("round-robin", "affinity")
 
 _NAME = re.compile(r"[a-z][a-z0-9-]{0,31}\Z")
 _ARG = re.compile(r"[A-Za-z0-9_.=-]{1,64}\Z")

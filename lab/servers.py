@@ -24,6 +24,7 @@ import hashlib
 import json
 import os
 import re
+import secrets
 import signal
 import socket
 import subprocess
@@ -1115,6 +1116,38 @@ class Stockd(Server):
         for f in sorted(os.listdir(d)):
             if f.endswith(".pid"):
                 proc.stop_pidfile(os.path.join(d, f), 20)
+
+
+def secret_file(f):
+    """The secret (a password) in file F, made on first use: 32 hex digits, mode 0600.
+    It reaches the servers and stockd only through files and environments, never argv."""
+    try:
+        with open(f) as fh:
+            pw = fh.read().strip()
+        if pw:
+            os.chmod(f, 0o600)
+            return pw
+    except FileNotFoundError:
+        pass
+    pw = secrets.token_hex(16)
+    fd = os.open(f + ".tmp", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(pw)
+    os.replace(f + ".tmp", f)
+    return pw
+
+
+def owner_route_args(port, peer_ports, secret_file, zk_membership):
+    """stockd's arguments for owner routing (docs/routing.md) of the instance on PORT of
+    127.0.0.1: the address its peers reach it at, the peers' shared secret in
+    SECRET_FILE, and, unless ZK_MEMBERSHIP (the lock mode uses ZooKeeper, whose
+    ephemeral nodes then hold the view), the static list of every instance's address,
+    PEER_PORTS (itself included)."""
+    args = ["--route", "owner", "--announce", "127.0.0.1:%d" % port,
+            "--peer-secret-file", secret_file]
+    if not zk_membership:
+        args += ["--peers", ",".join("127.0.0.1:%d" % p for p in peer_ports)]
+    return args
 
 
 # ---------------------------------------------------------------- nginx

@@ -12,8 +12,8 @@ arguments. Every operation is idempotent. Errors are raised as LabError; progres
 notes go to stderr, the status table and env lines to stdout.
 """
 
+import json
 import os
-import secrets
 import shlex
 import subprocess
 import sys
@@ -22,6 +22,7 @@ from . import LabError
 from .backing import Backing
 from . import ports as portmod
 from . import proc
+from . import runspec
 from . import servers as srv
 from . import state as statemod
 from . import orders
@@ -128,7 +129,7 @@ class Stack:
         st = self.st
         return srv.Stockd(self.run, i, self.stockd_port(i), st["bin"], st["lock"],
                           "mysql://%s@127.0.0.1:%d/%s" % (DB_USER, self.stockd_mysql_port(i), DB),
-                          self.zk_hosts(), self.admin_args() + st["extra"], env)
+                          self.zk_hosts(), self.admin_args() + self.route_args(i) + st["extra"], env)
 
     def admin_args(self):
         """--admin-token-file RUN/admin-token, which stockd's restock asks for (made on
@@ -141,30 +142,37 @@ class Stack:
     def admin_token(self):
         return self._secret("admin-token")
 
+    def route_args(self, i):
+        """Instance I's owner-routing arguments with --route owner (lab/servers.py's
+        owner_route_args; membership by ZooKeeper where the lock mode uses it, else the
+        list of the stack's instances), none with a route of nginx's."""
+        st = self.st
+        if st["route"] != "owner":
+            return []
+        self.peer_secret()
+        try:
+            zk = runspec.stockd_modes(st["bin"]).get(st["lock"])
+        except runspec.SpecError as e:
+            raise LabError(str(e)) from None
+        return srv.owner_route_args(self.stockd_port(i), self.stockd_ports(),
+                                    self.path("peer.secret"),
+                                    bool(zk and zk.service == "zookeeper"))
+
     def _secret(self, name):
         """The password in RUN/NAME, made on first use (0600; it reaches the servers
         and stockd only through files and environments, never argv)."""
-        f = self.path(name)
-        try:
-            with open(f) as fh:
-                pw = fh.read().strip()
-            if pw:
-                os.chmod(f, 0o600)
-                return pw
-        except FileNotFoundError:
-            pass
-        pw = secrets.token_hex(16)
-        fd = os.open(f + ".tmp", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as fh:
-            fh.write(pw)
-        os.replace(f + ".tmp", f)
-        return pw
+        return srv.secret_file(self.path(name))
 
     def db_password(self):
         return self._secret("mysql-password")
 
     def redis_password(self):
         return self._secret("redis-password")
+
+    def peer_secret(self):
+        """The stockd instances' shared secret for each other's /peer/ endpoints (owner
+        routing), in RUN/peer.secret like the passwords."""
+        return self._secret("peer.secret")
 
     def _read_secret(self, name):
         try:
@@ -412,7 +420,8 @@ class Stack:
                   multi_writer=bool(galera and multi_writer))
         keep = (had_state and zk_same and old["instances"] == st["instances"]
                 and old["lock"] == st["lock"] and old["bin"] == binary and old["extra"] == st["extra"]
-                and old["galera"] == st["galera"] and old["multi_writer"] == st["multi_writer"])
+                and old["galera"] == st["galera"] and old["multi_writer"] == st["multi_writer"]
+                and (old["route"] == "owner") == (st["route"] == "owner"))
         portmod.check_distinct(st)
         # The other kind of ZooKeeper goes first: its ports may be the new one's.
         self.zk(not zk_ensemble).stop()
@@ -442,6 +451,7 @@ class Stack:
         if not self.status(sys.stdout):
             raise LabError("not everything answers (see above)")
         print("live page: http://127.0.0.1:%d/live/" % st["nginx_port"], flush=True)
+        self.print_owners(sys.stdout)
         note('up; for scripts: eval "$(scripts/stack env)"; stop with: scripts/stack down')
 
     def reset_zk_fences(self):
@@ -474,6 +484,37 @@ class Stack:
         note("stockd: %d instance(s), lock %s, behind nginx on %d (%s%s)"
              % (st["instances"], st["lock"], st["nginx_port"], st["route"],
                 ", rate limit " + st["rate_limit"] if st["rate_limit"] else ""))
+        self.print_owners(sys.stdout)
+
+    def owners(self):
+        """With --route owner: [(product id, its owner endpoint's URL, what it answers)]
+        for the products of the database (the first 20), asked through nginx (every
+        instance computes the same owner from the same view); [] otherwise."""
+        st = self.st
+        if st["route"] != "owner":
+            return []
+        ids = [r[0] for r in self.mysql().query("SELECT id FROM product ORDER BY id LIMIT 20", db=DB)]
+        out = []
+        for pid in ids:
+            url = "http://127.0.0.1:%d/route/owner?id=%d" % (st["nginx_port"], pid)
+            try:
+                ans = json.loads(srv.http_text(url) or "null")
+            except (OSError, ValueError):
+                ans = None
+            out.append((pid, url, ans))
+        return out
+
+    def print_owners(self, out):
+        """One line per product with --route owner: `owner of product N: ADDR (URL)`, and
+        the view's URL."""
+        st = self.st
+        if st["route"] != "owner":
+            return
+        out.write("route owner: the view at http://127.0.0.1:%d/route/view\n" % st["nginx_port"])
+        for pid, url, ans in self.owners():
+            owner = ans.get("owner") if isinstance(ans, dict) else None
+            out.write("owner of product %d: %s (%s)\n" % (pid, owner or "unknown", url))
+        out.flush()
 
     def kill_stockd(self, i, restart=False):
         """SIGKILL of instance I (a crash); with RESTART it is started again."""
@@ -570,8 +611,9 @@ class Stack:
         if st["galera"]:
             out.write("galera: %s\n" % ("multi-writer, instance I on node ((I-1) mod 3)+1"
                                         if st["multi_writer"] else "one writer behind HAProxy"))
+        route = "round-robin, stockd routes by owner" if st["route"] == "owner" else st["route"]
         out.write("lock mode: %s; nginx: %s%s; run dir: %s\n"
-                  % (st["lock"], st["route"], ", rate limit " + st["rate_limit"] if st["rate_limit"] else "",
+                  % (st["lock"], route, ", rate limit " + st["rate_limit"] if st["rate_limit"] else "",
                      self.run))
         out.flush()
         return ok

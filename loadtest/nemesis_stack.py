@@ -307,8 +307,25 @@ class Stack:
         elif self.mode == "etcd":
             base += ["--etcd", ",".join(f"127.0.0.1:{self.ports['etcd'] + n}" for n in range(3)),
                      "--etcd-ttl-s", "2"]
+        extra = shlex.split(self.args.extra)
+        if self.owner_routing():
+            ports = [self.ports["nginx"] + n for n in range(1, N_INSTANCES + 1)]
+            base += srv.owner_route_args(self.ports["nginx"] + i, ports,
+                                         os.path.join(self.run, "peer.secret"), self.uses_zk)
         srv.Stockd(self.run, i, self.ports["nginx"] + i, self.stockd_bin, self.mode, url, zk,
-                   base + shlex.split(self.args.extra), self.env).start()
+                   base + extra, self.env).start()
+
+    def owner_routing(self):
+        """The instances route by owner (the spec's route=owner, or --route owner in
+        --extra): each then gets its address and the peers' secret (made once, 0600),
+        and the list of instances when the mode has no ZooKeeper to hold the view."""
+        extra = shlex.split(self.args.extra)
+        owner = self.args.route == "owner" or any(
+            a == "--route" and extra[k + 1:k + 2] == ["owner"] or a == "--route=owner"
+            for k, a in enumerate(extra))
+        if owner:
+            srv.secret_file(os.path.join(self.run, "peer.secret"))
+        return owner
 
     def restart_stockd(self, i):
         """Starts stockd-I again, retrying for 60 s: stockd exits at start-up when it

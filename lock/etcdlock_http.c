@@ -15,6 +15,7 @@
  * SASL, libssh2, nghttp2, brotli, ...) were mapped into every stockd whatever its lock
  * mode, about 1.5 MB of resident memory per instance (docs/benchmarks.md, "Memory"). Every libcurl
  * call goes through the table `curl` below; curl/curl.h gives only the types. */
+#include "curl_api.h"
 #include "etcdlock_int.h"
 #include "hostport.h"
 #include "lock_clock.h"
@@ -87,27 +88,6 @@ void etcdlock__j_add_i64(cJSON *o, const char *field, int64_t v) {
 
 /* ---------------------------------------------------------------- libcurl, loaded */
 
-/* The libcurl calls this file makes, filled in by load_curl() from the library's own
- * symbols; read-only once etcdlock__http_global_init has answered LOCK_OK. */
-struct curl_api {
-    CURLcode (*global_init)(long flags);
-    CURL *(*easy_init)(void);
-    void (*easy_cleanup)(CURL *e);
-    CURLcode (*easy_setopt)(CURL *e, CURLoption opt, ...);
-    CURLcode (*easy_perform)(CURL *e);
-    CURLcode (*easy_getinfo)(CURL *e, CURLINFO info, ...);
-    const char *(*easy_strerror)(CURLcode cc);
-    struct curl_slist *(*slist_append)(struct curl_slist *list, const char *s);
-    void (*slist_free_all)(struct curl_slist *list);
-    CURLM *(*multi_init)(void);
-    CURLMcode (*multi_cleanup)(CURLM *m);
-    CURLMcode (*multi_add_handle)(CURLM *m, CURL *e);
-    CURLMcode (*multi_remove_handle)(CURLM *m, CURL *e);
-    CURLMcode (*multi_perform)(CURLM *m, int *running);
-    CURLMsg *(*multi_info_read)(CURLM *m, int *left);
-    CURLMcode (*multi_poll)(CURLM *m, struct curl_waitfd extra[], unsigned n, int timeout_ms,
-                            int *numfds);
-};
 static struct curl_api curl;
 
 #define CURL_SYM(field, name)                                                                      \
@@ -172,6 +152,10 @@ int etcdlock__http_global_init(char *err, size_t errcap) {
     pthread_once(&curl_once, load_curl);
     if (curl_rc != LOCK_OK && err && errcap) snprintf(err, errcap, "%s", curl_err);
     return curl_rc;
+}
+
+const struct curl_api *lock_curl_api(char *err, size_t errcap) {
+    return etcdlock__http_global_init(err, errcap) == LOCK_OK ? &curl : NULL;
 }
 
 /* ---------------------------------------------------------------- HTTP */

@@ -28,7 +28,7 @@ static int lock_slot(worker_state *ws, leader *l, bool try_only) {
  * aside, handing a slot nobody leads to another worker. A try that fails otherwise (the
  * service is down, say) falls back to the plain wait. LOCK_OK or the wait's error. */
 static int acquire(worker_state *ws, leader *l) {
-    stockd_combiner *c = ws->w->combiner;
+    stockd_combiner *c = ws->comb;
     int32_t *pid = &l->lock.product_id;
     unsigned *seg = &l->lock.segment;
     while (stockd_combiner_before_lock(c, *pid, *seg) == STOCKD_PLAN_TRY) {
@@ -51,7 +51,7 @@ static int acquire(worker_state *ws, leader *l) {
 static void fail_waiting(worker_state *ws, const leader *l, int lock_rc, uint64_t before) {
     stockd_ctx *ctx = ws->w->ctx;
     unsigned n;
-    while ((n = stockd_combiner_take(ws->w->combiner, l->lock.product_id, l->lock.segment, ws->jobs,
+    while ((n = stockd_combiner_take(ws->comb, l->lock.product_id, l->lock.segment, ws->jobs,
                                      ctx->cfg->batch_max, before)) > 0) {
         for (unsigned i = 0; i < n; i++) {
             stockd_answer a = {.id = l->lock.product_id};
@@ -100,8 +100,8 @@ static unsigned run_batch(worker_state *ws, leader *l) {
     bool cross = cross__on(ctx, l->lock.segment);
     int32_t claimed[STOCKDB_MULTI_MAX];
     unsigned nc = cross ? cross__claim(ws, claimed) : 0;
-    unsigned n = stockd_combiner_take(ws->w->combiner, l->lock.product_id, l->lock.segment,
-                                      ws->jobs, ctx->cfg->batch_max - nc, UINT64_MAX);
+    unsigned n = stockd_combiner_take(ws->comb, l->lock.product_id, l->lock.segment, ws->jobs,
+                                      ctx->cfg->batch_max - nc, UINT64_MAX);
     unsigned live = answer__drop_late(ws, ws->jobs, n);
     if (cross && (live > 0 || nc > 0))
         return cross__run(ws, &l->lock, live, claimed, nc, ws->answers);
@@ -124,7 +124,7 @@ static unsigned run_batch(worker_state *ws, leader *l) {
 static void keep_or_let_go(worker_state *ws, leader *l) {
     const stockd_config *cfg = ws->w->ctx->cfg;
     if (l->passes < cfg->lock_passes &&
-        stockd_combiner_waiting(ws->w->combiner, l->lock.product_id, l->lock.segment) > 0 &&
+        stockd_combiner_waiting(ws->comb, l->lock.product_id, l->lock.segment) > 0 &&
         lock_check(&l->lock.hold) == LOCK_OK)
         return;
     unsigned cache_ms = cfg->batch_max > 1 ? cfg->lock_cache_ms : 0;

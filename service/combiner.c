@@ -180,6 +180,15 @@ unsigned stockd_combiner_take(stockd_combiner *c, int32_t product_id, unsigned s
     return n;
 }
 
+void stockd_combiner_putback(stockd_combiner *c, int32_t product_id, unsigned segment,
+                             stockd_job **jobs, unsigned n) {
+    pthread_mutex_lock(&c->mu);
+    slot *s = *find(c, product_id, segment); /* open: its leader is the caller */
+    for (unsigned i = n; s && i-- > 0;)
+        add_job(s, jobs[i], true);
+    pthread_mutex_unlock(&c->mu);
+}
+
 unsigned stockd_combiner_waiting(stockd_combiner *c, int32_t product_id, unsigned segment) {
     pthread_mutex_lock(&c->mu);
     slot *s = *find(c, product_id, segment);

@@ -305,6 +305,27 @@ static const opt options[] = {
      OPERATOR,
      "text: one line per event for people; json: one object per line (time, level, instance, "
      "message) for log shippers"},
+    {"route", "local|owner", "STOCKD_ROUTE", set_word, F(route), 0, 0, "local", OPERATOR,
+     "local: serve a deduction where it lands; owner: forward it, batched with the others of "
+     "its product, to the product's owner among the instances (rendezvous hashing over the "
+     "view), which serves it under the lock as ever; an unreachable owner means a local serve "
+     "(docs/routing.md). Modes that batch across instances only, not none or local"},
+    {"announce", "HOST:PORT", "STOCKD_ANNOUNCE", set_addrs, F(announce), 1, 1, NULL, OPERATOR,
+     "--route owner: the address the peers reach this instance at (none: --bind:--port)"},
+    {"peers", "HOST:PORT[,HOST:PORT...]", "STOCKD_PEERS", set_addrs, F(peers), 1, 64, NULL,
+     OPERATOR,
+     "--route owner without ZooKeeper (modes for-update, db-lock, redis, redlock, etcd): the "
+     "instances, this one included (a static view; a peer whose circuit is open owns nothing "
+     "until it answers again). Modes zk and zk-herd find their peers in ZooKeeper instead, "
+     "under /stockd/members"},
+    {"route-members", "PATH", "STOCKD_ROUTE_MEMBERS", set_str, F(route_members), 0, 0,
+     "/stockd/members", OPERATOR,
+     "modes zk and zk-herd with --route owner: the ZooKeeper node under which each instance "
+     "keeps an ephemeral child named by its --announce address; one fleet, one path"},
+    {"peer-secret-file", "F", "STOCKD_PEER_SECRET_FILE", set_str, F(peer_secret_file), 0, 0, NULL,
+     OPERATOR,
+     "the peers' shared secret, the first line of file F; a call to /peer/ without it is "
+     "refused 403; needed by --route owner"},
     {"config", "FILE", NULL, NULL, 0, 0, 0, 0, NULL, OPERATOR,
      "read options from FILE: KEY=VALUE lines with the keys of the environment variables "
      "(STOCKD_PORT=8081), # comments and blank lines; an unknown key or a bad line is an error. "
@@ -332,6 +353,9 @@ static const opt options[] = {
      "release-before-commit (unlock, then COMMIT) or snapshot-before-lock (REPEATABLE READ "
      "snapshot opened before acquiring). Only in a mode that takes a lock: one whose lock kind "
      "(--list-modes, second column) is not none"},
+    {"route-pin", "ID=HOST:PORT[,...]", "STOCKD_ROUTE_PIN", set_str, F(route_pin), 0, 0, NULL, DEMO,
+     "TESTS ONLY: this instance believes product ID is owned by HOST:PORT whatever the view "
+     "says, to force divergent views (two owners, or a ping-pong between two instances)"},
     /* Secrets: the environment only (main.c reads the MySQL password itself). */
     {NULL, NULL, "STOCKD_MYSQL_PASSWORD", NULL, 0, 0, 0, 0, NULL, SECRET, NULL},
     {NULL, NULL, "STOCKD_REDIS_PASSWORD", set_str, F(redis_password), 0, 0, NULL, SECRET, NULL},

@@ -117,6 +117,41 @@ int stockd_parse_id(const char *s, size_t len, int32_t *out, const char **why) {
     return 0;
 }
 
+int stockd_result_parse(const char *name, stockd_result *out) {
+    for (size_t i = 0; name && i < sizeof(results) / sizeof(results[0]); i++)
+        if (results[i].name && strcmp(results[i].name, name) == 0) {
+            *out = (stockd_result)i;
+            return 0;
+        }
+    return -1;
+}
+
+const char *const stockd_forwarded_headers[] = {"Idempotency-Key", "X-User", NULL};
+
+void stockd_request_set_header(stockd_request_in *in, const char *name, const char *value,
+                               size_t len) {
+    in->header_bytes += strlen(name) + len + 2;
+    if (strcasecmp(name, "Idempotency-Key") == 0) {
+        if (!in->idem_keys++) {
+            in->idem_key = value;
+            in->idem_key_len = len;
+        }
+    }
+    /* X-User: issue 42 reads it here. */
+}
+
+int stockd_check_request_id(const char *s) {
+    size_t n = s ? strlen(s) : 0, i = 2, hex = 0, digits = 0;
+    if (stockd_check_key(s, n) == 0) return 0;
+    if (n < 5 || s[0] != 'i' || s[1] != '/') return -1;
+    for (; i < n && ((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')); i++)
+        hex++;
+    if (hex != 16 || i >= n || s[i++] != '/') return -1;
+    for (; i < n && s[i] >= '0' && s[i] <= '9'; i++)
+        digits++;
+    return i == n && digits >= 1 && digits <= 20 ? 0 : -1;
+}
+
 int stockd_check_key(const char *s, size_t len) {
     if (!s || len == 0 || len > 64) return -1;
     for (size_t i = 0; i < len; i++) {
@@ -460,6 +495,14 @@ void stockd_route_request(const stockd_request_in *in, stockd_routed *out) {
         out->route = STOCKD_ROUTE_RESTOCK;
         out->kind = STOCKD_JOB_RESTOCK;
         if (!post) return refuse(out, STOCKD_R_METHOD_NOT_ALLOWED, "use POST", "POST");
+    } else if (strcmp(path, "/route/view") == 0 || strcmp(path, "/route/owner") == 0) {
+        /* Owner routing's view and a product's owner (route.c): memory only, rendered at
+         * once like /metrics; id= for the owner. */
+        out->route = STOCKD_ROUTE_ROUTING;
+        out->kind = STOCKD_JOB_STOCK; /* a read; no job is made */
+        if (!get && !head)
+            return refuse(out, STOCKD_R_METHOD_NOT_ALLOWED, "use GET or HEAD", "GET, HEAD");
+        if (path[7] == 'v') return;
     } else if (strcmp(path, "/lock/queue") == 0) {
         out->route = STOCKD_ROUTE_LOCK_QUEUE;
         out->kind = STOCKD_JOB_LOCK_VIEW;

@@ -53,7 +53,7 @@ unsigned cross__claim(worker_state *ws, int32_t *out) {
     const stockd_config *cfg = ws->w->ctx->cfg;
     unsigned max = cfg->cross_products - 1;
     if (max > cfg->batch_max - 1) max = cfg->batch_max - 1;
-    return stockd_combiner_claim(ws->w->combiner, out, max);
+    return stockd_combiner_claim(ws->comb, out, max);
 }
 
 /* The claimed products' locks, all tried at once (zk: one round trip): a lock not free
@@ -78,11 +78,11 @@ static unsigned take_claimed(worker_state *ws, cross_group *g, unsigned used, co
             if (rcs[i] != LOCK_ERR_TIMEOUT)
                 answer__log_failure(ws, "lock (tried)", answer__lock_text(ctx, rcs[i]));
             (*busy)++;
-            stockd_combiner_unclaim(ws->w->combiner, pids[i], CROSS_BUSY_NS);
+            stockd_combiner_unclaim(ws->comb, pids[i], CROSS_BUSY_NS);
             continue;
         }
-        unsigned k = stockd_combiner_take(ws->w->combiner, pids[i], 0, ws->jobs + used, max - used,
-                                          UINT64_MAX);
+        unsigned k =
+            stockd_combiner_take(ws->comb, pids[i], 0, ws->jobs + used, max - used, UINT64_MAX);
         k = answer__drop_late(ws, ws->jobs + used, k);
         g[ng++] = (cross_group){.lock = {tried[i], pids[i], 0}, .first = used, .n = k};
         used += k;
@@ -169,7 +169,7 @@ static void give_back(worker_state *ws, const cross_group *g, unsigned ng) {
     for (unsigned i = 1; i < ng; i++) {
         if (rcs[i - 1] != LOCK_OK)
             answer__log_failure(ws, "lock release", answer__lock_text(ctx, rcs[i - 1]));
-        stockd_combiner_unclaim(ws->w->combiner, g[i].lock.product_id, 0);
+        stockd_combiner_unclaim(ws->comb, g[i].lock.product_id, 0);
     }
 }
 

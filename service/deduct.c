@@ -138,18 +138,31 @@ static void answer_batch(worker_state *ws, unsigned n) {
 }
 
 /* The leader's loop: a pass after a pass (batch.c), each batch answered, until the
- * combiner says this worker leads no more (it may have moved it to another slot). */
+ * combiner says this worker leads no more (it may have moved it to another slot). With
+ * --route owner a pass of a product another instance owns is a frame sent to it
+ * (forward.c) instead, unless that fails. */
 static void lead(worker_state *ws, int32_t product_id, unsigned segment) {
     leader l = {.lock = {.product_id = product_id, .segment = segment}};
     do
-        answer_batch(ws, batch__pass(ws, &l));
-    while (l.held || stockd_combiner_done(ws->w->combiner, &l.lock.product_id, &l.lock.segment) !=
+        if (!forward__pass(ws, &l)) answer_batch(ws, batch__pass(ws, &l));
+    while (l.held || stockd_combiner_done(ws->comb, &l.lock.product_id, &l.lock.segment) !=
                          STOCKD_AFTER_CLOSED);
 }
 
-/* Hands the job to the combiner: true if this worker now leads its slot. */
+/* Hands the job to the combiner: true if this worker now leads its slot. A deduction
+ * that came forwarded to an instance whose view gives its product to another (views
+ * that differ for a moment, or the test pins) waits in a combiner of its own, the hop
+ * side: the main slot's leader may be out with a frame to that other instance, which may
+ * be waiting the same way for us (a ping-pong), and the forwarded deduction must not
+ * wait behind it. Both sides take the same product lock, so they stay exact. */
 static bool enter(worker_state *ws, stockd_job *job) {
-    switch (stockd_combiner_enter(ws->w->combiner, job)) {
+    char owner[STOCKD_ADDR_MAX];
+    if (!job->handed)
+        job->hop_side =
+            job->hop && stockd_route_on() &&
+            stockd_route_owner(job->product_id, owner, sizeof(owner)) != STOCKD_OWNER_SELF;
+    ws->comb = job->hop_side ? ws->w->hops : ws->w->combiner;
+    switch (stockd_combiner_enter(ws->comb, job)) {
     case STOCKD_ENTERED_LEADER:
         return true;
     case STOCKD_ENTERED_FOLLOWER:

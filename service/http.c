@@ -13,7 +13,9 @@
  *   GET|HEAD /health              MySQL and ZooKeeper connectivity
  *   GET|HEAD /metrics             Prometheus text (rendered here: it needs no I/O)
  *   GET|HEAD /lock/queue?id=N     the lock service's view of product N's lock (lockview.c)
- * Requests carry no body: a body is refused with 400. */
+ *   GET|HEAD /route/view, /route/owner?id=N   owner routing's view (route.c)
+ *   POST /peer/frame              peers only: a frame of forwarded deductions (peer_api.c)
+ * Requests carry no body, but for /peer/: a body is refused with 400. */
 #include <arpa/inet.h>
 #include <microhttpd.h>
 #include <stdarg.h>
@@ -26,6 +28,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "peer_api.h"
 #include "stockd.h"
 
 struct stockd_http {
@@ -46,6 +49,8 @@ typedef struct http_req {
     bool nul_path;    /* a NUL byte before the query (unescape_arg found it) */
     size_t uri_bytes; /* the URI's length as sent, when on_uri cut it */
     size_t body_bytes;
+    bool peer; /* a /peer/ call: peer_api.c's, with its state */
+    void *peer_state;
 } http_req;
 
 /* libmicrohttpd's memory per connection (its "pool"), which must hold the whole request
@@ -174,6 +179,27 @@ static uint64_t request_arrival_ns(struct MHD_Connection *c) {
     return age < now ? now - age : 0;
 }
 
+/* Owner routing: a deduction that came with X-Stockd-Hop is served here (a client that
+ * sends it gains nothing but that); any other keeps its request whole (frame.c's JSON:
+ * method, path, every parameter, the headers of stockd_forwarded_headers), in case its
+ * product's owner is another instance. Its id is made already, so it travels too. */
+static void forwardable(stockd_http *h, struct MHD_Connection *c, stockd_job *job,
+                        const stockd_request_in *in, const char *method, const char *url) {
+    stockd_param hs[4];
+    size_t nh = 0;
+    job->hop = MHD_lookup_connection_value(c, MHD_HEADER_KIND, STOCKD_HOP_HEADER) != NULL;
+    if (job->hop || !stockd_route_on()) return;
+    for (const char *const *name = stockd_forwarded_headers; *name && nh < 4; name++) {
+        const char *v;
+        size_t len;
+        if (MHD_lookup_connection_value_n(c, MHD_HEADER_KIND, *name, strlen(*name), &v, &len) ==
+            MHD_YES)
+            hs[nh++] = (stockd_param){*name, strlen(*name), v, len};
+    }
+    job->fwd = stockd_frame_request(method, url, in->params, in->nparams, hs, nh);
+    (void)h;
+}
+
 /* Routes a complete request (contract.c decides) and acts on the decision: answer at
  * once, or suspend the connection and queue a job. */
 static enum MHD_Result route(stockd_http *h, struct MHD_Connection *c, http_req *r, const char *url,
@@ -219,6 +245,12 @@ static enum MHD_Result route(stockd_http *h, struct MHD_Connection *c, http_req 
                         : "restock is off: stockd runs without --admin-token-file";
     }
     if (d.error != STOCKD_R_OK) return send_error(h, c, d.route, d.error, d.message, d.allow);
+    if (d.route == STOCKD_ROUTE_ROUTING) {
+        stockd_metrics_request(STOCKD_ROUTE_ROUTING, STOCKD_R_OK);
+        return send_body(
+            c, 200, d.product_id ? stockd_route_owner_json(d.product_id) : stockd_route_view_json(),
+            NULL, NULL);
+    }
     if (d.route == STOCKD_ROUTE_METRICS) {
         /* Rendering reads counters only: no I/O, so it is done right here. */
         stockd_metrics_request(STOCKD_ROUTE_METRICS, STOCKD_R_OK);
@@ -245,6 +277,8 @@ static enum MHD_Result route(stockd_http *h, struct MHD_Connection *c, http_req 
         snprintf(job->request_id, sizeof(job->request_id), "i/%s/%llu", h->boot_id,
                  (unsigned long long)atomic_fetch_add(&h->next_seq, 1));
     }
+
+    if (job->kind == STOCKD_JOB_DEDUCT) forwardable(h, c, job, &in, method, url);
 
     /* Suspend before the push: once pushed, a worker may resume at any moment. */
     job->conn = c;
@@ -360,9 +394,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
          * memory then); routing waits for the end. */
         if (!r && !(r = new_req(h))) return MHD_NO;
         r->started = true;
+        r->peer = strncmp(url, "/peer/", 6) == 0;
         *ctxp = r;
         return MHD_YES;
     }
+    if (r->peer)
+        return stockd_peer_request(h->ctx, c, &r->peer_state, url, method, upload_data,
+                                   upload_size);
     if (*upload_size) {
         /* No route takes a body: it is counted and dropped, and refused with 400 once it
          * has arrived (libmicrohttpd cannot answer before that). Past STOCKD_MAX_BODY the
@@ -390,12 +428,18 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **ctxp,
 
     if (!r) return;
     free(r->job.body);
+    free(r->job.fwd);
+    stockd_peer_free(r->peer_state);
     free(r);
     *ctxp = NULL;
     atomic_fetch_sub(&h->open_requests, 1);
 }
 
 void stockd_http_complete(stockd_job *job) {
+    if (job->frame) { /* an entry of a peer's frame (peer_api.c) */
+        stockd_peer_entry_done(job);
+        return;
+    }
     /* The worker's last touch of the job: after resume the polling thread owns it. */
     job->done = true;
     MHD_resume_connection(job->conn);

@@ -147,6 +147,12 @@ int main(int argc, char **argv) {
             return 2;
         }
     }
+    if (cfg.peer_secret_file[0] &&
+        read_secret_file(cfg.peer_secret_file, "--peer-secret-file", cfg.peer_secret,
+                         sizeof(cfg.peer_secret), err, sizeof(err)) != 0) {
+        fprintf(stderr, "stockd: %s\n", err);
+        return 2;
+    }
 
     pw = getenv("STOCKD_MYSQL_PASSWORD");
     if (pw) snprintf(ctx.db.password, sizeof(ctx.db.password), "%s", pw);
@@ -183,6 +189,14 @@ int main(int argc, char **argv) {
                    err[0] ? err : lock_strerror(rc));
         goto out;
     }
+    /* Owner routing (docs/routing.md): the view, from ZooKeeper in its modes (peers.c,
+     * joined once the HTTP side listens) or from --peers; libcurl for the forwards. */
+    bool route_zk = uses_zk && cfg.route == STOCKD_ROUTE_OWNER;
+    if (stockd_route_setup(&cfg, route_zk, err, sizeof(err)) != 0 ||
+        (cfg.route == STOCKD_ROUTE_OWNER && stockd_forward_init(err, sizeof(err)) != 0)) {
+        stockd_log("error", "--route owner: %s", err);
+        goto out;
+    }
     ctx.queue = stockd_jobq_new(cfg.queue_max);
     if (!ctx.queue || !ctx.locks) goto out;
     /* The stock gauge's reader; if it cannot start, the service still serves, only
@@ -202,28 +216,35 @@ int main(int argc, char **argv) {
         stockd_log("error", "%s", err);
         goto out;
     }
-    stockd_log("info",
-               "listening on %s:%u, lock %s, batch-max %u, precheck %s, %u workers, "
-               "mysql %s@%s:%u/%s%s%s%s%s%s%s%s%s%s",
-               cfg.bind, cfg.port, stockd_lock_mode_name(cfg.lock), cfg.batch_max,
-               cfg.precheck ? "on" : "off", cfg.workers, ctx.db.user, ctx.db.host, ctx.db.port,
-               ctx.db.database, uses_zk ? ", zookeeper " : "", uses_zk ? cfg.zk : "",
-               uses_redis ? ", redis " : "", uses_redis ? cfg.redis : "",
-               uses_redis && cfg.redis_password[0] ? " with a password" : "",
-               cfg.lock == STOCKD_LOCK_ETCD ? ", etcd " : "",
-               cfg.lock == STOCKD_LOCK_ETCD ? cfg.etcd : "",
-               uses_zk && cfg.zk_auth[0] ? ", zookeeper digest ACL" : "",
-               cfg.fence ? "" : ", FENCING OFF");
+    if (route_zk && stockd_peers_start(&cfg, err, sizeof(err)) != 0) {
+        stockd_log("error", "%s", err);
+        goto out;
+    }
+    stockd_log(
+        "info",
+        "listening on %s:%u, lock %s, batch-max %u, precheck %s, %u workers, "
+        "mysql %s@%s:%u/%s%s%s%s%s%s%s%s%s%s%s%s",
+        cfg.bind, cfg.port, stockd_lock_mode_name(cfg.lock), cfg.batch_max,
+        cfg.precheck ? "on" : "off", cfg.workers, ctx.db.user, ctx.db.host, ctx.db.port,
+        ctx.db.database, uses_zk ? ", zookeeper " : "", uses_zk ? cfg.zk : "",
+        uses_redis ? ", redis " : "", uses_redis ? cfg.redis : "",
+        uses_redis && cfg.redis_password[0] ? " with a password" : "",
+        cfg.lock == STOCKD_LOCK_ETCD ? ", etcd " : "", cfg.lock == STOCKD_LOCK_ETCD ? cfg.etcd : "",
+        uses_zk && cfg.zk_auth[0] ? ", zookeeper digest ACL" : "", cfg.fence ? "" : ", FENCING OFF",
+        cfg.route == STOCKD_ROUTE_OWNER ? ", route owner as " : "",
+        cfg.route == STOCKD_ROUTE_OWNER ? stockd_route_self() : "");
 
     while (sigwait(&sigs, &sig) != 0 && errno == EINTR) {
     }
     stockd_log("info", "signal %d: stop accepting, answer the requests in flight", sig);
+    stockd_peers_stop(); /* leave the view first: peers stop forwarding here */
     stockd_http_quiesce(http);
     status = 0;
 out:
     /* Every lock wait, now and later, ends at once with "shutting down" (503), so the
      * requests queued behind a lock are answered instead of waiting out their timeouts;
      * closing the queue lets the workers answer the rest and exit. */
+    stockd_peers_stop();
     lock_set_cancel(ctx.locks);
     if (ctx.queue) stockd_jobq_close(ctx.queue);
     stockd_workers_join(workers);

@@ -44,10 +44,15 @@ static struct {
 } m;
 
 static const char *route_names[STOCKD_ROUTE_COUNT] = {
-    [STOCKD_ROUTE_REDUCE] = "/stock/reduce",   [STOCKD_ROUTE_STOCK] = "/stock",
-    [STOCKD_ROUTE_HEALTH] = "/health",         [STOCKD_ROUTE_METRICS] = "/metrics",
-    [STOCKD_ROUTE_LOCK_QUEUE] = "/lock/queue", [STOCKD_ROUTE_ORDER] = "/orders",
-    [STOCKD_ROUTE_RESTOCK] = "/stock/restock", [STOCKD_ROUTE_OTHER] = "other",
+    [STOCKD_ROUTE_REDUCE] = "/stock/reduce",
+    [STOCKD_ROUTE_STOCK] = "/stock",
+    [STOCKD_ROUTE_HEALTH] = "/health",
+    [STOCKD_ROUTE_METRICS] = "/metrics",
+    [STOCKD_ROUTE_LOCK_QUEUE] = "/lock/queue",
+    [STOCKD_ROUTE_ORDER] = "/orders",
+    [STOCKD_ROUTE_RESTOCK] = "/stock/restock",
+    [STOCKD_ROUTE_ROUTING] = "/route",
+    [STOCKD_ROUTE_OTHER] = "other",
 };
 
 static const char *dberr_names[STOCKD_DBERR_COUNT] = {
@@ -354,6 +359,32 @@ static void s_backlog(buf *b, const family *f, const scrape *s) {
     put(b, "%s{state=\"pending\"} %lld\n", f->name, bl.pending);
 }
 
+/* Owner routing (route.c; docs/routing.md): its counters, view and breakers. */
+static void s_route(buf *b, const family *f, const scrape *s) {
+    (void)s;
+    stockd_route_stats_t *st = malloc(sizeof(*st));
+    if (!st) return;
+    stockd_route_stats(st);
+    static const struct {
+        const char *suffix;
+        int counter;
+    } rows[] = {{"forwarded_total", STOCKD_RC_FORWARDED},
+                {"frames_total", STOCKD_RC_FRAMES},
+                {"frame_deductions_total", STOCKD_RC_FRAME_DEDUCTIONS},
+                {"local_fallbacks_total", STOCKD_RC_LOCAL_FALLBACKS},
+                {"refused_hops_total", STOCKD_RC_REFUSED_HOPS}};
+    const char *suffix = f->name + strlen("stockd_route_");
+    for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++)
+        if (strcmp(suffix, rows[i].suffix) == 0)
+            put(b, "%s %llu\n", f->name, (unsigned long long)st->count[rows[i].counter]);
+    if (strcmp(suffix, "view") == 0) put(b, "%s %llu\n", f->name, (unsigned long long)st->view);
+    if (strcmp(suffix, "members") == 0) put(b, "%s %zu\n", f->name, st->members);
+    if (strcmp(suffix, "breaker_open") == 0)
+        for (size_t i = 0; i < st->npeers; i++)
+            put(b, "%s{peer=\"%s\"} %d\n", f->name, st->peer[i], st->open[i] ? 1 : 0);
+    free(st);
+}
+
 #define V(field)  offsetof(scrape, field), NULL
 #define ST(field) offsetof(scrape, st.field), NULL
 #define FN(fn)    0, fn
@@ -455,6 +486,31 @@ static const family families[] = {
     {"stockd_stock_watch_errors_total", "counter",
      "Stock reads for stockd_product_stock that failed (retried the next second).", ALL,
      V(watch_errors)},
+    {"stockd_route_forwarded_total", "counter",
+     "Deductions this instance sent to their product's owner (--route owner), in frames.", ALL,
+     FN(s_route)},
+    {"stockd_route_frames_total", "counter",
+     "Frames sent to owners: each carries a product's queued deductions at once.", ALL,
+     FN(s_route)},
+    {"stockd_route_frame_deductions_total", "counter",
+     "Deductions received in peers' frames and served here as their product's owner.", ALL,
+     FN(s_route)},
+    {"stockd_route_local_fallbacks_total", "counter",
+     "Deductions served here because their forward failed (owner refused, unanswered, or its "
+     "circuit open), under the same request id.",
+     ALL, FN(s_route)},
+    {"stockd_route_refused_hops_total", "counter",
+     "Forwarded deductions this instance's view gives to another owner: served here, never "
+     "forwarded a second time.",
+     ALL, FN(s_route)},
+    {"stockd_route_breaker_open", "gauge",
+     "1 while the circuit to a peer is open (forwards to it are served locally).", ALL,
+     FN(s_route)},
+    {"stockd_route_view", "gauge",
+     "The view's number (ZooKeeper: the members node's child version; static: 1).", ALL,
+     FN(s_route)},
+    {"stockd_route_members", "gauge", "Instances in the view, this one included.", ALL,
+     FN(s_route)},
     {"stockd_redis_stock", "gauge",
      "Mode redis-stock: the sellable count of a product in Redis, read with "
      "stockd_product_stock (MariaDB's stock follows it as the order writer writes).",

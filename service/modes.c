@@ -50,6 +50,10 @@ const stockd_mode *stockd_mode_of(stockd_lock_mode m) {
     return (size_t)m < stockd_nmodes ? &stockd_modes[m] : &stockd_modes[0];
 }
 
+bool stockd_mode_routes(const stockd_mode *m) {
+    return m->batched && strcmp(m->kind, "local") != 0;
+}
+
 const char *stockd_lock_mode_name(stockd_lock_mode m) {
     return (size_t)m < stockd_nmodes ? stockd_modes[m].name : "?";
 }
@@ -176,6 +180,21 @@ int stockd_mode_check(stockd_config *c, char *err, size_t errlen) {
                      (unsigned long long)STOCKD_LEASE_MIN_MS(pause_us));
             return -1;
         }
+    }
+    /* Routing is not a lock: with every deduction of a product at one instance, local's
+     * process mutex looks exact until the view changes, and then two instances serve the
+     * product at once (docs/routing.md, "Modes none and local"). Only the modes whose
+     * lock or row lock holds across instances route. */
+    if (c->route == STOCKD_ROUTE_OWNER && !stockd_mode_routes(m)) {
+        snprintf(err, errlen,
+                 "--route owner needs a mode whose lock holds across instances (%s), not %s: "
+                 "routing is a hint, the lock stays the safety (docs/routing.md)",
+                 stockd_mode_list(list, sizeof(list), stockd_mode_routes), m->name);
+        return -1;
+    }
+    if (c->route == STOCKD_ROUTE_OWNER && !c->peer_secret_file[0]) {
+        snprintf(err, errlen, "--route owner needs --peer-secret-file, the peers' shared secret");
+        return -1;
     }
     /* Only a lease has anything to renew: ZooKeeper's session is kept alive by its
      * client, and the other modes hold nothing that expires. */

@@ -15,6 +15,13 @@
  *   stockwatch.c off the request path: one thread re-reads from MySQL, once a second,
  *             the stock of the products just served, for /metrics' stockd_product_stock.
  *   main.c    wiring, signals and orderly shutdown.
+ * Owner routing (--route owner, docs/routing.md):
+ *   owner.c   rendezvous hashing: a product's owner among the view's members (pure).
+ *   route.c   the view, the circuit breakers, the test pins and the counters (memory).
+ *   frame.c   the frame between instances: build and parse, answers too (pure).
+ *   peers.c   the membership in ZooKeeper (modes zk, zk-herd): a node and a watch.
+ *   forward.c a leader's frame to the owner, over libcurl (a worker file).
+ *   peer_api.c the /peer/ endpoints: a frame's entries queued as hop jobs.
  *
  * Where the memory goes (loadtest/memory measures it; docs/benchmarks.md, "Memory"):
  *   - about 12 MB at rest, two thirds of it the pages of the shared libraries
@@ -113,6 +120,12 @@ typedef enum stockd_log_format {
 /* The most segments a product may be split over (--segments). */
 #define STOCKD_SEGMENTS_MAX 256
 
+/* --route: where a deduction is served (docs/routing.md). */
+typedef enum stockd_route_kind {
+    STOCKD_ROUTE_LOCAL = 0, /* where it lands, as always */
+    STOCKD_ROUTE_OWNER,     /* at its product's owner, by rendezvous hashing over the view */
+} stockd_route_kind;
+
 typedef struct stockd_config {
     char bind[64];
     unsigned port;
@@ -180,6 +193,14 @@ typedef struct stockd_config {
      * length (lock/lease_pool.c, Redisson's watchdog); false (the default): a lease is never
      * extended, so a batch must end within it. */
     bool lease_renew;
+    /* Owner routing (docs/routing.md; route.c, peers.c, forward.c, peer_api.c). */
+    stockd_route_kind route; /* --route local|owner */
+    char announce[256];      /* HOST:PORT peers reach this instance at; "" = bind:port */
+    char peers[1024];        /* --peers: the static membership, without ZooKeeper */
+    char peer_secret_file[512];
+    char peer_secret[129];   /* read by main.c from peer_secret_file */
+    char route_pin[256];     /* --route-pin ID=HOST:PORT,...: tests only (divergent views) */
+    char route_members[200]; /* --route-members: the members' parent node in ZooKeeper */
     bool help;
     bool version;
     bool list_modes; /* --list-modes: print the table of modes and exit (main.c) */
@@ -223,6 +244,9 @@ const char *stockd_mode_list(char *buf, size_t cap, bool (*pick)(const stockd_mo
 bool stockd_mode_batched(const stockd_mode *m);
 bool stockd_mode_locks(const stockd_mode *m);
 bool stockd_mode_lease(const stockd_mode *m);
+/* May the mode run with --route owner? The batched modes whose lock holds across
+ * instances: not local (a process mutex), nor the modes that do not batch. */
+bool stockd_mode_routes(const stockd_mode *m);
 /* Fills the fields of cfg that follow from its mode (lock_kind, strategy,
  * etcd_lease_ms) and checks the rules between the mode and the other options (a
  * RedLock list, segments, a pitfall, a lease long enough for the pause, --lease-renew).
@@ -260,7 +284,8 @@ typedef enum stockd_result {
     STOCKD_R_CANCELLED,
     STOCKD_R_RESTOCKED,
     STOCKD_R_UNAUTHORIZED, /* restock without a token */
-    STOCKD_R_FORBIDDEN,    /* restock with a wrong token, or without --admin-token-file */
+    STOCKD_R_FORBIDDEN,    /* restock with a wrong token or without --admin-token-file; a
+                            * /peer/ call without the peers' secret */
     STOCKD_R_COUNT
 } stockd_result;
 
@@ -333,6 +358,7 @@ typedef enum stockd_route {
     STOCKD_ROUTE_LOCK_QUEUE,
     STOCKD_ROUTE_ORDER,   /* POST /orders/{order}/pay or /cancel */
     STOCKD_ROUTE_RESTOCK, /* POST /stock/restock */
+    STOCKD_ROUTE_ROUTING, /* /route/view, /route/owner: rendered at once (route.c) */
     STOCKD_ROUTE_OTHER,
     STOCKD_ROUTE_COUNT,
 } stockd_route;
@@ -366,7 +392,16 @@ typedef struct stockd_job {
      * many times it began the walk again because the whole stock read after one showed
      * a unit (a restock during its walk). */
     uint16_t segment, segs_empty, rewalks;
-    bool handed;     /* its slot was handed to the worker that pops it (combiner.c) */
+    bool handed; /* its slot was handed to the worker that pops it (combiner.c) */
+    /* Owner routing (docs/routing.md). hop: it came forwarded (a frame's entry, or a
+     * request with X-Stockd-Hop), so it is served here, never forwarded again. fwd: the
+     * request whole as frame.c's JSON (stockd_frame_request), made by http.c when it
+     * may be forwarded; freed with the job. frame: the peer frame it is an entry of
+     * (peer_api.c), which gets its answer instead of a connection. */
+    bool hop;
+    bool hop_side; /* it waits in the workers' hop-side combiner (deduct.c) */
+    char *fwd;
+    void *frame;
     void *conn;      /* struct MHD_Connection *, resumed by the worker */
     unsigned status; /* answer, filled by the worker */
     char *body;
@@ -432,6 +467,10 @@ stockd_entered stockd_combiner_enter(stockd_combiner *c, stockd_job *job);
  * jobs that arrived before arrived_before_ns (UINT64_MAX = all). Returns how many. */
 unsigned stockd_combiner_take(stockd_combiner *c, int32_t product_id, unsigned segment,
                               stockd_job **out, unsigned max, uint64_t arrived_before_ns);
+/* Leader only: puts jobs[0..n-1] (taken from the slot) back at its head, in that order,
+ * for this pass to serve them (a failed forward, forward.c). */
+void stockd_combiner_putback(stockd_combiner *c, int32_t product_id, unsigned segment,
+                             stockd_job **jobs, unsigned n);
 /* Jobs waiting in the slot (0 if none is open). */
 unsigned stockd_combiner_waiting(stockd_combiner *c, int32_t product_id, unsigned segment);
 
@@ -545,6 +584,123 @@ typedef struct stockd_routed {
 
 /* Routes a request. Pure; any thread. */
 void stockd_route_request(const stockd_request_in *in, stockd_routed *out);
+
+/* The headers a forwarded deduction carries (contract.c): the ONE list of the headers
+ * stockd reads from a request, so that a deduction crosses instances whole (the seam
+ * with issue 42's customer, X-User). NULL-terminated. */
+extern const char *const stockd_forwarded_headers[];
+/* Sets what routing reads of header `name` (one of stockd_forwarded_headers; others are
+ * ignored) in *in, as http.c does from the connection: for a rebuilt request. Pure. */
+void stockd_request_set_header(stockd_request_in *in, const char *name, const char *value,
+                               size_t len);
+/* The result whose "result" word is name; 0, or -1 if none. Pure. */
+int stockd_result_parse(const char *name, stockd_result *out);
+/* Checks a request id a frame carries: a client's key (stockd_check_key) or stockd's own
+ * "i/<16 hex>/<digits>" (http.c). 0 or -1. Pure. */
+int stockd_check_request_id(const char *s);
+
+/* ------------------------------------------------------------------ owner routing */
+
+/* docs/routing.md tells the design. owner.c (pure): rendezvous hashing. */
+#define STOCKD_ADDR_MAX  256 /* one HOST:PORT */
+#define STOCKD_PEERS_MAX 64  /* members of a view */
+/* A member's score for a product; the highest owns it. Pure. */
+uint64_t stockd_owner_score(const char *member, int32_t product_id);
+/* The index of product_id's owner among members[0..n-1] (-1 when n is 0). Pure. */
+int stockd_owner_pick(const char *const *members, size_t n, int32_t product_id);
+
+/* route.c: the view, the breakers, the pins and the counters of this process. Any
+ * thread, memory only. */
+typedef enum stockd_owner { STOCKD_OWNER_SELF, STOCKD_OWNER_PEER } stockd_owner;
+typedef enum stockd_route_counter {
+    STOCKD_RC_FORWARDED = 0,    /* deductions sent to their owner in frames */
+    STOCKD_RC_FRAMES,           /* frames sent */
+    STOCKD_RC_FRAME_DEDUCTIONS, /* deductions received in peers' frames, served here */
+    STOCKD_RC_LOCAL_FALLBACKS,  /* deductions served here because the forward failed */
+    STOCKD_RC_REFUSED_HOPS,     /* forwarded deductions this view gives to another: served
+                                 * here, never forwarded twice */
+    STOCKD_RC_COUNT,
+} stockd_route_counter;
+/* Main thread, before the others: this instance's address (--announce, else
+ * --bind:--port), the static view of --peers unless zk (peers.c then sets the members),
+ * and --route-pin. 0, or -1 with the reason. */
+int stockd_route_setup(const stockd_config *cfg, bool zk, char *err, size_t errlen);
+/* A new view: addrs[0..n-1] (copied) and its number. */
+void stockd_route_set_members(const char *const *addrs, size_t n, uint64_t view);
+bool stockd_route_on(void);
+const char *stockd_route_self(void);
+uint64_t stockd_route_view(void);
+/* forward.c: loads libcurl for the forwards (--route owner). 0, or -1 with the reason.
+ * Main thread, before the workers start. */
+int stockd_forward_init(char *err, size_t errlen);
+/* peers.c: the membership in ZooKeeper (modes zk, zk-herd): this instance's ephemeral
+ * node under --route-members (default /stockd/members), and a thread that keeps route.c's view as
+ * the children are, the view numbered by the parent's child version. 0, or -1 with the reason. Main
+ * thread. */
+int stockd_peers_start(const stockd_config *cfg, char *err, size_t errlen);
+void stockd_peers_stop(void); /* a no-op if never started */
+/* Who owns the product: SELF, or PEER with its address in addr. A pin wins; otherwise
+ * rendezvous over the members whose circuit is not open (this one always counts). */
+stockd_owner stockd_route_owner(int32_t product_id, char *addr, size_t cap);
+/* May a forward go to addr now (its circuit closed, or half-open and this the try)? */
+bool stockd_route_breaker_allow(const char *addr);
+/* A forward to addr answered (ok) or failed. */
+void stockd_route_breaker_note(const char *addr, bool ok);
+void stockd_route_count(stockd_route_counter c, uint64_t n);
+typedef struct stockd_route_stats_t {
+    bool on;
+    uint64_t count[STOCKD_RC_COUNT];
+    uint64_t view;
+    size_t members, npeers;
+    char peer[STOCKD_PEERS_MAX][STOCKD_ADDR_MAX]; /* the peers forwarded to so far */
+    bool open[STOCKD_PEERS_MAX];                  /* ... and whether each circuit is open */
+} stockd_route_stats_t;
+void stockd_route_stats(stockd_route_stats_t *out);
+/* GET /route/view and /route/owner?id=N: JSON the caller frees; NULL when out of memory. */
+char *stockd_route_view_json(void);
+char *stockd_route_owner_json(int32_t product_id);
+
+/* frame.c (pure): the frame between instances (docs/routing.md, "The frame"). */
+#define STOCKD_FRAME_MAX     1024 /* entries; --batch-max's bound */
+#define STOCKD_FRAME_MAX_STR "1024"
+/* The request whole as JSON: {"method","path","params":[[k,v|null]...],"headers":[...]}.
+ * Caller frees; NULL when out of memory. */
+char *stockd_frame_request(const char *method, const char *path, const stockd_param *params,
+                           size_t nparams, const stockd_param *headers, size_t nheaders);
+typedef struct stockd_frame_out {
+    const char *request;    /* stockd_frame_request's JSON, embedded as it is */
+    const char *request_id; /* the id it is served under, at either end */
+    unsigned deadline_ms;   /* what the owner has left of it; 0 = no deadline */
+} stockd_frame_out;
+/* {"from","view","entries":[{"request":{...},"request_id","deadline_ms"}...]}; caller frees. */
+char *stockd_frame_build(const char *from, uint64_t view, const stockd_frame_out *entries,
+                         size_t n);
+typedef struct stockd_frame_entry {
+    stockd_request_in in; /* rebuilt: route it with stockd_route_request */
+    stockd_param params[STOCKD_MAX_PARAMS];
+    const char *request_id;
+    unsigned deadline_ms; /* 0 = none */
+} stockd_frame_entry;
+typedef struct stockd_frame {
+    void *root; /* the parsed JSON, which the entries point into */
+    size_t n;
+    stockd_frame_entry *e;
+} stockd_frame;
+/* Parses a frame; NULL, or why it is malformed (then nothing may be served from it).
+ * Free with stockd_frame_free either way. */
+const char *stockd_frame_parse(const char *body, size_t len, stockd_frame *out);
+void stockd_frame_free(stockd_frame *f);
+typedef struct stockd_frame_answer {
+    unsigned status;
+    stockd_result result;
+    const char *body; /* the answer's JSON, relayed verbatim */
+} stockd_frame_answer;
+/* {"answers":[{"status","result","body"}...]} in entry order; caller frees. */
+char *stockd_frame_answers(const stockd_frame_answer *a, size_t n);
+/* Parses an owner's answers into out[0..n-1] (bodies point into the returned handle,
+ * freed with stockd_frame_answers_free); NULL unless exactly n well-formed answers. */
+void *stockd_frame_answers_parse(const char *body, size_t len, stockd_frame_answer *out, size_t n);
+void stockd_frame_answers_free(void *root);
 
 /* ------------------------------------------------------------------ workers */
 

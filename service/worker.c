@@ -130,6 +130,7 @@ static void *worker_main(void *arg) {
             break;
         }
     }
+    forward__free(&ws);
     free(ws.jobs);
     free(ws.items);
     free(ws.answers);
@@ -148,8 +149,9 @@ stockd_workers *stockd_workers_start(stockd_ctx *ctx) {
      * for one of them. */
     unsigned half = ctx->cfg->workers / 2 ? ctx->cfg->workers / 2 : 1;
     w->combiner = stockd_combiner_new(half, cross__on(ctx, 0) ? half : 0);
+    w->hops = stockd_combiner_new(half, 0);
     w->threads = calloc(ctx->cfg->workers, sizeof(pthread_t));
-    if (!w->combiner || !w->threads) goto fail;
+    if (!w->combiner || !w->hops || !w->threads) goto fail;
     /* Default thread attributes on purpose: a stack is only resident as far as it is
      * used (about 12 KiB a worker, measured), so a smaller reservation than glibc's
      * 8 MiB would save address space, not memory, and could overflow under the
@@ -173,5 +175,6 @@ void stockd_workers_join(stockd_workers *w) {
         pthread_join(w->threads[i], NULL);
     free(w->threads);
     stockd_combiner_free(w->combiner);
+    stockd_combiner_free(w->hops);
     free(w);
 }

@@ -4,6 +4,7 @@
  *   worker.c   the threads: pop a job, dispatch it; the reads (stock, /health)
  *   deduct.c   a deduction's policy, top to bottom, and the leader's loop
  *   orders.c   after the deduction: pay, cancel, restock, and the expiry thread
+ *   forward.c  a pass sent to the product's owner as a frame (--route owner)
  *   batch.c    a batch's lock life: wait or try, take, run, keep or let go
  *   cross.c    a batch across products (--cross-products)
  *   txn.c      one product's transaction under its held lock, with its guard
@@ -30,6 +31,7 @@
 struct stockd_workers {
     stockd_ctx *ctx;
     stockd_combiner *combiner; /* the workers' own: who leads which slot */
+    stockd_combiner *hops;     /* forwarded deductions this view gives to another (deduct.c) */
     unsigned n;
     pthread_t *threads;
 };
@@ -43,7 +45,9 @@ typedef struct worker_state {
     stockd_job **jobs;   /* room for one batch: its jobs, their rows, their answers */
     stockdb_item *items;
     stockd_answer *answers;
-    unsigned seed; /* rand_r: the first segment of a deduction, the think jitter */
+    unsigned seed;         /* rand_r: the first segment of a deduction, the think jitter */
+    struct forwarder *fwd; /* forward.c's kept-alive connections to peers; NULL until used */
+    stockd_combiner *comb; /* the combiner of the slot this worker leads now (deduct.c) */
 } worker_state;
 
 /* A product's lock (or its segment's): lock/lock.h's hold, and what it guards. */
@@ -111,6 +115,17 @@ void orders__serve(worker_state *ws, stockd_job *job);
 int orders__expiry_start(stockd_ctx *ctx);
 /* Stops and joins it (no-op if not started). Before the lock set is freed. */
 void orders__expiry_stop(void);
+/* ---------------------------------------------------------------- forward.c */
+
+/* Before a pass of the slot l leads (no lock held): if another instance owns the
+ * product, sends the slot's queue to it as one frame and answers each job with the
+ * owner's answer. Jobs that must be served here (forwarded already, too little deadline
+ * left, or their forward failed) go back to the head of the slot. true: nothing is left
+ * for this pass; false: serve the slot here now (batch__pass). */
+typedef struct forwarder forwarder;
+bool forward__pass(worker_state *ws, leader *l);
+/* Closes the worker's connections to peers. */
+void forward__free(worker_state *ws);
 
 /* ---------------------------------------------------------------- batch.c */
 

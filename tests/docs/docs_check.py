@@ -409,26 +409,36 @@ def check_headline(src):
 SCALE_ROW_RE = re.compile(r"^\| (hot \(ab\)|spread \(wrk\)) \|")
 
 
+# The sweeps docs/benchmarks.md publishes: the scale-out curve, and owner routing's
+# (its own run, with route owner beside round-robin and affinity).
+SCALE_RUNS = ("scale", "scale-owner")
+
+
 def check_scale(src):
-    """The curve lines of docs/benchmarks.md are scale_curve_lines() of scale.json (no
-    line missing, none of another run), and the page names that run's date and
-    command, so the numbers in the docs are the ones the command wrote."""
+    """The curve lines of docs/benchmarks.md are scale_curve_lines() of the published
+    sweeps' scale.json (no line missing, none of another run), and the page names each
+    run's date and command, so the numbers in the docs are the ones the command wrote."""
     sys.path.insert(0, src)
     from lab import report  # noqa: E402 - the renderer of the repository checked
-    path = os.path.join("docs", "report", "scale", "scale.json")
-    doc = json.loads(read(os.path.join(src, path)))
-    want = report.scale_curve_lines(doc)
     text = read(os.path.join(src, "docs", "benchmarks.md"))
     lines = text.splitlines()
-    problems = [f"docs/benchmarks.md: no line '{l}' ({path} gives it)" for l in want
-                if l not in lines]
-    problems += [f"docs/benchmarks.md: the curve line '{l}' is not {path}'s" for l in lines
-                 if SCALE_ROW_RE.match(l) and l not in want]
-    facts = [("date", doc["date"][:10]), ("command", doc["command"])]
-    facts += [("commit", doc["source"]["commit"])] if doc.get("source") else []
-    for what, fact in facts:
-        if fact not in text:
-            problems.append(f"docs/benchmarks.md: does not give the {what} of {path}: {fact}")
+    problems, every = [], set()
+    for run in SCALE_RUNS:
+        path = os.path.join("docs", "report", run, "scale.json")
+        if run != "scale" and not os.path.exists(os.path.join(src, path)):
+            continue
+        doc = json.loads(read(os.path.join(src, path)))
+        want = report.scale_curve_lines(doc)
+        every.update(want)
+        problems += [f"docs/benchmarks.md: no line '{l}' ({path} gives it)" for l in want
+                     if l not in lines]
+        facts = [("date", doc["date"][:10]), ("command", doc["command"])]
+        facts += [("commit", doc["source"]["commit"])] if doc.get("source") else []
+        for what, fact in facts:
+            if fact not in text:
+                problems.append(f"docs/benchmarks.md: does not give the {what} of {path}: {fact}")
+    problems += [f"docs/benchmarks.md: the curve line '{l}' is not of a published sweep "
+                 f"({', '.join(SCALE_RUNS)})" for l in lines if SCALE_ROW_RE.match(l) and l not in every]
     return problems
 
 

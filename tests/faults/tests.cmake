@@ -48,3 +48,18 @@ stockd_integration_test(fault_galera_isolated_writer_takes_no_write
   COMMAND bash ${faults}/galera_partition.sh isolated TIMEOUT 900 LABELS fault galera)
 stockd_integration_test(fault_galera_restock_on_another_node_no_stale_sold_out
   COMMAND bash ${faults}/galera_partition.sh restock TIMEOUT 900 LABELS fault galera)
+# Owner routing (stockd --route owner, docs/routing.md): tests/faults/routing.py, one
+# scenario each, on a ZooKeeper of the test's own (the view is its ephemeral nodes) and
+# stockd in mode zk behind nginx round-robin; each ends with a drain and the ledger's
+# check. Skipped (77) by a stockd without --route.
+set(routing ${STOCKD_PYTHON} ${faults}/routing.py)
+stockd_integration_test(fault_route_owner_killed_exact_no_503_after_view_change
+  COMMAND ${routing} kill_owner TIMEOUT 180 LABELS fault)
+stockd_integration_test(fault_route_owner_paused_late_batch_fenced_exact
+  COMMAND ${routing} paused_owner TIMEOUT 180 LABELS fault)
+stockd_integration_test(fault_route_instance_added_removed_lock_handed_over
+  COMMAND ${routing} add_remove TIMEOUT 180 LABELS fault)
+stockd_integration_test(fault_route_peer_http_cut_circuit_opens_heals
+  COMMAND ${routing} peer_http_cut TIMEOUT 240 LABELS fault)
+stockd_integration_test(fault_route_peer_path_refused_nothing_deducted
+  COMMAND ${routing} peer_path_refused TIMEOUT 120 LABELS fault)

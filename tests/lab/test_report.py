@@ -109,3 +109,29 @@ class OlderTables(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class ScaleTargets(unittest.TestCase):
+    """Owner routing's target ratios in scale.md (lab/report.py scale_target_lines)."""
+
+    @staticmethod
+    def row(kind, route, spec, n, rps, client=None):
+        return {"kind": kind, "route": route, "spec": spec, "instances": n, "row": spec,
+                "client": client or {"hot": "ab", "spread": "wrk"}[kind], "rps": rps,
+                "exact": True, "batch_mean": 10.0}
+
+    def test_ratios_of_the_same_run(self):
+        from lab import report
+        rows = []
+        for n, aff, own in ((3, 1000, 900), (9, 1000, 1000)):
+            rows += [self.row("hot", "affinity", "zk", n, aff), self.row("hot", "owner", "zk", n, own),
+                     self.row("spread", "round-robin", "atomic", n, 500),
+                     self.row("spread", "owner", "zk", n, 600)]
+        lines = report.scale_target_lines({"scale": {"rows": rows}})
+        self.assertEqual(lines[0], "| ratio (req/s, same run) | 3 inst. | 9 inst. |")
+        self.assertIn("| hot (ab): zk owner / zk affinity | 0.90 | 1.00 |", lines)
+        self.assertIn("| spread (wrk): zk owner / atomic round-robin | 1.20 | 1.20 |", lines)
+        self.assertIn("| hot (ab): zk owner, 9 inst. / 3 inst. | – | 1.11 |", lines)
+        # No owner row: no section.
+        self.assertEqual(report.scale_target_lines(
+            {"scale": {"rows": [r for r in rows if r["route"] != "owner"]}}), [])

@@ -147,6 +147,24 @@ class NginxTemplate(unittest.TestCase):
         self.assertIn("rate=5r/s;", nginx.render_native("/r", 1, [], "round-robin", "5"))
         self.assertIn("burst=5 nodelay", nginx.render_native("/r", 1, [], "round-robin", "5"))
 
+    def test_owner_is_round_robin_and_peer_is_never_proxied(self):
+        # With owner routing nginx balances round-robin: the instances route among
+        # themselves. Under every route, /peer/ gets nginx's own JSON 404.
+        owner = nginx.render_native("/r", 1, ["127.0.0.1:2"], "owner")
+        self.assertEqual(owner, nginx.render_native("/r", 1, ["127.0.0.1:2"], "round-robin"))
+        for route in nginx.ROUTES:
+            text = nginx.render_native("/r", 1, ["127.0.0.1:2"], route)
+            peer = text.split("location ^~ /peer/ {")[1].split("}")[0]
+            self.assertIn("return 404 '{\"result\":\"not_found\"", peer)
+            self.assertNotIn("proxy_pass", peer)
+
+    def test_owner_route_args(self):
+        from lab import servers
+        common = ["--route", "owner", "--announce", "127.0.0.1:5", "--peer-secret-file", "/r/s"]
+        self.assertEqual(servers.owner_route_args(5, [5, 6], "/r/s", True), common)
+        self.assertEqual(servers.owner_route_args(5, [5, 6], "/r/s", False),
+                         common + ["--peers", "127.0.0.1:5,127.0.0.1:6"])
+
     def test_container_from_the_same_template(self):
         text = nginx.render_container(["stockd-%d:8080" % i for i in (1, 2, 3)])
         self.assertIn("listen 80;", text)

@@ -42,6 +42,10 @@ if(NOT STOCKD_SANITIZE)
 # the first 0.0-0.5 s in. A run takes 8 s (none, local) or 11-12 s (the pitfalls)
 # instead of 24-28 s. The faulted self-checks keep their time: their first sale below 0
 # came 4-9 s in, and 1 to 8 orders went below 0 in a whole run (seed 1, or 4 for etcd).
+# Owner routing on (stockd --route owner, docs/routing.md; the nemesis passes each
+# instance its address, the peers' secret and, without ZooKeeper, the list of
+# instances): the faults move owners, and the routing must cost no exactness.
+nemesis_run(nemesis_zk_owner_routing_exact exact 20 --mode zk --extra "--route owner" --seed 1)
 nemesis_run(nemesis_selfcheck_none_3_instances_oversells negative_stock 6
   --mode none --seed 1 --faults none)
 nemesis_run(nemesis_selfcheck_local_3_instances_oversells negative_stock 6

@@ -8,6 +8,7 @@ stockd_unit_test(test_config SOURCES service/test_config.c LIBS stockd_core)
 stockd_unit_test(test_jobq SOURCES service/test_jobq.c LIBS stockd_core)
 stockd_unit_test(test_combiner SOURCES service/test_combiner.c LIBS stockd_core)
 stockd_unit_test(test_log SOURCES service/test_log.c LIBS stockd_core)
+stockd_unit_test(test_route SOURCES service/test_route.c LIBS stockd_core)
 
 stockd_integration_test(http_contract COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/http_contract.sh)
 # The seed's three experiments (one lock acquisition per deduction, --batch-max 1, as
@@ -402,3 +403,15 @@ stockd_integration_test(orders_reserve_atomic_pay_cancel_expire_add_up
   COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/orders.sh reserve atomic LABELS service)
 stockd_integration_test(orders_restock_needs_the_admin_token
   COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/orders.sh auth zk LABELS security)
+# Owner routing (docs/routing.md): forwards in frames, the peer API's refusals, views
+# forced apart (a ping-pong, two owners), and an owner's answer lost after its COMMIT.
+stockd_integration_test(route_owner_zk_exact_in_frames
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/route_owner.sh zk LABELS service)
+stockd_integration_test(route_owner_peer_api_refuses_without_secret_and_bad_frames
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/route_owner.sh refused LABELS service)
+stockd_integration_test(route_owner_pingpong_forwards_at_most_once
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/route_owner.sh pingpong LABELS service)
+stockd_integration_test(route_owner_dropped_answer_one_order
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/route_owner.sh dropped LABELS fault)
+stockd_integration_test(route_owner_dropped_answer_one_order_by_key
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/route_owner.sh dropped-key LABELS fault)

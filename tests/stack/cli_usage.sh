@@ -40,8 +40,8 @@ expect_rc 2 "--lock: not a lock mode: 'Z K'" up --lock 'Z K'
 expect_rc 2 "unknown argument '--verbose'" up --verbose
 expect_rc 2 "unexpected argument 'now'" down now
 # nginx's route and rate limit (docs/strategies.md, "Rate limiting and affinity in front").
-expect_rc 2 "--route must be round-robin or affinity, got 'hash'" up --route hash
-expect_rc 2 "--route must be round-robin or affinity, got 'x'" restart-stockd --route=x
+expect_rc 2 "--route must be round-robin, affinity or owner, got 'hash'" up --route hash
+expect_rc 2 "--route must be round-robin, affinity or owner, got 'x'" restart-stockd --route=x
 expect_rc 2 "--rate-limit wants RATE[:BURST] (e.g. 100:20, 600r/m:10), got '0'" up --rate-limit 0
 expect_rc 2 "--rate-limit wants RATE[:BURST] (e.g. 100:20, 600r/m:10), got 'off'" up --rate-limit off
 expect_rc 2 "--rate-limit needs a value" restart-stockd --rate-limit

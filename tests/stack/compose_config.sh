@@ -175,6 +175,43 @@ if errors:
     sys.exit(1)
 PY
 
+# Owner routing (docker/route-owner.yml over docker-compose.yml): the file refuses to
+# resolve without the peers' secret file; with it every stockd gets --route owner, its
+# own service name as the address its peers reach it at, the three as the static list,
+# and the secret as a read-only file, never as a value in its environment or argv.
+if env -u STOCKD_PEER_SECRET_FILE STOCKD_LOCK=zk docker-compose -f "$src/docker-compose.yml" \
+  -f "$src/docker/route-owner.yml" --project-directory "$src" config >/dev/null 2>"$T/err"; then
+  fail "docker/route-owner.yml resolved without STOCKD_PEER_SECRET_FILE"
+fi
+grep -q STOCKD_PEER_SECRET_FILE "$T/err" || fail "unclear error without STOCKD_PEER_SECRET_FILE: $(cat "$T/err")"
+echo "ok: docker/route-owner.yml refuses to resolve without STOCKD_PEER_SECRET_FILE"
+STOCKD_LOCK=zk STOCKD_PEER_SECRET_FILE=/host/peer.secret docker-compose -f "$src/docker-compose.yml" \
+  -f "$src/docker/route-owner.yml" --project-directory "$src" config >"$T/owner.yml" ||
+  fail "docker-compose config with docker/route-owner.yml failed"
+"$py" - "$T/owner.yml" <<'PY'
+import sys, yaml
+svc = yaml.safe_load(open(sys.argv[1]))["services"]
+bad = []
+for n in ("stockd-1", "stockd-2", "stockd-3"):
+    env, vols = svc[n].get("environment") or {}, [str(v) for v in svc[n].get("volumes") or []]
+    want = {"STOCKD_ROUTE": "owner", "STOCKD_ANNOUNCE": n + ":8080",
+            "STOCKD_PEERS": "stockd-1:8080,stockd-2:8080,stockd-3:8080",
+            "STOCKD_PEER_SECRET_FILE": "/run/stockd/peer.secret", "STOCKD_LOCK": "zk"}
+    got = {k: env.get(k) for k in want}
+    if got != want:
+        bad.append("%s: %s, want %s" % (n, got, want))
+    if not any(v.startswith("/host/peer.secret:/run/stockd/peer.secret") and v.endswith("ro")
+               for v in vols):
+        bad.append("%s: the secret is not mounted read-only (volumes %s)" % (n, vols))
+nginx_env = svc["nginx"].get("environment") or {}
+if nginx_env.get("STOCKD_NGINX_ROUTE") != "round-robin":
+    bad.append("nginx is not round-robin under owner routing: %s" % nginx_env)
+for b in bad:
+    print("FAIL:", b, file=sys.stderr)
+sys.exit(1 if bad else 0)
+PY
+echo "ok: with docker/route-owner.yml every stockd routes by owner, announced by its service name, the secret a read-only file"
+
 # The MariaDB, ZooKeeper and Redis images start their servers with lab/servers.py's code
 # (python3 -m lab.container), as the native stack does: the same install, settings,
 # schema, user, zoo.cfg, Redis settings (no persistence) and ACL.
@@ -251,6 +288,11 @@ if render STOCKD_NGINX_CONF="$T/x.conf" STOCKD_NGINX_ROUTE=random; then
   fail "the nginx entrypoint accepted STOCKD_NGINX_ROUTE=random"
 fi
 grep -q "not a route: 'random'" "$T/render.err" || fail "unclear refusal of a bad route: $(cat "$T/render.err")"
+# Under every route nginx answers /peer/ itself (a JSON 404) and never proxies it.
+awk '/location \^~ \/peer\/ \{/ { inloc = 1 } inloc && /proxy_pass/ { bad = 1 }
+     inloc && /return 404/ { ok = 1 } inloc && /}/ { inloc = 0 } END { exit bad || !ok }' "$T/nginx.conf" ||
+  fail "the compose nginx.conf passes /peer/ on or does not refuse it"
+echo "ok: the compose nginx refuses /peer/ with its own 404"
 echo "ok: compose nginx with STOCKD_NGINX_ROUTE=affinity STOCKD_NGINX_RATE_LIMIT=200:50 passes nginx -t"
 # podman-compose 1.0.3 passes an empty default, `${VAR:-}`, to the container unexpanded
 # (the nginx container then refused "${STOCKD_NGINX_RATE_LIMIT:-}" and restarted for

@@ -20,6 +20,9 @@ stockd_test_port(STOCKD_CLI_TEST_PORT cli_test)
 set_tests_properties(stack_compose_config stack_docker_runtime_libs stack_cli_usage
   PROPERTIES ENVIRONMENT "${STACK_TEST_ENV};STOCKD_CLI_TEST_PORT=${STOCKD_CLI_TEST_PORT}"
   LABELS "unit;stack" TIMEOUT 60 SKIP_RETURN_CODE 77)
+# docker-compose resolves the file six times (two of them with the override of owner routing,
+# docker/route-owner.yml): about 25 s on a quiet machine, more on a shared one.
+set_tests_properties(stack_compose_config PROPERTIES TIMEOUT 180)
 
 # Plain build only, the tests of this block: they test SQL files, scripts and nginx,
 # whose stockd paths the other tests already run under the sanitizers (modes, restarts

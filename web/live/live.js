@@ -14,6 +14,9 @@
  *     mode redis-stock): the writer panel shows each one's lag (commit time minus the
  *     deduction's time, of its last batch's oldest entry), the stream entries it has
  *     not yet read and those read but not written, its orders per second and batch size.
+ *   - GET /route/view and GET /route/owner?id=N (stockd --route owner): the answering
+ *     instance's view (its number, members, circuits) and each watched product's owner;
+ *     the panel stays hidden while the instances do not route by owner.
  * In mode redis-stock the drift panel plots, for each watched product, the count in Redis
  * (stockd_redis_stock) beside MariaDB's stock (the /stock read), and the order stream's
  * backlog (stockd_order_stream_backlog, undelivered + pending): the drift opens under load
@@ -28,6 +31,7 @@
  * #queue-seen[data-best-waiters][data-best-owners], #alert[data-state],
  * #drift-now span[data-redis][data-mysql][data-backlog] (mode redis-stock),
  * #writer-now span[data-lag][data-pending][data-undelivered] (one per writer). */
+ * #route-view[data-view][data-members], #route-owners span[data-product][data-owner]. */
 "use strict";
 
 const params = new URLSearchParams(location.search);
@@ -300,6 +304,10 @@ async function tickPrometheus(t) {
       case "stockd_zk_ops_total": case "stockd_lock_service_ops_total": return "ops";
       case "stockd_batch_size_sum": return "bsum";
       case "stockd_batch_size_count": return "bcount";
+      case "stockd_route_forwarded_total": return "fwd";
+      case "stockd_route_frames_total": return "frames";
+      case "stockd_route_frame_deductions_total": return "framed";
+      case "stockd_route_local_fallbacks_total": return "fallbacks";
       default: return null;
     }
   });
@@ -313,6 +321,8 @@ async function tickPrometheus(t) {
     answers[name] = Object.fromEntries(Object.entries(k).filter(([key]) => key.startsWith("r:"))
       .map(([key, v]) => [key.slice(2), v.last]));
   }
+  renderRouteCounts(Object.fromEntries(Object.entries(stat).map(([target, k]) =>
+    [names[target] || target, k])));
   tickDrift(t, res);
   charts.rate.push(t, rate);
   charts.ops.push(t, ops);
@@ -457,6 +467,67 @@ async function tickWriter(t) {
   $("writer-now").replaceChildren(...spans);
 }
 
+/* Owner routing: the view of whichever instance answers (each computes owners from
+ * its own view; they agree once the view has settled), and each watched product's
+ * owner. A stockd that does not route answers route "local" (or 404 before issue 40). */
+async function tickRoute() {
+  let v;
+  try {
+    v = await getJSON("/route/view");
+  } catch (e) {
+    $("route-panel").hidden = true;
+    return;
+  }
+  if (v.route !== "owner") {
+    $("route-panel").hidden = true;
+    return;
+  }
+  $("route-panel").hidden = false;
+  const members = (v.members || []).map((m) => (typeof m === "string" ? { address: m } : m));
+  const el = $("route-view");
+  el.textContent = String(v.view);
+  el.dataset.view = String(v.view);
+  el.dataset.members = members.map((m) => m.address).join(" ");
+  $("route-source").textContent = v.source || "?";
+  $("route-members").replaceChildren(...members.map((m) => {
+    const b = document.createElement("b");
+    b.textContent = m.address + (m.breaker_open ? " (circuit open)" : "") + " ";
+    b.className = m.breaker_open ? "state-firing" : "";
+    return b;
+  }));
+  const spans = [];
+  for (const id of ids) {
+    const span = document.createElement("span");
+    span.dataset.product = id;
+    try {
+      const o = await getJSON(`/route/owner?id=${id}`);
+      span.dataset.owner = o.owner;
+      span.textContent = `product ${id} -> ${o.owner} `;
+    } catch (e) {
+      span.textContent = `product ${id} -> ? `;
+    }
+    spans.push(span);
+  }
+  $("route-owners").replaceChildren(...spans);
+}
+
+function renderRouteCounts(byName) {
+  const rows = Object.keys(byName).sort().filter((n) => ["fwd", "frames", "framed", "fallbacks"]
+    .some((k) => byName[n][k]));
+  $("route-counts").tBodies[0].replaceChildren(...rows.map((n) => {
+    const tr = document.createElement("tr");
+    tr.dataset.instance = n;
+    tr.append(...[n, ...["fwd", "frames", "framed", "fallbacks"].map((k) =>
+      (byName[n][k] ? String(byName[n][k].last) : "0"))].map((text, i) => {
+      const td = document.createElement("td");
+      if (i) td.className = "num";
+      td.textContent = text;
+      return td;
+    }));
+    return tr;
+  }));
+}
+
 /* ------------------------------------------------------------ the loop */
 
 let busy = false;
@@ -466,7 +537,8 @@ async function tick() {
   busy = true;
   const t = Math.round(Date.now() / 1000);
   try {
-    await Promise.all([tickStock(t), tickQueue(), tickPrometheus(t), tickAlert(), tickWriter(t)]);
+    await Promise.all([tickStock(t), tickQueue(), tickPrometheus(t), tickAlert(), tickWriter(t),
+      tickRoute()]);
     $("clock").textContent = `updated ${new Date().toLocaleTimeString()}`;
     document.body.dataset.ticks = String(Number(document.body.dataset.ticks || 0) + 1);
   } finally {
