@@ -30,7 +30,7 @@
  * product's orders: reservations, docs/orders.md),
  * #queue-seen[data-best-waiters][data-best-owners], #alert[data-state],
  * #drift-now span[data-redis][data-mysql][data-backlog] (mode redis-stock),
- * #writer-now span[data-lag][data-pending][data-undelivered] (one per writer). */
+ * #writer-now span[data-lag][data-pending][data-undelivered] (one per writer),
  * #route-view[data-view][data-members], #route-owners span[data-product][data-owner]. */
 "use strict";
 
