@@ -136,8 +136,12 @@ void stockd_request_set_header(stockd_request_in *in, const char *name, const ch
             in->idem_key = value;
             in->idem_key_len = len;
         }
+    } else if (strcasecmp(name, "X-User") == 0) {
+        if (!in->users++) {
+            in->user = value;
+            in->user_len = len;
+        }
     }
-    /* X-User: issue 42 reads it here. */
 }
 
 int stockd_check_request_id(const char *s) {

@@ -132,24 +132,19 @@ static enum MHD_Result collect_param(void *cls, enum MHD_ValueKind kind, const c
     return MHD_YES;
 }
 
-/* Adds up the bytes of the query parameters or of the headers. */
+/* Adds up the bytes of the query parameters. */
 static enum MHD_Result count_bytes(void *cls, enum MHD_ValueKind kind, const char *key,
                                    size_t key_size, const char *value, size_t value_size) {
-    *(size_t *)cls += key_size + value_size + 2; /* "k=v&", "k: v" */
+    *(size_t *)cls += key_size + value_size + 2; /* "k=v&" */
     return MHD_YES;
 }
 
-/* Counts the Idempotency-Key headers (the name is case-insensitive). */
-static enum MHD_Result count_idem_keys(void *cls, enum MHD_ValueKind kind, const char *key,
-                                       size_t key_size, const char *value, size_t value_size) {
-    *(unsigned *)cls += key_size == 15 && strncasecmp(key, "Idempotency-Key", 15) == 0;
-    return MHD_YES;
-}
-
-/* Counts the X-User headers (the name is case-insensitive). */
-static enum MHD_Result count_users(void *cls, enum MHD_ValueKind kind, const char *key,
-                                   size_t key_size, const char *value, size_t value_size) {
-    *(unsigned *)cls += key_size == 6 && strncasecmp(key, "X-User", 6) == 0;
+/* Adds a header to the request (contract.c reads what it knows of it). libmicrohttpd's
+ * header names are NUL-terminated; a header with no value counts as empty. */
+static enum MHD_Result collect_header(void *cls, enum MHD_ValueKind kind, const char *key,
+                                      size_t key_size, const char *value, size_t value_size) {
+    (void)key_size;
+    stockd_request_set_header(cls, key, value ? value : "", value ? value_size : 0);
     return MHD_YES;
 }
 
@@ -219,15 +214,7 @@ static enum MHD_Result route(stockd_http *h, struct MHD_Connection *c, http_req 
     in.uri_bytes = strlen(url);
     MHD_get_connection_values_n(c, MHD_GET_ARGUMENT_KIND, count_bytes, &in.uri_bytes);
     if (r->uri_bytes > in.uri_bytes) in.uri_bytes = r->uri_bytes;
-    MHD_get_connection_values_n(c, MHD_HEADER_KIND, count_bytes, &in.header_bytes);
-    if (MHD_lookup_connection_value_n(c, MHD_HEADER_KIND, "Idempotency-Key", 15, &in.idem_key,
-                                      &in.idem_key_len) != MHD_YES)
-        in.idem_key = NULL;
-    MHD_get_connection_values_n(c, MHD_HEADER_KIND, count_idem_keys, &in.idem_keys);
-    if (MHD_lookup_connection_value_n(c, MHD_HEADER_KIND, "X-User", 6, &in.user, &in.user_len) !=
-        MHD_YES)
-        in.user = NULL;
-    MHD_get_connection_values_n(c, MHD_HEADER_KIND, count_users, &in.users);
+    MHD_get_connection_values_n(c, MHD_HEADER_KIND, collect_header, &in);
     stockd_route_request(&in, &d);
 
     if (d.error == STOCKD_R_OK && d.route == STOCKD_ROUTE_RESTOCK) {

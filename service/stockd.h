@@ -589,8 +589,10 @@ void stockd_route_request(const stockd_request_in *in, stockd_routed *out);
  * stockd reads from a request, so that a deduction crosses instances whole (the seam
  * with issue 42's customer, X-User). NULL-terminated. */
 extern const char *const stockd_forwarded_headers[];
-/* Sets what routing reads of header `name` (one of stockd_forwarded_headers; others are
- * ignored) in *in, as http.c does from the connection: for a rebuilt request. Pure. */
+/* Adds header `name` to *in: its bytes to header_bytes, and for the headers of
+ * stockd_forwarded_headers their value (the first of each) and count. http.c calls it for
+ * every header of a request, frame.c for those of a rebuilt one, so both read a header
+ * alike. Pure. */
 void stockd_request_set_header(stockd_request_in *in, const char *name, const char *value,
                                size_t len);
 /* The result whose "result" word is name; 0, or -1 if none. Pure. */

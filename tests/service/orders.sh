@@ -5,6 +5,10 @@
 #     three instances: with a lock (or a row lock, or the atomic statement) exactly one
 #     unit is sold and the other 29 are 409 limit_reached; without one (none) the count
 #     of the customer's orders races like the stock, and more than one unit is sold.
+#   orders.sh limit zk exact owner
+#     the same with every instance routing by owner (--route owner, docs/routing.md): the
+#     customer's X-User header crosses to the product's owner with each forward, so the
+#     limit holds there; at least one deduction was forwarded.
 #   orders.sh reserve MODE
 #     10 customers reserve the 10 units of a product that reserves: 3 pay in time, one
 #     cancels, the rest expire (brought forward to now + 1 s) while 3 of them cancel at the same moment and 3
@@ -15,7 +19,7 @@
 #     restock refused without --admin-token-file (403), anonymous (401), with a wrong
 #     token (403), bad units (400); accepted with the token (200), into the ledger.
 source "$STOCKD_SRC/tests/lib.sh"
-what=$1 mode=${2:-zk} expect=${3:-}
+what=$1 mode=${2:-zk} expect=${3:-} routing=${4:-}
 
 # held P: units product P's orders hold (sold, reserved, paid).
 held() { sql "SELECT COUNT(*) FROM orders WHERE product_id=$1 AND state IN ('sold','reserved','paid')"; }
@@ -43,7 +47,20 @@ limit)
   think=50000
   [[ $expect == races ]] && think=1000000
   sql "UPDATE product SET stock = 20, per_user_limit = 1 WHERE id = 2"
-  for i in 1 2 3; do t_stockd "$i" "$mode" --think-us "$think"; done
+  for i in 1 2 3; do
+    route=()
+    if [[ $routing == owner ]]; then
+      echo "peer-secret-$RANDOM$RANDOM" >"$T/secret"
+      chmod 600 "$T/secret"
+      route=(--route owner --peer-secret-file "$T/secret" --announce "127.0.0.1:$((PORT0 + i))"
+        --route-members "/stockd/t/$STOCKD_TEST_NAME/members")
+    fi
+    t_stockd "$i" "$mode" --think-us "$think" "${route[@]}"
+  done
+  if [[ $routing == owner ]]; then
+    wait_until 20 eval '[[ $(curl -fsS "http://127.0.0.1:$((PORT0 + 1))/route/view" | jq ".members | length") == 3 ]]' ||
+      fail "the view did not reach 3 members"
+  fi
   pids=()
   for b in $(seq 0 29); do
     curl -sS -m 60 -o "$T/ans.$b" -w '%{http_code}' -H 'X-User: alice' \
@@ -64,6 +81,11 @@ limit)
   echo "$mode x3: alice with a limit of 1 got $deducted units ($limited limit_reached); $alice orders"
   expect_eq "orders = deducted answers" "$deducted" "$alice"
   expect_eq "stock change = deducted answers" "$deducted" $((20 - $(stock 2)))
+  if [[ $routing == owner ]]; then
+    fwd=$(metric_sum stockd_route_forwarded_total $((PORT0 + 1)) $((PORT0 + 2)) $((PORT0 + 3)))
+    echo "forwarded to the owner: $fwd"
+    ((fwd > 0)) || fail "no deduction was forwarded: the test proves nothing about the forward"
+  fi
   if [[ $expect == exact ]]; then
     expect_eq "units sold to alice" 1 "$deducted"
     expect_eq "limit_reached answers" 29 "$limited"
