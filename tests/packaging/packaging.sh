@@ -42,6 +42,10 @@ unit)
   rc=0
   out=$(MANPATH=$T/man SYSTEMD_LOG_COLOR=0 systemd-analyze verify "${man_opt[@]}" \
     "$T/stockd@29999.service" 2>&1) || rc=$?
+  # verify also loads the units it meets on the way and warns about theirs (Debian's
+  # galera-arbitrator-4 ships garb.service with User=nobody): only the lines about
+  # files of ours count.
+  out=$(grep -v '^/lib/systemd/\|^/usr/lib/systemd/\|^/etc/systemd/' <<<"$out" || true)
   [[ $rc == 0 && -z $out ]] || fail "systemd-analyze verify stockd@29999.service: exit $rc: $out"
   echo "ok: systemd-analyze verify stockd@29999.service: no error, no warning"
   ;;
