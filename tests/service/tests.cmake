@@ -60,11 +60,15 @@ stockd_integration_test(oversell_redlock_3_instances_exact_zero
   COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/oversell.sh redlock 3 zero LABELS experiment SHARES redlock_lock_keys)
 # Kleppmann's case (a clock jump on two of three servers, stood in for by PEXPIRE): two
 # holders at once; the fence refuses the stale one, --fence off sells the last unit
-# twice. And one or two servers down. About 5 s each, on servers of their own.
+# twice. And one or two servers down. About 5 s each, on servers of their own. The
+# jumps are SERIAL: the keys must be expired inside instance 1's 3 s think, which
+# parallel load used up ("instance 1 holds no key on r1", ctest -j4, 2026-12-07).
 stockd_integration_test(redlock_faults_jump_fenced
-  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/redlock_faults.sh jump fenced LABELS fault)
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/redlock_faults.sh jump fenced LABELS fault
+  SERIAL)
 stockd_integration_test(redlock_faults_jump_unfenced
-  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/redlock_faults.sh jump unfenced LABELS fault)
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/redlock_faults.sh jump unfenced LABELS fault
+  SERIAL)
 stockd_integration_test(redlock_faults_servers_down
   COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/redlock_faults.sh servers-down LABELS fault)
 # The Sentinel failover hazard (article 001 §3.5.4): the lock key written after the
