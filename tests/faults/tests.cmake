@@ -29,8 +29,11 @@ stockd_integration_test(fault_client_cut_resolved_by_idempotency_key
 # A holder paused past its session resumes inside its successor's check. This found
 # the bug fixed by the compare-and-set on product.fence (db/stockdb.c); it hits the
 # exact interleaving only now and then, so tests/db reproduces it deterministically.
+# SERIAL: B must start its transaction inside the paused holder's window; beside other
+# tests it did not ("B did not start its transaction", fresh clone, ctest -j4,
+# 2026-12-07).
 stockd_integration_test(fault_paused_holder_resumes_during_successors_check
-  COMMAND bash ${faults}/paused_holder.sh TIMEOUT 120 LABELS fault)
+  COMMAND bash ${faults}/paused_holder.sh TIMEOUT 120 LABELS fault SERIAL)
 # The etcd cluster's leader killed with -9 under load in mode etcd: a new leader, every
 # instance deducts again, exact after the drain, tokens only grow. About 20 s.
 stockd_integration_test(fault_etcd_leader_killed_service_continues
