@@ -160,24 +160,6 @@ const struct curl_api *lock_curl_api(char *err, size_t errcap) {
 
 /* ---------------------------------------------------------------- HTTP */
 
-static size_t on_body(char *data, size_t size, size_t nmemb, void *arg) {
-    etcdlock_buf *b = arg;
-    size_t n = size * nmemb;
-    if (b->n + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 4096;
-        while (cap < b->n + n + 1)
-            cap *= 2;
-        char *p = realloc(b->p, cap);
-        if (!p) return 0; /* libcurl then fails the transfer */
-        b->p = p;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->n, data, n);
-    b->n += n;
-    b->p[b->n] = '\0';
-    return n;
-}
-
 static int conn_init(etcdlock_conn *c) {
     c->easy = curl.easy_init();
     c->headers = curl.slist_append(NULL, "Content-Type: application/json");
@@ -219,7 +201,7 @@ static void conn_prepare(etcdlock *l, etcdlock_conn *c, const char *path, const 
     curl.easy_setopt(e, CURLOPT_URL, url);
     curl.easy_setopt(e, CURLOPT_HTTPHEADER, c->headers);
     curl.easy_setopt(e, CURLOPT_COPYPOSTFIELDS, body);
-    curl.easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body);
+    curl.easy_setopt(e, CURLOPT_WRITEFUNCTION, curl_api_on_body);
     curl.easy_setopt(e, CURLOPT_WRITEDATA, &c->body);
     curl.easy_setopt(e, CURLOPT_ERRORBUFFER, c->curlerr);
     curl.easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
@@ -321,7 +303,7 @@ static size_t on_watch(char *data, size_t size, size_t nmemb, void *arg) {
             w->line.n = 0;
             continue;
         }
-        if (on_body(data + i, 1, 1, &w->line) != 1) return 0;
+        if (curl_api_buf_append(&w->line, data + i, 1) != 0) return 0;
     }
     return n;
 }

@@ -26,6 +26,7 @@
 #include <cjson/cJSON.h>
 #include <curl/curl.h> /* the types only: the library is loaded at run time */
 
+#include "curl_api.h"
 #include "lock.h"
 
 /* The longest lock name, in bytes. Names are [A-Za-z0-9_.-]. */
@@ -114,10 +115,7 @@ int etcdlock_ttl(const etcdlock_hold *h);
 #define ETCDLOCK_GRPC_NOT_FOUND         5
 #define ETCDLOCK_GRPC_UNAVAILABLE       14
 
-typedef struct etcdlock_buf {
-    char *p;
-    size_t n, cap;
-} etcdlock_buf;
+typedef curl_api_buf etcdlock_buf;
 
 /* One libcurl easy handle, the endpoint it talks to, and its answer. */
 typedef struct etcdlock_conn {

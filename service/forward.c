@@ -42,35 +42,12 @@ typedef struct fwd_conn {
     CURL *easy;
 } fwd_conn;
 
-typedef struct reply {
-    char *p;
-    size_t n, cap;
-} reply;
-
 struct forwarder {
     struct curl_slist *headers;
     fwd_conn conn[STOCKD_PEERS_MAX];
     size_t n;
-    reply r;
+    curl_api_buf r;
 };
-
-static size_t on_body(char *data, size_t size, size_t nmemb, void *arg) {
-    reply *b = arg;
-    size_t n = size * nmemb;
-    if (b->n + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 8192;
-        while (cap < b->n + n + 1)
-            cap *= 2;
-        char *p = realloc(b->p, cap);
-        if (!p) return 0; /* libcurl then fails the transfer */
-        b->p = p;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->n, data, n);
-    b->n += n;
-    b->p[b->n] = '\0';
-    return n;
-}
 
 static forwarder *forwarder_of(worker_state *ws) {
     if (ws->fwd || !api) return ws->fwd;
@@ -104,7 +81,7 @@ static CURL *conn_to(forwarder *f, const char *addr) {
     api->easy_setopt(e, CURLOPT_URL, url);
     api->easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
     api->easy_setopt(e, CURLOPT_HTTPHEADER, f->headers);
-    api->easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body);
+    api->easy_setopt(e, CURLOPT_WRITEFUNCTION, curl_api_on_body);
     api->easy_setopt(e, CURLOPT_WRITEDATA, &f->r);
     api->easy_setopt(e, CURLOPT_TCP_NODELAY, 1L);
     api->easy_setopt(e, CURLOPT_PROXY, ""); /* never an http_proxy of the environment */

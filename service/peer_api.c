@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "curl_api.h"
 #include "peer_api.h"
 
 /* The largest frame body taken: STOCKD_FRAME_MAX entries of a few hundred bytes. */
@@ -20,8 +21,7 @@
 typedef struct peer_call {
     stockd_ctx *ctx;
     struct MHD_Connection *conn;
-    char *body;
-    size_t len, cap;
+    curl_api_buf body; /* the frame as it arrives */
     bool too_big;
     bool routed; /* the entries are jobs: wait for done */
     stockd_frame frame;
@@ -117,7 +117,7 @@ static void route_entry(peer_call *p, size_t i, uint64_t now) {
 /* A whole, authenticated frame: parsed (or refused), its entries routed, the jobs
  * queued behind the connection's suspension. */
 static enum MHD_Result serve_frame(peer_call *p, struct MHD_Connection *c) {
-    const char *why = stockd_frame_parse(p->body, p->len, &p->frame);
+    const char *why = stockd_frame_parse(p->body.p, p->body.n, &p->frame);
     size_t n = p->frame.n, jobs = 0;
     if (why) return refuse(p, c, STOCKD_R_BAD_REQUEST, why);
     p->jobs = calloc(n, sizeof(*p->jobs));
@@ -178,23 +178,11 @@ enum MHD_Result stockd_peer_request(stockd_ctx *ctx, struct MHD_Connection *c, v
     if (*upload_size) {
         size_t n = *upload_size;
         *upload_size = 0;
-        if (p->too_big || p->len + n > PEER_BODY_MAX) {
+        if (p->too_big || p->body.n + n > PEER_BODY_MAX) {
             p->too_big = true;
             return MHD_YES;
         }
-        if (p->len + n + 1 > p->cap) {
-            size_t cap = p->cap ? p->cap : 4096;
-            while (cap < p->len + n + 1)
-                cap *= 2;
-            char *b = realloc(p->body, cap);
-            if (!b) return MHD_NO;
-            p->body = b;
-            p->cap = cap;
-        }
-        memcpy(p->body + p->len, upload, n);
-        p->len += n;
-        p->body[p->len] = '\0';
-        return MHD_YES;
+        return curl_api_buf_append(&p->body, upload, n) == 0 ? MHD_YES : MHD_NO;
     }
     if (p->routed) return atomic_load(&p->done) ? send_answers(p, c) : MHD_YES;
     /* The secret first: nothing about the peer API is told to a caller without it. */
@@ -231,6 +219,6 @@ void stockd_peer_free(void *state) {
     free(p->answers);
     free(p->bodies);
     stockd_frame_free(&p->frame);
-    free(p->body);
+    free(p->body.p);
     free(p);
 }
