@@ -135,6 +135,18 @@ static uint64_t reserve_ms(const stockd_config *cfg) {
     return r < 100 ? 100 : r;
 }
 
+/* The most of a job's deadline a frame is given at the owner: two reserves (two fifths
+ * of --queue-deadline-ms, 10 s of the default 25 s). An owner that answers at all answers
+ * a frame within a batch or two; one silent longer is paused, cut off or dead, and
+ * waiting on for it only takes the time its entries need for a serve here (with the
+ * whole deadline less the reserve, a forward to a paused owner waited 22 s, past a
+ * client's 20 s). An owner merely slow answers the entries it could not serve in time
+ * `overloaded`, and they are served here. */
+static uint64_t budget_ms(const stockd_config *cfg, uint64_t min_left) {
+    uint64_t reserve = reserve_ms(cfg), budget = min_left - reserve;
+    return budget < 2 * reserve ? budget : 2 * reserve;
+}
+
 static uint64_t left_ms(const stockd_config *cfg, const stockd_job *job, uint64_t now) {
     uint64_t used = (now - job->arrived_ns) / 1000000u, qd = cfg->queue_deadline_ms;
     return used < qd ? qd - used : 0;
@@ -155,12 +167,14 @@ static bool send_frame(worker_state *ws, const char *owner, stockd_job **jobs, u
     char *body = NULL;
     void *parsed = NULL;
     bool ok = false, reached = false, sent = false;
-    /* Every entry gets the oldest one's deadline, less the reserve: they are one batch
-     * at the owner, and after a failed forward every one still has time for a local
-     * serve. The answer is waited for until half the reserve is left. */
+    /* Every entry gets the oldest one's deadline less the reserve, at most the budget:
+     * they are one batch at the owner, and after a failed forward every one still has
+     * time for a local serve. The answer is waited for half a reserve past that, so the
+     * owner cannot commit an entry after its forwarder gave up on it. */
     uint64_t qd = cfg->queue_deadline_ms, reserve = reserve_ms(cfg);
-    unsigned deadline = qd ? (unsigned)(min_left - reserve) : 0;
-    long timeout = qd ? (long)(min_left - reserve / 2) : (long)FORWARD_TIMEOUT_MS;
+    uint64_t budget = qd ? budget_ms(cfg, min_left) : 0;
+    unsigned deadline = (unsigned)budget;
+    long timeout = qd ? (long)(budget + reserve / 2) : (long)FORWARD_TIMEOUT_MS;
     long status = 0;
 
     if (!e || !out || !ans) goto out;
