@@ -38,8 +38,30 @@ const char *answer__lock_text(const stockd_ctx *ctx, int rc) {
     return m ? m : lock_strerror(rc);
 }
 
+/* Is r an answer a deduction in doubt may get? Only what the ledger decided under the
+ * lock and the request id (the owner's order found by its key, or a fresh one; sold out;
+ * the key taken by another product; no such product) is true of it; every other answer
+ * (the deadline, the lock, the database, shutdown, memory) says nothing was deducted,
+ * which the owner may have done. */
+static bool true_in_doubt(stockd_result r) {
+    return r == STOCKD_R_DEDUCTED || r == STOCKD_R_SOLD_OUT || r == STOCKD_R_KEY_CONFLICT ||
+           r == STOCKD_R_NOT_FOUND || r == STOCKD_R_UNKNOWN;
+}
+
 void answer__complete(worker_state *ws, stockd_job *job, unsigned status, stockd_result r,
                       char *body) {
+    if (job->in_doubt && !true_in_doubt(r)) {
+        stockd_answer a = {.result = STOCKD_R_UNKNOWN,
+                           .id = job->product_id,
+                           .message = "a frame carrying this deduction was sent to the "
+                                      "product's owner and not answered, and it could not be "
+                                      "served here: it may have been deducted; ask again with "
+                                      "the same Idempotency-Key"};
+        free(body);
+        r = a.result;
+        status = stockd_answer_status(r);
+        body = stockd_answer_json(&a, ws->w->ctx->cfg->instance);
+    }
     job->status = status;
     job->result = r;
     job->body = body;

@@ -5,6 +5,9 @@
  * forward fails, the jobs go back to the head of the slot and this instance serves them
  * under the lock as ever, under the same request ids (an owner that committed before
  * its answer was lost is then found by the ledger's unique key: exactly one order).
+ * Once a frame may have reached the owner, its entries stay in doubt (stockd_job.in_doubt)
+ * until served here: one that cannot be (its deadline, shutdown) is answered `unknown`,
+ * never with an answer that says nothing was deducted (answer.c).
  *
  * Why the leader worker sends the frame itself, on easy handles of its own (one per
  * peer, kept alive), rather than handing it to a forwarding thread with a curl multi
@@ -109,6 +112,18 @@ static uint64_t reserve_ms(const stockd_config *cfg) {
     return r < 100 ? 100 : r;
 }
 
+/* The most of a job's deadline a frame is given at the owner: two reserves (two fifths
+ * of --queue-deadline-ms, 10 s of the default 25 s). An owner that answers at all answers
+ * a frame within a batch or two; one silent longer is paused, cut off or dead, and
+ * waiting on for it only takes the time its entries need for a serve here (with the
+ * whole deadline less the reserve, a forward to a paused owner waited 22 s, past a
+ * client's 20 s). An owner merely slow answers the entries it could not serve in time
+ * `overloaded`, and they are served here. */
+static uint64_t budget_ms(const stockd_config *cfg, uint64_t min_left) {
+    uint64_t reserve = reserve_ms(cfg), budget = min_left - reserve;
+    return budget < 2 * reserve ? budget : 2 * reserve;
+}
+
 static uint64_t left_ms(const stockd_config *cfg, const stockd_job *job, uint64_t now) {
     uint64_t used = (now - job->arrived_ns) / 1000000u, qd = cfg->queue_deadline_ms;
     return used < qd ? qd - used : 0;
@@ -117,7 +132,8 @@ static uint64_t left_ms(const stockd_config *cfg, const stockd_job *job, uint64_
 /* Sends jobs[0..n-1] to owner as one frame and relays the answers. true: answered,
  * but for the *back jobs the owner answered `overloaded` (its queue full or closed: it is
  * stopping; nothing deducted there), moved to jobs[0..*back-1] for a serve here; false:
- * the forward failed, nothing answered. */
+ * the forward failed, nothing answered, and each job in doubt if the frame may have
+ * reached the owner. */
 static bool send_frame(worker_state *ws, const char *owner, stockd_job **jobs, unsigned n,
                        uint64_t min_left, unsigned *back) {
     const stockd_config *cfg = ws->w->ctx->cfg;
@@ -127,13 +143,15 @@ static bool send_frame(worker_state *ws, const char *owner, stockd_job **jobs, u
     stockd_frame_answer *ans = calloc(n, sizeof(*ans));
     char *body = NULL;
     void *parsed = NULL;
-    bool ok = false, reached = false;
-    /* Every entry gets the oldest one's deadline, less the reserve: they are one batch
-     * at the owner, and after a failed forward every one still has time for a local
-     * serve. The answer is waited for until half the reserve is left. */
+    bool ok = false, reached = false, sent = false;
+    /* Every entry gets the oldest one's deadline less the reserve, at most the budget:
+     * they are one batch at the owner, and after a failed forward every one still has
+     * time for a local serve. The answer is waited for half a reserve past that, so the
+     * owner cannot commit an entry after its forwarder gave up on it. */
     uint64_t qd = cfg->queue_deadline_ms, reserve = reserve_ms(cfg);
-    unsigned deadline = qd ? (unsigned)(min_left - reserve) : 0;
-    long timeout = qd ? (long)(min_left - reserve / 2) : (long)FORWARD_TIMEOUT_MS;
+    uint64_t budget = qd ? budget_ms(cfg, min_left) : 0;
+    unsigned deadline = (unsigned)budget;
+    long timeout = qd ? (long)(budget + reserve / 2) : (long)FORWARD_TIMEOUT_MS;
     long status = 0;
 
     if (!e || !out || !ans) goto out;
@@ -151,6 +169,10 @@ static bool send_frame(worker_state *ws, const char *owner, stockd_job **jobs, u
     CURLcode cc = api->easy_perform(e);
     api->easy_getinfo(e, CURLINFO_RESPONSE_CODE, &status);
     reached = cc == CURLE_OK;
+    /* Nothing was sent when no connection was made; the owner's peer API answers other
+     * than 200 only before it queues an entry. Anything else may have reached it. */
+    sent =
+        reached ? status == 200 : cc != CURLE_COULDNT_CONNECT && cc != CURLE_COULDNT_RESOLVE_HOST;
     if (cc != CURLE_OK)
         answer__log_failure(ws, "forward", api->easy_strerror(cc));
     else if (status != 200)
@@ -169,6 +191,8 @@ static bool send_frame(worker_state *ws, const char *owner, stockd_job **jobs, u
         ok = true;
     }
 out:
+    for (unsigned i = 0; !ok && sent && i < n; i++)
+        jobs[i]->in_doubt = true;
     /* A peer that answers at all, even badly, is reachable; its circuit is for peers
      * that do not answer (refused, reset, timed out). */
     if (e) stockd_route_breaker_note(owner, reached);
@@ -191,9 +215,10 @@ bool forward__pass(worker_state *ws, leader *l) {
     unsigned n = stockd_combiner_take(c, pid, seg, ws->jobs, ctx->cfg->batch_max, UINT64_MAX);
     n = answer__drop_late(ws, ws->jobs, n);
     if (!n) return true;
-    /* Served here: what came forwarded already (at most one hop), and what has too
-     * little of its deadline left for a forward and a local serve after it. The rest
-     * go to the owner, kept in front. */
+    /* Served here: what came forwarded already (at most one hop), what is in doubt from
+     * a frame sent before (served under its id, which finds the owner's order if there is
+     * one), and what has too little of its deadline left for a forward and a local serve
+     * after it. The rest go to the owner, kept in front. */
     uint64_t now = stockd_now_ns(), min_left = UINT64_MAX, reserve = reserve_ms(ctx->cfg);
     unsigned nf = 0;
     stockd_job *local[STOCKD_FRAME_MAX];
@@ -201,7 +226,7 @@ bool forward__pass(worker_state *ws, leader *l) {
     for (unsigned i = 0; i < n; i++) {
         stockd_job *j = ws->jobs[i];
         uint64_t left = ctx->cfg->queue_deadline_ms ? left_ms(ctx->cfg, j, now) : UINT64_MAX;
-        if (j->hop || !j->fwd || left < reserve + 50) {
+        if (j->hop || !j->fwd || j->in_doubt || left < reserve + 50) {
             local[nl++] = j;
             continue;
         }
@@ -217,8 +242,9 @@ bool forward__pass(worker_state *ws, leader *l) {
     unsigned back = nf;
     if (nf && !send_frame(ws, owner, ws->jobs, nf, min_left, &back)) nf = 0;
     if (back) {
-        /* Refused, unanswered or answered badly (back = nf), or answered `overloaded`
-         * (nothing deducted there): served here, under the same ids. */
+        /* Refused, unanswered or answered badly (back = nf; in doubt if it may have
+         * reached the owner), or answered `overloaded` (nothing deducted there): served
+         * here, under the same ids. */
         for (unsigned i = 0; i < back; i++)
             local[nl++] = ws->jobs[i];
         stockd_route_count(STOCKD_RC_LOCAL_FALLBACKS, back);

@@ -400,6 +400,10 @@ typedef struct stockd_job {
      * (peer_api.c), which gets its answer instead of a connection. */
     bool hop;
     bool hop_side; /* it waits in the workers' hop-side combiner (deduct.c) */
+    /* A frame carrying it was sent to the owner and not answered (forward.c): the owner
+     * may have deducted it. It is served here under its request id, and never answered
+     * with a result that says nothing was deducted (answer.c answers `unknown` instead). */
+    bool in_doubt;
     char *fwd;
     void *frame;
     void *conn;      /* struct MHD_Connection *, resumed by the worker */

@@ -196,7 +196,9 @@ void stockd_redisstock_serve(worker_state *ws, stockd_job *job);
 
 /* A job's end: writes status, result and body (taken over; NULL answers 500) into the
  * job, counts a deduction's time, and hands the job back to the HTTP side (it is not
- * ours after this). Every answer of a worker ends here. */
+ * ours after this). Every answer of a worker ends here; so a job in doubt (its frame
+ * sent, not answered: stockd_job.in_doubt) gets 500 `unknown` here instead of any
+ * answer that says nothing was deducted. */
 void answer__complete(worker_state *ws, stockd_job *job, unsigned status, stockd_result r,
                       char *body);
 /* answer__complete with answer a as JSON. */

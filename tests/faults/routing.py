@@ -135,8 +135,8 @@ class Cluster:
         """stockd-I on P+I, announcing ANNOUNCE (a port; default its own)."""
         self.announced[i] = announce or self.port(i)
         # A 10 s queue deadline, as the nemesis runs: a forward to an owner that does not
-        # answer gives up within it and the deduction is served locally, inside the
-        # clients' 20 s (the default 25 s would let a forward outlast them).
+        # answer gives up within half of it (the frame's budget, docs/routing.md) and the
+        # deduction is served locally, inside the clients' 20 s.
         args = ["--zk-session-ms", "2000", "--think-us", str(self.think_us),
                 "--queue-deadline-ms", "10000",
                 "--route", "owner", "--announce", "127.0.0.1:%d" % self.announced[i],
@@ -380,7 +380,8 @@ def add_remove(c):
 
 def peer_http_cut(c):
     # A shorter deadline (the last --queue-deadline-ms wins): against the blackhole each
-    # forward fails only when it is spent, and the circuit opens at the third failure.
+    # forward fails only when its budget is spent (half the deadline), and the circuit
+    # opens at the third failure.
     c.extra = ["--queue-deadline-ms", "4000"]
     relay, control = c.p0 + 12, os.path.join(c.t, "proxy.control")
     srv.MariaDB(c.fixture).create_db(c.db, DB_USER, DB_PASS)
@@ -420,7 +421,7 @@ def peer_http_cut(c):
     os.replace(control + ".tmp", control)
     ok("the relay in front of stockd-3 cuts and blackholes")
     # Three failed forwards open a circuit; against a blackhole each fails only when its
-    # deadline is spent (under 4 s), so this takes up to three of them.
+    # budget is spent (under 2 s), so this takes up to three of them.
     wait_for(60, "stockd-1 and stockd-2 open their circuit to stockd-3",
              lambda: breaker(1) == 1 and breaker(2) == 1)
     expect(c.view_is([1, 2, 3], [1, 2, 3]), "stockd-3 is still in ZooKeeper's view")

@@ -19,6 +19,10 @@
 #             the A-B connection is cut meanwhile; A serves the deduction again under the
 #             same request id and the ledger has exactly one order for it: the id A
 #             made (dropped), or the client's Idempotency-Key (dropped-key).
+#   dropped-nodb  as dropped-key, and A's own MySQL is gone (its relay stopped) before the
+#             cut, so A cannot serve it again: A answers 500 unknown, never a 503 that
+#             says nothing was deducted (B's order exists); asked again with the same key
+#             once A's MySQL is back, it answers B's order, replayed.
 source "$STOCKD_SRC/tests/lib.sh"
 case_=${1:?case}
 
@@ -132,8 +136,17 @@ pingpong)
   expect_eq "product 4: instances that sold it" 2 \
     "$(sql "SELECT COUNT(DISTINCT instance) FROM orders WHERE product_id = 4")"
   ;;
-dropped | dropped-key)
-  mysql_relay=$((PORT0 + 10)) peer_relay=$((PORT0 + 11))
+dropped | dropped-key | dropped-nodb)
+  mysql_relay=$((PORT0 + 10)) peer_relay=$((PORT0 + 11)) a_relay=$((PORT0 + 12))
+  # A's own MySQL through a relay of its own, stopped in dropped-nodb.
+  a_mysql() {
+    mkdir -p "$T/arelay"
+    "$FAULT_PROXY_BIN" --listen "$a_relay" --upstream "127.0.0.1:$STOCKD_TEST_MYSQL_PORT" \
+      >"$T/arelay/log" 2>&1 &
+    echo $! >"$T/arelay/pid"
+    wait_until 10 grep -q ready "$T/arelay/log" || fail "A's MySQL relay did not start"
+  }
+  a_mysql
   mkdir -p "$T/mrelay" "$T/prelay"
   "$FAULT_PROXY_BIN" --listen "$mysql_relay" --proto mysql \
     --upstream "127.0.0.1:$STOCKD_TEST_MYSQL_PORT" --hold-commit 1 --hold-s 4 >"$T/mrelay/log" 2>&1 &
@@ -144,25 +157,34 @@ dropped | dropped-key)
   wait_until 10 grep -q ready "$T/mrelay/log" || fail "the MySQL relay did not start"
   wait_until 10 grep -q ready "$T/prelay/log" || fail "the peer relay did not start"
   peers=$(addr 1),$(addr 2)
-  t_stockd 1 for-update "${route_args[@]}" --peers "$peers" --route-pin "3=127.0.0.1:$peer_relay"
+  stockd_start "$T" 1 $((PORT0 + 1)) for-update "mysql://$DB_USER@127.0.0.1:$a_relay/$DB" \
+    "$STOCKD_TEST_ZK" "${route_args[@]}" --peers "$peers" --route-pin "3=127.0.0.1:$peer_relay"
   stockd_start "$T" 2 $((PORT0 + 2)) for-update "mysql://$DB_USER@127.0.0.1:$mysql_relay/$DB" \
     "$STOCKD_TEST_ZK" "${route_args[@]}" --peers "$peers" --route-pin "3=$(addr 2)"
   before=$(stock 3)
   # Without a key, A makes the id (i/<boot>/<seq>) and it travels in the frame.
   key=() where="product_id = 3"
-  [[ $case_ == dropped-key ]] && key=(-H 'Idempotency-Key: route-dropped-1') where="request_id = 'route-dropped-1'"
+  [[ $case_ != dropped ]] && key=(-H 'Idempotency-Key: route-dropped-1') where="request_id = 'route-dropped-1'"
   curl -sS -m 40 -o "$T/ans" -w '%{http_code}' "${key[@]}" \
     "http://$(addr 1)/stock/reduce?id=3" >"$T/code" &
   ask=$!
   wait_until 20 grep -q "holding COMMIT" "$T/mrelay/log" || fail "B's COMMIT was not held"
+  [[ $case_ == dropped-nodb ]] && stop_pidfile "$T/arelay/pid" 10
   echo cut >"$T/prelay/ctl.tmp" && mv "$T/prelay/ctl.tmp" "$T/prelay/ctl"
   wait_until 10 grep -q "control: cut" "$T/prelay/log" || fail "the relay did not cut"
   wait "$ask"
+  if [[ $case_ == dropped-nodb ]]; then
+    expect_eq "A's answer without its MySQL" "500 unknown" "$(cat "$T/code") $(jq -r .result "$T/ans")"
+    wait_until 20 grep -q "released COMMIT" "$T/mrelay/log" || fail "B's COMMIT was not released"
+    expect_eq "orders ($where), B's" 1 "$(sql "SELECT COUNT(*) FROM orders WHERE $where")"
+    a_mysql
+    curl -sS -m 40 -o "$T/ans" -w '%{http_code}' "${key[@]}" "http://$(addr 1)/stock/reduce?id=3" >"$T/code"
+  fi
   expect_eq "A's answer" "200 deducted" "$(cat "$T/code") $(jq -r .result "$T/ans")"
   expect_eq "A's answer is B's order, replayed" true "$(jq -r .replayed "$T/ans")"
   expect_eq "orders ($where)" 1 "$(sql "SELECT COUNT(*) FROM orders WHERE $where")"
   expect_eq "the order's instance" stockd-2 "$(sql "SELECT instance FROM orders WHERE $where")"
-  [[ $case_ == dropped-key ]] || [[ $(sql "SELECT request_id FROM orders WHERE $where") == i/* ]] ||
+  [[ $case_ != dropped ]] || [[ $(sql "SELECT request_id FROM orders WHERE $where") == i/* ]] ||
     fail "the order's id is not the id A made: $(sql "SELECT request_id FROM orders WHERE $where")"
   expect_eq "stock" $((before - 1)) "$(stock 3)"
   expect_eq "A's local fallbacks" 1 "$(metric_sum stockd_route_local_fallbacks_total "http://$(addr 1)")"

@@ -425,3 +425,5 @@ stockd_integration_test(route_owner_dropped_answer_one_order
   COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/route_owner.sh dropped LABELS fault)
 stockd_integration_test(route_owner_dropped_answer_one_order_by_key
   COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/route_owner.sh dropped-key LABELS fault)
+stockd_integration_test(route_owner_in_doubt_answered_unknown_never_nothing_deducted
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/route_owner.sh dropped-nodb LABELS fault)
