@@ -16,6 +16,9 @@
 #      library's acquisition and its tries of many locks (zk_seq_limit_probe).
 #   4. The operator's step: the parent, empty, deleted; stockd makes it anew and deducts.
 source "$STOCKD_SRC/tests/lib.sh"
+# stockd's default lock path: the snapshot's parent is there, on a ZooKeeper of this
+# test's own (lib.sh's per-test path is for the fixture's ZooKeeper).
+unset STOCKD_ZK_LOCK_PATH
 zkport=$((PORT0 + 16))
 id=1 parent=/stock/locks/product_1
 mkdir -p "$T/zk/data"
