@@ -173,7 +173,7 @@ f_freeze_holder() {
 # f_gap_lock_conn: the gap lock session's connection id.
 f_gap_lock_conn() {
   mysql_cli "$MYSQL_RUN" -N -B -e "SELECT id FROM information_schema.processlist
-    WHERE info LIKE 'SELECT SLEEP(60), %faults-gap-lock%' AND id <> CONNECTION_ID()"
+    WHERE db = '$DB' AND info LIKE 'SELECT SLEEP(60), %faults-gap-lock%' AND id <> CONNECTION_ID()"
 }
 
 # f_gap_lock_stop: ends the session (its transaction rolls back, the lock goes), if
@@ -188,9 +188,11 @@ f_gap_lock_stop() {
 # f_stalled_trx: prints "THREAD_ID ROWS_MODIFIED" of the transaction waiting for the
 # gap lock after modifying rows (the frozen holder), or nothing.
 f_stalled_trx() {
-  mysql_cli "$MYSQL_RUN" -N -B -e "SELECT trx_mysql_thread_id, trx_rows_modified
-    FROM information_schema.innodb_trx WHERE trx_state = 'LOCK WAIT' AND trx_rows_modified > 0
-    LIMIT 1"
+  # Of this test's database only: tests run side by side on the fixture's MariaDB.
+  mysql_cli "$MYSQL_RUN" -N -B -e "SELECT t.trx_mysql_thread_id, t.trx_rows_modified
+    FROM information_schema.innodb_trx t JOIN information_schema.processlist p
+      ON p.id = t.trx_mysql_thread_id
+    WHERE p.db = '$DB' AND t.trx_state = 'LOCK WAIT' AND t.trx_rows_modified > 0 LIMIT 1"
 }
 
 # f_trx_open THREAD_ID: true while that connection has a transaction open.
