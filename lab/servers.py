@@ -28,6 +28,7 @@ import secrets
 import signal
 import socket
 import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -506,6 +507,24 @@ GALERA_PROVIDER_OPTIONS = ("gcache.size=64M;gcache.recover=yes;evs.keepalive_per
 SYNCED = 4  # wsrep_local_state of a node that is a full member, in step with the group
 
 
+def searchable_by_others(path):
+    """Makes every directory above PATH searchable by users other than its owner (o+x:
+    enter, not list), since the Galera nodes run as `mysql`: a checkout in a directory
+    made by mktemp -d (mode 0700) stops `mysql` there otherwise. Says so on stderr for a
+    directory outside this checkout."""
+    d = os.path.dirname(os.path.abspath(path))
+    while True:
+        mode = os.stat(d).st_mode
+        if not mode & 0o001:
+            os.chmod(d, (mode & 0o7777) | 0o001)
+            if not (d == SRC or d.startswith(SRC + os.sep)):
+                sys.stderr.write("lab: %s made searchable by others (o+x) for the Galera "
+                                 "nodes, which run as user mysql\n" % d)
+        if d == os.path.dirname(d):
+            return
+        d = os.path.dirname(d)
+
+
 class GaleraNode(MariaDB):
     """Node N (1..3) of the three-node Galera cluster whose ports galera_ports(FIRST)
     gives (SQL, group, IST, SST of each), under RUN/galeraN. A MariaDB whose launch adds
@@ -539,6 +558,7 @@ class GaleraNode(MariaDB):
 
     def launch(self):
         os.makedirs(os.path.join(self.dir, "tmp"), exist_ok=True)
+        searchable_by_others(self.dir)
         subprocess.run(["chown", "-R", "%s:" % self.osuser, self.dir], check=True)
         super().launch()
 
