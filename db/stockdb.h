@@ -391,6 +391,18 @@ int stockdb_restock(stockdb *db, const stockdb_life *l, int32_t units, int32_t *
 int stockdb_get_stock_restocked(stockdb *db, int32_t product_id, int32_t *stock,
                                 int64_t *restocked);
 
+/* A product's orders by state, as GET /stock answers them beside the stock. */
+typedef struct stockdb_units {
+    int64_t reserved; /* reservations not yet paid, cancelled or expired */
+    int64_t paid;
+    int64_t released; /* cancelled or expired: units given back */
+} stockdb_units;
+
+/* Reads product_id's whole stock and its orders' units by state in one statement, so one
+ * snapshot (stock = initial + restocks - sold - reserved - paid holds between them). 2
+ * statements; STOCKDB_ERR_NOT_FOUND when there is no such product. */
+int stockdb_get_stock_units(stockdb *db, int32_t product_id, int32_t *stock, stockdb_units *u);
+
 /* The sold-out pre-check: one read, and the ROLLBACK that ends its transaction (2
  * statements). Reads the product's whole stock (product.stock plus its segments' stock,
  * sql/schema.sql) and, when request_id

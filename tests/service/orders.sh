@@ -10,7 +10,8 @@
 #     cancels, the rest expire (brought forward to now + 1 s) while 3 of them cancel at the same moment and 3
 #     pay late; paid never exceeds the stock, no unit comes back twice, late payments are
 #     409 expired with nothing changed, and stock + units held = initial + restocks,
-#     before and after an authenticated restock.
+#     before and after an authenticated restock; GET /stock's reserved, paid and
+#     released counts say the same as the rows.
 #   orders.sh auth
 #     restock refused without --admin-token-file (403), anonymous (401), with a wrong
 #     token (403), bad units (400); accepted with the token (200), into the ledger.
@@ -19,6 +20,9 @@ what=$1 mode=${2:-zk} expect=${3:-}
 
 # held P: units product P's orders hold (sold, reserved, paid).
 held() { sql "SELECT COUNT(*) FROM orders WHERE product_id=$1 AND state IN ('sold','reserved','paid')"; }
+# units P: GET /stock's "stock reserved paid released" for product P (instance 1), the
+# names the live page reads (web/live/live.js).
+units() { curl -sS -m 30 "http://127.0.0.1:$((PORT0 + 1))/stock?id=$1" | jq -r '"\(.stock) \(.reserved) \(.paid) \(.released)"'; }
 restocked() { sql "SELECT COALESCE(SUM(units), 0) FROM restock WHERE product_id=$1"; }
 # post PATH [CURL ARGS...]: POSTs to instance 1; prints "CODE RESULT".
 # The body stays in $T/post.json (the last post in the foreground; background posts keep
@@ -100,6 +104,7 @@ reserve)
   expect_eq "c4 cancels" "200 cancelled" "$(post "/orders/${order[4]}/cancel?user=c4")"
   expect_eq "c4 cancels again" "409 not_reserved" "$(post "/orders/${order[4]}/cancel?user=c4")"
   expect_eq "stock after one cancel" 1 "$(stock 2)"
+  expect_eq "GET /stock: stock, reserved, paid, released after one cancel" "1 6 3 1" "$(units 2)"
   ledger_adds_up 2 10
   # The reservations left expire in a second; wait on the database's clock for it, then
   # race the expiry thread: three cancels (c5..c7) and three late payments (c8..c10).
@@ -131,6 +136,7 @@ reserve)
   expect_eq "given back (cancelled + expired, each once)" 7 \
     "$(sql "SELECT COUNT(*) FROM orders WHERE product_id=2 AND state IN ('cancelled','expired') AND released_at IS NOT NULL")"
   expect_eq "stock after the expiry" 7 "$(stock 2)"
+  expect_eq "GET /stock: stock, reserved, paid, released after the expiry" "7 0 3 7" "$(units 2)"
   ledger_adds_up 2 10
   expect_eq "restock 5" "200 restocked" "$(post "/stock/restock?id=2&units=5" -H "Authorization: Bearer s3cret-token")"
   expect_eq "stock after the restock" 12 "$(stock 2)"
