@@ -350,7 +350,7 @@ static int write_rows(writer_db *db, writer_entry **order, unsigned n, const pro
     }
     open_text(&t);
     if (!t.f) return WRITER_ERR_NOMEM;
-    fputs("INSERT INTO orders (product_id, instance, request_id, answered_at) VALUES ", t.f);
+    fputs("INSERT INTO orders (product_id, instance, request_id, answered_at, user) VALUES ", t.f);
     for (unsigned i = 0; i < n; i++) {
         if (order[i]->outcome != WRITER__ORDER) continue;
         fprintf(t.f, "%s(%d,", nord++ ? "," : "", order[i]->product);
@@ -359,6 +359,11 @@ static int write_rows(writer_db *db, writer_entry **order, unsigned n, const pro
         put_str(db, &t, order[i]->key);
         fputc(',', t.f);
         put_at(&t, order[i]->at_us);
+        fputc(',', t.f);
+        if (order[i]->user[0])
+            put_str(db, &t, order[i]->user);
+        else
+            fputs("NULL", t.f);
         fputc(')', t.f);
     }
     if (nord) {

@@ -5,6 +5,8 @@
 #     three instances: with a lock (or a row lock, or the atomic statement) exactly one
 #     unit is sold and the other 29 are 409 limit_reached; without one (none) the count
 #     of the customer's orders races like the stock, and more than one unit is sold.
+#     In mode redis-stock the Lua script counts the customer in Redis, and the order
+#     writer's row carries the customer.
 #   orders.sh reserve MODE
 #     10 customers reserve the 10 units of a product that reserves: 3 pay in time, one
 #     cancels, the rest expire (brought forward to now + 1 s) while 3 of them cancel at the same moment and 3
@@ -47,7 +49,19 @@ limit)
   think=50000
   [[ $expect == races ]] && think=1000000
   sql "UPDATE product SET stock = 20, per_user_limit = 1 WHERE id = 2"
-  for i in 1 2 3; do t_stockd "$i" "$mode" --think-us "$think"; done
+  extra=()
+  if [[ $mode == redis-stock ]]; then
+    # The count and the customer's units in a Redis of its own, the orders written by
+    # the order writer, which must record the customer (orders.user).
+    r_port=$((PORT0 + 15))
+    redis_start "$T" "$r_port" redis-stock || fail "Redis did not start"
+    extra=(--redis "127.0.0.1:$r_port")
+    mkdir -p "$T/writer"
+    STOCKD_REDIS=127.0.0.1:$r_port STOCKD_MYSQL=$MYSQL_URL "$STOCKD_BUILD/writer/stock-writer" \
+      --consumer w1 >"$T/writer/log" 2>&1 &
+    echo $! >"$T/writer/pid"
+  fi
+  for i in 1 2 3; do t_stockd "$i" "$mode" --think-us "$think" "${extra[@]}"; done
   pids=()
   for b in $(seq 0 29); do
     curl -sS -m 60 -o "$T/ans.$b" -w '%{http_code}' -H 'X-User: alice' \
@@ -64,6 +78,10 @@ limit)
     *) fail "request $b got '$a'" ;;
     esac
   done
+  if [[ $mode == redis-stock ]]; then
+    written() { [[ $(sql "SELECT COUNT(*) FROM orders WHERE product_id=2") == "$deducted" ]]; }
+    wait_until 30 written || fail "the writer did not write the $deducted order(s): $(tail -5 "$T/writer/log")"
+  fi
   alice=$(sql "SELECT COUNT(*) FROM orders WHERE product_id=2 AND user='alice'")
   echo "$mode x3: alice with a limit of 1 got $deducted units ($limited limit_reached); $alice orders"
   expect_eq "orders = deducted answers" "$deducted" "$alice"
