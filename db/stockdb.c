@@ -150,7 +150,8 @@ static const char *const stmt_sql[STOCKDB__ST_COUNT] = {
                                    " VALUES (?, ?, ?)",
     [STOCKDB__ST_STOCK_RESTOCKED] =
         "SELECT p.stock + " SEGMENTS_SUM ", CAST((SELECT COALESCE(SUM(r.units), 0) FROM restock r"
-        " WHERE r.product_id = p.id) AS SIGNED), p.per_user_limit FROM product p WHERE p.id = ?",
+        " WHERE r.product_id = p.id) AS SIGNED), p.per_user_limit, p.reserve_seconds FROM product p"
+        " WHERE p.id = ?",
     /* Three counts on ix_orders_state (product_id, state), each a range of the index alone:
      * the sold orders, which are most of them, are never read. */
     [STOCKDB__ST_STOCK_UNITS] =
@@ -188,7 +189,7 @@ const char *const stockdb__stmt_name[STOCKDB__ST_COUNT] = {
     [STOCKDB__ST_STOCK_ADD] = "UPDATE product by +k",
     [STOCKDB__ST_STOCK_ADD_FENCED] = "UPDATE product by +k (fenced)",
     [STOCKDB__ST_RESTOCK_INSERT] = "INSERT INTO restock",
-    [STOCKDB__ST_STOCK_RESTOCKED] = "SELECT stock, restocked units and limit",
+    [STOCKDB__ST_STOCK_RESTOCKED] = "SELECT stock, restocked units and terms",
     [STOCKDB__ST_STOCK_UNITS] = "SELECT stock and order units by state",
 };
 

@@ -385,12 +385,12 @@ int stockdb_expired_products(stockdb *db, int32_t *out, unsigned max, unsigned *
  * after. STOCKDB_ERR_NOT_FOUND when there is no such product. */
 int stockdb_restock(stockdb *db, const stockdb_life *l, int32_t units, int32_t *stock);
 
-/* Reads product l's whole stock, the units its restocks added (the restock table) and its
- * per_user_limit (*limit, -1 when NULL), in one statement, so one snapshot: mode
- * redis-stock's load (stockredis.h). 2 statements; STOCKDB_ERR_NOT_FOUND when there is no
- * such product. */
+/* Reads product l's whole stock, the units its restocks added (the restock table), its
+ * per_user_limit (*limit) and reserve_seconds (*reserve_s), -1 when NULL, in one
+ * statement, so one snapshot: mode redis-stock's load (stockredis.h). 2 statements;
+ * STOCKDB_ERR_NOT_FOUND when there is no such product. */
 int stockdb_get_stock_restocked(stockdb *db, int32_t product_id, int32_t *stock, int64_t *restocked,
-                                int32_t *limit);
+                                int32_t *limit, int32_t *reserve_s);
 
 /* A product's orders by state, as GET /stock answers them beside the stock. */
 typedef struct stockdb_units {

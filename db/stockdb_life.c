@@ -404,14 +404,16 @@ static int read_product_row(stockdb *db, int st, int32_t product_id, MYSQL_BIND 
 }
 
 int stockdb_get_stock_restocked(stockdb *db, int32_t product_id, int32_t *stock, int64_t *restocked,
-                                int32_t *limit) {
-    MYSQL_BIND r[3];
-    my_bool no_limit = 0;
+                                int32_t *limit, int32_t *reserve_s) {
+    MYSQL_BIND r[4];
+    my_bool no_limit = 0, no_reserve = 0;
     stockdb__bind_int(&r[0], stock, NULL);
     stockdb__bind_bigint(&r[1], restocked, NULL);
     stockdb__bind_int(&r[2], limit, &no_limit);
+    stockdb__bind_int(&r[3], reserve_s, &no_reserve);
     int rc = read_product_row(db, STOCKDB__ST_STOCK_RESTOCKED, product_id, r);
     if (no_limit) *limit = -1;
+    if (no_reserve) *reserve_s = -1;
     return rc;
 }
 

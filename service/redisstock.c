@@ -79,13 +79,24 @@ static int deduct(worker_state *ws, stockd_job *job, stockredis_result *res, sto
     int rc =
         stockredis_deduct(ws->redis, job->product_id, job->request_id, -1, 0, ttl, user, -1, res);
     if (rc != STOCKREDIS_OK || res->outcome != STOCKREDIS_NOT_LOADED) return rc;
-    int32_t stock = 0, limit = -1;
+    int32_t stock = 0, limit = -1, reserve_s = -1;
     int64_t restocked = 0;
-    int db_rc = stockdb_get_stock_restocked(ws->db, job->product_id, &stock, &restocked, &limit);
+    int db_rc = stockdb_get_stock_restocked(ws->db, job->product_id, &stock, &restocked, &limit,
+                                            &reserve_s);
     count_statements(ws);
     answer__note_db_error(ws, "redis-stock load", db_rc);
     if (db_rc != STOCKDB_OK) {
         stockd_answer_from_db(a, LOCK_OK, db_rc, NULL);
+        return 1;
+    }
+    if (reserve_s >= 0) {
+        /* The script makes no reservations (docs/orders.md): selling at once would leave a
+         * shop that expects unpaid units back without them, so the product is refused and
+         * its count never loaded; every request asks MariaDB again, and a product whose
+         * reserve_seconds is set back to NULL sells at its next request. */
+        a->result = STOCKD_R_BAD_REQUEST;
+        a->message = "this product reserves (reserve_seconds) and mode redis-stock makes no "
+                     "reservations; nothing was deducted";
         return 1;
     }
     return stockredis_deduct(ws->redis, job->product_id, job->request_id, stock < 0 ? 0 : stock,

@@ -14,6 +14,9 @@
 #     409 expired with nothing changed, and stock + units held = initial + restocks,
 #     before and after an authenticated restock; GET /stock's reserved, paid and
 #     released counts say the same as the rows.
+#   orders.sh redis-reserve
+#     mode redis-stock refuses a product that reserves (400, nothing deducted), and sells
+#     it once its reserve_seconds is NULL again.
 #   orders.sh auth
 #     restock refused without --admin-token-file (403), anonymous (401), with a wrong
 #     token (403), bad units (400); accepted with the token (200), into the ledger.
@@ -42,6 +45,19 @@ ledger_adds_up() { # P INITIAL
   expect_eq "stock + units held = initial + restocks (stock $s, held $h, restocked $r)" $(($2 + r)) $((s + h))
 }
 
+# redis_stock_up: mode redis-stock's count and customers in a Redis of its own, the
+# orders written by the order writer (which records the customer, orders.user); sets
+# extra to stockd's --redis option.
+redis_stock_up() {
+  r_port=$((PORT0 + 15))
+  redis_start "$T" "$r_port" redis-stock || fail "Redis did not start"
+  extra=(--redis "127.0.0.1:$r_port")
+  mkdir -p "$T/writer"
+  STOCKD_REDIS=127.0.0.1:$r_port STOCKD_MYSQL=$MYSQL_URL "$STOCKD_BUILD/writer/stock-writer" \
+    --consumer w1 >"$T/writer/log" 2>&1 &
+  echo $! >"$T/writer/pid"
+}
+
 t_db
 echo "s3cret-token" >"$T/token"
 case $what in
@@ -50,17 +66,7 @@ limit)
   [[ $expect == races ]] && think=1000000
   sql "UPDATE product SET stock = 20, per_user_limit = 1 WHERE id = 2"
   extra=()
-  if [[ $mode == redis-stock ]]; then
-    # The count and the customer's units in a Redis of its own, the orders written by
-    # the order writer, which must record the customer (orders.user).
-    r_port=$((PORT0 + 15))
-    redis_start "$T" "$r_port" redis-stock || fail "Redis did not start"
-    extra=(--redis "127.0.0.1:$r_port")
-    mkdir -p "$T/writer"
-    STOCKD_REDIS=127.0.0.1:$r_port STOCKD_MYSQL=$MYSQL_URL "$STOCKD_BUILD/writer/stock-writer" \
-      --consumer w1 >"$T/writer/log" 2>&1 &
-    echo $! >"$T/writer/pid"
-  fi
+  [[ $mode == redis-stock ]] && redis_stock_up
   for i in 1 2 3; do t_stockd "$i" "$mode" --think-us "$think" "${extra[@]}"; done
   pids=()
   for b in $(seq 0 29); do
@@ -92,6 +98,23 @@ limit)
   else
     ((deducted > 1)) || fail "without a lock the limit should race: alice got $deducted unit(s)"
   fi
+  ;;
+redis-reserve)
+  # Mode redis-stock makes no reservations: a product that reserves is refused, 400 with
+  # nothing deducted anywhere (MariaDB, Redis, the stream), rather than sold at once.
+  sql "UPDATE product SET stock = 5, reserve_seconds = 60 WHERE id = 2"
+  redis_stock_up
+  t_stockd 1 redis-stock "${extra[@]}"
+  expect_eq "a reserving product in redis-stock" "400 bad_request" \
+    "$(curl -sS -o "$T/ans" -w '%{http_code} ' "http://127.0.0.1:$((PORT0 + 1))/stock/reduce?id=2&user=c1")$(jq -r .result "$T/ans")"
+  grep -q reservations "$T/ans" || fail "the refusal does not say why: $(cat "$T/ans")"
+  expect_eq "MariaDB's stock" 5 "$(stock 2)"
+  expect_eq "no count loaded in Redis" 0 "$(redis-cli -p "$r_port" EXISTS 'stockd:stock:{2}')"
+  expect_eq "no stream entry" 0 "$(redis-cli -p "$r_port" XLEN stockd:orders)"
+  # Set back to selling at once, the product sells at its next request.
+  sql "UPDATE product SET reserve_seconds = NULL WHERE id = 2"
+  expect_eq "the same product selling at once" "200 deducted" \
+    "$(curl -sS -o "$T/ans" -w '%{http_code} ' "http://127.0.0.1:$((PORT0 + 1))/stock/reduce?id=2&user=c1")$(jq -r .result "$T/ans")"
   ;;
 reserve)
   # An hour, so that nothing expires while the first checks run on a loaded machine; the
