@@ -150,7 +150,16 @@ static const char *const stmt_sql[STOCKDB__ST_COUNT] = {
                                    " VALUES (?, ?, ?)",
     [STOCKDB__ST_STOCK_RESTOCKED] =
         "SELECT p.stock + " SEGMENTS_SUM ", CAST((SELECT COALESCE(SUM(r.units), 0) FROM restock r"
-        " WHERE r.product_id = p.id) AS SIGNED) FROM product p WHERE p.id = ?",
+        " WHERE r.product_id = p.id) AS SIGNED), p.per_user_limit, p.reserve_seconds FROM product p"
+        " WHERE p.id = ?",
+    /* Three counts on ix_orders_state (product_id, state), each a range of the index alone:
+     * the sold orders, which are most of them, are never read. */
+    [STOCKDB__ST_STOCK_UNITS] =
+        "SELECT p.stock + " SEGMENTS_SUM ","
+        " (SELECT COUNT(*) FROM orders o WHERE o.product_id = p.id AND o.state = 'reserved'),"
+        " (SELECT COUNT(*) FROM orders o WHERE o.product_id = p.id AND o.state = 'paid'),"
+        " (SELECT COUNT(*) FROM orders o WHERE o.product_id = p.id"
+        " AND o.state IN ('cancelled', 'expired')) FROM product p WHERE p.id = ?",
 };
 
 /* Short names for error messages. */
@@ -180,7 +189,8 @@ const char *const stockdb__stmt_name[STOCKDB__ST_COUNT] = {
     [STOCKDB__ST_STOCK_ADD] = "UPDATE product by +k",
     [STOCKDB__ST_STOCK_ADD_FENCED] = "UPDATE product by +k (fenced)",
     [STOCKDB__ST_RESTOCK_INSERT] = "INSERT INTO restock",
-    [STOCKDB__ST_STOCK_RESTOCKED] = "SELECT stock and restocked units",
+    [STOCKDB__ST_STOCK_RESTOCKED] = "SELECT stock, restocked units and terms",
+    [STOCKDB__ST_STOCK_UNITS] = "SELECT stock and order units by state",
 };
 
 static const char sql_timeouts[] =

@@ -385,11 +385,24 @@ int stockdb_expired_products(stockdb *db, int32_t *out, unsigned max, unsigned *
  * after. STOCKDB_ERR_NOT_FOUND when there is no such product. */
 int stockdb_restock(stockdb *db, const stockdb_life *l, int32_t units, int32_t *stock);
 
-/* Reads product l's whole stock and the units its restocks added (the restock table), in
- * one statement, so one snapshot: mode redis-stock's load (stockredis.h). 2 statements;
+/* Reads product l's whole stock, the units its restocks added (the restock table), its
+ * per_user_limit (*limit) and reserve_seconds (*reserve_s), -1 when NULL, in one
+ * statement, so one snapshot: mode redis-stock's load (stockredis.h). 2 statements;
  * STOCKDB_ERR_NOT_FOUND when there is no such product. */
-int stockdb_get_stock_restocked(stockdb *db, int32_t product_id, int32_t *stock,
-                                int64_t *restocked);
+int stockdb_get_stock_restocked(stockdb *db, int32_t product_id, int32_t *stock, int64_t *restocked,
+                                int32_t *limit, int32_t *reserve_s);
+
+/* A product's orders by state, as GET /stock answers them beside the stock. */
+typedef struct stockdb_units {
+    int64_t reserved; /* reservations not yet paid, cancelled or expired */
+    int64_t paid;
+    int64_t released; /* cancelled or expired: units given back */
+} stockdb_units;
+
+/* Reads product_id's whole stock and its orders' units by state in one statement, so one
+ * snapshot (stock = initial + restocks - sold - reserved - paid holds between them). 2
+ * statements; STOCKDB_ERR_NOT_FOUND when there is no such product. */
+int stockdb_get_stock_units(stockdb *db, int32_t product_id, int32_t *stock, stockdb_units *u);
 
 /* The sold-out pre-check: one read, and the ROLLBACK that ends its transaction (2
  * statements). Reads the product's whole stock (product.stock plus its segments' stock,

@@ -376,8 +376,10 @@ int stockdb_expired_products(stockdb *db, int32_t *out, unsigned max, unsigned *
 
 /* ---------------------------------------------------------------- restock */
 
-int stockdb_get_stock_restocked(stockdb *db, int32_t product_id, int32_t *stock,
-                                int64_t *restocked) {
+/* Runs st, a one-row read of product_id bound as its only parameter, into r, and ends its
+ * transaction: the restocks' and the units' reads below. Retried once after reconnecting
+ * if the idle connection was lost. */
+static int read_product_row(stockdb *db, int st, int32_t product_id, MYSQL_BIND *r) {
     if (!db) return STOCKDB_ERR_CONFIG;
     stockdb__clear_err(db);
     for (int attempt = 0;; attempt++) {
@@ -385,11 +387,9 @@ int stockdb_get_stock_restocked(stockdb *db, int32_t product_id, int32_t *stock,
         if (rc != STOCKDB_OK) return rc;
         int32_t pid = product_id;
         bool found = false;
-        MYSQL_BIND p[1], r[2];
+        MYSQL_BIND p[1];
         stockdb__bind_int(&p[0], &pid, NULL);
-        stockdb__bind_int(&r[0], stock, NULL);
-        stockdb__bind_bigint(&r[1], restocked, NULL);
-        rc = stockdb__run(db, STOCKDB__ST_STOCK_RESTOCKED, p, r, &found, NULL);
+        rc = stockdb__run(db, st, p, r, &found, NULL);
         if (rc != STOCKDB_OK) {
             rc = stockdb__fail(db, rc, false);
             if (rc == STOCKDB__RETRY_IDLE && attempt == 0) continue;
@@ -401,6 +401,29 @@ int stockdb_get_stock_restocked(stockdb *db, int32_t product_id, int32_t *stock,
         stockdb__set_err(db, "no product with id %d", product_id);
         return STOCKDB_ERR_NOT_FOUND;
     }
+}
+
+int stockdb_get_stock_restocked(stockdb *db, int32_t product_id, int32_t *stock, int64_t *restocked,
+                                int32_t *limit, int32_t *reserve_s) {
+    MYSQL_BIND r[4];
+    my_bool no_limit = 0, no_reserve = 0;
+    stockdb__bind_int(&r[0], stock, NULL);
+    stockdb__bind_bigint(&r[1], restocked, NULL);
+    stockdb__bind_int(&r[2], limit, &no_limit);
+    stockdb__bind_int(&r[3], reserve_s, &no_reserve);
+    int rc = read_product_row(db, STOCKDB__ST_STOCK_RESTOCKED, product_id, r);
+    if (no_limit) *limit = -1;
+    if (no_reserve) *reserve_s = -1;
+    return rc;
+}
+
+int stockdb_get_stock_units(stockdb *db, int32_t product_id, int32_t *stock, stockdb_units *u) {
+    MYSQL_BIND r[4];
+    stockdb__bind_int(&r[0], stock, NULL);
+    stockdb__bind_bigint(&r[1], &u->reserved, NULL);
+    stockdb__bind_bigint(&r[2], &u->paid, NULL);
+    stockdb__bind_bigint(&r[3], &u->released, NULL);
+    return read_product_row(db, STOCKDB__ST_STOCK_UNITS, product_id, r);
 }
 
 int stockdb_restock(stockdb *db, const stockdb_life *l, int32_t units, int32_t *stock) {

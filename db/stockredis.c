@@ -23,6 +23,17 @@
  *   ARGV[5]  the memo's life in seconds (> 0): the key's idempotency window
  *   KEYS[4]  stockd:restocked:{<id>}  the units restocks added here (stockredis_restock)
  *   ARGV[6]  the restocks' units in MariaDB when ARGV[4] was read (with ARGV[4] only)
+ *   KEYS[5]  stockd:limit:{<id>}  the product's per_user_limit (absent: no limit)
+ *   KEYS[6]  stockd:users:{<id>}  a hash: each customer's units sold by this count
+ *   ARGV[7]  per_user_limit read with ARGV[4], or "" (none, or no load)
+ *   ARGV[8]  the customer, or "" (anonymous: no limit applies)
+ *
+ * The limit and the customers' units live and die with the count: a load (the count
+ * absent) sets the limit read from MariaDB with the stock and empties the hash, in the
+ * write step, so a reset of the product (which deletes the count) starts both afresh. A
+ * customer at the limit is refused with {5, count} (LIMIT_REACHED) after the count's
+ * checks and before the writes: the customer's check and increment are one atomic step
+ * with the decrement, so three instances cannot each sell the last unit of a customer.
  *
  * It answers {outcome, count}, the outcomes of stockredis_outcome, in three steps: the
  * memo (a key seen within its window answers as it did, or is refused for another
@@ -44,26 +55,49 @@ static const char deduct_lua[] =
     "  if memo ~= ARGV[1] then return {3, 0} end\n"
     "  return {2, tonumber(redis.call('GET', KEYS[1]) or '0') or 0}\n"
     "end\n"
-    "-- 2. the count\n"
+    "-- 2. the count, and the limit per customer loaded with it\n"
     "local n = redis.call('GET', KEYS[1])\n"
+    "local loading = false\n"
+    "local limit = redis.call('GET', KEYS[5])\n"
     "if not n then\n"
     "  if ARGV[4] == '' then return {4, 0} end\n"
     "  -- a restock between the read of the load and now is counted once (stockredis.h)\n"
     "  n = tonumber(ARGV[4]) + tonumber(redis.call('GET', KEYS[4]) or '0') - tonumber(ARGV[6])\n"
+    "  loading = true\n"
+    "  limit = ARGV[7] ~= '' and ARGV[7]\n"
     "end\n"
+    "limit = limit and tonumber(limit)\n"
     "n = tonumber(n)\n"
     "if not n then return redis.error_reply('STOCKD the count ' .. KEYS[1] .. ' is not a "
     "number') end\n"
+    "local function load()\n"
+    "  if not loading then return end\n"
+    "  if limit then redis.call('SET', KEYS[5], limit) else redis.call('DEL', KEYS[5]) end\n"
+    "  redis.call('DEL', KEYS[6])\n"
+    "end\n"
     "if n <= 0 then\n"
-    "  if ARGV[4] ~= '' then redis.call('SET', KEYS[1], n, 'NX') end\n"
+    "  if loading then redis.call('SET', KEYS[1], n) load() end\n"
     "  return {0, n}\n"
+    "end\n"
+    "-- 2b. the customer: the units this count sold them (none when loading)\n"
+    "if ARGV[8] ~= '' and limit then\n"
+    "  local held = loading and 0 or tonumber(redis.call('HGET', KEYS[6], ARGV[8]) or '0')\n"
+    "  if held >= limit then return {5, n} end\n"
     "end\n"
     "-- 3. the writes\n"
     "redis.call('SET', KEYS[1], n - 1)\n"
-    "redis.call('SET', KEYS[2], ARGV[1], 'EX', ARGV[5])\n"
+    "load()\n"
     "local t = redis.call('TIME')\n"
-    "redis.call('XADD', KEYS[3], '*', 'key', ARGV[2], 'product', ARGV[1], 'instance', "
-    "ARGV[3], 'at_us', t[1] .. string.format('%06d', tonumber(t[2])))\n"
+    "local at = t[1] .. string.format('%06d', tonumber(t[2]))\n"
+    "redis.call('SET', KEYS[2], ARGV[1], 'EX', ARGV[5])\n"
+    "if ARGV[8] ~= '' then\n"
+    "  redis.call('HINCRBY', KEYS[6], ARGV[8], 1)\n"
+    "  redis.call('XADD', KEYS[3], '*', 'key', ARGV[2], 'product', ARGV[1], 'instance', "
+    "ARGV[3], 'at_us', at, 'user', ARGV[8])\n"
+    "else\n"
+    "  redis.call('XADD', KEYS[3], '*', 'key', ARGV[2], 'product', ARGV[1], 'instance', "
+    "ARGV[3], 'at_us', at)\n"
+    "end\n"
     "return {1, n - 1}\n";
 
 /* The restock script (stockredis_restock): KEYS[1] the count, KEYS[2] the units restocks
@@ -219,7 +253,7 @@ static int read_answer(stockredis *s, const redisReply *r, stockredis_result *ou
     if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
         r->element[0]->type != REDIS_REPLY_INTEGER || r->element[1]->type != REDIS_REPLY_INTEGER ||
         r->element[0]->integer < STOCKREDIS_SOLD_OUT ||
-        r->element[0]->integer > STOCKREDIS_NOT_LOADED) {
+        r->element[0]->integer > STOCKREDIS_LIMIT_REACHED) {
         set_err(s, "the deduction script: an answer not of the form {outcome, count}");
         return STOCKREDIS_ERR_UNKNOWN;
     }
@@ -234,9 +268,10 @@ static void restocked_key(int32_t product_id, char *buf, size_t cap) {
 }
 
 int stockredis_deduct(stockredis *s, int32_t product_id, const char *key, long long load,
-                      long long load_restocked, unsigned memo_ttl_s, stockredis_result *out) {
+                      long long load_restocked, unsigned memo_ttl_s, const char *user,
+                      long long load_limit, stockredis_result *out) {
     char count_key[64], memo_key[16 + STOCKREDIS_KEY_MAX], product[16], loadv[24] = "", ttl[16];
-    char restocked[64], restockedv[24] = "";
+    char restocked[64], restockedv[24] = "", limit_key[64], users_key[64], limitv[24] = "";
     size_t klen = key ? strlen(key) : 0;
     if (product_id <= 0 || klen == 0 || klen > STOCKREDIS_KEY_MAX || memo_ttl_s == 0) {
         set_err(s, "bad product id, request key or memo life");
@@ -249,9 +284,26 @@ int stockredis_deduct(stockredis *s, int32_t product_id, const char *key, long l
     restocked_key(product_id, restocked, sizeof(restocked));
     if (load >= 0) snprintf(loadv, sizeof(loadv), "%lld", load);
     if (load >= 0) snprintf(restockedv, sizeof(restockedv), "%lld", load_restocked);
-    const char *argv[] = {"EVALSHA", s->sha,  "4", count_key,   memo_key, STOCKREDIS_STREAM,
-                          restocked, product, key, s->instance, loadv,    ttl,
-                          restockedv};
+    if (load >= 0 && load_limit >= 0) snprintf(limitv, sizeof(limitv), "%lld", load_limit);
+    snprintf(limit_key, sizeof(limit_key), "stockd:limit:{%ld}", (long)product_id);
+    snprintf(users_key, sizeof(users_key), "stockd:users:{%ld}", (long)product_id);
+    const char *argv[] = {"EVALSHA",
+                          s->sha,
+                          "6",
+                          count_key,
+                          memo_key,
+                          STOCKREDIS_STREAM,
+                          restocked,
+                          limit_key,
+                          users_key,
+                          product,
+                          key,
+                          s->instance,
+                          loadv,
+                          ttl,
+                          restockedv,
+                          limitv,
+                          user ? user : ""};
     enum { ARGC = sizeof(argv) / sizeof(argv[0]) };
     size_t argl[ARGC];
     bool sent = false;

@@ -12,8 +12,11 @@
  *                         repeated key gets its first answer back, and a key of another
  *                         product is refused; it expires after the caller's memo life
  *                         (the key's idempotency window), after which the key is new;
- *   stockd:orders         the stream of orders, one entry per deduction, with exactly the
- *                         fields key, product, instance and at_us (Redis TIME, in us);
+ *   stockd:limit:{<id>}   the product's per_user_limit, loaded with the count (none: absent);
+ *   stockd:users:{<id>}   a hash, customer -> units this count sold them (emptied at a load);
+ *   stockd:orders         the stream of orders, one entry per deduction, with the fields
+ *                         key, product, instance and at_us (Redis TIME, in us), and user
+ *                         when the deduction had a customer;
  *                         its consumer group `writers` is created by whoever comes first.
  *
  * Loading: a product whose count is not in Redis yet answers STOCKREDIS_NOT_LOADED and
@@ -60,9 +63,10 @@ typedef struct stockredis_config {
 typedef enum stockredis_outcome {
     STOCKREDIS_SOLD_OUT = 0,
     STOCKREDIS_DEDUCTED = 1,
-    STOCKREDIS_REPLAYED = 2,   /* the key deducted this product before: the first answer */
-    STOCKREDIS_KEY_REUSED = 3, /* the key deducted another product: refused */
-    STOCKREDIS_NOT_LOADED = 4, /* no count in Redis and no `load` given: nothing done */
+    STOCKREDIS_REPLAYED = 2,      /* the key deducted this product before: the first answer */
+    STOCKREDIS_KEY_REUSED = 3,    /* the key deducted another product: refused */
+    STOCKREDIS_NOT_LOADED = 4,    /* no count in Redis and no `load` given: nothing done */
+    STOCKREDIS_LIMIT_REACHED = 5, /* the customer holds the product's limit: nothing done */
 } stockredis_outcome;
 
 typedef struct stockredis_result {
@@ -85,12 +89,15 @@ void stockredis_free(stockredis *s); /* NULL is a no-op */
  * the key's memo lives, i.e. how long a resend of the key is answered as the first one.
  * On STOCKREDIS_OK *out says what happened. A connection that breaks after the script was
  * sent is made again and the script sent once more: the key's memo makes that safe (it
- * answers REPLAYED if the first one ran).
+ * answers REPLAYED if the first one ran). user (NULL or "": anonymous) is the customer,
+ * counted against the product's per_user_limit, which a load (load >= 0) brings as
+ * load_limit (< 0: none): LIMIT_REACHED with nothing done when they hold it already.
  * Errors: ERR_CONNECTION, ERR_AUTH, ERR_REFUSED, ERR_SERVER (the script's own check):
  * nothing was done. ERR_UNKNOWN: it may have been done (the reply of a script sent was
  * lost, and whatever followed failed too; or an error that may come after a write). */
 int stockredis_deduct(stockredis *s, int32_t product_id, const char *key, long long load,
-                      long long load_restocked, unsigned memo_ttl_s, stockredis_result *out);
+                      long long load_restocked, unsigned memo_ttl_s, const char *user,
+                      long long load_limit, stockredis_result *out);
 
 /* Restock (docs/orders.md, "Restock in mode redis-stock"): call it AFTER the restock
  * committed in MariaDB (stockdb_restock). It adds units to stockd:restocked:{id}, and to

@@ -64,6 +64,10 @@ char *stockd_answer_json(const stockd_answer *a, const char *instance) {
     if (!cJSON_AddStringToObject(o, "result", stockd_result_name(a->result))) goto out;
     if (a->id > 0 && !cJSON_AddNumberToObject(o, "id", a->id)) goto out;
     if (a->has_stock && !cJSON_AddNumberToObject(o, "stock", a->stock)) goto out;
+    if (a->has_units && (!cJSON_AddNumberToObject(o, "reserved", (double)a->reserved) ||
+                         !cJSON_AddNumberToObject(o, "paid", (double)a->paid) ||
+                         !cJSON_AddNumberToObject(o, "released", (double)a->released)))
+        goto out;
     /* Order ids are BIGINT UNSIGNED; a JSON number holds them exactly up to 2^53, far
      * beyond what an AUTO_INCREMENT reaches here. */
     if (a->order_id && !cJSON_AddNumberToObject(o, "order_id", (double)a->order_id)) goto out;

@@ -6,7 +6,8 @@
  *
  * The way of one deduction:
  *
- *   script ── count in Redis ──> 200 deducted {"order": key} | 409 sold_out | 422
+ *   script ── count in Redis ──> 200 deducted {"order": key} | 409 sold_out
+ *     │                          | 409 limit_reached (the customer's units, same script) | 422
  *     │ not loaded yet
  *     v
  *   read product.stock from MariaDB ──> script again with it: the script sets the count
@@ -74,19 +75,32 @@ static int deduct(worker_state *ws, stockd_job *job, stockredis_result *res, sto
     /* '/' never appears in a client's key: with one, the key is stockd's own. */
     unsigned ttl =
         strchr(job->request_id, '/') ? OWN_KEY_TTL_S : ws->w->ctx->cfg->redis_key_window_s;
-    int rc = stockredis_deduct(ws->redis, job->product_id, job->request_id, -1, 0, ttl, res);
+    const char *user = job->user[0] ? job->user : NULL;
+    int rc =
+        stockredis_deduct(ws->redis, job->product_id, job->request_id, -1, 0, ttl, user, -1, res);
     if (rc != STOCKREDIS_OK || res->outcome != STOCKREDIS_NOT_LOADED) return rc;
-    int32_t stock = 0;
+    int32_t stock = 0, limit = -1, reserve_s = -1;
     int64_t restocked = 0;
-    int db_rc = stockdb_get_stock_restocked(ws->db, job->product_id, &stock, &restocked);
+    int db_rc = stockdb_get_stock_restocked(ws->db, job->product_id, &stock, &restocked, &limit,
+                                            &reserve_s);
     count_statements(ws);
     answer__note_db_error(ws, "redis-stock load", db_rc);
     if (db_rc != STOCKDB_OK) {
         stockd_answer_from_db(a, LOCK_OK, db_rc, NULL);
         return 1;
     }
+    if (reserve_s >= 0) {
+        /* The script makes no reservations (docs/orders.md): selling at once would leave a
+         * shop that expects unpaid units back without them, so the product is refused and
+         * its count never loaded; every request asks MariaDB again, and a product whose
+         * reserve_seconds is set back to NULL sells at its next request. */
+        a->result = STOCKD_R_BAD_REQUEST;
+        a->message = "this product reserves (reserve_seconds) and mode redis-stock makes no "
+                     "reservations; nothing was deducted";
+        return 1;
+    }
     return stockredis_deduct(ws->redis, job->product_id, job->request_id, stock < 0 ? 0 : stock,
-                             restocked, ttl, res);
+                             restocked, ttl, user, limit, res);
 }
 
 int stockd_redisstock_restock(worker_state *ws, int32_t product_id, int32_t units, int32_t *stock,
@@ -123,6 +137,10 @@ void stockd_redisstock_serve(worker_state *ws, stockd_job *job) {
         answer_error(ws, rc, &a);
     } else if (res.outcome == STOCKREDIS_KEY_REUSED) {
         stockd_answer_from_db(&a, LOCK_OK, STOCKDB_ERR_KEY_REUSED, NULL);
+    } else if (res.outcome == STOCKREDIS_LIMIT_REACHED) {
+        a.result = STOCKD_R_LIMIT_REACHED;
+        a.has_stock = true;
+        a.stock = (int32_t)res.count;
     } else if (res.outcome == STOCKREDIS_SOLD_OUT || res.outcome == STOCKREDIS_NOT_LOADED) {
         a.result = STOCKD_R_SOLD_OUT;
         a.has_stock = true;

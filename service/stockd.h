@@ -302,6 +302,8 @@ typedef struct stockd_answer {
     const char *expires_at; /* a reservation's expiry, "YYYY-MM-DD HH:MM:SS.ffffff" UTC (rendered
                              * as ISO 8601 with Z); NULL = none; not owned */
     const char *state;      /* an order's state after pay or cancel; NULL = none; not owned */
+    bool has_units;         /* GET /stock: the product's orders by state beside the stock */
+    int64_t reserved, paid, released;
 } stockd_answer;
 
 /* The HTTP status of a result. */

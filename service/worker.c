@@ -18,7 +18,10 @@
 static void serve_stock(worker_state *ws, stockd_job *job) {
     stockd_answer a = {.id = job->product_id};
     int32_t stock = 0;
-    int rc = stockdb_get_stock(ws->db, job->product_id, &stock);
+    stockdb_units u = {0};
+    /* The stock and its orders by state in one statement: one snapshot, so the live page's
+     * stock, reserved, paid and released add up at every tick. */
+    int rc = stockdb_get_stock_units(ws->db, job->product_id, &stock, &u);
 
     count_statements(ws);
     answer__note_db_error(ws, "stock read", rc);
@@ -26,6 +29,10 @@ static void serve_stock(worker_state *ws, stockd_job *job) {
     if (rc == STOCKDB_OK) {
         a.has_stock = true;
         a.stock = stock;
+        a.has_units = true;
+        a.reserved = u.reserved;
+        a.paid = u.paid;
+        a.released = u.released;
     }
     if (rc == STOCKDB_ERR_CONNECT) a.message = "MySQL is unavailable";
     answer__send(ws, job, &a);

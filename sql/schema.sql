@@ -70,7 +70,10 @@ ALTER TABLE orders
 --                stock = initial + restocks - orders in (sold, reserved, paid);
 --   expires_at   when an unpaid reservation is given back (UTC), NULL otherwise;
 --   released_at  when a cancel or the expiry gave the unit back (UTC).
--- ix_orders_expiry serves the expiry's bounded scan, ix_orders_user the limit's count.
+-- ix_orders_expiry serves the expiry's bounded scan, ix_orders_user the limit's count,
+-- ix_orders_state GET /stock's units by state (a range of the index alone, which skips the
+-- sold orders). It begins with product_id, as ix_orders_product did, which it replaces:
+-- one index for the inserts to keep, not two.
 ALTER TABLE orders
   ADD COLUMN IF NOT EXISTS user VARCHAR(64) CHARACTER SET ascii COLLATE ascii_bin NULL,
   ADD COLUMN IF NOT EXISTS state ENUM('sold', 'reserved', 'paid', 'cancelled', 'expired')
@@ -78,7 +81,9 @@ ALTER TABLE orders
   ADD COLUMN IF NOT EXISTS expires_at DATETIME(6) NULL,
   ADD COLUMN IF NOT EXISTS released_at DATETIME(6) NULL,
   ADD KEY IF NOT EXISTS ix_orders_expiry (state, expires_at),
-  ADD KEY IF NOT EXISTS ix_orders_user (product_id, user);
+  ADD KEY IF NOT EXISTS ix_orders_user (product_id, user),
+  ADD KEY IF NOT EXISTS ix_orders_state (product_id, state),
+  DROP KEY IF EXISTS ix_orders_product;
 
 -- Restocks made through the API (POST /stock/restock), one row each, written in the
 -- transaction that raises the stock: the ledger's other side.

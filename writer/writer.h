@@ -2,7 +2,8 @@
  *
  * In mode redis-stock stockd deducts in Redis: one Lua script decrements
  * `stockd:stock:{<id>}` and appends the order to the stream `stockd:orders` (fields key,
- * product, instance, at_us; docs/architecture.md). The writer reads that stream as a
+ * product, instance, at_us, and user when there is a customer, written to orders.user;
+ * docs/architecture.md). The writer reads that stream as a
  * member of the consumer group `writers` and writes each batch of entries to MariaDB in
  * ONE transaction: per entry, the order (orders.request_id = key, unique) and the
  * product's stock - 1 with a guard that never takes it below 0. An entry whose product

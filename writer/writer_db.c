@@ -41,7 +41,8 @@ enum { ST_LOCK, ST_PRIORS, ST_STOCK, ST_ORDERS, ST_PROMISES, ST_PRODUCT, ST_LAG,
 #define KEYS_OF(js) "JSON_TABLE(" js ", '$[*]' COLUMNS (k " KEY_COL " PATH '$')) j"
 #define ROWS_COLS                                                                                  \
     "COLUMNS (p INT PATH '$.p', i VARCHAR(64) CHARACTER SET utf8mb4 PATH '$.i', k " KEY_COL        \
-    " PATH '$.k', a BIGINT PATH '$.a', r VARCHAR(16) PATH '$.r')"
+    " PATH '$.k', a BIGINT PATH '$.a', r VARCHAR(16) PATH '$.r', u VARCHAR(64) CHARACTER SET "     \
+    "ascii COLLATE ascii_bin PATH '$.u')"
 
 static const char *const stmt_sql[ST_COUNT] = {
     /* [id, ...] ascending: locked in that order, each by its primary key. */
@@ -56,10 +57,11 @@ static const char *const stmt_sql[ST_COUNT] = {
     [ST_STOCK] = "UPDATE JSON_TABLE(?, '$[*]' COLUMNS (id INT PATH '$.id', n INT PATH '$.n')) j "
                  "STRAIGHT_JOIN product p FORCE INDEX (PRIMARY) ON p.id = j.id "
                  "SET p.stock = p.stock - j.n, p.row_version = p.row_version + j.n",
-    /* [{"p", "i", "k", "a"}, ...]: the orders, in stream order. */
+    /* [{"p", "i", "k", "a"[, "u"]}, ...]: the orders, in stream order; u the customer
+     * (absent: NULL). */
     [ST_ORDERS] =
-        "INSERT INTO orders (product_id, instance, request_id, answered_at) "
-        "SELECT j.p, j.i, j.k, " AT_US("j.a") " FROM JSON_TABLE(?, '$[*]' " ROWS_COLS ") j",
+        "INSERT INTO orders (product_id, instance, request_id, answered_at, user) "
+        "SELECT j.p, j.i, j.k, " AT_US("j.a") ", j.u FROM JSON_TABLE(?, '$[*]' " ROWS_COLS ") j",
     /* [{"p", "i", "k", "a", "r"}, ...]: the promises, r their reason. */
     [ST_PROMISES] =
         "INSERT IGNORE INTO oversold_promise "
@@ -349,6 +351,7 @@ static void add_row(cJSON *rows, const writer_entry *e, const char *key, const c
     cJSON_AddStringToObject(o, "k", key);
     cJSON_AddNumberToObject(o, "a", (double)e->at_us); /* < 2^53: exact */
     if (reason) cJSON_AddStringToObject(o, "r", reason);
+    if (!reason && e->user[0]) cJSON_AddStringToObject(o, "u", e->user);
     cJSON_AddItemToArray(rows, o);
 }
 

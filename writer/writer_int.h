@@ -20,6 +20,7 @@ typedef struct writer_entry {
     int32_t product;
     char instance[STOCKDB_INSTANCE_MAX + 1];
     int64_t at_us;
+    char user[STOCKDB_USER_MAX + 1]; /* the customer; "" = none (the field is optional) */
     /* What the entry is: */
     enum {
         WRITER__ENTRY_OK,        /* in the contract's format: to be written */

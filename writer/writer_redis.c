@@ -101,6 +101,11 @@ void writer_redis__entry(const redisReply *r, writer_entry *e) {
             if (!field_int(&n, v->str, v->len, 0, INT64_MAX / 2)) return;
             e->at_us = n;
             seen |= 8;
+        } else if (strcmp(k->str, "user") == 0) {
+            /* Optional: a deduction with a customer (stockd checked its form). */
+            if (v->len == 0 || !field_str(e->user, sizeof(e->user), v->str, v->len) ||
+                strlen(e->user) != v->len)
+                return;
         }
     }
     if (seen == 15) e->kind = WRITER__ENTRY_OK;

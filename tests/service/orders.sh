@@ -5,6 +5,8 @@
 #     three instances: with a lock (or a row lock, or the atomic statement) exactly one
 #     unit is sold and the other 29 are 409 limit_reached; without one (none) the count
 #     of the customer's orders races like the stock, and more than one unit is sold.
+#     In mode redis-stock the Lua script counts the customer in Redis, and the order
+#     writer's row carries the customer.
 #   orders.sh limit zk exact owner
 #     the same with every instance routing by owner (--route owner, docs/routing.md): the
 #     customer's X-User header crosses to the product's owner with each forward, so the
@@ -14,7 +16,11 @@
 #     cancels, the rest expire (brought forward to now + 1 s) while 3 of them cancel at the same moment and 3
 #     pay late; paid never exceeds the stock, no unit comes back twice, late payments are
 #     409 expired with nothing changed, and stock + units held = initial + restocks,
-#     before and after an authenticated restock.
+#     before and after an authenticated restock; GET /stock's reserved, paid and
+#     released counts say the same as the rows.
+#   orders.sh redis-reserve
+#     mode redis-stock refuses a product that reserves (400, nothing deducted), and sells
+#     it once its reserve_seconds is NULL again.
 #   orders.sh auth
 #     restock refused without --admin-token-file (403), anonymous (401), with a wrong
 #     token (403), bad units (400); accepted with the token (200), into the ledger.
@@ -23,6 +29,9 @@ what=$1 mode=${2:-zk} expect=${3:-} routing=${4:-}
 
 # held P: units product P's orders hold (sold, reserved, paid).
 held() { sql "SELECT COUNT(*) FROM orders WHERE product_id=$1 AND state IN ('sold','reserved','paid')"; }
+# units P: GET /stock's "stock reserved paid released" for product P (instance 1), the
+# names the live page reads (web/live/live.js).
+units() { curl -sS -m 30 "http://127.0.0.1:$((PORT0 + 1))/stock?id=$1" | jq -r '"\(.stock) \(.reserved) \(.paid) \(.released)"'; }
 restocked() { sql "SELECT COALESCE(SUM(units), 0) FROM restock WHERE product_id=$1"; }
 # post PATH [CURL ARGS...]: POSTs to instance 1; prints "CODE RESULT".
 # The body stays in $T/post.json (the last post in the foreground; background posts keep
@@ -40,6 +49,19 @@ ledger_adds_up() { # P INITIAL
   expect_eq "stock + units held = initial + restocks (stock $s, held $h, restocked $r)" $(($2 + r)) $((s + h))
 }
 
+# redis_stock_up: mode redis-stock's count and customers in a Redis of its own, the
+# orders written by the order writer (which records the customer, orders.user); sets
+# extra to stockd's --redis option.
+redis_stock_up() {
+  r_port=$((PORT0 + 15))
+  redis_start "$T" "$r_port" redis-stock || fail "Redis did not start"
+  extra=(--redis "127.0.0.1:$r_port")
+  mkdir -p "$T/writer"
+  STOCKD_REDIS=127.0.0.1:$r_port STOCKD_MYSQL=$MYSQL_URL "$STOCKD_BUILD/writer/stock-writer" \
+    --consumer w1 >"$T/writer/log" 2>&1 &
+  echo $! >"$T/writer/pid"
+}
+
 t_db
 echo "s3cret-token" >"$T/token"
 case $what in
@@ -47,6 +69,8 @@ limit)
   think=50000
   [[ $expect == races ]] && think=1000000
   sql "UPDATE product SET stock = 20, per_user_limit = 1 WHERE id = 2"
+  extra=()
+  [[ $mode == redis-stock ]] && redis_stock_up
   for i in 1 2 3; do
     route=()
     if [[ $routing == owner ]]; then
@@ -55,7 +79,7 @@ limit)
       route=(--route owner --peer-secret-file "$T/secret" --announce "127.0.0.1:$((PORT0 + i))"
         --route-members "/stockd/t/$STOCKD_TEST_NAME/members")
     fi
-    t_stockd "$i" "$mode" --think-us "$think" "${route[@]}"
+    t_stockd "$i" "$mode" --think-us "$think" "${extra[@]}" "${route[@]}"
   done
   if [[ $routing == owner ]]; then
     wait_until 20 eval '[[ $(curl -fsS "http://127.0.0.1:$((PORT0 + 1))/route/view" | jq ".members | length") == 3 ]]' ||
@@ -77,6 +101,10 @@ limit)
     *) fail "request $b got '$a'" ;;
     esac
   done
+  if [[ $mode == redis-stock ]]; then
+    written() { [[ $(sql "SELECT COUNT(*) FROM orders WHERE product_id=2") == "$deducted" ]]; }
+    wait_until 30 written || fail "the writer did not write the $deducted order(s): $(tail -5 "$T/writer/log")"
+  fi
   alice=$(sql "SELECT COUNT(*) FROM orders WHERE product_id=2 AND user='alice'")
   echo "$mode x3: alice with a limit of 1 got $deducted units ($limited limit_reached); $alice orders"
   expect_eq "orders = deducted answers" "$deducted" "$alice"
@@ -92,6 +120,24 @@ limit)
   else
     ((deducted > 1)) || fail "without a lock the limit should race: alice got $deducted unit(s)"
   fi
+  ;;
+redis-reserve)
+  # Mode redis-stock makes no reservations: a product that reserves is refused, 400 with
+  # nothing deducted anywhere (MariaDB, Redis, the stream), rather than sold at once.
+  sql "UPDATE product SET stock = 5, reserve_seconds = 60 WHERE id = 2"
+  redis_stock_up
+  t_stockd 1 redis-stock "${extra[@]}"
+  expect_eq "a reserving product in redis-stock" "400 bad_request" \
+    "$(curl -sS -o "$T/ans" -w '%{http_code} ' "http://127.0.0.1:$((PORT0 + 1))/stock/reduce?id=2&user=c1")$(jq -r .result "$T/ans")"
+  grep -q reservations "$T/ans" || fail "the refusal does not say why: $(cat "$T/ans")"
+  expect_eq "MariaDB's stock" 5 "$(stock 2)"
+  expect_eq "no count loaded in Redis" 0 "$(redis-cli -p "$r_port" EXISTS 'stockd:stock:{2}')"
+  # entries-added, not XLEN: the writer trims what it wrote.
+  expect_eq "no stream entry" 0 "$(redis-cli -p "$r_port" XINFO STREAM stockd:orders | awk 'p == "entries-added" { print; exit } { p = $0 }')"
+  # Set back to selling at once, the product sells at its next request.
+  sql "UPDATE product SET reserve_seconds = NULL WHERE id = 2"
+  expect_eq "the same product selling at once" "200 deducted" \
+    "$(curl -sS -o "$T/ans" -w '%{http_code} ' "http://127.0.0.1:$((PORT0 + 1))/stock/reduce?id=2&user=c1")$(jq -r .result "$T/ans")"
   ;;
 reserve)
   # An hour, so that nothing expires while the first checks run on a loaded machine; the
@@ -122,6 +168,7 @@ reserve)
   expect_eq "c4 cancels" "200 cancelled" "$(post "/orders/${order[4]}/cancel?user=c4")"
   expect_eq "c4 cancels again" "409 not_reserved" "$(post "/orders/${order[4]}/cancel?user=c4")"
   expect_eq "stock after one cancel" 1 "$(stock 2)"
+  expect_eq "GET /stock: stock, reserved, paid, released after one cancel" "1 6 3 1" "$(units 2)"
   ledger_adds_up 2 10
   # The reservations left expire in a second; wait on the database's clock for it, then
   # race the expiry thread: three cancels (c5..c7) and three late payments (c8..c10).
@@ -153,6 +200,7 @@ reserve)
   expect_eq "given back (cancelled + expired, each once)" 7 \
     "$(sql "SELECT COUNT(*) FROM orders WHERE product_id=2 AND state IN ('cancelled','expired') AND released_at IS NOT NULL")"
   expect_eq "stock after the expiry" 7 "$(stock 2)"
+  expect_eq "GET /stock: stock, reserved, paid, released after the expiry" "7 0 3 7" "$(units 2)"
   ledger_adds_up 2 10
   expect_eq "restock 5" "200 restocked" "$(post "/stock/restock?id=2&units=5" -H "Authorization: Bearer s3cret-token")"
   expect_eq "stock after the restock" 12 "$(stock 2)"
