@@ -197,6 +197,23 @@ static void check_routed(const stockd_request_in *in, const stockd_routed *d, co
         for (size_t i = 0; i < in->nparams; i++)
             FUZZ_CHECK(in->params[i].key_len == 2 && memcmp(in->params[i].key, "id", 2) == 0);
         break;
+    case STOCKD_ROUTE_ROUTING:
+        /* Owner routing's view (it reads no parameter) and a product's owner (id=). */
+        FUZZ_CHECK((strcmp(p, "/route/view") == 0 || strcmp(p, "/route/owner") == 0) &&
+                   (get || head));
+        FUZZ_CHECK(d->key == NULL);
+        if (strcmp(p, "/route/view") == 0) return;
+        break;
+    case STOCKD_ROUTE_ORDER:
+        /* POST /orders/{order}/pay or /cancel: the order is in the path, no id=. */
+        FUZZ_CHECK(strncmp(p, "/orders/", 8) == 0 && post);
+        FUZZ_CHECK(d->kind == STOCKD_JOB_ORDER && d->key == NULL);
+        FUZZ_CHECK(in->body_bytes == 0 && !in->params_truncated);
+        return;
+    case STOCKD_ROUTE_RESTOCK:
+        FUZZ_CHECK(strcmp(p, "/stock/restock") == 0 && post);
+        FUZZ_CHECK(d->kind == STOCKD_JOB_RESTOCK && d->key == NULL);
+        break;
     default:
         FUZZ_CHECK(!"a routed request names no route");
     }
