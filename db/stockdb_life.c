@@ -48,29 +48,17 @@ bool stockdb_state_holds(stockdb_state s) {
     return (unsigned)s < STOCKDB_STATE_COUNT && states[s].holds;
 }
 
-/* ---------------------------------------------------------------- reading an order */
+/* ---------------------------------------------------------------- one-row reads */
 
-int stockdb_order_read(stockdb *db, uint64_t id, stockdb_order *out) {
-    if (!db) return STOCKDB_ERR_CONFIG;
-    stockdb__clear_err(db);
-    memset(out, 0, sizeof(*out));
+/* Runs st, a read of at most one row, with parameters p into r, and ends its
+ * transaction; *found says whether the row was there. Retried once after reconnecting if
+ * the idle connection was lost. The order's and the product's reads below. */
+static int read_row(stockdb *db, int st, MYSQL_BIND *p, MYSQL_BIND *r, bool *found) {
     for (int attempt = 0;; attempt++) {
         int rc = stockdb__connect(db);
         if (rc != STOCKDB_OK) return rc;
-        uint64_t oid = id;
-        int32_t state = 0, past = 0;
-        my_bool user_null = 1, past_null = 1, expires_null = 1;
-        unsigned long user_len = 0, expires_len = 0;
-        bool found = false;
-        MYSQL_BIND p[1], r[5];
-        stockdb__bind_ubigint(&p[0], &oid);
-        stockdb__bind_int(&r[0], &out->product_id, NULL);
-        stockdb__bind_out_text(&r[1], out->user, sizeof(out->user), &user_len, &user_null);
-        stockdb__bind_int(&r[2], &state, NULL);
-        stockdb__bind_int(&r[3], &past, &past_null);
-        stockdb__bind_out_text(&r[4], out->expires_at, sizeof(out->expires_at), &expires_len,
-                               &expires_null);
-        rc = stockdb__run(db, STOCKDB__ST_ORDER_READ, p, r, &found, NULL);
+        *found = false;
+        rc = stockdb__run(db, st, p, r, found, NULL);
         if (rc != STOCKDB_OK) {
             rc = stockdb__fail(db, rc, false);
             if (rc == STOCKDB__RETRY_IDLE && attempt == 0) continue;
@@ -78,19 +66,43 @@ int stockdb_order_read(stockdb *db, uint64_t id, stockdb_order *out) {
             return rc == STOCKDB__RETRY_IDLE ? STOCKDB_ERR_CONNECT : rc;
         }
         stockdb__end_trx(db);
-        if (!found) {
-            stockdb__set_err(db, "no order with id %llu", (unsigned long long)id);
-            return STOCKDB_ERR_NOT_FOUND;
-        }
-        out->id = id;
-        out->state = (stockdb_state)(state - 1); /* ENUM + 0 counts from 1 */
-        out->has_user = !user_null;
-        out->user[user_null ? 0 : user_len < sizeof(out->user) ? user_len : 0] = '\0';
-        out->past_expiry = !past_null && past;
-        out->expires_at[expires_null || expires_len >= sizeof(out->expires_at) ? 0 : expires_len] =
-            '\0';
         return STOCKDB_OK;
     }
+}
+
+/* ---------------------------------------------------------------- reading an order */
+
+int stockdb_order_read(stockdb *db, uint64_t id, stockdb_order *out) {
+    if (!db) return STOCKDB_ERR_CONFIG;
+    stockdb__clear_err(db);
+    memset(out, 0, sizeof(*out));
+    uint64_t oid = id;
+    int32_t state = 0, past = 0;
+    my_bool user_null = 1, past_null = 1, expires_null = 1;
+    unsigned long user_len = 0, expires_len = 0;
+    bool found = false;
+    MYSQL_BIND p[1], r[5];
+    stockdb__bind_ubigint(&p[0], &oid);
+    stockdb__bind_int(&r[0], &out->product_id, NULL);
+    stockdb__bind_out_text(&r[1], out->user, sizeof(out->user), &user_len, &user_null);
+    stockdb__bind_int(&r[2], &state, NULL);
+    stockdb__bind_int(&r[3], &past, &past_null);
+    stockdb__bind_out_text(&r[4], out->expires_at, sizeof(out->expires_at), &expires_len,
+                           &expires_null);
+    int rc = read_row(db, STOCKDB__ST_ORDER_READ, p, r, &found);
+    if (rc != STOCKDB_OK) return rc;
+    if (!found) {
+        stockdb__set_err(db, "no order with id %llu", (unsigned long long)id);
+        return STOCKDB_ERR_NOT_FOUND;
+    }
+    out->id = id;
+    out->state = (stockdb_state)(state - 1); /* ENUM + 0 counts from 1 */
+    out->has_user = !user_null;
+    out->user[user_null ? 0 : user_len < sizeof(out->user) ? user_len : 0] = '\0';
+    out->past_expiry = !past_null && past;
+    out->expires_at[expires_null || expires_len >= sizeof(out->expires_at) ? 0 : expires_len] =
+        '\0';
+    return STOCKDB_OK;
 }
 
 /* ---------------------------------------------------------------- one transaction */
@@ -382,25 +394,14 @@ int stockdb_expired_products(stockdb *db, int32_t *out, unsigned max, unsigned *
 static int read_product_row(stockdb *db, int st, int32_t product_id, MYSQL_BIND *r) {
     if (!db) return STOCKDB_ERR_CONFIG;
     stockdb__clear_err(db);
-    for (int attempt = 0;; attempt++) {
-        int rc = stockdb__connect(db);
-        if (rc != STOCKDB_OK) return rc;
-        int32_t pid = product_id;
-        bool found = false;
-        MYSQL_BIND p[1];
-        stockdb__bind_int(&p[0], &pid, NULL);
-        rc = stockdb__run(db, st, p, r, &found, NULL);
-        if (rc != STOCKDB_OK) {
-            rc = stockdb__fail(db, rc, false);
-            if (rc == STOCKDB__RETRY_IDLE && attempt == 0) continue;
-            stockdb__end_trx(db);
-            return rc == STOCKDB__RETRY_IDLE ? STOCKDB_ERR_CONNECT : rc;
-        }
-        stockdb__end_trx(db);
-        if (found) return STOCKDB_OK;
-        stockdb__set_err(db, "no product with id %d", product_id);
-        return STOCKDB_ERR_NOT_FOUND;
-    }
+    int32_t pid = product_id;
+    bool found = false;
+    MYSQL_BIND p[1];
+    stockdb__bind_int(&p[0], &pid, NULL);
+    int rc = read_row(db, st, p, r, &found);
+    if (rc != STOCKDB_OK || found) return rc;
+    stockdb__set_err(db, "no product with id %d", product_id);
+    return STOCKDB_ERR_NOT_FOUND;
 }
 
 int stockdb_get_stock_restocked(stockdb *db, int32_t product_id, int32_t *stock, int64_t *restocked,
