@@ -418,20 +418,28 @@ static int run_failed(stockdb *db, MYSQL_STMT *st, int id) {
     return rc;
 }
 
-int stockdb__run(stockdb *db, int id, MYSQL_BIND *params, MYSQL_BIND *results, bool *found,
-                 uint64_t *rows) {
+/* Statement id, about to run: counted, and the transaction marked open (autocommit is
+ * off: every statement here opens or joins one). NULL with *rc set when the connection
+ * was dropped: a failed ROLLBACK drops it, and with it every statement, so a caller that
+ * goes on (to look a key up, say) gets "connection lost", never a NULL statement. */
+static MYSQL_STMT *stmt_to_run(stockdb *db, int id, int *rc) {
     MYSQL_STMT *st = db->stmt[id];
-
-    /* A failed ROLLBACK drops the connection, and with it every statement: a caller
-     * that goes on (to look a key up, say) gets "connection lost", never a NULL
-     * statement. */
     if (!st) {
         stockdb__set_err(db, "%s: not connected (the connection was dropped)",
                          stockdb__stmt_name[id]);
-        return stockdb__code(db, CR_SERVER_LOST);
+        *rc = stockdb__code(db, CR_SERVER_LOST);
+        return NULL;
     }
     db->statements++;
-    db->in_trx = true; /* autocommit is off: every statement here opens or joins one */
+    db->in_trx = true;
+    return st;
+}
+
+int stockdb__run(stockdb *db, int id, MYSQL_BIND *params, MYSQL_BIND *results, bool *found,
+                 uint64_t *rows) {
+    int err;
+    MYSQL_STMT *st = stmt_to_run(db, id, &err);
+    if (!st) return err;
     if (mysql_stmt_bind_param(st, params) || mysql_stmt_execute(st)) return run_failed(db, st, id);
     if (!results) {
         if (rows) *rows = mysql_stmt_affected_rows(st);
@@ -450,14 +458,9 @@ int stockdb__run(stockdb *db, int id, MYSQL_BIND *params, MYSQL_BIND *results, b
 
 int stockdb__run_each(stockdb *db, int id, MYSQL_BIND *params, MYSQL_BIND *results,
                       int (*each)(void *arg), void *arg) {
-    MYSQL_STMT *st = db->stmt[id];
-    if (!st) {
-        stockdb__set_err(db, "%s: not connected (the connection was dropped)",
-                         stockdb__stmt_name[id]);
-        return stockdb__code(db, CR_SERVER_LOST);
-    }
-    db->statements++;
-    db->in_trx = true;
+    int err;
+    MYSQL_STMT *st = stmt_to_run(db, id, &err);
+    if (!st) return err;
     if (mysql_stmt_bind_param(st, params) || mysql_stmt_execute(st) ||
         mysql_stmt_bind_result(st, results) || mysql_stmt_store_result(st))
         return run_failed(db, st, id);
