@@ -202,16 +202,21 @@ f_trx_open() {
 }
 
 # f_instance_of_conn THREAD_ID: the stockd index (1..) whose process owns that MySQL
-# connection, found through the client port in the processlist and ss.
+# connection, found through the client port in the processlist and ss. One local port
+# can serve connections to other servers too (side by side tests), so only the socket
+# towards MariaDB's port counts.
 f_instance_of_conn() {
   local host port pid f
   host=$(mysql_cli "$MYSQL_RUN" -N -B -e "SELECT host FROM information_schema.processlist
     WHERE id = $1")
   port=${host##*:}
   [[ $port =~ ^[0-9]+$ ]] || return 1
-  pid=$(ss -tnpH state established "( sport = :$port )" | sed -n 's/.*pid=\([0-9]*\).*/\1/p' | head -1)
-  for f in "$T"/stockd/*.pid; do
-    [[ $(cat "$f") == "$pid" ]] && { basename "$f" .pid; return 0; }
+  for pid in $(ss -tnpH state established \
+    "( sport = :$port and dport = :$STOCKD_TEST_MYSQL_PORT )" |
+    sed -n 's/.*pid=\([0-9]*\).*/\1/p'); do
+    for f in "$T"/stockd/*.pid; do
+      [[ $(cat "$f") == "$pid" ]] && { basename "$f" .pid; return 0; }
+    done
   done
   return 1
 }
