@@ -55,7 +55,7 @@ send() {
   for a in "$@"; do args+=("$(expand "$a")"); done
   status=000 ctype=- allow="" body=""
   if [[ $method == RAW ]]; then
-    line=$(python3 "$raw" "$port" "$target") || line="ERROR"
+    line=$(/usr/bin/python3 "$raw" "$port" "$target") || line="ERROR"
     case $line in
     CLOSED) status=closed ;;
     TIMEOUT | ERROR) status=${line,,} ;;
