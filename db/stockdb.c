@@ -146,8 +146,13 @@ static const char *const stmt_sql[STOCKDB__ST_COUNT] = {
     [STOCKDB__ST_STOCK_ADD_FENCED] =
         "UPDATE product SET stock = LAST_INSERT_ID(stock + ?), fence = ?, fence_kind = ?,"
         " row_version = row_version + 1 WHERE id = ? AND (fence <= ? OR fence_kind <> ?)",
-    [STOCKDB__ST_RESTOCK_INSERT] = "INSERT INTO restock (product_id, units, instance)"
-                                   " VALUES (?, ?, ?)",
+    [STOCKDB__ST_RESTOCK_INSERT] = "INSERT INTO restock (product_id, units, instance, request_id)"
+                                   " VALUES (?, ?, ?, ?)",
+    /* A restock's key, as STOCKDB__ST_LOOKUP is a deduction's: what it restocked, and the
+     * product's stock now for the replay's answer. */
+    [STOCKDB__ST_RESTOCK_LOOKUP] = "SELECT r.product_id, r.units, p.stock + " SEGMENTS_SUM
+                                   " FROM restock r JOIN product p ON p.id = r.product_id"
+                                   " WHERE r.request_id = ?",
     [STOCKDB__ST_STOCK_RESTOCKED] =
         "SELECT p.stock + " SEGMENTS_SUM ", CAST((SELECT COALESCE(SUM(r.units), 0) FROM restock r"
         " WHERE r.product_id = p.id) AS SIGNED), p.per_user_limit, p.reserve_seconds FROM product p"
@@ -189,6 +194,7 @@ const char *const stockdb__stmt_name[STOCKDB__ST_COUNT] = {
     [STOCKDB__ST_STOCK_ADD] = "UPDATE product by +k",
     [STOCKDB__ST_STOCK_ADD_FENCED] = "UPDATE product by +k (fenced)",
     [STOCKDB__ST_RESTOCK_INSERT] = "INSERT INTO restock",
+    [STOCKDB__ST_RESTOCK_LOOKUP] = "SELECT restock by key",
     [STOCKDB__ST_STOCK_RESTOCKED] = "SELECT stock, restocked units and terms",
     [STOCKDB__ST_STOCK_UNITS] = "SELECT stock and order units by state",
 };

@@ -382,8 +382,14 @@ int stockdb_expired_products(stockdb *db, int32_t *out, unsigned max, unsigned *
 
 /* Raises product l->product_id's stock by units (1..1000000) and records it in the
  * restock table, in one transaction (fenced and guarded as above). *stock is the stock
- * after. STOCKDB_ERR_NOT_FOUND when there is no such product. */
-int stockdb_restock(stockdb *db, const stockdb_life *l, int32_t units, int32_t *stock);
+ * after. STOCKDB_ERR_NOT_FOUND when there is no such product. request_id (NULL = none;
+ * borrowed) is the client's Idempotency-Key, kept in restock.request_id as a deduction's
+ * is in orders.request_id: a key that restocked already adds nothing and returns
+ * STOCKDB_OK with *replayed set and *stock the stock now, when it restocked the same
+ * product by the same units, else STOCKDB_ERR_KEY_REUSED. A COMMIT whose reply was lost
+ * is STOCKDB_ERR_UNKNOWN: a retry with the same key tells. */
+int stockdb_restock(stockdb *db, const stockdb_life *l, int32_t units, const char *request_id,
+                    int32_t *stock, bool *replayed);
 
 /* Reads product l's whole stock, the units its restocks added (the restock table), its
  * per_user_limit (*limit) and reserve_seconds (*reserve_s), -1 when NULL, in one

@@ -53,6 +53,7 @@ enum {
     STOCKDB__ST_STOCK_ADD,               /* units given back or restocked */
     STOCKDB__ST_STOCK_ADD_FENCED,
     STOCKDB__ST_RESTOCK_INSERT,
+    STOCKDB__ST_RESTOCK_LOOKUP,  /* a restock's Idempotency-Key */
     STOCKDB__ST_STOCK_RESTOCKED, /* the whole stock and the restocks' units, one snapshot */
     STOCKDB__ST_STOCK_UNITS,     /* the whole stock and its orders' units by state, the same */
     STOCKDB__ST_COUNT

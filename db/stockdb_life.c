@@ -427,12 +427,44 @@ int stockdb_get_stock_units(stockdb *db, int32_t product_id, int32_t *stock, sto
     return read_product_row(db, STOCKDB__ST_STOCK_UNITS, product_id, r);
 }
 
-int stockdb_restock(stockdb *db, const stockdb_life *l, int32_t units, int32_t *stock) {
+/* The restock of key already made, if any (*found): STOCKDB_OK with *stock the product's
+ * stock now when it added the same units to product l->product_id, STOCKDB_ERR_KEY_REUSED
+ * (text in errstr) when it restocked another product or other units, as a deduction's
+ * key of another product is refused. */
+static int restock_replay(stockdb *db, const stockdb_life *l, const char *key, int32_t units,
+                          bool *found, int32_t *stock) {
+    int32_t pid = 0, k = 0, now = 0;
+    unsigned long key_len;
+    MYSQL_BIND p[1], r[3];
+    *found = false;
+    stockdb__bind_text(&p[0], key, &key_len);
+    stockdb__bind_int(&r[0], &pid, NULL);
+    stockdb__bind_int(&r[1], &k, NULL);
+    stockdb__bind_int(&r[2], &now, NULL);
+    int rc = read_row(db, STOCKDB__ST_RESTOCK_LOOKUP, p, r, found);
+    if (rc != STOCKDB_OK || !*found) return rc;
+    if (pid != l->product_id || k != units) {
+        stockdb__set_err(db, "request id %s restocked product %d by %d units, not %d by %d", key,
+                         pid, k, l->product_id, units);
+        return STOCKDB_ERR_KEY_REUSED;
+    }
+    *stock = now;
+    return STOCKDB_OK;
+}
+
+int stockdb_restock(stockdb *db, const stockdb_life *l, int32_t units, const char *request_id,
+                    int32_t *stock, bool *replayed) {
     if (!db) return STOCKDB_ERR_CONFIG;
     stockdb__clear_err(db);
+    *replayed = false;
     if (!l || units < 1 || units > 1000000) {
         stockdb__set_err(db, "stockdb_restock: 1..1000000 units");
         return STOCKDB_ERR_CONFIG;
+    }
+    if (!stockdb__request_id_ok(db, "stockdb_restock", request_id)) return STOCKDB_ERR_CONFIG;
+    if (request_id) {
+        int rc = restock_replay(db, l, request_id, units, replayed, stock);
+        if (rc != STOCKDB_OK || *replayed) return rc;
     }
     for (int attempt = 0;; attempt++) {
         int rc = stockdb__connect(db);
@@ -450,12 +482,25 @@ int stockdb_restock(stockdb *db, const stockdb_life *l, int32_t units, int32_t *
             return rc == STOCKDB__RETRY_IDLE ? STOCKDB_ERR_CONNECT : rc;
         }
         int32_t pid = l->product_id, k = units;
-        unsigned long instance_len;
-        MYSQL_BIND p[3];
+        unsigned long instance_len, key_len;
+        MYSQL_BIND p[4];
         stockdb__bind_int(&p[0], &pid, NULL);
         stockdb__bind_int(&p[1], &k, NULL);
         stockdb__bind_text(&p[2], db->instance, &instance_len);
+        stockdb__bind_text(&p[3], request_id, &key_len);
         rc = stockdb__run(db, STOCKDB__ST_RESTOCK_INSERT, p, NULL, NULL, NULL);
+        if (rc != STOCKDB_OK && request_id && stockdb__duplicate_key(db, rc)) {
+            /* The same key committed meanwhile, on another product's lock (or with no
+             * lock, atomic): this raise is rolled back, and the key's row answers. */
+            (void)stockdb__fail(db, rc, true);
+            rc = restock_replay(db, l, request_id, units, replayed, stock);
+            if (rc == STOCKDB_OK && !*replayed) {
+                stockdb__set_err(db, "request id %s: a duplicate, and then no restock row",
+                                 request_id);
+                rc = STOCKDB_ERR_QUERY;
+            }
+            return rc;
+        }
         if (rc != STOCKDB_OK) return stockdb__fail(db, rc, true);
         rc = life_commit(db, l);
         stockdb__end_trx(db);

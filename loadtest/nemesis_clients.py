@@ -20,8 +20,10 @@ NOTHING_DEDUCTED = {"sold_out", "lock_timeout", "lock_lost", "unavailable", "ove
                     "not_found", "bad_request", "key_conflict", "internal_error",
                     "method_not_allowed", "limit_reached"}
 # --orders: the products' terms (limit per customer, reserve seconds), by product index
-# (1-based, cycling), and the pool of customers every client draws from.
-ORDER_TERMS = ((2, 1), (None, 1), (1, None))
+# (1-based, cycling), and the pool of customers every client draws from. The fourth has
+# none, and its deductions name no customer: the plain deductions of a run without
+# --orders go on beside the order's life, so folding --orders into a run loses nothing.
+ORDER_TERMS = ((2, 1), (None, 1), (1, None), (None, None))
 CUSTOMERS = 6
 
 
@@ -138,7 +140,8 @@ class Clients:
             seq += 1
             key = f"s{self.args.seed}-c{n}-{seq}"
             product = rng.choice(list(self.products))
-            user = f"customer-{rng.randint(1, CUSTOMERS)}" if self.terms else None
+            user = f"customer-{rng.randint(1, CUSTOMERS)}" \
+                if self.terms and self.terms[product] != (None, None) else None
             attempt = 1
             while True:
                 rec = self.deduct(n, key, product, attempt, user)

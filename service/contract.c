@@ -537,7 +537,12 @@ void stockd_route_request(const stockd_request_in *in, stockd_routed *out) {
     if (n > 1) return refuse(out, STOCKD_R_BAD_REQUEST, "id given more than once", NULL);
     if (stockd_parse_id(id, id_len, &out->product_id, &why) != 0)
         return refuse(out, STOCKD_R_BAD_REQUEST, why, NULL);
-    if (out->kind == STOCKD_JOB_RESTOCK) return route_units(in, out);
+    if (out->kind == STOCKD_JOB_RESTOCK) {
+        /* A restock takes a deduction's key, so that a retry restocks once. */
+        route_units(in, out);
+        if (out->error == STOCKD_R_OK) route_key(in, out);
+        return;
+    }
     if (out->kind != STOCKD_JOB_DEDUCT) return;
     route_key(in, out);
     if (out->error == STOCKD_R_OK) route_user(in, out, false);

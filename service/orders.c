@@ -34,6 +34,7 @@ typedef struct life_run {
     const stockd_job *job; /* CHANGE, RESTOCK */
     stockdb_order after;   /* CHANGE */
     int32_t stock;         /* RESTOCK: the stock after */
+    bool replayed;         /* RESTOCK: the job's key had restocked already */
     unsigned released;     /* RELEASE */
 } life_run;
 
@@ -62,7 +63,9 @@ static int under_lock(const stockd_ctx *ctx, stockdb *db, int32_t pid, life_run 
                                       &r->after);
             break;
         case LIFE_RESTOCK:
-            rc = stockdb_restock(db, &l, r->job->units, &r->stock);
+            rc = stockdb_restock(db, &l, r->job->units,
+                                 r->job->request_id[0] ? r->job->request_id : NULL, &r->stock,
+                                 &r->replayed);
             break;
         case LIFE_RELEASE:
             rc = stockdb_release_expired(db, &l, EXPIRY_BATCH, &r->released);
@@ -155,18 +158,22 @@ static void serve_restock(worker_state *ws, stockd_job *job) {
     }
     const char *message = NULL;
     if (ctx->cfg->lock == STOCKD_LOCK_REDIS_STOCK) /* MariaDB, then Redis: redisstock.c */
-        rc = stockd_redisstock_restock(ws, job->product_id, job->units, &r.stock, &message);
+        rc = stockd_redisstock_restock(ws, job, &r.stock, &r.replayed, &message);
     else
         rc = under_lock(ctx, ws->db, job->product_id, &r, &lock_rc);
     count_statements(ws);
     if (lock_rc == LOCK_OK) answer__note_db_error(ws, "restock", rc);
     stockd_answer_from_db(&a, lock_rc, rc, NULL);
     if (message) a.message = message;
+    if (rc == STOCKDB_ERR_KEY_REUSED)
+        a.message = "this Idempotency-Key was already used for a restock of another product "
+                    "or of other units; nothing was restocked";
     if (lock_rc != LOCK_OK) {
         const char *m = lock_failure_message(ctx->locks, lock_rc);
         if (m) a.message = m;
     } else if (rc == STOCKDB_OK) {
         a.result = STOCKD_R_RESTOCKED;
+        a.replayed = r.replayed;
         a.has_stock = true;
         a.stock = r.stock;
         stockd_stockwatch_note(job->product_id, r.stock);

@@ -103,17 +103,23 @@ static int deduct(worker_state *ws, stockd_job *job, stockredis_result *res, sto
                              restocked, ttl, user, limit, res);
 }
 
-int stockd_redisstock_restock(worker_state *ws, int32_t product_id, int32_t units, int32_t *stock,
-                              const char **message) {
+int stockd_redisstock_restock(worker_state *ws, const stockd_job *job, int32_t *stock,
+                              bool *replayed, const char **message) {
+    int32_t product_id = job->product_id;
     stockdb_life l = {.product_id = product_id, .strategy = STOCKDB_ATOMIC};
     long long count = 0;
     bool present = false;
     /* MariaDB first (docs/orders.md): the writer never meets a sold unit MariaDB lacks. */
-    int rc = stockdb_restock(ws->db, &l, units, stock);
+    int rc = stockdb_restock(ws->db, &l, job->units, job->request_id[0] ? job->request_id : NULL,
+                             stock, replayed);
     count_statements(ws);
     if (rc != STOCKDB_OK) return rc;
-    int redis_rc = ws->redis ? stockredis_restock(ws->redis, product_id, units, &count, &present)
-                             : STOCKREDIS_ERR_NOMEM;
+    /* A replay never runs Redis's step again: the first may have run it whatever its
+     * answer said (a lost reply), and a second would make the units sellable twice. */
+    if (*replayed) return STOCKDB_OK;
+    int redis_rc = ws->redis
+                       ? stockredis_restock(ws->redis, product_id, job->units, &count, &present)
+                       : STOCKREDIS_ERR_NOMEM;
     if (redis_rc != STOCKREDIS_OK) {
         answer__log_failure(ws, "redis-stock restock",
                             ws->redis ? stockredis_errstr(ws->redis) : "no Redis handle");

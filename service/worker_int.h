@@ -183,12 +183,13 @@ bool txn__run(worker_state *ws, stockd_job **jobs, unsigned n, product_lock *h,
 /* The worker's Redis handle of mode redis-stock (it connects at its first deduction);
  * NULL in the other modes, or when it cannot be made (logged; deductions answer 503). */
 stockredis *stockd_redisstock_open(const stockd_ctx *ctx);
-/* A restock of mode redis-stock: MariaDB first (stockdb_restock), then Redis
- * (stockredis_restock); *stock is the count after (MariaDB's while Redis has none loaded).
- * A STOCKDB_* code; when Redis failed after MariaDB committed, STOCKDB_ERR_CONNECT with
- * *message saying so. */
-int stockd_redisstock_restock(worker_state *ws, int32_t product_id, int32_t units, int32_t *stock,
-                              const char **message);
+/* The restock job (product, units, Idempotency-Key) of mode redis-stock: MariaDB first
+ * (stockdb_restock), then Redis (stockredis_restock); *stock is the count after
+ * (MariaDB's while Redis has none loaded). A key that restocked already (*replayed) adds
+ * nothing in either, and *stock is MariaDB's. A STOCKDB_* code; when Redis failed after
+ * MariaDB committed, STOCKDB_ERR_CONNECT with *message saying so. */
+int stockd_redisstock_restock(worker_state *ws, const stockd_job *job, int32_t *stock,
+                              bool *replayed, const char **message);
 /* Serves and answers one deduction of mode redis-stock (the caller checked its deadline). */
 void stockd_redisstock_serve(worker_state *ws, stockd_job *job);
 

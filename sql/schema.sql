@@ -95,6 +95,12 @@ CREATE TABLE IF NOT EXISTS restock (
   created_at  TIMESTAMP(6)    NOT NULL DEFAULT CURRENT_TIMESTAMP(6),
   KEY ix_restock_product (product_id)
 ) ENGINE=InnoDB;
+-- request_id is the restock's Idempotency-Key, unique and compared byte for byte as
+-- orders.request_id is: a retry of a restock finds its first row and adds nothing.
+ALTER TABLE restock
+  ADD COLUMN IF NOT EXISTS request_id VARCHAR(100) CHARACTER SET utf8mb4
+    COLLATE utf8mb4_nopad_bin NULL,
+  ADD UNIQUE KEY IF NOT EXISTS uq_restock_request (request_id);
 
 -- Article 001's lock table, for the db-lock mode (lock/dblock.c). A row is a held lock:
 -- INSERT takes it (a duplicate key means "held"), DELETE by owner and token releases it,

@@ -8,7 +8,8 @@
 # through the API, a second wave). EXPECT is
 #   over-limit   the customer holds more than 1 unit (no lock: every request read "none
 #                bought yet"), and the books still add up;
-#   one          the customer holds exactly 1 unit and every other request was refused;
+#   one          the customer holds exactly 1 unit and every other request was answered
+#                limit_reached (409), none sold_out, 503 or lost;
 #   exact        the reservation row's verdict is EXACT: paid <= initial + restocks, each
 #                answer agrees with its row, no late payment accepted, no order
 #                cancelled twice, nothing left reserved past its expiry, and stock =
@@ -47,6 +48,7 @@ over-limit)
 one)
   expect_eq "verdict" EXACT "$(get verdict)"
   expect_eq "units the customer holds" 1 "$(get customer_units)"
+  expect_eq "limit_reached answers" $(($(get requests) - 1)) "$(get limit_reached)"
   expect_eq "final stock" $(($(get initial) - 1)) "$(get final)"
   ;;
 exact)

@@ -318,7 +318,7 @@ static void test_routing_table(void) {
 }
 
 /* After the deduction (docs/orders.md): the customer from user= or X-User, checked and
- * agreed; pay and cancel routes need one; restock's units. */
+ * agreed; pay and cancel routes need one; restock's units and Idempotency-Key. */
 static void test_customer_and_order_routes(void) {
     static const struct {
         const char *method, *path, *p1, *p2;
@@ -377,6 +377,16 @@ static void test_customer_and_order_routes(void) {
     CHECK_INT_EQ(STOCKD_JOB_RESTOCK, r.kind);
     CHECK_INT_EQ(9, r.product_id);
     CHECK_INT_EQ(250, r.units);
+    CHECK(r.key == NULL);
+    /* A restock takes a deduction's key, checked by the same rules. */
+    r = route("POST", "/stock/restock", "rs-1", 0, "id=9", "units=250", (const char *)NULL);
+    CHECK_INT_EQ(STOCKD_R_OK, r.error);
+    CHECK(r.key_len == 4 && memcmp(r.key, "rs-1", 4) == 0);
+    r = route("POST", "/stock/restock", "rs/1", 0, "id=9", "units=250", (const char *)NULL);
+    CHECK_INT_EQ(STOCKD_R_BAD_REQUEST, r.error);
+    r = route("POST", "/stock/restock", "rs-1", 0, "id=9", "units=250", "request_id=rs-2",
+              (const char *)NULL);
+    CHECK_INT_EQ(STOCKD_R_BAD_REQUEST, r.error);
 
     /* The X-User header: alone, agreeing with user=, differing, twice. */
     stockd_param p[2] = {{"id", 2, "1", 1}, {"user", 4, "alice", 5}};

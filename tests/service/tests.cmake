@@ -390,11 +390,9 @@ stockd_integration_test(zk_waits_for_kazoo_holder_with_peer_acl
 stockd_integration_test(mixed_fleet_with_articles_java_service_ends_at_zero
   COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/mixed_fleet.sh LABELS service)
 # After the deduction (docs/orders.md): one customer's limit, reservations with payment,
-# cancel and expiry, and restock through the API.
-stockd_integration_test(orders_limit_none_3_instances_races
-  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/orders.sh limit none races LABELS experiment)
-stockd_integration_test(orders_limit_zk_3_instances_sells_exactly_1
-  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/orders.sh limit zk exact LABELS experiment)
+# cancel and expiry, and restock through the API. The limit without a lock and with zk
+# are the experiment's rows (orders_row_limit_*, tests/loadtest/tests.cmake): here the
+# other modes.
 stockd_integration_test(orders_limit_for_update_3_instances_sells_exactly_1
   COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/orders.sh limit for-update exact LABELS experiment)
 stockd_integration_test(orders_limit_atomic_3_instances_sells_exactly_1
