@@ -23,7 +23,11 @@
  *     is not in Redis adds its units once in both orders of the race: a load that read
  *     MariaDB after the restock but set the count before Redis heard of it, and one that
  *     read before and set after; the documented UPDATE-then-INCRBY sold 15 of 10 + 0
- *     there (issue 42): here 10 + 5 units are sold, exactly. */
+ *     there (issue 42): here 10 + 5 units are sold, exactly;
+ *   - a reservation (a product loaded with reserve_seconds) is paid once (a second pay is
+ *     NOT_RESERVED, another customer's is NOT_YOURS, the count unchanged); one past its
+ *     expiry, released by 8 handles at once (EXPIRE) and its customer's CANCEL, changes
+ *     once: one CHANGED, the unit and the customer's unit back once, one change entry. */
 #include <hiredis/hiredis.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -388,6 +392,75 @@ static void test_restock_racing_a_load(redisContext *c) {
     stockredis_free(s);
 }
 
+#define RELEASERS 8
+
+static int release_changed[RELEASERS + 1];
+
+static void *releaser(void *arg) {
+    int i = (int)(intptr_t)arg;
+    stockredis *s = open_h(addr, "rel");
+    stockredis_change_result res;
+    /* The last one is the customer's cancel; the others are expiry threads. */
+    int rc = i == RELEASERS ? stockredis_change(s, "res-0", STOCKREDIS_CANCEL, "u1", 60, &res)
+                            : stockredis_change(s, "res-0", STOCKREDIS_EXPIRE, NULL, 60, &res);
+    if (rc != STOCKREDIS_OK) CHECK_FAIL_("releaser %d: %d %s", i, rc, stockredis_errstr(s));
+    if (res.outcome == STOCKREDIS_CHANGED)
+        release_changed[i]++;
+    else
+        CHECK_INT_EQ(STOCKREDIS_NOT_RESERVED, res.outcome);
+    stockredis_free(s);
+    return NULL;
+}
+
+static void test_reservation_changes_once(redisContext *c) {
+    stockredis *s = open_h(addr, "res");
+    stockredis_result res;
+    stockredis_change_result ch;
+    /* Loaded with reserve_seconds 0: the first reservation is past its expiry at once. */
+    CHECK_INT_EQ(STOCKREDIS_OK, stockredis_deduct(s, 30, "res-0", 3, 0, 60, "u1", -1, 0, &res));
+    CHECK_INT_EQ(STOCKREDIS_DEDUCTED, res.outcome);
+    CHECK(res.expires_us > 0);
+    CHECK_INT_EQ(STOCKREDIS_OK, stockredis_deduct(s, 30, "res-0", -1, 0, 60, "u1", -1, -1, &res));
+    CHECK_INT_EQ(STOCKREDIS_REPLAYED, res.outcome);
+    CHECK(res.expires_us > 0);
+    CHECK_INT_EQ(STOCKREDIS_OK, stockredis_change(s, "res-0", STOCKREDIS_PAY, "u1", 60, &ch));
+    CHECK_INT_EQ(STOCKREDIS_LATE, ch.outcome);
+    long long entries = int_of(c, "XLEN stockd:orders");
+    pthread_t t[RELEASERS + 1];
+    for (int i = 0; i <= RELEASERS; i++)
+        CHECK(pthread_create(&t[i], NULL, releaser, (void *)(intptr_t)i) == 0);
+    int changed = 0;
+    for (int i = 0; i <= RELEASERS; i++) {
+        pthread_join(t[i], NULL);
+        changed += release_changed[i];
+    }
+    CHECK_INT_EQ(1, changed);
+    CHECK_INT_EQ(3, int_of(c, "GET stockd:stock:{30}"));
+    CHECK_INT_EQ(0, int_of(c, "HGET stockd:users:{30} u1"));
+    CHECK_INT_EQ(entries + 1, int_of(c, "XLEN stockd:orders"));
+    CHECK_INT_EQ(0, int_of(c, "ZSCORE stockd:expiry res-0") > 0);
+    /* A reservation within its expiry: paid once, by its customer only. */
+    freeReplyObject(redisCommand(c, "SET stockd:reserve:{30} 3600"));
+    CHECK_INT_EQ(STOCKREDIS_OK, stockredis_deduct(s, 30, "res-1", -1, 0, 60, "u2", -1, -1, &res));
+    CHECK_INT_EQ(STOCKREDIS_DEDUCTED, res.outcome);
+    CHECK_INT_EQ(STOCKREDIS_OK, stockredis_change(s, "res-1", STOCKREDIS_PAY, "u3", 60, &ch));
+    CHECK_INT_EQ(STOCKREDIS_NOT_YOURS, ch.outcome);
+    CHECK_INT_EQ(STOCKREDIS_OK, stockredis_change(s, "res-1", STOCKREDIS_PAY, "u2", 60, &ch));
+    CHECK_INT_EQ(STOCKREDIS_CHANGED, ch.outcome);
+    CHECK(strcmp(ch.state, "paid") == 0);
+    CHECK_INT_EQ(STOCKREDIS_OK, stockredis_change(s, "res-1", STOCKREDIS_PAY, "u2", 60, &ch));
+    CHECK_INT_EQ(STOCKREDIS_NOT_RESERVED, ch.outcome);
+    CHECK_INT_EQ(STOCKREDIS_OK, stockredis_change(s, "res-1", STOCKREDIS_EXPIRE, NULL, 60, &ch));
+    CHECK_INT_EQ(STOCKREDIS_NOT_RESERVED, ch.outcome);
+    CHECK_INT_EQ(2, int_of(c, "GET stockd:stock:{30}"));
+    CHECK_INT_EQ(STOCKREDIS_OK, stockredis_change(s, "nope", STOCKREDIS_PAY, "u2", 60, &ch));
+    CHECK_INT_EQ(STOCKREDIS_NO_ORDER, ch.outcome);
+    stockredis_free(s);
+    printf("ok: a reservation released by %d handles and its cancel at once changes once; one "
+           "within its expiry is paid once, by its customer\n",
+           RELEASERS);
+}
+
 int main(int argc, char **argv) {
     if (argc != 3) {
         fprintf(stderr, "usage: stockredis_itest REDIS_ADDR DEAD_ADDR\n");
@@ -407,6 +480,7 @@ int main(int argc, char **argv) {
     test_lost_reply_then_loading(c);
     test_restock_racing_a_load(c);
     test_maxmemory_refuses_before_running(c);
+    test_reservation_changes_once(c);
     redisFree(c);
     printf("ok\n");
     return 0;
