@@ -148,7 +148,10 @@ static const char change_lua[] =
     "local r = redis.call('HMGET', KEYS[1], 'product', 'user', 'state', 'expires_us')\n"
     "if not r[1] or r[1] ~= ARGV[1] then return {0, '', 0} end\n"
     "if ARGV[4] ~= '' and r[2] ~= ARGV[4] then return {1, r[3], 0} end\n"
-    "if r[3] ~= 'reserved' then return {2, r[3], 0} end\n"
+    "if r[3] ~= 'reserved' then\n"
+    "  if ARGV[3] == 'expire' then redis.call('ZREM', KEYS[5], ARGV[2]) end\n"
+    "  return {2, r[3], 0}\n"
+    "end\n"
     "local t = redis.call('TIME')\n"
     "local now = tonumber(t[1] .. string.format('%06d', tonumber(t[2])))\n"
     "local past = now >= tonumber(r[4])\n"
@@ -179,6 +182,11 @@ static const char restock_lua[] = "#!lua\n"
                                   "  return {1, redis.call('INCRBY', KEYS[1], ARGV[1])}\n"
                                   "end\n"
                                   "return {0, 0}\n";
+
+/* Takes a key out of the expiry index if its record is gone (stockredis_change). */
+static const char unindex_lua[] = "#!lua\n"
+                                  "if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end\n"
+                                  "return redis.call('ZREM', KEYS[2], ARGV[1])\n";
 
 /* Error answers with which Redis refuses a script before running it: nothing was done. */
 static bool refusal(const char *server_err) {
@@ -498,6 +506,13 @@ int stockredis_change(stockredis *s, const char *key, stockredis_event ev, const
         rc = STOCKREDIS_ERR_SERVER;
     }
     freeReplyObject(r);
+    if (rc == STOCKREDIS_OK && out->product_id <= 0 && ev == STOCKREDIS_EXPIRE) {
+        /* A key in the index without its record (deleted by hand): out of the index, so
+         * that the expiry does not read it again each round; only if the record is still
+         * absent, in one step (a reservation of the key made meanwhile stays). */
+        r = command(s, &rc, "EVAL %s 2 %s %s %s", unindex_lua, record, STOCKREDIS_EXPIRY, key);
+        freeReplyObject(r);
+    }
     if (rc != STOCKREDIS_OK || out->product_id <= 0) return rc; /* NOT_FOUND when no record */
     stockredis_count_key(out->product_id, count_key, sizeof(count_key));
     snprintf(users_key, sizeof(users_key), "stockd:users:{%ld}", (long)out->product_id);
