@@ -105,6 +105,7 @@ static void serve_change(worker_state *ws, stockd_job *job) {
          * the order named by the key its deduction answered. */
         rc = stockd_redisstock_change(ws, job, &r.after, &message);
         a.id = r.after.product_id;
+        a.order_id = 0; /* named by its key there, even a key of digits */
         if (job->request_id[0]) a.order = job->request_id;
     } else if (!job->order_id) {
         a.result = STOCKD_R_BAD_REQUEST;
