@@ -133,6 +133,10 @@ static void serve_change(worker_state *ws, stockd_job *job) {
         }
         a.result = job->event == STOCKDB_EV_PAY ? STOCKD_R_PAID : STOCKD_R_CANCELLED;
         a.state = stockdb_state_name(r.after.state);
+        if (message) { /* redis-stock: made, too few replicas have it */
+            a.result = STOCKD_R_NOT_REPLICATED;
+            a.message = message;
+        }
         break;
     case STOCKDB_ERR_NOT_FOUND:
         a.result = STOCKD_R_NOT_FOUND;

@@ -214,6 +214,16 @@ int stockd_redisstock_change(worker_state *ws, const stockd_job *job, stockdb_or
     after->past_expiry = res.outcome == STOCKREDIS_LATE;
     if (res.outcome == STOCKREDIS_CHANGED && res.count >= 0)
         stockd_stockwatch_note(res.product_id, (int32_t)res.count);
+    /* --redis-wait-replicas: a change waits for the replicas as a deduction does, and
+     * says so when too few have it (STOCKDB_OK with *message: not_replicated). */
+    const stockd_config *c = ws->w->ctx->cfg;
+    int acked = 0;
+    if (res.outcome == STOCKREDIS_CHANGED && c->redis_wait_replicas &&
+        (stockredis_wait(ws->redis, (int)c->redis_wait_replicas, (int)c->redis_wait_ms, &acked) !=
+             STOCKREDIS_OK ||
+         acked < (int)c->redis_wait_replicas))
+        *message = "changed on the Redis primary, but too few replicas confirmed it in time: a "
+                   "failover now may lose the change";
     switch (res.outcome) {
     case STOCKREDIS_NO_ORDER:
         return STOCKDB_ERR_NOT_FOUND;

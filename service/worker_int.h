@@ -196,7 +196,8 @@ void stockd_redisstock_serve(worker_state *ws, stockd_job *job);
  * stockdb_order_change does, so that orders.c answers every mode alike: STOCKDB_OK with
  * after->state, STOCKDB_ERR_NOT_FOUND, _KEY_REUSED (another customer's), _STATE (after
  * tells the state; after->past_expiry for a late payment), or _CONNECT / _UNKNOWN with
- * *message saying what Redis did. */
+ * *message saying what Redis did. STOCKDB_OK with *message set: made, but fewer replicas
+ * than --redis-wait-replicas confirmed it (answered not_replicated). */
 int stockd_redisstock_change(worker_state *ws, const stockd_job *job, stockdb_order *after,
                              const char **message);
 /* One round of the expiry thread in mode redis-stock: releases the reservations past their

@@ -24,7 +24,9 @@
 #     by stockd's own key (and again: not_reserved), the
 #     rest expire through the expiry threads while one cancels and one pays late (409
 #     expired, nothing changed); Redis's count, the stream (each change once) and, once
-#     the writer drained it, MariaDB's orders by state and stock all agree.
+#     the writer drained it, MariaDB's orders by state and stock all agree. With
+#     --redis-wait-replicas and no replica, a reservation and its cancel are made and
+#     answered 503 not_replicated.
 #   orders.sh auth
 #     restock refused without --admin-token-file (403), anonymous (401), with a wrong
 #     token (403), bad units (400); accepted with the token (200), into the ledger.
@@ -191,6 +193,15 @@ redis-reserve)
     "$(sql "SELECT COUNT(*) FROM orders WHERE product_id=2 AND state IN ('cancelled','expired') AND released_at IS NOT NULL")"
   expect_eq "MariaDB's stock = Redis's count" "$(rc GET 'stockd:stock:{2}')" "$(stock 2)"
   ledger_adds_up 2 6
+  # --redis-wait-replicas with no replica: a reservation and its cancel are made on the
+  # primary and answered 503 not_replicated, as a deduction is.
+  t_stockd 3 redis-stock "${extra[@]}" --redis-wait-replicas 1 --redis-wait-ms 50
+  a=$(curl -sS -m 30 -w ' %{http_code}' "http://127.0.0.1:$((PORT0 + 3))/stock/reduce?id=2&user=c8")
+  expect_eq "c8 reserves, no replica" "not_replicated 503" "$(jq -r .result <<<"${a% *}") ${a##* }"
+  o8=$(jq -r .order <<<"${a% *}")
+  expect_eq "c8 cancels, no replica" "503 not_replicated" "$(PORT=$((PORT0 + 3)) post "/orders/$o8/cancel?user=c8")"
+  expect_eq "c8's reservation" cancelled "$(rc HGET "stockd:order:$o8" state)"
+  expect_eq "Redis's count after c8's cancel" 5 "$(rc GET 'stockd:stock:{2}')"
   ;;
 reserve)
   # An hour, so that nothing expires while the first checks run on a loaded machine; the
