@@ -27,6 +27,17 @@
  *   KEYS[6]  stockd:users:{<id>}  a hash: each customer's units sold by this count
  *   ARGV[7]  per_user_limit read with ARGV[4], or "" (none, or no load)
  *   ARGV[8]  the customer, or "" (anonymous: no limit applies)
+ *   KEYS[7]  stockd:reserve:{<id>}  the product's reserve_seconds (absent: sells at once)
+ *   KEYS[8]  stockd:order:<key>   the reservation's record (a hash: product, user, state,
+ *                                 expires_us), made when the product reserves
+ *   KEYS[9]  stockd:expiry        the reservations by expiry (a sorted set: key, expires_us)
+ *   ARGV[9]  reserve_seconds read with ARGV[4], or "" (none, or no load)
+ *
+ * A product that reserves (docs/orders.md) makes a reserved order: its record, its place
+ * in the expiry index, and a stream entry with state reserved and expires_us, so that the
+ * writer writes the order reserved; its memo lives reserve_seconds longer than the window,
+ * so that the key is not taken for a new deduction while its reservation stands. The
+ * answer then carries expires_us as a third element (on a replay too).
  *
  * The limit and the customers' units live and die with the count: a load (the count
  * absent) sets the limit read from MariaDB with the stock and empties the hash, in the
@@ -53,26 +64,33 @@ static const char deduct_lua[] =
     "local memo = redis.call('GET', KEYS[2])\n"
     "if memo then\n"
     "  if memo ~= ARGV[1] then return {3, 0} end\n"
-    "  return {2, tonumber(redis.call('GET', KEYS[1]) or '0') or 0}\n"
+    "  local c = tonumber(redis.call('GET', KEYS[1]) or '0') or 0\n"
+    "  local x = redis.call('HGET', KEYS[8], 'expires_us')\n"
+    "  if x then return {2, c, x} end\n"
+    "  return {2, c}\n"
     "end\n"
-    "-- 2. the count, and the limit per customer loaded with it\n"
+    "-- 2. the count, and the limit per customer and the reservation loaded with it\n"
     "local n = redis.call('GET', KEYS[1])\n"
     "local loading = false\n"
     "local limit = redis.call('GET', KEYS[5])\n"
+    "local reserve = redis.call('GET', KEYS[7])\n"
     "if not n then\n"
     "  if ARGV[4] == '' then return {4, 0} end\n"
     "  -- a restock between the read of the load and now is counted once (stockredis.h)\n"
     "  n = tonumber(ARGV[4]) + tonumber(redis.call('GET', KEYS[4]) or '0') - tonumber(ARGV[6])\n"
     "  loading = true\n"
     "  limit = ARGV[7] ~= '' and ARGV[7]\n"
+    "  reserve = ARGV[9] ~= '' and ARGV[9]\n"
     "end\n"
     "limit = limit and tonumber(limit)\n"
+    "reserve = reserve and tonumber(reserve)\n"
     "n = tonumber(n)\n"
     "if not n then return redis.error_reply('STOCKD the count ' .. KEYS[1] .. ' is not a "
     "number') end\n"
     "local function load()\n"
     "  if not loading then return end\n"
     "  if limit then redis.call('SET', KEYS[5], limit) else redis.call('DEL', KEYS[5]) end\n"
+    "  if reserve then redis.call('SET', KEYS[7], reserve) else redis.call('DEL', KEYS[7]) end\n"
     "  redis.call('DEL', KEYS[6])\n"
     "end\n"
     "if n <= 0 then\n"
@@ -89,16 +107,71 @@ static const char deduct_lua[] =
     "load()\n"
     "local t = redis.call('TIME')\n"
     "local at = t[1] .. string.format('%06d', tonumber(t[2]))\n"
-    "redis.call('SET', KEYS[2], ARGV[1], 'EX', ARGV[5])\n"
+    "local entry = {'key', ARGV[2], 'product', ARGV[1], 'instance', ARGV[3], 'at_us', at}\n"
     "if ARGV[8] ~= '' then\n"
     "  redis.call('HINCRBY', KEYS[6], ARGV[8], 1)\n"
-    "  redis.call('XADD', KEYS[3], '*', 'key', ARGV[2], 'product', ARGV[1], 'instance', "
-    "ARGV[3], 'at_us', at, 'user', ARGV[8])\n"
-    "else\n"
-    "  redis.call('XADD', KEYS[3], '*', 'key', ARGV[2], 'product', ARGV[1], 'instance', "
-    "ARGV[3], 'at_us', at)\n"
+    "  table.insert(entry, 'user') table.insert(entry, ARGV[8])\n"
     "end\n"
-    "return {1, n - 1}\n";
+    "if not reserve then\n"
+    "  redis.call('SET', KEYS[2], ARGV[1], 'EX', ARGV[5])\n"
+    "  redis.call('XADD', KEYS[3], '*', unpack(entry))\n"
+    "  return {1, n - 1}\n"
+    "end\n"
+    "local x = (tonumber(t[1]) + reserve) .. string.format('%06d', tonumber(t[2]))\n"
+    "redis.call('SET', KEYS[2], ARGV[1], 'EX', tonumber(ARGV[5]) + reserve)\n"
+    "redis.call('DEL', KEYS[8])\n"
+    "redis.call('HSET', KEYS[8], 'product', ARGV[1], 'user', ARGV[8], 'state', 'reserved', "
+    "'expires_us', x)\n"
+    "redis.call('ZADD', KEYS[9], x, ARGV[2])\n"
+    "table.insert(entry, 'state') table.insert(entry, 'reserved')\n"
+    "table.insert(entry, 'expires_us') table.insert(entry, x)\n"
+    "redis.call('XADD', KEYS[3], '*', unpack(entry))\n"
+    "return {1, n - 1, x}\n";
+
+/* The change script (stockredis_change): pay, cancel or expire one reservation, in one
+ * atomic step, the state check its guard (docs/orders.md), so that two changes racing
+ * for one reservation (a cancel and the expiry, two instances' expiry threads) make one.
+ *
+ *   KEYS[1]  stockd:order:<key>   KEYS[2]  stockd:stock:{<id>}   KEYS[3]  stockd:users:{<id>}
+ *   KEYS[4]  stockd:orders        KEYS[5]  stockd:expiry
+ *   ARGV[1]  the product id (read from the record before: checked again here)
+ *   ARGV[2]  the key   ARGV[3]  pay | cancel | expire   ARGV[4]  the customer ("": expire)
+ *   ARGV[5]  the instance   ARGV[6]  the record's life once final, in seconds
+ *
+ * Answers {outcome, state, count}: the outcomes of stockredis_change_outcome. A change
+ * that gives the unit back (cancel, expire) raises the count (if it is loaded: a reset
+ * deleted it, and the next load reads MariaDB, where the writer gives the unit back) and
+ * the customer's units, in the same step as the state and the stream entry that tells
+ * the writer the new state. */
+static const char change_lua[] =
+    "#!lua\n"
+    "local r = redis.call('HMGET', KEYS[1], 'product', 'user', 'state', 'expires_us')\n"
+    "if not r[1] or r[1] ~= ARGV[1] then return {0, '', 0} end\n"
+    "if ARGV[4] ~= '' and r[2] ~= ARGV[4] then return {1, r[3], 0} end\n"
+    "if r[3] ~= 'reserved' then\n"
+    "  if ARGV[3] == 'expire' then redis.call('ZREM', KEYS[5], ARGV[2]) end\n"
+    "  return {2, r[3], 0}\n"
+    "end\n"
+    "local t = redis.call('TIME')\n"
+    "local now = tonumber(t[1] .. string.format('%06d', tonumber(t[2])))\n"
+    "local past = now >= tonumber(r[4])\n"
+    "if ARGV[3] == 'pay' and past then return {3, 'reserved', 0} end\n"
+    "if ARGV[3] == 'expire' and not past then return {2, 'reserved', 0} end\n"
+    "local to = ({pay = 'paid', cancel = 'cancelled', expire = 'expired'})[ARGV[3]]\n"
+    "if not to then return redis.error_reply('STOCKD no such change ' .. ARGV[3]) end\n"
+    "redis.call('HSET', KEYS[1], 'state', to)\n"
+    "redis.call('EXPIRE', KEYS[1], ARGV[6])\n"
+    "redis.call('ZREM', KEYS[5], ARGV[2])\n"
+    "local c = tonumber(redis.call('GET', KEYS[2]) or '-1')\n"
+    "if to ~= 'paid' then\n"
+    "  if redis.call('EXISTS', KEYS[2]) == 1 then c = redis.call('INCR', KEYS[2]) end\n"
+    "  if r[2] ~= '' and tonumber(redis.call('HGET', KEYS[3], r[2]) or '0') > 0 then\n"
+    "    redis.call('HINCRBY', KEYS[3], r[2], -1)\n"
+    "  end\n"
+    "end\n"
+    "redis.call('XADD', KEYS[4], '*', 'key', ARGV[2], 'product', ARGV[1], 'instance', ARGV[5], "
+    "'at_us', t[1] .. string.format('%06d', tonumber(t[2])), 'change', to)\n"
+    "return {4, to, c}\n";
 
 /* The restock script (stockredis_restock): KEYS[1] the count, KEYS[2] the units restocks
  * added here, ARGV[1] the units. Answers {1, count} when the count is loaded, else {0, 0}:
@@ -109,6 +182,11 @@ static const char restock_lua[] = "#!lua\n"
                                   "  return {1, redis.call('INCRBY', KEYS[1], ARGV[1])}\n"
                                   "end\n"
                                   "return {0, 0}\n";
+
+/* Takes a key out of the expiry index if its record is gone (stockredis_change). */
+static const char unindex_lua[] = "#!lua\n"
+                                  "if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end\n"
+                                  "return redis.call('ZREM', KEYS[2], ARGV[1])\n";
 
 /* Error answers with which Redis refuses a script before running it: nothing was done. */
 static bool refusal(const char *server_err) {
@@ -250,15 +328,17 @@ static int read_answer(stockredis *s, const redisReply *r, stockredis_result *ou
         if (refusal(r->str)) return STOCKREDIS_ERR_REFUSED;
         return strncmp(r->str, "STOCKD ", 7) == 0 ? STOCKREDIS_ERR_SERVER : STOCKREDIS_ERR_UNKNOWN;
     }
-    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+    if (r->type != REDIS_REPLY_ARRAY || (r->elements != 2 && r->elements != 3) ||
         r->element[0]->type != REDIS_REPLY_INTEGER || r->element[1]->type != REDIS_REPLY_INTEGER ||
         r->element[0]->integer < STOCKREDIS_SOLD_OUT ||
-        r->element[0]->integer > STOCKREDIS_LIMIT_REACHED) {
-        set_err(s, "the deduction script: an answer not of the form {outcome, count}");
+        r->element[0]->integer > STOCKREDIS_LIMIT_REACHED ||
+        (r->elements == 3 && r->element[2]->type != REDIS_REPLY_STRING)) {
+        set_err(s, "the deduction script: an answer not of the form {outcome, count[, expiry]}");
         return STOCKREDIS_ERR_UNKNOWN;
     }
     out->outcome = (stockredis_outcome)r->element[0]->integer;
     out->count = r->element[1]->integer;
+    out->expires_us = r->elements == 3 ? strtoll(r->element[2]->str, NULL, 10) : 0;
     return STOCKREDIS_OK;
 }
 
@@ -269,9 +349,10 @@ static void restocked_key(int32_t product_id, char *buf, size_t cap) {
 
 int stockredis_deduct(stockredis *s, int32_t product_id, const char *key, long long load,
                       long long load_restocked, unsigned memo_ttl_s, const char *user,
-                      long long load_limit, stockredis_result *out) {
+                      long long load_limit, long long load_reserve, stockredis_result *out) {
     char count_key[64], memo_key[16 + STOCKREDIS_KEY_MAX], product[16], loadv[24] = "", ttl[16];
     char restocked[64], restockedv[24] = "", limit_key[64], users_key[64], limitv[24] = "";
+    char reserve_key[64], record_key[16 + STOCKREDIS_KEY_MAX], reservev[24] = "";
     size_t klen = key ? strlen(key) : 0;
     if (product_id <= 0 || klen == 0 || klen > STOCKREDIS_KEY_MAX || memo_ttl_s == 0) {
         set_err(s, "bad product id, request key or memo life");
@@ -287,23 +368,20 @@ int stockredis_deduct(stockredis *s, int32_t product_id, const char *key, long l
     if (load >= 0 && load_limit >= 0) snprintf(limitv, sizeof(limitv), "%lld", load_limit);
     snprintf(limit_key, sizeof(limit_key), "stockd:limit:{%ld}", (long)product_id);
     snprintf(users_key, sizeof(users_key), "stockd:users:{%ld}", (long)product_id);
-    const char *argv[] = {"EVALSHA",
-                          s->sha,
-                          "6",
-                          count_key,
-                          memo_key,
-                          STOCKREDIS_STREAM,
-                          restocked,
-                          limit_key,
-                          users_key,
-                          product,
-                          key,
-                          s->instance,
-                          loadv,
-                          ttl,
-                          restockedv,
-                          limitv,
-                          user ? user : ""};
+    snprintf(reserve_key, sizeof(reserve_key), "stockd:reserve:{%ld}", (long)product_id);
+    snprintf(record_key, sizeof(record_key), "stockd:order:%s", key);
+    if (load >= 0 && load_reserve >= 0) snprintf(reservev, sizeof(reservev), "%lld", load_reserve);
+    const char *argv[] = {"EVALSHA",   s->sha,
+                          "9",         count_key,
+                          memo_key,    STOCKREDIS_STREAM,
+                          restocked,   limit_key,
+                          users_key,   reserve_key,
+                          record_key,  STOCKREDIS_EXPIRY,
+                          product,     key,
+                          s->instance, loadv,
+                          ttl,         restockedv,
+                          limitv,      user ? user : "",
+                          reservev};
     enum { ARGC = sizeof(argv) / sizeof(argv[0]) };
     size_t argl[ARGC];
     bool sent = false;
@@ -394,6 +472,102 @@ int stockredis_restock(stockredis *s, int32_t product_id, int32_t units, long lo
         *present = r->element[0]->integer == 1;
         *count = r->element[1]->integer;
     }
+    freeReplyObject(r);
+    return rc;
+}
+
+/* The record of the reservation of `key` (stockd:order:<key>). */
+static void record_key_of(const char *key, char *buf, size_t cap) {
+    snprintf(buf, cap, "stockd:order:%s", key);
+}
+
+int stockredis_change(stockredis *s, const char *key, stockredis_event ev, const char *user,
+                      unsigned final_ttl_s, stockredis_change_result *out) {
+    static const char *const events[] = {"pay", "cancel", "expire"};
+    char record[16 + STOCKREDIS_KEY_MAX], count_key[64], users_key[64], product[16], ttl[16];
+    size_t klen = key ? strlen(key) : 0;
+    memset(out, 0, sizeof(*out));
+    if (klen == 0 || klen > STOCKREDIS_KEY_MAX || (unsigned)ev > STOCKREDIS_EXPIRE ||
+        final_ttl_s == 0) {
+        set_err(s, "bad key, change or record life");
+        return STOCKREDIS_ERR_ARGS;
+    }
+    record_key_of(key, record, sizeof(record));
+    /* The record names the product, whose keys the script declares: read first, and
+     * checked again by the script (a record made again meanwhile for another product is
+     * then "not found", and nothing is done). */
+    int rc;
+    redisReply *r = command(s, &rc, "HGET %s product", record);
+    if (!r) return rc;
+    if (rc == STOCKREDIS_OK && r->type == REDIS_REPLY_STRING) {
+        out->product_id = (int32_t)strtol(r->str, NULL, 10);
+    } else if (rc == STOCKREDIS_OK && r->type != REDIS_REPLY_NIL) {
+        set_err(s, "HGET %s product: not a string", record);
+        rc = STOCKREDIS_ERR_SERVER;
+    }
+    freeReplyObject(r);
+    if (rc == STOCKREDIS_OK && out->product_id <= 0 && ev == STOCKREDIS_EXPIRE) {
+        /* A key in the index without its record (deleted by hand): out of the index, so
+         * that the expiry does not read it again each round; only if the record is still
+         * absent, in one step (a reservation of the key made meanwhile stays). */
+        r = command(s, &rc, "EVAL %s 2 %s %s %s", unindex_lua, record, STOCKREDIS_EXPIRY, key);
+        freeReplyObject(r);
+    }
+    if (rc != STOCKREDIS_OK || out->product_id <= 0) return rc; /* NOT_FOUND when no record */
+    stockredis_count_key(out->product_id, count_key, sizeof(count_key));
+    snprintf(users_key, sizeof(users_key), "stockd:users:{%ld}", (long)out->product_id);
+    snprintf(product, sizeof(product), "%ld", (long)out->product_id);
+    snprintf(ttl, sizeof(ttl), "%u", final_ttl_s);
+    /* EVAL, sent once: a lost reply is ERR_UNKNOWN, never resent (a resend is harmless,
+     * the state check refuses it, but its answer would say not_reserved). */
+    r = redisCommand(s->c, "EVAL %s 5 %s %s %s %s %s %s %s %s %s %s %s", change_lua, record,
+                     count_key, users_key, STOCKREDIS_STREAM, STOCKREDIS_EXPIRY, product, key,
+                     events[ev], user ? user : "", s->instance, ttl);
+    if (!r) {
+        set_err(s, "EVAL change: %s", s->c->errstr);
+        drop(s);
+        return STOCKREDIS_ERR_UNKNOWN;
+    }
+    if (r->type == REDIS_REPLY_ERROR) {
+        set_err(s, "the change script: %s", r->str);
+        rc = refusal(r->str) ? STOCKREDIS_ERR_REFUSED : STOCKREDIS_ERR_UNKNOWN;
+    } else if (r->type != REDIS_REPLY_ARRAY || r->elements != 3 ||
+               r->element[0]->type != REDIS_REPLY_INTEGER ||
+               r->element[1]->type != REDIS_REPLY_STRING ||
+               r->element[2]->type != REDIS_REPLY_INTEGER || r->element[0]->integer < 0 ||
+               r->element[0]->integer > STOCKREDIS_CHANGED) {
+        set_err(s, "the change script: an answer not of the form {outcome, state, count}");
+        rc = STOCKREDIS_ERR_UNKNOWN;
+    } else {
+        out->outcome = (stockredis_change_outcome)r->element[0]->integer;
+        snprintf(out->state, sizeof(out->state), "%s", r->element[1]->str);
+        out->count = r->element[2]->integer;
+        if (out->outcome == STOCKREDIS_NO_ORDER) out->product_id = 0;
+    }
+    freeReplyObject(r);
+    return rc;
+}
+
+int stockredis_due(stockredis *s, char (*keys)[STOCKREDIS_KEY_MAX + 1], unsigned max, unsigned *n) {
+    int rc;
+    *n = 0;
+    /* Redis's clock, the one the change script judges by. */
+    redisReply *r = command(s, &rc, "TIME");
+    if (!r) return rc;
+    char now[40] = "";
+    if (rc == STOCKREDIS_OK && r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
+        r->element[0]->type == REDIS_REPLY_STRING && r->element[1]->type == REDIS_REPLY_STRING)
+        snprintf(now, sizeof(now), "%s%06ld", r->element[0]->str,
+                 strtol(r->element[1]->str, NULL, 10));
+    else if (rc == STOCKREDIS_OK)
+        set_err(s, "TIME: not two strings"), rc = STOCKREDIS_ERR_SERVER;
+    freeReplyObject(r);
+    if (rc != STOCKREDIS_OK) return rc;
+    r = command(s, &rc, "ZRANGEBYSCORE %s -inf %s LIMIT 0 %u", STOCKREDIS_EXPIRY, now, max);
+    if (!r) return rc;
+    for (size_t i = 0; rc == STOCKREDIS_OK && r->type == REDIS_REPLY_ARRAY && i < r->elements; i++)
+        if (r->element[i]->type == REDIS_REPLY_STRING && r->element[i]->len <= STOCKREDIS_KEY_MAX)
+            snprintf(keys[(*n)++], STOCKREDIS_KEY_MAX + 1, "%s", r->element[i]->str);
     freeReplyObject(r);
     return rc;
 }

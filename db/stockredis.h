@@ -14,9 +14,19 @@
  *                         (the key's idempotency window), after which the key is new;
  *   stockd:limit:{<id>}   the product's per_user_limit, loaded with the count (none: absent);
  *   stockd:users:{<id>}   a hash, customer -> units this count sold them (emptied at a load);
+ *   stockd:reserve:{<id>} the product's reserve_seconds, loaded with the count (none:
+ *                         absent, the product sells at once);
+ *   stockd:order:<key>    a reservation's record (a hash: product, user, state,
+ *                         expires_us); it lives until its state is final, then the key's
+ *                         window (stockredis_change);
+ *   stockd:expiry         the reservations still reserved, by expiry (a sorted set of
+ *                         keys scored by expires_us);
  *   stockd:orders         the stream of orders, one entry per deduction, with the fields
  *                         key, product, instance and at_us (Redis TIME, in us), and user
- *                         when the deduction had a customer;
+ *                         when the deduction had a customer, and state reserved and
+ *                         expires_us when it made a reservation; and one entry per change
+ *                         of a reservation: key, product, instance, at_us and change (paid,
+ *                         cancelled or expired);
  *                         its consumer group `writers` is created by whoever comes first.
  *
  * Loading: a product whose count is not in Redis yet answers STOCKREDIS_NOT_LOADED and
@@ -48,6 +58,7 @@
         * maxmemory, LOADING, READONLY, ...): nothing done */
 
 #define STOCKREDIS_STREAM  "stockd:orders"
+#define STOCKREDIS_EXPIRY  "stockd:expiry"
 #define STOCKREDIS_GROUP   "writers"
 #define STOCKREDIS_KEY_MAX 100 /* a request key's longest text */
 
@@ -71,8 +82,31 @@ typedef enum stockredis_outcome {
 
 typedef struct stockredis_result {
     stockredis_outcome outcome;
-    long long count; /* the count after the script (sold out, deducted, replayed) */
+    long long count;      /* the count after the script (sold out, deducted, replayed) */
+    long long expires_us; /* DEDUCTED, REPLAYED: a reservation's expiry (Redis TIME, us); 0:
+                           * the unit was sold at once */
 } stockredis_result;
+
+/* A change of a reservation (docs/orders.md), and what came of it. */
+typedef enum stockredis_event {
+    STOCKREDIS_PAY,
+    STOCKREDIS_CANCEL,
+    STOCKREDIS_EXPIRE
+} stockredis_event;
+typedef enum stockredis_change_outcome {
+    STOCKREDIS_NO_ORDER = 0,     /* no reservation of that key (never, or its record is gone) */
+    STOCKREDIS_NOT_YOURS = 1,    /* another customer's (or one without a customer) */
+    STOCKREDIS_NOT_RESERVED = 2, /* its state is final (state), or EXPIRE before its expiry */
+    STOCKREDIS_LATE = 3,         /* PAY at or after its expiry: nothing changed */
+    STOCKREDIS_CHANGED = 4,      /* state is the new state */
+} stockredis_change_outcome;
+
+typedef struct stockredis_change_result {
+    stockredis_change_outcome outcome;
+    char state[16];     /* the reservation's state after (not for NO_ORDER) */
+    int32_t product_id; /* the reservation's product; 0 for NO_ORDER */
+    long long count;    /* CHANGED: the count after (-1: not loaded) */
+} stockredis_change_result;
 
 typedef struct stockredis stockredis;
 
@@ -92,12 +126,29 @@ void stockredis_free(stockredis *s); /* NULL is a no-op */
  * answers REPLAYED if the first one ran). user (NULL or "": anonymous) is the customer,
  * counted against the product's per_user_limit, which a load (load >= 0) brings as
  * load_limit (< 0: none): LIMIT_REACHED with nothing done when they hold it already.
+ * load_reserve (< 0: none) is the product's reserve_seconds a load brings: such a product
+ * makes a reservation (res->expires_us), released by stockredis_change.
  * Errors: ERR_CONNECTION, ERR_AUTH, ERR_REFUSED, ERR_SERVER (the script's own check):
  * nothing was done. ERR_UNKNOWN: it may have been done (the reply of a script sent was
  * lost, and whatever followed failed too; or an error that may come after a write). */
 int stockredis_deduct(stockredis *s, int32_t product_id, const char *key, long long load,
                       long long load_restocked, unsigned memo_ttl_s, const char *user,
-                      long long load_limit, stockredis_result *out);
+                      long long load_limit, long long load_reserve, stockredis_result *out);
+
+/* Pays, cancels or expires the reservation of request `key`, in one script (docs/orders.md):
+ * PAY only if still reserved and before its expiry (LATE otherwise, nothing changed);
+ * CANCEL if still reserved; EXPIRE if still reserved and past its expiry. user is the
+ * customer the order must be (NULL or "" for EXPIRE: anyone's). CANCEL and EXPIRE give
+ * the unit back to the count and the customer's units in the same step, and every change
+ * appends a stream entry (`change`) for the writer. The record then lives final_ttl_s.
+ * On STOCKREDIS_OK *out says what happened; errors as stockredis_restock's (the script is
+ * sent once: ERR_UNKNOWN when its reply was lost). */
+int stockredis_change(stockredis *s, const char *key, stockredis_event ev, const char *user,
+                      unsigned final_ttl_s, stockredis_change_result *out);
+
+/* The keys of at most max reservations past their expiry by Redis's clock (oldest first),
+ * into keys[0..*n). For the expiry thread, which releases each by stockredis_change. */
+int stockredis_due(stockredis *s, char (*keys)[STOCKREDIS_KEY_MAX + 1], unsigned max, unsigned *n);
 
 /* Restock (docs/orders.md, "Restock in mode redis-stock"): call it AFTER the restock
  * committed in MariaDB (stockdb_restock). It adds units to stockd:restocked:{id}, and to

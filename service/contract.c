@@ -148,6 +148,10 @@ void stockd_request_set_header(stockd_request_in *in, const char *name, const ch
     }
 }
 
+const char stockd_order_id_rule[] =
+    "order id must be a positive decimal integer without leading zeros, 1..18 digits (or, in "
+    "mode redis-stock, the order the deduction answered)";
+
 int stockd_check_request_id(const char *s) {
     size_t n = s ? strlen(s) : 0, i = 2, hex = 0, digits = 0;
     if (stockd_check_key(s, n) == 0) return 0;
@@ -404,9 +408,14 @@ static void route_user(const stockd_request_in *in, stockd_routed *out, bool req
     }
 }
 
-/* POST /orders/{order}/pay or /cancel: the order id and the event, or a refusal. */
+/* POST /orders/{order}/pay or /cancel: the order and the event, or a refusal. The order
+ * is named two ways (docs/orders.md): by the id of its row (order_id, the exact modes)
+ * or, in mode redis-stock, by the request key the deduction answered as "order" (order:
+ * a client's key or stockd's own "i/<hex>/<n>", whose slashes are why the event is
+ * found at the last slash). Which one a mode takes is the worker's to say. */
 static void route_order(const char *path, stockd_routed *out) {
-    const char *id = path + strlen("/orders/"), *slash = strchr(id, '/');
+    const char *id = path + strlen("/orders/"), *slash = strrchr(id, '/');
+    char text[101];
     uint64_t v = 0;
 
     out->route = STOCKD_ROUTE_ORDER;
@@ -416,19 +425,26 @@ static void route_order(const char *path, stockd_routed *out) {
                       "no such route; try POST /orders/{order}/pay or /orders/{order}/cancel",
                       NULL);
     out->event = slash[1] == 'p' ? STOCKDB_EV_PAY : STOCKDB_EV_CANCEL;
+    size_t len = (size_t)(slash - id);
+    if (len > 0 && len < sizeof(text)) {
+        memcpy(text, id, len);
+        text[len] = '\0';
+        if (stockd_check_request_id(text) == 0) {
+            out->order = id;
+            out->order_len = len;
+        }
+    }
     /* An order id as the deduction answered it: decimal, no sign, no leading zero; 18
      * digits keep it below 2^63 (orders.id is BIGINT UNSIGNED AUTO_INCREMENT). */
-    size_t len = (size_t)(slash - id);
-    if (len == 0 || len > 18)
-        return refuse(out, STOCKD_R_BAD_REQUEST, "order id must be 1..18 digits", NULL);
-    for (size_t i = 0; i < len; i++) {
-        if (id[i] < '0' || id[i] > '9' || (i == 0 && id[i] == '0'))
-            return refuse(out, STOCKD_R_BAD_REQUEST,
-                          "order id must be a positive decimal integer without leading zeros",
-                          NULL);
+    for (size_t i = 0; len <= 18 && i < len; i++) {
+        if (id[i] < '0' || id[i] > '9' || (i == 0 && id[i] == '0')) {
+            v = 0;
+            break;
+        }
         v = v * 10 + (uint64_t)(id[i] - '0');
     }
     out->order_id = v;
+    if (!v && !out->order) return refuse(out, STOCKD_R_BAD_REQUEST, stockd_order_id_rule, NULL);
 }
 
 /* units=K of a restock: 1..1000000. */

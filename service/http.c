@@ -254,7 +254,10 @@ static enum MHD_Result route(stockd_http *h, struct MHD_Connection *c, http_req 
         memcpy(job->user, d.user, d.user_len);
         job->user[d.user_len] = '\0';
     }
-    if (d.key) {
+    if (d.order) { /* redis-stock's name of an order (contract.c) */
+        memcpy(job->request_id, d.order, d.order_len);
+        job->request_id[d.order_len] = '\0';
+    } else if (d.key) {
         memcpy(job->request_id, d.key, d.key_len);
         job->request_id[d.key_len] = '\0';
     } else if (job->kind == STOCKD_JOB_DEDUCT) {

@@ -10,6 +10,10 @@
  * order's states and changes are db/stockdb_life.c's table; each change is a conditional
  * UPDATE on the state, so a cancel and the expiry racing give the unit back once.
  *
+ * Mode redis-stock has no lock: its reservations live in Redis, and pay, cancel and the
+ * expiry are each one script there (redisstock.c); the order writer carries the new
+ * states to MariaDB.
+ *
  * Pay and cancel are served where they land (never routed to another instance: the lock
  * orders them wherever they run). The workers call orders__serve; the expiry thread is
  * one per instance, started and stopped with the workers (worker.c), with its own MySQL
@@ -97,18 +101,27 @@ static void serve_change(worker_state *ws, stockd_job *job) {
     stockd_answer a = {.order_id = job->order_id};
     stockdb_order o;
     life_run r = {.op = LIFE_CHANGE, .job = job};
-    int lock_rc = LOCK_OK;
-    /* The order's product names the lock; a customer's mistakes are answered before it. */
-    int rc = stockdb_order_read(ws->db, job->order_id, &o);
-    if (rc == STOCKDB_OK && (!o.has_user || strcmp(o.user, job->user) != 0))
-        rc = STOCKDB_ERR_KEY_REUSED;
-    if (rc == STOCKDB_OK) {
-        a.id = o.product_id;
-        if (ctx->cfg->lock == STOCKD_LOCK_REDIS_STOCK) {
-            /* Redis holds the count there; reservations are not served (docs/orders.md). */
-            rc = STOCKDB_ERR_STATE;
-            r.after = o;
-        } else {
+    int lock_rc = LOCK_OK, rc;
+    const char *message = NULL;
+    if (ctx->cfg->lock == STOCKD_LOCK_REDIS_STOCK) {
+        /* Redis holds the count and the reservation there: one script (redisstock.c),
+         * the order named by the key its deduction answered. */
+        rc = stockd_redisstock_change(ws, job, &r.after, &message);
+        a.id = r.after.product_id;
+        a.order_id = 0; /* named by its key there, even a key of digits */
+        if (job->request_id[0]) a.order = job->request_id;
+    } else if (!job->order_id) {
+        a.result = STOCKD_R_BAD_REQUEST;
+        a.message = stockd_order_id_rule;
+        answer__send(ws, job, &a);
+        return;
+    } else {
+        /* The order's product names the lock; a customer's mistakes are answered before it. */
+        rc = stockdb_order_read(ws->db, job->order_id, &o);
+        if (rc == STOCKDB_OK && (!o.has_user || strcmp(o.user, job->user) != 0))
+            rc = STOCKDB_ERR_KEY_REUSED;
+        if (rc == STOCKDB_OK) {
+            a.id = o.product_id;
             rc = under_lock(ctx, ws->db, o.product_id, &r, &lock_rc);
         }
     }
@@ -123,6 +136,10 @@ static void serve_change(worker_state *ws, stockd_job *job) {
         }
         a.result = job->event == STOCKDB_EV_PAY ? STOCKD_R_PAID : STOCKD_R_CANCELLED;
         a.state = stockdb_state_name(r.after.state);
+        if (message) { /* redis-stock: made, too few replicas have it */
+            a.result = STOCKD_R_NOT_REPLICATED;
+            a.message = message;
+        }
         break;
     case STOCKDB_ERR_NOT_FOUND:
         a.result = STOCKD_R_NOT_FOUND;
@@ -138,6 +155,7 @@ static void serve_change(worker_state *ws, stockd_job *job) {
     default:
         answer__note_db_error(ws, job->event == STOCKDB_EV_PAY ? "payment" : "cancel", rc);
         stockd_answer_from_db(&a, LOCK_OK, rc, NULL);
+        if (message) a.message = message;
         break;
     }
     answer__send(ws, job, &a);
@@ -225,11 +243,18 @@ static void expiry_round(const stockd_ctx *ctx, stockdb *db) {
 
 static void *expiry_main(void *arg) {
     const stockd_ctx *ctx = arg;
-    stockdb *db = stockdb_new(&ctx->db, ctx->cfg->instance);
+    /* Mode redis-stock releases in Redis, the reservations' place of record there
+     * (redisstock.c); the writer gives the units back in MariaDB from the stream. */
+    stockredis *redis = stockd_redisstock_open(ctx);
+    stockdb *db = ctx->cfg->lock == STOCKD_LOCK_REDIS_STOCK
+                      ? NULL
+                      : stockdb_new(&ctx->db, ctx->cfg->instance);
     pthread_mutex_lock(&expiry.mu);
     while (!expiry.stop) {
         pthread_mutex_unlock(&expiry.mu);
         if (db) expiry_round(ctx, db);
+        while (redis && stockd_redisstock_expire(redis, ctx->cfg) == STOCKD_REDIS_EXPIRY_KEYS) {
+        }
         struct timespec until;
         clock_gettime(CLOCK_REALTIME, &until);
         uint64_t ns = (uint64_t)until.tv_nsec + (uint64_t)ctx->cfg->expiry_ms * 1000000u;
@@ -241,12 +266,12 @@ static void *expiry_main(void *arg) {
     }
     pthread_mutex_unlock(&expiry.mu);
     stockdb_free(db);
+    stockredis_free(redis);
     return NULL;
 }
 
 int orders__expiry_start(stockd_ctx *ctx) {
-    /* Mode redis-stock serves no reservations (its orders are written later). */
-    if (ctx->cfg->lock == STOCKD_LOCK_REDIS_STOCK || ctx->cfg->expiry_ms == 0) return 0;
+    if (ctx->cfg->expiry_ms == 0) return 0;
     expiry.stop = false;
     if (pthread_create(&expiry.thread, NULL, expiry_main, ctx) != 0) return -1;
     expiry.started = true;

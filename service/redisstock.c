@@ -23,12 +23,18 @@
  * and its reply lost, every failure after it is 500 unknown (it may have run; the same key
  * asked again learns which), never "nothing was deducted".
  *
+ * Reservations (docs/orders.md): a product with reserve_seconds (loaded with its count)
+ * is reserved by the same script, which answers the expiry; the order is named by its
+ * request key, the "order" of the answer, and pay, cancel and the expiry thread change it
+ * with one script each (stockd_redisstock_change, stockd_redisstock_expire).
+ *
  * Memory: a client's key is remembered (its memo) for --redis-key-window-s; stockd's own
  * keys ("i/...", for requests without one, which no client can send again) only for
  * OWN_KEY_TTL_S, what the resend after a lost reply needs. Layer: called by worker.c;
  * calls batch.c's job-end and db/. */
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "worker_int.h"
 
@@ -76,8 +82,8 @@ static int deduct(worker_state *ws, stockd_job *job, stockredis_result *res, sto
     unsigned ttl =
         strchr(job->request_id, '/') ? OWN_KEY_TTL_S : ws->w->ctx->cfg->redis_key_window_s;
     const char *user = job->user[0] ? job->user : NULL;
-    int rc =
-        stockredis_deduct(ws->redis, job->product_id, job->request_id, -1, 0, ttl, user, -1, res);
+    int rc = stockredis_deduct(ws->redis, job->product_id, job->request_id, -1, 0, ttl, user, -1,
+                               -1, res);
     if (rc != STOCKREDIS_OK || res->outcome != STOCKREDIS_NOT_LOADED) return rc;
     int32_t stock = 0, limit = -1, reserve_s = -1;
     int64_t restocked = 0;
@@ -89,18 +95,18 @@ static int deduct(worker_state *ws, stockd_job *job, stockredis_result *res, sto
         stockd_answer_from_db(a, LOCK_OK, db_rc, NULL);
         return 1;
     }
-    if (reserve_s >= 0) {
-        /* The script makes no reservations (docs/orders.md): selling at once would leave a
-         * shop that expects unpaid units back without them, so the product is refused and
-         * its count never loaded; every request asks MariaDB again, and a product whose
-         * reserve_seconds is set back to NULL sells at its next request. */
-        a->result = STOCKD_R_BAD_REQUEST;
-        a->message = "this product reserves (reserve_seconds) and mode redis-stock makes no "
-                     "reservations; nothing was deducted";
-        return 1;
-    }
     return stockredis_deduct(ws->redis, job->product_id, job->request_id, stock < 0 ? 0 : stock,
-                             restocked, ttl, user, limit, res);
+                             restocked, ttl, user, limit, reserve_s, res);
+}
+
+/* A reservation's expiry (Redis TIME, us) as the answers write it (stockd_answer). */
+static void expiry_text(long long us, char *buf, size_t cap) {
+    time_t sec = (time_t)(us / 1000000);
+    struct tm tm;
+    gmtime_r(&sec, &tm);
+    char day[24];
+    strftime(day, sizeof(day), "%Y-%m-%d %H:%M:%S", &tm);
+    snprintf(buf, cap, "%s.%06lld", day, us % 1000000);
 }
 
 int stockd_redisstock_restock(worker_state *ws, const stockd_job *job, int32_t *stock,
@@ -135,7 +141,7 @@ void stockd_redisstock_serve(worker_state *ws, stockd_job *job) {
     const stockd_config *c = ws->w->ctx->cfg;
     stockd_answer a = {.id = job->product_id};
     stockredis_result res = {0};
-    char msg[200];
+    char msg[200], expires[40];
     int rc = ws->redis ? deduct(ws, job, &res, &a) : STOCKREDIS_ERR_NOMEM;
 
     if (rc == 1) { /* answered from MariaDB's error */
@@ -157,6 +163,11 @@ void stockd_redisstock_serve(worker_state *ws, stockd_job *job) {
         a.stock = (int32_t)res.count;
         a.replayed = res.outcome == STOCKREDIS_REPLAYED;
         a.order = job->request_id;
+        if (res.expires_us > 0) {
+            a.result = STOCKD_R_RESERVED;
+            expiry_text(res.expires_us, expires, sizeof(expires));
+            a.expires_at = expires;
+        }
         int acked = 0;
         if (c->redis_wait_replicas &&
             (rc = stockredis_wait(ws->redis, (int)c->redis_wait_replicas, (int)c->redis_wait_ms,
@@ -173,4 +184,83 @@ void stockd_redisstock_serve(worker_state *ws, stockd_job *job) {
     }
     if (a.has_stock) stockd_stockwatch_note(job->product_id, a.stock);
     answer__send(ws, job, &a);
+}
+
+/* ---------------------------------------------------------------- the order's life */
+
+/* The life of a final reservation's record: the window of its key, so that a late pay or
+ * cancel within it is answered not_reserved or expired rather than not_found. */
+static unsigned record_ttl(const stockd_config *c, const char *key) {
+    return strchr(key, '/') ? OWN_KEY_TTL_S : c->redis_key_window_s;
+}
+
+int stockd_redisstock_change(worker_state *ws, const stockd_job *job, stockdb_order *after,
+                             const char **message) {
+    stockredis_change_result res;
+    stockredis_event ev = job->event == STOCKDB_EV_PAY ? STOCKREDIS_PAY : STOCKREDIS_CANCEL;
+    memset(after, 0, sizeof(*after));
+    if (!job->request_id[0]) return STOCKDB_ERR_NOT_FOUND; /* not a key: no order here */
+    int rc = ws->redis ? stockredis_change(ws->redis, job->request_id, ev, job->user,
+                                           record_ttl(ws->w->ctx->cfg, job->request_id), &res)
+                       : STOCKREDIS_ERR_NOMEM;
+    if (rc != STOCKREDIS_OK) {
+        answer__log_failure(ws, "redis-stock change",
+                            ws->redis ? stockredis_errstr(ws->redis) : "no Redis handle");
+        *message = rc == STOCKREDIS_ERR_UNKNOWN
+                       ? "Redis failed after the change was sent: it may have been made; "
+                         "send it again to learn the order's state"
+                       : "Redis is unavailable or refused the change; nothing changed";
+        return rc == STOCKREDIS_ERR_UNKNOWN ? STOCKDB_ERR_UNKNOWN : STOCKDB_ERR_CONNECT;
+    }
+    after->product_id = res.product_id;
+    after->state = STOCKDB_STATE_RESERVED;
+    for (int st = 0; st < STOCKDB_STATE_COUNT; st++)
+        if (strcmp(res.state, stockdb_state_name((stockdb_state)st)) == 0)
+            after->state = (stockdb_state)st;
+    after->past_expiry = res.outcome == STOCKREDIS_LATE;
+    if (res.outcome == STOCKREDIS_CHANGED && res.count >= 0)
+        stockd_stockwatch_note(res.product_id, (int32_t)res.count);
+    /* --redis-wait-replicas: a change waits for the replicas as a deduction does, and
+     * says so when too few have it (STOCKDB_OK with *message: not_replicated). */
+    const stockd_config *c = ws->w->ctx->cfg;
+    int acked = 0;
+    if (res.outcome == STOCKREDIS_CHANGED && c->redis_wait_replicas &&
+        (stockredis_wait(ws->redis, (int)c->redis_wait_replicas, (int)c->redis_wait_ms, &acked) !=
+             STOCKREDIS_OK ||
+         acked < (int)c->redis_wait_replicas))
+        *message = "changed on the Redis primary, but too few replicas confirmed it in time: a "
+                   "failover now may lose the change";
+    switch (res.outcome) {
+    case STOCKREDIS_NO_ORDER:
+        return STOCKDB_ERR_NOT_FOUND;
+    case STOCKREDIS_NOT_YOURS:
+        return STOCKDB_ERR_KEY_REUSED;
+    case STOCKREDIS_CHANGED:
+        return STOCKDB_OK;
+    default:
+        return STOCKDB_ERR_STATE;
+    }
+}
+
+unsigned stockd_redisstock_expire(stockredis *r, const stockd_config *c) {
+    char keys[STOCKD_REDIS_EXPIRY_KEYS][STOCKREDIS_KEY_MAX + 1];
+    unsigned n = 0;
+    int rc = stockredis_due(r, keys, STOCKD_REDIS_EXPIRY_KEYS, &n);
+    if (rc != STOCKREDIS_OK) {
+        stockd_log("warn", "expiry: reading due reservations from Redis: %s", stockredis_errstr(r));
+        return 0;
+    }
+    for (unsigned i = 0; i < n; i++) {
+        stockredis_change_result res;
+        /* Two instances may release one reservation at once: the script's state check lets
+         * one of them change it, and the other is answered NOT_RESERVED. */
+        rc = stockredis_change(r, keys[i], STOCKREDIS_EXPIRE, NULL, record_ttl(c, keys[i]), &res);
+        if (rc != STOCKREDIS_OK) {
+            stockd_log("warn", "expiry: releasing %s in Redis: %s", keys[i], stockredis_errstr(r));
+            return 0;
+        }
+        if (res.outcome == STOCKREDIS_CHANGED && res.count >= 0)
+            stockd_stockwatch_note(res.product_id, (int32_t)res.count);
+    }
+    return n;
 }

@@ -382,11 +382,12 @@ typedef struct stockd_job {
     stockd_route route;
     stockd_result result; /* for metrics; set with status */
     int32_t product_id;
-    uint64_t arrived_ns;             /* CLOCK_MONOTONIC when the request arrived (stockd_now_ns),
-                                      * moved back by the proxy's X-Request-Start (http.c) */
-    char request_id[101];            /* the client's Idempotency-Key, or our own unique id */
+    uint64_t arrived_ns;  /* CLOCK_MONOTONIC when the request arrived (stockd_now_ns),
+                           * moved back by the proxy's X-Request-Start (http.c) */
+    char request_id[101]; /* the client's Idempotency-Key, or our own unique id; STOCKD_JOB_ORDER:
+                           * {order} in a key's form ("" if not), redis-stock's name of it */
     char user[STOCKDB_USER_MAX + 1]; /* the customer (user= or X-User); "" = none */
-    uint64_t order_id;               /* STOCKD_JOB_ORDER: the order */
+    uint64_t order_id;               /* STOCKD_JOB_ORDER: the order's row id; 0: none */
     stockdb_event event;             /* STOCKD_JOB_ORDER: pay or cancel */
     int32_t units;                   /* STOCKD_JOB_RESTOCK: how many */
     /* Segmented stock (--segments K > 1, deduct.c): the segment the deduction is at
@@ -583,9 +584,13 @@ typedef struct stockd_routed {
     size_t key_len;
     const char *user; /* the customer (query or X-User), pointing into the input; NULL if none */
     size_t user_len;
-    uint64_t order_id;   /* route ORDER */
+    uint64_t order_id;   /* route ORDER: the order's row id; 0 if {order} is not one */
     stockdb_event event; /* route ORDER: pay or cancel */
-    int32_t units;       /* route RESTOCK */
+    /* route ORDER: {order} when it has a request key's form (NULL if not): mode redis-stock
+     * names an order by the key its deduction answered (docs/orders.md). */
+    const char *order;
+    size_t order_len;
+    int32_t units; /* route RESTOCK */
 } stockd_routed;
 
 /* Routes a request. Pure; any thread. */
@@ -606,6 +611,8 @@ int stockd_result_parse(const char *name, stockd_result *out);
 /* Checks a request id a frame carries: a client's key (stockd_check_key) or stockd's own
  * "i/<16 hex>/<digits>" (http.c). 0 or -1. Pure. */
 int stockd_check_request_id(const char *s);
+/* The refusal of an {order} that names no order of the mode (contract.c, orders.c). */
+extern const char stockd_order_id_rule[];
 
 /* ------------------------------------------------------------------ owner routing */
 

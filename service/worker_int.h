@@ -192,6 +192,21 @@ int stockd_redisstock_restock(worker_state *ws, const stockd_job *job, int32_t *
                               bool *replayed, const char **message);
 /* Serves and answers one deduction of mode redis-stock (the caller checked its deadline). */
 void stockd_redisstock_serve(worker_state *ws, stockd_job *job);
+/* Pay or cancel in mode redis-stock: the reservation named by job->request_id (the order
+ * the deduction answered), changed by one script (stockredis_change). Answers as
+ * stockdb_order_change does, so that orders.c answers every mode alike: STOCKDB_OK with
+ * after->state, STOCKDB_ERR_NOT_FOUND, _KEY_REUSED (another customer's), _STATE (after
+ * tells the state; after->past_expiry for a late payment), or _CONNECT / _UNKNOWN with
+ * *message saying what Redis did. STOCKDB_OK with *message set: made, but fewer replicas
+ * than --redis-wait-replicas confirmed it (answered not_replicated). */
+int stockd_redisstock_change(worker_state *ws, const stockd_job *job, stockdb_order *after,
+                             const char **message);
+/* One round of the expiry thread in mode redis-stock: releases the reservations past their
+ * expiry by Redis's clock, each by the change script, at most STOCKD_REDIS_EXPIRY_KEYS.
+ * How many were due (all of them: call again, there may be more), 0 after an error
+ * (logged). The thread's own handle r. */
+#define STOCKD_REDIS_EXPIRY_KEYS 64
+unsigned stockd_redisstock_expire(stockredis *r, const stockd_config *c);
 
 /* ---------------------------------------------------------------- answer.c */
 

@@ -2,11 +2,11 @@
  * client set-up, URL and "connection gone" rules as stockd's), READ COMMITTED, autocommit
  * off, and one transaction per batch of stream entries.
  *
- * A batch is written by five statements whatever its size, each prepared once with the
- * batch's rows bound as ONE JSON parameter that JSON_TABLE turns into rows (fixed SQL,
- * bound values: no SQL is built at run time), and each entry exactly once however often
- * it is delivered (a redelivery after a crash between COMMIT and XACK, a claim from a
- * slow writer):
+ * A batch is written by five statements whatever its size (and two per change of a
+ * reservation), each prepared once with the batch's rows bound as ONE JSON parameter that
+ * JSON_TABLE turns into rows (fixed SQL, bound values: no SQL is built at run time), and
+ * each entry exactly once however often it is delivered (a redelivery after a crash
+ * between COMMIT and XACK, a claim from a slow writer):
  *   1. SELECT ... FOR UPDATE the batch's product rows, in id order (the JSON array is
  *      sorted, and joined to product by its primary key in that order): two writers lock
  *      them in the same order, and a twin writer of the same entries waits here until
@@ -20,7 +20,10 @@
  *   3. The others, per product in stream order: while MariaDB's stock lasts, an order;
  *      then an oversold promise (sold_out, or no_product without a row).
  *   4. One UPDATE of the products' stock, one INSERT of the orders, one INSERT IGNORE of
- *      the promises, COMMIT.
+ *      the promises;
+ *   5. the change entries of reservations (paid, cancelled, expired; docs/orders.md),
+ *      one conditional UPDATE each (and one of the stock for a unit given back), then
+ *      COMMIT.
  * So orders stays the ledger of units that exist (initial stock - stock = orders), and
  * each oversold_promise row is a unit promised that does not exist. */
 #include <cjson/cJSON.h>
@@ -32,7 +35,18 @@
 
 #include "writer_int.h"
 
-enum { ST_LOCK, ST_PRIORS, ST_STOCK, ST_ORDERS, ST_PROMISES, ST_PRODUCT, ST_LAG, ST_COUNT };
+enum {
+    ST_LOCK,
+    ST_PRIORS,
+    ST_STOCK,
+    ST_ORDERS,
+    ST_PROMISES,
+    ST_CHANGE,
+    ST_GIVE_BACK,
+    ST_PRODUCT,
+    ST_LAG,
+    ST_COUNT
+};
 
 /* JSON_TABLE's columns: a key as the tables hold it, and at_us as a time. */
 #define KEY_COL     "VARCHAR(100) CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin"
@@ -42,7 +56,7 @@ enum { ST_LOCK, ST_PRIORS, ST_STOCK, ST_ORDERS, ST_PROMISES, ST_PRODUCT, ST_LAG,
 #define ROWS_COLS                                                                                  \
     "COLUMNS (p INT PATH '$.p', i VARCHAR(64) CHARACTER SET utf8mb4 PATH '$.i', k " KEY_COL        \
     " PATH '$.k', a BIGINT PATH '$.a', r VARCHAR(16) PATH '$.r', u VARCHAR(64) CHARACTER SET "     \
-    "ascii COLLATE ascii_bin PATH '$.u')"
+    "ascii COLLATE ascii_bin PATH '$.u', s VARCHAR(16) PATH '$.s', x BIGINT PATH '$.x')"
 
 static const char *const stmt_sql[ST_COUNT] = {
     /* [id, ...] ascending: locked in that order, each by its primary key. */
@@ -57,11 +71,24 @@ static const char *const stmt_sql[ST_COUNT] = {
     [ST_STOCK] = "UPDATE JSON_TABLE(?, '$[*]' COLUMNS (id INT PATH '$.id', n INT PATH '$.n')) j "
                  "STRAIGHT_JOIN product p FORCE INDEX (PRIMARY) ON p.id = j.id "
                  "SET p.stock = p.stock - j.n, p.row_version = p.row_version + j.n",
-    /* [{"p", "i", "k", "a"[, "u"]}, ...]: the orders, in stream order; u the customer
-     * (absent: NULL). */
+    /* [{"p", "i", "k", "a"[, "u"][, "s", "x"]}, ...]: the orders, in stream order; u the
+     * customer (absent: NULL), s "reserved" with x its expiry (absent: sold). */
     [ST_ORDERS] =
-        "INSERT INTO orders (product_id, instance, request_id, answered_at, user) "
-        "SELECT j.p, j.i, j.k, " AT_US("j.a") ", j.u FROM JSON_TABLE(?, '$[*]' " ROWS_COLS ") j",
+        "INSERT INTO orders (product_id, instance, request_id, answered_at, user, state, "
+        "expires_at) "
+        "SELECT j.p, j.i, j.k, " AT_US("j.a") ", j.u, COALESCE(j.s, 'sold'), "
+                                              "IF(j.x IS NULL, NULL, " AT_US(
+                                                  "j.x") ") FROM JSON_TABLE(?, '$[*]' " ROWS_COLS
+                                                         ") j",
+    /* A change entry: the order of key k (product p) takes state s if it is reserved,
+     * released_at its at_us when s gives the unit back (db/stockdb_life.c's table: paid
+     * keeps it). The state condition makes a redelivery change nothing. */
+    [ST_CHANGE] = "UPDATE orders SET state = ?, released_at = IF(? = 'paid', NULL, "
+                  "FROM_UNIXTIME(? DIV 1000000) + INTERVAL (? MOD 1000000) MICROSECOND) "
+                  "WHERE request_id = ? AND product_id = ? AND state = 'reserved'",
+    /* The unit a cancel or an expiry gave back, after ST_CHANGE changed its order. */
+    [ST_GIVE_BACK] = "UPDATE product SET stock = stock + 1, row_version = row_version + 1 "
+                     "WHERE id = ?",
     /* [{"p", "i", "k", "a", "r"}, ...]: the promises, r their reason. */
     [ST_PROMISES] =
         "INSERT IGNORE INTO oversold_promise "
@@ -83,6 +110,8 @@ static const char *const stmt_name[ST_COUNT] = {[ST_LOCK] = "lock the products",
                                                 [ST_STOCK] = "update the stock",
                                                 [ST_ORDERS] = "insert the orders",
                                                 [ST_PROMISES] = "insert the promises",
+                                                [ST_CHANGE] = "change an order",
+                                                [ST_GIVE_BACK] = "give a unit back",
                                                 [ST_PRODUCT] = "product",
                                                 [ST_LAG] = "lag"};
 
@@ -311,6 +340,10 @@ static void classify(writer_entry **order, unsigned n, const prior *pr, size_t n
         writer_entry *e = order[i];
         while (pl[j].id != e->product)
             j++;
+        if (e->change[0]) { /* applied after the inserts (apply_changes) */
+            e->outcome = WRITER__CHANGE;
+            continue;
+        }
         reused_id(e, rid, sizeof(rid));
         const prior *same = find_prior(pr, npr, e->key);
         e->prior_product = 0;
@@ -321,7 +354,8 @@ static void classify(writer_entry **order, unsigned n, const prior *pr, size_t n
         /* A key earlier in this batch counts as written already. */
         const writer_entry *twin = NULL;
         for (unsigned k = 0; !same && k < i && !twin; k++)
-            if (strcmp(order[k]->key, e->key) == 0 && order[k]->outcome != WRITER__KEY_REUSED)
+            if (strcmp(order[k]->key, e->key) == 0 && order[k]->outcome != WRITER__KEY_REUSED &&
+                order[k]->outcome != WRITER__CHANGE)
                 twin = order[k];
         if (same || twin) {
             int32_t prod = same ? same->product : twin->product;
@@ -352,6 +386,10 @@ static void add_row(cJSON *rows, const writer_entry *e, const char *key, const c
     cJSON_AddNumberToObject(o, "a", (double)e->at_us); /* < 2^53: exact */
     if (reason) cJSON_AddStringToObject(o, "r", reason);
     if (!reason && e->user[0]) cJSON_AddStringToObject(o, "u", e->user);
+    if (!reason && e->state[0]) {
+        cJSON_AddStringToObject(o, "s", e->state);
+        cJSON_AddNumberToObject(o, "x", (double)e->expires_us); /* < 2^53: exact */
+    }
     cJSON_AddItemToArray(rows, o);
 }
 
@@ -396,6 +434,41 @@ out:
     return rc;
 }
 
+/* Step 5: the change entries, after the orders they change were inserted (in this batch
+ * or before: a change follows its order in the stream), in stream order per product (the
+ * order within a product is kept by the sort). A cancel or an expiry that changed its
+ * order gives the unit back to the product's stock, so that MariaDB's stock stays
+ * initial + restocks - orders holding a unit (docs/orders.md). */
+static int apply_changes(writer_db *db, writer_entry **order, unsigned n) {
+    for (unsigned i = 0; i < n; i++) {
+        writer_entry *e = order[i];
+        if (e->outcome != WRITER__CHANGE) continue;
+        MYSQL_BIND p[6];
+        unsigned long slen = (unsigned long)strlen(e->change), klen = (unsigned long)strlen(e->key);
+        memset(p, 0, sizeof(p));
+        for (int b = 0; b < 2; b++) {
+            p[b].buffer_type = MYSQL_TYPE_STRING;
+            p[b].buffer = e->change;
+            p[b].buffer_length = slen;
+            p[b].length = &slen;
+        }
+        bind_ll(&p[2], &e->at_us);
+        bind_ll(&p[3], &e->at_us);
+        p[4].buffer_type = MYSQL_TYPE_STRING;
+        p[4].buffer = e->key;
+        p[4].buffer_length = klen;
+        p[4].length = &klen;
+        bind_int(&p[5], &e->product);
+        MYSQL_STMT *st = db->stmt[ST_CHANGE];
+        if (mysql_stmt_bind_param(st, p) || mysql_stmt_execute(st)) return stmt_fail(db, ST_CHANGE);
+        if (mysql_stmt_affected_rows(st) != 1 || strcmp(e->change, "paid") == 0) continue;
+        st = db->stmt[ST_GIVE_BACK];
+        if (mysql_stmt_bind_param(st, &p[5]) || mysql_stmt_execute(st))
+            return stmt_fail(db, ST_GIVE_BACK);
+    }
+    return WRITER_OK;
+}
+
 static int by_product(const void *a, const void *b) {
     const writer_entry *x = *(writer_entry *const *)a, *y = *(writer_entry *const *)b;
     if (x->product != y->product) return x->product < y->product ? -1 : 1;
@@ -413,6 +486,7 @@ static int write_once(writer_db *db, writer_entry **order, unsigned n, product_l
         classify(order, n, pr, npr, pl, npl);
         rc = write_rows(db, order, n, pl, npl);
     }
+    if (rc == WRITER_OK) rc = apply_changes(db, order, n);
     free(pr);
     if (rc == WRITER_OK && mysql_commit(db->conn)) {
         /* The COMMIT's reply is lost or refused: whether it committed is unknown, and it

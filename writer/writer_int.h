@@ -21,6 +21,12 @@ typedef struct writer_entry {
     char instance[STOCKDB_INSTANCE_MAX + 1];
     int64_t at_us;
     char user[STOCKDB_USER_MAX + 1]; /* the customer; "" = none (the field is optional) */
+    /* A reservation (docs/orders.md): an order entry with state reserved carries its
+     * expiry; a change entry (change: paid, cancelled or expired) carries no order, only
+     * the new state of the order of its key. Both optional; "" and 0 = a plain sale. */
+    char state[16];
+    int64_t expires_us;
+    char change[16];
     /* What the entry is: */
     enum {
         WRITER__ENTRY_OK,        /* in the contract's format: to be written */
@@ -33,6 +39,7 @@ typedef struct writer_entry {
         WRITER__DUPLICATE,  /* written before (a redelivery) */
         WRITER__OVERSOLD,   /* no stock left in MariaDB (no_product: no row) */
         WRITER__KEY_REUSED, /* its key has an order of another deduction (prior_product) */
+        WRITER__CHANGE,     /* a change entry: applied to its order if that is reserved */
     } outcome;
     bool no_product;
     int32_t prior_product;

@@ -106,8 +106,23 @@ void writer_redis__entry(const redisReply *r, writer_entry *e) {
             if (v->len == 0 || !field_str(e->user, sizeof(e->user), v->str, v->len) ||
                 strlen(e->user) != v->len)
                 return;
+        } else if (strcmp(k->str, "state") == 0) {
+            /* Optional: the deduction made a reservation (with expires_us). */
+            if (v->len != 8 || strcmp(v->str, "reserved") != 0) return;
+            strcpy(e->state, "reserved");
+        } else if (strcmp(k->str, "expires_us") == 0) {
+            if (!field_int(&n, v->str, v->len, 1, INT64_MAX / 2)) return;
+            e->expires_us = n;
+        } else if (strcmp(k->str, "change") == 0) {
+            /* A change entry: the reservation of `key` paid, cancelled or expired. */
+            if (strcmp(v->str, "paid") != 0 && strcmp(v->str, "cancelled") != 0 &&
+                strcmp(v->str, "expired") != 0)
+                return;
+            snprintf(e->change, sizeof(e->change), "%s", v->str);
         }
     }
+    bool reserved = e->state[0] != '\0';
+    if (reserved != (e->expires_us > 0) || (reserved && e->change[0])) return;
     if (seen == 15) e->kind = WRITER__ENTRY_OK;
 }
 

@@ -23,7 +23,11 @@
  *     is not in Redis adds its units once in both orders of the race: a load that read
  *     MariaDB after the restock but set the count before Redis heard of it, and one that
  *     read before and set after; the documented UPDATE-then-INCRBY sold 15 of 10 + 0
- *     there (issue 42): here 10 + 5 units are sold, exactly. */
+ *     there (issue 42): here 10 + 5 units are sold, exactly;
+ *   - a reservation (a product loaded with reserve_seconds) is paid once (a second pay is
+ *     NOT_RESERVED, another customer's is NOT_YOURS, the count unchanged); one past its
+ *     expiry, released by 8 handles at once (EXPIRE) and its customer's CANCEL, changes
+ *     once: one CHANGED, the unit and the customer's unit back once, one change entry. */
 #include <hiredis/hiredis.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -74,7 +78,7 @@ static void test_config_and_unreachable(void) {
     s = open_h(dead, "t");
     stockredis_result res;
     CHECK_INT_EQ(STOCKREDIS_ERR_CONNECTION,
-                 stockredis_deduct(s, 1, "k", 5, 0, 3600, NULL, -1, &res));
+                 stockredis_deduct(s, 1, "k", 5, 0, 3600, NULL, -1, -1, &res));
     CHECK(stockredis_errstr(s)[0] != '\0');
     stockredis_free(s);
     stockredis_free(NULL);
@@ -84,15 +88,15 @@ static void test_config_and_unreachable(void) {
 static void test_load_once(redisContext *c) {
     stockredis *a = open_h(addr, "a"), *b = open_h(addr, "b");
     stockredis_result res;
-    CHECK_INT_EQ(STOCKREDIS_OK, stockredis_deduct(a, 7, "l0", -1, 0, 3600, NULL, -1, &res));
+    CHECK_INT_EQ(STOCKREDIS_OK, stockredis_deduct(a, 7, "l0", -1, 0, 3600, NULL, -1, -1, &res));
     CHECK_INT_EQ(STOCKREDIS_NOT_LOADED, res.outcome);
     CHECK_INT_EQ(0, int_of(c, "EXISTS stockd:stock:{7} stockd:key:l0"));
     CHECK_INT_EQ(0, int_of(c, "XLEN stockd:orders"));
-    CHECK_INT_EQ(STOCKREDIS_OK, stockredis_deduct(a, 7, "l1", 3, 0, 3600, NULL, -1, &res));
+    CHECK_INT_EQ(STOCKREDIS_OK, stockredis_deduct(a, 7, "l1", 3, 0, 3600, NULL, -1, -1, &res));
     CHECK_INT_EQ(STOCKREDIS_DEDUCTED, res.outcome);
     CHECK_INT_EQ(2, res.count);
     /* Another instance that read another stock of record loads nothing over it. */
-    CHECK_INT_EQ(STOCKREDIS_OK, stockredis_deduct(b, 7, "l2", 100, 0, 3600, NULL, -1, &res));
+    CHECK_INT_EQ(STOCKREDIS_OK, stockredis_deduct(b, 7, "l2", 100, 0, 3600, NULL, -1, -1, &res));
     CHECK_INT_EQ(STOCKREDIS_DEDUCTED, res.outcome);
     CHECK_INT_EQ(1, res.count);
     long long count = 0;
@@ -121,9 +125,9 @@ static void *racer(void *arg) {
         stockredis_result res;
         snprintf(key, sizeof(key), "race-%d-%d", i, n);
         /* As redisstock.c does: try, and on NOT_LOADED pass the stock of record. */
-        int rc = stockredis_deduct(s, 8, key, -1, 0, 3600, NULL, -1, &res);
+        int rc = stockredis_deduct(s, 8, key, -1, 0, 3600, NULL, -1, -1, &res);
         if (rc == STOCKREDIS_OK && res.outcome == STOCKREDIS_NOT_LOADED)
-            rc = stockredis_deduct(s, 8, key, RACE_STOCK, 0, 3600, NULL, -1, &res);
+            rc = stockredis_deduct(s, 8, key, RACE_STOCK, 0, 3600, NULL, -1, -1, &res);
         if (rc != STOCKREDIS_OK) CHECK_FAIL_("racer %d: %d %s", i, rc, stockredis_errstr(s));
         CHECK(res.count >= 0);
         if (res.outcome == STOCKREDIS_DEDUCTED) race_deducted[i]++;
@@ -153,15 +157,15 @@ static void test_replay_and_reuse(redisContext *c) {
     stockredis *s = open_h(addr, "a");
     stockredis_result res;
     long long len = int_of(c, "XLEN stockd:orders");
-    CHECK_INT_EQ(STOCKREDIS_OK, stockredis_deduct(s, 7, "l1", -1, 0, 3600, NULL, -1, &res));
+    CHECK_INT_EQ(STOCKREDIS_OK, stockredis_deduct(s, 7, "l1", -1, 0, 3600, NULL, -1, -1, &res));
     CHECK_INT_EQ(STOCKREDIS_REPLAYED, res.outcome);
     CHECK_INT_EQ(1, res.count);
-    CHECK_INT_EQ(STOCKREDIS_OK, stockredis_deduct(s, 8, "l1", -1, 0, 3600, NULL, -1, &res));
+    CHECK_INT_EQ(STOCKREDIS_OK, stockredis_deduct(s, 8, "l1", -1, 0, 3600, NULL, -1, -1, &res));
     CHECK_INT_EQ(STOCKREDIS_KEY_REUSED, res.outcome);
     CHECK_INT_EQ(1, int_of(c, "GET stockd:stock:{7}"));
     CHECK_INT_EQ(len, int_of(c, "XLEN stockd:orders"));
     /* Sold out: the count stays 0, the answer carries it. */
-    CHECK_INT_EQ(STOCKREDIS_OK, stockredis_deduct(s, 8, "late", -1, 0, 3600, NULL, -1, &res));
+    CHECK_INT_EQ(STOCKREDIS_OK, stockredis_deduct(s, 8, "late", -1, 0, 3600, NULL, -1, -1, &res));
     CHECK_INT_EQ(STOCKREDIS_SOLD_OUT, res.outcome);
     CHECK_INT_EQ(0, res.count);
     CHECK_INT_EQ(0, int_of(c, "GET stockd:stock:{8}"));
@@ -204,7 +208,8 @@ static void test_not_a_number(redisContext *c) {
     freeReplyObject(redisCommand(c, "SET stockd:stock:{9} abc"));
     long long len = int_of(c, "XLEN stockd:orders");
     stockredis_result res;
-    CHECK_INT_EQ(STOCKREDIS_ERR_SERVER, stockredis_deduct(s, 9, "nan", 5, 0, 3600, NULL, -1, &res));
+    CHECK_INT_EQ(STOCKREDIS_ERR_SERVER,
+                 stockredis_deduct(s, 9, "nan", 5, 0, 3600, NULL, -1, -1, &res));
     long long count;
     bool present;
     CHECK_INT_EQ(STOCKREDIS_ERR_SERVER, stockredis_count(s, 9, &count, &present));
@@ -218,20 +223,20 @@ static void test_memo_window(redisContext *c) {
     stockredis *s = open_h(addr, "a");
     stockredis_result res;
     freeReplyObject(redisCommand(c, "SET stockd:stock:{10} 5"));
-    CHECK_INT_EQ(STOCKREDIS_OK, stockredis_deduct(s, 10, "w1", -1, 0, 1, NULL, -1, &res));
+    CHECK_INT_EQ(STOCKREDIS_OK, stockredis_deduct(s, 10, "w1", -1, 0, 1, NULL, -1, -1, &res));
     CHECK_INT_EQ(STOCKREDIS_DEDUCTED, res.outcome);
     long long ttl = int_of(c, "PTTL stockd:key:w1");
     CHECK_INT_LE(1, ttl);
     CHECK_INT_LE(ttl, 1000);
-    CHECK_INT_EQ(STOCKREDIS_OK, stockredis_deduct(s, 10, "w1", -1, 0, 1, NULL, -1, &res));
+    CHECK_INT_EQ(STOCKREDIS_OK, stockredis_deduct(s, 10, "w1", -1, 0, 1, NULL, -1, -1, &res));
     CHECK_INT_EQ(STOCKREDIS_REPLAYED, res.outcome);
-    CHECK_INT_EQ(STOCKREDIS_ERR_ARGS, stockredis_deduct(s, 10, "w1", -1, 0, 0, NULL, -1, &res));
+    CHECK_INT_EQ(STOCKREDIS_ERR_ARGS, stockredis_deduct(s, 10, "w1", -1, 0, 0, NULL, -1, -1, &res));
     /* Past the window the key is new: it deducts again. */
     while (int_of(c, "EXISTS stockd:key:w1") != 0) {
         struct timespec ts = {0, 50000000L};
         nanosleep(&ts, NULL);
     }
-    CHECK_INT_EQ(STOCKREDIS_OK, stockredis_deduct(s, 10, "w1", -1, 0, 1, NULL, -1, &res));
+    CHECK_INT_EQ(STOCKREDIS_OK, stockredis_deduct(s, 10, "w1", -1, 0, 1, NULL, -1, -1, &res));
     CHECK_INT_EQ(STOCKREDIS_DEDUCTED, res.outcome);
     CHECK_INT_EQ(3, res.count);
     stockredis_free(s);
@@ -284,7 +289,7 @@ static void test_lost_reply_then_loading(redisContext *c) {
     stockredis *s = open_h(via, "relay");
     stockredis_result res;
     /* The connection and the script loaded first, through a deduction with no fault. */
-    CHECK_INT_EQ(STOCKREDIS_OK, stockredis_deduct(s, 11, "f0", -1, 0, 3600, NULL, -1, &res));
+    CHECK_INT_EQ(STOCKREDIS_OK, stockredis_deduct(s, 11, "f0", -1, 0, 3600, NULL, -1, -1, &res));
     /* The reply lost, the reconnect's first command (SCRIPT LOAD) answered -LOADING, or
      * the resent script itself: made, so unknown. */
     const char *on[] = {"SCRIPT", "EVALSHA"};
@@ -294,14 +299,14 @@ static void test_lost_reply_then_loading(redisContext *c) {
         long long before = int_of(c, "GET stockd:stock:{11}");
         loading_on = on[i];
         cut_evalsha_reply = 1;
-        int rc = stockredis_deduct(s, 11, key, -1, 0, 3600, NULL, -1, &res);
+        int rc = stockredis_deduct(s, 11, key, -1, 0, 3600, NULL, -1, -1, &res);
         loading_after = 0;
         if (rc != STOCKREDIS_ERR_UNKNOWN)
             CHECK_FAIL_("lost reply, then -LOADING to %s: want ERR_UNKNOWN (%d), got %d (%s)",
                         on[i], STOCKREDIS_ERR_UNKNOWN, rc, stockredis_errstr(s));
         CHECK_INT_EQ(before - 1, int_of(c, "GET stockd:stock:{11}"));
         /* The client's resend under the same key learns it was made. */
-        CHECK_INT_EQ(STOCKREDIS_OK, stockredis_deduct(s, 11, key, -1, 0, 3600, NULL, -1, &res));
+        CHECK_INT_EQ(STOCKREDIS_OK, stockredis_deduct(s, 11, key, -1, 0, 3600, NULL, -1, -1, &res));
         CHECK_INT_EQ(STOCKREDIS_REPLAYED, res.outcome);
         CHECK_INT_EQ(before - 1, res.count);
     }
@@ -310,7 +315,7 @@ static void test_lost_reply_then_loading(redisContext *c) {
     loading_on = "EVALSHA";
     loading_after = 1;
     CHECK_INT_EQ(STOCKREDIS_ERR_REFUSED,
-                 stockredis_deduct(s, 11, "f9", -1, 0, 3600, NULL, -1, &res));
+                 stockredis_deduct(s, 11, "f9", -1, 0, 3600, NULL, -1, -1, &res));
     loading_after = 0;
     CHECK_INT_EQ(before, int_of(c, "GET stockd:stock:{11}"));
     CHECK_INT_EQ(0, int_of(c, "EXISTS stockd:key:f9"));
@@ -325,11 +330,12 @@ static void test_maxmemory_refuses_before_running(redisContext *c) {
     freeReplyObject(redisCommand(c, "SET stockd:stock:{12} 10"));
     /* Connected first, so that the script itself meets the limit (a new connection's
      * XGROUP CREATE is refused the same way). */
-    CHECK_INT_EQ(STOCKREDIS_OK, stockredis_deduct(s, 12, "pre-oom", -1, 0, 3600, NULL, -1, &res));
+    CHECK_INT_EQ(STOCKREDIS_OK,
+                 stockredis_deduct(s, 12, "pre-oom", -1, 0, 3600, NULL, -1, -1, &res));
     freeReplyObject(redisCommand(c, "CONFIG SET maxmemory-policy noeviction"));
     freeReplyObject(redisCommand(c, "CONFIG SET maxmemory 1"));
     long long len = int_of(c, "XLEN stockd:orders");
-    int rc = stockredis_deduct(s, 12, "oom", -1, 0, 3600, NULL, -1, &res);
+    int rc = stockredis_deduct(s, 12, "oom", -1, 0, 3600, NULL, -1, -1, &res);
     freeReplyObject(redisCommand(c, "CONFIG SET maxmemory 0"));
     if (rc != STOCKREDIS_ERR_REFUSED)
         CHECK_FAIL_("at maxmemory: want ERR_REFUSED, got %d (%s)", rc, stockredis_errstr(s));
@@ -347,7 +353,8 @@ static int sell_all(stockredis *s, int32_t pid, const char *prefix) {
     int sold = 0;
     for (int i = 0; i < 100; i++) {
         snprintf(key, sizeof(key), "%s%d", prefix, i);
-        CHECK_INT_EQ(STOCKREDIS_OK, stockredis_deduct(s, pid, key, -1, 0, 3600, NULL, -1, &res));
+        CHECK_INT_EQ(STOCKREDIS_OK,
+                     stockredis_deduct(s, pid, key, -1, 0, 3600, NULL, -1, -1, &res));
         if (res.outcome != STOCKREDIS_DEDUCTED) break;
         sold++;
     }
@@ -363,7 +370,8 @@ static void test_restock_racing_a_load(redisContext *c) {
     /* (a) the load reads MariaDB after the restock (15, 5) and sets the count before the
      * restock reaches Redis. */
     freeReplyObject(redisCommand(c, "DEL stockd:stock:{20} stockd:restocked:{20}"));
-    CHECK_INT_EQ(STOCKREDIS_OK, stockredis_deduct(s, 20, "ra-first", 15, 5, 3600, NULL, -1, &res));
+    CHECK_INT_EQ(STOCKREDIS_OK,
+                 stockredis_deduct(s, 20, "ra-first", 15, 5, 3600, NULL, -1, -1, &res));
     CHECK_INT_EQ(STOCKREDIS_DEDUCTED, res.outcome);
     CHECK_INT_EQ(9, res.count); /* 15 - (5 not yet in Redis) - 1 */
     CHECK_INT_EQ(STOCKREDIS_OK, stockredis_restock(s, 20, 5, &count, &present));
@@ -376,11 +384,81 @@ static void test_restock_racing_a_load(redisContext *c) {
     CHECK_INT_EQ(STOCKREDIS_OK, stockredis_restock(s, 21, 5, &count, &present));
     CHECK(!present);
     CHECK_INT_EQ(0, int_of(c, "EXISTS stockd:stock:{21}"));
-    CHECK_INT_EQ(STOCKREDIS_OK, stockredis_deduct(s, 21, "rb-first", 10, 0, 3600, NULL, -1, &res));
+    CHECK_INT_EQ(STOCKREDIS_OK,
+                 stockredis_deduct(s, 21, "rb-first", 10, 0, 3600, NULL, -1, -1, &res));
     CHECK_INT_EQ(14, res.count);
     CHECK_INT_EQ(14, sell_all(s, 21, "rb-"));
     CHECK_INT_EQ(STOCKREDIS_ERR_ARGS, stockredis_restock(s, 22, 0, &count, &present));
     stockredis_free(s);
+}
+
+#define RELEASERS 8
+
+static int release_changed[RELEASERS + 1];
+
+static void *releaser(void *arg) {
+    int i = (int)(intptr_t)arg;
+    stockredis *s = open_h(addr, "rel");
+    stockredis_change_result res;
+    /* The last one is the customer's cancel; the others are expiry threads. */
+    int rc = i == RELEASERS ? stockredis_change(s, "res-0", STOCKREDIS_CANCEL, "u1", 60, &res)
+                            : stockredis_change(s, "res-0", STOCKREDIS_EXPIRE, NULL, 60, &res);
+    if (rc != STOCKREDIS_OK) CHECK_FAIL_("releaser %d: %d %s", i, rc, stockredis_errstr(s));
+    if (res.outcome == STOCKREDIS_CHANGED)
+        release_changed[i]++;
+    else
+        CHECK_INT_EQ(STOCKREDIS_NOT_RESERVED, res.outcome);
+    stockredis_free(s);
+    return NULL;
+}
+
+static void test_reservation_changes_once(redisContext *c) {
+    stockredis *s = open_h(addr, "res");
+    stockredis_result res;
+    stockredis_change_result ch;
+    /* Loaded with reserve_seconds 0: the first reservation is past its expiry at once. */
+    CHECK_INT_EQ(STOCKREDIS_OK, stockredis_deduct(s, 30, "res-0", 3, 0, 60, "u1", -1, 0, &res));
+    CHECK_INT_EQ(STOCKREDIS_DEDUCTED, res.outcome);
+    CHECK(res.expires_us > 0);
+    CHECK_INT_EQ(STOCKREDIS_OK, stockredis_deduct(s, 30, "res-0", -1, 0, 60, "u1", -1, -1, &res));
+    CHECK_INT_EQ(STOCKREDIS_REPLAYED, res.outcome);
+    CHECK(res.expires_us > 0);
+    CHECK_INT_EQ(STOCKREDIS_OK, stockredis_change(s, "res-0", STOCKREDIS_PAY, "u1", 60, &ch));
+    CHECK_INT_EQ(STOCKREDIS_LATE, ch.outcome);
+    long long entries = int_of(c, "XLEN stockd:orders");
+    pthread_t t[RELEASERS + 1];
+    for (int i = 0; i <= RELEASERS; i++)
+        CHECK(pthread_create(&t[i], NULL, releaser, (void *)(intptr_t)i) == 0);
+    int changed = 0;
+    for (int i = 0; i <= RELEASERS; i++) {
+        pthread_join(t[i], NULL);
+        changed += release_changed[i];
+    }
+    CHECK_INT_EQ(1, changed);
+    CHECK_INT_EQ(3, int_of(c, "GET stockd:stock:{30}"));
+    CHECK_INT_EQ(0, int_of(c, "HGET stockd:users:{30} u1"));
+    CHECK_INT_EQ(entries + 1, int_of(c, "XLEN stockd:orders"));
+    CHECK_INT_EQ(0, int_of(c, "ZSCORE stockd:expiry res-0") > 0);
+    /* A reservation within its expiry: paid once, by its customer only. */
+    freeReplyObject(redisCommand(c, "SET stockd:reserve:{30} 3600"));
+    CHECK_INT_EQ(STOCKREDIS_OK, stockredis_deduct(s, 30, "res-1", -1, 0, 60, "u2", -1, -1, &res));
+    CHECK_INT_EQ(STOCKREDIS_DEDUCTED, res.outcome);
+    CHECK_INT_EQ(STOCKREDIS_OK, stockredis_change(s, "res-1", STOCKREDIS_PAY, "u3", 60, &ch));
+    CHECK_INT_EQ(STOCKREDIS_NOT_YOURS, ch.outcome);
+    CHECK_INT_EQ(STOCKREDIS_OK, stockredis_change(s, "res-1", STOCKREDIS_PAY, "u2", 60, &ch));
+    CHECK_INT_EQ(STOCKREDIS_CHANGED, ch.outcome);
+    CHECK(strcmp(ch.state, "paid") == 0);
+    CHECK_INT_EQ(STOCKREDIS_OK, stockredis_change(s, "res-1", STOCKREDIS_PAY, "u2", 60, &ch));
+    CHECK_INT_EQ(STOCKREDIS_NOT_RESERVED, ch.outcome);
+    CHECK_INT_EQ(STOCKREDIS_OK, stockredis_change(s, "res-1", STOCKREDIS_EXPIRE, NULL, 60, &ch));
+    CHECK_INT_EQ(STOCKREDIS_NOT_RESERVED, ch.outcome);
+    CHECK_INT_EQ(2, int_of(c, "GET stockd:stock:{30}"));
+    CHECK_INT_EQ(STOCKREDIS_OK, stockredis_change(s, "nope", STOCKREDIS_PAY, "u2", 60, &ch));
+    CHECK_INT_EQ(STOCKREDIS_NO_ORDER, ch.outcome);
+    stockredis_free(s);
+    printf("ok: a reservation released by %d handles and its cancel at once changes once; one "
+           "within its expiry is paid once, by its customer\n",
+           RELEASERS);
 }
 
 int main(int argc, char **argv) {
@@ -402,6 +480,7 @@ int main(int argc, char **argv) {
     test_lost_reply_then_loading(c);
     test_restock_racing_a_load(c);
     test_maxmemory_refuses_before_running(c);
+    test_reservation_changes_once(c);
     redisFree(c);
     printf("ok\n");
     return 0;

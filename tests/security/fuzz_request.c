@@ -208,6 +208,9 @@ static void check_routed(const stockd_request_in *in, const stockd_routed *d, co
         /* POST /orders/{order}/pay or /cancel: the order is in the path, no id=. */
         FUZZ_CHECK(strncmp(p, "/orders/", 8) == 0 && post);
         FUZZ_CHECK(d->kind == STOCKD_JOB_ORDER && d->key == NULL);
+        /* It names an order: a row id, or a request key's form (redis-stock's name) in the
+         * path, never longer than a job's request id holds. */
+        FUZZ_CHECK(d->order_id || (d->order && d->order > p && d->order_len <= 100));
         FUZZ_CHECK(in->body_bytes == 0 && !in->params_truncated);
         return;
     case STOCKD_ROUTE_RESTOCK:

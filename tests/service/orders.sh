@@ -21,9 +21,16 @@
 #     restocks once: replayed, it adds nothing; reused for other units or another
 #     product, 422 key_conflict (restock_keyed).
 #   orders.sh redis-reserve
-#     mode redis-stock refuses a product that reserves (400, nothing deducted), and sells
-#     it once its reserve_seconds is NULL again; then its restock (MariaDB, then Redis)
-#     with a key, replayed and reused, adds the units once in both.
+#     mode redis-stock reserves in Redis: 6 customers reserve 6 units on two instances, one
+#     pays in time (and again: not_reserved), one cancels through nginx, its order named
+#     by stockd's own key (and again: not_reserved), the
+#     rest expire through the expiry threads while one cancels and one pays late (409
+#     expired, nothing changed); Redis's count, the stream (each change once) and, once
+#     the writer drained it, MariaDB's orders by state and stock all agree. With
+#     --redis-wait-replicas and no replica, a reservation and its cancel are made and
+#     answered 503 not_replicated.
+#     Its restock (MariaDB, then Redis) with a key, replayed and reused, adds the units
+#     once in both.
 #   orders.sh auth
 #     restock refused without --admin-token-file (403), anonymous (401), with a wrong
 #     token (403), bad units (400); accepted with the token (200), into the ledger; a
@@ -139,26 +146,84 @@ limit)
   expect_eq "limit_reached answers" 29 "$limited"
   ;;
 redis-reserve)
-  # Mode redis-stock makes no reservations: a product that reserves is refused, 400 with
-  # nothing deducted anywhere (MariaDB, Redis, the stream), rather than sold at once.
-  sql "UPDATE product SET stock = 5, reserve_seconds = 60 WHERE id = 2"
+  # Mode redis-stock reserves in Redis (docs/orders.md): two instances (two expiry
+  # threads) and the order writer; an hour of reserve_seconds, and the expiry brought
+  # forward in the reservations' records below, as the zk row does in MariaDB's rows.
+  sql "UPDATE product SET stock = 6, reserve_seconds = 3600 WHERE id = 2"
   redis_stock_up
-  t_stockd 1 redis-stock "${extra[@]}" --admin-token-file "$T/token"
-  expect_eq "a reserving product in redis-stock" "400 bad_request" \
-    "$(curl -sS -o "$T/ans" -w '%{http_code} ' "http://127.0.0.1:$((PORT0 + 1))/stock/reduce?id=2&user=c1")$(jq -r .result "$T/ans")"
-  grep -q reservations "$T/ans" || fail "the refusal does not say why: $(cat "$T/ans")"
-  expect_eq "MariaDB's stock" 5 "$(stock 2)"
-  expect_eq "no count loaded in Redis" 0 "$(redis-cli -p "$r_port" EXISTS 'stockd:stock:{2}')"
-  # entries-added, not XLEN: the writer trims what it wrote.
-  expect_eq "no stream entry" 0 "$(redis-cli -p "$r_port" XINFO STREAM stockd:orders | awk 'p == "entries-added" { print; exit } { p = $0 }')"
-  # Set back to selling at once, the product sells at its next request.
-  sql "UPDATE product SET reserve_seconds = NULL WHERE id = 2"
-  expect_eq "the same product selling at once" "200 deducted" \
-    "$(curl -sS -o "$T/ans" -w '%{http_code} ' "http://127.0.0.1:$((PORT0 + 1))/stock/reduce?id=2&user=c1")$(jq -r .result "$T/ans")"
+  rc() { redis-cli -p "$r_port" "$@"; }
+  for i in 1 2; do t_stockd "$i" redis-stock "${extra[@]}" --admin-token-file "$T/token"; done
+  declare -A order
+  for c in $(seq 1 6); do
+    key=()
+    ((c == 1)) && key=(-H "Idempotency-Key: k-c1") # the others: stockd's own i/<hex>/<n>
+    a=$(curl -sS -m 30 -w ' %{http_code}' "${key[@]}" "http://127.0.0.1:$((PORT0 + 1 + c % 2))/stock/reduce?id=2&user=c$c")
+    expect_eq "c$c reserves" "reserved 200" "$(jq -r .result <<<"${a% *}") ${a##* }"
+    [[ $(jq -r .expires_at <<<"${a% *}") == 20*Z ]] || fail "no expires_at in $a"
+    order[$c]=$(jq -r .order <<<"${a% *}")
+  done
+  expect_eq "c1's order is its key" k-c1 "${order[1]}"
+  a=$(curl -sS -m 30 -H "Idempotency-Key: k-c1" "http://127.0.0.1:$((PORT0 + 1))/stock/reduce?id=2&user=c1")
+  expect_eq "c1's key again: the same reservation" "reserved true" "$(jq -r '"\(.result) \(.replayed)"' <<<"$a")"
+  expect_eq "a 7th customer" "409 sold_out" "$(curl -sS -o /dev/null -w '%{http_code} ' "http://127.0.0.1:$((PORT0 + 1))/stock/reduce?id=2&user=c7")sold_out"
+  expect_eq "c1 pays in time" "200 paid" "$(post "/orders/${order[1]}/pay?user=c1")"
+  expect_eq "c1 pays again" "409 not_reserved" "$(post "/orders/${order[1]}/pay?user=c1")"
+  expect_eq "c3 pays c2's order" "403 not_your_order" "$(post "/orders/${order[2]}/pay?user=c3")"
+  expect_eq "an unknown order" "404 not_found" "$(post "/orders/no-such-key/pay?user=c2")"
+  # c2's order is stockd's own key (i/<hex>/<n>): its slashes cross nginx as they are.
+  [[ ${order[2]} == i/*/* ]] || fail "c2's order is not stockd's own key: ${order[2]}"
+  t_nginx 2
+  expect_eq "c2 cancels through nginx" "200 cancelled" "$(PORT=$PORT0 post "/orders/${order[2]}/cancel?user=c2")"
+  expect_eq "c2 cancels again" "409 not_reserved" "$(post "/orders/${order[2]}/cancel?user=c2")"
+  expect_eq "Redis's count after one cancel" 1 "$(rc GET 'stockd:stock:{2}')"
+  expect_eq "c2's units after the cancel" 0 "$(rc HGET 'stockd:users:{2}' c2)"
+  # c3..c6 expire in a second by Redis's clock; once it has passed, c3 cancels and c4
+  # pays, racing the two expiry threads (which release c5 and c6 as well).
+  t=($(rc TIME))
+  due=$((t[0] + 1))$(printf %06d "${t[1]}")
+  for c in 3 4 5 6; do
+    rc HSET "stockd:order:${order[$c]}" expires_us "$due" >/dev/null
+    rc ZADD stockd:expiry "$due" "${order[$c]}" >/dev/null
+  done
+  past() { t=($(rc TIME)) && (($(printf '%d%06d' "${t[0]}" "${t[1]}") >= due)); }
+  wait_until 10 past || fail "Redis's clock did not pass the expiry"
+  PORT=$((PORT0 + 2)) post "/orders/${order[3]}/cancel?user=c3" >"$T/race.3" &
+  p3=$!
+  expect_eq "c4 pays late" "409 expired" "$(post "/orders/${order[4]}/pay?user=c4")"
+  wait "$p3" || true
+  a=$(cat "$T/race.3")
+  [[ $a == "200 cancelled" || $a == "409 not_reserved" ]] || fail "c3's cancel racing the expiry: $a"
+  echo "c3's cancel racing the expiry: $a"
+  released() { [[ $(rc ZCARD stockd:expiry) == 0 ]]; }
+  wait_until 20 released || fail "the expiry threads left $(rc ZCARD stockd:expiry) reservations"
+  for c in 4 5 6; do expect_eq "c$c's reservation" expired "$(rc HGET "stockd:order:${order[$c]}" state)"; done
+  expect_eq "c4's late payment changed nothing: paid" "409 expired" "$(post "/orders/${order[4]}/pay?user=c4")"
+  expect_eq "Redis's count: 6 - 1 paid" 5 "$(rc GET 'stockd:stock:{2}')"
+  # Every release once: 6 deductions and 6 changes (1 paid, 5 given back), no more.
+  expect_eq "stream entries added" 12 "$(rc XINFO STREAM stockd:orders | awk 'p == "entries-added" { print; exit } { p = $0 }')"
+  drained() { [[ $(sql "SELECT COUNT(*) FROM orders WHERE product_id=2 AND state <> 'reserved'") == 6 ]]; }
+  wait_until 30 drained || fail "the writer did not write the 6 orders' states: $(tail -5 "$T/writer/log")"
+  by_state="paid 1 cancelled 1 expired 4" # ENUM order; c3's cancel lost to the expiry
+  [[ $a == "200 cancelled" ]] && by_state="paid 1 cancelled 2 expired 3"
+  expect_eq "MariaDB: orders by state" "$by_state" \
+    "$(sql "SELECT state, COUNT(*) FROM orders WHERE product_id=2 GROUP BY state ORDER BY state" | tr '\t\n' '  ' | sed 's/ $//')"
+  expect_eq "given back once each, with released_at" 5 \
+    "$(sql "SELECT COUNT(*) FROM orders WHERE product_id=2 AND state IN ('cancelled','expired') AND released_at IS NOT NULL")"
+  expect_eq "MariaDB's stock = Redis's count" "$(rc GET 'stockd:stock:{2}')" "$(stock 2)"
+  ledger_adds_up 2 6
+  # --redis-wait-replicas with no replica: a reservation and its cancel are made on the
+  # primary and answered 503 not_replicated, as a deduction is.
+  t_stockd 3 redis-stock "${extra[@]}" --redis-wait-replicas 1 --redis-wait-ms 50
+  a=$(curl -sS -m 30 -w ' %{http_code}' "http://127.0.0.1:$((PORT0 + 3))/stock/reduce?id=2&user=c8")
+  expect_eq "c8 reserves, no replica" "not_replicated 503" "$(jq -r .result <<<"${a% *}") ${a##* }"
+  o8=$(jq -r .order <<<"${a% *}")
+  expect_eq "c8 cancels, no replica" "503 not_replicated" "$(PORT=$((PORT0 + 3)) post "/orders/$o8/cancel?user=c8")"
+  expect_eq "c8's reservation" cancelled "$(rc HGET "stockd:order:$o8" state)"
+  expect_eq "Redis's count after c8's cancel" 5 "$(rc GET 'stockd:stock:{2}')"
   # Restock there (MariaDB, then Redis) with a key: a replay adds nothing in either.
   restock_keyed 2 4 restock-redis-1
-  expect_eq "Redis's count after a keyed restock and its replay" 8 "$(redis-cli -p "$r_port" GET 'stockd:stock:{2}')"
-  expect_eq "Redis's restocked units" 4 "$(redis-cli -p "$r_port" GET 'stockd:restocked:{2}')"
+  expect_eq "Redis's count after a keyed restock and its replay" 9 "$(rc GET 'stockd:stock:{2}')"
+  expect_eq "Redis's restocked units" 4 "$(rc GET 'stockd:restocked:{2}')"
   ;;
 reserve)
   # An hour, so that nothing expires while the first checks run on a loaded machine; the

@@ -338,10 +338,15 @@ static void test_customer_and_order_routes(void) {
         {"POST", "/orders/17/pay", NULL, NULL, STOCKD_ROUTE_ORDER, STOCKD_R_BAD_REQUEST},
         {"GET", "/orders/17/pay", "user=alice", NULL, STOCKD_ROUTE_ORDER,
          STOCKD_R_METHOD_NOT_ALLOWED},
-        {"POST", "/orders/017/pay", "user=alice", NULL, STOCKD_ROUTE_ORDER, STOCKD_R_BAD_REQUEST},
-        {"POST", "/orders/-1/pay", "user=alice", NULL, STOCKD_ROUTE_ORDER, STOCKD_R_BAD_REQUEST},
+        /* Not an order id, but a request key's form: mode redis-stock's name of an order
+         * (the worker of another mode refuses it, 400). */
+        {"POST", "/orders/017/pay", "user=alice", NULL, STOCKD_ROUTE_ORDER, STOCKD_R_OK},
+        {"POST", "/orders/-1/pay", "user=alice", NULL, STOCKD_ROUTE_ORDER, STOCKD_R_OK},
+        {"POST", "/orders/i/0123456789abcdef/42/pay", "user=alice", NULL, STOCKD_ROUTE_ORDER,
+         STOCKD_R_OK},
         {"POST", "/orders//pay", "user=alice", NULL, STOCKD_ROUTE_ORDER, STOCKD_R_BAD_REQUEST},
-        {"POST", "/orders/1234567890123456789/pay", "user=alice", NULL, STOCKD_ROUTE_ORDER,
+        {"POST", "/orders/a.b/pay", "user=alice", NULL, STOCKD_ROUTE_ORDER, STOCKD_R_BAD_REQUEST},
+        {"POST", "/orders/i/xyz/42/pay", "user=alice", NULL, STOCKD_ROUTE_ORDER,
          STOCKD_R_BAD_REQUEST},
         {"POST", "/orders/17/refund", "user=alice", NULL, STOCKD_ROUTE_ORDER, STOCKD_R_NO_ROUTE},
         {"POST", "/orders/17", "user=alice", NULL, STOCKD_ROUTE_ORDER, STOCKD_R_NO_ROUTE},
@@ -370,9 +375,16 @@ static void test_customer_and_order_routes(void) {
         route("POST", "/orders/123456789012/cancel", NULL, 0, "user=bob", (const char *)NULL);
     CHECK_INT_EQ(STOCKD_JOB_ORDER, r.kind);
     CHECK(r.order_id == 123456789012ull);
+    CHECK(r.order_len == 12 && memcmp(r.order, "123456789012", 12) == 0);
     CHECK_INT_EQ(STOCKDB_EV_CANCEL, r.event);
     CHECK_INT_EQ(3, r.user_len);
     CHECK(memcmp(r.user, "bob", 3) == 0);
+    /* stockd's own key names an order of mode redis-stock: the event is after its last '/'. */
+    r = route("POST", "/orders/i/0123456789abcdef/42/cancel", NULL, 0, "user=bob",
+              (const char *)NULL);
+    CHECK_INT_EQ(STOCKDB_EV_CANCEL, r.event);
+    CHECK(r.order_id == 0 && r.order_len == 21 &&
+          memcmp(r.order, "i/0123456789abcdef/42", 21) == 0);
     r = route("POST", "/stock/restock", NULL, 0, "id=9", "units=250", (const char *)NULL);
     CHECK_INT_EQ(STOCKD_JOB_RESTOCK, r.kind);
     CHECK_INT_EQ(9, r.product_id);

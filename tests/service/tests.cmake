@@ -405,7 +405,7 @@ stockd_integration_test(orders_limit_zk_owner_routing_sells_exactly_1
   COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/orders.sh limit zk exact owner LABELS experiment)
 stockd_integration_test(orders_limit_redis_stock_3_instances_sells_exactly_1
   COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/orders.sh limit redis-stock exact LABELS experiment)
-stockd_integration_test(orders_reserve_redis_stock_refused_nothing_deducted
+stockd_integration_test(orders_reserve_redis_stock_pay_cancel_expire_add_up
   COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/orders.sh redis-reserve redis-stock LABELS service)
 stockd_integration_test(orders_reserve_zk_pay_cancel_expire_add_up
   COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/orders.sh reserve zk LABELS service)

@@ -16,7 +16,10 @@
 #     agree; product 2 (oversold): the reconciliation exits 1. Then two keys deducted
 #     again (e-1 for product 3 at another time, d-3 for product 3: their memos gone):
 #     each recorded as an oversold promise `<key>@<at_us>` with reason key_reused and a
-#     log line, never dropped as a duplicate. /metrics says the same counts. SIGTERM
+#     log line, never dropped as a duplicate. /metrics says the same counts. Two
+#     reservations (entries with state reserved and expires_us) and their changes (a
+#     cancel delivered twice, a payment after it, a payment of the other): each change
+#     applies once, to a reserved order only; the cancelled unit comes back once. SIGTERM
 #     stops the writer with exit 0.
 #   writer.sh kill9
 #     Load fed while writer A runs; a row lock held on product 2 stalls A's batch, and A
@@ -108,12 +111,30 @@ exactly-once)
     'stock_writer_undelivered_entries 0'; do
     grep -qx "$m" <<<"$metrics" || fail "/metrics lacks '$m': $(grep "^${m% *} " <<<"$metrics")"
   done
+  # Reservations of mode redis-stock (docs/orders.md): r-1 reserved, cancelled, its
+  # cancel delivered again and a payment after it; r-2 reserved and paid. Each change
+  # applies to a reserved order only, in stream order: r-1's unit comes back once.
+  sql "UPDATE product SET stock = 10 WHERE id = 4"
+  x=$((W_AT + 3600000000))
+  {
+    for k in r-1 r-2; do
+      echo "XADD stockd:orders * key $k product 4 instance test at_us $W_AT user u-$k state reserved expires_us $x"
+    done
+    for c in "r-1 cancelled" "r-1 cancelled" "r-1 paid" "r-2 paid"; do
+      echo "XADD stockd:orders * key ${c% *} product 4 instance test at_us $((W_AT + 5)) change ${c#* }"
+    done
+  } | rcli >/dev/null || fail "feeding the reservations failed"
+  wait_until 30 w_drained || fail "not drained after the reservations"
+  expect_eq "r-1 and r-2: state, expires_at, released_at" \
+    "r-1 cancelled 1 1 r-2 paid 1 0" \
+    "$(sql "SELECT request_id, state, expires_at IS NOT NULL, released_at IS NOT NULL FROM orders WHERE product_id=4 ORDER BY request_id" | tr '\t\n' '  ' | sed 's/ $//')"
+  expect_eq "stock of product 4 (r-1's unit back once)" 9 "$(stock 4)"
   pid=$(cat "$T/writer-a/pid")
   kill -TERM "$pid"
   rc=0
   wait "$pid" || rc=$?
   expect_eq "the writer's exit after SIGTERM" 0 "$rc"
-  grep -q 'stopped: .* 8 orders, [0-9]* duplicates, 2 oversold promises' "$T/writer-a/log" ||
+  grep -q 'stopped: .* 10 orders, [0-9]* duplicates, 2 oversold promises' "$T/writer-a/log" ||
     fail "no summary line: $(tail -n 3 "$T/writer-a/log")"
   ;;
 kill9)
