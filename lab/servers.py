@@ -848,6 +848,9 @@ class HAProxy(Server):
         self.bind = bind
 
     def write_config(self):
+        """RUN/haproxy/haproxy.cfg and its check's wrapper and login (the containers'
+        HAProxy writes it too: lab/container.py)."""
+        os.makedirs(self.dir, exist_ok=True)
         cnf = os.path.join(self.dir, "check.cnf")
         fd = os.open(cnf, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as f:
