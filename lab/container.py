@@ -1,6 +1,6 @@
 """The container images' main processes and health checks (docker/*/Dockerfile):
 
-    python3 -m lab.container mariadb|zookeeper|redis
+    python3 -m lab.container mariadb|galera|haproxy|zookeeper|redis
     python3 -m lab.container ready zookeeper|redis PORT
 
 Each makes its server's files with lab/servers.py's code, the native stack's, and
@@ -13,11 +13,16 @@ Settings from the environment: STOCKD_RUN (/var/lib/stockd); MariaDB: STOCKD_MYS
 on the first start); ZooKeeper: STOCKD_ZK_PORT (2181), and for a member of an ensemble
 STOCKD_ZK_MYID and STOCKD_ZK_SERVERS (a comma-separated HOST:QUORUM_PORT:ELECTION_PORT
 list whose I-th entry is server I); Redis: STOCKD_REDIS_PORT (6379), STOCKD_REDIS_BIND
-(0.0.0.0), STACK_REDIS_PASSWORD (with it, the native Redis's ACL)."""
+(0.0.0.0), STACK_REDIS_PASSWORD (with it, the native Redis's ACL). A Galera node
+(docker/galera.yml): STOCKD_GALERA_NODE (1..3), STOCKD_GALERA_NODES (the three nodes'
+service names, comma-separated), STOCKD_MYSQL_PASSWORD and STOCKD_GALERA_CHECK_PASSWORD
+(the health check user's; both on node 1's first start). HAProxy: STOCKD_GALERA_NODES,
+STOCKD_GALERA_CHECK_PASSWORD, STOCKD_MYSQL_PORT (3306)."""
 
 import os
 import pwd
 import shutil
+import socket
 import subprocess
 import sys
 import time
@@ -37,13 +42,13 @@ def run_dir():
 
 # ---------------------------------------------------------------- MariaDB
 
-def mariadb_init(run, osuser, password):
+def mariadb_init(run, osuser, password, name="mysql", extra_sql=""):
     """The first start: the system tables, then the server with networking off, the
     schema and the seed in `shop`, the service user stockd@'%' with PASSWORD and the
-    native stack's narrow grants, root kept to the socket's root@localhost; then the
-    server stopped. It all happens in RUN/init and is moved into place only when
-    complete, so a start interrupted half-way begins again instead of serving a
-    half-made database."""
+    native stack's narrow grants, root kept to the socket's root@localhost, EXTRA_SQL
+    (a Galera node's check user); then the server stopped. It all happens in RUN/init
+    and is moved into place (RUN/NAME/data) only when complete, so a start interrupted
+    half-way begins again instead of serving a half-made database."""
     tmp = os.path.join(run, "init")
     shutil.rmtree(tmp, ignore_errors=True)
     db = srv.MariaDB(tmp)
@@ -64,11 +69,11 @@ def mariadb_init(run, osuser, password):
     db.sql("DROP USER IF EXISTS 'root'@'127.0.0.1', 'root'@'::1';\n"
            "DELETE FROM mysql.global_priv WHERE User = 'root' AND Host <> 'localhost';\n"
            "DELETE FROM mysql.proxies_priv WHERE User = 'root' AND Host <> 'localhost';\n"
-           "FLUSH PRIVILEGES; SHUTDOWN;\n")
+           + extra_sql + "FLUSH PRIVILEGES; SHUTDOWN;\n")
     if server.wait() != 0:
         raise LabError("the server did not stop cleanly after the initialisation")
-    os.makedirs(os.path.join(run, "mysql"), exist_ok=True)
-    os.rename(os.path.join(db.dir, "data"), os.path.join(run, "mysql", "data"))
+    os.makedirs(os.path.join(run, name), exist_ok=True)
+    os.rename(os.path.join(db.dir, "data"), os.path.join(run, name, "data"))
     shutil.rmtree(tmp)
 
 
@@ -90,6 +95,78 @@ def mariadb():
                            "--port=" + (os.environ.get("STOCKD_MYSQL_PORT") or "3306"),
                            "--bind-address=" + (os.environ.get("STOCKD_MYSQL_BIND") or "0.0.0.0")]
               + srv.MYSQL_FLAGS)
+
+
+# ---------------------------------------------------------------- Galera
+
+GALERA_PORTS = (3306, 4567, 4568, 4444)  # sql, group, IST, SST: Galera's usual ports
+
+
+def galera_nodes():
+    nodes = [n for n in (os.environ.get("STOCKD_GALERA_NODES") or "").split(",") if n]
+    if len(nodes) != 3:
+        raise LabError("STOCKD_GALERA_NODES must name the three nodes (got %r)" % nodes)
+    return nodes
+
+
+def galera():
+    """Node STOCKD_GALERA_NODE of the cluster STOCKD_GALERA_NODES, with the native
+    stack's settings (lab/servers.py: GALERA_FLAGS, galera_flags) at the container's own
+    address. Node 1's first start makes the database (as the standalone image's does,
+    plus the check user) and bootstraps a new cluster; nodes 2 and 3 start empty and
+    join it by SST. Later, a node whose grastate.dat says safe_to_bootstrap (it left
+    last, cleanly: after a `down` of all three) bootstraps again; every other node
+    joins the nodes that run. After a crash of all three, Galera's pc.recovery forms
+    the cluster again once they all are back."""
+    run = run_dir()
+    osuser = pwd.getpwuid(os.getuid()).pw_name
+    n = int(os.environ.get("STOCKD_GALERA_NODE") or 0)
+    nodes = galera_nodes()
+    if n not in (1, 2, 3):
+        raise LabError("STOCKD_GALERA_NODE must be 1, 2 or 3")
+    node = srv.GaleraNode(run, None, n)
+    data = os.path.join(node.dir, "data")
+    bootstrap = False
+    if not os.path.isdir(os.path.join(data, "mysql")):
+        if n == 1:
+            password = os.environ.get("STOCKD_MYSQL_PASSWORD") or ""
+            check = os.environ.get("STOCKD_GALERA_CHECK_PASSWORD") or ""
+            if not password or not check:
+                raise LabError("node 1's first start needs STOCKD_MYSQL_PASSWORD and "
+                               "STOCKD_GALERA_CHECK_PASSWORD")
+            log("stockd-galera: node 1, first start: making the database in %s" % run)
+            mariadb_init(run, osuser, password, node.name, srv.galera_check_user_sql(check, "%"))
+            bootstrap = True
+        else:
+            os.makedirs(os.path.join(node.dir, "tmp"), exist_ok=True)
+            srv.mysql_install(node.dir, osuser)
+    elif node.safe_to_bootstrap():
+        bootstrap = True
+    os.makedirs(os.path.join(node.dir, "tmp"), exist_ok=True)
+    addr = socket.gethostbyname(nodes[n - 1])
+    peers = ["%s:%d" % (h, GALERA_PORTS[1]) for h in nodes]
+    argv = ["mariadbd", "--no-defaults", "--user=" + osuser, "--datadir=" + data,
+            "--tmpdir=" + os.path.join(node.dir, "tmp"), "--socket=" + node.socket,
+            "--pid-file=" + os.path.join(node.dir, "pid"), "--port=%d" % GALERA_PORTS[0],
+            "--bind-address=0.0.0.0"] + srv.MYSQL_FLAGS + srv.galera_flags(
+                n, addr, GALERA_PORTS, peers, listen="0.0.0.0")
+    if bootstrap:
+        log("stockd-galera: node %d bootstraps the cluster" % n)
+        argv.append("--wsrep-new-cluster")
+    os.execvp(argv[0], argv)
+
+
+def haproxy():
+    """HAProxy on STOCKD_MYSQL_PORT in front of the three nodes, with the native stack's
+    configuration and health check (lab/servers.py's HAProxy, lab/galera_check.sh)."""
+    password = os.environ.get("STOCKD_GALERA_CHECK_PASSWORD") or ""
+    if not password:
+        raise LabError("STOCKD_GALERA_CHECK_PASSWORD is empty: the health check logs in with it")
+    nodes = ["%s:%d" % (h, GALERA_PORTS[0]) for h in galera_nodes()]
+    hp = srv.HAProxy(run_dir(), int(os.environ.get("STOCKD_MYSQL_PORT") or 3306), nodes, password,
+                     bind="0.0.0.0")
+    hp.write_config()
+    os.execvp("haproxy", ["haproxy", "-db", "-f", os.path.join(hp.dir, "haproxy.cfg")])
 
 
 # ---------------------------------------------------------------- ZooKeeper
@@ -146,13 +223,14 @@ def ready(kind, port):
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
-    mains = {"mariadb": mariadb, "zookeeper": zookeeper, "redis": redis}
+    mains = {"mariadb": mariadb, "galera": galera, "haproxy": haproxy, "zookeeper": zookeeper,
+             "redis": redis}
     try:
         if len(argv) == 1 and argv[0] in mains:
             mains[argv[0]]()
         elif len(argv) == 3 and argv[0] == "ready" and argv[1] in ("zookeeper", "redis"):
             return 0 if ready(argv[1], argv[2]) else 1
-        print("usage: python3 -m lab.container mariadb|zookeeper|redis | "
+        print("usage: python3 -m lab.container mariadb|galera|haproxy|zookeeper|redis | "
               "ready zookeeper|redis PORT", file=sys.stderr)
         return 2
     except LabError as e:

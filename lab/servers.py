@@ -30,6 +30,7 @@ import socket
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 import urllib.error
 import urllib.request
 
@@ -405,18 +406,21 @@ class MariaDB(Server):
         """The server's options beyond its files and port (a Galera node adds wsrep's)."""
         return list(MYSQL_FLAGS)
 
+    def argv(self):
+        """The server's command line. Its own pid file is not ours: it rewrites that file
+        as it starts, and a reader that met the file empty took a starting server for one
+        that had exited. The temporary tables go where the bootstrap's did (mysql_install
+        says why)."""
+        return (["mariadbd", "--no-defaults", "--user=" + self.osuser,
+                 "--datadir=" + os.path.join(self.dir, "data"),
+                 "--tmpdir=" + os.path.join(self.dir, "tmp"), "--socket=" + self.socket,
+                 "--port=%d" % self.port, "--bind-address=127.0.0.1",
+                 "--pid-file=" + os.path.join(self.dir, "mariadbd.pid")]
+                + self.flags() + ["--log-error=" + self.log])
+
     def launch(self):
-        # The server's temporary tables go where the bootstrap's did (mysql_install says
-        # why). Its own pid file is not ours: it rewrites that file as it starts, and a
-        # reader that met the file empty took a starting server for one that had exited.
         mysql_install(self.dir, self.osuser)
-        proc.spawn(["mariadbd", "--no-defaults", "--user=" + self.osuser,
-                    "--datadir=" + os.path.join(self.dir, "data"),
-                    "--tmpdir=" + os.path.join(self.dir, "tmp"), "--socket=" + self.socket,
-                    "--port=%d" % self.port, "--bind-address=127.0.0.1",
-                    "--pid-file=" + os.path.join(self.dir, "mariadbd.pid")]
-                   + self.flags() + ["--log-error=" + self.log],
-                   None, env=self.env, pidfile=self.pidfile)
+        proc.spawn(self.argv(), None, env=self.env, pidfile=self.pidfile)
 
     def ready(self):
         """It answers a query (on PORT, when one was given)."""
@@ -507,6 +511,30 @@ GALERA_PROVIDER_OPTIONS = ("gcache.size=64M;gcache.recover=yes;evs.keepalive_per
 SYNCED = 4  # wsrep_local_state of a node that is a full member, in step with the group
 
 
+def galera_flags(n, addr, ports, peers, listen="127.0.0.1"):
+    """wsrep's options of node N beyond GALERA_FLAGS: the node reached by the others at
+    ADDR on PORTS (sql, group, ist, sst), its group port listening on LISTEN, and the
+    cluster's PEERS (every node's ADDR:GROUP). The native stack's nodes (loopback, ports
+    from the stack's base) and the containers' (docker/galera.yml: each node its own
+    address, the default ports) take them from here."""
+    sql, group, ist, sst = ports
+    return GALERA_FLAGS + [
+        "--wsrep-node-name=node%d" % n, "--wsrep-node-address=%s:%d" % (addr, group),
+        "--wsrep-node-incoming-address=%s:%d" % (addr, sql),
+        "--wsrep-sst-receive-address=%s:%d" % (addr, sst),
+        "--wsrep-cluster-address=gcomm://" + ",".join(peers),
+        "--wsrep-provider-options=gmcast.listen_addr=tcp://%s:%d;ist.recv_addr=%s:%d;%s"
+        % (listen, group, addr, ist, GALERA_PROVIDER_OPTIONS)]
+
+
+def galera_check_user_sql(password, host="127.0.0.1"):
+    """The user `clustercheck`@HOST with PASSWORD and no privilege, which HAProxy's health
+    check logs in as (lab/galera_check.sh: it reads status variables only)."""
+    return ("CREATE USER IF NOT EXISTS 'clustercheck'@'%s' IDENTIFIED BY '%s';\n"
+            "ALTER USER 'clustercheck'@'%s' IDENTIFIED BY '%s';\n"
+            % (host, sql_quote(password), host, sql_quote(password)))
+
+
 def searchable_by_others(path):
     """Makes every directory above PATH searchable by users other than its owner (o+x:
     enter, not list), since the Galera nodes run as `mysql`: a checkout in a directory
@@ -545,15 +573,8 @@ class GaleraNode(MariaDB):
         self.bootstrap = False
 
     def flags(self):
-        sql, group, ist, sst = self.ports[self.n - 1]
-        peers = ",".join("127.0.0.1:%d" % g for _, g, _, _ in self.ports)
-        argv = super().flags() + GALERA_FLAGS + [
-            "--wsrep-node-name=node%d" % self.n, "--wsrep-node-address=127.0.0.1:%d" % group,
-            "--wsrep-node-incoming-address=127.0.0.1:%d" % sql,
-            "--wsrep-sst-receive-address=127.0.0.1:%d" % sst,
-            "--wsrep-cluster-address=gcomm://" + peers,
-            "--wsrep-provider-options=gmcast.listen_addr=tcp://127.0.0.1:%d;ist.recv_addr=127.0.0.1:%d;%s"
-            % (group, ist, GALERA_PROVIDER_OPTIONS)]
+        peers = ["127.0.0.1:%d" % g for _, g, _, _ in self.ports]
+        argv = super().flags() + galera_flags(self.n, "127.0.0.1", self.ports[self.n - 1], peers)
         return argv + (["--wsrep-new-cluster"] if self.bootstrap else [])
 
     def launch(self):
@@ -593,13 +614,36 @@ class GaleraNode(MariaDB):
     def sql(self, text, db=None):
         return super().sql("SET SESSION wsrep_sync_wait=1;\n" + text, db)
 
+    def grastate(self):
+        """The node's saved state (data/grastate.dat, grastate()); None without one."""
+        return grastate(os.path.join(self.dir, "data", "grastate.dat"))
+
     def safe_to_bootstrap(self):
         """grastate.dat says this node left last, cleanly (it may start a new cluster)."""
+        st = self.grastate()
+        return bool(st and st.safe)
+
+    def recover_seqno(self):
+        """The last transaction this stopped node committed, by `mariadbd --wsrep-recover`
+        (InnoDB's recovery, then the position it read, in the log; the server exits
+        without serving): the seqno, or -1 when it cannot tell. For a node that crashed,
+        whose grastate.dat says seqno -1."""
+        if self.port is None or self.running():
+            return -1
+        log = os.path.join(self.dir, "recover.log")
         try:
-            with open(os.path.join(self.dir, "data", "grastate.dat")) as f:
-                return re.search(r"^safe_to_bootstrap:\s*1", f.read(), re.M) is not None
+            os.remove(log)
         except OSError:
-            return False
+            pass
+        subprocess.run(["chown", "-R", "%s:" % self.osuser, self.dir], check=False)
+        subprocess.run(self.argv() + ["--wsrep-recover", "--log-error=" + log],
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=self.env,
+                       timeout=self.start_s, check=False)
+        try:
+            with open(log) as f:
+                return recovered_seqno(f.read())
+        except OSError:
+            return -1
 
     def mark_safe_to_bootstrap(self):
         f = os.path.join(self.dir, "data", "grastate.dat")
@@ -610,13 +654,60 @@ class GaleraNode(MariaDB):
                 fh.write(re.sub(r"^safe_to_bootstrap:.*$", "safe_to_bootstrap: 1", text, flags=re.M))
 
 
+@dataclass(frozen=True)
+class Grastate:
+    """A node's data/grastate.dat: the cluster's uuid, the seqno of its last commit
+    (-1 when it did not stop cleanly, or while it runs), and safe_to_bootstrap (it left
+    the cluster last, cleanly)."""
+
+    uuid: str
+    seqno: int
+    safe: bool
+
+
+def grastate(path):
+    """The Grastate in file PATH; None when there is none (a node never started)."""
+    try:
+        with open(path) as f:
+            text = f.read()
+    except OSError:
+        return None
+    field = dict(re.findall(r"^(uuid|seqno|safe_to_bootstrap):\s*(\S+)", text, re.M))
+    try:
+        seqno = int(field.get("seqno", "-1"))
+    except ValueError:
+        seqno = -1
+    return Grastate(field.get("uuid", ""), seqno, field.get("safe_to_bootstrap") == "1")
+
+
+def recovered_seqno(log):
+    """The seqno in the `WSREP: Recovered position: UUID:SEQNO` line of a
+    --wsrep-recover run's LOG (its last), or -1."""
+    found = re.findall(r"WSREP: Recovered position:\s*[0-9a-f-]+:(-?\d+)", log)
+    return int(found[-1]) if found else -1
+
+
+def bootstrap_choice(positions):
+    """The node to start a new cluster from, when none runs: POSITIONS maps each node
+    number to (seqno, safe_to_bootstrap), None for a node without data. The most advanced
+    node (the highest seqno: it holds every commit the others hold), a node marked safe
+    before an unmarked one of the same seqno, then the lowest number; None when no node
+    has data (a fresh cluster: the caller takes node 1). Bootstrapping from a node behind
+    another would make its commits the cluster's history, and the node ahead could not
+    join without a full copy that drops what only it had."""
+    have = [(seqno, safe, -n) for n, p in positions.items() if p is not None
+            for seqno, safe in [p]]
+    return -max(have)[2] if have else None
+
+
 class GaleraCluster:
     """The three Galera nodes from port FIRST (galera_ports), under RUN/galera1..3, seen
     from the outside as one MariaDB: query, sql, source, create_db and the socket go to
     the writer (the first synced node, HAProxy's choice too), and each reads with
-    wsrep_sync_wait. start bootstraps: with no node running, the one that may
-    (safe_to_bootstrap, else node 1) starts a new cluster and the others join it by SST
-    or IST, one at a time. CHECK_PASSWORD: the password of the user `clustercheck`
+    wsrep_sync_wait. start bootstraps: with no node running, the most advanced node
+    (bootstrap_choice: grastate.dat's seqno, or --wsrep-recover's for a node that
+    crashed; node 1 for a fresh cluster) starts a new cluster and the others join it by
+    SST or IST, one at a time. CHECK_PASSWORD: the password of the user `clustercheck`
     (USAGE only) that HAProxy's health check logs in as."""
 
     title = "Galera"
@@ -639,24 +730,38 @@ class GaleraCluster:
 
     def start(self, members=(1, 2, 3)):
         if not any(m.running() for m in self.members):
-            first = next((m for m in self.members if m.safe_to_bootstrap()), None)
-            if first is None:
-                # Every node crashed (or none has data yet): node 1 starts the cluster
-                # with whatever it has, which may miss a commit another node had.
-                first = self.members[0]
-                first.mark_safe_to_bootstrap()
+            positions = self.positions()
+            first = self.members[(bootstrap_choice(positions) or 1) - 1]
+            if positions.get(first.n):
+                sys.stderr.write("lab: Galera: no node runs; node %d bootstraps the cluster "
+                                 "(seqno per node: %s)\n" % (first.n, ", ".join(
+                                     "%d: %s" % (n, p[0] if p else "no data")
+                                     for n, p in sorted(positions.items()))))
+            first.mark_safe_to_bootstrap()
             first.bootstrap = True
             try:
                 first.start()
             finally:
                 first.bootstrap = False
             if self.check_password:
-                first.sql("CREATE USER IF NOT EXISTS 'clustercheck'@'127.0.0.1' IDENTIFIED BY '%s';\n"
-                          "ALTER USER 'clustercheck'@'127.0.0.1' IDENTIFIED BY '%s';\n"
-                          % (sql_quote(self.check_password), sql_quote(self.check_password)))
+                first.sql(galera_check_user_sql(self.check_password))
         for n in members:
             self.members[n - 1].start()
         return self
+
+    def positions(self):
+        """Each stopped node's (seqno, safe_to_bootstrap), for bootstrap_choice: the
+        seqno its grastate.dat saved when it stopped cleanly, else the one
+        --wsrep-recover reads from its data (a node that crashed); None without data."""
+        out = {}
+        for m in self.members:
+            st = m.grastate()
+            if st is None:
+                out[m.n] = None
+                continue
+            seqno = st.seqno if st.seqno >= 0 else m.recover_seqno()
+            out[m.n] = (seqno, st.safe)
+        return out
 
     def stop(self):
         """Stops the nodes in reverse, so that node 1 leaves last and may bootstrap."""
@@ -734,12 +839,18 @@ class HAProxy(Server):
 
     title, default_name, log_name, start_s = "HAProxy", "haproxy", "haproxy.log", 30
 
-    def __init__(self, run, port=None, node_ports=(), check_password=None):
+    def __init__(self, run, port=None, node_ports=(), check_password=None, bind="127.0.0.1"):
+        """NODE_PORTS: each node's SQL port on loopback, or its "HOST:PORT" (the
+        containers', docker/galera.yml); BIND: the address HAProxy listens on."""
         super().__init__(run, port)
-        self.node_ports = list(node_ports)
+        self.nodes = [n if isinstance(n, str) else "127.0.0.1:%d" % n for n in node_ports]
         self.check_password = check_password
+        self.bind = bind
 
     def write_config(self):
+        """RUN/haproxy/haproxy.cfg and its check's wrapper and login (the containers'
+        HAProxy writes it too: lab/container.py)."""
+        os.makedirs(self.dir, exist_ok=True)
         cnf = os.path.join(self.dir, "check.cnf")
         fd = os.open(cnf, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as f:
@@ -750,18 +861,18 @@ class HAProxy(Server):
         with open(check, "w") as f:
             f.write("#!/bin/sh\nexec %s %s \"$@\"\n" % (GALERA_CHECK, cnf))
         os.chmod(check, 0o700)
-        servers = "".join("  server node%d 127.0.0.1:%d check%s\n" % (n, p, "" if n == 1 else " backup")
-                          for n, p in enumerate(self.node_ports, 1))
+        servers = "".join("  server node%d %s check%s\n" % (n, a, "" if n == 1 else " backup")
+                          for n, a in enumerate(self.nodes, 1))
         with open(os.path.join(self.dir, "haproxy.cfg"), "w") as f:
             f.write("# Written by lab/servers.py (HAProxy); rewritten on every start.\n"
                     "global\n  external-check\n  insecure-fork-wanted\n  maxconn 4000\n"
                     "defaults\n  mode tcp\n  timeout connect 2s\n  timeout client 1h\n"
                     "  timeout server 1h\n  timeout check 2s\n"
-                    "listen writer\n  bind 127.0.0.1:%d\n  option external-check\n"
+                    "listen writer\n  bind %s:%d\n  option external-check\n"
                     "  external-check path /usr/bin:/bin\n  external-check command %s\n"
                     "  default-server inter 2s fastinter 2s downinter 2s rise 1 fall 2 "
                     "on-marked-down shutdown-sessions on-marked-up shutdown-backup-sessions\n%s"
-                    % (self.port, check, servers))
+                    % (self.bind, self.port, check, servers))
 
     def launch(self):
         self.write_config()

@@ -281,7 +281,7 @@ void stockd_answer_from_db(stockd_answer *a, int lock_rc, int rc, const stockdb_
     case STOCKDB_ERR_DEADLOCK:
         a->result = STOCKD_R_UNAVAILABLE;
         a->message = "the database aborted the transaction on every try (a deadlock, a lock "
-                     "wait timeout or a Galera certification conflict); nothing was deducted";
+                     "wait timeout or a Galera certification conflict); nothing changed";
         return;
     case STOCKDB_ERR_FENCED:
         a->result = STOCKD_R_LOCK_LOST;

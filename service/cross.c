@@ -119,7 +119,7 @@ static int run_multi(worker_state *ws, const cross_group *g, unsigned ng, unsign
     int rc = STOCKDB_SPLIT, attempt = 0;
     if (nb > 1) do
             rc = stockdb_deduct_multi(ws->db, cfg->strategy, bs, nb, cross_guard_check, &xg);
-        while (txn_again(rc, attempt++));
+        while (txn_again(STOCKD_TXN_DEDUCTION, rc, attempt++));
     count_statements(ws);
     if (nb > 1) stockd_metrics_batch_products(rc == STOCKDB_OK ? nb : 1, busy);
     if (rc != STOCKDB_OK && rc != STOCKDB_SPLIT)

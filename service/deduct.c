@@ -30,7 +30,7 @@ static void deduct_alone(worker_state *ws, stockd_job *job) {
 
     do
         rc = stockdb_deduct(ws->db, ctx->cfg->strategy, &req, &res);
-    while (txn_again(rc, attempt++));
+    while (txn_again(STOCKD_TXN_DEDUCTION, rc, attempt++));
     count_statements(ws);
     if (rc == STOCKDB_ERR_GUARD && g.late) {
         answer__late(ws, job);

@@ -40,7 +40,7 @@ static struct {
     atomic_ullong xbatch_count, xbatch_sum, xbatch_busy; /* products per transaction */
     atomic_ullong statements;
     atomic_ullong precheck_reads, precheck_sold_out, combined, segment_moves;
-    atomic_ullong txn_retries;
+    atomic_ullong txn_retries[STOCKD_TXN_COUNT];
 } m;
 
 static const char *route_names[STOCKD_ROUTE_COUNT] = {
@@ -143,8 +143,9 @@ void stockd_metrics_segment_move(void) {
     atomic_fetch_add_explicit(&m.segment_moves, 1, memory_order_relaxed);
 }
 
-void stockd_metrics_txn_retry(void) {
-    atomic_fetch_add_explicit(&m.txn_retries, 1, memory_order_relaxed);
+void stockd_metrics_txn_retry(stockd_txn what) {
+    if ((unsigned)what >= STOCKD_TXN_COUNT) return;
+    atomic_fetch_add_explicit(&m.txn_retries[what], 1, memory_order_relaxed);
 }
 
 void stockd_metrics_precheck(bool sold_out) {
@@ -196,7 +197,6 @@ typedef struct scrape {
     lock_stats st;
     uint64_t zk_rounds; /* acquisitions plus cache hits */
     uint64_t deducted, statements, combined, segment_moves, precheck_reads, precheck_sold_out;
-    uint64_t txn_retries;
     uint64_t xbatch_sum, xbatch_count, xbatch_busy, watch_reads, watch_errors;
 } scrape;
 
@@ -266,6 +266,13 @@ static void s_requests(buf *b, const family *f, const scrape *s) {
 static void s_mysql_errors(buf *b, const family *f, const scrape *s) {
     for (int e = 0; e < STOCKD_DBERR_COUNT; e++)
         put(b, "%s{kind=\"%s\"} %llu\n", f->name, dberr_names[e], load(&m.mysql_errors[e]));
+}
+
+static void s_txn_retries(buf *b, const family *f, const scrape *s) {
+    static const char *names[STOCKD_TXN_COUNT] = {
+        [STOCKD_TXN_DEDUCTION] = "deduction", [STOCKD_TXN_ORDER] = "order"};
+    for (int t = 0; t < STOCKD_TXN_COUNT; t++)
+        put(b, "%s{txn=\"%s\"} %llu\n", f->name, names[t], load(&m.txn_retries[t]));
 }
 
 static void s_deduction(buf *b, const family *f, const scrape *s) {
@@ -428,9 +435,10 @@ static const family families[] = {
     {"stockd_precheck_sold_out_total", "counter",
      "Requests answered sold out by the pre-check, without the lock.", ALL, V(precheck_sold_out)},
     {"stockd_txn_retries_total", "counter",
-     "Deduction transactions the database aborted (a deadlock or lock wait victim, or on Galera "
-     "a certification conflict at COMMIT) and stockd ran again, whole.",
-     ALL, V(txn_retries)},
+     "Transactions the database aborted (a deadlock or lock wait victim, or on Galera a "
+     "certification conflict at COMMIT) and stockd ran again, whole, by txn: deduction (a "
+     "deduction or a batch) or order (pay, cancel, the expiry's release, restock).",
+     ALL, FN(s_txn_retries)},
     /* A session kind's (ZooKeeper's) lock: the session's events, its operations. */
     {"stockd_lock_acquisitions_total", "counter",
      "ZooKeeper lock rounds begun: acquisitions, cache hits included.", SESSION, V(zk_rounds)},
@@ -537,7 +545,6 @@ char *stockd_metrics_render(const stockd_config *cfg, lock_set *locks) {
     s.segment_moves = load(&m.segment_moves);
     s.precheck_reads = load(&m.precheck_reads);
     s.precheck_sold_out = load(&m.precheck_sold_out);
-    s.txn_retries = load(&m.txn_retries);
     s.xbatch_sum = load(&m.xbatch_sum);
     s.xbatch_count = load(&m.xbatch_count);
     s.xbatch_busy = load(&m.xbatch_busy);

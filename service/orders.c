@@ -43,8 +43,13 @@ typedef struct life_run {
 } life_run;
 
 /* Runs r under product pid's lock (waited for as a batch waits), with the fence and the
- * pre-commit check a batch has; a deadlock victim is run again (twice). Returns the
- * STOCKDB_* code, with the acquire's in *lock_rc (nothing run unless LOCK_OK). */
+ * pre-commit check a batch has. A transaction the database aborted (a deadlock or lock
+ * wait victim, or on Galera a certification conflict at COMMIT, which several writer
+ * nodes meet on the product's row) was rolled back whole and runs again as a deduction
+ * does (txn_again): its conditional UPDATE reads the order's state afresh, so a retry
+ * never applies a change twice; past the last try the answer is a 503, nothing changed.
+ * Returns the STOCKDB_* code, with the acquire's in *lock_rc (nothing run unless
+ * LOCK_OK). */
 static int under_lock(const stockd_ctx *ctx, stockdb *db, int32_t pid, life_run *r, int *lock_rc) {
     product_lock pl = {.product_id = pid};
     char name[48];
@@ -59,8 +64,8 @@ static int under_lock(const stockd_ctx *ctx, stockdb *db, int32_t pid, life_run 
                       .fence_kind = lock_set_kind(ctx->locks)->fence_kind,
                       .guard = fence ? txn__guard_check : NULL,
                       .guard_arg = &g};
-    int rc = STOCKDB_ERR_DEADLOCK;
-    for (int attempt = 0; attempt < 3 && rc == STOCKDB_ERR_DEADLOCK; attempt++) {
+    int rc = STOCKDB_OK, attempt = 0;
+    do {
         switch (r->op) {
         case LIFE_CHANGE:
             rc = stockdb_order_change(db, &l, r->job->order_id, r->job->event, r->job->user,
@@ -75,7 +80,7 @@ static int under_lock(const stockd_ctx *ctx, stockdb *db, int32_t pid, life_run 
             rc = stockdb_release_expired(db, &l, EXPIRY_BATCH, &r->released);
             break;
         }
-    }
+    } while (txn_again(STOCKD_TXN_ORDER, rc, attempt++));
     (void)lock_release(&pl.hold);
     return rc;
 }

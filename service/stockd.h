@@ -779,9 +779,15 @@ void stockd_metrics_batch_products(unsigned n, unsigned busy); /* products in on
 void stockd_metrics_cross_busy(void);        /* a leader's own product's lock, tried, was busy */
 void stockd_metrics_statements(uint64_t n);  /* MySQL statements sent */
 void stockd_metrics_precheck(bool sold_out); /* a pre-check read, and its answer */
-void stockd_metrics_txn_retry(void);         /* an aborted transaction run again */
-void stockd_metrics_combined(void);          /* a deduction handed to the combiner */
-void stockd_metrics_segment_move(void);      /* a deduction moved on from an empty segment */
+/* The transactions an abort makes stockd run again (stockd_txn_retries_total's label). */
+typedef enum stockd_txn {
+    STOCKD_TXN_DEDUCTION, /* a deduction, a batch, a cross-product batch */
+    STOCKD_TXN_ORDER,     /* after it: pay, cancel, the expiry's release, restock */
+    STOCKD_TXN_COUNT
+} stockd_txn;
+void stockd_metrics_txn_retry(stockd_txn what); /* an aborted transaction run again */
+void stockd_metrics_combined(void);             /* a deduction handed to the combiner */
+void stockd_metrics_segment_move(void);         /* a deduction moved on from an empty segment */
 /* The Prometheus text exposition; the caller frees it. NULL when out of memory. The
  * lock counters come from locks (lock_get_stats; NULL = none). Reads memory only, so
  * the polling thread may call it. */

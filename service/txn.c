@@ -67,7 +67,7 @@ bool txn__run(worker_state *ws, stockd_job **jobs, unsigned n, product_lock *h,
     int rc, attempt = 0;
     do
         rc = stockdb_deduct_batch(ws->db, ctx->cfg->strategy, &b);
-    while (txn_again(rc, attempt++));
+    while (txn_again(STOCKD_TXN_DEDUCTION, rc, attempt++));
     *released = g.released;
     count_statements(ws);
     if (rc == STOCKDB_ERR_GUARD && g.late) return true;

@@ -71,11 +71,13 @@ static inline void count_statements(worker_state *ws) {
  * answer is a 503 (contract.c), never a half-done deduction. */
 #define TXN_TRIES 3
 
-/* True if a transaction whose attempt number attempt (0: the first) ended with rc is
- * to run again; counts the retry (stockd_txn_retries_total). */
-static inline bool txn_again(int rc, int attempt) {
+/* True if a transaction of kind what whose attempt number attempt (0: the first) ended
+ * with rc is to run again; counts the retry (stockd_txn_retries_total{txn=...}). Every
+ * transaction stockd runs goes through it: the deductions (deduct.c, txn.c, cross.c) and
+ * the order's life (orders.c). */
+static inline bool txn_again(stockd_txn what, int rc, int attempt) {
     if (rc != STOCKDB_ERR_DEADLOCK || attempt + 1 >= TXN_TRIES) return false;
-    stockd_metrics_txn_retry();
+    stockd_metrics_txn_retry(what);
     return true;
 }
 

@@ -9,7 +9,13 @@
 #   restock: the product sold out through stockd (its pre-check then reads before the
 #     lock), restocked with one unit on node 3 directly, and at once deducted through
 #     stockd, whose writer is node 1: every round is a sale, never a stale "sold out"
-#     (the sessions' wsrep_sync_wait makes node 1 apply node 3's commit first).
+#     (the sessions' wsrep_sync_wait makes node 1 apply node 3's commit first). Then,
+#     on the same cluster, the order's life on two writers (galera_life.py): stockd on
+#     node 1 and stockd on node 2, no proxy, mode for-update; every order's pay and
+#     cancel sent at once to different nodes with restocks among them, each applied
+#     once or refused with a 503 that changed nothing, the order transactions' retry
+#     after a certification abort met, the expiry threads of both writers giving each
+#     reservation back once, and the three nodes agreeing with the books.
 # It runs its own cluster under $T.
 source "$STOCKD_SRC/tests/lib.sh"
 source "$STOCKD_SRC/tests/faults/galeralib.sh"
@@ -52,6 +58,16 @@ restock)
   expect_eq "pre-check reads made" 1 "$(( $(metric_sum stockd_precheck_reads_total "$url") > 0 ))"
   expect_eq "stock/orders on node 1 as on node 3" "$(node_sql 3 "$q")" "$(node_sql 1 "$q")"
   expect_eq "orders" "43" "$(node_sql 1 "$q" | cut -d/ -f2)"
+  (umask 077 && head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$T/admin-token")
+  for i in 2 3; do # stockd 2 on node 1, stockd 3 on node 2: two writers
+    stockd_start "$T" "$i" $((PORT0 + i)) for-update \
+      "mysql://$DB_USER@127.0.0.1:$((G_FIRST + i - 2))/$DB" "$STOCKD_TEST_ZK" \
+      --admin-token-file "$T/admin-token" --expiry-ms 200
+  done
+  "$STOCKD_SRC/tests/faults/galera_life.py" --run "$T" --db "$DB" \
+    --urls "http://127.0.0.1:$((PORT0 + 2))" "http://127.0.0.1:$((PORT0 + 3))" \
+    --token-file "$T/admin-token" --product 3 --expiring-product 4 ||
+    fail "the order's life on two writers"
   ;;
 *) fail "usage: galera_partition.sh isolated|restock" ;;
 esac

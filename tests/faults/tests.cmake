@@ -54,10 +54,13 @@ if(NOT STOCKD_SANITIZE)
     COMMAND bash ${faults}/galera_writer_kill.sh TIMEOUT 900 LABELS fault galera)
   # The same cluster: the writer left alone (the two others paused) turns non-primary and
   # takes no write, and the load ends exact once they resume; a restock on node 3 sold at
-  # once through node 1, never a stale sold-out.
+  # once through node 1, never a stale sold-out, and then the order's life on two writer
+  # nodes (pay and cancel of each order at once on different nodes, restocks, the expiry
+  # on both): each applied once or refused with a 503 that changed nothing, the retry
+  # after a certification abort met, the three nodes agreeing with the books.
   stockd_integration_test(fault_galera_isolated_writer_takes_no_write
     COMMAND bash ${faults}/galera_partition.sh isolated TIMEOUT 900 LABELS fault galera)
-  stockd_integration_test(fault_galera_restock_on_another_node_no_stale_sold_out
+  stockd_integration_test(fault_galera_restock_seen_order_life_exact_two_writers
     COMMAND bash ${faults}/galera_partition.sh restock TIMEOUT 900 LABELS fault galera)
 endif()
 # Owner routing (stockd --route owner, docs/routing.md): tests/faults/routing.py, one

@@ -1,6 +1,7 @@
 """Unit tests of the lab library's pure logic: the port layout, the state file, the
-nginx template, the configuration files it takes from scripts/stack-lib.sh and
-scripts/stack's option errors. No server is started."""
+nginx template, the configuration files it takes from scripts/stack-lib.sh,
+scripts/stack's option errors, and which Galera node a stopped cluster bootstraps from.
+No server is started."""
 
 import hashlib
 import io
@@ -16,6 +17,7 @@ SRC = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, SRC)
 
 from lab import LabError, cli, nginx, ports, state  # noqa: E402
+from lab import servers as srv  # noqa: E402
 
 
 def stack_state(**kw):
@@ -245,6 +247,64 @@ class ServerFiles(unittest.TestCase):
         looped = m.group(1).replace("\\\n", " ").split()
         defined = re.findall(r"(?m)^(\w+)\(\) \{ STACK_LAB_PASSWORD=\$4 stack_lab \1 ", text)
         self.assertEqual(sorted(shell.CALLS), sorted(looped + defined))
+
+
+GRASTATE = """# GALERA saved state
+version: 2.1
+uuid:    2b9c6a4e-b4a3-11ef-8a0e-0f0e3d4b1c2a
+seqno:   %d
+safe_to_bootstrap: %d
+"""
+
+
+class GaleraBootstrap(unittest.TestCase):
+    """`scripts/stack up --galera 3` with no node running starts the cluster from the
+    most advanced node, read from fake grastate.dat files (a node that crashed says
+    seqno -1; without a port, recover_seqno cannot run mariadbd and reads -1 too)."""
+
+    def choose(self, nodes):
+        """NODES: {n: (seqno, safe)} written as RUN/galeraN/data/grastate.dat, or None for
+        a node without data; the node GaleraCluster.start would bootstrap."""
+        with tempfile.TemporaryDirectory() as run:
+            for n, st in nodes.items():
+                if st is None:
+                    continue
+                os.makedirs(os.path.join(run, "galera%d" % n, "data"))
+                with open(os.path.join(run, "galera%d" % n, "data", "grastate.dat"), "w") as f:
+                    f.write(GRASTATE % (st[0], st[1]))
+            return srv.bootstrap_choice(srv.GaleraCluster(run, None).positions())
+
+    def test_clean_stop_bootstraps_the_node_marked_safe(self):
+        self.assertEqual(self.choose({1: (41, 1), 2: (40, 0), 3: (39, 0)}), 1)
+
+    def test_node_ahead_wins_over_node_1(self):
+        # Node 1 was killed earlier and stopped at 12; 3 left last, cleanly, at 57.
+        self.assertEqual(self.choose({1: (12, 0), 2: (50, 0), 3: (57, 1)}), 3)
+        self.assertEqual(self.choose({1: (12, 0), 2: (57, 0), 3: (50, 0)}), 2)
+
+    def test_tie_prefers_safe_then_lowest(self):
+        self.assertEqual(self.choose({1: (57, 0), 2: (57, 1), 3: (57, 0)}), 2)
+        self.assertEqual(self.choose({1: (57, 0), 2: (57, 0), 3: (57, 0)}), 1)
+
+    def test_crashed_node_does_not_outrank_a_known_position(self):
+        self.assertEqual(self.choose({1: (-1, 0), 2: (30, 0), 3: (-1, 0)}), 2)
+
+    def test_fresh_cluster_has_no_choice(self):
+        self.assertIsNone(self.choose({1: None, 2: None, 3: None}))
+        self.assertEqual(self.choose({1: None, 2: (3, 0), 3: None}), 2)
+
+    def test_grastate_and_recovery_log_parse(self):
+        with tempfile.TemporaryDirectory() as d:
+            f = os.path.join(d, "grastate.dat")
+            with open(f, "w") as fh:
+                fh.write(GRASTATE % (-1, 0))
+            self.assertEqual(srv.grastate(f), srv.Grastate(
+                "2b9c6a4e-b4a3-11ef-8a0e-0f0e3d4b1c2a", -1, False))
+            self.assertIsNone(srv.grastate(os.path.join(d, "none")))
+        log = ("2026-12-07 20:00:00 0 [Note] WSREP: Recovered position: "
+               "2b9c6a4e-b4a3-11ef-8a0e-0f0e3d4b1c2a:1234\n")
+        self.assertEqual(srv.recovered_seqno(log), 1234)
+        self.assertEqual(srv.recovered_seqno("nothing here"), -1)
 
 
 class CommandLine(unittest.TestCase):

@@ -212,6 +212,74 @@ sys.exit(1 if bad else 0)
 PY
 echo "ok: with docker/route-owner.yml every stockd routes by owner, announced by its service name, the secret a read-only file"
 
+# The Galera cluster (docker/galera.yml over docker-compose.yml, docs/galera.md): the
+# file refuses to resolve without the check user's password; with it three nodes of the
+# MariaDB image, each its own number, the same three names and a volume of its own, the
+# later ones waiting for the one before; HAProxy in front with the same password; every
+# stockd and the writer connect through haproxy and wait for it.
+if env -u STOCKD_GALERA_CHECK_PASSWORD STOCKD_LOCK=zk docker-compose -f "$src/docker-compose.yml" \
+  -f "$src/docker/galera.yml" --project-directory "$src" config >/dev/null 2>"$T/err"; then
+  fail "docker/galera.yml resolved without STOCKD_GALERA_CHECK_PASSWORD"
+fi
+grep -q STOCKD_GALERA_CHECK_PASSWORD "$T/err" || fail "unclear error without STOCKD_GALERA_CHECK_PASSWORD: $(cat "$T/err")"
+echo "ok: docker/galera.yml refuses to resolve without STOCKD_GALERA_CHECK_PASSWORD"
+STOCKD_LOCK=zk STOCKD_GALERA_CHECK_PASSWORD=check-pw-from-env docker-compose -f "$src/docker-compose.yml" \
+  -f "$src/docker/galera.yml" --project-directory "$src" config >"$T/galera.yml" ||
+  fail "docker-compose config with docker/galera.yml failed"
+"$py" - "$T/galera.yml" <<'PY'
+import sys, yaml
+svc = yaml.safe_load(open(sys.argv[1]))["services"]
+bad = []
+for n in (1, 2, 3):
+    s = svc.get("galera%d" % n) or {}
+    env = s.get("environment") or {}
+    want = {"STOCKD_GALERA_NODE": str(n), "STOCKD_GALERA_NODES": "galera1,galera2,galera3",
+            "STOCKD_GALERA_CHECK_PASSWORD": "check-pw-from-env"}
+    if {k: env.get(k) for k in want} != want:
+        bad.append("galera%d: %s, want %s" % (n, env, want))
+    if s.get("entrypoint") != ["python3", "-m", "lab.container", "galera"]:
+        bad.append("galera%d: entrypoint %s" % (n, s.get("entrypoint")))
+    if (s.get("build") or {}).get("dockerfile") != "docker/mariadb/Dockerfile":
+        bad.append("galera%d is not the MariaDB image" % n)
+    if not any(str(v).startswith("galera%d-data:/var/lib/stockd" % n) for v in s.get("volumes") or []):
+        bad.append("galera%d: no volume of its own (%s)" % (n, s.get("volumes")))
+    if n > 1 and "galera%d" % (n - 1) not in (s.get("depends_on") or {}):
+        bad.append("galera%d does not wait for galera%d" % (n, n - 1))
+    if s.get("ports"):
+        bad.append("galera%d publishes ports" % n)
+hp = svc.get("haproxy") or {}
+if (hp.get("environment") or {}).get("STOCKD_GALERA_CHECK_PASSWORD") != "check-pw-from-env":
+    bad.append("haproxy: no check password")
+if hp.get("ports"):
+    bad.append("haproxy publishes ports")
+for n in ("stockd-1", "stockd-2", "stockd-3", "writer"):
+    env = svc[n].get("environment") or {}
+    if env.get("STOCKD_MYSQL") != "mysql://stockd@haproxy:3306/shop":
+        bad.append("%s connects to %s" % (n, env.get("STOCKD_MYSQL")))
+    if "haproxy" not in (svc[n].get("depends_on") or {}):
+        bad.append("%s does not wait for haproxy" % n)
+for b in bad:
+    print("FAIL:", b, file=sys.stderr)
+sys.exit(1 if bad else 0)
+PY
+echo "ok: with docker/galera.yml three Galera nodes behind haproxy, every stockd and the writer through it"
+# The container's HAProxy configuration is the stack's (lab/servers.py's HAProxy, the
+# nodes by name): haproxy -c accepts it with the names mapped to loopback, and it checks
+# each node with lab/galera_check.sh, nodes 2 and 3 as backups.
+mkdir -p "$T/hp"
+(cd "$src" && "$py" -c 'import sys; from lab import servers as s
+s.HAProxy(sys.argv[1], 3306, ["galera1:3306", "galera2:3306", "galera3:3306"], "pw",
+          bind="0.0.0.0").write_config()' "$T/hp") || fail "HAProxy.write_config failed"
+cfg=$T/hp/haproxy/haproxy.cfg
+grep -q "server node1 galera1:3306 check$" "$cfg" && grep -q "server node3 galera3:3306 check backup" "$cfg" &&
+  grep -q "bind 0.0.0.0:3306" "$cfg" || fail "the container's haproxy.cfg: $(cat "$cfg")"
+grep -q "galera_check.sh" "$T/hp/haproxy/check" || fail "the check wrapper does not run lab/galera_check.sh"
+sed 's/galera[123]:3306/127.0.0.1:3306/' "$cfg" >"$cfg.t"
+haproxy -c -q -f "$cfg.t" >"$T/haproxy-c.log" 2>&1 || fail "haproxy -c rejects the container's config: $(cat "$T/haproxy-c.log")"
+grep -q 'lab/galera_check.sh' "$src/docker/haproxy/Dockerfile" ||
+  fail "docker/haproxy/Dockerfile does not copy lab/galera_check.sh"
+echo "ok: the container's haproxy.cfg is the stack's, by node name, and haproxy -c accepts it"
+
 # The MariaDB, ZooKeeper and Redis images start their servers with lab/servers.py's code
 # (python3 -m lab.container), as the native stack does: the same install, settings,
 # schema, user, zoo.cfg, Redis settings (no persistence) and ACL.
