@@ -174,7 +174,9 @@ def haproxy():
 def zookeeper():
     """Standalone unless STOCKD_ZK_MYID is set: then a member of the ensemble
     STOCKD_ZK_SERVERS (docker-compose.yml: zk1..zk3, each given the same list and its
-    own number). Lock nodes are ephemeral, so the data lives in the container only."""
+    own number). The data dir is under the run dir, a volume of the member's own in
+    docker-compose.yml: the lock nodes are ephemeral, but the fence's tokens are zxids,
+    which must outlive the container."""
     d = os.path.join(run_dir(), "zk")
     os.makedirs(os.path.join(d, "data"), exist_ok=True)
     srv.zk_write_cfg(d, int(os.environ.get("STOCKD_ZK_PORT") or 2181), "0.0.0.0")

@@ -98,6 +98,12 @@ for i, n in enumerate(zks, 1):
     check(str(env.get("STOCKD_ZK_MYID")) == str(i) and env.get("STOCKD_ZK_SERVERS") == want_servers,
           "%s is member %d of %s (got %s, %s)"
           % (n, i, want_servers, env.get("STOCKD_ZK_MYID"), env.get("STOCKD_ZK_SERVERS")))
+    # Its data on a volume of its own: the fence's ZooKeeper tokens are czxids, which
+    # must keep growing across a `down` and `up` (a fresh ensemble starts them again
+    # below the fence every product row kept, and every such product is lock_lost).
+    vols = [str(v) for v in svc.get(n, {}).get("volumes") or []]
+    check(any(v.startswith("%s-data:/var/lib/stockd" % n) for v in vols),
+          "%s keeps its data on a volume of its own at /var/lib/stockd (got %s)" % (n, vols))
 
 published = {n: s.get("ports") for n, s in svc.items() if s.get("ports")}
 check(sorted(published) == ["nginx", "prometheus"],
