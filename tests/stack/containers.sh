@@ -445,8 +445,10 @@ t0=$SECONDS
 compose down -v >"$T/down.log" 2>&1 || fail "podman-compose down -v failed, see $T/down.log"
 expect_eq "containers left after down -v ($(elapsed "$t0"))" "" \
   "$(podman ps -a -q --filter "label=io.podman.compose.project=$project")"
-podman volume exists "${project}_mariadb-data" && fail "down -v left the volume ${project}_mariadb-data"
-echo "ok: down -v removed the containers and the volume"
+for v in mariadb-data zk1-data zk2-data zk3-data; do
+  podman volume exists "${project}_$v" && fail "down -v left the volume ${project}_$v"
+done
+echo "ok: down -v removed the containers and the volumes"
 net_remove
 podman network exists "$net" && fail "the network $net is still there"
 ip link show "$bridge" >/dev/null 2>&1 && fail "the bridge $bridge of $net is still there"
