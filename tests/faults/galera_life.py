@@ -27,12 +27,11 @@ import argparse
 import collections
 import concurrent.futures
 import os
-import re
 import sys
 import time
-import urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+from lab import prom  # noqa: E402
 from lab import servers as srv  # noqa: E402
 from lab.orders import Api, Books, read_token  # noqa: E402
 from lab.shop import Shop  # noqa: E402
@@ -56,14 +55,13 @@ def fail(msg):
 
 
 def order_retries(urls):
+    """stockd_txn_retries_total{txn="order"} summed over the instances (lab.prom)."""
     total = 0
-    for u in urls:
-        with urllib.request.urlopen(u + "/metrics", timeout=10) as r:
-            text = r.read().decode()
-        m = re.search(r'^stockd_txn_retries_total\{txn="order"\} (\d+)$', text, re.M)
-        if not m:
+    for u, sc in zip(urls, prom.scrape(urls)):
+        n = sc.total("stockd_txn_retries_total", txn="order")
+        if n is None:
             fail(f"{u}/metrics has no stockd_txn_retries_total{{txn=\"order\"}}")
-        total += int(m.group(1))
+        total += int(n)
     return total
 
 
