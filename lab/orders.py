@@ -34,7 +34,7 @@ CHANGES = {("reserved", "paid"): "pay", ("reserved", "cancelled"): "cancel",
            ("reserved", "expired"): "expiry"}
 
 # The results of the order API (docs/operating.md, "Routes and answers"), by route.
-DEDUCTION_TAKES = ("deducted", "reserved")  # a unit taken, with an order_id
+DEDUCTION_TAKES = ("deducted", "reserved")  # a unit taken, with its order (Answer.order)
 NOTHING_TAKEN = ("sold_out", "limit_reached")
 PAY_RESULTS = ("paid", "expired", "not_reserved", "not_your_order", "not_found")
 CANCEL_RESULTS = ("cancelled", "expired", "not_reserved", "not_your_order", "not_found")
@@ -123,8 +123,11 @@ class Answer:
         return self.doc.get("result")
 
     @property
-    def order_id(self):
-        return self.doc.get("order_id")
+    def order(self):
+        """The order the answer names, as {order} of /orders/{order}/pay|cancel takes it:
+        its row id (`order_id`) in every mode but redis-stock, whose answers name it by
+        the request key (`order`) and have no row id (docs/orders.md)."""
+        return self.doc.get("order", self.doc.get("order_id"))
 
     def record(self):
         """The answer as a history record's fields."""
@@ -132,7 +135,7 @@ class Answer:
                "complete": self.complete}
         if self.error:
             out["error"] = self.error
-        for k in ("order_id", "instance", "expires_at", "replayed"):
+        for k in ("order_id", "order", "instance", "expires_at", "replayed"):
             if k in self.doc:
                 out[k] = self.doc[k]
         return out
@@ -179,8 +182,11 @@ class Api:
     def cancel(self, order, user):
         return self.call("POST", f"/orders/{order}/cancel", {"user": user})
 
-    def restock(self, product, units):
+    def restock(self, product, units, key=None):
+        """KEY: the restock's Idempotency-Key (a retry of it restocks once), or None."""
         headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
+        if key:
+            headers["Idempotency-Key"] = key
         return self.call("POST", "/stock/restock", {"id": product, "units": units}, headers)
 
 

@@ -288,8 +288,10 @@ def zk_argv(d):
 # run only what lock/redislock.c sends: EVALSHA and SCRIPT LOAD of its two scripts, the
 # commands those scripts call, SUBSCRIBE/UNSUBSCRIBE for waiting and PING for /health,
 # on the keys lock:* and the channels lock:#released:* only; and for mode redis-stock, on
-# the keys stockd:*, what db/stockredis.c's script and the stock watch send (SET XADD,
-# XGROUP CREATE, XINFO, WAIT) and what the order writer (writer/) reads and acknowledges
+# the keys stockd:*, what db/stockredis.c's scripts and the stock watch send (SET XADD,
+# XGROUP CREATE, XINFO, WAIT; EVAL of restock, pay, cancel and the expiry, whose scripts
+# call HSET HGET HMGET HINCRBY INCRBY EXPIRE ZADD ZREM, and the expiry's ZRANGEBYSCORE)
+# and what the order writer (writer/) reads and acknowledges
 # the stream with (XREADGROUP XACK XAUTOCLAIM XPENDING XRANGE XLEN, SCAN for
 # --reconcile), trims it with (XTRIM) and removes gone consumers with (XGROUP
 # DELCONSUMER). With a Sentinel two more
@@ -299,7 +301,8 @@ REDIS_ACL = ["-@all", "+evalsha", "+script|load", "+exists", "+pttl", "+time", "
              "+get", "+del", "+publish", "+subscribe", "+unsubscribe", "+ping", "+decr", "+xadd",
              "+xgroup|create", "+xinfo|groups", "+wait", "+xinfo|consumers", "+xreadgroup",
              "+xack", "+xautoclaim", "+xpending", "+xrange", "+xlen", "+scan", "+xtrim",
-             "+xgroup|delconsumer"]
+             "+xgroup|delconsumer", "+eval", "+hset", "+hget", "+hmget", "+hincrby", "+incrby",
+             "+expire", "+zadd", "+zrem", "+zrangebyscore"]
 REDIS_REPLICA_ACL = ["+psync", "+replconf", "+ping"]
 REDIS_SENTINEL_ACL = ["allchannels", "+multi", "+exec", "+slaveof", "+replicaof", "+ping",
                       "+subscribe", "+config|rewrite", "+role", "+publish", "+info",

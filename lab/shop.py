@@ -131,9 +131,24 @@ class Shop:
         """The product's orders as (id, user, state, expires_at as a Unix time or None).
         expires_at is a UTC DATETIME: counted from the epoch as such, whatever the
         session's time zone."""
-        return [(int(i), u, s, None if e is None else float(e)) for i, u, s, e in self.rows(
-            "SELECT id, user, state, TIMESTAMPDIFF(MICROSECOND, '1970-01-01', expires_at) / 1e6 "
-            "FROM orders WHERE product_id=%s ORDER BY id", (int(product),))]
+        return [r[:4] for r in self.keyed_order_rows(product)]
+
+    def orders_by_name(self, product):
+        """The product's orders by each name an answer may give them (lab/orders.py's
+        Answer.order: the row id, or in mode redis-stock the request key), both names of
+        each row: {name: (user, state, expires_at)}. A row id (int) is never a key (str)."""
+        out = {}
+        for i, u, s, e, key in self.keyed_order_rows(product):
+            out[i] = (u, s, e)
+            if key is not None:
+                out[key] = (u, s, e)
+        return out
+
+    def keyed_order_rows(self, product):
+        """order_rows' rows with the request key (orders.request_id, or None) last."""
+        return [(int(i), u, s, None if e is None else float(e), k) for i, u, s, e, k in self.rows(
+            "SELECT id, user, state, TIMESTAMPDIFF(MICROSECOND, '1970-01-01', expires_at) / 1e6, "
+            "request_id FROM orders WHERE product_id=%s ORDER BY id", (int(product),))]
 
     def restocked(self, product):
         """The units restocked through the API (the restock ledger), since the last reset."""

@@ -1,7 +1,8 @@
 """The nemesis's clients (loadtest/nemesis) and the history they write: deductions with a
 new Idempotency-Key each, retried with the same key while the outcome is open, a
-restocker that adds units through the database, and at the end the retry of every key
-still open and the final database, for loadtest/nemesis_check.py. With --orders (issue
+restocker that adds units through the database (in mode redis-stock through the
+restock API, the only restock that reaches Redis's count: docs/orders.md), and at the
+end the retry of every key still open and the final database, for loadtest/nemesis_check.py. With --orders (issue
 42, docs/orders.md) each deduction names a customer of a small pool shared by every
 client, the products have a limit per customer or reserve their units, and a client
 pays a reservation in time or late, cancels it, cancels and pays it at once, or leaves
@@ -80,15 +81,16 @@ class Clients:
         self.restock_id = 0
 
     def threads(self):
-        """The clients' threads and the restocker's, not started. Mode redis-stock has no
-        restocker: its count is Redis's, which a restock of MariaDB's row does not reach."""
-        restocker = [] if self.stack.mode == "redis-stock" else [
-            threading.Thread(target=self.restocker)]
+        """The clients' threads and the restocker's, not started."""
         return [threading.Thread(target=self.client, args=(n,))
-                for n in range(self.args.clients)] + restocker
+                for n in range(self.args.clients)] + [threading.Thread(target=self.restocker)]
 
     def api(self):
-        return orders.Api(f"http://127.0.0.1:{self.stack.ports['nginx']}", timeout=self.args.timeout)
+        """The order API through nginx; in mode redis-stock with the admin token."""
+        token = orders.read_token(self.stack.admin_token_file()) \
+            if self.stack.mode == "redis-stock" else None
+        return orders.Api(f"http://127.0.0.1:{self.stack.ports['nginx']}", token,
+                          timeout=self.args.timeout)
 
     def deduct(self, client, key, product, attempt, user=None):
         ans = self.api().reduce(product, user, key)
@@ -99,26 +101,27 @@ class Clients:
         if user:
             rec["user"] = user
         if rec["outcome"] == "deducted":
-            rec["order_id"] = ans.order_id
+            rec["order"] = ans.order
             rec["replayed"] = bool(ans.doc.get("replayed"))
         if ans.error:
             rec["error"] = ans.error
         self.history.record(rec)
         return rec
 
-    def order_call(self, kind, product, order_id, user):
-        """A payment or a cancel (KIND pay|cancel) of ORDER_ID as USER, recorded."""
+    def order_call(self, kind, product, order, user):
+        """A payment or a cancel (KIND pay|cancel) of ORDER (as the deduction's answer
+        named it: lab/orders.py's Answer.order) as USER, recorded."""
         api = self.api()
-        ans = (api.pay if kind == "pay" else api.cancel)(order_id, user)
-        self.history.record({"type": kind, "order_id": order_id, "user": user,
-                             "product": product, **ans.record()})
+        ans = (api.pay if kind == "pay" else api.cancel)(order, user)
+        self.history.record({**ans.record(), "type": kind, "order": order, "user": user,
+                             "product": product})
         return ans
 
     def after_reservation(self, rng, product, rec):
         """What a customer does with the reservation REC: pays it in time or late, cancels
         it, cancels and pays it at once (racing each other and the expiry), or leaves it."""
         e = self.reserve_s.get(product) or 1
-        oid, user = rec.get("order_id"), rec.get("user")
+        oid, user = rec.get("order"), rec.get("user")
         fate = rng.random()
         time.sleep(rng.uniform(0, 1.5 * e))
         if fate < 0.4:
@@ -167,6 +170,8 @@ class Clients:
         rid = self.restock_id
         rec = {"type": "restock", "id": rid, "product": product, "amount": amount,
                "invoke": time.time()}
+        if self.stack.mode == "redis-stock":
+            return self.restock_by_api(rec)
         # after_order, read under the product row's lock (READ COMMITTED: the latest
         # committed orders), places the restock in the product's order ids, which are in
         # commit order whatever MariaDB's clock does (loadtest/nemesis_check.py).
@@ -185,6 +190,19 @@ class Clients:
             pass
         rec["complete"] = time.time()
         rec["outcome"] = "ok" if ok else "unknown"
+        self.history.record(rec)
+
+    def restock_by_api(self, rec):
+        """Mode redis-stock's restock (REC, recorded): POST /stock/restock with its own
+        Idempotency-Key, not retried. An SQL restock there is the documented oversell (a
+        load between MariaDB's raise and Redis's sells it twice); the committed restocks
+        are the API's ledger, the restock table (final). A 503 may have committed in
+        MariaDB without reaching Redis (docs/orders.md): its outcome stays open."""
+        rec["key"] = f"s{self.args.seed}-restock-{rec['id']}"
+        ans = self.api().restock(rec["product"], rec["amount"], rec["key"])
+        rec.update(complete=ans.complete, status=ans.status, result=ans.result,
+                   outcome="ok" if ans.result == "restocked" else
+                   "failed" if 400 <= ans.status < 500 else "unknown")
         self.history.record(rec)
 
     def resolve_open_keys(self):
@@ -219,8 +237,7 @@ class Clients:
         rows = self.stack.sql("SELECT id, product_id, IFNULL(request_id, ''), "
                               f"UNIX_TIMESTAMP(created_at), instance{life} FROM orders ORDER BY id")
         read_at = time.time()
-        restocks = self.stack.sql("SELECT id, product_id, amount, UNIX_TIMESTAMP(at), "
-                                  "after_order FROM nemesis_restock ORDER BY id")
+        restocks = self.restocks()
         nodes = self.galera_nodes() if self.stack.haproxy else {}
         out = {"products": {str(p): {"initial": self.products[p], "final": int(s)}
                             for p, s in ((int(r[0]), r[1]) for r in stocks)},
@@ -234,9 +251,21 @@ class Clients:
             out.update(orders_life=True, read_at=read_at,
                        clock_faults=bool({"clock", "clock-back"} & set(self.stack.fault_kinds)))
         return {**out,
-                "restocks": [{"id": int(r[0]), "product": int(r[1]), "amount": int(r[2]),
-                              "at": float(r[3]), "after_order": int(r[4])} for r in restocks],
-                "replay_by_order_id": True, **nodes, **extra}
+                "restocks": restocks, "replay_by_order_id": True, **nodes, **extra}
+
+    def restocks(self):
+        """The committed restocks: the restocker's own ledger (nemesis_restock, with
+        after_order), or in mode redis-stock the API's (the restock table, with each one's
+        key; no after_order, so the replay goes by time)."""
+        if self.stack.mode == "redis-stock":
+            return [{"id": int(r[0]), "product": int(r[1]), "amount": int(r[2]),
+                     "at": float(r[3]), "key": r[4]} for r in self.stack.sql(
+                         "SELECT id, product_id, units, UNIX_TIMESTAMP(created_at), request_id "
+                         "FROM restock ORDER BY id")]
+        return [{"id": int(r[0]), "product": int(r[1]), "amount": int(r[2]),
+                 "at": float(r[3]), "after_order": int(r[4])} for r in self.stack.sql(
+                     "SELECT id, product_id, amount, UNIX_TIMESTAMP(at), after_order "
+                     "FROM nemesis_restock ORDER BY id")]
 
     def galera_nodes(self):
         """--galera: what each node holds, read on the node itself with wsrep_sync_wait=1

@@ -261,7 +261,7 @@ class Stack:
         ids = tuple(self.products)
         self.sql("""CREATE TABLE nemesis_restock (id INT PRIMARY KEY, product_id INT NOT NULL,
                     amount INT NOT NULL, at TIMESTAMP(6) NOT NULL, after_order BIGINT NOT NULL)""",
-                 "DELETE FROM orders", "DELETE FROM product_segment",
+                 "DELETE FROM orders", "DELETE FROM restock", "DELETE FROM product_segment",
                  ("DELETE FROM product WHERE id NOT IN %s", (ids,)),
                  *[("INSERT INTO product (id, product_name, stock, fence) VALUES (%s, %s, %s, 0) "
                     "ON DUPLICATE KEY UPDATE stock=%s, fence=0", (p, f"nemesis-{p}", n, n))
@@ -301,7 +301,10 @@ class Stack:
         if self.mode == "redis":
             base += ["--redis", f"127.0.0.1:{redis_port}"]
         elif self.mode == "redis-stock":
-            base += ["--redis", f"127.0.0.1:{self.redis_primary}"]
+            # Restocks go through the API there (nemesis_clients.py): the token it asks for.
+            srv.secret_file(self.admin_token_file())
+            base += ["--redis", f"127.0.0.1:{self.redis_primary}",
+                     "--admin-token-file", self.admin_token_file()]
         elif self.mode == "redlock":
             base += ["--redis", ",".join(f"127.0.0.1:{q}" for q in self.redlock_ports())]
         elif self.mode == "etcd":
@@ -326,6 +329,10 @@ class Stack:
         if owner:
             srv.secret_file(os.path.join(self.run, "peer.secret"))
         return owner
+
+    def admin_token_file(self):
+        """RUN/admin-token (0600), stockd's --admin-token-file in mode redis-stock."""
+        return os.path.join(self.run, "admin-token")
 
     def restart_stockd(self, i):
         """Starts stockd-I again, retrying for 60 s: stockd exits at start-up when it

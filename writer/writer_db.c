@@ -18,7 +18,9 @@
  *      memo was lost): KEY REUSED, recorded as an oversold promise under
  *      "<key>@<at_us>" with reason key_reused, never dropped.
  *   3. The others, per product in stream order: while MariaDB's stock lasts, an order;
- *      then an oversold promise (sold_out, or no_product without a row).
+ *      then an oversold promise (sold_out, or no_product without a row). A cancel or an
+ *      expiry that will give its unit back (step 5) adds it at its place in the stream,
+ *      as Redis did: a deduction after it in the batch may take that unit.
  *   4. One UPDATE of the products' stock, one INSERT of the orders, one INSERT IGNORE of
  *      the promises;
  *   5. the change entries of reservations (paid, cancelled, expired; docs/orders.md),
@@ -63,9 +65,9 @@ static const char *const stmt_sql[ST_COUNT] = {
     [ST_LOCK] = "SELECT p.id, p.stock FROM JSON_TABLE(?, '$[*]' COLUMNS (id INT PATH '$')) j "
                 "STRAIGHT_JOIN product p FORCE INDEX (PRIMARY) ON p.id = j.id FOR UPDATE",
     /* [key, ...] of orders, then [key or <key>@<at_us>, ...] of promises. */
-    [ST_PRIORS] = "SELECT o.request_id, o.product_id, " AT_OF("o") " FROM " KEYS_OF(
+    [ST_PRIORS] = "SELECT o.request_id, o.product_id, " AT_OF("o") ", o.state FROM " KEYS_OF(
         "?") " JOIN orders o ON o.request_id = j.k "
-             "UNION ALL SELECT s.request_id, s.product_id, " AT_OF("s") " FROM " KEYS_OF(
+             "UNION ALL SELECT s.request_id, s.product_id, " AT_OF("s") ", NULL FROM " KEYS_OF(
                  "?") " JOIN oversold_promise s ON s.request_id = j.k",
     /* [{"id", "n"}, ...]: n units of product id. */
     [ST_STOCK] = "UPDATE JSON_TABLE(?, '$[*]' COLUMNS (id INT PATH '$.id', n INT PATH '$.n')) j "
@@ -244,7 +246,8 @@ static void reused_id(const writer_entry *e, char *buf, size_t cap) {
 typedef struct prior {
     char id[STOCKDB_REQUEST_ID_MAX + 1];
     int32_t product;
-    int64_t at_us; /* -1: no answered_at */
+    int64_t at_us;  /* -1: no answered_at */
+    char state[16]; /* an order's state; "" for a promise */
 } prior;
 
 typedef struct product_lock {
@@ -296,9 +299,9 @@ static int read_priors(writer_db *db, writer_entry **order, unsigned n, prior **
     if (rc != WRITER_OK) return rc;
     MYSQL_STMT *st = db->stmt[ST_PRIORS];
     prior x;
-    unsigned long idlen = 0;
-    my_bool at_null = 0;
-    MYSQL_BIND r[3];
+    unsigned long idlen = 0, stlen = 0;
+    my_bool at_null = 0, st_null = 0;
+    MYSQL_BIND r[4];
     memset(r, 0, sizeof(r));
     r[0].buffer_type = MYSQL_TYPE_STRING;
     r[0].buffer = x.id;
@@ -307,6 +310,11 @@ static int read_priors(writer_db *db, writer_entry **order, unsigned n, prior **
     bind_int(&r[1], &x.product);
     bind_ll(&r[2], &x.at_us);
     r[2].is_null = &at_null;
+    r[3].buffer_type = MYSQL_TYPE_STRING;
+    r[3].buffer = x.state;
+    r[3].buffer_length = sizeof(x.state);
+    r[3].length = &stlen;
+    r[3].is_null = &st_null;
     if (mysql_stmt_bind_result(st, r) || mysql_stmt_store_result(st))
         return stmt_fail(db, ST_PRIORS);
     size_t rows = (size_t)mysql_stmt_num_rows(st);
@@ -318,6 +326,7 @@ static int read_priors(writer_db *db, writer_entry **order, unsigned n, prior **
     while (*nout < rows && mysql_stmt_fetch(st) == 0) {
         x.id[idlen < sizeof(x.id) ? idlen : sizeof(x.id) - 1] = '\0';
         if (at_null) x.at_us = -1;
+        x.state[st_null || stlen >= sizeof(x.state) ? 0 : stlen] = '\0';
         p[(*nout)++] = x;
     }
     mysql_stmt_free_result(st);
@@ -331,6 +340,28 @@ static const prior *find_prior(const prior *p, size_t n, const char *id) {
     return NULL;
 }
 
+/* Whether the change entry order[I] will change its order (step 5), which is so when the
+ * order is reserved by then: written reserved before this batch or earlier in it, and not
+ * changed by an earlier entry of the batch (a change makes the state final). The products
+ * are locked, so no other writer changes the rows meanwhile. */
+static bool will_change(writer_entry **order, unsigned i, const prior *pr, size_t npr) {
+    const writer_entry *e = order[i];
+    bool reserved = false;
+    for (size_t k = 0; k < npr; k++)
+        if (strcmp(pr[k].id, e->key) == 0 && pr[k].product == e->product &&
+            strcmp(pr[k].state, "reserved") == 0)
+            reserved = true;
+    for (unsigned k = 0; k < i; k++) {
+        const writer_entry *x = order[k];
+        if (x->product != e->product || strcmp(x->key, e->key) != 0) continue;
+        if (x->outcome == WRITER__CHANGE)
+            reserved = false;
+        else if (x->outcome == WRITER__ORDER)
+            reserved = strcmp(x->state, "reserved") == 0;
+    }
+    return reserved;
+}
+
 /* Step 3: each entry's outcome. */
 static void classify(writer_entry **order, unsigned n, const prior *pr, size_t npr,
                      product_lock *pl, unsigned npl) {
@@ -341,6 +372,10 @@ static void classify(writer_entry **order, unsigned n, const prior *pr, size_t n
         while (pl[j].id != e->product)
             j++;
         if (e->change[0]) { /* applied after the inserts (apply_changes) */
+            /* A release's unit is back for the deductions after it, as in Redis, where
+             * the script that released it ran before theirs. */
+            if (strcmp(e->change, "paid") != 0 && pl[j].found && will_change(order, i, pr, npr))
+                pl[j].stock++;
             e->outcome = WRITER__CHANGE;
             continue;
         }

@@ -93,7 +93,7 @@ def race(apis, product, rnd):
     for u, ans in zip(users, res):
         if ans.result != "reserved":
             fail(f"reservation of {u}: {ans.status} {ans.result} {ans.doc.get('message')}")
-        orders[ans.order_id] = u
+        orders[ans.order] = u
     jobs = []
     with concurrent.futures.ThreadPoolExecutor(2 * ORDERS + RESTOCKS) as pool:
         for i, (oid, u) in enumerate(orders.items()):

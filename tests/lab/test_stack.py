@@ -206,7 +206,8 @@ class ServerFiles(unittest.TestCase):
                           "+evalsha +script|load +exists +pttl +time +incr +set +get +del +publish "
                           "+subscribe +unsubscribe +ping +decr +xadd +xgroup|create "
                           "+xinfo|groups +wait +xinfo|consumers +xreadgroup +xack +xautoclaim "
-                          "+xpending +xrange +xlen +scan +xtrim +xgroup|delconsumer"
+                          "+xpending +xrange +xlen +scan +xtrim +xgroup|delconsumer +eval +hset "
+                          "+hget +hmget +hincrby +incrby +expire +zadd +zrem +zrangebyscore"
                           % (servers.redis_user(), h),
                           "user replica reset on #%s resetchannels -@all +psync +replconf +ping" % h],
                          lines[:3])

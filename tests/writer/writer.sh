@@ -18,8 +18,10 @@
 #     each recorded as an oversold promise `<key>@<at_us>` with reason key_reused and a
 #     log line, never dropped as a duplicate. /metrics says the same counts. Two
 #     reservations (entries with state reserved and expires_us) and their changes (a
-#     cancel delivered twice, a payment after it, a payment of the other): each change
-#     applies once, to a reserved order only; the cancelled unit comes back once. SIGTERM
+#     cancel delivered twice, a payment after it, a payment of the other), and a third
+#     reservation that only the cancelled unit makes possible, right after the cancel in
+#     one batch: each change applies once, to a reserved order only; the cancelled unit
+#     comes back once, at its place in the stream, so the third is an order. SIGTERM
 #     stops the writer with exit 0.
 #   writer.sh kill9
 #     Load fed while writer A runs; a row lock held on product 2 stalls A's batch, and A
@@ -111,30 +113,37 @@ exactly-once)
     'stock_writer_undelivered_entries 0'; do
     grep -qx "$m" <<<"$metrics" || fail "/metrics lacks '$m': $(grep "^${m% *} " <<<"$metrics")"
   done
-  # Reservations of mode redis-stock (docs/orders.md): r-1 reserved, cancelled, its
-  # cancel delivered again and a payment after it; r-2 reserved and paid. Each change
-  # applies to a reserved order only, in stream order: r-1's unit comes back once.
-  sql "UPDATE product SET stock = 10 WHERE id = 4"
+  # Reservations of mode redis-stock (docs/orders.md): of 2 units, r-1 reserved,
+  # cancelled, its cancel delivered again and a payment after it; r-2 reserved and paid;
+  # r-3 reserved with r-1's unit (Redis had it back) right after r-1's cancel, in the
+  # same batch of 4 (one MULTI, read at once), and paid. Each change applies to a
+  # reserved order only, in stream order, and r-1's unit comes back once, before r-3
+  # takes it (the nemesis's --orders found it taken after the batch's deductions).
+  sql "UPDATE product SET stock = 2 WHERE id = 4"
   x=$((W_AT + 3600000000))
   {
+    echo MULTI
     for k in r-1 r-2; do
       echo "XADD stockd:orders * key $k product 4 instance test at_us $W_AT user u-$k state reserved expires_us $x"
     done
-    for c in "r-1 cancelled" "r-1 cancelled" "r-1 paid" "r-2 paid"; do
-      echo "XADD stockd:orders * key ${c% *} product 4 instance test at_us $((W_AT + 5)) change ${c#* }"
+    echo "XADD stockd:orders * key r-1 product 4 instance test at_us $((W_AT + 5)) change cancelled"
+    echo "XADD stockd:orders * key r-3 product 4 instance test at_us $((W_AT + 6)) user u-r-3 state reserved expires_us $x"
+    for c in "r-1 cancelled" "r-1 paid" "r-2 paid" "r-3 paid"; do
+      echo "XADD stockd:orders * key ${c% *} product 4 instance test at_us $((W_AT + 7)) change ${c#* }"
     done
+    echo EXEC
   } | rcli >/dev/null || fail "feeding the reservations failed"
   wait_until 30 w_drained || fail "not drained after the reservations"
-  expect_eq "r-1 and r-2: state, expires_at, released_at" \
-    "r-1 cancelled 1 1 r-2 paid 1 0" \
+  expect_eq "r-1, r-2 and r-3: state, expires_at, released_at" \
+    "r-1 cancelled 1 1 r-2 paid 1 0 r-3 paid 1 0" \
     "$(sql "SELECT request_id, state, expires_at IS NOT NULL, released_at IS NOT NULL FROM orders WHERE product_id=4 ORDER BY request_id" | tr '\t\n' '  ' | sed 's/ $//')"
-  expect_eq "stock of product 4 (r-1's unit back once)" 9 "$(stock 4)"
+  expect_eq "stock of product 4 (r-1's unit back once, to r-3)" 0 "$(stock 4)"
   pid=$(cat "$T/writer-a/pid")
   kill -TERM "$pid"
   rc=0
   wait "$pid" || rc=$?
   expect_eq "the writer's exit after SIGTERM" 0 "$rc"
-  grep -q 'stopped: .* 10 orders, [0-9]* duplicates, 2 oversold promises' "$T/writer-a/log" ||
+  grep -q 'stopped: .* 11 orders, [0-9]* duplicates, 2 oversold promises' "$T/writer-a/log" ||
     fail "no summary line: $(tail -n 3 "$T/writer-a/log")"
   ;;
 kill9)
