@@ -10,7 +10,7 @@ set(faults ${CMAKE_CURRENT_SOURCE_DIR}/faults)
 stockd_integration_test(fault_checker_catches_oversell_and_partial_deduction
   COMMAND bash ${faults}/checker_selftest.sh TIMEOUT 240 LABELS fault)
 stockd_integration_test(fault_kill9_instance_mid_commit_rolls_back
-  COMMAND bash ${faults}/kill_instance.sh TIMEOUT 240 LABELS fault)
+  COMMAND bash ${faults}/kill_instance.sh TIMEOUT 240 LABELS fault SANITIZED)
 # The same with the combiner on: the victim is frozen in the middle of a batch (stock
 # lowered by k, its INSERT of k orders waiting), so the kill must roll back the whole
 # batch and every one of its k requests is resolved by its key. The think time is per
@@ -19,15 +19,15 @@ stockd_integration_test(fault_kill9_holder_mid_batch_rolls_back_the_batch
   COMMAND env F_BATCH_MAX=64 F_THINK_US=150000 bash ${faults}/kill_instance.sh
   TIMEOUT 240 LABELS fault)
 stockd_integration_test(fault_zk_restart_503_then_recovers
-  COMMAND bash ${faults}/zk_restart.sh TIMEOUT 240 LABELS fault)
+  COMMAND bash ${faults}/zk_restart.sh TIMEOUT 240 LABELS fault SANITIZED)
 stockd_integration_test(fault_mysql_restart_503_then_recovers
-  COMMAND bash ${faults}/mysql_restart.sh TIMEOUT 240 LABELS fault)
+  COMMAND bash ${faults}/mysql_restart.sh TIMEOUT 240 LABELS fault SANITIZED)
 stockd_integration_test(fault_zk_ensemble_leader_killed_service_continues
   COMMAND bash ${faults}/zk_leader_kill.sh TIMEOUT 240 LABELS fault)
 stockd_integration_test(fault_nginx_reload_loses_no_request
   COMMAND bash ${faults}/nginx_reload.sh TIMEOUT 240 LABELS fault)
 stockd_integration_test(fault_client_cut_resolved_by_idempotency_key
-  COMMAND bash ${faults}/client_cut.sh TIMEOUT 240 LABELS fault)
+  COMMAND bash ${faults}/client_cut.sh TIMEOUT 240 LABELS fault SANITIZED)
 # A holder paused past its session resumes inside its successor's check. This found
 # the bug fixed by the compare-and-set on product.fence (db/stockdb.c); it hits the
 # exact interleaving only now and then, so tests/db reproduces it deterministically.
@@ -75,6 +75,6 @@ stockd_integration_test(fault_route_owner_paused_late_batch_fenced_exact
 stockd_integration_test(fault_route_instance_added_removed_lock_handed_over
   COMMAND ${routing} add_remove TIMEOUT 180 LABELS fault)
 stockd_integration_test(fault_route_peer_http_cut_circuit_opens_heals
-  COMMAND ${routing} peer_http_cut TIMEOUT 240 LABELS fault)
+  COMMAND ${routing} peer_http_cut TIMEOUT 240 LABELS fault SANITIZED)
 stockd_integration_test(fault_route_peer_path_refused_nothing_deducted
   COMMAND ${routing} peer_path_refused TIMEOUT 240 LABELS fault)

@@ -34,31 +34,31 @@ stockd_integration_test(last_unit_zk_3_instances_sold_once
 # zk is run both ways: one acquisition per deduction (the seed's design) and batched
 # (the combiner's default), each with exact 0 and the ledger reconciled.
 stockd_integration_test(oversell_zk_per_request_3_instances_ends_at_zero
-  COMMAND env CHECK_ONE_PER_ACQUISITION=1 bash ${CMAKE_CURRENT_SOURCE_DIR}/service/oversell.sh zk 3 zero --batch-max 1 LABELS experiment)
+  COMMAND env CHECK_ONE_PER_ACQUISITION=1 bash ${CMAKE_CURRENT_SOURCE_DIR}/service/oversell.sh zk 3 zero --batch-max 1 LABELS experiment SANITIZED)
 stockd_integration_test(oversell_zk_batched_3_instances_ends_at_zero
-  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/oversell.sh zk 3 zero LABELS experiment)
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/oversell.sh zk 3 zero LABELS experiment SANITIZED)
 stockd_integration_test(oversell_zk_herd_3_instances_ends_at_zero
-  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/oversell.sh zk-herd 3 zero LABELS experiment)
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/oversell.sh zk-herd 3 zero LABELS experiment SANITIZED)
 stockd_integration_test(oversell_for_update_3_instances_ends_at_zero
-  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/oversell.sh for-update 3 zero LABELS experiment)
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/oversell.sh for-update 3 zero LABELS experiment SANITIZED)
 stockd_integration_test(oversell_atomic_3_instances_ends_at_zero
-  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/oversell.sh atomic 3 zero LABELS experiment)
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/oversell.sh atomic 3 zero LABELS experiment SANITIZED)
 # The lease locks of article 001 across all instances: a Redis lease lock and the
 # database lock table, both fenced, batched by default; redis also one acquisition per
 # deduction.
 stockd_integration_test(oversell_redis_3_instances_exact_zero
-  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/oversell.sh redis 3 zero LABELS experiment SHARES redis_lock_keys)
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/oversell.sh redis 3 zero LABELS experiment SHARES redis_lock_keys SANITIZED)
 stockd_integration_test(oversell_redis_per_request_3_instances_exact_zero
   COMMAND env CHECK_ONE_PER_ACQUISITION=1 bash ${CMAKE_CURRENT_SOURCE_DIR}/service/oversell.sh redis 3 zero --batch-max 1 LABELS experiment SHARES redis_lock_keys)
 stockd_integration_test(oversell_db_lock_3_instances_exact_zero
-  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/oversell.sh db-lock 3 zero LABELS experiment)
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/oversell.sh db-lock 3 zero LABELS experiment SANITIZED)
 # Redis as the stock of record (issue 35): one Lua script per deduction on a Redis of
 # the test's own, the oversell tool's load on three instances, keys and Redis down.
 stockd_integration_test(redis_stock_3_instances_exact_with_distinct_order_keys
-  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/redis_stock.sh LABELS experiment)
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/redis_stock.sh LABELS experiment SANITIZED)
 # RedLock (article 001 §3.7) on the fixture's three independent Redis servers.
 stockd_integration_test(oversell_redlock_3_instances_exact_zero
-  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/oversell.sh redlock 3 zero LABELS experiment SHARES redlock_lock_keys)
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/oversell.sh redlock 3 zero LABELS experiment SHARES redlock_lock_keys SANITIZED)
 # Kleppmann's case (a clock jump on two of three servers, stood in for by PEXPIRE): two
 # holders at once; the fence refuses the stale one, --fence off sells the last unit
 # twice. And one or two servers down. About 5 s each, on servers of their own. The
@@ -71,7 +71,7 @@ stockd_integration_test(redlock_faults_jump_unfenced
   COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/redlock_faults.sh jump unfenced LABELS fault
   SERIAL)
 stockd_integration_test(redlock_faults_servers_down
-  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/redlock_faults.sh servers-down LABELS fault)
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/redlock_faults.sh servers-down LABELS fault SANITIZED)
 # The Sentinel failover hazard (article 001 §3.5.4): the lock key written after the
 # replication link broke is lost with the primary, Sentinel promotes the replica, and a
 # second instance takes the same lock. The fence refuses the first holder's write;
@@ -94,7 +94,7 @@ endif()
 # etcd (Consul's model, article 001 section 5): a lease with keep-alive, a fair queue by
 # create revision, the revision as the fence. About 20 s.
 stockd_integration_test(oversell_etcd_3_instances_exact_zero
-  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/oversell.sh etcd 3 zero LABELS experiment SHARES etcd_lock_keys)
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/oversell.sh etcd 3 zero LABELS experiment SHARES etcd_lock_keys SANITIZED)
 # Segmented stock (article 001's section 8): the same load on stock split over K
 # segments, each with its own lock; segments.sh drains unevenly split stock.
 stockd_integration_test(oversell_zk_segments_4_3_instances_exact_zero
@@ -114,7 +114,7 @@ stockd_integration_test(segments_restock
 # Redis down at start and later: 503 at request time, never a crash. A holder paused
 # past its lease: refused by the fence, or (--fence off) the last unit sold twice.
 stockd_integration_test(lease_faults_redis_down
-  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/lease_faults.sh redis-down LABELS fault)
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/lease_faults.sh redis-down LABELS fault SANITIZED)
 stockd_integration_test(lease_faults_paused_redis_fenced_refused
   COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/lease_faults.sh paused redis fenced LABELS fault SHARES redis_lock_keys)
 stockd_integration_test(lease_faults_paused_redis_unfenced_oversells
@@ -158,7 +158,7 @@ stockd_integration_test(lease_faults_db_lock_release_taken_over_logged
 stockd_integration_test(etcd_faults_killed_holder
   COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/etcd_faults.sh killed-holder LABELS fault SHARES etcd_lock_keys)
 stockd_integration_test(etcd_faults_etcd_down
-  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/etcd_faults.sh etcd-down LABELS fault)
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/etcd_faults.sh etcd-down LABELS fault SANITIZED)
 stockd_integration_test(etcd_faults_paused
   COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/etcd_faults.sh paused fenced LABELS fault SHARES etcd_lock_keys)
 stockd_integration_test(etcd_faults_paused_unfenced_oversells
@@ -173,7 +173,7 @@ stockd_integration_test(zk_faults_timeout_paused_holder_zk_down
 stockd_integration_test(stock_watch_keeps_a_negative_product
   COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/stock_watch.sh LABELS service)
 stockd_integration_test(zk_lost_create_in_a_try_leaves_no_blocking_node
-  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/zk_lost_create.sh LABELS fault)
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/zk_lost_create.sh LABELS fault SANITIZED)
 # The combiner: one lock round serves every deduction of a product queued behind it.
 # SERIAL: a batch's think (0.3 to 2 s) must outlast the arrival of the requests queued
 # behind it and the test's polls of /metrics; beside other tests they arrive late and
@@ -201,7 +201,7 @@ stockd_integration_test(no_leak_in_10k_requests COMMAND bash ${CMAKE_CURRENT_SOU
 # Issue 16's defect 1: a second batch under one lock token whose COMMIT arrives late
 # (a relay holds it) must not let the next holder oversell, for every fenced lock kind.
 stockd_integration_test(late_commit_zk_exact
-  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/late_commit.sh zk LABELS fault)
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/late_commit.sh zk LABELS fault SANITIZED)
 stockd_integration_test(late_commit_zk_herd_exact
   COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/late_commit.sh zk-herd LABELS fault)
 stockd_integration_test(late_commit_redis_exact
@@ -221,7 +221,7 @@ stockd_integration_test(lock_cache_ops1
 stockd_integration_test(lock_cache_handover
   COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/lock_cache.sh handover LABELS fault)
 stockd_integration_test(lock_cache_kill9
-  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/lock_cache.sh kill9 LABELS fault)
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/lock_cache.sh kill9 LABELS fault SANITIZED)
 # Issue 16's defect 7: lock kinds with tokens on different scales share one fence column.
 stockd_integration_test(fence_kinds_switch
   COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/fence_kinds.sh switch LABELS fault SHARES redis_lock_keys)
@@ -311,7 +311,7 @@ stockd_integration_test(cross_products_busy
 stockd_integration_test(cross_products_hol
   COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/cross_products.sh hol LABELS fault SERIAL)
 stockd_integration_test(cross_products_kill9
-  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/cross_products.sh kill9 LABELS fault)
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/cross_products.sh kill9 LABELS fault SANITIZED)
 # A product past the cross bound is served while two hot products keep every leader's
 # batch full (~15 s); a product whose lock frees while the leader waits for another
 # busy lock is served then, not after that wait (~8 s). aside is SERIAL, as busy and
@@ -428,4 +428,4 @@ stockd_integration_test(route_owner_dropped_answer_one_order
 stockd_integration_test(route_owner_dropped_answer_one_order_by_key
   COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/route_owner.sh dropped-key LABELS fault)
 stockd_integration_test(route_owner_in_doubt_answered_unknown_never_nothing_deducted
-  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/route_owner.sh dropped-nodb LABELS fault)
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/route_owner.sh dropped-nodb LABELS fault SANITIZED)
