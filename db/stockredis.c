@@ -438,6 +438,32 @@ static redisReply *command(stockredis *s, int *rc, const char *fmt, ...) {
     return r;
 }
 
+/* Sends a script that changes something (`what` names it in errors), once, on the
+ * connection made: it is not idempotent, so a lost reply is ERR_UNKNOWN and is never
+ * resent, and an error reply is ERR_REFUSED when Redis refused the script before
+ * running it (refusal), else ERR_UNKNOWN. NULL with *rc and the error set, or the
+ * reply, whose form the caller checks. */
+static redisReply *send_once(stockredis *s, int *rc, const char *what, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    redisReply *r = redisvCommand(s->c, fmt, ap);
+    va_end(ap);
+    if (!r) {
+        set_err(s, "%s: %s", what, s->c->errstr);
+        drop(s);
+        *rc = STOCKREDIS_ERR_UNKNOWN;
+        return NULL;
+    }
+    if (r->type == REDIS_REPLY_ERROR) {
+        set_err(s, "%s: %s", what, r->str);
+        *rc = refusal(r->str) ? STOCKREDIS_ERR_REFUSED : STOCKREDIS_ERR_UNKNOWN;
+        freeReplyObject(r);
+        return NULL;
+    }
+    *rc = STOCKREDIS_OK;
+    return r;
+}
+
 int stockredis_restock(stockredis *s, int32_t product_id, int32_t units, long long *count,
                        bool *present) {
     char count_key[64], restocked[64];
@@ -451,21 +477,12 @@ int stockredis_restock(stockredis *s, int32_t product_id, int32_t units, long lo
     restocked_key(product_id, restocked, sizeof(restocked));
     int rc = connect_once(s);
     if (rc != STOCKREDIS_OK) return rc;
-    /* EVAL, not EVALSHA: an operator's call, rare; sent once (not idempotent: a lost
-     * reply is ERR_UNKNOWN, never resent). */
-    redisReply *r =
-        redisCommand(s->c, "EVAL %s 2 %s %s %d", restock_lua, count_key, restocked, (int)units);
-    if (!r) {
-        set_err(s, "EVAL restock: %s", s->c->errstr);
-        drop(s);
-        return STOCKREDIS_ERR_UNKNOWN;
-    }
-    if (r->type == REDIS_REPLY_ERROR) {
-        set_err(s, "the restock script: %s", r->str);
-        rc = refusal(r->str) ? STOCKREDIS_ERR_REFUSED : STOCKREDIS_ERR_UNKNOWN;
-    } else if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
-               r->element[0]->type != REDIS_REPLY_INTEGER ||
-               r->element[1]->type != REDIS_REPLY_INTEGER) {
+    /* EVAL, not EVALSHA: an operator's call, rare. */
+    redisReply *r = send_once(s, &rc, "the restock script", "EVAL %s 2 %s %s %d", restock_lua,
+                              count_key, restocked, (int)units);
+    if (!r) return rc;
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+        r->element[0]->type != REDIS_REPLY_INTEGER || r->element[1]->type != REDIS_REPLY_INTEGER) {
         set_err(s, "the restock script: an answer not of the form {present, count}");
         rc = STOCKREDIS_ERR_UNKNOWN;
     } else {
@@ -518,24 +535,16 @@ int stockredis_change(stockredis *s, const char *key, stockredis_event ev, const
     snprintf(users_key, sizeof(users_key), "stockd:users:{%ld}", (long)out->product_id);
     snprintf(product, sizeof(product), "%ld", (long)out->product_id);
     snprintf(ttl, sizeof(ttl), "%u", final_ttl_s);
-    /* EVAL, sent once: a lost reply is ERR_UNKNOWN, never resent (a resend is harmless,
-     * the state check refuses it, but its answer would say not_reserved). */
-    r = redisCommand(s->c, "EVAL %s 5 %s %s %s %s %s %s %s %s %s %s %s", change_lua, record,
-                     count_key, users_key, STOCKREDIS_STREAM, STOCKREDIS_EXPIRY, product, key,
-                     events[ev], user ? user : "", s->instance, ttl);
-    if (!r) {
-        set_err(s, "EVAL change: %s", s->c->errstr);
-        drop(s);
-        return STOCKREDIS_ERR_UNKNOWN;
-    }
-    if (r->type == REDIS_REPLY_ERROR) {
-        set_err(s, "the change script: %s", r->str);
-        rc = refusal(r->str) ? STOCKREDIS_ERR_REFUSED : STOCKREDIS_ERR_UNKNOWN;
-    } else if (r->type != REDIS_REPLY_ARRAY || r->elements != 3 ||
-               r->element[0]->type != REDIS_REPLY_INTEGER ||
-               r->element[1]->type != REDIS_REPLY_STRING ||
-               r->element[2]->type != REDIS_REPLY_INTEGER || r->element[0]->integer < 0 ||
-               r->element[0]->integer > STOCKREDIS_CHANGED) {
+    /* Sent once (a resend would be harmless, the state check refuses it, but its answer
+     * would say not_reserved). */
+    r = send_once(s, &rc, "the change script", "EVAL %s 5 %s %s %s %s %s %s %s %s %s %s %s",
+                  change_lua, record, count_key, users_key, STOCKREDIS_STREAM, STOCKREDIS_EXPIRY,
+                  product, key, events[ev], user ? user : "", s->instance, ttl);
+    if (!r) return rc;
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 3 ||
+        r->element[0]->type != REDIS_REPLY_INTEGER || r->element[1]->type != REDIS_REPLY_STRING ||
+        r->element[2]->type != REDIS_REPLY_INTEGER || r->element[0]->integer < 0 ||
+        r->element[0]->integer > STOCKREDIS_CHANGED) {
         set_err(s, "the change script: an answer not of the form {outcome, state, count}");
         rc = STOCKREDIS_ERR_UNKNOWN;
     } else {

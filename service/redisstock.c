@@ -76,11 +76,17 @@ static void answer_error(worker_state *ws, int rc, stockd_answer *a) {
     }
 }
 
+/* The life of a key's memo, and of a final reservation's record (so that a late pay or
+ * cancel within it is answered not_reserved or expired rather than not_found): the
+ * window for a client's key; for stockd's own ('/' never appears in a client's key),
+ * what a resend needs. */
+static unsigned key_life_s(const stockd_config *c, const char *key) {
+    return strchr(key, '/') ? OWN_KEY_TTL_S : c->redis_key_window_s;
+}
+
 /* Runs the script, loading the count from MariaDB first when Redis has none. */
 static int deduct(worker_state *ws, stockd_job *job, stockredis_result *res, stockd_answer *a) {
-    /* '/' never appears in a client's key: with one, the key is stockd's own. */
-    unsigned ttl =
-        strchr(job->request_id, '/') ? OWN_KEY_TTL_S : ws->w->ctx->cfg->redis_key_window_s;
+    unsigned ttl = key_life_s(ws->w->ctx->cfg, job->request_id);
     const char *user = job->user[0] ? job->user : NULL;
     int rc = stockredis_deduct(ws->redis, job->product_id, job->request_id, -1, 0, ttl, user, -1,
                                -1, res);
@@ -188,12 +194,6 @@ void stockd_redisstock_serve(worker_state *ws, stockd_job *job) {
 
 /* ---------------------------------------------------------------- the order's life */
 
-/* The life of a final reservation's record: the window of its key, so that a late pay or
- * cancel within it is answered not_reserved or expired rather than not_found. */
-static unsigned record_ttl(const stockd_config *c, const char *key) {
-    return strchr(key, '/') ? OWN_KEY_TTL_S : c->redis_key_window_s;
-}
-
 int stockd_redisstock_change(worker_state *ws, const stockd_job *job, stockdb_order *after,
                              const char **message) {
     stockredis_change_result res;
@@ -201,7 +201,7 @@ int stockd_redisstock_change(worker_state *ws, const stockd_job *job, stockdb_or
     memset(after, 0, sizeof(*after));
     if (!job->request_id[0]) return STOCKDB_ERR_NOT_FOUND; /* not a key: no order here */
     int rc = ws->redis ? stockredis_change(ws->redis, job->request_id, ev, job->user,
-                                           record_ttl(ws->w->ctx->cfg, job->request_id), &res)
+                                           key_life_s(ws->w->ctx->cfg, job->request_id), &res)
                        : STOCKREDIS_ERR_NOMEM;
     if (rc != STOCKREDIS_OK) {
         answer__log_failure(ws, "redis-stock change",
@@ -254,7 +254,7 @@ unsigned stockd_redisstock_expire(stockredis *r, const stockd_config *c) {
         stockredis_change_result res;
         /* Two instances may release one reservation at once: the script's state check lets
          * one of them change it, and the other is answered NOT_RESERVED. */
-        rc = stockredis_change(r, keys[i], STOCKREDIS_EXPIRE, NULL, record_ttl(c, keys[i]), &res);
+        rc = stockredis_change(r, keys[i], STOCKREDIS_EXPIRE, NULL, key_life_s(c, keys[i]), &res);
         if (rc != STOCKREDIS_OK) {
             stockd_log("warn", "expiry: releasing %s in Redis: %s", keys[i], stockredis_errstr(r));
             return 0;
