@@ -71,24 +71,25 @@ def clean_refusal(ans):
     return ans.status == 503 and "nothing changed" in (ans.doc.get("message") or "")
 
 
+def reserve(apis, product, i, user):
+    """A reservation of PRODUCT for USER on instance i % 2. Reservations race too
+    (for-update on two writers): one aborted on every try is a clean 503 and is sent
+    again under its key, on the other instance, RESERVE_TRIES times at most."""
+    for attempt in range(RESERVE_TRIES):
+        ans = apis[(i + attempt) % 2].reduce(product, user, key=f"{user}-reserve")
+        if not clean_refusal(ans):
+            break
+    return ans
+
+
 def race(apis, product, rnd):
     """One round: reservations, then every order's pay and cancel on different instances
     and the restocks, all at once. (orders {oid: user}, pays {oid: Answer}, cancels
     {oid: Answer}, restock answers)."""
     users = [f"r{rnd}-u{i}" for i in range(ORDERS)]
 
-    def reserve(iu):
-        # The reservations race too (for-update on two writers): one aborted on every try
-        # is a clean 503 and is sent again under its key, a few times at most.
-        i, u = iu
-        for attempt in range(RESERVE_TRIES):
-            ans = apis[(i + attempt) % 2].reduce(product, u, key=f"{u}-reserve")
-            if not clean_refusal(ans):
-                break
-        return ans
-
     with concurrent.futures.ThreadPoolExecutor(ORDERS) as pool:
-        res = list(pool.map(reserve, enumerate(users)))
+        res = list(pool.map(lambda iu: reserve(apis, product, *iu), enumerate(users)))
     orders = {}
     for u, ans in zip(users, res):
         if ans.result != "reserved":
@@ -201,7 +202,7 @@ def main():
     shops[0].set_stock(e, 10)
     shops[0].set_terms(e, None, 1)
     with concurrent.futures.ThreadPoolExecutor(10) as pool:
-        res = list(pool.map(lambda i: apis[i % 2].reduce(e, f"x{i}"), range(10)))
+        res = list(pool.map(lambda i: reserve(apis, e, i, f"x{i}"), range(10)))
     if any(x.result != "reserved" for x in res):
         fail("reservations of the expiring product: " + ", ".join(str(x.result) for x in res))
     deadline = time.time() + 60

@@ -14,9 +14,11 @@ fi
 
 stack=$STOCKD_SRC/scripts/stack
 # As in tests/stack/up_down.sh: MariaDB at +6, stockd i at +10+i, nginx +1, ZooKeeper +2,
+# Redis +3 (the stack starts one in every mode: at its usual +82 it took a port of the
+# test four blocks on, "stockd: port 29862 is taken", fresh clone, 2026-12-08),
 # Prometheus +4.
 export STACK_RUN=$T STACK_PORT_BASE=$PORT0 STACK_NGINX_PORT=$((PORT0 + 1))
-export STACK_ZK_PORT=$((PORT0 + 2)) STACK_PROMETHEUS_PORT=$((PORT0 + 4))
+export STACK_ZK_PORT=$((PORT0 + 2)) STACK_REDIS_PORT=$((PORT0 + 3)) STACK_PROMETHEUS_PORT=$((PORT0 + 4))
 export STOCKD_BIN
 unset STOCKD_MYSQL_PASSWORD
 trap '"$stack" down </dev/null || true; t_cleanup' EXIT
