@@ -232,25 +232,27 @@ stockd_integration_test(fence_kinds_reset
 # with the fence the stock stays exact (the stale read's row_version fails the
 # compare-and-set); the correct order with the same load and no fence is exact too.
 # release-before-commit leaves one COMMIT's time between the unlock and the commit: the
-# relay makes every COMMIT take 20 ms (as on a disk that syncs slowly), the same for the
-# correct order's control.
+# relay makes every COMMIT take 100 ms (as on a disk that syncs slowly), the same for the
+# correct order's control. With 20 ms the redis row once sold exactly (fresh clone,
+# ctest -j4, 2026-12-08): beside other tests the lock's hand-off (a release's message, the
+# waiter's wake and SET) took longer than the COMMIT, and the hazard never opened.
 stockd_integration_test(pitfall_release_before_commit_zk_fence_off_oversells
-  COMMAND env COMMIT_DELAY_MS=20 bash ${CMAKE_CURRENT_SOURCE_DIR}/service/oversell.sh zk 3 negative
+  COMMAND env COMMIT_DELAY_MS=100 bash ${CMAKE_CURRENT_SOURCE_DIR}/service/oversell.sh zk 3 negative
           --batch-max 1 --pitfall release-before-commit --fence off LABELS pitfall)
 stockd_integration_test(pitfall_release_before_commit_zk_fenced_exact
-  COMMAND env COMMIT_DELAY_MS=20 bash ${CMAKE_CURRENT_SOURCE_DIR}/service/oversell.sh zk 3 zero
+  COMMAND env COMMIT_DELAY_MS=100 bash ${CMAKE_CURRENT_SOURCE_DIR}/service/oversell.sh zk 3 zero
           --batch-max 1 --pitfall release-before-commit LABELS pitfall)
 stockd_integration_test(pitfall_release_before_commit_redis_fence_off_oversells
-  COMMAND env COMMIT_DELAY_MS=20 bash ${CMAKE_CURRENT_SOURCE_DIR}/service/oversell.sh redis 3 negative
+  COMMAND env COMMIT_DELAY_MS=100 bash ${CMAKE_CURRENT_SOURCE_DIR}/service/oversell.sh redis 3 negative
           --batch-max 1 --pitfall release-before-commit --fence off LABELS pitfall SHARES redis_lock_keys)
 stockd_integration_test(pitfall_release_before_commit_redis_fenced_exact
-  COMMAND env COMMIT_DELAY_MS=20 bash ${CMAKE_CURRENT_SOURCE_DIR}/service/oversell.sh redis 3 zero
+  COMMAND env COMMIT_DELAY_MS=100 bash ${CMAKE_CURRENT_SOURCE_DIR}/service/oversell.sh redis 3 zero
           --batch-max 1 --pitfall release-before-commit LABELS pitfall SHARES redis_lock_keys)
 stockd_integration_test(pitfall_release_before_commit_db_lock_fence_off_oversells
-  COMMAND env COMMIT_DELAY_MS=20 bash ${CMAKE_CURRENT_SOURCE_DIR}/service/oversell.sh db-lock 3 negative
+  COMMAND env COMMIT_DELAY_MS=100 bash ${CMAKE_CURRENT_SOURCE_DIR}/service/oversell.sh db-lock 3 negative
           --batch-max 1 --pitfall release-before-commit --fence off LABELS pitfall)
 stockd_integration_test(pitfall_release_before_commit_db_lock_fenced_exact
-  COMMAND env COMMIT_DELAY_MS=20 bash ${CMAKE_CURRENT_SOURCE_DIR}/service/oversell.sh db-lock 3 zero
+  COMMAND env COMMIT_DELAY_MS=100 bash ${CMAKE_CURRENT_SOURCE_DIR}/service/oversell.sh db-lock 3 zero
           --batch-max 1 --pitfall release-before-commit LABELS pitfall)
 stockd_integration_test(pitfall_snapshot_before_lock_zk_fence_off_oversells
   COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/oversell.sh zk 3 negative
@@ -271,13 +273,13 @@ stockd_integration_test(pitfall_snapshot_before_lock_db_lock_fenced_exact
   COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/service/oversell.sh db-lock 3 zero
           --batch-max 1 --pitfall snapshot-before-lock LABELS pitfall)
 stockd_integration_test(pitfall_none_zk_fence_off_slow_commit_exact
-  COMMAND env COMMIT_DELAY_MS=20 bash ${CMAKE_CURRENT_SOURCE_DIR}/service/oversell.sh zk 3
+  COMMAND env COMMIT_DELAY_MS=100 bash ${CMAKE_CURRENT_SOURCE_DIR}/service/oversell.sh zk 3
           zero --batch-max 1 --fence off LABELS pitfall)
 stockd_integration_test(pitfall_none_redis_fence_off_slow_commit_exact
-  COMMAND env COMMIT_DELAY_MS=20 bash ${CMAKE_CURRENT_SOURCE_DIR}/service/oversell.sh redis 3
+  COMMAND env COMMIT_DELAY_MS=100 bash ${CMAKE_CURRENT_SOURCE_DIR}/service/oversell.sh redis 3
           zero --batch-max 1 --fence off LABELS pitfall SHARES redis_lock_keys)
 stockd_integration_test(pitfall_none_db_lock_fence_off_slow_commit_exact
-  COMMAND env COMMIT_DELAY_MS=20 bash ${CMAKE_CURRENT_SOURCE_DIR}/service/oversell.sh db-lock 3
+  COMMAND env COMMIT_DELAY_MS=100 bash ${CMAKE_CURRENT_SOURCE_DIR}/service/oversell.sh db-lock 3
           zero --batch-max 1 --fence off LABELS pitfall)
 # Affinity routing (issue 19 #3): nginx routes by product id; a process mutex is exact
 # while the product's instance is up, oversells when a kill mid-run makes nginx move
