@@ -18,8 +18,13 @@
  *     before the caller's stock transaction (on another connection) begins.
  *
  * Fencing is sound here: the token comes from an AUTO_INCREMENT counter in the same
- * server as the stock, and the next holder's INSERT can only succeed after the previous
- * row was deleted, so its value is allocated later and is larger. MariaDB keeps the
+ * server as the stock, allocated once the lock is held: the INSERT's own value is not
+ * enough, since InnoDB allocates it when the INSERT starts, not when its row goes in (a
+ * waiter that took N and was delayed could insert after a later holder's N+1 had been
+ * inserted, held and deleted, and hold with the smaller token: lock_mutex_db saw it
+ * under load). So the holder makes its row again at once (REPLACE, ST_RETOKEN), which
+ * allocates a value after the previous holder's release, hence after the previous
+ * holder's own REPLACE: larger. One statement more per acquisition. MariaDB keeps the
  * counter across restarts (since 10.2.4; MySQL before 8.0 did not, and an empty table
  * restarted there would hand out small tokens again). Gaps (failed INSERTs use values
  * too) do not matter.
@@ -61,7 +66,7 @@
 #include <mysql.h>
 #include <mysqld_error.h>
 
-enum { ST_INSERT, ST_TAKEOVER, ST_RELEASE, ST_UNDO, ST_RENEW, ST_COUNT };
+enum { ST_INSERT, ST_RETOKEN, ST_TAKEOVER, ST_RELEASE, ST_UNDO, ST_RENEW, ST_COUNT };
 
 #define RENEW_SQL                                                                                  \
     "UPDATE stock_lock SET expires_at = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND"                 \
@@ -72,6 +77,11 @@ enum { ST_INSERT, ST_TAKEOVER, ST_RELEASE, ST_UNDO, ST_RENEW, ST_COUNT };
 static const char *const stmt_sql[ST_COUNT] = {
     [ST_INSERT] = "INSERT INTO stock_lock (name, owner, expires_at)"
                   " VALUES (?, ?, UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND)",
+    /* Once held: the same row made again, with a token allocated now (the fencing
+     * token; see the top of the file). Only the holder's row has this name, so the
+     * REPLACE replaces exactly it. */
+    [ST_RETOKEN] = "REPLACE INTO stock_lock (name, owner, expires_at)"
+                   " VALUES (?, ?, UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND)",
     /* The takeover: only a row whose lease has passed by the server's clock. */
     [ST_TAKEOVER] = "DELETE FROM stock_lock WHERE name = ? AND expires_at < UTC_TIMESTAMP(6)",
     [ST_RELEASE] = "DELETE FROM stock_lock WHERE name = ? AND owner = ? AND token = ?",
@@ -322,12 +332,30 @@ static int dl_try(dblock *d, const char *name, int64_t *token) {
         bool sent;
         int rc = dl_exec(d, ST_INSERT, p, NULL, &id, &sent);
         if (rc == LOCK_OK) {
-            if (id == 0 || id > INT64_MAX) {
-                set_err(d, "INSERT INTO stock_lock gave no AUTO_INCREMENT token");
-                return LOCK_ERR_SERVER;
+            /* Held: the token, allocated now (the REPLACE), binds as the INSERT did. */
+            bind_str(&p[0], name, &name_len);
+            bind_str(&p[1], d->owner, &owner_len);
+            bind_i64(&p[2], &lease_us);
+            id = 0;
+            rc = dl_exec(d, ST_RETOKEN, p, NULL, &id, &sent);
+            if (rc == LOCK_OK && (id == 0 || id > INT64_MAX)) {
+                set_err(d, "REPLACE INTO stock_lock gave no AUTO_INCREMENT token");
+                rc = LOCK_ERR_SERVER;
             }
-            *token = (int64_t)id;
-            return LOCK_OK;
+            if (rc == LOCK_OK) {
+                *token = (int64_t)id;
+                return LOCK_OK;
+            }
+            /* Our row, with whichever token, is given up: undone below as after a lost
+             * INSERT, and the caller waits or fails as then. */
+            sent = true;
+            if (rc != LOCK_ERR_CONNECTION) {
+                bind_str(&p[0], name, &name_len);
+                bind_str(&p[1], d->owner, &owner_len);
+                uint64_t undone = 0;
+                int urc = dl_delete(d, ST_UNDO, p, &undone);
+                return urc == LOCK_OK ? (rc == DL_VICTIM ? DL_DUP : rc) : urc;
+            }
         }
         if (rc == LOCK_ERR_CONNECTION) {
             /* The INSERT may have committed with its reply lost: undo it by owner once
